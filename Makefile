@@ -1,0 +1,43 @@
+# Two commands set everything up on a fresh machine: `make run` and `make test`.
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+BIN     := bin
+
+.PHONY: run test build vet fmt-check test-go test-deploy bench bench-quick image clean
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sidecache ./cmd/sidecache
+	$(GO) build -trimpath -o $(BIN)/demo-upstream ./cmd/demo-upstream
+
+# The demo upstream on :3000 and the sidecar (L1-only, config/sidecache.yaml)
+# on :8080 in front of it; Ctrl-C stops both.
+run: build
+	@./scripts/run-demo.sh $(BIN)
+
+test: vet fmt-check test-go test-deploy
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+test-go:
+	$(GO) test -race -timeout 15m ./...
+
+test-deploy:
+	cd deploy && $(GO) vet ./... && $(GO) test -timeout 10m ./...
+
+bench: build
+	$(GO) run ./bench/cmd/bench -out bench/results
+
+bench-quick: build
+	BENCH_QUICK=1 $(GO) run ./bench/cmd/bench -out bench/results
+
+image:
+	docker build --build-arg VERSION=$(VERSION) -t sidecache:$(VERSION) .
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,98 @@
+// Command sidecache is the caching sidecar. See README.md and SPEC.md.
+//
+//	sidecache -config PATH        run (default config/sidecache.yaml)
+//	sidecache -config PATH -check validate the config, print problems, exit 0/1
+//	sidecache -version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"github.com/sidecache/sidecache/internal/config"
+	"github.com/sidecache/sidecache/internal/server"
+)
+
+// version is set at build time (-ldflags "-X main.version=…").
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sidecache", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "config/sidecache.yaml", "config file")
+	check := fs.Bool("check", false, "validate the config, print every problem, and exit")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "sidecache %s %s\n", version, runtime.Version())
+		return 0
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "sidecache: invalid config:\n%s\n", indent(err))
+		return 1
+	}
+	if *check {
+		fmt.Fprintf(stdout, "%s: ok (%d routes)\n", *path, len(cfg.Routes))
+		return 0
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "sidecache: -log-level: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.New(ctx, cfg, server.Options{ConfigPath: *path, Version: version, Logger: log})
+	if err != nil {
+		log.Error("start", "err", err)
+		return 1
+	}
+	if err := srv.Listen(); err != nil {
+		log.Error("start", "err", err)
+		return 1
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			_ = srv.Reload() // logged and counted inside
+		}
+	}()
+	if err := srv.Run(ctx); err != nil {
+		log.Error("stopped", "err", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// indent prints each joined problem on its own line.
+func indent(err error) string {
+	var multi interface{ Unwrap() []error }
+	if errors.As(err, &multi) {
+		s := ""
+		for _, e := range multi.Unwrap() {
+			s += "  " + e.Error() + "\n"
+		}
+		return s
+	}
+	return "  " + err.Error()
+}

@@ -1,0 +1,251 @@
+// Package admin serves the admin listener: metrics, health, readiness, the
+// compiled routes, purge, and Go profiling.
+//
+// Everything is mounted on a private ServeMux. net/http/pprof registers
+// itself on http.DefaultServeMux when imported; that mux is never served,
+// so profiles are reachable only here, on the admin address.
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Readiness reports whether the process should receive traffic. detail
+// names the state of each part, e.g. {"l2": "degraded", "config": "loaded"};
+// it is copied into the /readyz body next to "ready".
+type Readiness interface {
+	Ready() (ok bool, detail map[string]string)
+}
+
+// Purger drops cached entries in L1 (on every replica) and L2. The int
+// results count what was dropped, as the store knows it.
+type Purger interface {
+	PurgeTag(ctx context.Context, tag string) (int, error)
+	PurgeKey(ctx context.Context, key string) (int, error)
+	PurgeRoute(ctx context.Context, route string) (int, error)
+	PurgeAll(ctx context.Context) error
+}
+
+// Options configures Handler. Every field may be left zero.
+type Options struct {
+	// Token is the bearer token mutating calls must present; "" refuses
+	// them all, so an unset token never means "open".
+	Token string
+	// Gatherer is served on /metrics; nil serves an empty exposition.
+	Gatherer prometheus.Gatherer
+	// Ready backs /readyz; nil is always ready.
+	Ready Readiness
+	// Purger backs POST /purge; nil answers 501.
+	Purger Purger
+	// Routes returns the value encoded as JSON on GET /routes; nil gives [].
+	Routes func() any
+	// Logger receives errors that are not shown to clients; nil discards.
+	Logger *slog.Logger
+}
+
+// Handler returns the admin listener's handler. Wrong methods get 405 with
+// Allow (ServeMux method patterns); unknown paths 404.
+func Handler(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Gatherer == nil {
+		opts.Gatherer = prometheus.NewRegistry()
+	}
+	h := &handler{opts: opts, tokenSum: sha256.Sum256([]byte(opts.Token))}
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
+		ErrorLog:      promLogger{opts.Logger},
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	mux.HandleFunc("GET /healthz", h.healthz)
+	mux.HandleFunc("GET /readyz", h.readyz)
+	mux.HandleFunc("GET /routes", h.routes)
+	mux.HandleFunc("POST /purge", h.purge)
+
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+type handler struct {
+	opts     Options
+	tokenSum [sha256.Size]byte
+}
+
+func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
+	ok, detail := true, map[string]string(nil)
+	if h.opts.Ready != nil {
+		ok, detail = h.opts.Ready.Ready()
+	}
+	body := make(map[string]any, len(detail)+1)
+	for k, v := range detail {
+		body[k] = v
+	}
+	body["ready"] = ok
+	code := http.StatusOK
+	if !ok {
+		code = http.StatusServiceUnavailable
+	}
+	h.writeJSON(w, code, body)
+}
+
+func (h *handler) routes(w http.ResponseWriter, r *http.Request) {
+	var v any = []any{}
+	if h.opts.Routes != nil {
+		v = h.opts.Routes()
+	}
+	h.writeJSON(w, http.StatusOK, v)
+}
+
+// purge answers POST /purge?tag=T | key=K | route=R | all=1. The order of
+// checks is deliberate: a caller without the token learns nothing about
+// selectors or whether purging is wired up.
+func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Token == "" {
+		h.writeError(w, http.StatusForbidden, "purge disabled: admin.token is not set")
+		return
+	}
+	if code := h.authorize(r); code != "" {
+		// RFC 6750 §3: challenge, with error="invalid_token" when a token
+		// was presented but is wrong.
+		challenge := `Bearer realm="sidecache"`
+		if code != "missing" {
+			challenge += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		h.writeError(w, http.StatusUnauthorized, "unauthorized")
+		return
+	}
+	if h.opts.Purger == nil {
+		h.writeError(w, http.StatusNotImplemented, "purge is not available")
+		return
+	}
+	sel, val, msg := selector(r)
+	if msg != "" {
+		h.writeError(w, http.StatusBadRequest, msg)
+		return
+	}
+
+	ctx := r.Context()
+	var (
+		n   int
+		err error
+	)
+	switch sel {
+	case "tag":
+		n, err = h.opts.Purger.PurgeTag(ctx, val)
+	case "key":
+		n, err = h.opts.Purger.PurgeKey(ctx, val)
+	case "route":
+		n, err = h.opts.Purger.PurgeRoute(ctx, val)
+	case "all":
+		err = h.opts.Purger.PurgeAll(ctx)
+	}
+	if err != nil {
+		h.opts.Logger.ErrorContext(ctx, "admin: purge failed", "selector", sel, "value", val, "err", err)
+		h.writeError(w, http.StatusInternalServerError, "purge failed")
+		return
+	}
+	h.opts.Logger.InfoContext(ctx, "admin: purge", "selector", sel, "value", val, "purged", n)
+	if sel == "all" {
+		// The stores cannot cheaply count a full flush.
+		h.writeJSON(w, http.StatusOK, map[string]bool{"all": true})
+		return
+	}
+	h.writeJSON(w, http.StatusOK, map[string]int{"purged": n})
+}
+
+// authorize returns "" when r carries the configured bearer token,
+// "missing" when it carries none, "invalid" otherwise. The scheme is
+// case-insensitive (RFC 9110 §11.1); the comparison of fixed-size digests
+// is constant-time, so neither content nor length of the token leaks.
+func (h *handler) authorize(r *http.Request) string {
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return "missing"
+	}
+	scheme, token, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "invalid"
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	if subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) != 1 {
+		return "invalid"
+	}
+	return ""
+}
+
+// selector finds the single purge selector in the query, or explains why
+// there is not exactly one.
+func selector(r *http.Request) (name, value, problem string) {
+	q := r.URL.Query()
+	var found []string
+	for _, s := range [...]string{"tag", "key", "route", "all"} {
+		if _, ok := q[s]; ok {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		return "", "", "exactly one of tag, key, route or all=1 is required"
+	}
+	name = found[0]
+	vals := q[name]
+	if len(vals) != 1 || vals[0] == "" {
+		return "", "", name + " needs exactly one non-empty value"
+	}
+	if name == "all" {
+		if b, err := strconv.ParseBool(vals[0]); err != nil || !b {
+			return "", "", "all must be 1"
+		}
+	}
+	return name, vals[0], ""
+}
+
+func (h *handler) writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		h.opts.Logger.Error("admin: encode json", "err", err)
+		h.writeError(w, http.StatusInternalServerError, "internal error")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeError answers with a short fixed message; details go to the log.
+func (h *handler) writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, msg, code)
+}
+
+// promLogger adapts slog to promhttp's Println-style error log.
+type promLogger struct{ l *slog.Logger }
+
+func (p promLogger) Println(v ...any) {
+	p.l.Error("admin: metrics", "err", strings.TrimSuffix(fmt.Sprintln(v...), "\n"))
+}

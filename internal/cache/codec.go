@@ -1,0 +1,184 @@
+package cache
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// The codec is how entries travel to L2 and back. It is versioned so that a
+// rolling deploy with a new layout reads old entries as misses rather than
+// as garbage: Unmarshal rejects any version it does not know.
+const (
+	codecMagic   = 0x5C // first byte of every encoded entry
+	codecVersion = 1
+
+	// maxCount bounds every count read from the wire so that a corrupt
+	// length cannot make Unmarshal allocate without limit.
+	maxCount = 1 << 16
+)
+
+// ErrCorrupt is returned (wrapped) for any input Unmarshal cannot read.
+var ErrCorrupt = errors.New("cache: corrupt entry")
+
+// Marshal encodes e. The layout is: magic, version, then uvarints and
+// length-prefixed byte strings in field order; the body comes last so a
+// reader can stop early one day without a format change.
+func Marshal(e *Entry) []byte {
+	b := make([]byte, 0, 64+e.Size())
+	b = append(b, codecMagic, codecVersion)
+	b = binary.AppendUvarint(b, uint64(e.Status))
+	b = binary.AppendVarint(b, e.StoredAt.UnixNano())
+	b = binary.AppendVarint(b, int64(e.TTL))
+	b = binary.AppendVarint(b, int64(e.StaleWhileRevalidate))
+	b = binary.AppendVarint(b, int64(e.StaleIfError))
+	b = appendStrings(b, e.Tags)
+	b = appendStrings(b, e.Variants)
+	b = binary.AppendUvarint(b, uint64(len(e.Header)))
+	for k, vs := range e.Header {
+		b = appendString(b, k)
+		b = appendStrings(b, vs)
+	}
+	b = binary.AppendUvarint(b, uint64(len(e.Body)))
+	return append(b, e.Body...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
+}
+
+// Unmarshal decodes what Marshal wrote. It never panics: any malformed,
+// truncated or over-long input, and any trailing byte, is ErrCorrupt.
+func Unmarshal(data []byte) (*Entry, error) {
+	if len(data) < 2 || data[0] != codecMagic {
+		return nil, fmt.Errorf("%w: bad magic", ErrCorrupt)
+	}
+	if data[1] != codecVersion {
+		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, data[1])
+	}
+	r := reader{b: data[2:]}
+	e := &Entry{}
+	status := r.uvarint()
+	if status > 999 {
+		r.fail("status")
+	}
+	e.Status = int(status)
+	e.StoredAt = time.Unix(0, r.varint())
+	e.TTL = time.Duration(r.varint())
+	e.StaleWhileRevalidate = time.Duration(r.varint())
+	e.StaleIfError = time.Duration(r.varint())
+	e.Tags = r.strings()
+	e.Variants = r.strings()
+	if n := r.count(); n > 0 {
+		e.Header = make(http.Header, n)
+		for i := 0; i < n && r.err == nil; i++ {
+			k := r.string()
+			e.Header[k] = r.strings()
+		}
+	}
+	body := r.bytes(r.count64())
+	if r.err != nil {
+		return nil, r.err
+	}
+	if len(r.b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
+	}
+	if len(body) > 0 {
+		e.Body = body
+	}
+	return e, nil
+}
+
+// reader is a sticky-error cursor: after the first failure every read
+// returns zero values, so Unmarshal checks the error once at the end.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
+	}
+	r.b = nil
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("uvarint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) count() int {
+	n := r.uvarint()
+	if n > maxCount || n > uint64(len(r.b)) {
+		r.fail("count")
+		return 0
+	}
+	return int(n)
+}
+
+// count64 reads a byte length, bounded only by what is left of the input.
+func (r *reader) count64() int {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.fail("length")
+		return 0
+	}
+	return int(n)
+}
+
+func (r *reader) bytes(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	out := make([]byte, n)
+	copy(out, r.b[:n])
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) string() string { return string(r.bytes(r.count64())) }
+
+func (r *reader) strings() []string {
+	n := r.count()
+	if n == 0 {
+		return nil
+	}
+	ss := make([]string, 0, n)
+	for i := 0; i < n && r.err == nil; i++ {
+		ss = append(ss, r.string())
+	}
+	return ss
+}

@@ -1,0 +1,112 @@
+// Package cache holds what every tier agrees on: the stored Entry, the small
+// Store interface, the binary codec, and Tiered, which composes two stores
+// into one. It never imports its implementations (l1, l2).
+package cache
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Entry is one stored response, or a variants marker (see Variants).
+//
+// Freshness follows RFC 9111 §4.2 in the simplified form a sidecar needs: the
+// route's TTL decides the freshness lifetime, and the two stale windows of
+// RFC 5861 extend how long the entry may still be served in the cases they
+// name. The tiers keep an entry for Lifetime(), never longer.
+type Entry struct {
+	Status   int
+	Header   http.Header
+	Body     []byte
+	StoredAt time.Time
+
+	TTL                  time.Duration
+	StaleWhileRevalidate time.Duration
+	StaleIfError         time.Duration
+
+	// Tags are the resolved surrogate keys ("client:42", and the implicit
+	// route tag) under which invalidation and purge find this entry.
+	Tags []string
+
+	// Variants, when set, marks an entry that holds no response: the
+	// upstream answered with Vary, and the response lives under the key
+	// extended with the values of these request headers (RFC 9111 §4.1).
+	// Status is 0 on such a marker.
+	Variants []string
+}
+
+// IsVariants reports whether e is a variants marker rather than a response.
+func (e *Entry) IsVariants() bool { return e.Status == 0 && len(e.Variants) > 0 }
+
+// Age is the time since the entry was stored (RFC 9111 §4.2.3, with the
+// sidecar as the origin of the stored copy).
+func (e *Entry) Age(now time.Time) time.Duration {
+	if a := now.Sub(e.StoredAt); a > 0 {
+		return a
+	}
+	return 0
+}
+
+// Fresh reports whether e may be served without contacting the upstream.
+func (e *Entry) Fresh(now time.Time) bool { return e.Age(now) < e.TTL }
+
+// TTLLeft is the freshness left, zero once stale.
+func (e *Entry) TTLLeft(now time.Time) time.Duration {
+	if l := e.TTL - e.Age(now); l > 0 {
+		return l
+	}
+	return 0
+}
+
+// WithinStaleWhileRevalidate reports whether a stale e may be served while
+// one background refresh runs (RFC 5861 §3).
+func (e *Entry) WithinStaleWhileRevalidate(now time.Time) bool {
+	return e.Age(now) < e.TTL+e.StaleWhileRevalidate
+}
+
+// WithinStaleIfError reports whether a stale e may be served because the
+// upstream failed (RFC 5861 §4).
+func (e *Entry) WithinStaleIfError(now time.Time) bool {
+	return e.Age(now) < e.TTL+e.StaleIfError
+}
+
+// Lifetime is how long a tier keeps e: freshness plus the longer stale window.
+func (e *Entry) Lifetime() time.Duration {
+	return e.TTL + max(e.StaleWhileRevalidate, e.StaleIfError)
+}
+
+// Remaining is the part of Lifetime still ahead; a tier that copies e (an L2
+// hit filling L1) keeps it only this long.
+func (e *Entry) Remaining(now time.Time) time.Duration {
+	if r := e.Lifetime() - e.Age(now); r > 0 {
+		return r
+	}
+	return 0
+}
+
+// Size approximates the bytes e holds in memory; L1 charges it as cost.
+func (e *Entry) Size() int64 {
+	n := int64(len(e.Body)) + 96
+	for k, vs := range e.Header {
+		n += int64(len(k)) + 16
+		for _, v := range vs {
+			n += int64(len(v)) + 16
+		}
+	}
+	for _, t := range e.Tags {
+		n += int64(len(t)) + 16
+	}
+	for _, v := range e.Variants {
+		n += int64(len(v)) + 16
+	}
+	return n
+}
+
+// Store is what the proxy needs of a cache tier. A miss is (nil, false, nil);
+// an error means the tier could not answer and the caller goes on without it.
+type Store interface {
+	Get(ctx context.Context, key string) (*Entry, bool, error)
+	Set(ctx context.Context, key string, e *Entry) error
+	Delete(ctx context.Context, keys ...string) error
+}

@@ -1,0 +1,107 @@
+// Package config turns the operator's YAML into plain typed data. It expands
+// ${VAR} and ${VAR:-default}, fills defaults, and validates once, joining
+// every problem with its field path. Nothing here does I/O beyond reading
+// the file; other packages never see this type (server maps it to their own
+// options).
+package config
+
+import "time"
+
+// Config is the whole file. Field names follow SPEC.md; extend compatibly.
+type Config struct {
+	Listen   string   `yaml:"listen"`
+	Admin    Admin    `yaml:"admin"`
+	Upstream Upstream `yaml:"upstream"`
+	Cache    Cache    `yaml:"cache"`
+	Routes   []Route  `yaml:"routes"`
+
+	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// ShutdownDelay is how long /readyz reports not-ready before the
+	// listeners close, so Kubernetes stops sending traffic first.
+	ShutdownDelay Duration `yaml:"shutdown_delay"`
+}
+
+type Admin struct {
+	Listen string `yaml:"listen"`
+	Token  string `yaml:"token"`
+}
+
+type Upstream struct {
+	URL     string   `yaml:"url"`
+	Timeout Duration `yaml:"timeout"`
+	// MaxIdleConnsPerHost sizes the keep-alive pool to the upstream.
+	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+}
+
+type Cache struct {
+	MaxBodyBytes Size `yaml:"max_body_bytes"`
+	L1           L1   `yaml:"l1"`
+	L2           *L2  `yaml:"l2"` // nil: L1-only
+}
+
+type L1 struct {
+	MaxBytes Size `yaml:"max_bytes"`
+}
+
+type L2 struct {
+	Redis Redis `yaml:"redis"`
+	// Lease makes coalescing cluster-wide: one replica fetches a cold key,
+	// the others wait for its L2 write. Default on; LeaseTTL bounds the wait.
+	Lease    *bool    `yaml:"lease"`
+	LeaseTTL Duration `yaml:"lease_ttl"`
+}
+
+type Redis struct {
+	Addrs      []string `yaml:"addrs"`
+	MasterName string   `yaml:"master_name"`
+	Cluster    bool     `yaml:"cluster"`
+	Username   string   `yaml:"username"`
+	Password   string   `yaml:"password"`
+	DB         int      `yaml:"db"`
+	Prefix     string   `yaml:"prefix"`
+	Timeout    Duration `yaml:"timeout"`
+}
+
+type Route struct {
+	Name                 string   `yaml:"name"`
+	Methods              []string `yaml:"methods"`
+	Path                 string   `yaml:"path"`
+	TTL                  Duration `yaml:"ttl"`
+	StaleWhileRevalidate Duration `yaml:"stale_while_revalidate"`
+	StaleIfError         Duration `yaml:"stale_if_error"`
+	NegativeTTL          Duration `yaml:"negative_ttl"`
+	Key                  Key      `yaml:"key"`
+	Tags                 []string `yaml:"tags"`
+	Invalidate           []string `yaml:"invalidate"`
+	Batch                *Batch   `yaml:"batch"`
+	Split                *Split   `yaml:"split"`
+}
+
+type Key struct {
+	// Query lists the query parameters in the key; nil means all, sorted;
+	// an empty list means none.
+	Query   []string `yaml:"query"`
+	Headers []string `yaml:"headers"`
+}
+
+type Batch struct {
+	Path    string   `yaml:"path"`
+	Param   string   `yaml:"param"`
+	MaxSize int      `yaml:"max_size"`
+	MaxWait Duration `yaml:"max_wait"`
+	IDField string   `yaml:"id_field"`
+}
+
+type Split struct {
+	Param string `yaml:"param"`
+	Route string `yaml:"route"`
+}
+
+// Duration is a time.Duration written in Go syntax ("250ms", "5m").
+type Duration time.Duration
+
+// Size is a byte count written as a plain integer or with B, KiB, MiB, GiB
+// or TiB (1024-based, any letter case). KB, MB and GB are refused as
+// ambiguous; see parseSize.
+type Size int64

@@ -1,0 +1,65 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// setDefaults fills what the file left out. isSet tells an absent field
+// from an explicit zero, which matters where zero means something
+// (cache.l1.max_bytes: 0 disables L1) or is a mistake worth reporting
+// (timeout: 0s).
+func setDefaults(c *Config, isSet func(path string) bool) {
+	dur := func(d *Duration, path string, v time.Duration) {
+		if !isSet(path) {
+			*d = Duration(v)
+		}
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.Admin.Listen == "" {
+		c.Admin.Listen = "127.0.0.1:9090"
+	}
+	dur(&c.Upstream.Timeout, "upstream.timeout", 10*time.Second)
+	if !isSet("upstream.max_idle_conns_per_host") {
+		c.Upstream.MaxIdleConnsPerHost = 256
+	}
+	if !isSet("cache.max_body_bytes") {
+		c.Cache.MaxBodyBytes = 8 << 20
+	}
+	if !isSet("cache.l1.max_bytes") {
+		c.Cache.L1.MaxBytes = 256 << 20
+	}
+	if l2 := c.Cache.L2; l2 != nil {
+		if !isSet("cache.l2.redis.prefix") {
+			l2.Redis.Prefix = "sidecache:"
+		}
+		dur(&l2.Redis.Timeout, "cache.l2.redis.timeout", 100*time.Millisecond)
+		if l2.Lease == nil {
+			on := true
+			l2.Lease = &on
+		}
+		// A lease outliving the upstream timeout would only make waiters
+		// wait for a fetch that has already given up.
+		dur(&l2.LeaseTTL, "cache.l2.lease_ttl", c.Upstream.Timeout.D())
+	}
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		p := "routes[" + strconv.Itoa(i) + "]"
+		if r.Methods == nil {
+			r.Methods = []string{"GET", "HEAD"}
+		}
+		for j, m := range r.Methods {
+			r.Methods[j] = strings.ToUpper(m)
+		}
+		if b := r.Batch; b != nil {
+			if !isSet(p + ".batch.max_size") {
+				b.MaxSize = 100
+			}
+			dur(&b.MaxWait, p+".batch.max_wait", 2*time.Millisecond)
+		}
+	}
+	dur(&c.ShutdownTimeout, "shutdown_timeout", 25*time.Second)
+}

@@ -1,0 +1,327 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// Validate checks a Config whose defaults are filled (Parse has done both)
+// and returns an Errors naming the field path of every problem, or nil.
+func (c *Config) Validate() error { return c.validate().err() }
+
+type checker struct{ errs Errors }
+
+func (v *checker) add(path, format string, args ...any) {
+	v.errs = append(v.errs, &Error{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *checker) positive(path string, d Duration) {
+	if d <= 0 {
+		v.add(path, "must be > 0")
+	}
+}
+
+func (v *checker) nonNegative(path string, d Duration) {
+	if d < 0 {
+		v.add(path, "must not be negative")
+	}
+}
+
+func (c *Config) validate() Errors {
+	v := &checker{}
+	v.hostPort("listen", c.Listen, false)
+	v.hostPort("admin.listen", c.Admin.Listen, false)
+	v.upstreamURL("upstream.url", c.Upstream.URL)
+	v.positive("upstream.timeout", c.Upstream.Timeout)
+	if c.Upstream.MaxIdleConnsPerHost <= 0 {
+		v.add("upstream.max_idle_conns_per_host", "must be > 0")
+	}
+	if c.Cache.MaxBodyBytes <= 0 {
+		v.add("cache.max_body_bytes", "must be > 0")
+	}
+	if c.Cache.L1.MaxBytes < 0 {
+		v.add("cache.l1.max_bytes", "must not be negative (0 disables L1)")
+	}
+	if l2 := c.Cache.L2; l2 != nil {
+		v.redis("cache.l2.redis", &l2.Redis)
+		if l2.Lease == nil || *l2.Lease {
+			v.positive("cache.l2.lease_ttl", l2.LeaseTTL)
+		} else {
+			v.nonNegative("cache.l2.lease_ttl", l2.LeaseTTL)
+		}
+	}
+	v.routes(c.Routes)
+	v.positive("shutdown_timeout", c.ShutdownTimeout)
+	v.nonNegative("shutdown_delay", c.ShutdownDelay)
+	return v.errs
+}
+
+// hostPort accepts what net.Listen and net.Dial take; a listener may omit
+// the host (all interfaces) and use port 0 (any free port, handy in tests).
+func (v *checker) hostPort(path, s string, dial bool) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		v.add(path, "invalid address %q: want host:port", s)
+		return
+	}
+	n, err := strconv.Atoi(port)
+	switch {
+	case err != nil || n < 0 || n > 65535 || (dial && n == 0):
+		v.add(path, "invalid port in %q", s)
+	case dial && host == "":
+		v.add(path, "missing host in %q", s)
+	}
+}
+
+func (v *checker) upstreamURL(path, s string) {
+	u, err := url.Parse(s)
+	switch {
+	case s == "":
+		v.add(path, "required")
+	case err != nil:
+		v.add(path, "invalid URL %q", s)
+	case u.Scheme != "http" && u.Scheme != "https":
+		v.add(path, "want an absolute http or https URL, got %q", s)
+	case u.Host == "":
+		v.add(path, "missing host in %q", s)
+	}
+}
+
+func (v *checker) redis(path string, r *Redis) {
+	if len(r.Addrs) == 0 {
+		v.add(path+".addrs", "must list at least one host:port")
+	}
+	for i, a := range r.Addrs {
+		v.hostPort(fmt.Sprintf("%s.addrs[%d]", path, i), a, true)
+	}
+	if r.MasterName != "" && r.Cluster {
+		v.add(path+".cluster", "cannot be combined with master_name (Sentinel)")
+	}
+	if r.DB < 0 || (r.DB != 0 && r.Cluster) {
+		v.add(path+".db", "must be >= 0, and 0 for Redis Cluster")
+	}
+	v.positive(path+".timeout", r.Timeout)
+}
+
+func (v *checker) routes(rs []Route) {
+	byName := map[string]int{}
+	for i := range rs {
+		r := &rs[i]
+		p := "routes[" + strconv.Itoa(i) + "]"
+		switch first, dup := byName[r.Name]; {
+		case r.Name == "":
+			v.add(p+".name", "required")
+		case r.Name == "_pass":
+			v.add(p+".name", `"_pass" is reserved for unmatched requests`)
+		case dup:
+			v.add(p+".name", "duplicate route name %q (also routes[%d].name)", r.Name, first)
+		default:
+			byName[r.Name] = i
+		}
+		v.route(p, r)
+	}
+	for i := range rs {
+		s := rs[i].Split
+		if s == nil {
+			continue
+		}
+		p := fmt.Sprintf("routes[%d].split.route", i)
+		target, ok := byName[s.Route]
+		switch {
+		case s.Route == "":
+			v.add(p, "required")
+		case s.Route == rs[i].Name:
+			v.add(p, "must name another route")
+		case !ok:
+			v.add(p, "unknown route %q", s.Route)
+		case rs[target].Batch == nil:
+			v.add(p, "route %q has no batch", s.Route)
+		}
+	}
+}
+
+func (v *checker) route(p string, r *Route) {
+	if len(r.Methods) == 0 {
+		v.add(p+".methods", "must list at least one method")
+	}
+	for j, m := range r.Methods {
+		if !isToken(m) {
+			v.add(fmt.Sprintf("%s.methods[%d]", p, j), "invalid method %q", m)
+		}
+	}
+	get := slices.Contains(r.Methods, http.MethodGet)
+	params, pathOK := v.pattern(p+".path", r.Path)
+
+	if (get || slices.Contains(r.Methods, http.MethodHead)) && r.Split == nil {
+		v.positive(p+".ttl", r.TTL)
+	} else {
+		v.nonNegative(p+".ttl", r.TTL)
+	}
+	v.nonNegative(p+".stale_while_revalidate", r.StaleWhileRevalidate)
+	v.nonNegative(p+".stale_if_error", r.StaleIfError)
+	v.nonNegative(p+".negative_ttl", r.NegativeTTL)
+	for j, h := range r.Key.Headers {
+		if !isToken(h) {
+			v.add(fmt.Sprintf("%s.key.headers[%d]", p, j), "invalid header name %q", h)
+		}
+	}
+	if pathOK {
+		v.templates(p+".tags", r.Tags, r.Path, params)
+		v.templates(p+".invalidate", r.Invalidate, r.Path, params)
+	}
+
+	if b := r.Batch; b != nil {
+		bp := p + ".batch"
+		if r.Split != nil {
+			v.add(p, "batch and split cannot both be set")
+		}
+		if !strings.HasPrefix(b.Path, "/") {
+			v.add(bp+".path", "must start with \"/\"")
+		}
+		if b.Param == "" {
+			v.add(bp+".param", "required")
+		}
+		if b.IDField == "" {
+			v.add(bp+".id_field", "required")
+		}
+		if b.MaxSize <= 0 {
+			v.add(bp+".max_size", "must be > 0")
+		}
+		v.positive(bp+".max_wait", b.MaxWait)
+		if !get {
+			v.add(p+".methods", "must include GET for batch")
+		}
+		if pathOK && (len(params) != 1 || params[0] == "*") {
+			v.add(p+".path", "batch needs exactly one {param} in the path (the ID), found %d", len(params))
+		}
+	}
+	if s := r.Split; s != nil {
+		if s.Param == "" {
+			v.add(p+".split.param", "required")
+		}
+		if !get {
+			v.add(p+".methods", "must include GET for split")
+		}
+	}
+}
+
+// pattern checks a route path by registering it on a chi router, the same
+// parser the route table uses, and returns its param names.
+func (v *checker) pattern(path, pat string) ([]string, bool) {
+	if pat == "" {
+		v.add(path, "required")
+		return nil, false
+	}
+	if pat[0] != '/' {
+		v.add(path, "must start with \"/\"")
+		return nil, false
+	}
+	if msg := chiRejects(pat); msg != "" {
+		v.add(path, "invalid pattern %q: %s", pat, msg)
+		return nil, false
+	}
+	params, err := pathParams(pat)
+	if err != nil {
+		v.add(path, "invalid pattern %q: %v", pat, err)
+		return nil, false
+	}
+	return params, true
+}
+
+func chiRejects(pat string) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg = strings.TrimPrefix(fmt.Sprint(r), "chi: ")
+		}
+	}()
+	chi.NewRouter().Get(pat, http.NotFound)
+	return ""
+}
+
+// pathParams lists a chi pattern's params in order: {name} and
+// {name:regexp} give name (a regexp may hold braces), a trailing * gives
+// "*". chi rejects most duplicates itself; this also catches {} and any
+// duplicate a future chi lets through, since URL params are looked up by
+// name.
+func pathParams(pat string) ([]string, error) {
+	var names []string
+	for i := 0; i < len(pat); i++ {
+		switch pat[i] {
+		case '*':
+			names = append(names, "*")
+		case '{':
+			depth, end := 0, -1
+			for j := i; j < len(pat) && end < 0; j++ {
+				switch pat[j] {
+				case '{':
+					depth++
+				case '}':
+					if depth--; depth == 0 {
+						end = j
+					}
+				}
+			}
+			if end < 0 {
+				return nil, fmt.Errorf("unclosed \"{\"")
+			}
+			name, _, _ := strings.Cut(pat[i+1:end], ":")
+			if name == "" {
+				return nil, fmt.Errorf("empty param name")
+			}
+			if slices.Contains(names, name) {
+				return nil, fmt.Errorf("duplicate param {%s}", name)
+			}
+			names = append(names, name)
+			i = end
+		}
+	}
+	return names, nil
+}
+
+// templates checks that each tag template only names params of the path,
+// since those are the only values known when the template is filled.
+func (v *checker) templates(path string, ts []string, pat string, params []string) {
+	for j, t := range ts {
+		p := fmt.Sprintf("%s[%d]", path, j)
+		if t == "" {
+			v.add(p, "must not be empty")
+		}
+		for rest := t; ; {
+			open := strings.IndexByte(rest, '{')
+			if open < 0 {
+				break
+			}
+			end := strings.IndexByte(rest[open:], '}')
+			if end < 0 {
+				v.add(p, "unclosed \"{\" in %q", t)
+				break
+			}
+			if name := rest[open+1 : open+end]; !slices.Contains(params, name) {
+				v.add(p, "{%s} is not a param of path %q", name, pat)
+			}
+			rest = rest[open+end+1:]
+		}
+	}
+}
+
+// isToken reports whether s is an RFC 9110 §5.6.2 token, the syntax of
+// both method names (§9.1) and header field names (§5.1).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,324 @@
+// Package metrics owns every Prometheus collector sidecache exports.
+//
+// Collectors are built on a Registerer handed in by the caller, never the
+// global default registry, so two instances (two tests, or a reload that
+// builds a fresh registry) never collide. Label values that are known up
+// front are created at construction, so dashboards and alerts see zero
+// series instead of absent ones.
+//
+// The request path holds a *RouteMetrics resolved once per route, so
+// recording a hit is a couple of atomic adds with no label lookup and no
+// allocation. A nil *Metrics or *RouteMetrics records nothing, which keeps
+// other packages' tests free of metrics plumbing.
+package metrics
+
+import (
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const namespace = "sidecache"
+
+// PassRoute is the route label of requests no route matched (SPEC.md).
+const PassRoute = "_pass"
+
+// Cache tiers, the tier label of sidecache_cache_lookups_total.
+const (
+	TierL1 = "l1"
+	TierL2 = "l2"
+)
+
+// Lookup outcomes, the result label of sidecache_cache_lookups_total.
+const (
+	LookupHit   = "hit"
+	LookupMiss  = "miss"
+	LookupError = "error"
+)
+
+// Invalidation sources, the source label of sidecache_invalidations_total.
+const (
+	SourceWrite = "write" // a write route's 2xx dropped its tags
+	SourcePurge = "purge" // an admin POST /purge
+	SourcePeer  = "peer"  // another replica's invalidation over pub/sub
+)
+
+// Buckets for request and upstream latency. A cache hit is tens of
+// microseconds, an upstream call up to the upstream timeout, so the range
+// spans 50µs .. 10s.
+var latencyBuckets = []float64{
+	0.00005, 0.0001, 0.00025, 0.0005,
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+}
+
+// batchBuckets cover 1 .. a generous max_size.
+var batchBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500}
+
+var (
+	tiers         = [...]string{TierL1, TierL2}
+	lookupResults = [...]string{LookupHit, LookupMiss, LookupError}
+	sources       = [...]string{SourceWrite, SourcePurge, SourcePeer}
+)
+
+// Metrics is the set of collectors of one sidecache process.
+type Metrics struct {
+	requests      *prometheus.CounterVec
+	requestDur    *prometheus.HistogramVec
+	lookups       *prometheus.CounterVec
+	upstream      *prometheus.CounterVec
+	upstreamDur   *prometheus.HistogramVec
+	coalesced     *prometheus.CounterVec
+	batchSize     *prometheus.HistogramVec
+	invalidations *prometheus.CounterVec
+	reloads       *prometheus.CounterVec
+	buildInfo     *prometheus.GaugeVec
+	state         *stateCollector
+
+	// Pre-resolved children for the label values known up front.
+	lookup     [len(tiers)][len(lookupResults)]prometheus.Counter
+	invalid    [len(sources)]prometheus.Counter
+	reloadOK   prometheus.Counter
+	reloadFail prometheus.Counter
+
+	routes sync.Map // route name -> *RouteMetrics
+	mu     sync.Mutex
+}
+
+// New builds every collector and registers it on reg. It panics if reg
+// already holds them (a programming error, as with MustRegister). A nil
+// reg builds working but unexposed collectors.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "requests_total",
+			Help:      "Client requests answered, by route and cache result.",
+		}, []string{"route", "result"}),
+		requestDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "request_duration_seconds",
+			Help:      "Time from request to response headers plus body, by route and cache result.",
+			Buckets:   latencyBuckets,
+		}, []string{"route", "result"}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "cache_lookups_total",
+			Help:      "Cache lookups by tier (l1, l2) and result (hit, miss, error).",
+		}, []string{"tier", "result"}),
+		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "upstream_requests_total",
+			Help:      "Calls to the upstream, by route and status class (or error when no response came back).",
+		}, []string{"route", "code"}),
+		upstreamDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "upstream_duration_seconds",
+			Help:      "Time to the upstream's response headers, by route.",
+			Buckets:   latencyBuckets,
+		}, []string{"route"}),
+		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "coalesced_requests_total",
+			Help:      "Requests that waited on another request's upstream call instead of making their own.",
+		}, []string{"route"}),
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace,
+			Name:      "batch_size",
+			Help:      "IDs per bulk upstream call of a batch route.",
+			Buckets:   batchBuckets,
+		}, []string{"route"}),
+		invalidations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "invalidations_total",
+			Help:      "Invalidations applied, by source (write, purge, peer).",
+		}, []string{"source"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "config_reloads_total",
+			Help:      "Config reload attempts, by result (success, error).",
+		}, []string{"result"}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "build_info",
+			Help:      "Always 1; the labels name the running build.",
+		}, []string{"version", "goversion"}),
+		state: newStateCollector(),
+	}
+
+	for i, t := range tiers {
+		for j, r := range lookupResults {
+			m.lookup[i][j] = m.lookups.WithLabelValues(t, r)
+		}
+	}
+	for i, s := range sources {
+		m.invalid[i] = m.invalidations.WithLabelValues(s)
+	}
+	m.reloadOK = m.reloads.WithLabelValues("success")
+	m.reloadFail = m.reloads.WithLabelValues("error")
+	m.SetBuildInfo(defaultVersion())
+
+	if reg != nil {
+		reg.MustRegister(
+			m.requests, m.requestDur, m.lookups, m.upstream, m.upstreamDur,
+			m.coalesced, m.batchSize, m.invalidations, m.reloads, m.buildInfo,
+			m.state,
+		)
+	}
+	m.Route(PassRoute)
+	return m
+}
+
+// defaultVersion is the main module's version as the Go toolchain stamped
+// it; cmd overrides it with SetBuildInfo when it knows better (ldflags).
+func defaultVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "unknown"
+}
+
+// SetBuildInfo replaces the build_info series with one for version.
+func (m *Metrics) SetBuildInfo(version string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+}
+
+// Route returns the pre-resolved collectors of one route, creating (and
+// zero-initialising) its series on first use. Resolve it once when routes
+// are compiled and keep the pointer: this call does a map lookup.
+func (m *Metrics) Route(name string) *RouteMetrics {
+	if m == nil {
+		return nil
+	}
+	if rm, ok := m.routes.Load(name); ok {
+		return rm.(*RouteMetrics)
+	}
+	rm, _ := m.routes.LoadOrStore(name, newRouteMetrics(m, name))
+	return rm.(*RouteMetrics)
+}
+
+// Lookup counts one cache lookup. tier is TierL1 or TierL2; result is
+// LookupHit, LookupMiss or LookupError. Known values take a pre-resolved
+// child and do not allocate.
+func (m *Metrics) Lookup(tier, result string) {
+	if m == nil {
+		return
+	}
+	i, j := indexOf(tiers[:], tier), indexOf(lookupResults[:], result)
+	if i < 0 || j < 0 {
+		m.lookups.WithLabelValues(tier, result).Inc()
+		return
+	}
+	m.lookup[i][j].Inc()
+}
+
+// Invalidation counts n invalidations (tags or keys dropped) from source:
+// SourceWrite, SourcePurge or SourcePeer.
+func (m *Metrics) Invalidation(source string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	if i := indexOf(sources[:], source); i >= 0 {
+		m.invalid[i].Add(float64(n))
+		return
+	}
+	m.invalidations.WithLabelValues(source).Add(float64(n))
+}
+
+// ConfigReload counts one reload attempt.
+func (m *Metrics) ConfigReload(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.reloadOK.Inc()
+	} else {
+		m.reloadFail.Inc()
+	}
+}
+
+// SetL2Up records whether Redis answers. sidecache_l2_up is absent until the
+// first call, so an L1-only deployment does not look permanently degraded.
+func (m *Metrics) SetL2Up(up bool) {
+	if m == nil {
+		return
+	}
+	v := int32(0)
+	if up {
+		v = 1
+	}
+	m.state.l2.Store(v)
+}
+
+// L1Source makes sidecache_l1_bytes and sidecache_l1_items report the
+// values of bytes and items at scrape time. Calling it again (a rebuilt L1
+// after reload) replaces the source; nil functions remove the series.
+// The gauges are absent until the first call, as L1 may be disabled.
+func (m *Metrics) L1Source(bytes, items func() int64) {
+	if m == nil {
+		return
+	}
+	if bytes == nil || items == nil {
+		m.state.l1.Store(nil)
+		return
+	}
+	m.state.l1.Store(&l1Source{bytes: bytes, items: items})
+}
+
+func indexOf(list []string, v string) int {
+	for i, s := range list {
+		if s == v {
+			return i
+		}
+	}
+	return -1
+}
+
+type l1Source struct{ bytes, items func() int64 }
+
+// stateCollector reports gauges whose value lives elsewhere (the L1 store's
+// counters) or that must stay absent until first set (L2 reachability).
+type stateCollector struct {
+	l1Bytes, l1Items, l2Up *prometheus.Desc
+
+	l1 atomic.Pointer[l1Source]
+	l2 atomic.Int32 // -1 unset, 0 down, 1 up
+}
+
+func newStateCollector() *stateCollector {
+	s := &stateCollector{
+		l1Bytes: prometheus.NewDesc(namespace+"_l1_bytes",
+			"Bytes held by the in-process cache.", nil, nil),
+		l1Items: prometheus.NewDesc(namespace+"_l1_items",
+			"Entries held by the in-process cache.", nil, nil),
+		l2Up: prometheus.NewDesc(namespace+"_l2_up",
+			"1 while Redis answers, 0 while L2 is degraded.", nil, nil),
+	}
+	s.l2.Store(-1)
+	return s
+}
+
+func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- s.l1Bytes
+	ch <- s.l1Items
+	ch <- s.l2Up
+}
+
+func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	if src := s.l1.Load(); src != nil {
+		ch <- prometheus.MustNewConstMetric(s.l1Bytes, prometheus.GaugeValue, float64(src.bytes()))
+		ch <- prometheus.MustNewConstMetric(s.l1Items, prometheus.GaugeValue, float64(src.items()))
+	}
+	if v := s.l2.Load(); v >= 0 {
+		ch <- prometheus.MustNewConstMetric(s.l2Up, prometheus.GaugeValue, float64(v))
+	}
+}
