@@ -30,7 +30,7 @@ func Marshal(e *Entry) []byte {
 	b := make([]byte, 0, 64+e.Size())
 	b = append(b, codecMagic, codecVersion)
 	b = binary.AppendUvarint(b, uint64(e.Status))
-	b = binary.AppendVarint(b, e.StoredAt.UnixNano())
+	b = binary.AppendVarint(b, unixNano(e.StoredAt))
 	b = binary.AppendVarint(b, int64(e.TTL))
 	b = binary.AppendVarint(b, int64(e.StaleWhileRevalidate))
 	b = binary.AppendVarint(b, int64(e.StaleIfError))
@@ -43,6 +43,15 @@ func Marshal(e *Entry) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(e.Body)))
 	return append(b, e.Body...)
+}
+
+// unixNano encodes the zero time as 0, which decodes back to the zero time:
+// time.Time{}.UnixNano() overflows int64 and would come back as 1754.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 func appendString(b []byte, s string) []byte {
@@ -74,7 +83,9 @@ func Unmarshal(data []byte) (*Entry, error) {
 		r.fail("status")
 	}
 	e.Status = int(status)
-	e.StoredAt = time.Unix(0, r.varint())
+	if ns := r.varint(); ns != 0 {
+		e.StoredAt = time.Unix(0, ns)
+	}
 	e.TTL = time.Duration(r.varint())
 	e.StaleWhileRevalidate = time.Duration(r.varint())
 	e.StaleIfError = time.Duration(r.varint())

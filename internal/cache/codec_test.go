@@ -1,0 +1,234 @@
+package cache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// equalEntry compares what the codec promises to keep: times as instants
+// (not location or monotonic reading), and nil and empty as the same.
+func equalEntry(a, b *Entry) bool {
+	return a.Status == b.Status &&
+		a.StoredAt.Equal(b.StoredAt) && a.StoredAt.IsZero() == b.StoredAt.IsZero() &&
+		a.TTL == b.TTL &&
+		a.StaleWhileRevalidate == b.StaleWhileRevalidate &&
+		a.StaleIfError == b.StaleIfError &&
+		slices.Equal(a.Tags, b.Tags) &&
+		slices.Equal(a.Variants, b.Variants) &&
+		maps.EqualFunc(a.Header, b.Header, slices.Equal) &&
+		bytes.Equal(a.Body, b.Body)
+}
+
+// show prints an entry with its body abbreviated.
+func show(e *Entry) string {
+	c := *e
+	c.Body = nil
+	return fmt.Sprintf("%+v body=%dB %q…", c, len(e.Body), e.Body[:min(len(e.Body), 32)])
+}
+
+// The zero time travels as 0 ns; the Unix epoch, which no entry is ever
+// stored at, shares that encoding and so decodes as the zero time.
+func TestCodecZeroTime(t *testing.T) {
+	for _, at := range []time.Time{{}, time.Unix(0, 0)} {
+		got, err := Unmarshal(Marshal(&Entry{Status: 200, StoredAt: at, TTL: time.Hour}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.StoredAt.IsZero() {
+			t.Errorf("StoredAt %v decoded as %v, want the zero time", at, got.StoredAt)
+		}
+		if got.Fresh(time.Now()) {
+			t.Errorf("entry stored at %v decoded as fresh", at)
+		}
+	}
+}
+
+func TestCodecRoundTrip(t *testing.T) {
+	stored := time.Date(2025, 3, 1, 12, 30, 0, 123456789, time.UTC)
+	many := http.Header{}
+	for i := range 200 {
+		many[fmt.Sprintf("X-Header-%d", i)] = []string{fmt.Sprint(i), strings.Repeat("v", i)}
+	}
+	tests := []struct {
+		name string
+		e    *Entry
+	}{
+		{"zero entry", &Entry{}},
+		{"empty body", &Entry{Status: 204, StoredAt: stored, TTL: time.Minute, Body: []byte{}}},
+		{"full", &Entry{
+			Status:               200,
+			Header:               http.Header{"Content-Type": {"application/json"}, "Vary": {"Accept", "Accept-Language"}},
+			Body:                 []byte(`{"id":42}`),
+			StoredAt:             stored,
+			TTL:                  5 * time.Minute,
+			StaleWhileRevalidate: 30 * time.Second,
+			StaleIfError:         10 * time.Minute,
+			Tags:                 []string{"client:42", "route:client"},
+		}},
+		{"many headers", &Entry{Status: 200, Header: many, StoredAt: stored, TTL: time.Hour}},
+		{"header with no values", &Entry{Status: 200, Header: http.Header{"X-Empty": nil, "X-Blank": {""}}}},
+		{"tags with empty and unicode", &Entry{Status: 404, Tags: []string{"", "ключ:1", "a\x00b"}}},
+		{"variants marker", &Entry{StoredAt: stored, TTL: time.Minute, Variants: []string{"Accept-Encoding", "Accept-Language"}}},
+		{"zero times", &Entry{Status: 200, Body: []byte("x")}},
+		{"negative durations", &Entry{Status: 301, StoredAt: stored, TTL: -1, StaleIfError: -time.Hour}},
+		{"binary body", &Entry{Status: 200, Body: bytes.Repeat([]byte{0, 0xff, 0x5c, 1}, 1000)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := Marshal(tt.e)
+			got, err := Unmarshal(data)
+			if err != nil {
+				t.Fatalf("Unmarshal(Marshal(e)): %v", err)
+			}
+			if !equalEntry(got, tt.e) {
+				t.Fatalf("round trip changed the entry:\n got %s\nwant %s", show(got), show(tt.e))
+			}
+			if got.IsVariants() != tt.e.IsVariants() {
+				t.Fatalf("IsVariants = %v, want %v", got.IsVariants(), tt.e.IsVariants())
+			}
+			// The decoded body must not alias the input buffer.
+			if len(got.Body) > 0 {
+				clear(data)
+				if !bytes.Equal(got.Body, tt.e.Body) {
+					t.Fatal("decoded body aliases the encoded bytes")
+				}
+			}
+		})
+	}
+}
+
+func TestUnmarshalRejects(t *testing.T) {
+	good := Marshal(&Entry{Status: 200, Header: http.Header{"A": {"b"}}, Body: []byte("body"), Tags: []string{"t"}})
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"empty", nil},
+		{"one byte", []byte{codecMagic}},
+		{"bad magic", append([]byte{0x00}, good[1:]...)},
+		{"unknown version", append([]byte{codecMagic, codecVersion + 1}, good[2:]...)},
+		{"truncated", good[:len(good)-1]},
+		{"trailing byte", append(slices.Clone(good), 0)},
+		{"status over 999", Marshal(&Entry{Status: 1000})},
+		{"huge count", []byte{codecMagic, codecVersion, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
+		{"body longer than input", []byte{codecMagic, codecVersion, 0, 0, 0, 0, 0, 0, 0, 0, 10, 'x'}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if e, err := Unmarshal(tt.data); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Unmarshal = %+v, %v; want ErrCorrupt", e, err)
+			}
+		})
+	}
+	// Every strict prefix of a valid encoding is corrupt, never a panic.
+	for i := range good {
+		if _, err := Unmarshal(good[:i]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("prefix of %d bytes: err = %v", i, err)
+		}
+	}
+}
+
+func FuzzUnmarshal(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{codecMagic, codecVersion})
+	f.Add(Marshal(&Entry{}))
+	f.Add(Marshal(&Entry{Status: 200, Header: http.Header{"A": {"1", "2"}}, Body: []byte("hi"),
+		StoredAt: time.Unix(1700000000, 5), TTL: time.Minute, Tags: []string{"t"}}))
+	f.Add(Marshal(&Entry{Variants: []string{"Accept"}}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := Unmarshal(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) || e != nil {
+				t.Fatalf("Unmarshal = %v, %v; want nil, ErrCorrupt", e, err)
+			}
+			return
+		}
+		again, err := Unmarshal(Marshal(e))
+		if err != nil {
+			t.Fatalf("re-encoding a decoded entry: %v", err)
+		}
+		if !equalEntry(again, e) {
+			t.Fatalf("second round trip differs:\n got %s\nwant %s", show(again), show(e))
+		}
+	})
+}
+
+func FuzzRoundTrip(f *testing.F) {
+	f.Add(200, int64(1700000000e9), int64(time.Minute), int64(0), int64(0), "client:42\nroute:c", "", "Content-Type", "text/plain", []byte("body"))
+	f.Add(0, int64(0), int64(0), int64(0), int64(0), "", "Accept\nAccept-Language", "", "", []byte(nil))
+	f.Add(999, int64(-1), int64(-5), int64(1<<62), int64(-1<<62), "\n\n", "\x00", "k\nk", "v\nv", []byte{0, 1, 2})
+	f.Fuzz(func(t *testing.T, status int, storedAt, ttl, swr, sie int64, tags, variants, hkey, hval string, body []byte) {
+		e := &Entry{
+			Status:               ((status % 1000) + 1000) % 1000,
+			Body:                 body,
+			TTL:                  time.Duration(ttl),
+			StaleWhileRevalidate: time.Duration(swr),
+			StaleIfError:         time.Duration(sie),
+		}
+		// 0 nanoseconds is the codec's encoding of the zero time.
+		if storedAt != 0 {
+			e.StoredAt = time.Unix(0, storedAt)
+		}
+		if tags != "" {
+			e.Tags = strings.Split(tags, "\n")
+		}
+		if variants != "" {
+			e.Variants = strings.Split(variants, "\n")
+		}
+		if hkey != "" {
+			e.Header = http.Header{}
+			for i, k := range strings.Split(hkey, "\n") {
+				e.Header[k] = append(e.Header[k], strings.Split(hval, "\n")[i%2:]...)
+			}
+		}
+		got, err := Unmarshal(Marshal(e))
+		if err != nil {
+			t.Fatalf("Unmarshal(Marshal(%+v)): %v", e, err)
+		}
+		if !equalEntry(got, e) {
+			t.Fatalf("round trip changed the entry:\n got %s\nwant %s", show(got), show(e))
+		}
+	})
+}
+
+func benchEntry() *Entry {
+	return &Entry{
+		Status: 200,
+		Header: http.Header{
+			"Content-Type":  {"application/json"},
+			"Cache-Control": {"max-age=300"},
+			"Etag":          {`"abc123"`},
+		},
+		Body:     bytes.Repeat([]byte("x"), 2<<10),
+		StoredAt: time.Now(),
+		TTL:      5 * time.Minute,
+		Tags:     []string{"client:42", "route:client"},
+	}
+}
+
+func BenchmarkMarshal(b *testing.B) {
+	e := benchEntry()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(e.Body)))
+	for b.Loop() {
+		Marshal(e)
+	}
+}
+
+func BenchmarkUnmarshal(b *testing.B) {
+	data := Marshal(benchEntry())
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Unmarshal(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

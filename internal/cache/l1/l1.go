@@ -1,0 +1,319 @@
+// Package l1 is the in-process cache tier: a ristretto cache bounded by the
+// bytes its entries hold, with a tag → keys index so that invalidating a tag
+// is local and costs only the keys under it.
+//
+// Ristretto applies writes asynchronously and reports what leaves it through
+// callbacks that may arrive late, out of order with newer writes, or (for a
+// key written twice before the first write is applied) for a value other
+// than the one it keeps. So the index, not ristretto, decides what is live:
+// every stored value is wrapped in an item that dies exactly once, Get never
+// serves a dead item, and an item is live only while the index holds it.
+// Whatever race ristretto loses, a tag invalidation therefore never leaves a
+// servable entry behind.
+package l1
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/sidecache/sidecache/internal/cache"
+)
+
+// Options configures a Store.
+type Options struct {
+	// MaxBytes bounds the sum of Entry.Size over the entries kept.
+	MaxBytes int64
+	// ExpectedItems sizes ristretto's admission counters (ten per item).
+	// 0 derives it from MaxBytes assuming entries of about 2 KiB.
+	ExpectedItems int64
+	// Now is the clock entry lifetimes are measured against; nil is time.Now.
+	Now func() time.Time
+}
+
+const (
+	assumedEntryBytes = 2 << 10
+	// The derived item count is clamped: too few counters make admission
+	// blind, too many cost memory (about 3 bytes per counter) for nothing.
+	minExpectedItems = 1 << 10
+	maxExpectedItems = 1 << 21
+)
+
+// Store is an in-process cache.Store. It never returns an error from Get,
+// Set or Delete; the signatures are the interface's.
+type Store struct {
+	c        *ristretto.Cache[string, *item]
+	now      func() time.Time
+	maxBytes int64
+
+	// bytes and items count the live items, for the sidecache_l1_bytes and
+	// sidecache_l1_items gauges (ristretto's own metrics are off: they cost
+	// on every Get).
+	bytes atomic.Int64
+	items atomic.Int64
+
+	// mu guards the index and is held across every ristretto call that
+	// writes, so index and cache change in the same order. Ristretto's
+	// callbacks run on its own goroutine and never wait for mu (they would
+	// deadlock against a Del blocked on ristretto's full write buffer); they
+	// leave dead items in grave for the next holder of mu to unindex.
+	mu   sync.Mutex
+	keys map[string]*item
+	tags map[string]map[string]struct{}
+
+	graveMu sync.Mutex
+	grave   []*item
+}
+
+// item is what ristretto stores: the entry plus what the index needs to
+// recognise it when a callback hands it back.
+type item struct {
+	key  string
+	e    *cache.Entry
+	cost int64
+	dead atomic.Bool
+}
+
+// New returns an empty Store; Close releases its goroutines.
+func New(opts Options) (*Store, error) {
+	if opts.MaxBytes <= 0 {
+		return nil, fmt.Errorf("l1: max bytes must be positive, got %d", opts.MaxBytes)
+	}
+	if opts.ExpectedItems < 0 {
+		return nil, fmt.Errorf("l1: expected items must not be negative, got %d", opts.ExpectedItems)
+	}
+	expected := opts.ExpectedItems
+	if expected == 0 {
+		expected = min(max(opts.MaxBytes/assumedEntryBytes, minExpectedItems), maxExpectedItems)
+	}
+	s := &Store{
+		now:      opts.Now,
+		maxBytes: opts.MaxBytes,
+		keys:     make(map[string]*item),
+		tags:     make(map[string]map[string]struct{}),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	gone := func(i *ristretto.Item[*item]) { s.gone(i.Value) }
+	c, err := ristretto.NewCache(&ristretto.Config[string, *item]{
+		NumCounters:        10 * expected,
+		MaxCost:            opts.MaxBytes,
+		BufferItems:        64,
+		IgnoreInternalCost: true,
+		// OnEvict covers policy evictions, TTL expiry and Clear; OnReject
+		// covers admission refusals. OnExit is left unset on purpose: it
+		// also fires synchronously inside Set and Del, for values this
+		// package has already retired itself.
+		OnEvict:  gone,
+		OnReject: gone,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("l1: %w", err)
+	}
+	s.c = c
+	return s, nil
+}
+
+// Get returns the stored entry itself, not a copy, so a hit costs no
+// allocation. Entries are immutable once stored: callers must not modify
+// the entry or anything it points to (Header, Body, Tags).
+func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
+	it, ok := s.c.Get(key)
+	if !ok || it.dead.Load() {
+		return nil, false, nil
+	}
+	return it.e, true, nil
+}
+
+// Set keeps e for its remaining lifetime, e.Remaining(now). The write
+// becomes visible asynchronously (see Wait), and ristretto's admission
+// policy may refuse it once the cache is full; either is fine for a cache.
+// An entry with no lifetime left, or larger than MaxBytes, is not kept, and
+// the key's previous entry is dropped, since e replaces it either way.
+// e must not be modified after Set.
+func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
+	if e == nil {
+		return errors.New("l1: set: nil entry")
+	}
+	ttl := e.Remaining(s.now())
+	it := &item{key: key, e: e, cost: e.Size()}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drainLocked()
+	old := s.keys[key]
+	if old != nil {
+		s.retireLocked(old)
+	}
+	if ttl <= 0 || it.cost > s.maxBytes {
+		if old != nil {
+			s.c.Del(key)
+		}
+		return nil
+	}
+	s.indexLocked(it)
+	if !s.c.SetWithTTL(key, it, it.cost, ttl) {
+		// Dropped under contention or after Close: nothing will call back.
+		s.retireLocked(it)
+	}
+	return nil
+}
+
+// Delete drops keys; absent keys are not an error.
+func (s *Store) Delete(_ context.Context, keys ...string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drainLocked()
+	for _, key := range keys {
+		if it := s.keys[key]; it != nil {
+			s.retireLocked(it)
+		}
+		// Also when unindexed: ristretto may still hold a dead item there.
+		s.c.Del(key)
+	}
+	return nil
+}
+
+// DeleteTags drops every entry stored under any of tags and reports how
+// many keys it dropped. It touches only those keys, whatever the cache size.
+func (s *Store) DeleteTags(tags ...string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drainLocked()
+	n := 0
+	for _, tag := range tags {
+		// retireLocked deletes from this very map; Go allows that in range.
+		for key := range s.tags[tag] {
+			s.retireLocked(s.keys[key])
+			s.c.Del(key)
+			n++
+		}
+	}
+	return n
+}
+
+// Clear drops every entry.
+func (s *Store) Clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.Clear()
+	s.resetLocked()
+}
+
+// Close drops every entry and stops ristretto's goroutines. The Store must
+// not be used, not even by a concurrent Get, once Close is called.
+func (s *Store) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.Close()
+	s.resetLocked()
+}
+
+// Wait blocks until every Set, Delete and DeleteTags made before it has
+// been applied. Tests use it; serving code has no need to.
+func (s *Store) Wait() { s.c.Wait() }
+
+// Bytes is the sum of Entry.Size over the entries held (or being admitted).
+// It stays within MaxBytes except briefly after a key is overwritten with a
+// larger entry: ristretto makes room for that on the next new key.
+func (s *Store) Bytes() int64 { return s.bytes.Load() }
+
+// Items is the number of entries held (or being admitted).
+func (s *Store) Items() int64 { return s.items.Load() }
+
+// gone is ristretto's callback for a value that left it or was refused.
+// The value may be nil (ristretto evicts by hash and may find nothing
+// stored), and may already be retired (replaced or deleted since); only
+// the first death counts. It runs on ristretto's goroutine, or inside
+// Clear and Close, so it must not wait for mu.
+func (s *Store) gone(it *item) {
+	if it == nil || !s.kill(it) {
+		return
+	}
+	s.graveMu.Lock()
+	s.grave = append(s.grave, it)
+	s.graveMu.Unlock()
+	// Unindex now if nobody is busy, so the entry's memory is released
+	// without waiting for the next write.
+	if s.mu.TryLock() {
+		s.drainLocked()
+		s.mu.Unlock()
+	}
+}
+
+// kill marks it dead and uncounts it, once; it reports whether it did.
+func (s *Store) kill(it *item) bool {
+	if !it.dead.CompareAndSwap(false, true) {
+		return false
+	}
+	s.bytes.Add(-it.cost)
+	s.items.Add(-1)
+	return true
+}
+
+// indexLocked makes it the live item of its key.
+func (s *Store) indexLocked(it *item) {
+	s.keys[it.key] = it
+	for _, tag := range it.e.Tags {
+		set := s.tags[tag]
+		if set == nil {
+			set = make(map[string]struct{})
+			s.tags[tag] = set
+		}
+		set[it.key] = struct{}{}
+	}
+	s.bytes.Add(it.cost)
+	s.items.Add(1)
+}
+
+// retireLocked kills it and removes it from the index.
+func (s *Store) retireLocked(it *item) {
+	s.kill(it)
+	s.unindexLocked(it)
+}
+
+// unindexLocked removes it from the index, unless its key has moved on to
+// a newer item: that is how a late callback for an old value is ignored.
+func (s *Store) unindexLocked(it *item) {
+	if s.keys[it.key] != it {
+		return
+	}
+	delete(s.keys, it.key)
+	for _, tag := range it.e.Tags {
+		if set := s.tags[tag]; set != nil {
+			delete(set, it.key)
+			if len(set) == 0 {
+				delete(s.tags, tag)
+			}
+		}
+	}
+}
+
+// drainLocked unindexes the items ristretto's callbacks reported dead.
+func (s *Store) drainLocked() {
+	s.graveMu.Lock()
+	grave := s.grave
+	s.grave = nil
+	s.graveMu.Unlock()
+	for _, it := range grave {
+		s.unindexLocked(it)
+	}
+}
+
+// resetLocked empties the index after ristretto has been emptied.
+func (s *Store) resetLocked() {
+	for _, it := range s.keys {
+		s.kill(it)
+	}
+	s.keys = make(map[string]*item)
+	s.tags = make(map[string]map[string]struct{})
+	s.graveMu.Lock()
+	s.grave = nil
+	s.graveMu.Unlock()
+}

@@ -1,0 +1,146 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Tier names a cache tier in metrics and Cache-Status details.
+type Tier string
+
+const (
+	TierL1 Tier = "l1"
+	TierL2 Tier = "l2"
+)
+
+// Result is the outcome of one tier's lookup, for sidecache_cache_lookups_total.
+type Result string
+
+const (
+	ResultHit   Result = "hit"
+	ResultMiss  Result = "miss"
+	ResultError Result = "error"
+)
+
+// TieredOptions configures a Tiered.
+type TieredOptions struct {
+	// Observe, if set, is called once for every tier a lookup consults.
+	Observe func(tier Tier, result Result)
+	// Now is the clock entries are judged by; nil is time.Now.
+	Now func() time.Time
+}
+
+// Tiered is a Store made of a fast local tier (L1) in front of a shared one
+// (L2). Either may be nil: L1-only, L2-only, or a Store that keeps nothing.
+type Tiered struct {
+	l1, l2  Store
+	observe func(Tier, Result)
+	now     func() time.Time
+}
+
+var _ Store = (*Tiered)(nil)
+
+// NewTiered composes l1 and l2. Pass an untyped nil for a missing tier: a
+// nil pointer of a concrete store type is a non-nil Store and will be used.
+func NewTiered(l1, l2 Store, opts TieredOptions) *Tiered {
+	t := &Tiered{l1: l1, l2: l2, observe: opts.Observe, now: opts.Now}
+	if t.observe == nil {
+		t.observe = func(Tier, Result) {}
+	}
+	if t.now == nil {
+		t.now = time.Now
+	}
+	return t
+}
+
+// Lookup reads L1, then L2, and reports which tier answered ("" on a miss).
+// An L2 hit is copied into L1, which keeps it only for the entry's remaining
+// lifetime. An entry with no lifetime left counts as that tier's miss.
+//
+// A failing tier is observed as an error and skipped. If no tier hits, the
+// failure is returned with the miss (nil entry), and the caller goes on
+// without the cache; a hit is returned without error, since the caller has
+// what it needs and Observe has already recorded the failure.
+func (t *Tiered) Lookup(ctx context.Context, key string) (*Entry, Tier, error) {
+	now := t.now()
+	var errs []error
+	if t.l1 != nil {
+		e, err := t.lookup(ctx, TierL1, t.l1, key, now)
+		if err != nil {
+			errs = append(errs, err)
+		} else if e != nil {
+			return e, TierL1, nil
+		}
+	}
+	if t.l2 != nil {
+		e, err := t.lookup(ctx, TierL2, t.l2, key, now)
+		if err != nil {
+			errs = append(errs, err)
+		} else if e != nil {
+			if t.l1 != nil {
+				// L1 sets its own TTL from e; an L1 that cannot store it
+				// only costs the next lookup a trip to L2.
+				_ = t.l1.Set(ctx, key, e)
+			}
+			return e, TierL2, nil
+		}
+	}
+	return nil, "", errors.Join(errs...)
+}
+
+func (t *Tiered) lookup(ctx context.Context, tier Tier, s Store, key string, now time.Time) (*Entry, error) {
+	e, ok, err := s.Get(ctx, key)
+	switch {
+	case err != nil:
+		t.observe(tier, ResultError)
+		return nil, fmt.Errorf("cache: %s get: %w", tier, err)
+	case !ok || e == nil || e.Remaining(now) == 0:
+		t.observe(tier, ResultMiss)
+		return nil, nil
+	default:
+		t.observe(tier, ResultHit)
+		return e, nil
+	}
+}
+
+// Get implements Store through Lookup.
+func (t *Tiered) Get(ctx context.Context, key string) (*Entry, bool, error) {
+	e, _, err := t.Lookup(ctx, key)
+	return e, e != nil, err
+}
+
+// Set writes L1, then L2 (whose own Set may return before Redis has the
+// entry). A failing tier does not stop the other; the errors are joined.
+func (t *Tiered) Set(ctx context.Context, key string, e *Entry) error {
+	var err1, err2 error
+	if t.l1 != nil {
+		if err := t.l1.Set(ctx, key, e); err != nil {
+			err1 = fmt.Errorf("cache: l1 set: %w", err)
+		}
+	}
+	if t.l2 != nil {
+		if err := t.l2.Set(ctx, key, e); err != nil {
+			err2 = fmt.Errorf("cache: l2 set: %w", err)
+		}
+	}
+	return errors.Join(err1, err2)
+}
+
+// Delete drops keys from both tiers; a failing tier does not stop the
+// other, and the errors are joined.
+func (t *Tiered) Delete(ctx context.Context, keys ...string) error {
+	var err1, err2 error
+	if t.l1 != nil {
+		if err := t.l1.Delete(ctx, keys...); err != nil {
+			err1 = fmt.Errorf("cache: l1 delete: %w", err)
+		}
+	}
+	if t.l2 != nil {
+		if err := t.l2.Delete(ctx, keys...); err != nil {
+			err2 = fmt.Errorf("cache: l2 delete: %w", err)
+		}
+	}
+	return errors.Join(err1, err2)
+}
