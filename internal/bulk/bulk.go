@@ -1,0 +1,222 @@
+// Package bulk holds the pure helpers behind batched routes: building the
+// bulk request URL, splitting the bulk JSON answer into one body per id, and
+// joining per-id bodies back into an array for split routes.
+//
+// Splitting is strict on purpose: an answer that is not an array of objects
+// each carrying its id is rejected as a whole, so the proxy answers 502 to
+// every waiter rather than caching a wrong body under some id.
+package bulk
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// ErrMalformed is wrapped by every Split error.
+var ErrMalformed = errors.New("bulk: malformed answer")
+
+// ErrTooManyIDs is wrapped by ParseIDs when the list is over its bound.
+var ErrTooManyIDs = errors.New("bulk: too many ids")
+
+// Split parses a bulk answer, a JSON array of objects, into its elements
+// keyed by the value of idField.
+//
+// Each element is returned compacted (json.Compact: insignificant whitespace
+// removed, nothing else changed, string escapes kept as sent) in its own
+// copy, so a cached element neither carries the upstream's indentation nor
+// pins the whole answer in memory.
+//
+// idField names a top-level field and is matched as encoding/json matches
+// map keys: exactly, after unescaping ("\u0069d" matches "id"), the last one
+// counting if an object repeats it. Its value must be a JSON string or
+// number: a string gives its unescaped text, a number its literal text
+// exactly as sent, not normalised, so 7 and "7" both give "7" while 1e3
+// gives "1e3" and -0 gives "-0" (a request for id 1000 or 0 then finds
+// nothing, and the proxy answers 404 rather than guess). true, false, null,
+// objects and arrays are malformed ids.
+//
+// When two elements share an id, the first wins, so re-reading an answer
+// never changes which body is cached. An empty array is a valid answer with
+// no elements.
+func Split(body []byte, idField string) (map[string][]byte, error) {
+	// Compacting first validates the whole body once and leaves elements
+	// free of whitespace, which keeps scanning them for idField simple.
+	var buf bytes.Buffer
+	buf.Grow(len(body))
+	if err := json.Compact(&buf, body); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	var elems []json.RawMessage // each a copy, as RawMessage.UnmarshalJSON makes one
+	if err := json.Unmarshal(buf.Bytes(), &elems); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if elems == nil { // the body was null
+		return nil, fmt.Errorf("%w: not an array", ErrMalformed)
+	}
+	out := make(map[string][]byte, len(elems))
+	for i, e := range elems {
+		id, err := elementID(e, idField)
+		if err != nil {
+			return nil, fmt.Errorf("%w: element %d: %w", ErrMalformed, i, err)
+		}
+		if _, dup := out[id]; !dup {
+			out[id] = e
+		}
+	}
+	return out, nil
+}
+
+// elementID returns the id of one compact, valid array element (see Split).
+func elementID(e []byte, idField string) (string, error) {
+	if e[0] != '{' {
+		return "", errors.New("not an object")
+	}
+	v := field(e, idField)
+	switch {
+	case v == nil:
+		return "", fmt.Errorf("no %q field", idField)
+	case v[0] == '"':
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", fmt.Errorf("field %q: %w", idField, err)
+		}
+		return s, nil
+	case v[0] == '-' || '0' <= v[0] && v[0] <= '9':
+		return string(v), nil
+	default:
+		return "", fmt.Errorf("field %q is %s, not a string or number", idField, v)
+	}
+}
+
+// field returns the raw value of the last top-level field called name in
+// obj, a compact and valid JSON object, or nil. Walking the object by hand
+// instead of decoding it into a map saves a map and a copy of every field
+// per element; validity was checked by the caller, so the walk need not
+// check it again.
+func field(obj []byte, name string) []byte {
+	var val []byte
+	for i := 1; obj[i] != '}'; {
+		keyEnd := skipString(obj, i)
+		start := keyEnd + 1 // past ':'
+		end := skipValue(obj, start)
+		if keyIs(obj[i:keyEnd], name) {
+			val = obj[start:end]
+		}
+		i = end
+		if obj[i] == ',' {
+			i++
+		}
+	}
+	return val
+}
+
+// keyIs reports whether the quoted JSON string key decodes to name. Only
+// keys with escapes or non-ASCII bytes are decoded, so that invalid UTF-8
+// is replaced exactly as encoding/json would.
+func keyIs(key []byte, name string) bool {
+	raw := key[1 : len(key)-1]
+	if bytes.IndexFunc(raw, func(r rune) bool { return r == '\\' || r >= 0x80 }) < 0 {
+		return string(raw) == name
+	}
+	var s string
+	return json.Unmarshal(key, &s) == nil && s == name
+}
+
+// skipString returns the index just past the string starting at b[i].
+func skipString(b []byte, i int) int {
+	for i++; b[i] != '"'; i++ {
+		if b[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
+}
+
+// skipValue returns the index just past the value starting at b[i].
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; ; i++ {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i) - 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+}
+
+// Join assembles elements, each a JSON value, into a JSON array in the given
+// order. It does not validate them.
+func Join(elems [][]byte) []byte {
+	n := 2 + max(len(elems)-1, 0)
+	for _, e := range elems {
+		n += len(e)
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, e := range elems {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, e...)
+	}
+	return append(out, ']')
+}
+
+// ParseIDs splits a comma-separated id list such as the value of ?ids=:
+// "3,1, 2,,3" gives ["3" "1" "2" "3"]. Ids are trimmed of spaces and empty
+// ones dropped; order and duplicates are kept, because the answer is
+// reassembled in the requested order. More than maxIDs ids is an error
+// wrapping ErrTooManyIDs (maxIDs < 1: no bound). An empty list gives nil.
+func ParseIDs(v string, maxIDs int) ([]string, error) {
+	var ids []string
+	for part := range strings.SplitSeq(v, ",") {
+		id := strings.TrimSpace(part)
+		if id == "" {
+			continue
+		}
+		if maxIDs > 0 && len(ids) == maxIDs {
+			return nil, fmt.Errorf("%w: more than %d", ErrTooManyIDs, maxIDs)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// URL builds the bulk request URL: path + "?" + param + "=" + the ids joined
+// by literal commas. Each id is query-escaped, so an id holding a comma
+// ("a,b" -> "a%2Cb") cannot be mistaken for two. If path already has a query
+// ("/users?active=1"), the parameter is appended with "&".
+func URL(path, param string, ids []string) string {
+	var b strings.Builder
+	b.WriteString(path)
+	if strings.Contains(path, "?") {
+		b.WriteByte('&')
+	} else {
+		b.WriteByte('?')
+	}
+	b.WriteString(url.QueryEscape(param))
+	b.WriteByte('=')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(url.QueryEscape(id))
+	}
+	return b.String()
+}

@@ -1,0 +1,320 @@
+package bulk
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestSplit(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want map[string]string
+	}{
+		{"empty array", `[]`, map[string]string{}},
+		{"number ids", `[{"id":1,"n":"a"},{"id":2,"n":"b"}]`,
+			map[string]string{"1": `{"id":1,"n":"a"}`, "2": `{"id":2,"n":"b"}`}},
+		{"string ids", `[{"id":"a"},{"id":"b"}]`,
+			map[string]string{"a": `{"id":"a"}`, "b": `{"id":"b"}`}},
+		{"string and number give the same key", `[{"id":"7","from":"string"},{"id":7,"from":"number"}]`,
+			map[string]string{"7": `{"id":"7","from":"string"}`}},
+		{"duplicates: first wins", `[{"id":1,"v":"first"},{"id":1,"v":"second"}]`,
+			map[string]string{"1": `{"id":1,"v":"first"}`}},
+		{"whitespace is compacted", " [\n  { \"id\" : 1 ,\n \"tags\" : [ 1 , 2 ] }\t]\n",
+			map[string]string{"1": `{"id":1,"tags":[1,2]}`}},
+		{"whitespace inside strings is kept", `[{"id":"a b","s":" x  y "}]`,
+			map[string]string{"a b": `{"id":"a b","s":" x  y "}`}},
+		{"nested objects and arrays", `[{"id":3,"a":{"id":99,"b":[{"id":1},[],{}]},"c":[null,true,1.5]}]`,
+			map[string]string{"3": `{"id":3,"a":{"id":99,"b":[{"id":1},[],{}]},"c":[null,true,1.5]}`}},
+		{"unicode id and body", `[{"id":"héllo-世界","name":"Zoë"}]`,
+			map[string]string{"héllo-世界": `{"id":"héllo-世界","name":"Zoë"}`}},
+		{"escaped id is unescaped, body kept as sent", `[{"id":"\u00e9\"q"}]`,
+			map[string]string{`é"q`: `{"id":"\u00e9\"q"}`}},
+		{"comma in string id", `[{"id":"a,b"},{"id":"c"}]`,
+			map[string]string{"a,b": `{"id":"a,b"}`, "c": `{"id":"c"}`}},
+		{"exponent number keeps its literal", `[{"id":1e3}]`, map[string]string{"1e3": `{"id":1e3}`}},
+		{"negative zero keeps its literal", `[{"id":-0}]`, map[string]string{"-0": `{"id":-0}`}},
+		{"fraction keeps its literal", `[{"id":7.0}]`, map[string]string{"7.0": `{"id":7.0}`}},
+		{"big number is not rounded", `[{"id":12345678901234567890123}]`,
+			map[string]string{"12345678901234567890123": `{"id":12345678901234567890123}`}},
+		{"repeated field: last counts", `[{"id":1,"id":2}]`, map[string]string{"2": `{"id":1,"id":2}`}},
+		{"escaped field name matches", `[{"\u0069d":5}]`, map[string]string{"5": `{"\u0069d":5}`}},
+		{"empty string id", `[{"id":""}]`, map[string]string{"": `{"id":""}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Split([]byte(tt.body), "id")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d elements %q, want %d", len(got), got, len(tt.want))
+			}
+			for id, want := range tt.want {
+				if g, ok := got[id]; !ok || string(g) != want {
+					t.Errorf("id %q: got %q (present=%v), want %q", id, g, ok, want)
+				}
+			}
+		})
+	}
+}
+
+func TestSplitCopiesElements(t *testing.T) {
+	body := []byte(`[{"id":1,"v":"x"}]`)
+	got, err := Split(body, "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range body {
+		body[i] = ' '
+	}
+	if string(got["1"]) != `{"id":1,"v":"x"}` {
+		t.Fatalf("element changed with the input: %q", got["1"])
+	}
+}
+
+func TestSplitMalformed(t *testing.T) {
+	tests := []struct{ name, body string }{
+		{"empty", ``},
+		{"null", `null`},
+		{"object", `{"id":1}`},
+		{"string", `"[]"`},
+		{"truncated", `[{"id":1}`},
+		{"trailing garbage", `[{"id":1}] x`},
+		{"two values", `[] []`},
+		{"element is a number", `[{"id":1},2]`},
+		{"element is null", `[null]`},
+		{"element is an array", `[[{"id":1}]]`},
+		{"missing id", `[{"id":1},{"name":"x"}]`},
+		{"id in other case", `[{"ID":1}]`},
+		{"id null", `[{"id":null}]`},
+		{"id bool", `[{"id":true}]`},
+		{"id object", `[{"id":{"v":1}}]`},
+		{"id array", `[{"id":[1]}]`},
+		{"id only nested", `[{"a":{"id":1}}]`},
+		{"invalid json inside", `[{"id":1,"v":tru}]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Split([]byte(tt.body), "id")
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("got (%q, %v), want ErrMalformed", got, err)
+			}
+			if got != nil {
+				t.Errorf("got elements %q alongside an error", got)
+			}
+		})
+	}
+}
+
+func TestJoin(t *testing.T) {
+	tests := []struct {
+		name  string
+		elems []string
+		want  string
+	}{
+		{"nil", nil, `[]`},
+		{"one", []string{`{"id":1}`}, `[{"id":1}]`},
+		{"order kept", []string{`{"id":3}`, `{"id":1}`, `{"id":2}`}, `[{"id":3},{"id":1},{"id":2}]`},
+		{"duplicates kept", []string{`1`, `1`}, `[1,1]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var elems [][]byte
+			for _, e := range tt.elems {
+				elems = append(elems, []byte(e))
+			}
+			got := Join(elems)
+			if string(got) != tt.want {
+				t.Fatalf("got %s, want %s", got, tt.want)
+			}
+			if len(got) != cap(got) {
+				t.Errorf("len %d cap %d: size precomputed wrong", len(got), cap(got))
+			}
+		})
+	}
+}
+
+func TestParseIDs(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		max     int
+		want    []string
+		wantErr bool
+	}{
+		{"brief example", "3,1, 2,,3", 10, []string{"3", "1", "2", "3"}, false},
+		{"empty", "", 10, nil, false},
+		{"only separators", " , ,, ", 10, nil, false},
+		{"single", "42", 1, []string{"42"}, false},
+		{"tabs and spaces trimmed", "\ta ,  b\t", 10, []string{"a", "b"}, false},
+		{"inner space kept", "a b,c", 10, []string{"a b", "c"}, false},
+		{"unicode", "é,世界", 10, []string{"é", "世界"}, false},
+		{"at the bound", "1,2,3", 3, []string{"1", "2", "3"}, false},
+		{"over the bound", "1,2,3,4", 3, nil, true},
+		{"empties do not count", "1,,2,,3,,", 3, []string{"1", "2", "3"}, false},
+		{"no bound", strings.Repeat("x,", 1000), 0, slices.Repeat([]string{"x"}, 1000), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseIDs(tt.in, tt.max)
+			if tt.wantErr {
+				if !errors.Is(err, ErrTooManyIDs) {
+					t.Fatalf("got (%q, %v), want ErrTooManyIDs", got, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestURL(t *testing.T) {
+	tests := []struct {
+		name, path, param string
+		ids               []string
+		want              string
+	}{
+		{"plain", "/users", "ids", []string{"1", "2", "3"}, "/users?ids=1,2,3"},
+		{"one id", "/users", "ids", []string{"7"}, "/users?ids=7"},
+		{"no ids", "/users", "ids", nil, "/users?ids="},
+		{"comma in id escaped", "/users", "ids", []string{"a,b", "c"}, "/users?ids=a%2Cb,c"},
+		{"reserved chars escaped", "/u", "ids", []string{"a&b=c", "d e", "f/g", "h+i"}, "/u?ids=a%26b%3Dc,d+e,f%2Fg,h%2Bi"},
+		{"unicode escaped", "/u", "ids", []string{"é"}, "/u?ids=%C3%A9"},
+		{"param escaped", "/u", "id s", []string{"1"}, "/u?id+s=1"},
+		{"existing query", "/users?active=1", "ids", []string{"1", "2"}, "/users?active=1&ids=1,2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := URL(tt.path, tt.param, tt.ids); got != tt.want {
+				t.Fatalf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestURLRoundTrip checks that a server splitting the parameter on commas
+// and query-unescaping each part gets back exactly the ids URL was given.
+func TestURLRoundTrip(t *testing.T) {
+	ids := []string{"1", "a b", "é", "x&y", "100%", "a,b"}
+	u, err := url.Parse(URL("/users", "ids", ids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := strings.TrimPrefix(u.RawQuery, "ids=")
+	var got []string
+	for p := range strings.SplitSeq(raw, ",") {
+		id, err := url.QueryUnescape(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, id)
+	}
+	if !slices.Equal(got, ids) {
+		t.Fatalf("got %q, want %q", got, ids)
+	}
+}
+
+func FuzzSplit(f *testing.F) {
+	for _, seed := range []string{
+		`[]`,
+		`[{"id":1},{"id":"2"},{"id":1}]`,
+		`[{"id":1e3,"a":{"b":[1,2,{"id":4}]}},{"id":-0}]`,
+		" [ {\"id\" : \"a,b\" , \"s\":\"x  y\" } ] ",
+		`[{"id":"\u00e9"},{"id":"é"}]`,
+		`[{"id":null}]`,
+		`{"id":1}`,
+		`[{"id":1}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := Split(body, "id")
+		want, wantOK := referenceIDs(body, "id")
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			if wantOK {
+				t.Fatalf("Split failed (%v) where encoding/json finds ids %q", err, want)
+			}
+			return
+		}
+		if !wantOK || !slices.Equal(slices.Sorted(maps.Keys(got)), want) {
+			t.Fatalf("Split found ids %q, encoding/json finds %q (ok=%v)", slices.Sorted(maps.Keys(got)), want, wantOK)
+		}
+		for id, e := range got {
+			if !json.Valid(e) {
+				t.Fatalf("element %q is not valid JSON: %q", id, e)
+			}
+		}
+		again, err := Split(Join(slices.Collect(maps.Values(got))), "id")
+		if err != nil {
+			t.Fatalf("re-splitting the joined elements: %v", err)
+		}
+		if !maps.EqualFunc(got, again, func(a, b []byte) bool { return string(a) == string(b) }) {
+			t.Fatalf("re-split gave %q, want %q", again, got)
+		}
+	})
+}
+
+// referenceIDs is the slow, obvious reading of Split's contract that the
+// fuzz test holds the hand-rolled field scanner to: the sorted distinct ids,
+// and whether the body is a valid answer at all.
+func referenceIDs(body []byte, idField string) ([]string, bool) {
+	var elems []map[string]json.RawMessage
+	if err := json.Unmarshal(body, &elems); err != nil || elems == nil {
+		return nil, false
+	}
+	seen := map[string]bool{}
+	for _, obj := range elems {
+		v, ok := obj[idField]
+		if obj == nil || !ok {
+			return nil, false
+		}
+		var id any
+		d := json.NewDecoder(bytes.NewReader(v))
+		d.UseNumber()
+		if err := d.Decode(&id); err != nil {
+			return nil, false
+		}
+		switch id := id.(type) {
+		case string:
+			seen[id] = true
+		case json.Number:
+			seen[id.String()] = true
+		default:
+			return nil, false
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), true
+}
+
+func BenchmarkSplit(b *testing.B) {
+	var elems [][]byte
+	for i := range 100 {
+		elems = append(elems, fmt.Appendf(nil,
+			`{"id":%d,"name":"user %d","email":"user%d@example.com","roles":["a","b"],"profile":{"age":%d,"active":true}}`,
+			i, i, i, 20+i%50))
+	}
+	body := Join(elems)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if m, err := Split(body, "id"); err != nil || len(m) != 100 {
+			b.Fatalf("got %d elements, %v", len(m), err)
+		}
+	}
+}

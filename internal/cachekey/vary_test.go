@@ -1,0 +1,165 @@
+package cachekey
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+)
+
+func TestNormalizeAcceptEncoding(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", "identity"},
+		{"identity", "identity"},
+		{"gzip", "gzip"},
+		{"gzip, deflate, br, zstd", "br,deflate,gzip,zstd"},
+		{"br,gzip", "br,gzip"},
+		{"  GZip ,\tBR  ", "br,gzip"},
+		{"x-gzip", "gzip"},
+		{"X-GZIP;q=0.5", "gzip"},
+		{"gzip;q=0", "identity"},
+		{"gzip;q=0.000, br", "br"},
+		{"gzip;Q=0", "identity"},
+		{"gzip ; q = 0", "identity"},
+		{"gzip;q=0.001", "gzip"},
+		{"gzip;q=1", "gzip"},
+		{"gzip;q=1.000", "gzip"},
+		{"gzip;q=1.5", "identity"},
+		{"gzip;q=2", "identity"},
+		{"gzip;q=0.0001", "identity"},
+		{"gzip;q=abc", "identity"},
+		{"gzip;q=", "identity"},
+		{"gzip;level=9", "gzip"},
+		{"gzip;level=9;q=0", "identity"},
+		{"gzip, gzip;q=0", "identity"},
+		{"gzip;q=0, x-gzip", "identity"},
+		{"compress, identity", "identity"},
+		{"*", "*,br,deflate,gzip,zstd"},
+		{"gzip, *", "*,br,deflate,gzip,zstd"},
+		{"*;q=0", "identity"},
+		{"*;q=0, gzip", "gzip"},
+		{"*, gzip;q=0", "*,br,deflate,zstd"},
+		{"*, compress;q=0", "br,deflate,gzip,zstd"},
+		{"*, identity;q=0", "*,br,deflate,gzip,zstd"},
+		{",,, ,", "identity"},
+		{"zstd;q=0.5, br;q=0.9", "br,zstd"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := NormalizeAcceptEncoding(tt.in); got != tt.want {
+				t.Errorf("NormalizeAcceptEncoding(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAcceptsEncoding(t *testing.T) {
+	tests := []struct {
+		norm, ce string
+		want     bool
+	}{
+		{"identity", "", true},
+		{"identity", "identity", true},
+		{"identity", "gzip", false},
+		{"gzip", "gzip", true},
+		{"gzip", "GZIP", true},
+		{"gzip", "x-gzip", true},
+		{"gzip", "br", false},
+		{"br,gzip", "br", true},
+		{"br,gzip", "gzip, br", true},
+		{"gzip", "gzip, br", false},
+		{"br,deflate,gzip,zstd", "compress", false},
+		{"*,br,deflate,zstd", "compress", true},
+		{"*,br,deflate,zstd", "gzip", false},
+		{"*,br,deflate,gzip,zstd", "gzip", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.norm+"/"+tt.ce, func(t *testing.T) {
+			if got := AcceptsEncoding(tt.norm, tt.ce); got != tt.want {
+				t.Errorf("AcceptsEncoding(%q, %q) = %v, want %v", tt.norm, tt.ce, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseVary(t *testing.T) {
+	tests := []struct {
+		name  string
+		lines []string
+		want  []string
+		star  bool
+	}{
+		{"absent", nil, nil, false},
+		{"one", []string{"accept-encoding"}, []string{"Accept-Encoding"}, false},
+		{"sorted dedup", []string{"Accept-Language, accept-encoding", " ACCEPT-ENCODING ,,"}, []string{"Accept-Encoding", "Accept-Language"}, false},
+		{"star", []string{"Accept-Encoding, *"}, nil, true},
+		{"star alone line", []string{"Accept", "*"}, nil, true},
+		{"empty", []string{""}, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			for _, l := range tt.lines {
+				h.Add("Vary", l)
+			}
+			got, star := ParseVary(h)
+			if !slices.Equal(got, tt.want) || star != tt.star {
+				t.Errorf("ParseVary(%q) = %q, %v; want %q, %v", tt.lines, got, star, tt.want, tt.star)
+			}
+		})
+	}
+}
+
+func TestWithVary(t *testing.T) {
+	const key = "GET h/x"
+	names := []string{"Accept-Encoding", "Accept-Language"}
+	hdr := func(kv ...string) http.Header {
+		h := http.Header{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h.Add(kv[i], kv[i+1])
+		}
+		return h
+	}
+	tests := []struct {
+		name  string
+		names []string
+		h     http.Header
+		want  string
+	}{
+		{"no names", nil, hdr("Accept-Language", "en"), key},
+		{"values", names, hdr("Accept-Encoding", "gzip, br", "Accept-Language", "en"), key + " |accept-encoding=br,gzip |accept-language=en"},
+		{"absent", names, hdr(), key + " |accept-encoding=identity |accept-language"},
+		{"empty value", names, hdr("Accept-Language", ""), key + " |accept-encoding=identity |accept-language="},
+		{"lowercase names", []string{"accept-language"}, hdr("Accept-Language", "fr"), key + " |accept-language=fr"},
+		{"escaped", []string{"X-V"}, hdr("X-V", "a |b"), key + " |x-v=a%20%7Cb"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := WithVary(key, tt.names, tt.h); got != tt.want {
+				t.Errorf("WithVary = %q, want %q", got, tt.want)
+			}
+		})
+	}
+
+	t.Run("equivalent encodings share a variant", func(t *testing.T) {
+		n := []string{"Accept-Encoding"}
+		a := WithVary(key, n, hdr("Accept-Encoding", "gzip, deflate, br"))
+		b := WithVary(key, n, hdr("Accept-Encoding", "BR;q=0.5,deflate", "Accept-Encoding", "x-gzip"))
+		c := WithVary(key, n, hdr("Accept-Encoding", "gzip"))
+		if a != b {
+			t.Errorf("equivalent Accept-Encoding: %q != %q", a, b)
+		}
+		if a == c {
+			t.Errorf("gzip-only client shares %q with a br client", c)
+		}
+	})
+	t.Run("variant never equals a primary key", func(t *testing.T) {
+		// A header-keyed primary key and a Vary key over the same header
+		// must stay apart.
+		r := req(t, "GET", "h", "/x", "Accept-Language", "en")
+		primary := Build(r, &Options{Headers: []string{"Accept-Language"}})
+		variant := WithVary(Build(r, nil), []string{"Accept-Language"}, r.Header)
+		if primary == variant {
+			t.Errorf("primary and variant keys collide: %q", primary)
+		}
+	})
+}
