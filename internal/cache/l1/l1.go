@@ -125,7 +125,20 @@ func New(opts Options) (*Store, error) {
 // the entry or anything it points to (Header, Body, Tags).
 func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
 	it, ok := s.c.Get(key)
-	if !ok || it.dead.Load() {
+	if !ok {
+		// Ristretto applies a Set asynchronously. Until it does, the index
+		// already holds the item: serving it from there closes the window
+		// in which a key just filled by a coalesced fetch looks absent and
+		// the next burst of requests goes upstream again. Only misses pay
+		// for the lock.
+		s.mu.Lock()
+		it = s.keys[key]
+		s.mu.Unlock()
+		if it == nil || it.e.Remaining(s.now()) <= 0 {
+			return nil, false, nil
+		}
+	}
+	if it.dead.Load() {
 		return nil, false, nil
 	}
 	return it.e, true, nil

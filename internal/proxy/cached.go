@@ -1,0 +1,390 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/metrics"
+	"github.com/sidecache/sidecache/internal/route"
+)
+
+// flight is what one upstream fetch (or cache re-check) hands to the
+// request that ran it and to every request collapsed onto it.
+type flight struct {
+	e         *cache.Entry // the response, stored or not
+	tier      cache.Tier   // set when the leader found it in the cache after all
+	stored    bool
+	shareable bool // false: private to the leader's client; waiters fetch their own
+	tooLarge  bool // over max_body_bytes: everyone streams it through instead
+	batched   bool
+	vkey      string // the variant key the response was stored under, if Vary
+	vary      []string
+}
+
+func (h *Handler) serveCached(w http.ResponseWriter, r *http.Request, st *state, rt *route.Route, params route.Params, rm *metrics.RouteMetrics, start time.Time) {
+	if reason := bypassReason(r, rt.Key.Headers); reason != "" {
+		h.passThrough(w, r, rm, start, status{fwd: "bypass", detail: reason}, nil)
+		return
+	}
+	ctx := r.Context()
+	key := cachekey.Build(r, &rt.Key)
+	if h.hfp.active(key, h.now()) {
+		h.passThrough(w, r, rm, start, status{fwd: "bypass", detail: "hit-for-pass"}, nil)
+		return
+	}
+	refresh := refreshRequested(r)
+	var stale *cache.Entry
+	flightKey := key
+	if !refresh {
+		e, tier, vkey := h.lookup(ctx, key, r)
+		if vkey != "" {
+			flightKey = vkey
+		}
+		if e != nil && acceptsEncoding(r, e.Header) {
+			now := h.now()
+			switch {
+			case e.Fresh(now):
+				h.writeEntry(w, r, e, status{hit: true, ttl: e.TTLLeft(now), hasTTL: true, detail: string(tier)}, true)
+				rm.Request(metrics.Hit, h.now().Sub(start))
+				return
+			case e.StaleWhileRevalidate > 0 && e.WithinStaleWhileRevalidate(now):
+				h.revalidate(st, rt, params, r, key, flightKey)
+				h.writeEntry(w, r, e, status{fwd: "stale", ttl: -e.Age(now) + e.TTL, hasTTL: true, detail: "stale-while-revalidate"}, true)
+				rm.Request(metrics.Stale, h.now().Sub(start))
+				return
+			}
+			stale = e
+		}
+	} else {
+		flightKey += "\x00refresh"
+	}
+
+	f, leader, err := h.flights.Do(ctx, flightKey, func(fctx context.Context) (*flight, error) {
+		return h.fill(fctx, st, rt, params, r, key, refresh)
+	})
+	if ctx.Err() != nil {
+		return // the client left while waiting; the flight goes on for others
+	}
+	if err == nil && !leader && !h.usable(f, r, key) {
+		// Not for this client: private, another variant, or too large to
+		// share. It fetches on its own, outside any flight.
+		f, err = h.fetch(context.WithoutCancel(ctx), rt, params, r, key)
+		leader = true
+	}
+	if err == nil && f.tooLarge {
+		h.passThrough(w, r, rm, start, status{fwd: "miss", detail: "too-large"}, nil)
+		return
+	}
+	failed := err != nil || f.e.Status >= 500
+	if failed && stale != nil && stale.WithinStaleIfError(h.now()) {
+		st := status{fwd: "stale", detail: "stale-if-error", ttl: stale.TTL - stale.Age(h.now()), hasTTL: true}
+		if err == nil {
+			st.fwdStatus = f.e.Status
+		}
+		h.writeEntry(w, r, stale, st, true)
+		rm.Request(metrics.Stale, h.now().Sub(start))
+		return
+	}
+	if err != nil {
+		writeUpstreamError(w, classify(err), status{fwd: "miss"})
+		rm.Request(metrics.Miss, h.now().Sub(start))
+		return
+	}
+	s := status{fwd: "miss", fwdStatus: f.e.Status, stored: f.stored}
+	result := metrics.Miss
+	switch {
+	case f.tier != "":
+		s = status{hit: true, ttl: f.e.TTLLeft(h.now()), hasTTL: true, detail: string(f.tier)}
+		result = metrics.Hit
+	case !leader:
+		s.collapsed = true
+		result = metrics.Collapsed
+		rm.Coalesced()
+	}
+	if refresh {
+		s.fwd = "request"
+	}
+	if f.batched {
+		s.detail = "batch"
+	}
+	h.writeEntry(w, r, f.e, s, f.tier != "")
+	rm.Request(result, h.now().Sub(start))
+}
+
+// lookup reads the cache, following a variants marker to the variant this
+// request selects (RFC 9111 §4.1). A tier error is a miss: the request goes
+// on without that tier.
+func (h *Handler) lookup(ctx context.Context, key string, r *http.Request) (e *cache.Entry, tier cache.Tier, vkey string) {
+	e, tier, _ = h.cache.Lookup(ctx, key)
+	if e == nil || !e.IsVariants() {
+		return e, tier, ""
+	}
+	vkey = cachekey.WithVary(key, e.Variants, r.Header)
+	e, tier, _ = h.cache.Lookup(ctx, vkey)
+	if e != nil && e.IsVariants() {
+		return nil, "", vkey // a marker where a response belongs: treat as a miss
+	}
+	return e, tier, vkey
+}
+
+// usable reports whether a waiter may take the leader's response: only a
+// shareable one, of the variant this request selects, in an encoding it
+// accepts.
+func (h *Handler) usable(f *flight, r *http.Request, key string) bool {
+	if !f.shareable || f.tooLarge {
+		return false
+	}
+	if len(f.vary) > 0 && cachekey.WithVary(key, f.vary, r.Header) != f.vkey {
+		return false
+	}
+	return acceptsEncoding(r, f.e.Header)
+}
+
+// fill runs once per flight: re-check the cache (another flight may have
+// just filled it), take the cluster lease when there is one, then fetch.
+func (h *Handler) fill(ctx context.Context, st *state, rt *route.Route, params route.Params, r *http.Request, key string, refresh bool) (*flight, error) {
+	if !refresh {
+		if e, tier, _ := h.lookup(ctx, key, r); h.servable(e, r) {
+			return &flight{e: e, tier: tier, shareable: true}, nil
+		}
+	}
+	if b := st.batchers[rt]; b != nil && r.URL.RawQuery == "" {
+		return h.loadBatched(ctx, b, rt, params, r)
+	}
+	if h.leaser != nil && !refresh {
+		release, acquired, err := h.leaser.Lease(ctx, key, h.leaseTTL)
+		switch {
+		case err != nil:
+			// The shared tier is unreachable: fetch as a lone replica would.
+		case acquired:
+			defer release()
+		default:
+			if _, ok, _ := h.leaser.WaitFill(ctx, key, h.leaseTTL); ok {
+				if e, tier, _ := h.lookup(ctx, key, r); h.servable(e, r) {
+					return &flight{e: e, tier: tier, shareable: true}, nil
+				}
+			}
+		}
+	}
+	return h.fetch(ctx, rt, params, r, key)
+}
+
+// servable reports whether a looked-up entry answers r as it is: fresh, and
+// in a content-coding r accepts.
+func (h *Handler) servable(e *cache.Entry, r *http.Request) bool {
+	return e != nil && e.Fresh(h.now()) && acceptsEncoding(r, e.Header)
+}
+
+// fetch makes one upstream GET for r and stores the answer if it may.
+func (h *Handler) fetch(ctx context.Context, rt *route.Route, params route.Params, r *http.Request, key string) (*flight, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	out := h.outgoing(ctx, r, r.URL.Path, r.URL.RawQuery)
+	rm := h.m.Route(rt.Name)
+	t0 := h.now()
+	resp, err := h.transport.RoundTrip(out)
+	if err != nil {
+		rm.Upstream(0, h.now().Sub(t0))
+		return nil, classify(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, h.maxBody+1))
+	rm.Upstream(resp.StatusCode, h.now().Sub(t0))
+	if err != nil {
+		return nil, classify(err)
+	}
+	if int64(len(body)) > h.maxBody {
+		// Remember for a while that this key streams through (Varnish's
+		// hit-for-pass), so the next requests do not read it twice.
+		h.hfp.add(key, h.now().Add(min(rt.TTL, 2*time.Minute)))
+		return &flight{tooLarge: true}, nil
+	}
+	return h.store(ctx, rt, params, r, key, resp.StatusCode, resp.Header, body), nil
+}
+
+// store decides whether a fetched response may be kept (SPEC "Cacheable
+// responses"; RFC 9111 §3) and keeps it in every tier.
+func (h *Handler) store(ctx context.Context, rt *route.Route, params route.Params, r *http.Request, key string, code int, header http.Header, body []byte) *flight {
+	now := h.now()
+	e := &cache.Entry{Status: code, Header: storedHeader(header), Body: body, StoredAt: now}
+	f := &flight{e: e, shareable: !private(header)}
+	negative, ok := cacheableStatus(code, rt.NegativeTTL)
+	names, star := cachekey.ParseVary(header)
+	if ce := header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") && !slices.Contains(names, "Accept-Encoding") {
+		// Compressed without saying so in Vary: store it as the variant it
+		// is (RFC 9110 §12.5.3), so other clients never receive it.
+		names = append(names, "Accept-Encoding")
+		slices.Sort(names)
+	}
+	if !ok || !f.shareable || star || cacheControlHas(header, "no-cache") {
+		return f
+	}
+	if negative {
+		e.TTL = rt.NegativeTTL
+	} else {
+		e.TTL, e.StaleWhileRevalidate, e.StaleIfError = rt.TTL, rt.StaleWhileRevalidate, rt.StaleIfError
+	}
+	e.Tags = entryTags(rt, params)
+	skey := key
+	if len(names) > 0 {
+		f.vary, f.vkey = names, cachekey.WithVary(key, names, r.Header)
+		skey = f.vkey
+		marker := &cache.Entry{Variants: names, StoredAt: now, TTL: e.TTL, StaleWhileRevalidate: e.StaleWhileRevalidate, StaleIfError: e.StaleIfError, Tags: e.Tags}
+		_ = h.cache.Set(ctx, key, marker)
+	}
+	if err := h.cache.Set(ctx, skey, e); err != nil {
+		h.log.Debug("cache set", "key", skey, "err", err)
+		return f
+	}
+	f.stored = true
+	return f
+}
+
+// RouteTag is the implicit tag every entry of a route carries, so that a
+// purge by route is a purge by tag. Tags starting with "_" are reserved.
+func RouteTag(name string) string { return "_route:" + name }
+
+func entryTags(rt *route.Route, params route.Params) []string {
+	tags := make([]string, 0, len(rt.Tags)+1)
+	tags = append(tags, RouteTag(rt.Name))
+	return append(tags, expand(rt.Tags, params)...)
+}
+
+// revalidate starts one background refresh of a stale entry (RFC 5861 §3),
+// collapsed with any refresh or miss already under way for the key.
+func (h *Handler) revalidate(st *state, rt *route.Route, params route.Params, r *http.Request, key, flightKey string) {
+	if _, running := h.refreshing.LoadOrStore(flightKey, struct{}{}); running {
+		return // one background refresh per key is enough
+	}
+	bg := r.Clone(context.WithoutCancel(r.Context()))
+	go func() {
+		defer h.refreshing.Delete(flightKey)
+		_, _, _ = h.flights.Do(bg.Context(), flightKey, func(ctx context.Context) (*flight, error) {
+			return h.fill(ctx, st, rt, params, bg, key, true)
+		})
+	}()
+}
+
+// outgoing builds the upstream request for the cached path: the client's
+// end-to-end headers minus the conditional ones (the cache wants a full
+// response to store, and answers conditionals itself), with X-Forwarded-*
+// set as httputil.ProxyRequest.SetXForwarded does.
+func (h *Handler) outgoing(ctx context.Context, r *http.Request, path, rawQuery string) *http.Request {
+	u := *h.up
+	u.Path = singleJoiningSlash(h.up.Path, path)
+	u.RawPath = ""
+	u.RawQuery = rawQuery
+	out := (&http.Request{
+		Method:     http.MethodGet,
+		URL:        &u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     r.Header.Clone(),
+		Host:       h.up.Host,
+	}).WithContext(ctx)
+	if out.Header == nil {
+		out.Header = http.Header{}
+	}
+	removeHopHeaders(out.Header)
+	for _, k := range [...]string{"If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range"} {
+		out.Header.Del(k)
+	}
+	if ip, _, err := splitHostPort(r.RemoteAddr); err == nil {
+		if prior := r.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		out.Header.Set("X-Forwarded-For", ip)
+	} else {
+		out.Header.Del("X-Forwarded-For")
+	}
+	out.Header.Set("X-Forwarded-Host", r.Host)
+	if r.TLS != nil {
+		out.Header.Set("X-Forwarded-Proto", "https")
+	} else {
+		out.Header.Set("X-Forwarded-Proto", "http")
+	}
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header.Set("User-Agent", "") // as ReverseProxy: do not add Go's
+	}
+	return out
+}
+
+// writeEntry answers from an entry: the stored header, Age when it came from
+// the cache (RFC 9111 §5.1), Cache-Status, and a 304 when the client's
+// conditional matches a stored 200 (RFC 9110 §13.2.2).
+func (h *Handler) writeEntry(w http.ResponseWriter, r *http.Request, e *cache.Entry, st status, fromCache bool) {
+	dst := w.Header()
+	if e.Status == http.StatusOK && notModified(r, e.Header) {
+		for _, k := range notModifiedHeaders {
+			if v, ok := e.Header[k]; ok {
+				dst[k] = v
+			}
+		}
+		h.setCacheHeaders(dst, e, st, fromCache)
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	for k, v := range e.Header {
+		dst[k] = v
+	}
+	h.setCacheHeaders(dst, e, st, fromCache)
+	if e.Status != http.StatusNoContent && e.Status != http.StatusNotModified {
+		dst["Content-Length"] = []string{strconv.Itoa(len(e.Body))}
+	}
+	w.WriteHeader(e.Status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(e.Body)
+	}
+}
+
+func (h *Handler) setCacheHeaders(dst http.Header, e *cache.Entry, st status, fromCache bool) {
+	if fromCache {
+		dst["Age"] = []string{strconv.FormatInt(int64(e.Age(h.now())/time.Second), 10)}
+	}
+	dst["Cache-Status"] = []string{st.String()}
+}
+
+// acceptsEncoding guards against an upstream that compresses without
+// saying Vary: a stored body in a content-coding the client did not accept
+// is never served to it (RFC 9110 §12.5.3).
+func acceptsEncoding(r *http.Request, h http.Header) bool {
+	ce := h.Get("Content-Encoding")
+	if ce == "" {
+		return true
+	}
+	return cachekey.AcceptsEncoding(cachekey.NormalizeAcceptEncoding(r.Header.Get("Accept-Encoding")), ce)
+}
+
+func singleJoiningSlash(a, b string) string {
+	aslash, bslash := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/")
+	switch {
+	case aslash && bslash:
+		return a + b[1:]
+	case !aslash && !bslash:
+		return a + "/" + b
+	}
+	return a + b
+}
+
+var errNoHost = errors.New("no host")
+
+func splitHostPort(addr string) (string, string, error) {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return "", "", errNoHost
+	}
+	host := strings.TrimSuffix(strings.TrimPrefix(addr[:i], "["), "]")
+	if host == "" {
+		return "", "", errNoHost
+	}
+	return host, addr[i+1:], nil
+}

@@ -1,0 +1,115 @@
+package proxy_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/cache/l1"
+	"github.com/sidecache/sidecache/internal/metrics"
+	"github.com/sidecache/sidecache/internal/proxy"
+)
+
+// upstream is an httptest origin that counts its calls.
+type upstream struct {
+	*httptest.Server
+	calls atomic.Int64
+}
+
+func newUpstream(t testing.TB, h http.HandlerFunc) *upstream {
+	t.Helper()
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.calls.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// env is one sidecar (proxy handler on a real socket) with a real L1.
+type env struct {
+	t     testing.TB
+	up    *upstream
+	front *httptest.Server
+	h     *proxy.Handler
+	l1    *l1.Store
+	reg   *prometheus.Registry
+}
+
+type envOpt func(*proxy.Options, *l1.Store)
+
+func newEnv(t testing.TB, up *upstream, routes []testRoute, opts ...envOpt) *env {
+	t.Helper()
+	store, err := l1.New(l1.Options{MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	var u *url.URL
+	if up.Server != nil {
+		u, _ = url.Parse(up.URL)
+	}
+	reg := prometheus.NewRegistry()
+	o := proxy.Options{
+		Upstream:     u,
+		Timeout:      2 * time.Second,
+		MaxBodyBytes: 1 << 20,
+		Routes:       compile(t, routes),
+		Cache:        cache.NewTiered(store, nil, cache.TieredOptions{}),
+		Metrics:      metrics.New(reg),
+	}
+	for _, f := range opts {
+		f(&o, store)
+	}
+	h, err := proxy.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(h)
+	t.Cleanup(front.Close)
+	return &env{t: t, up: up, front: front, h: h, l1: store, reg: reg}
+}
+
+// get sends a request through the sidecar and returns status, header, body.
+func (e *env) do(method, path string, hdr http.Header) (*http.Response, string) {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, e.front.URL+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	// The test client must not negotiate compression on its own.
+	req.Header.Set("Accept-Encoding", hdr.Get("Accept-Encoding"))
+	if hdr.Get("Accept-Encoding") == "" {
+		req.Header.Del("Accept-Encoding")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.l1.Wait()
+	return resp, string(b)
+}
+
+func (e *env) get(path string) (*http.Response, string) { return e.do(http.MethodGet, path, nil) }
+
+var client = &http.Client{
+	Transport:     &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 512},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}

@@ -1,0 +1,40 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/config"
+	"github.com/sidecache/sidecache/internal/route"
+)
+
+// compileRoutes maps config routes to the route package's own specs.
+func compileRoutes(rs []config.Route) (*route.Table, error) {
+	specs := make([]route.Spec, 0, len(rs))
+	for _, r := range rs {
+		s := route.Spec{
+			Name:                 r.Name,
+			Methods:              r.Methods,
+			Pattern:              r.Path,
+			TTL:                  r.TTL.D(),
+			StaleWhileRevalidate: r.StaleWhileRevalidate.D(),
+			StaleIfError:         r.StaleIfError.D(),
+			NegativeTTL:          r.NegativeTTL.D(),
+			Key:                  cachekey.Options{Query: r.Key.Query, AllQuery: r.Key.Query == nil, Headers: r.Key.Headers},
+			Tags:                 r.Tags,
+			Invalidate:           r.Invalidate,
+		}
+		if b := r.Batch; b != nil {
+			s.Batch = &route.Batch{Path: b.Path, Param: b.Param, IDField: b.IDField, MaxSize: b.MaxSize, MaxWait: b.MaxWait.D()}
+		}
+		if sp := r.Split; sp != nil {
+			s.Split = &route.Split{Param: sp.Param, RouteName: sp.Route}
+		}
+		specs = append(specs, s)
+	}
+	t, err := route.Compile(specs)
+	if err != nil {
+		return nil, fmt.Errorf("server: routes: %w", err)
+	}
+	return t, nil
+}

@@ -1,0 +1,265 @@
+// Package server is the wiring: it turns a validated config into the
+// packages' own options, runs the proxy and admin listeners, reloads routes
+// on SIGHUP or a changed file, and shuts down gracefully. Nothing imports it
+// but cmd/sidecache.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sidecache/sidecache/internal/admin"
+	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/cache/l1"
+	"github.com/sidecache/sidecache/internal/cache/l2"
+	"github.com/sidecache/sidecache/internal/config"
+	"github.com/sidecache/sidecache/internal/metrics"
+	"github.com/sidecache/sidecache/internal/proxy"
+)
+
+// Options are what the command line adds to the config.
+type Options struct {
+	ConfigPath string // watched for changes; "" = no reload from disk
+	Version    string
+	Logger     *slog.Logger
+	// WatchInterval is how often the config file is checked for a change
+	// (a Kubernetes ConfigMap update is a symlink swap, which inotify on
+	// the file itself would miss); 0 = 2s, negative = never.
+	WatchInterval time.Duration
+}
+
+// Server owns the two listeners and everything behind them.
+type Server struct {
+	cfg   atomic.Pointer[config.Config]
+	opts  Options
+	log   *slog.Logger
+	reg   *prometheus.Registry
+	m     *metrics.Metrics
+	l1    *l1.Store
+	l2    *l2.Store
+	tiers *cache.Tiered
+	inv   *invalidator
+	proxy *proxy.Handler
+
+	proxyLn, adminLn net.Listener
+	proxySrv         *http.Server
+	adminSrv         *http.Server
+
+	draining atomic.Bool
+	reloadMu sync.Mutex
+}
+
+// New builds the server from a validated config. It does not listen yet.
+func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error) {
+	s := &Server{opts: opts, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.cfg.Store(cfg)
+	s.reg = prometheus.NewRegistry()
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.m = metrics.New(s.reg)
+	s.m.SetBuildInfo(opts.Version)
+
+	var l1s, l2s cache.Store
+	if n := cfg.Cache.L1.MaxBytes.Bytes(); n > 0 {
+		st, err := l1.New(l1.Options{MaxBytes: n})
+		if err != nil {
+			return nil, fmt.Errorf("server: l1: %w", err)
+		}
+		s.l1, l1s = st, st
+		s.m.L1Source(st.Bytes, st.Items)
+	}
+	if c := cfg.Cache.L2; c != nil {
+		st, err := l2.New(ctx, l2.Options{
+			Addrs:         c.Redis.Addrs,
+			MasterName:    c.Redis.MasterName,
+			Cluster:       c.Redis.Cluster,
+			Username:      c.Redis.Username,
+			Password:      c.Redis.Password,
+			DB:            c.Redis.DB,
+			Prefix:        c.Redis.Prefix,
+			Timeout:       c.Redis.Timeout.D(),
+			Logger:        s.log.With("tier", "l2"),
+			OnStateChange: s.l2State,
+			OnInvalidate:  s.peerInvalidation,
+		})
+		if err != nil {
+			s.closeTiers()
+			return nil, fmt.Errorf("server: l2: %w", err)
+		}
+		s.l2, l2s = st, st
+	} else {
+		s.m.SetL2Up(false)
+	}
+	s.tiers = cache.NewTiered(l1s, l2s, cache.TieredOptions{
+		Observe: func(t cache.Tier, r cache.Result) { s.m.Lookup(string(t), string(r)) },
+	})
+	s.inv = &invalidator{l1: s.l1, l2: s.l2}
+
+	table, err := compileRoutes(cfg.Routes)
+	if err != nil {
+		s.closeTiers()
+		return nil, err
+	}
+	up, err := url.Parse(cfg.Upstream.URL)
+	if err != nil {
+		s.closeTiers()
+		return nil, fmt.Errorf("server: upstream.url: %w", err)
+	}
+	popts := proxy.Options{
+		Upstream:            up,
+		Timeout:             cfg.Upstream.Timeout.D(),
+		MaxBodyBytes:        cfg.Cache.MaxBodyBytes.Bytes(),
+		MaxIdleConnsPerHost: cfg.Upstream.MaxIdleConnsPerHost,
+		Routes:              table,
+		Invalidator:         s.inv,
+		Metrics:             s.m,
+		Logger:              s.log.With("component", "proxy"),
+	}
+	if l1s != nil || l2s != nil {
+		popts.Cache = s.tiers
+	}
+	if s.l2 != nil && (cfg.Cache.L2.Lease == nil || *cfg.Cache.L2.Lease) {
+		popts.Leaser, popts.LeaseTTL = s.l2, cfg.Cache.L2.LeaseTTL.D()
+	}
+	if s.proxy, err = proxy.New(popts); err != nil {
+		s.closeTiers()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.proxySrv = &http.Server{
+		Handler:           s.proxy,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.adminSrv = &http.Server{
+		Handler: admin.Handler(admin.Options{
+			Token:    cfg.Admin.Token,
+			Gatherer: s.reg,
+			Ready:    s,
+			Purger:   &purger{s: s},
+			Routes:   func() any { return s.proxy.Routes().Routes() },
+			Logger:   s.log.With("component", "admin"),
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	return s, nil
+}
+
+func (s *Server) l2State(up bool) {
+	s.m.SetL2Up(up)
+	if up {
+		s.log.Info("l2 reachable")
+	} else {
+		s.log.Warn("l2 degraded: serving from l1 and upstream")
+	}
+}
+
+// Listen opens both listeners (so tests can use port 0 and read the
+// addresses before Serve).
+func (s *Server) Listen() error {
+	cfg := s.cfg.Load()
+	var err error
+	if s.proxyLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return fmt.Errorf("server: listen: %w", err)
+	}
+	if s.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+		s.proxyLn.Close()
+		return fmt.Errorf("server: admin.listen: %w", err)
+	}
+	return nil
+}
+
+// ProxyAddr and AdminAddr are the bound addresses after Listen.
+func (s *Server) ProxyAddr() string { return s.proxyLn.Addr().String() }
+func (s *Server) AdminAddr() string { return s.adminLn.Addr().String() }
+
+// Run serves until ctx ends, then drains: /readyz fails first (for
+// shutdown_delay, so a load balancer stops sending), in-flight requests
+// finish within shutdown_timeout, and the tiers close.
+func (s *Server) Run(ctx context.Context) error {
+	if s.proxyLn == nil {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- serve(s.proxySrv, s.proxyLn) }()
+	go func() { errc <- serve(s.adminSrv, s.adminLn) }()
+	if s.opts.ConfigPath != "" && s.opts.WatchInterval >= 0 {
+		go s.watch(ctx)
+	}
+	s.log.Info("sidecache listening", "proxy", "http://"+s.ProxyAddr(), "admin", "http://"+s.AdminAddr(), "upstream", s.cfg.Load().Upstream.URL)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	cfg := s.cfg.Load()
+	s.draining.Store(true)
+	if d := cfg.ShutdownDelay.D(); d > 0 && runErr == nil {
+		s.log.Info("draining: readiness off", "delay", d)
+		time.Sleep(d)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.D())
+	defer cancel()
+	err := s.proxySrv.Shutdown(sctx)
+	_ = s.adminSrv.Shutdown(sctx)
+	s.closeTiers()
+	if runErr != nil {
+		return runErr
+	}
+	if err != nil {
+		return fmt.Errorf("server: drain: %w", err)
+	}
+	return nil
+}
+
+func serve(srv *http.Server, ln net.Listener) error {
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("server: serve %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+func (s *Server) closeTiers() {
+	if s.l2 != nil {
+		s.l2.Close()
+	}
+	if s.l1 != nil {
+		s.l1.Close()
+	}
+}
+
+// Ready implements admin.Readiness. A degraded L2 keeps the pod ready: the
+// sidecar still answers from L1 and the upstream (SPEC "Redis down").
+func (s *Server) Ready() (bool, map[string]string) {
+	d := map[string]string{"config": "loaded", "l2": "disabled"}
+	if s.l2 != nil {
+		d["l2"] = "up"
+		if !s.l2.Up() {
+			d["l2"] = "degraded"
+		}
+	}
+	if s.draining.Load() {
+		d["state"] = "draining"
+		return false, d
+	}
+	return true, d
+}
+
+// Metrics is the registry the admin listener exposes (for tests).
+func (s *Server) Metrics() *metrics.Metrics { return s.m }
