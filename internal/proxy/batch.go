@@ -156,7 +156,7 @@ func fillPattern(pattern, param, value string) string {
 		name, _, _ := strings.Cut(pattern[i+1:i+j], ":")
 		b.WriteString(pattern[:i])
 		if name == param {
-			b.WriteString(url.PathEscape(value))
+			b.WriteString(value) // raw: URL.Path is the decoded path
 		} else {
 			b.WriteString(pattern[i : i+j+1])
 		}

@@ -1,0 +1,108 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// A Template is a surrogate-key template such as "client:{id}": literal
+// text with {name} references to the route's path params. Tags written by
+// the read route and by the write route meet only if both expand the same
+// params the same way, so Expand inserts values exactly as matched.
+type Template struct {
+	src   string
+	parts []tplPart
+}
+
+type tplPart struct {
+	text  string // literal text, or the param name
+	param bool
+}
+
+// ParseTemplate parses s. Which names exist is the route's business:
+// Compile rejects a template naming a param its pattern lacks.
+func ParseTemplate(s string) (Template, error) {
+	t := Template{src: s}
+	if s == "" {
+		return t, errors.New("empty template")
+	}
+	for rest := s; rest != ""; {
+		i := strings.IndexAny(rest, "{}")
+		if i < 0 {
+			t.parts = append(t.parts, tplPart{text: rest})
+			break
+		}
+		if rest[i] == '}' {
+			return t, fmt.Errorf("template %q: unmatched '}'", s)
+		}
+		if i > 0 {
+			t.parts = append(t.parts, tplPart{text: rest[:i]})
+		}
+		end := strings.IndexByte(rest[i:], '}')
+		if end < 0 {
+			return t, fmt.Errorf("template %q: '{' lacks its closing '}'", s)
+		}
+		name := rest[i+1 : i+end]
+		if name != "*" {
+			if err := checkName(name); err != nil {
+				return t, fmt.Errorf("template %q: %w", s, err)
+			}
+		}
+		t.parts = append(t.parts, tplPart{text: name, param: true})
+		rest = rest[i+end+1:]
+	}
+	return t, nil
+}
+
+// MustParseTemplate is ParseTemplate for literals known to be valid; it
+// panics otherwise.
+func MustParseTemplate(s string) Template {
+	t, err := ParseTemplate(s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Expand fills in the params; a name p lacks expands to "".
+func (t Template) Expand(p Params) string {
+	if len(t.parts) == 1 && !t.parts[0].param {
+		return t.parts[0].text
+	}
+	n := 0
+	for _, pt := range t.parts {
+		if pt.param {
+			n += len(p.Get(pt.text))
+		} else {
+			n += len(pt.text)
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, pt := range t.parts {
+		if pt.param {
+			b.WriteString(p.Get(pt.text))
+		} else {
+			b.WriteString(pt.text)
+		}
+	}
+	return b.String()
+}
+
+// Params returns the names the template refers to, in order.
+func (t Template) Params() []string {
+	var names []string
+	for _, pt := range t.parts {
+		if pt.param {
+			names = append(names, pt.text)
+		}
+	}
+	return names
+}
+
+// String returns the template as written.
+func (t Template) String() string { return t.src }
+
+// MarshalText writes the template as written, for GET /routes.
+func (t Template) MarshalText() ([]byte, error) { return []byte(t.src), nil }
