@@ -90,6 +90,20 @@ func (t *Tiered) Lookup(ctx context.Context, key string) (*Entry, Tier, error) {
 	return nil, "", errors.Join(errs...)
 }
 
+// LookupLocal consults L1 only. The proxy reads L1 before joining a flight
+// and leaves L2 to the flight's one leader, so a burst of misses for one
+// key costs one L2 round trip per replica, not one per request.
+func (t *Tiered) LookupLocal(ctx context.Context, key string) (*Entry, Tier, error) {
+	if t.l1 == nil {
+		return nil, "", nil
+	}
+	e, err := t.lookup(ctx, TierL1, t.l1, key, t.now())
+	if e == nil {
+		return nil, "", err
+	}
+	return e, TierL1, nil
+}
+
 func (t *Tiered) lookup(ctx context.Context, tier Tier, s Store, key string, now time.Time) (*Entry, error) {
 	e, ok, err := s.Get(ctx, key)
 	switch {

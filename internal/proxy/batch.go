@@ -90,7 +90,7 @@ func (h *Handler) fetchBulk(ctx context.Context, rt *route.Route, r *http.Reques
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errBulk, err)
 	}
-	now := h.now()
+	now := t0 // the request time: see store
 	ct := resp.Header.Get("Content-Type")
 	if ct == "" {
 		ct = "application/json"
@@ -107,8 +107,8 @@ func (h *Handler) fetchBulk(ctx context.Context, rt *route.Route, r *http.Reques
 			e = notFoundEntry(now)
 			e.TTL = rt.NegativeTTL
 		}
-		if e.TTL > 0 && shareable {
-			e.Tags = entryTags(rt, params)
+		e.Tags = entryTags(rt, params)
+		if e.TTL > 0 && shareable && !h.tombs.stale(e, h.now()) {
 			req := perIDRequest(r, rt, id)
 			if err := h.cache.Set(ctx, cachekey.Build(req, &rt.Key), e); err != nil {
 				h.log.Debug("cache set", "route", rt.Name, "id", id, "err", err)
@@ -238,7 +238,7 @@ func (h *Handler) serveSplit(w http.ResponseWriter, r *http.Request, st *state, 
 		slots[id] = s
 		req := perIDRequest(r, target, id)
 		key := cachekey.Build(req, &target.Key)
-		if e, _, _ := h.lookup(ctx, key, req); h.servable(e, req) {
+		if e, _, _ := h.lookup(ctx, key, req, true); h.servable(e, req) {
 			s.e = e
 			hits++
 			continue

@@ -27,6 +27,7 @@ type flight struct {
 	batched   bool
 	vkey      string // the variant key the response was stored under, if Vary
 	vary      []string
+	stale     *cache.Entry // a stale entry the leader found, for stale-if-error
 }
 
 func (h *Handler) serveCached(w http.ResponseWriter, r *http.Request, st *state, rt *route.Route, params route.Params, rm *metrics.RouteMetrics, start time.Time) {
@@ -44,7 +45,7 @@ func (h *Handler) serveCached(w http.ResponseWriter, r *http.Request, st *state,
 	var stale *cache.Entry
 	flightKey := key
 	if !refresh {
-		e, tier, vkey := h.lookup(ctx, key, r)
+		e, tier, vkey := h.lookup(ctx, key, r, true)
 		if vkey != "" {
 			flightKey = vkey
 		}
@@ -72,6 +73,9 @@ func (h *Handler) serveCached(w http.ResponseWriter, r *http.Request, st *state,
 	})
 	if ctx.Err() != nil {
 		return // the client left while waiting; the flight goes on for others
+	}
+	if stale == nil && f != nil {
+		stale = f.stale
 	}
 	if err == nil && !leader && !h.usable(f, r, key) {
 		// Not for this client: private, another variant, or too large to
@@ -122,15 +126,25 @@ func (h *Handler) serveCached(w http.ResponseWriter, r *http.Request, st *state,
 // lookup reads the cache, following a variants marker to the variant this
 // request selects (RFC 9111 §4.1). A tier error is a miss: the request goes
 // on without that tier.
-func (h *Handler) lookup(ctx context.Context, key string, r *http.Request) (e *cache.Entry, tier cache.Tier, vkey string) {
-	e, tier, _ = h.cache.Lookup(ctx, key)
-	if e == nil || !e.IsVariants() {
-		return e, tier, ""
+//
+// local reads L1 only: requests look there before joining a flight, and
+// the flight's leader alone goes on to L2. An entry that predates an
+// invalidation of one of its tags (see tombstones) is a miss.
+func (h *Handler) lookup(ctx context.Context, key string, r *http.Request, local bool) (e *cache.Entry, tier cache.Tier, vkey string) {
+	get := h.cache.Lookup
+	if local {
+		get = h.cache.LookupLocal
 	}
-	vkey = cachekey.WithVary(key, e.Variants, r.Header)
-	e, tier, _ = h.cache.Lookup(ctx, vkey)
+	e, tier, _ = get(ctx, key)
 	if e != nil && e.IsVariants() {
-		return nil, "", vkey // a marker where a response belongs: treat as a miss
+		vkey = cachekey.WithVary(key, e.Variants, r.Header)
+		e, tier, _ = get(ctx, vkey)
+		if e != nil && e.IsVariants() {
+			return nil, "", vkey // a marker where a response belongs: a miss
+		}
+	}
+	if h.tombs.stale(e, h.now()) {
+		return nil, "", vkey
 	}
 	return e, tier, vkey
 }
@@ -139,7 +153,7 @@ func (h *Handler) lookup(ctx context.Context, key string, r *http.Request) (e *c
 // shareable one, of the variant this request selects, in an encoding it
 // accepts.
 func (h *Handler) usable(f *flight, r *http.Request, key string) bool {
-	if !f.shareable || f.tooLarge {
+	if !f.shareable || f.tooLarge || h.tombs.stale(f.e, h.now()) {
 		return false
 	}
 	if len(f.vary) > 0 && cachekey.WithVary(key, f.vary, r.Header) != f.vkey {
@@ -151,11 +165,27 @@ func (h *Handler) usable(f *flight, r *http.Request, key string) bool {
 // fill runs once per flight: re-check the cache (another flight may have
 // just filled it), take the cluster lease when there is one, then fetch.
 func (h *Handler) fill(ctx context.Context, st *state, rt *route.Route, params route.Params, r *http.Request, key string, refresh bool) (*flight, error) {
+	var stale *cache.Entry
 	if !refresh {
-		if e, tier, _ := h.lookup(ctx, key, r); h.servable(e, r) {
+		e, tier, _ := h.lookup(ctx, key, r, false)
+		if h.servable(e, r) {
 			return &flight{e: e, tier: tier, shareable: true}, nil
 		}
+		if e != nil && e.WithinStaleIfError(h.now()) && acceptsEncoding(r, e.Header) {
+			stale = e
+		}
 	}
+	f, err := h.fillUpstream(ctx, st, rt, params, r, key, refresh)
+	if f != nil {
+		f.stale = stale
+	} else if stale != nil {
+		// Keep the stale entry reachable for the waiters' stale-if-error.
+		f = &flight{stale: stale}
+	}
+	return f, err
+}
+
+func (h *Handler) fillUpstream(ctx context.Context, st *state, rt *route.Route, params route.Params, r *http.Request, key string, refresh bool) (*flight, error) {
 	if b := st.batchers[rt]; b != nil && r.URL.RawQuery == "" {
 		return h.loadBatched(ctx, b, rt, params, r)
 	}
@@ -168,7 +198,7 @@ func (h *Handler) fill(ctx context.Context, st *state, rt *route.Route, params r
 			defer release()
 		default:
 			if _, ok, _ := h.leaser.WaitFill(ctx, key, h.leaseTTL); ok {
-				if e, tier, _ := h.lookup(ctx, key, r); h.servable(e, r) {
+				if e, tier, _ := h.lookup(ctx, key, r, false); h.servable(e, r) {
 					return &flight{e: e, tier: tier, shareable: true}, nil
 				}
 			}
@@ -207,13 +237,17 @@ func (h *Handler) fetch(ctx context.Context, rt *route.Route, params route.Param
 		h.hfp.add(key, h.now().Add(min(rt.TTL, 2*time.Minute)))
 		return &flight{tooLarge: true}, nil
 	}
-	return h.store(ctx, rt, params, r, key, resp.StatusCode, resp.Header, body), nil
+	return h.store(ctx, rt, params, r, key, t0, resp.StatusCode, resp.Header, body), nil
 }
 
 // store decides whether a fetched response may be kept (SPEC "Cacheable
 // responses"; RFC 9111 §3) and keeps it in every tier.
-func (h *Handler) store(ctx context.Context, rt *route.Route, params route.Params, r *http.Request, key string, code int, header http.Header, body []byte) *flight {
-	now := h.now()
+//
+// requested is when the request left for the upstream: the entry's age
+// counts from then (RFC 9111 §4.2.3), and an invalidation after it means
+// the answer may predate the write.
+func (h *Handler) store(ctx context.Context, rt *route.Route, params route.Params, r *http.Request, key string, requested time.Time, code int, header http.Header, body []byte) *flight {
+	now := requested
 	e := &cache.Entry{Status: code, Header: storedHeader(header), Body: body, StoredAt: now}
 	f := &flight{e: e, shareable: !private(header)}
 	negative, ok := cacheableStatus(code, rt.NegativeTTL)
@@ -233,6 +267,9 @@ func (h *Handler) store(ctx context.Context, rt *route.Route, params route.Param
 		e.TTL, e.StaleWhileRevalidate, e.StaleIfError = rt.TTL, rt.StaleWhileRevalidate, rt.StaleIfError
 	}
 	e.Tags = entryTags(rt, params)
+	if h.tombs.stale(e, h.now()) {
+		return f // fetched before a write to it was invalidated: serve, never keep
+	}
 	skey := key
 	if len(names) > 0 {
 		f.vary, f.vkey = names, cachekey.WithVary(key, names, r.Header)

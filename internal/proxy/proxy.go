@@ -28,6 +28,8 @@ import (
 // which tier answered, and writes. cache.Tiered satisfies it.
 type Cache interface {
 	Lookup(ctx context.Context, key string) (*cache.Entry, cache.Tier, error)
+	// LookupLocal reads this replica's own tier only (L1).
+	LookupLocal(ctx context.Context, key string) (*cache.Entry, cache.Tier, error)
 	Set(ctx context.Context, key string, e *cache.Entry) error
 }
 
@@ -86,6 +88,7 @@ type Handler struct {
 	// refreshing holds the keys with a stale-while-revalidate refresh
 	// under way, so a burst of stale hits starts one goroutine, not many.
 	refreshing sync.Map
+	tombs      *tombstones
 }
 
 // state is what a reload replaces as one: the table and the batchers built
@@ -133,6 +136,7 @@ func New(opts Options) (*Handler, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	h.tombs = newTombstones(h.timeout + 10*time.Second)
 	h.transport = opts.Transport
 	if h.transport == nil {
 		h.transport = NewTransport(h.timeout, opts.MaxIdleConnsPerHost)
@@ -209,6 +213,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, rt *route.R
 			if resp.StatusCode < 200 || resp.StatusCode > 299 {
 				return
 			}
+			h.Invalidated(tags...)
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.timeout)
 			defer cancel()
 			if err := h.inv.InvalidateTags(ctx, tags...); err != nil {

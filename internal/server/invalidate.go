@@ -31,15 +31,17 @@ func (v *invalidator) InvalidateTags(ctx context.Context, tags ...string) error 
 
 // peerInvalidation applies another replica's invalidation to this L1.
 func (s *Server) peerInvalidation(inv l2.Invalidation) {
-	if s.l1 == nil {
+	if s.l1 == nil || s.proxy == nil {
 		return
 	}
 	n := 0
 	switch {
 	case inv.All:
+		s.proxy.InvalidatedAll()
 		s.l1.Clear()
 		n = 1
 	default:
+		s.proxy.Invalidated(inv.Tags...)
 		n += s.l1.DeleteTags(inv.Tags...)
 		if len(inv.Keys) > 0 {
 			_ = s.l1.Delete(context.Background(), inv.Keys...)
@@ -67,6 +69,7 @@ var errUnknownRoute = errors.New("unknown route")
 
 func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
 	n := 0
+	p.s.proxy.Invalidated(tags...)
 	if p.s.l1 != nil {
 		n = p.s.l1.DeleteTags(tags...)
 	}
@@ -88,6 +91,7 @@ func (p *purger) PurgeKey(ctx context.Context, key string) (int, error) {
 }
 
 func (p *purger) PurgeAll(ctx context.Context) error {
+	p.s.proxy.InvalidatedAll()
 	if p.s.l1 != nil {
 		p.s.l1.Clear()
 	}

@@ -1,0 +1,132 @@
+package l2
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/redistest"
+)
+
+func TestLeaseOneWinner(t *testing.T) {
+	srv := redistest.Start(t)
+	replicas := []*replica{newReplica(t, []string{srv.Addr()}), newReplica(t, []string{srv.Addr()})}
+	ctx := context.Background()
+
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			_, ok, err := replicas[i%2].Lease(ctx, "k", 5*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				won.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Fatalf("%d of 16 concurrent Lease calls acquired, want 1", won.Load())
+	}
+}
+
+func TestLeaseReleaseOnlyByHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	r := newReplica(t, []string{srv.Addr()})
+	rc := raw(t, srv.Addr())
+	ctx := context.Background()
+
+	releaseOld, ok, err := r.Lease(ctx, "k", 30*time.Millisecond)
+	if err != nil || !ok {
+		t.Fatalf("first Lease = %v, %v", ok, err)
+	}
+	time.Sleep(80 * time.Millisecond) // the first holder's lease expires
+	releaseNew, ok, err := r.Lease(ctx, "k", 10*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("Lease after expiry = %v, %v", ok, err)
+	}
+
+	releaseOld() // a former holder: must not delete the new lease
+	r.flush(t)
+	if n, _ := rc.Exists(ctx, "test:l:k").Result(); n != 1 {
+		t.Fatal("a former holder's release deleted the current lease")
+	}
+	if _, ok, _ := r.Lease(ctx, "k", time.Second); ok {
+		t.Fatal("lease acquired while held")
+	}
+
+	releaseNew()
+	releaseNew() // idempotent
+	r.flush(t)
+	if n, _ := rc.Exists(ctx, "test:l:k").Result(); n != 0 {
+		t.Fatal("the holder's release left the lease")
+	}
+}
+
+func TestWaitFill(t *testing.T) {
+	srv := redistest.Start(t)
+	holder := newReplica(t, []string{srv.Addr()})
+	waiter := newReplica(t, []string{srv.Addr()})
+	ctx := context.Background()
+
+	t.Run("filled", func(t *testing.T) {
+		release, ok, err := holder.Lease(ctx, "filled", 5*time.Second)
+		if err != nil || !ok {
+			t.Fatalf("Lease = %v, %v", ok, err)
+		}
+		if _, ok, _ := waiter.Lease(ctx, "filled", 5*time.Second); ok {
+			t.Fatal("second replica acquired a held lease")
+		}
+		go func() {
+			time.Sleep(30 * time.Millisecond)
+			_ = holder.Set(ctx, "filled", entry("fresh", time.Minute))
+			release() // queued behind the Set: the waiter must see the entry
+		}()
+		e, ok, err := waiter.WaitFill(ctx, "filled", 5*time.Second)
+		if err != nil || !ok || string(e.Body) != "fresh" {
+			t.Fatalf("WaitFill = %v, %v, %v", e, ok, err)
+		}
+	})
+
+	t.Run("released without fill", func(t *testing.T) {
+		release, _, _ := holder.Lease(ctx, "unfilled", 5*time.Second)
+		go func() {
+			time.Sleep(30 * time.Millisecond)
+			release()
+		}()
+		start := time.Now()
+		e, ok, err := waiter.WaitFill(ctx, "unfilled", 5*time.Second)
+		if err != nil || ok || e != nil {
+			t.Fatalf("WaitFill = %v, %v, %v; want a miss", e, ok, err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("WaitFill waited %s after the lease was released", took)
+		}
+	})
+
+	t.Run("gives up at max", func(t *testing.T) {
+		_, _, _ = holder.Lease(ctx, "stuck", 10*time.Second)
+		start := time.Now()
+		_, ok, err := waiter.WaitFill(ctx, "stuck", 100*time.Millisecond)
+		took := time.Since(start)
+		if err != nil || ok {
+			t.Fatalf("WaitFill = %v, %v; want a miss", ok, err)
+		}
+		if took < 100*time.Millisecond || took > 2*time.Second {
+			t.Fatalf("WaitFill returned after %s, want about 100ms", took)
+		}
+	})
+
+	t.Run("caller gone", func(t *testing.T) {
+		_, _, _ = holder.Lease(ctx, "stuck2", 10*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, _, err := waiter.WaitFill(cctx, "stuck2", 10*time.Second); err == nil {
+			t.Fatal("WaitFill ignored its context")
+		}
+	})
+}

@@ -1,0 +1,303 @@
+package l2
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sidecache/sidecache/internal/cache"
+)
+
+// Batch bounds for the writer: one pipeline carries at most this many
+// queued operations or about this many bytes, whichever comes first, so a
+// burst of large bodies does not make one pipeline outlive Timeout.
+const (
+	maxBatch      = 256
+	maxBatchBytes = 1 << 20
+)
+
+// tagScript adds a key to a tag's sorted set with its expiry as score,
+// trims members that have expired, and extends (never shortens) the set's
+// own expiry to cover the newest member. The scores come from the server
+// clock so replicas with skewed clocks agree. Trimming on every add is what
+// keeps a busy tag (a route's implicit tag) from growing without bound, and
+// one script works on Redis 6 and 7 alike (PEXPIRE ... GT is 7 only).
+const tagScript = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ms = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], now + ms, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('PTTL', KEYS[1]) < ms then
+  redis.call('PEXPIRE', KEYS[1], ms)
+end
+return 1`
+
+var _ cache.Store = (*Store)(nil)
+
+type opKind uint8
+
+const (
+	opSet     opKind = iota
+	opDel            // drop an entry found corrupt
+	opRelease        // compare-and-delete a lease
+	opFlush          // close done once everything before it is written
+)
+
+// op is one queued write. The writer goroutine owns it once enqueued.
+type op struct {
+	kind opKind
+	key  string
+	val  []byte // opSet: encoded entry; opRelease: lease token
+	ttl  time.Duration
+	tags []string
+	done chan struct{}
+}
+
+// Get reads key from Redis. A missing key is a miss; a value that does not
+// decode (another codec version, garbage) is a miss too, logged and
+// deleted. An error means L2 could not answer within Timeout or is down.
+func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error) {
+	if err := s.admit(); err != nil {
+		return nil, false, wrap("get", err)
+	}
+	cctx, cancel := s.withTimeout(ctx)
+	b, err := s.rdb.Get(cctx, s.entryKey(key)).Bytes()
+	cancel()
+	s.done(ctx, err)
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, wrap("get", err)
+	}
+	return s.decode(key, b)
+}
+
+func (s *Store) decode(key string, b []byte) (*cache.Entry, bool, error) {
+	e, err := cache.Unmarshal(b)
+	if err != nil {
+		s.log.Warn("dropping undecodable entry", "key", key, "err", err)
+		_ = s.enqueue(op{kind: opDel, key: key})
+		return nil, false, nil
+	}
+	return e, true, nil
+}
+
+// Set stores e under key for what is left of its lifetime (Entry.Lifetime
+// counted from StoredAt; the whole Lifetime when StoredAt is zero) and adds
+// key to each of e.Tags. It never waits for Redis: the write is queued and
+// a background writer sends queued writes in pipelines. A full queue or a
+// down Redis drops the write, counted in Stats, and returns ErrQueueFull
+// or ErrDown (wrapped), which callers may ignore.
+func (s *Store) Set(ctx context.Context, key string, e *cache.Entry) error {
+	if err := s.admit(); err != nil {
+		s.dropped.Add(1)
+		return wrap("set", err)
+	}
+	ttl := e.Lifetime()
+	if !e.StoredAt.IsZero() {
+		ttl = e.Remaining(time.Now())
+	}
+	if ttl <= 0 {
+		return nil
+	}
+	ttl = max(ttl, time.Millisecond) // PX has millisecond resolution
+	return wrap("set", s.enqueue(op{kind: opSet, key: key, val: cache.Marshal(e), ttl: ttl, tags: e.Tags}))
+}
+
+// Delete removes keys from L2 and tells the other replicas to drop them
+// from their L1.
+func (s *Store) Delete(ctx context.Context, keys ...string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := s.admit(); err != nil {
+		return wrap("delete", err)
+	}
+	s.flushQueued(ctx)
+	if err := s.unlink(ctx, s.rdb, prefixed(keys, s.entryKey)); err != nil {
+		return wrap("delete", err)
+	}
+	return wrap("delete", s.publish(ctx, Invalidation{Keys: keys}))
+}
+
+// Flush waits until every write queued before it has been sent to Redis
+// (or dropped because Redis is down), or ctx ends.
+func (s *Store) Flush(ctx context.Context) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	done := make(chan struct{})
+	select {
+	case s.queue <- op{kind: opFlush, done: done}:
+	case <-s.stop:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-s.exited: // closed meanwhile; the marker may never be reached
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// flushQueued makes a synchronous delete or invalidation land after the
+// writes queued before it, so an entry stored just before an invalidation
+// cannot reappear just after it. It is best effort, bounded by Timeout.
+func (s *Store) flushQueued(ctx context.Context) {
+	fctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	_ = s.Flush(fctx)
+}
+
+func (s *Store) enqueue(o op) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	select {
+	case s.queue <- o:
+		return nil
+	default:
+		s.dropped.Add(1)
+		return ErrQueueFull
+	}
+}
+
+// writer drains the queue in batches, one pipeline per batch.
+func (s *Store) writer() {
+	defer s.wg.Done()
+	defer close(s.exited)
+	batch := make([]op, 0, maxBatch)
+	for {
+		select {
+		case o := <-s.queue:
+			batch = s.fill(append(batch[:0], o))
+			s.write(batch)
+		case <-s.stop:
+			s.drain(batch[:0])
+			return
+		}
+	}
+}
+
+// fill adds what is already queued to batch, without waiting.
+func (s *Store) fill(batch []op) []op {
+	size := len(batch[0].val)
+	for len(batch) < maxBatch && size < maxBatchBytes {
+		select {
+		case o := <-s.queue:
+			batch = append(batch, o)
+			size += len(o.val)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// drain writes what is left in the queue at Close, within one Timeout.
+func (s *Store) drain(batch []op) {
+	deadline := time.Now().Add(s.opts.Timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case o := <-s.queue:
+			batch = s.fill(append(batch[:0], o))
+			s.write(batch)
+		default:
+			return
+		}
+	}
+}
+
+// write sends one batch. Lease releases go in a second pipeline, after the
+// first has been answered: in a cluster one pipeline runs on several nodes
+// at once, and a waiter must not see a lease gone before its fill landed.
+func (s *Store) write(batch []op) {
+	var flushes []chan struct{}
+	defer func() {
+		for _, d := range flushes {
+			close(d)
+		}
+	}()
+	down := !s.up.Load()
+
+	// Commands carry a plain context; exec bounds each pipeline by Timeout.
+	ctx := context.Background()
+	pipe := s.rdb.Pipeline()
+	release := s.rdb.Pipeline()
+	for _, o := range batch {
+		if o.kind == opFlush {
+			flushes = append(flushes, o.done)
+			continue
+		}
+		if down {
+			s.dropped.Add(1)
+			continue
+		}
+		switch o.kind {
+		case opSet:
+			pipe.Set(ctx, s.entryKey(o.key), o.val, o.ttl)
+			for _, t := range o.tags {
+				pipe.Eval(ctx, tagScript, []string{s.tagKey(t)}, o.key, o.ttl.Milliseconds())
+			}
+		case opDel:
+			pipe.Unlink(ctx, s.entryKey(o.key))
+		case opRelease:
+			release.Eval(ctx, releaseScript, []string{s.leaseKey(o.key)}, o.val)
+		}
+	}
+	s.exec(pipe)
+	s.exec(release)
+}
+
+func (s *Store) exec(pipe redis.Pipeliner) {
+	n := pipe.Len()
+	if n == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	_, err := pipe.Exec(ctx)
+	s.done(context.Background(), err)
+	if err != nil {
+		s.log.Warn("queued writes failed", "commands", n, "err", err)
+	}
+}
+
+// unlink removes keys with one UNLINK per key in pipelines of bounded
+// length, each within Timeout: keys of one call may live in different
+// cluster slots, where a multi-key UNLINK fails with CROSSSLOT.
+func (s *Store) unlink(ctx context.Context, c redis.Cmdable, keys []string) error {
+	const chunk = 1024
+	for len(keys) > 0 {
+		n := min(len(keys), chunk)
+		cctx, cancel := s.withTimeout(ctx)
+		pipe := c.Pipeline()
+		for _, k := range keys[:n] {
+			pipe.Unlink(cctx, k)
+		}
+		_, err := pipe.Exec(cctx)
+		cancel()
+		s.done(ctx, err)
+		if err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+func prefixed(keys []string, f func(string) string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = f(k)
+	}
+	return out
+}

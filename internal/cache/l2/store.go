@@ -1,0 +1,332 @@
+// Package l2 is the Redis tier of the cache, shared by every replica of a
+// service: entries, tag sets for invalidation, a pub/sub channel that tells
+// peers to drop their L1 copies, and a lease that turns concurrent misses
+// across replicas into one upstream call.
+//
+// Redis is an accelerator, never a dependency: when it is slow or down the
+// store answers with an error at once (a circuit breaker opens after a few
+// consecutive failures) and the proxy goes on with L1 and the upstream.
+//
+// Layout, with P the configured prefix:
+//
+//	P e:<key>       string   the entry (cache.Marshal), PX = its lifetime
+//	P t:<tag>       zset     member <key>, score = expiry (unix ms, server clock)
+//	P l:<key>       string   lease token, PX = lease ttl
+//	P invalidate    channel  JSON Invalidation messages
+package l2
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultTimeout          = 100 * time.Millisecond
+	DefaultQueueSize        = 4096
+	DefaultProbeInterval    = 500 * time.Millisecond
+	DefaultFailureThreshold = 3
+)
+
+var (
+	// ErrDown is returned while the breaker is open: Redis failed several
+	// times in a row and is not tried again until a probe succeeds.
+	ErrDown = errors.New("l2: redis unavailable")
+	// ErrQueueFull is returned by Set when the write queue is full and the
+	// entry was dropped.
+	ErrQueueFull = errors.New("l2: write queue full")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("l2: closed")
+)
+
+// Options configure a Store. Zero values take the defaults above.
+type Options struct {
+	Addrs      []string
+	MasterName string // set: Sentinel (Addrs are the sentinels)
+	Cluster    bool   // or len(Addrs) > 1 without MasterName: Redis Cluster
+	Username   string
+	Password   string
+	DB         int
+
+	// Prefix starts every key and the channel, so several services (or
+	// versions) can share one Redis.
+	Prefix string
+	// Timeout bounds every operation; a slow Redis never stalls a request
+	// longer than this.
+	Timeout time.Duration
+	Logger  *slog.Logger
+
+	// OnStateChange is called with the initial state from New and then on
+	// every transition of the breaker; it drives sidecache_l2_up. It is
+	// called in order, never concurrently, and must not block.
+	OnStateChange func(up bool)
+	// OnInvalidate is called for invalidations published by other
+	// replicas, so this replica drops them from its L1. It is also called
+	// with All set after the subscription was lost and restored, because
+	// messages published meanwhile are gone. Calls come from one
+	// goroutine, in order.
+	OnInvalidate func(Invalidation)
+
+	// QueueSize bounds the asynchronous write queue (Set, lease release).
+	QueueSize int
+	// ProbeInterval is how often a down store PINGs Redis.
+	ProbeInterval time.Duration
+	// FailureThreshold is how many consecutive failures open the breaker.
+	FailureThreshold int
+}
+
+// Store is the L2 tier. It implements cache.Store and adds tag
+// invalidation, purge and leases.
+type Store struct {
+	rdb    redis.UniversalClient
+	opts   Options
+	log    *slog.Logger
+	origin string // this replica's id in published messages
+
+	up    atomic.Bool
+	fails atomic.Int32
+	state sync.Mutex // orders transitions and their callbacks
+
+	queue   chan op
+	dropped atomic.Uint64
+
+	psMu sync.Mutex
+	ps   *redis.PubSub // the current subscription, closed by Close
+
+	closed atomic.Bool
+	stop   chan struct{}      // closed by Close
+	exited chan struct{}      // closed when the writer has returned
+	cancel context.CancelFunc // stops the subscriber
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// Stats are the store's counters, for metrics and tests.
+type Stats struct {
+	Dropped uint64 // writes dropped: queue full or Redis down
+}
+
+// New connects to Redis and starts the writer, the subscriber and the
+// breaker's probe. It does not fail when Redis is unreachable: the store
+// starts down and comes up when a probe succeeds. ctx bounds only the
+// initial PING.
+func New(ctx context.Context, opts Options) (*Store, error) {
+	if len(opts.Addrs) == 0 {
+		return nil, errors.New("l2: no redis address")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = DefaultQueueSize
+	}
+	if opts.ProbeInterval <= 0 {
+		opts.ProbeInterval = DefaultProbeInterval
+	}
+	if opts.FailureThreshold <= 0 {
+		opts.FailureThreshold = DefaultFailureThreshold
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	id := make([]byte, 8)
+	_, _ = rand.Read(id)
+
+	s := &Store{
+		rdb:    redis.NewUniversalClient(clientOptions(opts)),
+		opts:   opts,
+		log:    log.With("component", "l2"),
+		origin: hex.EncodeToString(id),
+		queue:  make(chan op, opts.QueueSize),
+		stop:   make(chan struct{}),
+		exited: make(chan struct{}),
+	}
+
+	pctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	err := s.rdb.Ping(pctx).Err()
+	cancel()
+	s.up.Store(err == nil)
+	if err != nil {
+		s.log.Warn("redis unreachable, starting degraded", "err", err)
+	}
+	if opts.OnStateChange != nil {
+		opts.OnStateChange(err == nil)
+	}
+
+	subCtx, subCancel := context.WithCancel(context.Background())
+	s.cancel = subCancel
+	s.wg.Add(3)
+	go s.writer()
+	go s.probe()
+	go s.subscribe(subCtx)
+	return s, nil
+}
+
+// clientOptions turns Options into go-redis options tuned so that no call
+// outlives Timeout: go-redis' defaults (5 s timeouts, 3 retries, 5 dial
+// attempts 100 ms apart, a pool wait of ReadTimeout+1 s) each exceed it.
+func clientOptions(o Options) *redis.UniversalOptions {
+	return &redis.UniversalOptions{
+		Addrs:         o.Addrs,
+		MasterName:    o.MasterName,
+		IsClusterMode: o.Cluster && o.MasterName == "", // Sentinel wins
+		Username:      o.Username,
+		Password:      o.Password,
+		DB:            o.DB,
+
+		// Without this a context deadline does not cut a command already
+		// on the wire; the socket timeouts below would.
+		ContextTimeoutEnabled: true,
+		DialTimeout:           o.Timeout,
+		ReadTimeout:           o.Timeout,
+		WriteTimeout:          o.Timeout,
+		PoolTimeout:           o.Timeout,
+		DialerRetries:         1,
+		// One retry covers a pooled connection that died with a restarted
+		// server; the context deadline still bounds the pair.
+		MaxRetries:      1,
+		MinRetryBackoff: time.Millisecond,
+		MaxRetryBackoff: 4 * time.Millisecond,
+
+		DisableIdentity:          true, // one round trip less per new connection
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+}
+
+// Up reports whether the breaker is closed (Redis considered reachable).
+func (s *Store) Up() bool { return s.up.Load() }
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats { return Stats{Dropped: s.dropped.Load()} }
+
+// Close stops the background goroutines, writing what is queued (bounded by
+// Timeout), and closes the connections. It is safe to call more than once.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.closed.Store(true)
+		close(s.stop)
+		s.cancel()
+		s.wg.Wait()
+		err = s.rdb.Close()
+	})
+	return err
+}
+
+func (s *Store) key(kind, k string) string { return s.opts.Prefix + kind + k }
+
+func (s *Store) entryKey(k string) string { return s.key("e:", k) }
+func (s *Store) tagKey(t string) string   { return s.key("t:", t) }
+func (s *Store) leaseKey(k string) string { return s.key("l:", k) }
+func (s *Store) channel() string          { return s.opts.Prefix + "invalidate" }
+
+// admit is the breaker's gate, checked before any call to Redis.
+func (s *Store) admit() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if !s.up.Load() {
+		return ErrDown
+	}
+	return nil
+}
+
+// done records the outcome of a call to Redis. parent is the caller's
+// context: a call cut short because the caller went away says nothing
+// about Redis and is not counted.
+func (s *Store) done(parent context.Context, err error) {
+	if err == nil || errors.Is(err, redis.Nil) {
+		s.fails.Store(0)
+		return
+	}
+	if parent.Err() != nil || !unavailable(err) {
+		return
+	}
+	if int(s.fails.Add(1)) >= s.opts.FailureThreshold {
+		s.setUp(false, err)
+	}
+}
+
+// unavailable reports whether err says Redis cannot serve (timeout, refused,
+// reset, a node loading or without quorum) rather than that one command
+// was wrong.
+func unavailable(err error) bool {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY"} {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+		return false
+	}
+	// Anything else is the transport: a deadline, a refused or reset
+	// connection, a pool that could not hand out one in time.
+	return true
+}
+
+func (s *Store) setUp(up bool, cause error) {
+	s.state.Lock()
+	defer s.state.Unlock()
+	if s.up.Load() == up {
+		return
+	}
+	s.fails.Store(0)
+	s.up.Store(up)
+	if up {
+		s.log.Info("redis reachable again")
+	} else {
+		s.log.Warn("redis unavailable, degrading to L1 and upstream", "err", cause)
+	}
+	if s.opts.OnStateChange != nil {
+		s.opts.OnStateChange(up)
+	}
+}
+
+// probe PINGs Redis while the breaker is open and closes it on success.
+func (s *Store) probe() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		if s.up.Load() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		err := s.rdb.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			s.setUp(true, nil)
+		}
+	}
+}
+
+// withTimeout is the per-operation deadline every Redis call runs under.
+func (s *Store) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opts.Timeout)
+}
+
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("l2: %s: %w", op, err)
+}

@@ -1,0 +1,76 @@
+package proxy
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/cache"
+)
+
+// tombstones close the cache-aside race: a fetch that started before a
+// write was invalidated can finish, and be stored (here or, asynchronously,
+// by a peer in L2), after the invalidation ran. Every entry is stamped with
+// its request time (RFC 9111 §4.2.3), so an entry whose tag was invalidated
+// at or after that time is known to predate the write: it is neither
+// stored nor served. A tombstone only needs to outlive the longest fetch
+// plus the L2 write queue, so they are kept for a short window.
+type tombstones struct {
+	window time.Duration
+	live   atomic.Int64 // number of tombstones, for a lock-free fast path
+	mu     sync.RWMutex
+	tags   map[string]time.Time
+	all    time.Time // a purge of everything
+}
+
+func newTombstones(window time.Duration) *tombstones {
+	return &tombstones{window: window, tags: map[string]time.Time{}}
+}
+
+func (t *tombstones) add(now time.Time, tags ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for tag, at := range t.tags {
+		if now.Sub(at) > t.window {
+			delete(t.tags, tag)
+		}
+	}
+	for _, tag := range tags {
+		t.tags[tag] = now
+	}
+	t.live.Store(int64(len(t.tags)))
+}
+
+func (t *tombstones) addAll(now time.Time) {
+	t.mu.Lock()
+	t.all = now
+	t.mu.Unlock()
+	t.live.Add(1)
+}
+
+// stale reports whether e was requested no later than an invalidation of
+// one of its tags.
+func (t *tombstones) stale(e *cache.Entry, now time.Time) bool {
+	if e == nil || t.live.Load() == 0 {
+		return false
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if !t.all.IsZero() && now.Sub(t.all) <= t.window && !e.StoredAt.After(t.all) {
+		return true
+	}
+	for _, tag := range e.Tags {
+		if at, ok := t.tags[tag]; ok && now.Sub(at) <= t.window && !e.StoredAt.After(at) {
+			return true
+		}
+	}
+	return false
+}
+
+// Invalidated records that tags were invalidated now (by a write here, a
+// purge, or a peer's message), so that fetches begun before now are not
+// stored or served. The caller drops the stored entries themselves.
+func (h *Handler) Invalidated(tags ...string) { h.tombs.add(h.now(), tags...) }
+
+// InvalidatedAll is Invalidated for a purge of everything.
+func (h *Handler) InvalidatedAll() { h.tombs.addAll(h.now()) }

@@ -1,0 +1,174 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/config"
+	"github.com/sidecache/sidecache/internal/server"
+)
+
+// origin is the service behind the sidecars: GET /clients/{id} answers
+// "client-<id>-v<version>", PATCH bumps the version. It counts GETs.
+type origin struct {
+	*httptest.Server
+	gets  atomic.Int64
+	delay atomic.Int64 // ns each GET waits
+	mu    sync.Mutex
+	ver   map[string]int
+}
+
+func newOrigin(t testing.TB) *origin {
+	o := &origin{ver: map[string]int{}}
+	o.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strings.TrimPrefix(r.URL.Path, "/clients/")
+		if r.Method == http.MethodGet {
+			o.gets.Add(1)
+			if d := o.delay.Load(); d > 0 {
+				time.Sleep(time.Duration(d))
+			}
+		}
+		o.mu.Lock()
+		if r.Method == http.MethodPatch {
+			o.ver[id]++
+		}
+		v := o.ver[id]
+		o.mu.Unlock()
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "client-%s-v%d", id, v)
+	}))
+	t.Cleanup(o.Close)
+	return o
+}
+
+func body(id string, v int) string { return fmt.Sprintf("client-%s-v%d", id, v) }
+
+const baseConfig = `
+listen: 127.0.0.1:0
+admin:
+  listen: 127.0.0.1:0
+  token: secret
+upstream:
+  url: %s
+  timeout: 2s
+cache:
+  l1:
+    max_bytes: 16MiB
+%s
+routes:
+  - name: client
+    path: /clients/{id}
+    ttl: 5m
+    stale_if_error: 10m
+    tags: ["client:{id}"]
+  - name: client-write
+    methods: [PATCH, PUT, DELETE]
+    path: /clients/{id}
+    invalidate: ["client:{id}"]
+`
+
+func l2Block(cluster bool, addrs ...string) string {
+	return fmt.Sprintf(`  l2:
+    redis:
+      addrs: [%s]
+      cluster: %v
+      timeout: 200ms
+`, strings.Join(addrs, ", "), cluster)
+}
+
+// replica is one running sidecar.
+type replica struct {
+	srv   *server.Server
+	proxy string // http://addr
+	admin string
+}
+
+func startReplica(t testing.TB, upstreamURL, l2 string) *replica {
+	t.Helper()
+	cfg, err := config.Parse(fmt.Appendf(nil, baseConfig, upstreamURL, l2), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, cfg, server.Options{Logger: slog.New(slog.DiscardHandler), WatchInterval: -1})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return &replica{srv: srv, proxy: "http://" + srv.ProxyAddr(), admin: "http://" + srv.AdminAddr()}
+}
+
+var client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+
+func (r *replica) do(t testing.TB, method, path string, hdr ...string) (int, http.Header, string) {
+	t.Helper()
+	code, h, b, err := r.try(method, path, hdr...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, h, b
+}
+
+func (r *replica) try(method, path string, hdr ...string) (int, http.Header, string, error) {
+	base := r.proxy
+	if strings.HasPrefix(path, "admin:") {
+		base, path = r.admin, strings.TrimPrefix(path, "admin:")
+	}
+	req, err := http.NewRequest(method, base+path, nil)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	// Replicas sit behind one Service name; the key includes the Host.
+	req.Host = "clients.svc"
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b), err
+}
+
+func (r *replica) get(t testing.TB, path string) (string, string) {
+	t.Helper()
+	code, h, b := r.do(t, http.MethodGet, path)
+	if code != 200 {
+		t.Fatalf("GET %s: %d %q", path, code, b)
+	}
+	return b, h.Get("Cache-Status")
+}
+
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
