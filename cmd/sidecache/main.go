@@ -17,6 +17,8 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sidecache/sidecache/internal/config"
 	"github.com/sidecache/sidecache/internal/server"
 )
@@ -57,6 +59,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// go-redis logs dial failures through a process-wide logger; during an
+	// outage that is one line per attempt, which the breaker already
+	// reports once. Keep them, at debug level.
+	redis.SetLogger(redisLogger{log.With("component", "redis")})
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -82,6 +88,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return 0
+}
+
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.l.DebugContext(ctx, fmt.Sprintf(format, v...))
 }
 
 // indent prints each joined problem on its own line.

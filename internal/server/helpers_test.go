@@ -70,6 +70,10 @@ routes:
     ttl: 5m
     stale_if_error: 10m
     tags: ["client:{id}"]
+  - name: short
+    path: /short/{id}
+    ttl: 300ms
+    stale_if_error: 10m
   - name: client-write
     methods: [PATCH, PUT, DELETE]
     path: /clients/{id}

@@ -1,0 +1,121 @@
+package server_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/redistest"
+)
+
+// Must-show 6: Redis killed during a load of cached and uncached GETs →
+// zero 5xx and zero wrong bodies; Redis restarted → L2 hits and
+// invalidations resume.
+func TestRedisKilledMidLoad(t *testing.T) {
+	rs := redistest.Start(t)
+	o := newOrigin(t)
+	a := startReplica(t, o.URL, l2Block(false, rs.Addr()))
+	b := startReplica(t, o.URL, l2Block(false, rs.Addr()))
+	for i := range 50 {
+		a.get(t, fmt.Sprintf("/clients/%d", i)) // cached; ids 50.. are cold
+	}
+
+	var total, failed atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(w), 1))
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := a
+				if i%2 == 1 {
+					r = b
+				}
+				id := fmt.Sprint(rnd.IntN(400))
+				code, _, got, err := r.try(http.MethodGet, "/clients/"+id)
+				total.Add(1)
+				if err != nil || code != 200 || got != body(id, 0) {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("GET /clients/%s: %d %q %v", id, code, got, err))
+				}
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	rs.Kill()
+	// While Redis is down: ready, degraded, l2_up 0.
+	eventually(t, 3*time.Second, "readyz reports degraded", func() bool {
+		code, _, body := a.do(t, http.MethodGet, "admin:/readyz")
+		return code == 200 && strings.Contains(body, `"l2":"degraded"`)
+	})
+	if _, _, m := a.do(t, http.MethodGet, "admin:/metrics"); !strings.Contains(m, "sidecache_l2_up 0") {
+		t.Error("sidecache_l2_up is not 0 while Redis is down")
+	}
+	time.Sleep(700 * time.Millisecond)
+	rs.Restart()
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d requests during the outage test, %d failed", total.Load(), failed.Load())
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d requests failed; first: %v", failed.Load(), total.Load(), firstErr.Load())
+	}
+
+	// Back: both replicas see L2 again.
+	for _, r := range []*replica{a, b} {
+		eventually(t, 5*time.Second, "l2 up again", func() bool {
+			_, _, m := r.do(t, http.MethodGet, "admin:/metrics")
+			return strings.Contains(m, "sidecache_l2_up 1")
+		})
+	}
+	// L2 hits resume: a fresh key through A is an L2 hit through B.
+	a.get(t, "/clients/9001")
+	eventually(t, 3*time.Second, "L2 hit after restart", func() bool {
+		_, cs := b.get(t, "/clients/9001")
+		return strings.Contains(cs, "detail=l2") || strings.Contains(cs, "detail=l1")
+	})
+	if _, cs := b.get(t, "/clients/9001"); !strings.Contains(cs, "hit") {
+		t.Fatalf("B after restart: %q", cs)
+	}
+	// Invalidations resume: a write through A reaches B's L1.
+	a.do(t, http.MethodPatch, "/clients/9001")
+	eventually(t, 3*time.Second, "invalidation after restart", func() bool {
+		got, _ := b.get(t, "/clients/9001")
+		return got == body("9001", 1)
+	})
+}
+
+// Must-show 7: upstream down with a stale entry → stale served; without
+// one → 502, fast.
+func TestUpstreamDown(t *testing.T) {
+	o := newOrigin(t)
+	r := startReplica(t, o.URL, "")
+	want, _ := r.get(t, "/short/1")
+	o.Close() // refused from now on
+	time.Sleep(400 * time.Millisecond)
+	code, h, got := r.do(t, http.MethodGet, "/short/1")
+	if code != 200 || got != want || !strings.Contains(h.Get("Cache-Status"), "fwd=stale") {
+		t.Fatalf("stale: %d %q %q, want 200 %q fwd=stale", code, got, h.Get("Cache-Status"), want)
+	}
+	start := time.Now()
+	code, _, got = r.do(t, http.MethodGet, "/short/2")
+	if code != 502 || strings.Contains(got, "127.0.0.1") {
+		t.Fatalf("no stale entry: %d %q, want 502 without internals", code, got)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("502 took %v, want fast", d)
+	}
+}
