@@ -181,7 +181,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, e endpoint) {
 	ctx := r.Context()
 	select {
 	case s.slots <- struct{}{}:
-		<-s.slots
 	case <-ctx.Done():
 		return
 	}

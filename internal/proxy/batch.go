@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,7 +41,7 @@ func (h *Handler) newBatcher(rt *route.Route) *batch.Loader[*http.Request, *cach
 // loadBatched answers one per-ID miss through the route's batcher.
 func (h *Handler) loadBatched(ctx context.Context, b *batch.Loader[*http.Request, *cache.Entry], rt *route.Route, params route.Params, r *http.Request) (*flight, error) {
 	id := params.Get(rt.Batch.IDParam)
-	e, found, err := b.Load(ctx, forwardGroup(r), r, id)
+	e, found, err := b.Load(ctx, forwardGroup(r, rt.Key.Headers), r, id)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -50,7 +51,7 @@ func (h *Handler) loadBatched(ctx context.Context, b *batch.Loader[*http.Request
 	if !found {
 		e = notFoundEntry(h.now())
 	}
-	return &flight{e: e, stored: e.TTL > 0, shareable: true, batched: true}, nil
+	return &flight{e: e, stored: e.TTL > 0, shareable: !private(e.Header), batched: true}, nil
 }
 
 // fetchBulk makes the one upstream call of a batch and turns its JSON
@@ -96,6 +97,16 @@ func (h *Handler) fetchBulk(ctx context.Context, rt *route.Route, r *http.Reques
 		ct = "application/json"
 	}
 	shareable := !private(resp.Header)
+	// A private answer stays private per id: not stored, not handed to
+	// collapsed waiters (see usable), and the clients are told so
+	// (RFC 9111 §5.2.2.7).
+	var cc []string
+	if !shareable {
+		cc = []string{"private"}
+		if cacheControlHas(resp.Header, "private") || cacheControlHas(resp.Header, "no-store") {
+			cc = slices.Clone(resp.Header.Values("Cache-Control"))
+		}
+	}
 	res := make(map[string]*cache.Entry, len(ids))
 	for _, id := range ids {
 		params := route.Params{{Key: rt.Batch.IDParam, Value: id}}
@@ -107,8 +118,13 @@ func (h *Handler) fetchBulk(ctx context.Context, rt *route.Route, r *http.Reques
 			e = notFoundEntry(now)
 			e.TTL = rt.NegativeTTL
 		}
+		if cc != nil {
+			e.Header["Cache-Control"] = cc
+		}
 		e.Tags = entryTags(rt, params)
-		if e.TTL > 0 && shareable && !h.tombs.stale(e, h.now()) {
+		// An element over max_body_bytes is answered but, like any such
+		// response, not kept.
+		if e.TTL > 0 && shareable && int64(len(e.Body)) <= h.maxBody && !h.tombs.stale(e, h.now()) {
 			req := perIDRequest(r, rt, id)
 			if err := h.cache.Set(ctx, cachekey.Build(req, &rt.Key), e); err != nil {
 				h.log.Debug("cache set", "route", rt.Name, "id", id, "err", err)
@@ -169,19 +185,24 @@ func fillPattern(pattern, param, value string) string {
 // Every other end-to-end header — Authorization, Cookie, Accept-Language,
 // tenant headers — must agree (SPEC "Batching").
 var groupIgnored = map[string]bool{
+	"Accept":          true, // the bulk call always asks for application/json
 	"Accept-Encoding": true, "User-Agent": true, "Referer": true, "Cache-Control": true, "Pragma": true,
 	"If-None-Match": true, "If-Modified-Since": true, "If-Match": true, "If-Unmodified-Since": true, "If-Range": true,
 	"X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true, "Forwarded": true, "Via": true,
 	"X-Request-Id": true, "X-Real-Ip": true, "Traceparent": true, "Tracestate": true, "Baggage": true,
-	"Connection": true, "Keep-Alive": true, "Te": true, "Upgrade": true, "Content-Length": true,
+	"X-Vegeta-Seq": true, // the load generator's per-request counter
+	"Connection":   true, "Keep-Alive": true, "Te": true, "Upgrade": true, "Content-Length": true,
 }
 
 // forwardGroup is the batch group of a request: its host and every header
-// that could change the answer, in a canonical order.
-func forwardGroup(r *http.Request) string {
+// that could change the answer, in a canonical order. A header the route
+// keys on changes the answer by the operator's say-so, even one that
+// groupIgnored lists: the batch stores every id under the opener's key, so
+// a waiter differing in it would get, and miss, another variant.
+func forwardGroup(r *http.Request, keyHeaders []string) string {
 	names := make([]string, 0, len(r.Header))
 	for k := range r.Header {
-		if !groupIgnored[k] && !strings.HasPrefix(k, "X-B3-") {
+		if !groupIgnored[k] && !strings.HasPrefix(k, "X-B3-") || listed(keyHeaders, k) {
 			names = append(names, k)
 		}
 	}
@@ -248,11 +269,12 @@ func (h *Handler) serveSplit(w http.ResponseWriter, r *http.Request, st *state, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f, _, err := h.flights.Do(ctx, key, func(fctx context.Context) (*flight, error) {
+			f, leader, err := h.flights.Do(ctx, key, func(fctx context.Context) (*flight, error) {
 				return h.fill(fctx, st, target, params, req, key, false)
 			})
-			if err == nil && !h.usable(f, req, key) {
-				err = &upstreamErr{code: http.StatusBadGateway, err: errors.New("split: unusable per-id response")}
+			if err == nil && !leader && !h.usable(f, req, key) {
+				// Another client's private answer: load this one's own.
+				f, err = h.loadBatched(ctx, st.batchers[target], target, params, req)
 			}
 			if err == nil && f.e.Status >= 500 {
 				err = &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", f.e.Status)}
@@ -265,7 +287,7 @@ func (h *Handler) serveSplit(w http.ResponseWriter, r *http.Request, st *state, 
 		return
 	}
 	elems := make([][]byte, 0, len(slots))
-	ct := ""
+	ct, priv := "", false
 	for _, id := range ids {
 		s := slots[id]
 		if s == nil {
@@ -283,6 +305,7 @@ func (h *Handler) serveSplit(w http.ResponseWriter, r *http.Request, st *state, 
 		if ct == "" {
 			ct = s.e.Header.Get("Content-Type")
 		}
+		priv = priv || private(s.e.Header)
 		elems = append(elems, s.e.Body)
 	}
 	if ct == "" {
@@ -297,6 +320,9 @@ func (h *Handler) serveSplit(w http.ResponseWriter, r *http.Request, st *state, 
 	}
 	hd := w.Header()
 	hd.Set("Content-Type", ct)
+	if priv {
+		hd.Set("Cache-Control", "private")
+	}
 	hd.Set("Content-Length", strconv.Itoa(len(body)))
 	hd.Set("Cache-Status", stt.String())
 	w.WriteHeader(http.StatusOK)

@@ -60,4 +60,6 @@ func withL1Invalidator(o *proxy.Options, s *l1.Store) {
 
 type invalidatorFunc func(ctx context.Context, tags ...string) error
 
-func (f invalidatorFunc) InvalidateTags(ctx context.Context, tags ...string) error { return f(ctx, tags...) }
+func (f invalidatorFunc) InvalidateTags(ctx context.Context, tags ...string) error {
+	return f(ctx, tags...)
+}

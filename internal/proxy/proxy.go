@@ -253,9 +253,10 @@ func (h *Handler) newPassProxy() *httputil.ReverseProxy {
 			pr.SetXForwarded()
 		},
 		Transport: h.transport,
-		// Flush as bytes arrive: pass-through is for streams, large bodies
-		// and anything the cache does not own.
-		FlushInterval: -1,
+		// 0: ReverseProxy already flushes at once for streams (unknown
+		// length, text/event-stream); flushing every write of an ordinary
+		// response costs a syscall each and halved pass-through throughput.
+		FlushInterval: 0,
 		ModifyResponse: func(resp *http.Response) error {
 			pi, _ := resp.Request.Context().Value(passCtxKey{}).(*passInfo)
 			if pi == nil {

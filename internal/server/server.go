@@ -128,9 +128,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		Metrics:             s.m,
 		Logger:              s.log.With("component", "proxy"),
 	}
-	if l1s != nil || l2s != nil {
-		popts.Cache = s.tiers
-	}
+	// Always a cache, even with both tiers off: coalescing and batching
+	// still work; an empty Tiered simply misses and stores nothing.
+	popts.Cache = s.tiers
 	if s.l2 != nil && (cfg.Cache.L2.Lease == nil || *cfg.Cache.L2.Lease) {
 		popts.Leaser, popts.LeaseTTL = s.l2, cfg.Cache.L2.LeaseTTL.D()
 	}

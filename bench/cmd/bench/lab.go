@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// lab holds the processes of one bench run: a private redis-server and the
+// demo upstream for the whole run, and one server under test at a time.
+type lab struct {
+	p     params
+	dir   string
+	procs []*proc
+
+	redisAddr string
+	demoAddr  string
+	demo      demoClient
+
+	purgeWarned bool
+}
+
+func (l *lab) start(name string, argv ...string) (*proc, error) {
+	pr, err := startProc(l.dir, name, argv...)
+	if err != nil {
+		return nil, err
+	}
+	l.procs = append(l.procs, pr)
+	return pr, nil
+}
+
+func (l *lab) stopAll() {
+	for i := len(l.procs) - 1; i >= 0; i-- {
+		l.procs[i].stop()
+	}
+	l.procs = nil
+}
+
+func (l *lab) startBase(ctx context.Context) error {
+	if l.p.needsRedis() {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		l.redisAddr = "127.0.0.1:" + itoa(port)
+		pr, err := l.start("redis", "redis-server", "--port", itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", l.dir, "--protected-mode", "no")
+		if err != nil {
+			return err
+		}
+		if err := pr.waitReady(ctx, 10*time.Second, func(ctx context.Context) error {
+			_, err := redisCmd(ctx, l.redisAddr, "PING")
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	l.demoAddr = "127.0.0.1:" + itoa(port)
+	l.demo = demoClient{base: "http://" + l.demoAddr}
+	pr, err := l.start("demo", l.p.Demo, "-listen", l.demoAddr,
+		"-slots", itoa(l.p.Slots), "-query-time", l.p.QueryTime.String(),
+		"-per-row-time", l.p.PerRowTime.String(),
+		"-clients", itoa(l.p.Records), "-users", itoa(l.p.Records))
+	if err != nil {
+		return err
+	}
+	return pr.waitReady(ctx, 10*time.Second, httpStatus(l.demo.base+"/_demo/counts", 200))
+}
+
+// sut is one server under test.
+type sut struct {
+	addr  string
+	procs []*proc
+	purge func(ctx context.Context) error // nil: nothing to purge
+}
+
+func (l *lab) stopSUT(s *sut) {
+	for _, pr := range s.procs {
+		pr.stop()
+	}
+}
+
+// startSidecar writes mode's YAML, checks it with -check (so a config
+// the sidecar rejects is reported with its own words), and starts it.
+func (l *lab) startSidecar(ctx context.Context, mode, upstream, redis string) (*sut, error) {
+	var ports [2]int
+	for i := range ports {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = port
+	}
+	sp := sidecarPorts{
+		listen:   "127.0.0.1:" + itoa(ports[0]),
+		admin:    "127.0.0.1:" + itoa(ports[1]),
+		upstream: upstream,
+		redis:    redis,
+	}
+	yaml, err := sidecarYAML(mode, sp)
+	if err != nil {
+		return nil, err
+	}
+	name := "sidecache-" + strings.ReplaceAll(mode, "+", "-")
+	path := filepath.Join(l.dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, l.p.Sidecache, "-config", path, "-check").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%s -check rejected the generated config (%v):\n%s\n--- config ---\n%s", l.p.Sidecache, err, out, yaml)
+	}
+	if redis != "" {
+		if _, err := redisCmd(ctx, redis, "FLUSHALL"); err != nil {
+			return nil, fmt.Errorf("flush redis: %w", err)
+		}
+	}
+	pr, err := l.start(name, l.p.Sidecache, "-config", path, "-log-level", "warn")
+	if err != nil {
+		return nil, err
+	}
+	s := &sut{addr: sp.listen, procs: []*proc{pr}}
+	if err := pr.waitReady(ctx, 15*time.Second, httpStatus("http://"+sp.admin+"/readyz", 200)); err != nil {
+		l.stopSUT(s)
+		return nil, err
+	}
+	admin := "http://" + sp.admin
+	s.purge = func(ctx context.Context) error {
+		code, body, err := httpDo(ctx, "POST", admin+"/purge?all=1",
+			http.Header{"Authorization": {"Bearer " + sidecarAdminToken}})
+		if err == nil && code/100 != 2 {
+			err = fmt.Errorf("status %d: %s", code, strings.TrimSpace(string(body)))
+		}
+		return err
+	}
+	return s, nil
+}
+
+func (l *lab) startConfig(ctx context.Context, config string) (*sut, error) {
+	switch config {
+	case "direct":
+		return &sut{addr: l.demoAddr}, nil
+	case "cache", "cache+batch":
+		return l.startSidecar(ctx, config, l.demoAddr, l.redisAddr)
+	default:
+		return l.startSidecar(ctx, config, l.demoAddr, "")
+	}
+}
+
+func (l *lab) runConfig(ctx context.Context, config string, rep *report) error {
+	log.Printf("configuration %s", config)
+	s, err := l.startConfig(ctx, config)
+	if err != nil {
+		return err
+	}
+	defer l.stopSUT(s)
+	for _, w := range l.p.Rows {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r, err := l.runRow(ctx, config, s, w)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", w.method, w.endpoint, err)
+		}
+		rep.Rows = append(rep.Rows, r)
+		log.Printf("  %-6s %-14s %9.0f TPS  avg %-9s p99 %-9s upstream %7.0f/s  errors %d",
+			w.method, w.endpoint, r.Out.TPS(), ms(r.Out.Mean()), ms(r.Out.Quantile(0.99)), r.UpstreamRate(), r.Out.Errors)
+	}
+	if len(l.p.Steps) > 0 && known(l.p.StepConfig, config) {
+		if err := l.runSteps(ctx, config, s, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *lab) keyDist() func(rng *rand.Rand) keyDist {
+	d, _ := newKeyDist(l.p.Dist, l.p.Keys) // validated in parseFlags
+	return d
+}
+
+// clean restores the demo's data and empties the sidecar's cache, so every
+// row starts from the same state.
+func (l *lab) clean(ctx context.Context, s *sut) error {
+	if err := l.demo.reset(ctx); err != nil {
+		return err
+	}
+	if s.purge != nil {
+		if err := s.purge(ctx); err != nil && !l.purgeWarned {
+			l.purgeWarned = true
+			log.Printf("warning: sidecar purge failed (%v); rows after the first may start with a warm cache", err)
+		}
+	}
+	return nil
+}
+
+func (l *lab) attack(addr string, w workload, d time.Duration, rate int) attack {
+	return attack{
+		addr: addr, workers: l.p.Workers, duration: d, rate: rate,
+		next: w.make(workloadParams{keys: l.keyDist(), bulk: l.p.Bulk, numKeys: l.p.Keys}),
+		ok:   w.ok,
+	}
+}
+
+// runRow: clean, warm up (fills the cache, opens connections), restore
+// the data the warm-up wrote, then measure with the upstream's counters
+// read on each side.
+func (l *lab) runRow(ctx context.Context, config string, s *sut, w workload) (rowResult, error) {
+	if err := l.clean(ctx, s); err != nil {
+		return rowResult{}, err
+	}
+	if l.p.Warmup > 0 {
+		l.attack(s.addr, w, l.p.Warmup, 0).run(ctx)
+	}
+	if err := l.demo.reset(ctx); err != nil {
+		return rowResult{}, err
+	}
+	before, err := l.demo.counts(ctx)
+	if err != nil {
+		return rowResult{}, err
+	}
+	out := l.attack(s.addr, w, l.p.Duration, 0).run(ctx)
+	after, err := l.demo.counts(ctx)
+	if err != nil {
+		return rowResult{}, err
+	}
+	total, per := upstreamDelta(before, after)
+	return rowResult{Config: config, Workload: w, Out: out, Upstream: total, UpstreamPer: per}, nil
+}
+
+// runSteps is the saturation table: open-loop load at rising rates on
+// GET /users/{id}; latency counts from when each request was due.
+func (l *lab) runSteps(ctx context.Context, config string, s *sut, rep *report) error {
+	w, _ := pickWorkloads("users-get")
+	if err := l.clean(ctx, s); err != nil {
+		return err
+	}
+	if l.p.Warmup > 0 {
+		l.attack(s.addr, w[0], l.p.Warmup, 0).run(ctx)
+	}
+	for _, rate := range l.p.Steps {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		before, err := l.demo.counts(ctx)
+		if err != nil {
+			return err
+		}
+		out := l.attack(s.addr, w[0], l.p.StepTime, rate).run(ctx)
+		after, err := l.demo.counts(ctx)
+		if err != nil {
+			return err
+		}
+		total, _ := upstreamDelta(before, after)
+		st := stepResult{Config: config, Offered: rate, Out: out, Upstream: total}
+		rep.Steps = append(rep.Steps, st)
+		log.Printf("  step %6d/s → %8.0f/s  p95 %-9s p99 %-9s errors %d dropped %d",
+			rate, out.TPS(), ms(out.Quantile(0.95)), ms(out.Quantile(0.99)), out.Errors, out.Dropped)
+	}
+	return nil
+}
+
+// prefill requests every key once so the hit runs start all cached.
+func prefill(ctx context.Context, addr, prefix string, keys int) error {
+	var wg sync.WaitGroup
+	errc := make(chan error, 1)
+	next := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for id := range next {
+				code, _, err := httpDo(ctx, "GET", "http://"+addr+prefix+strconv.Itoa(id), nil)
+				if err == nil && code != 200 {
+					err = fmt.Errorf("GET %s%d: status %d", prefix, id, code)
+				}
+				if err != nil {
+					select {
+					case errc <- err:
+					default:
+					}
+				}
+			}
+		})
+	}
+	for id := 1; id <= keys; id++ {
+		next <- id
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("prefill: %w", err)
+	default:
+		return nil
+	}
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) + "ms"
+}

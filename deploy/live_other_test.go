@@ -1,0 +1,7 @@
+//go:build !linux
+
+package deploy
+
+import "syscall"
+
+func liveProcAttr() *syscall.SysProcAttr { return nil }

@@ -1,0 +1,186 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/cache/l1"
+	"github.com/sidecache/sidecache/internal/route"
+)
+
+// TestSplitFetchesOnlyMissingIDs: a list request is answered from the
+// per-ID cache, the missing ids only go upstream, and the answer is the one
+// the upstream itself gives for the whole list.
+func TestSplitFetchesOnlyMissingIDs(t *testing.T) {
+	known := func(id string) bool { n, err := strconv.Atoi(id); return err == nil && n <= 100 }
+	cases := []struct {
+		name   string
+		cached []string
+		ask    string
+	}{
+		{"half cached", []string{"1", "3", "5", "7", "9"}, "1,2,3,4,5,6,7,8,9,10"},
+		{"order, duplicates and unknown ids", []string{"1", "3", "5", "7", "9"}, "5,1,2,9,3,1,999,4,6,7,8,10,998,2"},
+		{"nothing cached", nil, "30,20,10"},
+		{"everything cached", []string{"1", "2"}, "2,1,2"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := newBulkOrigin(t, usersAnswer(known))
+			list := testRoute{Name: "users-list", Pattern: "/users", Split: &route.Split{Param: "ids", RouteName: "user"}}
+			e := newEnv(t, o.upstream, []testRoute{userRoute(100, 100*time.Millisecond), list})
+			var warm []string
+			for _, id := range tc.cached {
+				warm = append(warm, "/users/"+id)
+			}
+			for i, a := range fetchAll(e, warm, nil) {
+				if a.code != 200 {
+					t.Fatalf("warming %s: %d %v", warm[i], a.code, a.err)
+				}
+			}
+			before := len(o.snapshot())
+
+			var wantOrder, missing []string
+			hits, seen := 0, map[string]bool{}
+			for _, id := range strings.Split(tc.ask, ",") {
+				if seen[id] {
+					continue
+				}
+				seen[id] = true
+				if slices.Contains(tc.cached, id) {
+					hits++
+				} else {
+					missing = append(missing, id)
+				}
+				if known(id) {
+					wantOrder = append(wantOrder, userJSON(id, nil))
+				}
+			}
+			r, b := e.get("/users?ids=" + tc.ask)
+			if r.StatusCode != 200 || r.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("status %d, Content-Type %q, body %q", r.StatusCode, r.Header.Get("Content-Type"), b)
+			}
+			if want := "[" + strings.Join(wantOrder, ",") + "]"; b != want {
+				t.Errorf("body\n%s\nwant\n%s", b, want)
+			}
+			cs := r.Header.Get("Cache-Status")
+			if !strings.Contains(cs, fmt.Sprintf("hits=%d misses=%d", hits, len(missing))) || (len(missing) == 0) != strings.Contains(cs, "; hit") {
+				t.Errorf("Cache-Status %q, want %d hits and %d misses", cs, hits, len(missing))
+			}
+
+			calls := o.snapshot()[before:]
+			var fetched []string
+			for _, c := range calls {
+				fetched = append(fetched, c.ids...)
+			}
+			slices.Sort(fetched)
+			slices.Sort(missing)
+			if !slices.Equal(fetched, missing) {
+				t.Errorf("upstream was asked for %v, want exactly the missing %v", fetched, missing)
+			}
+			if len(missing) > 0 && len(calls) > 2 || len(missing) == 0 && len(calls) != 0 {
+				t.Errorf("%d bulk calls for %d missing ids", len(calls), len(missing))
+			}
+			if p := o.perID.Load(); p != 0 {
+				t.Errorf("per-id calls = %d", p)
+			}
+
+			direct := fetch(context.Background(), o.URL+"/users?ids="+tc.ask, nil)
+			if direct.err != nil || direct.code != 200 {
+				t.Fatalf("upstream's own answer: %d %v", direct.code, direct.err)
+			}
+			var mine, theirs any
+			if err := json.Unmarshal([]byte(b), &mine); err != nil {
+				t.Fatalf("answer is not JSON: %v", err)
+			}
+			if err := json.Unmarshal([]byte(direct.body), &theirs); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(mine, theirs) {
+				t.Errorf("answer %s differs from the upstream's own %s", b, direct.body)
+			}
+		})
+	}
+}
+
+// TestBatchPrivateAnswerNotShared: a bulk answer marked private is neither
+// stored nor handed to a client collapsed onto the flight that fetched it,
+// the rule TestCoalescingNeverLeaksPrivate sets for per-ID fetches; and the
+// clients are told it is private.
+func TestBatchPrivateAnswerNotShared(t *testing.T) {
+	const key = "X-Api-Key" // personalises the answer, yet is in neither key nor bypass list
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	all := func(string) bool { return true }
+	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+		w.Header().Set("Cache-Control", "private, max-age=60")
+		usersAnswer(all, key)(w, r, ids)
+	}, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "private, max-age=60")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, userJSON(idOf(r.URL.Path), r.Header, key))
+	})
+	t.Cleanup(unblock)
+	var lookups atomic.Int64
+	list := testRoute{Name: "users-list", Pattern: "/users", Split: &route.Split{Param: "ids", RouteName: "user"}}
+	e := newEnv(t, o.upstream, []testRoute{userRoute(100, 20*time.Millisecond), list}, func(o *proxyOptions, _ *l1.Store) {
+		o.Cache = spyCache{Cache: o.Cache, onLookup: func(k string) {
+			if strings.HasSuffix(k, "/users/1") {
+				lookups.Add(1)
+			}
+		}}
+	})
+
+	a := make(chan answer, 1)
+	go func() { a <- fetch(context.Background(), e.front.URL+"/users/1", http.Header{key: {"alice"}}) }()
+	waitFor(t, func() bool { return len(o.snapshot()) == 1 }) // alice's bulk call is held open
+	n := lookups.Load()
+	// bob asks for the id, dave for a list holding it: both join alice's
+	// flight, and each must end up with an answer of his own.
+	b := make(chan answer, 1)
+	go func() { b <- fetch(context.Background(), e.front.URL+"/users/1", http.Header{key: {"bob"}}) }()
+	d := make(chan answer, 1)
+	go func() { d <- fetch(context.Background(), e.front.URL+"/users?ids=1", http.Header{key: {"dave"}}) }()
+	waitFor(t, func() bool { return lookups.Load() >= n+2 })
+	time.Sleep(100 * time.Millisecond) // past their lookups, they join alice's flight
+	unblock()
+	for who, ch := range map[string]chan answer{"alice": a, "bob": b, "dave": d} {
+		got := <-ch
+		want := userJSON("1", http.Header{key: {who}}, key)
+		if who == "dave" {
+			want = "[" + want + "]"
+		}
+		if got.err != nil || got.code != 200 || got.body != want {
+			t.Errorf("%s: %d %q %v, want %q", who, got.code, got.body, got.err, want)
+		}
+		if cc := got.header.Get("Cache-Control"); !strings.Contains(cc, "private") {
+			t.Errorf("%s: Cache-Control %q, want private", who, cc)
+		}
+	}
+	e.l1.Wait()
+	if n := e.l1.Items(); n != 0 {
+		t.Errorf("l1 holds %d entries of a private answer", n)
+	}
+	// A split request served from a private bulk answer works, and says so.
+	r, body := e.do(http.MethodGet, "/users?ids=2,3", http.Header{key: {"carol"}})
+	want := "[" + userJSON("2", http.Header{key: {"carol"}}, key) + "," + userJSON("3", http.Header{key: {"carol"}}, key) + "]"
+	if r.StatusCode != 200 || body != want || !strings.Contains(r.Header.Get("Cache-Control"), "private") {
+		t.Errorf("split of a private answer: %d %q %q, want 200 %q, private", r.StatusCode, body, r.Header.Get("Cache-Control"), want)
+	}
+}
