@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -58,6 +59,43 @@ func BenchmarkL1HitParallel(b *testing.B) {
 		for pb.Next() {
 			clear(w.h)
 			e.h.ServeHTTP(w, req)
+		}
+	})
+}
+
+// BenchmarkPassThrough is an unrouted GET through the handler to a real
+// upstream socket: the pass-through path's own cost, per request.
+// Run: go test -run - -bench PassThrough -benchmem ./internal/proxy
+func BenchmarkPassThrough(b *testing.B) {
+	body := make([]byte, 512)
+	up := newUpstream(b, func(w http.ResponseWriter, r *http.Request) { w.Write(body) })
+	e := newEnv(b, up, []testRoute{clientRoute})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := httptest.NewRequest("GET", e.front.URL+"/other", nil)
+		w := &discard{h: make(http.Header, 8)}
+		for pb.Next() {
+			clear(w.h)
+			e.h.ServeHTTP(w, req)
+		}
+	})
+}
+
+// BenchmarkDirect is the baseline for BenchmarkPassThrough: the same
+// upstream called with a plain client, no sidecar.
+func BenchmarkDirect(b *testing.B) {
+	body := make([]byte, 512)
+	up := newUpstream(b, func(w http.ResponseWriter, r *http.Request) { w.Write(body) })
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := client.Get(up.URL + "/other")
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
 		}
 	})
 }

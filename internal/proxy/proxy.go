@@ -286,9 +286,21 @@ func (h *Handler) newPassProxy() *httputil.ReverseProxy {
 			}
 			writeUpstreamError(w, classify(err), st)
 		},
-		ErrorLog: slog.NewLogLogger(h.logHandler(), slog.LevelDebug),
+		ErrorLog:   slog.NewLogLogger(h.logHandler(), slog.LevelDebug),
+		BufferPool: newBufferPool(),
 	}
 }
+
+// bufferPool recycles ReverseProxy's copy buffers; without it every
+// pass-through response allocates 32 KiB.
+type bufferPool struct{ p *sync.Pool }
+
+func newBufferPool() bufferPool {
+	return bufferPool{&sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+}
+
+func (bp bufferPool) Get() []byte  { return *bp.p.Get().(*[]byte) }
+func (bp bufferPool) Put(b []byte) { bp.p.Put(&b) }
 
 func (h *Handler) logHandler() slog.Handler { return h.log.Handler() }
 
