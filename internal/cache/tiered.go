@@ -90,6 +90,75 @@ func (t *Tiered) Lookup(ctx context.Context, key string) (*Entry, Tier, error) {
 	return nil, "", errors.Join(errs...)
 }
 
+// manyGetter is what LookupMany uses of L2 when it has it: one round trip
+// for many keys.
+type manyGetter interface {
+	GetMany(ctx context.Context, keys []string) ([]*Entry, error)
+}
+
+// LookupMany reads many keys: L1 for each, then the L2 misses together in
+// one round trip when L2 can (a list request must not cost one L2 round
+// trip per id). A nil element is a miss; L2 hits fill L1.
+func (t *Tiered) LookupMany(ctx context.Context, keys []string) ([]*Entry, []Tier, error) {
+	now := t.now()
+	out := make([]*Entry, len(keys))
+	tiers := make([]Tier, len(keys))
+	var missing []int
+	for i, k := range keys {
+		if t.l1 != nil {
+			if e, _ := t.lookup(ctx, TierL1, t.l1, k, now); e != nil {
+				out[i], tiers[i] = e, TierL1
+				continue
+			}
+		}
+		missing = append(missing, i)
+	}
+	if t.l2 == nil || len(missing) == 0 {
+		return out, tiers, nil
+	}
+	mg, ok := t.l2.(manyGetter)
+	if !ok {
+		var errs []error
+		for _, i := range missing {
+			e, err := t.lookup(ctx, TierL2, t.l2, keys[i], now)
+			errs = append(errs, err)
+			t.fill(ctx, keys[i], e, out, tiers, i)
+		}
+		return out, tiers, errors.Join(errs...)
+	}
+	mkeys := make([]string, len(missing))
+	for j, i := range missing {
+		mkeys[j] = keys[i]
+	}
+	es, err := mg.GetMany(ctx, mkeys)
+	if err != nil {
+		for range missing {
+			t.observe(TierL2, ResultError)
+		}
+		return out, tiers, fmt.Errorf("cache: l2 get many: %w", err)
+	}
+	for j, i := range missing {
+		e := es[j]
+		if e == nil || e.Remaining(now) == 0 {
+			t.observe(TierL2, ResultMiss)
+			continue
+		}
+		t.observe(TierL2, ResultHit)
+		t.fill(ctx, keys[i], e, out, tiers, i)
+	}
+	return out, tiers, nil
+}
+
+func (t *Tiered) fill(ctx context.Context, key string, e *Entry, out []*Entry, tiers []Tier, i int) {
+	if e == nil {
+		return
+	}
+	out[i], tiers[i] = e, TierL2
+	if t.l1 != nil {
+		_ = t.l1.Set(ctx, key, e)
+	}
+}
+
 // LookupLocal consults L1 only. The proxy reads L1 before joining a flight
 // and leaves L2 to the flight's one leader, so a burst of misses for one
 // key costs one L2 round trip per replica, not one per request.

@@ -249,17 +249,30 @@ func (h *Handler) serveSplit(w http.ResponseWriter, r *http.Request, st *state, 
 		err error
 	}
 	slots := make(map[string]*slot, len(ids))
+	var uniq []string
+	var reqs []*http.Request
+	var keys []string
+	for _, id := range ids {
+		if slots[id] == nil {
+			slots[id] = &slot{}
+			req := perIDRequest(r, target, id)
+			uniq, reqs, keys = append(uniq, id), append(reqs, req), append(keys, cachekey.Build(req, &target.Key))
+		}
+	}
+	// Every id's L1 entry, then the L2 misses in one round trip.
+	found, _, _ := h.cache.LookupMany(ctx, keys)
 	var wg sync.WaitGroup
 	hits, misses := 0, 0
-	for _, id := range ids {
-		if slots[id] != nil {
-			continue
+	for i, id := range uniq {
+		s, req, key := slots[id], reqs[i], keys[i]
+		e := found[i]
+		if e != nil && e.IsVariants() {
+			e, _, _ = h.lookup(ctx, key, req, false) // rare: the per-ID route answered with Vary
 		}
-		s := &slot{}
-		slots[id] = s
-		req := perIDRequest(r, target, id)
-		key := cachekey.Build(req, &target.Key)
-		if e, _, _ := h.lookup(ctx, key, req, true); h.servable(e, req) {
+		if h.tombs.stale(e, h.now()) {
+			e = nil
+		}
+		if h.servable(e, req) {
 			s.e = e
 			hits++
 			continue
@@ -270,7 +283,8 @@ func (h *Handler) serveSplit(w http.ResponseWriter, r *http.Request, st *state, 
 		go func() {
 			defer wg.Done()
 			f, leader, err := h.flights.Do(ctx, key, func(fctx context.Context) (*flight, error) {
-				return h.fill(fctx, st, target, params, req, key, false)
+				// refresh: both tiers were just read for this id.
+				return h.fill(fctx, st, target, params, req, key, true)
 			})
 			if err == nil && !leader && !h.usable(f, req, key) {
 				// Another client's private answer: load this one's own.

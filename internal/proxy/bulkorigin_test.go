@@ -245,3 +245,11 @@ func (s spyCache) LookupLocal(ctx context.Context, key string) (*cache.Entry, ca
 	s.onLookup(key)
 	return e, tier, err
 }
+
+func (s spyCache) LookupMany(ctx context.Context, keys []string) ([]*cache.Entry, []cache.Tier, error) {
+	es, tiers, err := s.Cache.LookupMany(ctx, keys)
+	for _, k := range keys {
+		s.onLookup(k)
+	}
+	return es, tiers, err
+}

@@ -30,6 +30,8 @@ type Cache interface {
 	Lookup(ctx context.Context, key string) (*cache.Entry, cache.Tier, error)
 	// LookupLocal reads this replica's own tier only (L1).
 	LookupLocal(ctx context.Context, key string) (*cache.Entry, cache.Tier, error)
+	// LookupMany reads many keys with at most one L2 round trip.
+	LookupMany(ctx context.Context, keys []string) ([]*cache.Entry, []cache.Tier, error)
 	Set(ctx context.Context, key string, e *cache.Entry) error
 }
 

@@ -76,6 +76,44 @@ func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error)
 	return s.decode(key, b)
 }
 
+// GetMany reads several keys in one pipeline: one round trip (one per
+// node in a Cluster, where the keys may live in different slots), where a
+// loop of Get would make one per key. A nil element is a miss.
+func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, error) {
+	out := make([]*cache.Entry, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	if err := s.admit(); err != nil {
+		return out, wrap("get many", err)
+	}
+	cctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Get(cctx, s.entryKey(k))
+	}
+	_, err := pipe.Exec(cctx)
+	if errors.Is(err, redis.Nil) {
+		err = nil // some keys missing: each command says which
+	}
+	s.done(ctx, err)
+	if err != nil {
+		return out, wrap("get many", err)
+	}
+	for i, c := range cmds {
+		b, err := c.Bytes()
+		if err != nil {
+			continue // redis.Nil: a miss
+		}
+		if e, ok, _ := s.decode(keys[i], b); ok {
+			out[i] = e
+		}
+	}
+	return out, nil
+}
+
 func (s *Store) decode(key string, b []byte) (*cache.Entry, bool, error) {
 	e, err := cache.Unmarshal(b)
 	if err != nil {
