@@ -54,28 +54,39 @@ type Server struct {
 // ("--maxmemory", "1mb", ...).
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	bin := lookPath(t, "redis-server")
 	dir := t.TempDir()
+	return launch(t, lookPath(t, "redis-server"), func(port int) ([]string, error) {
+		return append([]string{
+			"--port", strconv.Itoa(port),
+			"--bind", "127.0.0.1",
+			"--save", "",
+			"--appendonly", "no",
+			"--dir", dir,
+		}, args...), nil
+	})
+}
 
-	// A free port can be taken by another process between the probe and
-	// redis-server's bind, so a failed start is retried on a new port.
+// launch starts bin with the arguments argv gives for a free port, and
+// kills the process when the test ends. A free port can be taken by
+// another process between the probe and the server's bind, so a failed
+// start is retried on a new port.
+func launch(t testing.TB, bin string, argv func(port int) ([]string, error)) *Server {
+	t.Helper()
 	var lastErr error
 	for range 3 {
 		port, err := freePort()
 		if err != nil {
 			t.Fatalf("redistest: free port: %v", err)
 		}
+		args, err := argv(port)
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
 		s := &Server{
 			t:    t,
 			bin:  bin,
 			addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-			argv: append([]string{
-				"--port", strconv.Itoa(port),
-				"--bind", "127.0.0.1",
-				"--save", "",
-				"--appendonly", "no",
-				"--dir", dir,
-			}, args...),
+			argv: args,
 		}
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(s.Kill)
@@ -254,9 +265,40 @@ func freePort() (int, error) {
 // string reply. It speaks just enough RESP for readiness checks, so the
 // helper does not depend on the client under test.
 func do(addr string, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+	reply, err := command(addr, args...)
 	if err != nil {
 		return "", err
+	}
+	str, ok := reply.(string)
+	if !ok {
+		return "", fmt.Errorf("reply is %T, not a string", reply)
+	}
+	return str, nil
+}
+
+// doStrings is do for a command answering an array of strings.
+func doStrings(addr string, args ...string) ([]string, error) {
+	reply, err := command(addr, args...)
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := reply.([]any)
+	if !ok {
+		return nil, fmt.Errorf("reply is %T, not an array", reply)
+	}
+	out := make([]string, len(arr))
+	for i, v := range arr {
+		if out[i], ok = v.(string); !ok {
+			return nil, fmt.Errorf("array element %d is %T, not a string", i, v)
+		}
+	}
+	return out, nil
+}
+
+func command(addr string, args ...string) (any, error) {
+	conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+	if err != nil {
+		return nil, err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(500 * time.Millisecond))
@@ -267,35 +309,54 @@ func do(addr string, args ...string) (string, error) {
 		fmt.Fprintf(&req, "$%d\r\n%s\r\n", len(a), a)
 	}
 	if _, err := conn.Write(req.Bytes()); err != nil {
-		return "", err
+		return nil, err
 	}
+	return readReply(bufio.NewReader(conn))
+}
 
-	r := bufio.NewReader(conn)
+// readReply reads one RESP2 reply: a string (simple or bulk), an int64, or
+// an array of those. A null bulk or array is an error, which is what a
+// readiness check wants from a missing key or an unknown master.
+func readReply(r *bufio.Reader) (any, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	line = strings.TrimRight(line, "\r\n")
 	if line == "" {
-		return "", errors.New("empty reply")
+		return nil, errors.New("empty reply")
 	}
 	switch line[0] {
 	case '+':
 		return line[1:], nil
 	case '-':
-		return "", errors.New(line[1:])
+		return nil, errors.New(line[1:])
+	case ':':
+		return strconv.ParseInt(line[1:], 10, 64)
 	case '$':
 		n, err := strconv.Atoi(line[1:])
 		if err != nil || n < 0 {
-			return "", fmt.Errorf("bad bulk length %q", line)
+			return nil, fmt.Errorf("bad bulk length %q", line)
 		}
 		buf := make([]byte, n+2)
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
+			return nil, err
 		}
 		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("bad array length %q", line)
+		}
+		arr := make([]any, n)
+		for i := range arr {
+			if arr[i], err = readReply(r); err != nil {
+				return nil, err
+			}
+		}
+		return arr, nil
 	default:
-		return "", fmt.Errorf("unexpected reply %q", line)
+		return nil, fmt.Errorf("unexpected reply %q", line)
 	}
 }
 

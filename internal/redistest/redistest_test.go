@@ -1,8 +1,11 @@
 package redistest
 
 import (
+	"bufio"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestServerLifecycle(t *testing.T) {
@@ -63,5 +66,75 @@ func TestStartCluster(t *testing.T) {
 				t.Errorf("%s: CLUSTER INFO lacks %q:\n%s", a, want, info)
 			}
 		}
+	}
+}
+
+func TestStartSentinel(t *testing.T) {
+	s := StartSentinel(t, "mymaster")
+	if s.Name() != "mymaster" || len(s.SentinelAddrs()) != 3 || len(s.Sentinels()) != 3 {
+		t.Fatalf("name %q, sentinels %v", s.Name(), s.SentinelAddrs())
+	}
+	for _, a := range s.SentinelAddrs() {
+		if got, err := sentinelMaster(a, "mymaster"); err != nil || got != s.Master().Addr() {
+			t.Fatalf("sentinel %s names master %q, %v; want %s", a, got, err, s.Master().Addr())
+		}
+	}
+
+	// The replica follows the master.
+	if _, err := do(s.Master().Addr(), "SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Now().Add(5*time.Second), func() (bool, string) {
+		got, err := do(s.Replica().Addr(), "GET", "k")
+		return err == nil && got == "v", fmt.Sprintf("replica GET k = %q, %v", got, err)
+	})
+
+	// Killing the master makes the sentinels promote the replica, which
+	// keeps the data.
+	start := time.Now()
+	s.Master().Kill()
+	waitFor(t, time.Now().Add(20*time.Second), func() (bool, string) {
+		addr, err := s.MasterAddr()
+		return err == nil && addr == s.Replica().Addr(), fmt.Sprintf("master = %q, %v", addr, err)
+	})
+	t.Logf("sentinels promoted the replica %s after the master was killed", time.Since(start).Round(time.Millisecond))
+	waitFor(t, time.Now().Add(5*time.Second), func() (bool, string) {
+		info, err := do(s.Replica().Addr(), "INFO", "replication")
+		return err == nil && strings.Contains(info, "role:master"), fmt.Sprint(info, err)
+	})
+	if got, err := do(s.Replica().Addr(), "GET", "k"); err != nil || got != "v" {
+		t.Fatalf("promoted replica GET k = %q, %v", got, err)
+	}
+	if _, err := do(s.Replica().Addr(), "SET", "k2", "v2"); err != nil {
+		t.Fatalf("promoted replica refuses writes: %v", err)
+	}
+}
+
+func TestReadReply(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want string // fmt %v of the reply, or the error
+	}{
+		{"simple", "+OK\r\n", "OK"},
+		{"error", "-ERR bad\r\n", "error: ERR bad"},
+		{"integer", ":42\r\n", "42"},
+		{"bulk", "$3\r\nfoo\r\n", "foo"},
+		{"null bulk", "$-1\r\n", "error: bad bulk length \"$-1\""},
+		{"array", "*2\r\n$9\r\n127.0.0.1\r\n$4\r\n6379\r\n", "[127.0.0.1 6379]"},
+		{"null array", "*-1\r\n", "error: bad array length \"*-1\""},
+		{"nested", "*1\r\n*1\r\n:1\r\n", "[[1]]"},
+		{"short array", "*2\r\n:1\r\n", "error: EOF"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := readReply(bufio.NewReader(strings.NewReader(tc.in)))
+			got := fmt.Sprint(v)
+			if err != nil {
+				got = "error: " + err.Error()
+			}
+			if got != tc.want {
+				t.Fatalf("readReply(%q) = %s, want %s", tc.in, got, tc.want)
+			}
+		})
 	}
 }
