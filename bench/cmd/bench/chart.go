@@ -65,7 +65,7 @@ func drawChart(out io.Writer, r *report) error {
 			for _, c := range r.Params.Configs {
 				t, q := math.NaN(), math.NaN()
 				if row, ok := r.row(c, wl.name); ok {
-					t, q = row.Out.TPS(), float64(row.Out.Quantile(0.99))/float64(time.Millisecond)
+					t, q = row.Out.TPS(), float64(row.Out.Latencies.P99)/float64(time.Millisecond)
 				}
 				tps[i] = append(tps[i], t)
 				p99[i] = append(p99[i], q)

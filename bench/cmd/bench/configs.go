@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,6 +136,21 @@ func sidecarYAML(mode string, p sidecarPorts) (string, error) {
 	w("    path: /self")
 	w("    ttl: %s", ttl)
 	return b.String(), nil
+}
+
+// printConfig writes mode's YAML on the ports a hand-run uses: the demo
+// upstream's default 127.0.0.1:3000 and Redis's default 127.0.0.1:6379.
+func printConfig(w io.Writer, mode string) error {
+	sp := sidecarPorts{listen: "127.0.0.1:8080", admin: "127.0.0.1:9090", upstream: "127.0.0.1:3000"}
+	if mode == "cache" || mode == "cache+batch" {
+		sp.redis = "127.0.0.1:6379"
+	}
+	y, err := sidecarYAML(mode, sp)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, y)
+	return err
 }
 
 // nginxConf is NGINX in front of upstream, with proxy_cache when cache is

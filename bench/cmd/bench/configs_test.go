@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
 
@@ -54,5 +55,25 @@ func TestSidecarYAMLValid(t *testing.T) {
 	}
 	if _, err := sidecarYAML("nope", ports); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown mode: %v", err)
+	}
+}
+
+// -print-config writes what the bench would run, on the hand-run ports.
+func TestPrintConfig(t *testing.T) {
+	for _, mode := range []string{"pass", "batch", "cache+batch"} {
+		var b strings.Builder
+		if err := printConfig(&b, mode); err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Parse([]byte(b.String()), mode+".yaml")
+		if err != nil {
+			t.Fatalf("%s rejected: %v", mode, err)
+		}
+		if c.Listen != "127.0.0.1:8080" || c.Upstream.URL != "http://127.0.0.1:3000" || (c.Cache.L2 != nil) != (mode == "cache+batch") {
+			t.Errorf("%s: listen %s upstream %s l2 %v", mode, c.Listen, c.Upstream.URL, c.Cache.L2 != nil)
+		}
+	}
+	if err := printConfig(io.Discard, "direct"); err == nil {
+		t.Error("direct has no sidecar config, yet one was printed")
 	}
 }

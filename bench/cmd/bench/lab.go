@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -176,7 +175,7 @@ func (l *lab) runConfig(ctx context.Context, config string, rep *report) error {
 		}
 		rep.Rows = append(rep.Rows, r)
 		log.Printf("  %-6s %-14s %9.0f TPS  avg %-9s p99 %-9s upstream %7.0f/s  errors %d",
-			w.method, w.endpoint, r.Out.TPS(), ms(r.Out.Mean()), ms(r.Out.Quantile(0.99)), r.UpstreamRate(), r.Out.Errors)
+			w.method, w.endpoint, r.Out.TPS(), ms(r.Out.Latencies.Mean), ms(r.Out.Latencies.P99), r.UpstreamRate(), r.Out.Errors)
 	}
 	if len(l.p.Steps) > 0 && known(l.p.StepConfig, config) {
 		if err := l.runSteps(ctx, config, s, rep); err != nil {
@@ -186,7 +185,7 @@ func (l *lab) runConfig(ctx context.Context, config string, rep *report) error {
 	return nil
 }
 
-func (l *lab) keyDist() func(rng *rand.Rand) keyDist {
+func (l *lab) keyDist() keyDist {
 	d, _ := newKeyDist(l.p.Dist, l.p.Keys) // validated in parseFlags
 	return d
 }
@@ -208,8 +207,8 @@ func (l *lab) clean(ctx context.Context, s *sut) error {
 
 func (l *lab) attack(addr string, w workload, d time.Duration, rate int) attack {
 	return attack{
-		addr: addr, workers: l.p.Workers, duration: d, rate: rate,
-		next: w.make(workloadParams{keys: l.keyDist(), bulk: l.p.Bulk, numKeys: l.p.Keys}),
+		base: "http://" + addr, workers: l.p.Workers, duration: d, rate: rate,
+		next: w.make(workloadParams{keys: l.keyDist(), bulk: l.p.Bulk}),
 		ok:   w.ok,
 	}
 }
@@ -267,7 +266,7 @@ func (l *lab) runSteps(ctx context.Context, config string, s *sut, rep *report) 
 		st := stepResult{Config: config, Offered: rate, Out: out, Upstream: total}
 		rep.Steps = append(rep.Steps, st)
 		log.Printf("  step %6d/s → %8.0f/s  p95 %-9s p99 %-9s errors %d dropped %d",
-			rate, out.TPS(), ms(out.Quantile(0.95)), ms(out.Quantile(0.99)), out.Errors, out.Dropped)
+			rate, out.TPS(), ms(out.Latencies.P95), ms(out.Latencies.P99), out.Errors, out.Dropped)
 	}
 	return nil
 }

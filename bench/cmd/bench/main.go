@@ -41,6 +41,10 @@ type params struct {
 	StepConfig []string
 	Quick      bool
 	PeerRounds int
+	// PrintConfig, when set, names a configuration whose sidecar YAML
+	// is printed (on fixed local ports) instead of running the bench,
+	// to rerun a cell by hand with `go tool vegeta attack`.
+	PrintConfig string
 
 	Sidecache  string
 	Demo       string
@@ -65,6 +69,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
+	}
+	if p.PrintConfig != "" {
+		if err := printConfig(os.Stdout, p.PrintConfig); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -93,6 +104,7 @@ func parseFlags(args []string) (params, error) {
 	fs.StringVar(&steps, "steps", "250,500,1000,2000,4000,8000,16000", "open-loop rates (req/s) of the saturation table; empty to skip")
 	fs.StringVar(&stepConfigs, "step-configs", "direct,cache+batch", "configurations stepped for the saturation table")
 	fs.IntVar(&p.PeerRounds, "peer-rounds", 3, "interleaved rounds per peer; the median is reported")
+	fs.StringVar(&p.PrintConfig, "print-config", "", "print the sidecar YAML of this `configuration` (listen :8080, admin :9090, upstream :3000, redis :6379 on 127.0.0.1) and exit")
 	fs.BoolVar(&p.Quick, "quick", os.Getenv("BENCH_QUICK") == "1", "shrink everything to finish in under 2 minutes (also BENCH_QUICK=1)")
 	fs.StringVar(&p.Sidecache, "sidecache", "bin/sidecache", "sidecar binary")
 	fs.StringVar(&p.Demo, "demo", "bin/demo-upstream", "demo upstream binary")

@@ -235,7 +235,7 @@ func (l *lab) runPeers(ctx context.Context, rep *report) {
 			pr.Upstream, _ = upstreamDelta(before, after)
 			rounds[i] = append(rounds[i], pr)
 			log.Printf("  round %d %-5s %-24s %9.0f TPS  p99 %-9s upstream %d errors %d",
-				round, pr.Test, pr.Server, pr.Out.TPS(), ms(pr.Out.Quantile(0.99)), pr.Upstream, pr.Out.Errors)
+				round, pr.Test, pr.Server, pr.Out.TPS(), ms(pr.Out.Latencies.P99), pr.Upstream, pr.Out.Errors)
 		}
 	}
 	for i := range results {

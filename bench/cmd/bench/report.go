@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -50,6 +51,7 @@ type machine struct {
 	MemBytes         uint64
 	Redis, Nginx     string
 	Varnish, Sidecar string
+	Vegeta           string // the load generator's module version
 }
 
 type report struct {
@@ -96,7 +98,21 @@ func machineInfo() machine {
 	m.Redis = version("redis-server", "--version")
 	m.Nginx = version("nginx", "-v")
 	m.Varnish = version("varnishd", "-V")
+	m.Vegeta = vegetaVersion()
 	return m
+}
+
+// vegetaVersion is the vegeta module this binary was built with, as go.mod
+// pins it.
+func vegetaVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tsenart/vegeta/v12" {
+				return d.Version
+			}
+		}
+	}
+	return "v12"
 }
 
 // write saves REPORT-<time>.md and its chart, and copies both to
@@ -183,7 +199,7 @@ func (r *report) markdown(chart string) string {
 	w("|---|---|")
 	w("| mode | %s |", mode)
 	w("| measured time per row | %s (after %s warm-up) |", p.Duration, p.Warmup)
-	w("| load | closed loop, %d workers, each one keep-alive connection sending as fast as it is answered |", p.Workers)
+	w("| load | vegeta %s (library): closed loop, rate 0 (no pacing), %d workers (`Workers` = `MaxWorkers`), keep-alive, %d connections, 30s timeout; each worker sends as soon as it is answered |", r.Machine.Vegeta, p.Workers, p.Workers)
 	w("| keys | %d IDs, %s distribution |", p.Keys, p.Dist)
 	w("| bulk request | %d distinct IDs |", p.Bulk)
 	w("| demo upstream | %d slots (\"DB connections\"), %s per query, +%s per bulk row, %d clients and users |", p.Slots, p.QueryTime, p.PerRowTime, p.Records)
@@ -215,7 +231,7 @@ func (r *report) markdown(chart string) string {
 		w("- **%s %s** — %s", wl.method, wl.endpoint, wl.about)
 	}
 	w("")
-	w("TPS counts successful responses per second; latencies are over every answered request; upstream calls/s is read from the demo's `/_demo/counts` before and after the run (all endpoints summed). Errors are transport errors and unexpected statuses.")
+	w("Figures are vegeta's `Metrics` over every result of the run: latencies (mean and t-digest percentiles) over all requests. TPS counts the row's successful statuses per second over vegeta's `Duration + Wait` (it equals vegeta's `Throughput` except for DELETE, where 404 also counts); upstream calls/s is read from the demo's `/_demo/counts` before and after the run (all endpoints summed). Errors are transport errors and unexpected statuses.")
 	w("")
 	r.mainTables(w)
 	r.pivot(w)
@@ -264,10 +280,10 @@ func (r *report) mainTables(w func(string, ...any)) {
 			}
 			o := row.Out
 			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |", row.Workload.method, row.Workload.endpoint,
-				fmtTPS(o.TPS()), fmtMS(o.Mean()), fmtMS(o.Quantile(0.5)), fmtMS(o.Quantile(0.9)),
-				fmtMS(o.Quantile(0.95)), fmtMS(o.Quantile(0.99)), fmtTPS(row.UpstreamRate()), o.Errors)
-			d := fmt.Sprintf("%s %s: statuses %s; cache hits %s; upstream %s", row.Workload.method, row.Workload.endpoint,
-				codesString(o.Codes), hitShare(o), perString(row.UpstreamPer))
+				fmtTPS(o.TPS()), fmtMS(o.Latencies.Mean), fmtMS(o.Latencies.P50), fmtMS(o.Latencies.P90),
+				fmtMS(o.Latencies.P95), fmtMS(o.Latencies.P99), fmtTPS(row.UpstreamRate()), o.Errors)
+			d := fmt.Sprintf("%s %s: statuses %s (vegeta success, 2xx/3xx: %.1f%%); cache hits %s; upstream %s",
+				row.Workload.method, row.Workload.endpoint, codesString(o.StatusCodes), 100*o.Success, hitShare(o), perString(row.UpstreamPer))
 			if o.FirstErr != "" {
 				d += "; first error: " + o.FirstErr
 			}
@@ -289,7 +305,7 @@ func (r *report) mainTables(w func(string, ...any)) {
 
 // hitShare is the share of answers marked hit by Cache-Status.
 func hitShare(o *outcome) string {
-	n := len(o.Latencies)
+	n := o.Requests
 	if n == 0 {
 		return "0"
 	}
@@ -389,8 +405,8 @@ func (r *report) peersTables(w func(string, ...any)) {
 				continue
 			}
 			o := p.Out
-			w("| %s | %s | %s | %s | %s | %s | %s | %s | %d |", p.Server, fmtTPS(o.TPS()), fmtMS(o.Mean()),
-				fmtMS(o.Quantile(0.5)), fmtMS(o.Quantile(0.9)), fmtMS(o.Quantile(0.95)), fmtMS(o.Quantile(0.99)),
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %d |", p.Server, fmtTPS(o.TPS()), fmtMS(o.Latencies.Mean),
+				fmtMS(o.Latencies.P50), fmtMS(o.Latencies.P90), fmtMS(o.Latencies.P95), fmtMS(o.Latencies.P99),
 				fmtTPS(float64(p.Upstream)/o.Elapsed.Seconds()), o.Errors)
 		}
 		w("")
@@ -403,14 +419,14 @@ func (r *report) stepsTable(w func(string, ...any)) {
 	}
 	w("## Saturation (open loop, `GET /users/{id}`)")
 	w("")
-	w("Each step offers a fixed rate for %s; latency counts from when a request was due, so queueing in the generator shows. \"dropped\" are requests the %d workers could not even start. The saturation point is where the achieved rate stops following the offered one (below 90%%) and only latency grows.", r.Params.StepTime, r.Params.Workers)
+	w("Each step offers a fixed rate for %s; vegeta's constant pacer, %d workers at most. Latency counts from when a request was due on the pacer's schedule, not from when a free worker sent it, so queueing in the generator shows. \"dropped\" are requests due in the step that no worker got to send before it ended. The saturation point is where the achieved rate stops following the offered one (below 90%%) and only latency grows.", r.Params.StepTime, r.Params.Workers)
 	w("")
 	w("| configuration | offered req/s | achieved TPS | p50 | p95 | p99 | upstream calls/s | errors | dropped |")
 	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, s := range r.Steps {
 		o := s.Out
 		w("| %s | %s | %s | %s | %s | %s | %s | %d | %d |", s.Config, withCommas(int64(s.Offered)), fmtTPS(o.TPS()),
-			fmtMS(o.Quantile(0.5)), fmtMS(o.Quantile(0.95)), fmtMS(o.Quantile(0.99)),
+			fmtMS(o.Latencies.P50), fmtMS(o.Latencies.P95), fmtMS(o.Latencies.P99),
 			fmtTPS(float64(s.Upstream)/o.Elapsed.Seconds()), o.Errors, o.Dropped)
 	}
 	w("")

@@ -3,40 +3,30 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"image/png"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
-func TestQuantile(t *testing.T) {
-	var l []time.Duration
-	for i := 1; i <= 100; i++ {
-		l = append(l, time.Duration(i)*time.Millisecond)
-	}
-	tests := []struct {
-		q    float64
-		want time.Duration
-	}{{0.5, 50 * time.Millisecond}, {0.9, 90 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}, {0, time.Millisecond}}
-	for _, tc := range tests {
-		if got := quantile(l, tc.q); got != tc.want {
-			t.Errorf("quantile(%v) = %v, want %v", tc.q, got, tc.want)
-		}
-	}
-	if quantile(nil, 0.5) != 0 {
-		t.Error("quantile of nothing is not 0")
-	}
-}
-
+// fakeOutcome is 100 results through vegeta's Metrics, as a run makes
+// them: latencies p99/100 … p99, over one second.
 func fakeOutcome(tps float64, p99 time.Duration) *outcome {
-	o := &outcome{Elapsed: time.Second, OK: int(tps), Codes: map[int]int{200: int(tps)}}
-	for i := 0; i < 100; i++ {
-		o.Latencies = append(o.Latencies, p99*time.Duration(i+1)/100)
+	o := &outcome{}
+	start := time.Unix(1e9, 0)
+	for i := range 100 {
+		o.add(&vegeta.Result{Code: 200, Timestamp: start.Add(time.Duration(i) * 10 * time.Millisecond),
+			Latency: p99 * time.Duration(i+1) / 100}, is(200))
 	}
+	o.Metrics.Close()
+	o.Elapsed = time.Duration(float64(time.Second) * 100 / tps) // so TPS() == tps
 	return o
 }
 
@@ -115,7 +105,7 @@ func TestFormatting(t *testing.T) {
 			t.Errorf("withCommas(%d) = %q, want %q", in, got, want)
 		}
 	}
-	if got := codesString(map[int]int{404: 2, 200: 10}); got != "200:10 404:2" {
+	if got := codesString(map[string]int{"404": 2, "200": 10, "0": 1}); got != "0:1 200:10 404:2" {
 		t.Errorf("codesString = %q", got)
 	}
 	if got := niceCeil(1234); got != 1600 {
@@ -124,9 +114,7 @@ func TestFormatting(t *testing.T) {
 }
 
 func TestBulkPathDistinct(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	mk, _ := newKeyDist("zipf", 50)
-	key := mk(rng)
+	key, _ := newKeyDist("zipf", 50)
 	for range 100 {
 		p := bulkPath(key, 20)
 		ids := strings.Split(strings.TrimPrefix(p, "/users?ids="), ",")
@@ -153,7 +141,8 @@ func TestQuickFlags(t *testing.T) {
 	}
 }
 
-// The generator against a real socket: counts, statuses and errors.
+// The vegeta attack against a real socket: counts, statuses and errors,
+// closed and open loop.
 func TestAttack(t *testing.T) {
 	var calls atomic.Int64
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -161,18 +150,17 @@ func TestAttack(t *testing.T) {
 			w.WriteHeader(500)
 			return
 		}
+		w.Header().Set("Cache-Status", "sidecache; hit")
 		w.Write([]byte(`{"ok":true}`))
 	}))
 	defer ts.Close()
-	addr := strings.TrimPrefix(ts.URL, "http://")
-	next := func(*rand.Rand) targeter {
-		return func(*rand.Rand) target { return target{method: "GET", path: "/x"} }
-	}
+	next := func() request { return request{method: "GET", path: "/x"} }
 	for _, rate := range []int{0, 200} {
-		o := attack{addr: addr, workers: 4, duration: 300 * time.Millisecond, rate: rate, next: next, ok: is(200)}.run(context.Background())
+		o := attack{base: ts.URL, workers: 4, duration: 300 * time.Millisecond, rate: rate, next: next, ok: is(200)}.run(context.Background())
 		total := o.OK + o.Errors
-		if o.OK == 0 || o.Errors == 0 || o.Codes[500] != o.Errors || o.Codes[200] != o.OK || len(o.Latencies) != total {
-			t.Errorf("rate %d: ok %d errors %d codes %v latencies %d", rate, o.OK, o.Errors, o.Codes, len(o.Latencies))
+		if o.OK == 0 || o.Errors == 0 || o.StatusCodes["500"] != o.Errors || o.StatusCodes["200"] != o.OK ||
+			int(o.Requests) != total || o.Hits != o.OK {
+			t.Errorf("rate %d: ok %d errors %d hits %d codes %v requests %d", rate, o.OK, o.Errors, o.Hits, o.StatusCodes, o.Requests)
 		}
 		if rate > 0 && total > rate { // 300ms at 200/s is about 60
 			t.Errorf("open loop at %d/s sent %d in 300ms", rate, total)
@@ -180,5 +168,79 @@ func TestAttack(t *testing.T) {
 		if !strings.Contains(o.FirstErr, "status 500") {
 			t.Errorf("first error %q", o.FirstErr)
 		}
+		if o.TPS() <= 0 || o.Latencies.P99 <= 0 || o.Latencies.P99 < o.Latencies.P50 {
+			t.Errorf("rate %d: tps %v p50 %v p99 %v", rate, o.TPS(), o.Latencies.P50, o.Latencies.P99)
+		}
+	}
+}
+
+// Open loop against a server slower than the rate: the requests one worker
+// could not send on time count their wait, and those never sent are
+// dropped. Only lower bounds, which a loaded machine only makes larger.
+func TestAttackOpenLoopCountsFromDue(t *testing.T) {
+	const slow = 50 * time.Millisecond
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(slow)
+	}))
+	defer ts.Close()
+	next := func() request { return request{method: "GET", path: "/"} }
+	o := attack{base: ts.URL, workers: 1, duration: 400 * time.Millisecond, rate: 100, next: next, ok: is(200)}.run(context.Background())
+	if o.Requests == 0 || o.Requests > 10 { // one worker, 50ms each: at most 8 sent, 40 due
+		t.Fatalf("sent %d", o.Requests)
+	}
+	if o.Dropped < 40-int(o.Requests)-1 {
+		t.Errorf("dropped %d of 40 due with %d sent", o.Dropped, o.Requests)
+	}
+	if o.Latencies.Max < 3*slow {
+		t.Errorf("max latency %v: the wait behind a busy worker is not counted", o.Latencies.Max)
+	}
+}
+
+// The targeter turns each workload into complete vegeta targets.
+func TestTargeter(t *testing.T) {
+	keys, err := newKeyDist("zipf", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := workloadParams{keys: keys, bulk: 20}
+	tests := []struct {
+		row, method, prefix string
+		body                bool
+	}{
+		{"clients-get", "GET", "/clients/", false},
+		{"users-get", "GET", "/users/", false},
+		{"users-bulk", "GET", "/users?ids=", false},
+		{"clients-patch", "PATCH", "/clients/", true},
+		{"clients-delete", "DELETE", "/clients/", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.row, func(t *testing.T) {
+			tr := newTargeter("http://127.0.0.1:1", wl(t, tc.row).make(p))
+			for range 50 {
+				var tg vegeta.Target
+				if err := tr(&tg); err != nil {
+					t.Fatal(err)
+				}
+				rest, ok := strings.CutPrefix(tg.URL, "http://127.0.0.1:1"+tc.prefix)
+				if tg.Method != tc.method || !ok || rest == "" {
+					t.Fatalf("target %s %s", tg.Method, tg.URL)
+				}
+				ids := strings.Split(rest, ",")
+				if tc.row == "users-bulk" && len(ids) != 20 || tc.row != "users-bulk" && len(ids) != 1 {
+					t.Fatalf("%s: %d ids", tg.URL, len(ids))
+				}
+				for _, id := range ids {
+					if n, err := strconv.Atoi(id); err != nil || n < 1 || n > 100 {
+						t.Fatalf("%s: id %q out of 1..100", tg.URL, id)
+					}
+				}
+				if (tg.Body != nil) != tc.body || tc.body && (!json.Valid(tg.Body) || tg.Header.Get("Content-Type") != "application/json") {
+					t.Fatalf("body %q header %v", tg.Body, tg.Header)
+				}
+				if _, err := tg.Request(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -14,14 +14,13 @@ type workload struct {
 	method   string // table column
 	endpoint string // table column
 	about    string // one line for the report
-	make     func(p workloadParams) func(rng *rand.Rand) targeter
+	make     func(p workloadParams) func() request
 	ok       func(code int) bool
 }
 
 type workloadParams struct {
-	keys    func(rng *rand.Rand) keyDist
-	bulk    int // IDs per bulk request
-	numKeys int
+	keys keyDist
+	bulk int // IDs per bulk request
 }
 
 func is(codes ...int) func(int) bool {
@@ -35,30 +34,34 @@ func is(codes ...int) func(int) bool {
 	}
 }
 
-func getByID(prefix string) func(p workloadParams) func(rng *rand.Rand) targeter {
-	return func(p workloadParams) func(rng *rand.Rand) targeter {
-		return func(rng *rand.Rand) targeter {
-			key := p.keys(rng)
-			return func(*rand.Rand) target {
-				return target{method: "GET", path: prefix + strconv.Itoa(key())}
+func fixed(method, path string) func(workloadParams) func() request {
+	return func(workloadParams) func() request {
+		return func() request { return request{method: method, path: path} }
+	}
+}
+
+func getByID(prefix string) func(p workloadParams) func() request {
+	return func(p workloadParams) func() request {
+		return func() request { return request{method: "GET", path: prefix + strconv.Itoa(p.keys())} }
+	}
+}
+
+func write(method string) func(p workloadParams) func() request {
+	return func(p workloadParams) func() request {
+		return func() request {
+			r := request{method: method, path: "/clients/" + strconv.Itoa(p.keys())}
+			if method == "PATCH" {
+				r.body = patchBody()
 			}
+			return r
 		}
 	}
 }
 
-func write(method string) func(p workloadParams) func(rng *rand.Rand) targeter {
-	return func(p workloadParams) func(rng *rand.Rand) targeter {
-		return func(rng *rand.Rand) targeter {
-			key := p.keys(rng)
-			return func(rng *rand.Rand) target {
-				t := target{method: method, path: "/clients/" + strconv.Itoa(key())}
-				if method == "PATCH" {
-					t.body = []byte(`{"name":"Bench ` + strconv.Itoa(rng.IntN(1e6)) + `"}`)
-				}
-				return t
-			}
-		}
-	}
+// patchBody renames a client; a fresh name each time, so every PATCH
+// really changes the record.
+func patchBody() []byte {
+	return []byte(`{"name":"Bench ` + strconv.Itoa(rand.IntN(1e6)) + `"}`)
 }
 
 // bulkPath draws n distinct IDs in random order (an IN list a client
@@ -99,11 +102,8 @@ var workloads = []workload{
 	{
 		name: "users-bulk", method: "GET", endpoint: "/users?ids=…",
 		about: "a client's own bulk read of distinct IDs (split by the sidecar when configured)",
-		make: func(p workloadParams) func(rng *rand.Rand) targeter {
-			return func(rng *rand.Rand) targeter {
-				key := p.keys(rng)
-				return func(*rand.Rand) target { return target{method: "GET", path: bulkPath(key, p.bulk)} }
-			}
+		make: func(p workloadParams) func() request {
+			return func() request { return request{method: "GET", path: bulkPath(p.keys, p.bulk)} }
 		},
 		ok: is(200),
 	},
@@ -120,41 +120,27 @@ var workloads = []workload{
 	{
 		name: "self", method: "GET", endpoint: "/self",
 		about: "a fixed small object (one slot per call upstream)",
-		make: func(workloadParams) func(*rand.Rand) targeter {
-			return func(*rand.Rand) targeter {
-				return func(*rand.Rand) target { return target{method: "GET", path: "/self"} }
-			}
-		},
-		ok: is(200),
+		make:  fixed("GET", "/self"), ok: is(200),
 	},
 	{
 		name: "clients-list", method: "GET", endpoint: "/clients",
 		about: "the first 20 clients",
-		make: func(workloadParams) func(*rand.Rand) targeter {
-			return func(*rand.Rand) targeter {
-				return func(*rand.Rand) target { return target{method: "GET", path: "/clients"} }
-			}
-		},
-		ok: is(200),
+		make:  fixed("GET", "/clients"), ok: is(200),
 	},
 	{
 		name: "mixed", method: "mix", endpoint: "80% GET client, 10% GET user, 5% bulk, 5% PATCH client",
 		about: "reads dominate, writes invalidate; no DELETE so the data set stays whole",
-		make: func(p workloadParams) func(rng *rand.Rand) targeter {
-			return func(rng *rand.Rand) targeter {
-				key := p.keys(rng)
-				return func(rng *rand.Rand) target {
-					switch n := rng.IntN(100); {
-					case n < 80:
-						return target{method: "GET", path: "/clients/" + strconv.Itoa(key())}
-					case n < 90:
-						return target{method: "GET", path: "/users/" + strconv.Itoa(key())}
-					case n < 95:
-						return target{method: "GET", path: bulkPath(key, p.bulk)}
-					default:
-						return target{method: "PATCH", path: "/clients/" + strconv.Itoa(key()),
-							body: []byte(`{"name":"Bench ` + strconv.Itoa(rng.IntN(1e6)) + `"}`)}
-					}
+		make: func(p workloadParams) func() request {
+			return func() request {
+				switch n := rand.IntN(100); {
+				case n < 80:
+					return request{method: "GET", path: "/clients/" + strconv.Itoa(p.keys())}
+				case n < 90:
+					return request{method: "GET", path: "/users/" + strconv.Itoa(p.keys())}
+				case n < 95:
+					return request{method: "GET", path: bulkPath(p.keys, p.bulk)}
+				default:
+					return request{method: "PATCH", path: "/clients/" + strconv.Itoa(p.keys()), body: patchBody()}
 				}
 			}
 		},
