@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sidecache/sidecache/internal/redistest"
 )
@@ -117,5 +120,51 @@ func TestUpstreamDown(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("502 took %v, want fast", d)
+	}
+}
+
+// An invalidation that fails because Redis is unreachable (paused, not
+// dead: it keeps its data) is replayed when Redis answers again, so
+// neither L2 nor the peer's L1 keeps serving the old body.
+func TestInvalidationReplayedAfterRedisStall(t *testing.T) {
+	rs := redistest.Start(t)
+	o := newOrigin(t)
+	a := startReplica(t, o.URL, l2Block(false, rs.Addr()))
+	b := startReplica(t, o.URL, l2Block(false, rs.Addr()))
+	a.get(t, "/clients/4")
+	eventually(t, 2*time.Second, "B cached", func() bool {
+		_, cs := b.get(t, "/clients/4")
+		return strings.Contains(cs, "hit")
+	})
+	raw := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	defer raw.Close()
+	const l2key = "sidecache:e:GET clients.svc/clients/4"
+	if n, err := raw.Exists(context.Background(), l2key).Result(); err != nil || n != 1 {
+		t.Fatalf("L2 key %q: exists=%d err=%v (key layout changed?)", l2key, n, err)
+	}
+	if err := raw.Do(context.Background(), "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := a.do(t, http.MethodPatch, "/clients/4"); code != 200 {
+		t.Fatalf("PATCH while Redis stalls: %d", code)
+	}
+	if got, _ := a.get(t, "/clients/4"); got != body("4", 1) {
+		t.Fatalf("A read its own write as %q", got)
+	}
+	// After the pause: the replayed invalidation reaches L2 and B.
+	eventually(t, 10*time.Second, "B sees the write after the stall", func() bool {
+		got, _ := b.get(t, "/clients/4")
+		return got == body("4", 1)
+	})
+	n, err := raw.Exists(context.Background(), l2key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The key may exist again only if refilled with the new body.
+	if n == 1 {
+		v, _ := raw.Get(context.Background(), l2key).Bytes()
+		if strings.Contains(string(v), body("4", 0)) {
+			t.Fatal("L2 still holds the old body after the replay")
+		}
 	}
 }

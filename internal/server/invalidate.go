@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cache/l2"
@@ -11,22 +14,92 @@ import (
 )
 
 // invalidator drops tags here first (so this replica reads its own write at
-// once), then in L2, which tells the peers.
+// once), then in L2, which tells the peers. A write that reached the
+// upstream must not lose its invalidation because Redis was unreachable at
+// that moment: failed tags are kept and replayed until L2 takes them, so
+// neither L2 nor a peer's L1 keeps the old body for the rest of its TTL.
 type invalidator struct {
 	l1 *l1.Store
 	l2 *l2.Store
+
+	mu      sync.Mutex
+	pending map[string]struct{}
+	kick    chan struct{} // wakes the replay loop
+}
+
+// maxPending bounds the replay set; past it, the next replay purges L2 as a
+// whole, the only invalidation that still covers everything that was lost.
+const maxPending = 100_000
+
+func newInvalidator(l1s *l1.Store, l2s *l2.Store) *invalidator {
+	return &invalidator{l1: l1s, l2: l2s, pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
 }
 
 func (v *invalidator) InvalidateTags(ctx context.Context, tags ...string) error {
 	if v.l1 != nil {
 		v.l1.DeleteTags(tags...)
 	}
-	if v.l2 != nil {
-		if err := v.l2.InvalidateTags(ctx, tags...); err != nil {
-			return fmt.Errorf("invalidate: %w", err)
-		}
+	if v.l2 == nil {
+		return nil
+	}
+	if err := v.l2.InvalidateTags(ctx, tags...); err != nil {
+		v.retryLater(tags)
+		return fmt.Errorf("invalidate: will retry: %w", err)
 	}
 	return nil
+}
+
+func (v *invalidator) retryLater(tags []string) {
+	v.mu.Lock()
+	for _, t := range tags {
+		v.pending[t] = struct{}{}
+	}
+	v.mu.Unlock()
+	select {
+	case v.kick <- struct{}{}:
+	default:
+	}
+}
+
+// replay retries the pending tags while there are any, every interval,
+// until ctx ends.
+func (v *invalidator) replay(ctx context.Context, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-v.kick:
+		case <-t.C:
+		}
+		v.mu.Lock()
+		tags := make([]string, 0, len(v.pending))
+		for tag := range v.pending {
+			tags = append(tags, tag)
+		}
+		v.mu.Unlock()
+		if len(tags) == 0 || !v.l2.Up() {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var err error
+		if len(tags) > maxPending {
+			err = v.l2.PurgeAll(cctx)
+		} else {
+			err = v.l2.InvalidateTags(cctx, tags...)
+		}
+		cancel()
+		if err != nil {
+			continue
+		}
+		v.mu.Lock()
+		for _, tag := range tags {
+			delete(v.pending, tag)
+		}
+		v.mu.Unlock()
+		log.Info("replayed invalidations that failed while l2 was unreachable", "tags", len(tags))
+	}
 }
 
 // peerInvalidation applies another replica's invalidation to this L1.
@@ -76,7 +149,8 @@ func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
 	p.s.m.Invalidation("purge", len(tags))
 	if p.s.l2 != nil {
 		if err := p.s.l2.InvalidateTags(ctx, tags...); err != nil {
-			return n, fmt.Errorf("purge: %w", err)
+			p.s.inv.retryLater(tags)
+			return n, fmt.Errorf("purge: will retry: %w", err)
 		}
 	}
 	return n, nil

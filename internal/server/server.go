@@ -106,7 +106,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	s.tiers = cache.NewTiered(l1s, l2s, cache.TieredOptions{
 		Observe: func(t cache.Tier, r cache.Result) { s.m.Lookup(string(t), string(r)) },
 	})
-	s.inv = &invalidator{l1: s.l1, l2: s.l2}
+	s.inv = newInvalidator(s.l1, s.l2)
 
 	table, err := compileRoutes(cfg.Routes)
 	if err != nil {
@@ -198,6 +198,9 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- serve(s.proxySrv, s.proxyLn) }()
 	go func() { errc <- serve(s.adminSrv, s.adminLn) }()
+	if s.l2 != nil {
+		go s.inv.replay(ctx, time.Second, s.log.With("component", "invalidate"))
+	}
 	if s.opts.ConfigPath != "" && s.opts.WatchInterval >= 0 {
 		go s.watch(ctx)
 	}
