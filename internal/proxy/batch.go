@@ -267,7 +267,7 @@ func (h *Handler) serveSplit(w http.ResponseWriter, r *http.Request, st *state, 
 		s, req, key := slots[id], reqs[i], keys[i]
 		e := found[i]
 		if e != nil && e.IsVariants() {
-			e, _, _ = h.lookup(ctx, key, req, false) // rare: the per-ID route answered with Vary
+			e, _, _, _ = h.lookup(ctx, key, req, false) // rare: the per-ID route answered with Vary
 		}
 		if h.tombs.stale(e, h.now()) {
 			e = nil

@@ -45,7 +45,7 @@ func (h *Handler) serveCached(w http.ResponseWriter, r *http.Request, st *state,
 	var stale *cache.Entry
 	flightKey := key
 	if !refresh {
-		e, tier, vkey := h.lookup(ctx, key, r, true)
+		e, tier, vkey, _ := h.lookup(ctx, key, r, true)
 		if vkey != "" {
 			flightKey = vkey
 		}
@@ -77,9 +77,13 @@ func (h *Handler) serveCached(w http.ResponseWriter, r *http.Request, st *state,
 	if stale == nil && f != nil {
 		stale = f.stale
 	}
+	if err == nil && f.tooLarge {
+		h.passThrough(w, r, rm, start, status{fwd: "miss", detail: "too-large"}, nil)
+		return
+	}
 	if err == nil && !leader && !h.usable(f, r, key) {
-		// Not for this client: private, another variant, or too large to
-		// share. It fetches on its own, outside any flight.
+		// Not for this client: private, or another variant. It fetches on
+		// its own, outside any flight.
 		f, err = h.fetch(context.WithoutCancel(ctx), rt, params, r, key)
 		leader = true
 	}
@@ -130,23 +134,30 @@ func (h *Handler) serveCached(w http.ResponseWriter, r *http.Request, st *state,
 // local reads L1 only: requests look there before joining a flight, and
 // the flight's leader alone goes on to L2. An entry that predates an
 // invalidation of one of its tags (see tombstones) is a miss.
-func (h *Handler) lookup(ctx context.Context, key string, r *http.Request, local bool) (e *cache.Entry, tier cache.Tier, vkey string) {
+func (h *Handler) lookup(ctx context.Context, key string, r *http.Request, local bool) (e *cache.Entry, tier cache.Tier, vkey string, vary []string) {
 	get := h.cache.Lookup
 	if local {
 		get = h.cache.LookupLocal
 	}
 	e, tier, _ = get(ctx, key)
 	if e != nil && e.IsVariants() {
-		vkey = cachekey.WithVary(key, e.Variants, r.Header)
+		vary = e.Variants
+		vkey = cachekey.WithVary(key, vary, r.Header)
 		e, tier, _ = get(ctx, vkey)
 		if e != nil && e.IsVariants() {
-			return nil, "", vkey // a marker where a response belongs: a miss
+			return nil, "", vkey, vary // a marker where a response belongs: a miss
 		}
 	}
 	if h.tombs.stale(e, h.now()) {
-		return nil, "", vkey
+		return nil, "", vkey, vary
 	}
-	return e, tier, vkey
+	return e, tier, vkey, vary
+}
+
+// cachedFlight is a flight answered from the cache after all. It carries
+// the variant it is, so waiters of another variant do not take it.
+func cachedFlight(e *cache.Entry, tier cache.Tier, vkey string, vary []string) *flight {
+	return &flight{e: e, tier: tier, shareable: true, vkey: vkey, vary: vary}
 }
 
 // usable reports whether a waiter may take the leader's response: only a
@@ -167,9 +178,9 @@ func (h *Handler) usable(f *flight, r *http.Request, key string) bool {
 func (h *Handler) fill(ctx context.Context, st *state, rt *route.Route, params route.Params, r *http.Request, key string, refresh bool) (*flight, error) {
 	var stale *cache.Entry
 	if !refresh {
-		e, tier, _ := h.lookup(ctx, key, r, false)
+		e, tier, vkey, vary := h.lookup(ctx, key, r, false)
 		if h.servable(e, r) {
-			return &flight{e: e, tier: tier, shareable: true}, nil
+			return cachedFlight(e, tier, vkey, vary), nil
 		}
 		if e != nil && e.WithinStaleIfError(h.now()) && acceptsEncoding(r, e.Header) {
 			stale = e
@@ -189,6 +200,10 @@ func (h *Handler) fillUpstream(ctx context.Context, st *state, rt *route.Route, 
 	if b := st.batchers[rt]; b != nil && r.URL.RawQuery == "" {
 		return h.loadBatched(ctx, b, rt, params, r)
 	}
+	// One deadline for waiting on another replica's lease and fetching
+	// after it: a client gets its 504 at upstream.timeout, not twice that.
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
 	if h.leaser != nil && !refresh {
 		release, acquired, err := h.leaser.Lease(ctx, key, h.leaseTTL)
 		switch {
@@ -198,8 +213,8 @@ func (h *Handler) fillUpstream(ctx context.Context, st *state, rt *route.Route, 
 			defer release()
 		default:
 			if _, ok, _ := h.leaser.WaitFill(ctx, key, h.leaseTTL); ok {
-				if e, tier, _ := h.lookup(ctx, key, r, false); h.servable(e, r) {
-					return &flight{e: e, tier: tier, shareable: true}, nil
+				if e, tier, vkey, vary := h.lookup(ctx, key, r, false); h.servable(e, r) {
+					return cachedFlight(e, tier, vkey, vary), nil
 				}
 			}
 		}
@@ -248,7 +263,9 @@ func (h *Handler) fetch(ctx context.Context, rt *route.Route, params route.Param
 // the answer may predate the write.
 func (h *Handler) store(ctx context.Context, rt *route.Route, params route.Params, r *http.Request, key string, requested time.Time, code int, header http.Header, body []byte) *flight {
 	now := requested
-	e := &cache.Entry{Status: code, Header: storedHeader(header), Body: body, StoredAt: now}
+	// Tags and variant are set before deciding whether to store: a waiter
+	// checks both even on a response nobody keeps (tombstones, Vary).
+	e := &cache.Entry{Status: code, Header: storedHeader(header), Body: body, StoredAt: now, Tags: entryTags(rt, params)}
 	f := &flight{e: e, shareable: !private(header)}
 	negative, ok := cacheableStatus(code, rt.NegativeTTL)
 	names, star := cachekey.ParseVary(header)
@@ -258,7 +275,13 @@ func (h *Handler) store(ctx context.Context, rt *route.Route, params route.Param
 		names = append(names, "Accept-Encoding")
 		slices.Sort(names)
 	}
-	if !ok || !f.shareable || star || cacheControlHas(header, "no-cache") {
+	if len(names) > 0 {
+		f.vary, f.vkey = names, cachekey.WithVary(key, names, r.Header)
+	}
+	if star {
+		f.shareable = false // Vary: * matches no other request (RFC 9110 §12.5.5)
+	}
+	if !ok || !f.shareable || cacheControlHas(header, "no-cache") {
 		return f
 	}
 	if negative {
@@ -266,13 +289,11 @@ func (h *Handler) store(ctx context.Context, rt *route.Route, params route.Param
 	} else {
 		e.TTL, e.StaleWhileRevalidate, e.StaleIfError = rt.TTL, rt.StaleWhileRevalidate, rt.StaleIfError
 	}
-	e.Tags = entryTags(rt, params)
 	if h.tombs.stale(e, h.now()) {
 		return f // fetched before a write to it was invalidated: serve, never keep
 	}
 	skey := key
 	if len(names) > 0 {
-		f.vary, f.vkey = names, cachekey.WithVary(key, names, r.Header)
 		skey = f.vkey
 		marker := &cache.Entry{Variants: names, StoredAt: now, TTL: e.TTL, StaleWhileRevalidate: e.StaleWhileRevalidate, StaleIfError: e.StaleIfError, Tags: e.Tags}
 		_ = h.cache.Set(ctx, key, marker)
@@ -318,6 +339,11 @@ func (h *Handler) outgoing(ctx context.Context, r *http.Request, path, rawQuery 
 	u := *h.up
 	u.Path = singleJoiningSlash(h.up.Path, path)
 	u.RawPath = ""
+	if path == r.URL.Path && r.URL.RawPath != "" {
+		// Keep the client's encoding (a %2F stays one), as
+		// httputil.ReverseProxy does on the pass-through path.
+		u.RawPath = singleJoiningSlash(h.up.EscapedPath(), r.URL.RawPath)
+	}
 	u.RawQuery = rawQuery
 	out := (&http.Request{
 		Method:     http.MethodGet,

@@ -28,24 +28,40 @@ func newTombstones(window time.Duration) *tombstones {
 }
 
 func (t *tombstones) add(now time.Time, tags ...string) {
+	if len(tags) == 0 {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for _, tag := range tags {
+		t.tags[tag] = now
+	}
+	t.pruneLocked(now)
+}
+
+func (t *tombstones) addAll(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.all = now
+	t.pruneLocked(now)
+}
+
+// pruneLocked drops tombstones past the window and recounts live, which
+// covers the purge-all stamp as well as the tags.
+func (t *tombstones) pruneLocked(now time.Time) {
 	for tag, at := range t.tags {
 		if now.Sub(at) > t.window {
 			delete(t.tags, tag)
 		}
 	}
-	for _, tag := range tags {
-		t.tags[tag] = now
+	if !t.all.IsZero() && now.Sub(t.all) > t.window {
+		t.all = time.Time{}
 	}
-	t.live.Store(int64(len(t.tags)))
-}
-
-func (t *tombstones) addAll(now time.Time) {
-	t.mu.Lock()
-	t.all = now
-	t.mu.Unlock()
-	t.live.Add(1)
+	n := int64(len(t.tags))
+	if !t.all.IsZero() {
+		n++
+	}
+	t.live.Store(n)
 }
 
 // stale reports whether e was requested no later than an invalidation of

@@ -104,21 +104,27 @@ func (v *invalidator) replay(ctx context.Context, every time.Duration, log *slog
 
 // peerInvalidation applies another replica's invalidation to this L1.
 func (s *Server) peerInvalidation(inv l2.Invalidation) {
-	if s.l1 == nil || s.proxy == nil {
-		return
+	if s.proxy == nil {
+		return // still starting: nothing has been fetched yet
 	}
+	// Tombstones first, and even without an L1: they stop a fetch that
+	// began before the peer's write from being stored (in L2) afterwards.
 	n := 0
 	switch {
 	case inv.All:
 		s.proxy.InvalidatedAll()
-		s.l1.Clear()
+		if s.l1 != nil {
+			s.l1.Clear()
+		}
 		n = 1
 	default:
 		s.proxy.Invalidated(inv.Tags...)
-		n += s.l1.DeleteTags(inv.Tags...)
-		if len(inv.Keys) > 0 {
-			_ = s.l1.Delete(context.Background(), inv.Keys...)
-			n += len(inv.Keys)
+		if s.l1 != nil {
+			n += s.l1.DeleteTags(inv.Tags...)
+			if len(inv.Keys) > 0 {
+				_ = s.l1.Delete(context.Background(), inv.Keys...)
+				n += len(inv.Keys)
+			}
 		}
 	}
 	s.m.Invalidation("peer", max(n, 1))
