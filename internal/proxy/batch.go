@@ -96,10 +96,14 @@ func (h *Handler) fetchBulk(ctx context.Context, rt *route.Route, r *http.Reques
 	if ct == "" {
 		ct = "application/json"
 	}
-	shareable := !private(resp.Header)
 	// A private answer stays private per id: not stored, not handed to
 	// collapsed waiters (see usable), and the clients are told so
-	// (RFC 9111 §5.2.2.7).
+	// (RFC 9111 §5.2.2.7). A bulk answer that varies on request headers is
+	// treated the same way: it was fetched with the opener's headers, and
+	// the batch's other requests may differ in ones the grouping ignores.
+	names, star := cachekey.ParseVary(resp.Header)
+	shareable := !private(resp.Header) && len(names) == 0 && !star
+	storable := shareable && !cacheControlHas(resp.Header, "no-cache")
 	var cc []string
 	if !shareable {
 		cc = []string{"private"}
@@ -124,7 +128,7 @@ func (h *Handler) fetchBulk(ctx context.Context, rt *route.Route, r *http.Reques
 		e.Tags = entryTags(rt, params)
 		// An element over max_body_bytes is answered but, like any such
 		// response, not kept.
-		if e.TTL > 0 && shareable && int64(len(e.Body)) <= h.maxBody && !h.tombs.stale(e, h.now()) {
+		if e.TTL > 0 && storable && int64(len(e.Body)) <= h.maxBody && !h.tombs.stale(e, h.now()) {
 			req := perIDRequest(r, rt, id)
 			if err := h.cache.Set(ctx, cachekey.Build(req, &rt.Key), e); err != nil {
 				h.log.Debug("cache set", "route", rt.Name, "id", id, "err", err)

@@ -413,7 +413,7 @@ func (h *Handler) setCacheHeaders(dst http.Header, e *cache.Entry, st status, fr
 	if fromCache {
 		dst["Age"] = []string{strconv.FormatInt(int64(e.Age(h.now())/time.Second), 10)}
 	}
-	dst["Cache-Status"] = []string{st.String()}
+	dst["Cache-Status"] = []string{appendCacheStatus(e.Header.Get("Cache-Status"), st.String())}
 }
 
 // acceptsEncoding guards against an upstream that compresses without

@@ -108,14 +108,14 @@ func removeHopHeaders(h http.Header) {
 
 // storedHeader is the header an entry keeps: the response's own minus
 // hop-by-hop fields and the fields the cache itself sets on every answer
-// (Age, Cache-Status, Content-Length). A response with Set-Cookie is never
+// (Age, Content-Length). An upstream Cache-Status is kept: this cache
+// appends its own member to it (RFC 9211 §2). A response with Set-Cookie is never
 // stored or shared (see private), so the cookie only reaches the client
 // whose request fetched it.
 func storedHeader(src http.Header) http.Header {
 	h := src.Clone()
 	removeHopHeaders(h)
 	h.Del("Age")
-	h.Del("Cache-Status")
 	h.Del("Content-Length")
 	return h
 }
@@ -163,6 +163,15 @@ func etagMatchWeak(list, etag string) bool {
 // notModifiedHeaders are the fields a 304 carries over from the stored 200
 // (RFC 9110 §15.4.5).
 var notModifiedHeaders = [...]string{"Cache-Control", "Content-Location", "Date", "Etag", "Expires", "Last-Modified", "Vary"}
+
+// appendCacheStatus adds this cache's member after the ones caches nearer
+// the origin wrote (RFC 9211 §2: the field is a list, origin side first).
+func appendCacheStatus(prev, ours string) string {
+	if prev == "" {
+		return ours
+	}
+	return prev + ", " + ours
+}
 
 // status builds an RFC 9211 Cache-Status field value for this cache.
 type status struct {

@@ -206,13 +206,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serveWrite forwards an unsafe request and, after a 2xx, drops the route's
 // invalidate tags before the client sees the answer, so a client always
-// reads its own write (RFC 9111 §4.4 asks the same of a cache).
+// reads its own write (RFC 9111 §4.4 asks the same of a cache). A write
+// whose outcome is unknown — the upstream timed out or the connection broke
+// after the request was sent — may have been applied, so it invalidates
+// too.
 func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, rt *route.Route, params route.Params, rm *metrics.RouteMetrics, start time.Time) {
-	var after func(*http.Response)
+	var after func(code int)
 	if len(rt.Invalidate) > 0 && h.inv != nil {
 		tags := expand(rt.Invalidate, params)
-		after = func(resp *http.Response) {
-			if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		after = func(code int) {
+			if code != 0 && (code < 200 || code > 299) {
 				return
 			}
 			h.Invalidated(tags...)
@@ -233,12 +236,12 @@ type passCtxKey struct{}
 // hooks, so one ReverseProxy serves every route without a closure per call.
 type passInfo struct {
 	st    status
-	after func(*http.Response)
+	after func(code int) // the upstream's status, 0 when unknown (an error)
 	rm    *metrics.RouteMetrics
 	start time.Time
 }
 
-func (h *Handler) passThrough(w http.ResponseWriter, r *http.Request, rm *metrics.RouteMetrics, start time.Time, st status, after func(*http.Response)) {
+func (h *Handler) passThrough(w http.ResponseWriter, r *http.Request, rm *metrics.RouteMetrics, start time.Time, st status, after func(code int)) {
 	pi := &passInfo{st: st, after: after, rm: rm, start: start}
 	h.pass.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), passCtxKey{}, pi)))
 	result := metrics.Pass
@@ -266,20 +269,26 @@ func (h *Handler) newPassProxy() *httputil.ReverseProxy {
 			}
 			pi.rm.Upstream(resp.StatusCode, h.now().Sub(pi.start))
 			if pi.after != nil {
-				pi.after(resp)
+				pi.after(resp.StatusCode)
 			}
 			st := pi.st
 			st.fwdStatus = resp.StatusCode
-			resp.Header.Set("Cache-Status", st.String())
+			resp.Header.Set("Cache-Status", appendCacheStatus(resp.Header.Get("Cache-Status"), st.String()))
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			pi, _ := r.Context().Value(passCtxKey{}).(*passInfo)
 			if r.Context().Err() != nil {
+				if pi != nil && pi.after != nil {
+					pi.after(0) // the write may have reached the upstream
+				}
 				return // the client left; there is no one to answer
 			}
 			if pi != nil {
 				pi.rm.Upstream(0, h.now().Sub(pi.start))
+				if pi.after != nil {
+					pi.after(0)
+				}
 			}
 			h.log.Warn("upstream", "method", r.Method, "path", r.URL.Path, "err", err)
 			st := status{fwd: "bypass"}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/cache/l2"
 	"github.com/sidecache/sidecache/internal/redistest"
 )
 
@@ -167,4 +169,43 @@ func TestInvalidationReplayedAfterRedisStall(t *testing.T) {
 			t.Fatal("L2 still holds the old body after the replay")
 		}
 	}
+}
+
+// A fetch that began before a write can land its (old) answer in L2 after
+// the write's invalidation; the delayed second pass removes it, so it is
+// not served once the tombstones have expired.
+func TestLateStaleWriteRemovedBySecondPass(t *testing.T) {
+	rs := redistest.Start(t)
+	o := newOrigin(t)
+	a := startReplica(t, o.URL, l2Block(false, rs.Addr()))
+	a.get(t, "/clients/8")
+	before := time.Now()
+	if code, _, _ := a.do(t, http.MethodPatch, "/clients/8"); code != 200 {
+		t.Fatal("PATCH failed")
+	}
+	// The late write: a peer's pre-write fetch stores the old body.
+	late, err := l2.New(context.Background(), l2.Options{Addrs: []string{rs.Addr()}, Prefix: "sidecache:", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	const key = "GET clients.svc/clients/8"
+	old := &cache.Entry{Status: 200, Body: []byte(body("8", 0)), StoredAt: before.Add(-time.Millisecond),
+		TTL: 5 * time.Minute, Tags: []string{"_route:client", "client:8"}}
+	if err := late.Set(context.Background(), key, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	raw := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	defer raw.Close()
+	if n, _ := raw.Exists(context.Background(), "sidecache:e:"+key).Result(); n != 1 {
+		t.Fatal("the late write did not land")
+	}
+	// upstream.timeout is 2s in these tests: the second pass runs at ~4s.
+	eventually(t, 8*time.Second, "second pass removes the late stale entry", func() bool {
+		n, _ := raw.Exists(context.Background(), "sidecache:e:"+key).Result()
+		return n == 0
+	})
 }

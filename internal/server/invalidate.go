@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,14 +26,22 @@ type invalidator struct {
 	mu      sync.Mutex
 	pending map[string]struct{}
 	kick    chan struct{} // wakes the replay loop
+
+	// again is when each invalidation runs a second time: a peer's fetch
+	// that began before the write can still write its answer to L2 after
+	// the first delete (its tombstone keeps it from being served only for
+	// a while). By upstream.timeout plus the write queue's lag every such
+	// fetch has ended, so the second delete leaves nothing stale behind —
+	// the "delayed double delete" of cache-aside. 0 = never.
+	again time.Duration
 }
 
 // maxPending bounds the replay set; past it, the next replay purges L2 as a
 // whole, the only invalidation that still covers everything that was lost.
 const maxPending = 100_000
 
-func newInvalidator(l1s *l1.Store, l2s *l2.Store) *invalidator {
-	return &invalidator{l1: l1s, l2: l2s, pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
+func newInvalidator(l1s *l1.Store, l2s *l2.Store, again time.Duration) *invalidator {
+	return &invalidator{l1: l1s, l2: l2s, pending: map[string]struct{}{}, kick: make(chan struct{}, 1), again: again}
 }
 
 func (v *invalidator) InvalidateTags(ctx context.Context, tags ...string) error {
@@ -42,11 +51,21 @@ func (v *invalidator) InvalidateTags(ctx context.Context, tags ...string) error 
 	if v.l2 == nil {
 		return nil
 	}
+	v.twice(tags)
 	if err := v.l2.InvalidateTags(ctx, tags...); err != nil {
 		v.retryLater(tags)
 		return fmt.Errorf("invalidate: will retry: %w", err)
 	}
 	return nil
+}
+
+// twice schedules the second pass of an invalidation (see again).
+func (v *invalidator) twice(tags []string) {
+	if v.l2 == nil || v.again <= 0 {
+		return
+	}
+	tags = slices.Clone(tags)
+	time.AfterFunc(v.again, func() { v.retryLater(tags) })
 }
 
 func (v *invalidator) retryLater(tags []string) {
@@ -98,7 +117,7 @@ func (v *invalidator) replay(ctx context.Context, every time.Duration, log *slog
 			delete(v.pending, tag)
 		}
 		v.mu.Unlock()
-		log.Info("replayed invalidations that failed while l2 was unreachable", "tags", len(tags))
+		log.Debug("invalidations replayed: second passes, or retries after l2 was unreachable", "tags", len(tags))
 	}
 }
 
@@ -154,6 +173,7 @@ func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
 	}
 	p.s.m.Invalidation("purge", len(tags))
 	if p.s.l2 != nil {
+		p.s.inv.twice(tags)
 		if err := p.s.l2.InvalidateTags(ctx, tags...); err != nil {
 			p.s.inv.retryLater(tags)
 			return n, fmt.Errorf("purge: will retry: %w", err)

@@ -106,7 +106,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	s.tiers = cache.NewTiered(l1s, l2s, cache.TieredOptions{
 		Observe: func(t cache.Tier, r cache.Result) { s.m.Lookup(string(t), string(r)) },
 	})
-	s.inv = newInvalidator(s.l1, s.l2)
+	s.inv = newInvalidator(s.l1, s.l2, cfg.Upstream.Timeout.D()+2*time.Second)
 
 	table, err := compileRoutes(cfg.Routes)
 	if err != nil {
