@@ -128,7 +128,7 @@ func (h *Handler) fetchBulk(ctx context.Context, rt *route.Route, r *http.Reques
 		e.Tags = entryTags(rt, params)
 		// An element over max_body_bytes is answered but, like any such
 		// response, not kept.
-		if e.TTL > 0 && storable && int64(len(e.Body)) <= h.maxBody && !h.tombs.stale(e, h.now()) {
+		if e.TTL > 0 && storable && int64(len(e.Body)) <= h.maxBody && !h.tombs.Stale(e, h.now()) {
 			req := perIDRequest(r, rt, id)
 			if err := h.cache.Set(ctx, cachekey.Build(req, &rt.Key), e); err != nil {
 				h.log.Debug("cache set", "route", rt.Name, "id", id, "err", err)
@@ -273,7 +273,7 @@ func (h *Handler) serveSplit(w http.ResponseWriter, r *http.Request, st *state, 
 		if e != nil && e.IsVariants() {
 			e, _, _, _ = h.lookup(ctx, key, req, false) // rare: the per-ID route answered with Vary
 		}
-		if h.tombs.stale(e, h.now()) {
+		if h.tombs.Stale(e, h.now()) {
 			e = nil
 		}
 		if h.servable(e, req) {

@@ -148,7 +148,7 @@ func (h *Handler) lookup(ctx context.Context, key string, r *http.Request, local
 			return nil, "", vkey, vary // a marker where a response belongs: a miss
 		}
 	}
-	if h.tombs.stale(e, h.now()) {
+	if h.tombs.Stale(e, h.now()) {
 		return nil, "", vkey, vary
 	}
 	return e, tier, vkey, vary
@@ -164,7 +164,7 @@ func cachedFlight(e *cache.Entry, tier cache.Tier, vkey string, vary []string) *
 // shareable one, of the variant this request selects, in an encoding it
 // accepts.
 func (h *Handler) usable(f *flight, r *http.Request, key string) bool {
-	if !f.shareable || f.tooLarge || h.tombs.stale(f.e, h.now()) {
+	if !f.shareable || f.tooLarge || h.tombs.Stale(f.e, h.now()) {
 		return false
 	}
 	if len(f.vary) > 0 && cachekey.WithVary(key, f.vary, r.Header) != f.vkey {
@@ -289,7 +289,7 @@ func (h *Handler) store(ctx context.Context, rt *route.Route, params route.Param
 	} else {
 		e.TTL, e.StaleWhileRevalidate, e.StaleIfError = rt.TTL, rt.StaleWhileRevalidate, rt.StaleIfError
 	}
-	if h.tombs.stale(e, h.now()) {
+	if h.tombs.Stale(e, h.now()) {
 		return f // fetched before a write to it was invalidated: serve, never keep
 	}
 	skey := key

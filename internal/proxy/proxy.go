@@ -22,6 +22,7 @@ import (
 	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/tombstone"
 )
 
 // Cache is what the proxy needs of the (tiered) store: a lookup that says
@@ -90,7 +91,7 @@ type Handler struct {
 	// refreshing holds the keys with a stale-while-revalidate refresh
 	// under way, so a burst of stale hits starts one goroutine, not many.
 	refreshing sync.Map
-	tombs      *tombstones
+	tombs      *tombstone.Set
 }
 
 // state is what a reload replaces as one: the table and the batchers built
@@ -138,7 +139,7 @@ func New(opts Options) (*Handler, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	h.tombs = newTombstones(h.timeout + 10*time.Second)
+	h.tombs = tombstone.New(h.timeout + 10*time.Second)
 	h.transport = opts.Transport
 	if h.transport == nil {
 		h.transport = NewTransport(h.timeout, opts.MaxIdleConnsPerHost)
@@ -362,3 +363,11 @@ func expand(ts []route.Template, p route.Params) []string {
 	}
 	return out
 }
+
+// Invalidated records that tags were invalidated now (by a write here, a
+// purge, or a peer's message), so that fetches begun before now are not
+// stored or served. The caller drops the stored entries themselves.
+func (h *Handler) Invalidated(tags ...string) { h.tombs.Add(h.now(), tags...) }
+
+// InvalidatedAll is Invalidated for a purge of everything.
+func (h *Handler) InvalidatedAll() { h.tombs.AddAll(h.now()) }

@@ -1,4 +1,6 @@
-package proxy
+// Package tombstone remembers recent invalidations so that a cache can
+// refuse to store or serve an answer fetched before them.
+package tombstone
 
 import (
 	"sync"
@@ -8,14 +10,14 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 )
 
-// tombstones close the cache-aside race: a fetch that started before a
+// Set closes the cache-aside race: a fetch that started before a
 // write was invalidated can finish, and be stored (here or, asynchronously,
 // by a peer in L2), after the invalidation ran. Every entry is stamped with
 // its request time (RFC 9111 §4.2.3), so an entry whose tag was invalidated
 // at or after that time is known to predate the write: it is neither
 // stored nor served. A tombstone only needs to outlive the longest fetch
 // plus the L2 write queue, so they are kept for a short window.
-type tombstones struct {
+type Set struct {
 	window time.Duration
 	live   atomic.Int64 // number of tombstones, for a lock-free fast path
 	mu     sync.RWMutex
@@ -23,11 +25,14 @@ type tombstones struct {
 	all    time.Time // a purge of everything
 }
 
-func newTombstones(window time.Duration) *tombstones {
-	return &tombstones{window: window, tags: map[string]time.Time{}}
+// New keeps tombstones for window: the longest fetch plus the write
+// queue's lag.
+func New(window time.Duration) *Set {
+	return &Set{window: window, tags: map[string]time.Time{}}
 }
 
-func (t *tombstones) add(now time.Time, tags ...string) {
+// Add records that tags were invalidated at now.
+func (t *Set) Add(now time.Time, tags ...string) {
 	if len(tags) == 0 {
 		return
 	}
@@ -39,7 +44,8 @@ func (t *tombstones) add(now time.Time, tags ...string) {
 	t.pruneLocked(now)
 }
 
-func (t *tombstones) addAll(now time.Time) {
+// AddAll records a purge of everything at now.
+func (t *Set) AddAll(now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.all = now
@@ -48,7 +54,7 @@ func (t *tombstones) addAll(now time.Time) {
 
 // pruneLocked drops tombstones past the window and recounts live, which
 // covers the purge-all stamp as well as the tags.
-func (t *tombstones) pruneLocked(now time.Time) {
+func (t *Set) pruneLocked(now time.Time) {
 	for tag, at := range t.tags {
 		if now.Sub(at) > t.window {
 			delete(t.tags, tag)
@@ -64,9 +70,9 @@ func (t *tombstones) pruneLocked(now time.Time) {
 	t.live.Store(n)
 }
 
-// stale reports whether e was requested no later than an invalidation of
-// one of its tags.
-func (t *tombstones) stale(e *cache.Entry, now time.Time) bool {
+// Stale reports whether e was requested no later than an invalidation of
+// one of its tags, or a purge of everything, within the window.
+func (t *Set) Stale(e *cache.Entry, now time.Time) bool {
 	if e == nil || t.live.Load() == 0 {
 		return false
 	}
@@ -82,11 +88,3 @@ func (t *tombstones) stale(e *cache.Entry, now time.Time) bool {
 	}
 	return false
 }
-
-// Invalidated records that tags were invalidated now (by a write here, a
-// purge, or a peer's message), so that fetches begun before now are not
-// stored or served. The caller drops the stored entries themselves.
-func (h *Handler) Invalidated(tags ...string) { h.tombs.add(h.now(), tags...) }
-
-// InvalidatedAll is Invalidated for a purge of everything.
-func (h *Handler) InvalidatedAll() { h.tombs.addAll(h.now()) }
