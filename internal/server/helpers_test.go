@@ -98,7 +98,13 @@ type replica struct {
 
 func startReplica(t testing.TB, upstreamURL, l2 string) *replica {
 	t.Helper()
-	cfg, err := config.Parse(fmt.Appendf(nil, baseConfig, upstreamURL, l2), "test.yaml")
+	return startReplicaYAML(t, fmt.Sprintf(baseConfig, upstreamURL, l2))
+}
+
+// startReplicaYAML runs a sidecar on a whole config of the test's own.
+func startReplicaYAML(t testing.TB, yaml string) *replica {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), "test.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

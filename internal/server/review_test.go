@@ -1,47 +1,15 @@
 package server_test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sidecache/sidecache/internal/config"
 	"github.com/sidecache/sidecache/internal/redistest"
-	"github.com/sidecache/sidecache/internal/server"
 )
-
-// startReplicaYAML is startReplica for a whole config of the test's own.
-func startReplicaYAML(t testing.TB, yaml string) *replica {
-	t.Helper()
-	cfg, err := config.Parse([]byte(yaml), "review.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, server.Options{Logger: slog.New(slog.DiscardHandler), WatchInterval: -1})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	return &replica{srv: srv, proxy: "http://" + srv.ProxyAddr(), admin: "http://" + srv.AdminAddr()}
-}
 
 // With L1 disabled (`l1.max_bytes: 0`, documented), peerInvalidation
 // returns before recording the tombstone (`if s.l1 == nil ... return`). A
