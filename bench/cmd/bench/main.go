@@ -17,41 +17,26 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sidecache/sidecache/bench/internal/lab"
+	"github.com/sidecache/sidecache/bench/internal/load"
+	"github.com/sidecache/sidecache/bench/internal/report"
 )
 
-type params struct {
-	Out        string
-	Duration   time.Duration
-	Warmup     time.Duration
-	Workers    int
-	Keys       int
-	Dist       string
-	Bulk       int
-	Configs    []string
-	Rows       []workload
-	Peers      []string
-	Steps      []int
-	StepTime   time.Duration
-	StepConfig []string
-	Quick      bool
-	PeerRounds int
+// options are the flags: the run's lab.Params, plus what only main uses.
+type options struct {
+	lab.Params
+	Out string
 	// PrintConfig, when set, names a configuration whose sidecar YAML
 	// is printed (on fixed local ports) instead of running the bench,
 	// to rerun a cell by hand with `go tool vegeta attack`.
 	PrintConfig string
-
-	Sidecache  string
-	Demo       string
-	Slots      int
-	QueryTime  time.Duration
-	PerRowTime time.Duration
-	Records    int // clients = users in the demo
 }
 
 func main() {
@@ -60,7 +45,7 @@ func main() {
 	// The bare Go peer is this same binary in another mode, so it runs as
 	// its own process like every other server under test.
 	if len(os.Args) > 2 && os.Args[1] == "-serve-bare" {
-		if err := serveBare(os.Args[2], os.Args[3:]); err != nil {
+		if err := lab.ServeBare(os.Args[2], os.Args[3:]); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -71,7 +56,7 @@ func main() {
 		os.Exit(2)
 	}
 	if p.PrintConfig != "" {
-		if err := printConfig(os.Stdout, p.PrintConfig); err != nil {
+		if err := lab.PrintConfig(os.Stdout, p.PrintConfig); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(2)
 		}
@@ -86,9 +71,10 @@ func main() {
 	os.Exit(code)
 }
 
-func parseFlags(args []string) (params, error) {
+func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	var p params
+	var p options
+	configNames := lab.ConfigNames()
 	var configs, rows, peers, steps, stepConfigs string
 	fs.StringVar(&p.Out, "out", "bench/results", "report `dir`")
 	fs.DurationVar(&p.Duration, "duration", 10*time.Second, "measured time per row")
@@ -99,7 +85,7 @@ func parseFlags(args []string) (params, error) {
 	fs.StringVar(&p.Dist, "dist", "uniform", "key distribution: uniform or zipf (s=1.1)")
 	fs.IntVar(&p.Bulk, "bulk", 20, "IDs per GET /users?ids=… request")
 	fs.StringVar(&configs, "configs", strings.Join(configNames, ","), "configurations to run")
-	fs.StringVar(&rows, "rows", defaultWorkloads, "rows per configuration (also: self, clients-list)")
+	fs.StringVar(&rows, "rows", load.DefaultWorkloads, "rows per configuration (also: self, clients-list)")
 	fs.StringVar(&peers, "peers", "sidecache,nginx,varnish,bare", "peers table entries; empty to skip the peers")
 	fs.StringVar(&steps, "steps", "250,500,1000,2000,4000,8000,16000", "open-loop rates (req/s) of the saturation table; empty to skip")
 	fs.StringVar(&stepConfigs, "step-configs", "direct,cache+batch", "configurations stepped for the saturation table")
@@ -132,17 +118,17 @@ func parseFlags(args []string) (params, error) {
 	}
 	p.StepTime = max(p.Duration/2, time.Second)
 	var err error
-	if p.Rows, err = pickWorkloads(rows); err != nil {
+	if p.Rows, err = load.PickWorkloads(splitList(rows)); err != nil {
 		return p, err
 	}
 	for _, c := range splitList(configs) {
-		if !known(configNames, c) {
+		if !slices.Contains(configNames, c) {
 			return p, fmt.Errorf("unknown configuration %q in -configs (known: %s)", c, strings.Join(configNames, ","))
 		}
 		p.Configs = append(p.Configs, c)
 	}
 	for _, c := range splitList(peers) {
-		if !known([]string{"sidecache", "nginx", "varnish", "bare"}, c) {
+		if !slices.Contains([]string{"sidecache", "nginx", "varnish", "bare"}, c) {
 			return p, fmt.Errorf("unknown peer %q in -peers (known: sidecache,nginx,varnish,bare)", c)
 		}
 		p.Peers = append(p.Peers, c)
@@ -155,7 +141,7 @@ func parseFlags(args []string) (params, error) {
 		p.Steps = append(p.Steps, n)
 	}
 	p.StepConfig = splitList(stepConfigs)
-	if _, err := newKeyDist(p.Dist, p.Keys); err != nil {
+	if _, err := load.NewKeyDist(p.Dist, p.Keys); err != nil {
 		return p, err
 	}
 	if p.Keys < 1 || p.Keys > p.Records || p.Workers < 1 || p.Bulk < 1 || p.Duration <= 0 || p.PeerRounds < 1 {
@@ -164,51 +150,18 @@ func parseFlags(args []string) (params, error) {
 	return p, nil
 }
 
-func known(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
 		}
 	}
-	return false
+	return out
 }
 
-// needsSidecar reports whether the run needs bin/sidecache.
-func (p params) needsSidecar() bool {
-	for _, c := range p.Configs {
-		if c != "direct" {
-			return true
-		}
-	}
-	return known(p.Peers, "sidecache")
-}
-
-func (p params) needsRedis() bool {
-	return known(p.Configs, "cache") || known(p.Configs, "cache+batch")
-}
-
-// preflight fails before anything starts, naming what is missing.
-func preflight(p params) error {
-	var errs []error
-	if _, err := os.Stat(p.Demo); err != nil {
-		errs = append(errs, fmt.Errorf("%s not found: build it with `go build -o %s ./cmd/demo-upstream` (or `make build`)", p.Demo, p.Demo))
-	}
-	if p.needsSidecar() {
-		if _, err := os.Stat(p.Sidecache); err != nil {
-			errs = append(errs, fmt.Errorf("%s not found: build it with `go build -o %s ./cmd/sidecache` (or `make build`); "+
-				"to measure without the sidecar: -configs direct -peers nginx,varnish,bare -step-configs direct", p.Sidecache, p.Sidecache))
-		}
-	}
-	if p.needsRedis() {
-		if _, err := exec.LookPath("redis-server"); err != nil {
-			errs = append(errs, errors.New("redis-server not on PATH: the cache configurations need it for L2 (apt-get install redis-server)"))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func run(ctx context.Context, p params) (int, error) {
-	if err := preflight(p); err != nil {
+func run(ctx context.Context, p options) (int, error) {
+	if err := lab.Preflight(p.Params); err != nil {
 		return 2, err
 	}
 	dir, err := os.MkdirTemp("", "sidecache-bench-")
@@ -216,30 +169,31 @@ func run(ctx context.Context, p params) (int, error) {
 		return 1, err
 	}
 	defer os.RemoveAll(dir)
-	l := &lab{p: p, dir: dir}
-	defer l.stopAll()
-	if err := l.startBase(ctx); err != nil {
+	l := lab.New(p.Params, dir)
+	defer l.StopAll()
+	if err := l.StartBase(ctx); err != nil {
 		return 1, err
 	}
-	rep := &report{Params: p, Started: time.Now(), Machine: machineInfo(), Configs: map[string]string{}}
+	rep := &report.Report{Params: p.Params, Started: time.Now(), Machine: report.MachineInfo(),
+		Results: lab.Results{Failed: map[string]string{}}}
 	failed := false
 	for _, c := range p.Configs {
 		if ctx.Err() != nil {
 			break
 		}
-		if err := l.runConfig(ctx, c, rep); err != nil {
+		if err := l.RunConfig(ctx, c, &rep.Results); err != nil {
 			log.Printf("%s: %v", c, err)
-			rep.Configs[c] = err.Error()
+			rep.Failed[c] = err.Error()
 			failed = true
 		}
 	}
 	if len(p.Peers) > 0 && ctx.Err() == nil {
-		l.runPeers(ctx, rep)
+		l.RunPeers(ctx, &rep.Results)
 	}
 	if ctx.Err() != nil {
 		return 130, ctx.Err()
 	}
-	paths, err := rep.write(p.Out)
+	paths, err := rep.Write(p.Out)
 	if err != nil {
 		return 1, err
 	}

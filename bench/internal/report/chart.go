@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"time"
+
+	"github.com/sidecache/sidecache/bench/internal/load"
 )
 
 var (
@@ -46,14 +48,14 @@ const (
 )
 
 // drawChart renders TPS and p99 per configuration, and the peers, as PNG.
-func drawChart(out io.Writer, r *report) error {
+func drawChart(out io.Writer, r *Report) error {
 	var panels []panel
 	if len(r.Rows) > 0 {
 		var groups []string
-		var workloads []workload
+		var workloads []load.Workload
 		for _, wl := range r.Params.Rows {
-			label := wl.method + " " + wl.endpoint
-			if wl.name == "mixed" {
+			label := wl.Method + " " + wl.Endpoint
+			if wl.Name == "mixed" {
 				label = "mixed"
 			}
 			groups = append(groups, label)
@@ -64,7 +66,7 @@ func drawChart(out io.Writer, r *report) error {
 		for i, wl := range workloads {
 			for _, c := range r.Params.Configs {
 				t, q := math.NaN(), math.NaN()
-				if row, ok := r.row(c, wl.name); ok {
+				if row, ok := r.row(c, wl.Name); ok {
 					t, q = row.Out.TPS(), float64(row.Out.Latencies.P99)/float64(time.Millisecond)
 				}
 				tps[i] = append(tps[i], t)

@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"context"
@@ -10,17 +10,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/sidecache/sidecache/bench/internal/load"
 	"github.com/sidecache/sidecache/internal/demo"
 )
 
-// serveBare is the bare Go peer: net/http answering GET /clients/{id} with
+// ServeBare is the bare Go peer: net/http answering GET /clients/{id} with
 // the demo's own bytes, held in memory. It is the ceiling a Go server can
-// reach on this machine with this client.
-func serveBare(addr string, args []string) error {
+// reach on this machine with this client. The bench binary runs it when
+// started as `bench -serve-bare addr -records n`, which is how startBare
+// starts it: as its own process, like every other server under test.
+func ServeBare(addr string, args []string) error {
 	fs := flag.NewFlagSet("serve-bare", flag.ContinueOnError)
 	records := fs.Int("records", 10000, "clients to serve")
 	if err := fs.Parse(args); err != nil {
@@ -58,7 +62,7 @@ func serveBare(addr string, args []string) error {
 	return (&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
 }
 
-func (l *lab) startBare(ctx context.Context) (*sut, error) {
+func (l *Lab) startBare(ctx context.Context) (*sut, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -82,7 +86,7 @@ func (l *lab) startBare(ctx context.Context) (*sut, error) {
 
 var errNotInstalled = errors.New("not installed")
 
-func (l *lab) startNginx(ctx context.Context, upstream string, cache bool) (*sut, error) {
+func (l *Lab) startNginx(ctx context.Context, upstream string, cache bool) (*sut, error) {
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		return nil, errNotInstalled
@@ -118,7 +122,7 @@ func (l *lab) startNginx(ctx context.Context, upstream string, cache bool) (*sut
 
 // startVarnish runs varnishd with its built-in VCL in front of upstream:
 // responses without Cache-Control get the default TTL (-t).
-func (l *lab) startVarnish(ctx context.Context, upstream string) (*sut, error) {
+func (l *Lab) startVarnish(ctx context.Context, upstream string) (*sut, error) {
 	bin, err := exec.LookPath("varnishd")
 	if err != nil {
 		return nil, errNotInstalled
@@ -145,7 +149,7 @@ func (l *lab) startVarnish(ctx context.Context, upstream string) (*sut, error) {
 	return s, nil
 }
 
-// runPeers fills the peers tables: pass-through against the bare Go server
+// RunPeers fills the peers tables: pass-through against the bare Go server
 // as a fast upstream (so the proxy's own cost shows, not the demo's slots),
 // and cache hits against the demo with every key already cached.
 //
@@ -153,15 +157,15 @@ func (l *lab) startVarnish(ctx context.Context, upstream string) (*sut, error) {
 // rounds, each peer once per round, and the round with the median TPS is
 // kept. On a shared machine this spreads background noise over all peers
 // instead of letting it land on one.
-func (l *lab) runPeers(ctx context.Context, rep *report) {
+func (l *Lab) RunPeers(ctx context.Context, res *Results) {
 	log.Printf("peers (%d rounds)", l.p.PeerRounds)
-	w, _ := pickWorkloads("clients-get")
-	has := func(peer string) bool { return known(l.p.Peers, peer) }
+	w, _ := load.PickWorkloads([]string{"clients-get"})
+	has := func(peer string) bool { return slices.Contains(l.p.Peers, peer) }
 
 	bare, err := l.startBare(ctx)
 	if err != nil {
 		log.Printf("  bare Go server: %v", err)
-		rep.Notes = append(rep.Notes, "The bare Go server failed to start, so no peer was measured: "+err.Error())
+		res.Notes = append(res.Notes, "The bare Go server failed to start, so no peer was measured: "+err.Error())
 		return
 	}
 	defer l.stopSUT(bare)
@@ -187,13 +191,13 @@ func (l *lab) runPeers(ctx context.Context, rep *report) {
 	add("bare", entry{"hit", "bare Go (from memory)", already, false})
 
 	if err := l.demo.reset(ctx); err != nil {
-		rep.Notes = append(rep.Notes, "Peers not measured: "+err.Error())
+		res.Notes = append(res.Notes, "Peers not measured: "+err.Error())
 		return
 	}
-	results := make([]peerResult, len(entries))
+	results := make([]PeerResult, len(entries))
 	suts := make([]*sut, len(entries))
 	for i, e := range entries {
-		results[i] = peerResult{Test: e.test, Server: e.server}
+		results[i] = PeerResult{Test: e.test, Server: e.server}
 		s, err := e.start()
 		switch {
 		case errors.Is(err, errNotInstalled):
@@ -213,12 +217,12 @@ func (l *lab) runPeers(ctx context.Context, rep *report) {
 			}
 		}
 		if l.p.Warmup > 0 {
-			l.attack(s.addr, w[0], l.p.Warmup, 0).run(ctx)
+			l.attack(s.addr, w[0], l.p.Warmup, 0).Run(ctx)
 		}
 		suts[i] = s
 	}
 
-	rounds := make([][]peerResult, len(entries))
+	rounds := make([][]PeerResult, len(entries))
 	for round := 1; round <= l.p.PeerRounds && ctx.Err() == nil; round++ {
 		for i, s := range suts {
 			if s == nil || ctx.Err() != nil {
@@ -230,7 +234,7 @@ func (l *lab) runPeers(ctx context.Context, rep *report) {
 				continue
 			}
 			pr := results[i]
-			pr.Out = l.attack(s.addr, w[0], l.p.Duration, 0).run(ctx)
+			pr.Out = l.attack(s.addr, w[0], l.p.Duration, 0).Run(ctx)
 			after, _ := l.demo.counts(ctx)
 			pr.Upstream, _ = upstreamDelta(before, after)
 			rounds[i] = append(rounds[i], pr)
@@ -243,13 +247,13 @@ func (l *lab) runPeers(ctx context.Context, rep *report) {
 			results[i] = medianRound(rounds[i])
 		}
 	}
-	rep.Peers = append(rep.Peers, results...)
+	res.Peers = append(res.Peers, results...)
 }
 
 // medianRound is the round with the median TPS (the lower middle one of
 // an even count); its TPS and latencies are reported together.
-func medianRound(rs []peerResult) peerResult {
-	sorted := append([]peerResult(nil), rs...)
+func medianRound(rs []PeerResult) PeerResult {
+	sorted := append([]PeerResult(nil), rs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Out.TPS() < sorted[j].Out.TPS() })
 	m := sorted[(len(sorted)-1)/2]
 	m.Rounds = len(rs)

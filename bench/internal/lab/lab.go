@@ -1,4 +1,9 @@
-package main
+// Package lab runs the bench on this machine: it starts the processes
+// under test (a private redis-server, the demo upstream, the sidecar in
+// each configuration, the peers) on free ports, drives load.Attack runs
+// against them, and collects what they measured into Results for the
+// report. Every child is stopped when the run ends.
+package lab
 
 import (
 	"context"
@@ -8,16 +13,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sidecache/sidecache/bench/internal/load"
 )
 
-// lab holds the processes of one bench run: a private redis-server and the
+// Lab holds the processes of one bench run: a private redis-server and the
 // demo upstream for the whole run, and one server under test at a time.
-type lab struct {
-	p     params
+type Lab struct {
+	p     Params
 	dir   string
 	procs []*proc
 
@@ -28,7 +36,12 @@ type lab struct {
 	purgeWarned bool
 }
 
-func (l *lab) start(name string, argv ...string) (*proc, error) {
+// New is a lab for one run; its children keep their logs and files in dir.
+func New(p Params, dir string) *Lab {
+	return &Lab{p: p, dir: dir}
+}
+
+func (l *Lab) start(name string, argv ...string) (*proc, error) {
 	pr, err := startProc(l.dir, name, argv...)
 	if err != nil {
 		return nil, err
@@ -37,14 +50,17 @@ func (l *lab) start(name string, argv ...string) (*proc, error) {
 	return pr, nil
 }
 
-func (l *lab) stopAll() {
+// StopAll stops every child still running, newest first.
+func (l *Lab) StopAll() {
 	for i := len(l.procs) - 1; i >= 0; i-- {
 		l.procs[i].stop()
 	}
 	l.procs = nil
 }
 
-func (l *lab) startBase(ctx context.Context) error {
+// StartBase starts what every configuration shares: Redis (when a cache
+// configuration runs) and the demo upstream.
+func (l *Lab) StartBase(ctx context.Context) error {
 	if l.p.needsRedis() {
 		port, err := freePort()
 		if err != nil {
@@ -86,7 +102,7 @@ type sut struct {
 	purge func(ctx context.Context) error // nil: nothing to purge
 }
 
-func (l *lab) stopSUT(s *sut) {
+func (l *Lab) stopSUT(s *sut) {
 	for _, pr := range s.procs {
 		pr.stop()
 	}
@@ -94,7 +110,7 @@ func (l *lab) stopSUT(s *sut) {
 
 // startSidecar writes mode's YAML, checks it with -check (so a config
 // the sidecar rejects is reported with its own words), and starts it.
-func (l *lab) startSidecar(ctx context.Context, mode, upstream, redis string) (*sut, error) {
+func (l *Lab) startSidecar(ctx context.Context, mode, upstream, redis string) (*sut, error) {
 	var ports [2]int
 	for i := range ports {
 		port, err := freePort()
@@ -147,7 +163,7 @@ func (l *lab) startSidecar(ctx context.Context, mode, upstream, redis string) (*
 	return s, nil
 }
 
-func (l *lab) startConfig(ctx context.Context, config string) (*sut, error) {
+func (l *Lab) startConfig(ctx context.Context, config string) (*sut, error) {
 	switch config {
 	case "direct":
 		return &sut{addr: l.demoAddr}, nil
@@ -158,7 +174,9 @@ func (l *lab) startConfig(ctx context.Context, config string) (*sut, error) {
 	}
 }
 
-func (l *lab) runConfig(ctx context.Context, config string, rep *report) error {
+// RunConfig measures every row of one configuration, and its saturation
+// steps when -step-configs names it, appending to res.
+func (l *Lab) RunConfig(ctx context.Context, config string, res *Results) error {
 	log.Printf("configuration %s", config)
 	s, err := l.startConfig(ctx, config)
 	if err != nil {
@@ -171,28 +189,28 @@ func (l *lab) runConfig(ctx context.Context, config string, rep *report) error {
 		}
 		r, err := l.runRow(ctx, config, s, w)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", w.method, w.endpoint, err)
+			return fmt.Errorf("%s %s: %w", w.Method, w.Endpoint, err)
 		}
-		rep.Rows = append(rep.Rows, r)
+		res.Rows = append(res.Rows, r)
 		log.Printf("  %-6s %-14s %9.0f TPS  avg %-9s p99 %-9s upstream %7.0f/s  errors %d",
-			w.method, w.endpoint, r.Out.TPS(), ms(r.Out.Latencies.Mean), ms(r.Out.Latencies.P99), r.UpstreamRate(), r.Out.Errors)
+			w.Method, w.Endpoint, r.Out.TPS(), ms(r.Out.Latencies.Mean), ms(r.Out.Latencies.P99), r.UpstreamRate(), r.Out.Errors)
 	}
-	if len(l.p.Steps) > 0 && known(l.p.StepConfig, config) {
-		if err := l.runSteps(ctx, config, s, rep); err != nil {
+	if len(l.p.Steps) > 0 && slices.Contains(l.p.StepConfig, config) {
+		if err := l.runSteps(ctx, config, s, res); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (l *lab) keyDist() keyDist {
-	d, _ := newKeyDist(l.p.Dist, l.p.Keys) // validated in parseFlags
+func (l *Lab) keyDist() load.KeyDist {
+	d, _ := load.NewKeyDist(l.p.Dist, l.p.Keys) // validated in parseFlags
 	return d
 }
 
 // clean restores the demo's data and empties the sidecar's cache, so every
 // row starts from the same state.
-func (l *lab) clean(ctx context.Context, s *sut) error {
+func (l *Lab) clean(ctx context.Context, s *sut) error {
 	if err := l.demo.reset(ctx); err != nil {
 		return err
 	}
@@ -205,49 +223,49 @@ func (l *lab) clean(ctx context.Context, s *sut) error {
 	return nil
 }
 
-func (l *lab) attack(addr string, w workload, d time.Duration, rate int) attack {
-	return attack{
-		base: "http://" + addr, workers: l.p.Workers, duration: d, rate: rate,
-		next: w.make(workloadParams{keys: l.keyDist(), bulk: l.p.Bulk}),
-		ok:   w.ok,
+func (l *Lab) attack(addr string, w load.Workload, d time.Duration, rate int) load.Attack {
+	return load.Attack{
+		Base: "http://" + addr, Workers: l.p.Workers, Duration: d, Rate: rate,
+		Next: w.Make(load.Params{Keys: l.keyDist(), Bulk: l.p.Bulk}),
+		OK:   w.OK,
 	}
 }
 
 // runRow: clean, warm up (fills the cache, opens connections), restore
 // the data the warm-up wrote, then measure with the upstream's counters
 // read on each side.
-func (l *lab) runRow(ctx context.Context, config string, s *sut, w workload) (rowResult, error) {
+func (l *Lab) runRow(ctx context.Context, config string, s *sut, w load.Workload) (RowResult, error) {
 	if err := l.clean(ctx, s); err != nil {
-		return rowResult{}, err
+		return RowResult{}, err
 	}
 	if l.p.Warmup > 0 {
-		l.attack(s.addr, w, l.p.Warmup, 0).run(ctx)
+		l.attack(s.addr, w, l.p.Warmup, 0).Run(ctx)
 	}
 	if err := l.demo.reset(ctx); err != nil {
-		return rowResult{}, err
+		return RowResult{}, err
 	}
 	before, err := l.demo.counts(ctx)
 	if err != nil {
-		return rowResult{}, err
+		return RowResult{}, err
 	}
-	out := l.attack(s.addr, w, l.p.Duration, 0).run(ctx)
+	out := l.attack(s.addr, w, l.p.Duration, 0).Run(ctx)
 	after, err := l.demo.counts(ctx)
 	if err != nil {
-		return rowResult{}, err
+		return RowResult{}, err
 	}
 	total, per := upstreamDelta(before, after)
-	return rowResult{Config: config, Workload: w, Out: out, Upstream: total, UpstreamPer: per}, nil
+	return RowResult{Config: config, Workload: w, Out: out, Upstream: total, UpstreamPer: per}, nil
 }
 
 // runSteps is the saturation table: open-loop load at rising rates on
 // GET /users/{id}; latency counts from when each request was due.
-func (l *lab) runSteps(ctx context.Context, config string, s *sut, rep *report) error {
-	w, _ := pickWorkloads("users-get")
+func (l *Lab) runSteps(ctx context.Context, config string, s *sut, res *Results) error {
+	w, _ := load.PickWorkloads([]string{"users-get"})
 	if err := l.clean(ctx, s); err != nil {
 		return err
 	}
 	if l.p.Warmup > 0 {
-		l.attack(s.addr, w[0], l.p.Warmup, 0).run(ctx)
+		l.attack(s.addr, w[0], l.p.Warmup, 0).Run(ctx)
 	}
 	for _, rate := range l.p.Steps {
 		if ctx.Err() != nil {
@@ -257,14 +275,14 @@ func (l *lab) runSteps(ctx context.Context, config string, s *sut, rep *report) 
 		if err != nil {
 			return err
 		}
-		out := l.attack(s.addr, w[0], l.p.StepTime, rate).run(ctx)
+		out := l.attack(s.addr, w[0], l.p.StepTime, rate).Run(ctx)
 		after, err := l.demo.counts(ctx)
 		if err != nil {
 			return err
 		}
 		total, _ := upstreamDelta(before, after)
-		st := stepResult{Config: config, Offered: rate, Out: out, Upstream: total}
-		rep.Steps = append(rep.Steps, st)
+		st := StepResult{Config: config, Offered: rate, Out: out, Upstream: total}
+		res.Steps = append(res.Steps, st)
 		log.Printf("  step %6d/s → %8.0f/s  p95 %-9s p99 %-9s errors %d dropped %d",
 			rate, out.TPS(), ms(out.Latencies.P95), ms(out.Latencies.P99), out.Errors, out.Dropped)
 	}

@@ -1,4 +1,7 @@
-package main
+// Package load drives one measured run against a server under test with
+// vegeta's library: the rows (workloads) of the bench, the key
+// distributions and targeters that feed them, and what a run measured.
+package load
 
 import (
 	"context"
@@ -6,8 +9,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,16 +20,16 @@ import (
 // and the same options. Only the targets are ours: a Targeter that draws
 // keys, builds bulk ID lists and PATCH bodies as the row asks.
 
-// request is one request a workload wants sent; the targeter turns it into
+// Request is one request a workload wants sent; the targeter turns it into
 // a vegeta.Target against the server under test.
-type request struct {
-	method, path string
-	body         []byte
+type Request struct {
+	Method, Path string
+	Body         []byte
 }
 
-// keyDist draws keys 1..n. It is called by every vegeta worker at once,
+// KeyDist draws keys 1..n. It is called by every vegeta worker at once,
 // so it must be safe for concurrent use.
-type keyDist func() int
+type KeyDist func() int
 
 // runtimeSource is the runtime's per-thread generator as a rand.Source:
 // safe for concurrent use without a lock, which the shared targeter needs.
@@ -36,7 +37,8 @@ type runtimeSource struct{}
 
 func (runtimeSource) Uint64() uint64 { return rand.Uint64() }
 
-func newKeyDist(name string, n int) (keyDist, error) {
+// NewKeyDist is the distribution the -dist flag names over keys 1..n.
+func NewKeyDist(name string, n int) (KeyDist, error) {
 	switch name {
 	case "uniform":
 		return func() int { return 1 + rand.IntN(n) }, nil
@@ -53,32 +55,32 @@ func newKeyDist(name string, n int) (keyDist, error) {
 // newTargeter is the vegeta.Targeter of one run: next's request against
 // base ("http://host:port"). It never fails, so the attack runs for its
 // whole duration.
-func newTargeter(base string, next func() request) vegeta.Targeter {
+func newTargeter(base string, next func() Request) vegeta.Targeter {
 	jsonType := http.Header{"Content-Type": {"application/json"}} // read-only: Target.Request copies it
 	return func(t *vegeta.Target) error {
 		r := next()
-		t.Method, t.URL, t.Body = r.method, base+r.path, r.body
-		if r.body != nil {
+		t.Method, t.URL, t.Body = r.Method, base+r.Path, r.Body
+		if r.Body != nil {
 			t.Header = jsonType
 		}
 		return nil
 	}
 }
 
-// attack describes one run.
-type attack struct {
-	base     string // "http://host:port"
-	workers  int
-	duration time.Duration
-	rate     int // 0: closed loop, each worker sends as soon as it is answered; >0: open loop at rate req/s
-	next     func() request
-	ok       func(code int) bool
+// Attack describes one run.
+type Attack struct {
+	Base     string // "http://host:port"
+	Workers  int
+	Duration time.Duration
+	Rate     int // 0: closed loop, each worker sends as soon as it is answered; >0: open loop at rate req/s
+	Next     func() Request
+	OK       func(code int) bool
 }
 
-// outcome is what one attack measured: vegeta's Metrics over every
+// Outcome is what one attack measured: vegeta's Metrics over every
 // result, plus what vegeta does not know — which statuses the row counts
 // as success (DELETE's 404), Cache-Status hits, requests never sent.
-type outcome struct {
+type Outcome struct {
 	vegeta.Metrics
 	OK       int           // results with a status the row accepts
 	Errors   int           // transport errors and other statuses
@@ -90,22 +92,22 @@ type outcome struct {
 
 // TPS is accepted responses per second over the span vegeta divides its
 // Throughput by. It equals Throughput for rows that accept only 2xx/3xx.
-func (o *outcome) TPS() float64 {
+func (o *Outcome) TPS() float64 {
 	if o.Elapsed <= 0 {
 		return 0
 	}
 	return float64(o.OK) / o.Elapsed.Seconds()
 }
 
-// run executes a with a fresh vegeta attacker and returns what it
-// measured. The attacker has exactly a.workers workers (Workers =
+// Run executes a with a fresh vegeta attacker and returns what it
+// measured. The attacker has exactly a.Workers workers (Workers =
 // MaxWorkers), each holding one keep-alive connection; rate 0 is vegeta's
 // unbounded pacer, so the run is a closed loop whose throughput is set by
 // the server. With a rate, vegeta's constant pacer issues the k-th request
 // at k/rate; a result's latency then counts from that due time, not from
 // when a free worker sent it, so queueing in the generator shows instead
 // of being omitted (coordinated omission).
-func (a attack) run(ctx context.Context) *outcome {
+func (a Attack) Run(ctx context.Context) *Outcome {
 	// Our own transport, so its idle connections can be closed when the
 	// run ends; vegeta's options below configure it as they would their own.
 	tr := &http.Transport{
@@ -113,49 +115,49 @@ func (a attack) run(ctx context.Context) *outcome {
 		IdleConnTimeout: time.Minute,
 	}
 	defer tr.CloseIdleConnections()
-	n := uint64(a.workers)
+	n := uint64(a.Workers)
 	atk := vegeta.NewAttacker(
 		vegeta.Client(&http.Client{Transport: tr}),
 		vegeta.Workers(n),
 		vegeta.MaxWorkers(n),
 		vegeta.KeepAlive(true),
-		vegeta.Connections(a.workers),
+		vegeta.Connections(a.Workers),
 		vegeta.Timeout(30*time.Second),
 		vegeta.MaxBody(0), // read and discard bodies; keep none
 	)
 	pacer := vegeta.ConstantPacer{} // zero value: no limit
 	var interval time.Duration
-	if a.rate > 0 {
-		pacer = vegeta.ConstantPacer{Freq: a.rate, Per: time.Second}
-		interval = time.Second / time.Duration(a.rate)
+	if a.Rate > 0 {
+		pacer = vegeta.ConstantPacer{Freq: a.Rate, Per: time.Second}
+		interval = time.Second / time.Duration(a.Rate)
 	}
 	stop := context.AfterFunc(ctx, func() { atk.Stop() })
 	defer stop()
 
-	o := &outcome{}
+	o := &Outcome{}
 	begin := time.Now() // at most microseconds before vegeta's own start
-	for r := range atk.Attack(newTargeter(a.base, a.next), pacer, a.duration, "") {
+	for r := range atk.Attack(newTargeter(a.Base, a.Next), pacer, a.Duration, "") {
 		if interval > 0 {
 			due := begin.Add(time.Duration(r.Seq+1) * interval)
 			if end := r.End(); due.Before(r.Timestamp) {
 				r.Timestamp, r.Latency = due, end.Sub(due)
 			}
 		}
-		o.add(r, a.ok)
+		o.add(r, a.OK)
 	}
 	o.Metrics.Close()
 	o.Elapsed = o.Duration + o.Wait
 	if o.Elapsed <= 0 { // fewer than two results: rates over the wall clock, never a division by zero
 		o.Elapsed = time.Since(begin)
 	}
-	if a.rate > 0 {
-		o.Dropped = max(0, int(a.duration/interval)-int(o.Requests))
+	if a.Rate > 0 {
+		o.Dropped = max(0, int(a.Duration/interval)-int(o.Requests))
 	}
 	return o
 }
 
 // add counts one result into o, by the row's idea of success.
-func (o *outcome) add(r *vegeta.Result, ok func(int) bool) {
+func (o *Outcome) add(r *vegeta.Result, ok func(int) bool) {
 	o.Metrics.Add(r)
 	code := int(r.Code)
 	if code != 0 && ok(code) {
@@ -172,28 +174,4 @@ func (o *outcome) add(r *vegeta.Result, ok func(int) bool) {
 	if cs := r.Headers["Cache-Status"]; len(cs) > 0 && strings.Contains(cs[0], "; hit") {
 		o.Hits++
 	}
-}
-
-// codesString renders vegeta's status counts as "200:1234 404:5", sorted
-// by code; code 0 is vegeta's "no response" (transport error).
-func codesString(m map[string]int) string {
-	codes := make([]string, 0, len(m))
-	for c := range m {
-		codes = append(codes, c)
-	}
-	sort.Slice(codes, func(i, j int) bool {
-		a, _ := strconv.Atoi(codes[i])
-		b, _ := strconv.Atoi(codes[j])
-		return a < b
-	})
-	var b strings.Builder
-	for i, c := range codes {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(c)
-		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(m[c]))
-	}
-	return b.String()
 }

@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"io"
@@ -62,7 +62,7 @@ func TestSidecarYAMLValid(t *testing.T) {
 func TestPrintConfig(t *testing.T) {
 	for _, mode := range []string{"pass", "batch", "cache+batch"} {
 		var b strings.Builder
-		if err := printConfig(&b, mode); err != nil {
+		if err := PrintConfig(&b, mode); err != nil {
 			t.Fatal(err)
 		}
 		c, err := config.Parse([]byte(b.String()), mode+".yaml")
@@ -73,7 +73,7 @@ func TestPrintConfig(t *testing.T) {
 			t.Errorf("%s: listen %s upstream %s l2 %v", mode, c.Listen, c.Upstream.URL, c.Cache.L2 != nil)
 		}
 	}
-	if err := printConfig(io.Discard, "direct"); err == nil {
+	if err := PrintConfig(io.Discard, "direct"); err == nil {
 		t.Error("direct has no sidecar config, yet one was printed")
 	}
 }

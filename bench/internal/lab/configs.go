@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"fmt"
@@ -8,16 +8,28 @@ import (
 	"strings"
 )
 
-// The five configurations of the main table. "direct" has no sidecar; the
-// other four run bin/sidecache with the YAML below.
-var configNames = []string{"direct", "pass", "cache", "batch", "cache+batch"}
+// ConfigNames are the five configurations of the main table, in the
+// table's order. "direct" has no sidecar; the other four run bin/sidecache
+// with the YAML below.
+func ConfigNames() []string {
+	return []string{"direct", "pass", "cache", "batch", "cache+batch"}
+}
 
-var configAbout = map[string]string{
-	"direct":      "the load generator talks to the demo upstream itself",
-	"pass":        "sidecache with no routes: every request streams through",
-	"cache":       "L1 (ristretto) + L2 (Redis) routes for every read, invalidation on writes; no batching, no split",
-	"batch":       "batching (GET /users/{id} → GET /users?ids=…) and split (GET /users?ids=… served per ID) with caching effectively off: ttl 1ms on every route, L1 only (kept so the configuration matches earlier runs; the sidecar also batches with no cache tier at all), no L2; the cache-hit share in the details shows how little the 1ms leaves",
-	"cache+batch": "everything: L1 + L2, batching, split, invalidation",
+// About is the report's one-line description of a configuration.
+func About(config string) string {
+	switch config {
+	case "direct":
+		return "the load generator talks to the demo upstream itself"
+	case "pass":
+		return "sidecache with no routes: every request streams through"
+	case "cache":
+		return "L1 (ristretto) + L2 (Redis) routes for every read, invalidation on writes; no batching, no split"
+	case "batch":
+		return "batching (GET /users/{id} → GET /users?ids=…) and split (GET /users?ids=… served per ID) with caching effectively off: ttl 1ms on every route, L1 only (kept so the configuration matches earlier runs; the sidecar also batches with no cache tier at all), no L2; the cache-hit share in the details shows how little the 1ms leaves"
+	case "cache+batch":
+		return "everything: L1 + L2, batching, split, invalidation"
+	}
+	return ""
 }
 
 // sidecarAdminToken authorises the bench's purge between rows.
@@ -138,9 +150,9 @@ func sidecarYAML(mode string, p sidecarPorts) (string, error) {
 	return b.String(), nil
 }
 
-// printConfig writes mode's YAML on the ports a hand-run uses: the demo
+// PrintConfig writes mode's YAML on the ports a hand-run uses: the demo
 // upstream's default 127.0.0.1:3000 and Redis's default 127.0.0.1:6379.
-func printConfig(w io.Writer, mode string) error {
+func PrintConfig(w io.Writer, mode string) error {
 	sp := sidecarPorts{listen: "127.0.0.1:8080", admin: "127.0.0.1:9090", upstream: "127.0.0.1:3000"}
 	if mode == "cache" || mode == "cache+batch" {
 		sp.redis = "127.0.0.1:6379"

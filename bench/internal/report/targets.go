@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ func verdict(ok bool) string {
 }
 
 // evalTargets computes issue 5's target ratios from what was measured.
-func (r *report) evalTargets() []goal {
+func (r *Report) evalTargets() []goal {
 	var ts []goal
 	ratio := func(a, b float64) string { return fmt.Sprintf("%.2f×", a/b) }
 
@@ -90,7 +90,7 @@ func (r *report) evalTargets() []goal {
 }
 
 // missing says which side of a peer comparison has no number, and why.
-func missing(r *report, test string, servers ...string) string {
+func missing(r *Report, test string, servers ...string) string {
 	var parts []string
 	for _, s := range servers {
 		if _, ok := r.peer(test, s); ok {
@@ -107,7 +107,7 @@ func missing(r *report, test string, servers ...string) string {
 	return strings.Join(parts, "; ")
 }
 
-func (r *report) targets(w func(string, ...any)) {
+func (r *Report) targets(w func(string, ...any)) {
 	w("## Issue 5 targets")
 	w("")
 	w("| target | measured | verdict |")

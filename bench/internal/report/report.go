@@ -1,4 +1,8 @@
-package main
+// Package report renders what a bench run measured: the Markdown report
+// with its tables and issue 5's target verdicts, and the PNG chart drawn
+// with a built-in bitmap font, so it needs nothing outside the standard
+// library.
+package report
 
 import (
 	"bytes"
@@ -9,43 +13,16 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sidecache/sidecache/bench/internal/lab"
+	"github.com/sidecache/sidecache/bench/internal/load"
 )
 
-type rowResult struct {
-	Config      string
-	Workload    workload
-	Out         *outcome
-	Upstream    int64
-	UpstreamPer map[string]int64
-}
-
-// UpstreamRate is upstream calls per second of the measured run.
-func (r rowResult) UpstreamRate() float64 {
-	if r.Out == nil || r.Out.Elapsed <= 0 {
-		return 0
-	}
-	return float64(r.Upstream) / r.Out.Elapsed.Seconds()
-}
-
-type peerResult struct {
-	Test     string // "pass" or "hit"
-	Server   string
-	Out      *outcome // nil when not measured
-	Upstream int64
-	Missing  string // why not measured
-	Rounds   int    // measurements taken; Out is the median one
-}
-
-type stepResult struct {
-	Config   string
-	Offered  int
-	Out      *outcome
-	Upstream int64
-}
-
-type machine struct {
+// Machine is what the numbers were measured on.
+type Machine struct {
 	CPU, Kernel, Go  string
 	NumCPU           int
 	MemBytes         uint64
@@ -54,19 +31,18 @@ type machine struct {
 	Vegeta           string // the load generator's module version
 }
 
-type report struct {
-	Params  params
+// Report is one run: its parameters, where it ran, and what it measured.
+type Report struct {
+	Params  lab.Params
 	Started time.Time
-	Machine machine
-	Rows    []rowResult
-	Configs map[string]string // configuration → error that stopped it
-	Peers   []peerResult
-	Steps   []stepResult
-	Notes   []string
+	Machine Machine
+	lab.Results
 }
 
-func machineInfo() machine {
-	m := machine{NumCPU: runtime.NumCPU(), Go: runtime.Version(), CPU: "unknown"}
+// MachineInfo reads the CPU, memory, kernel and the versions of the
+// servers and tools the run uses.
+func MachineInfo() Machine {
+	m := Machine{NumCPU: runtime.NumCPU(), Go: runtime.Version(), CPU: "unknown"}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -115,9 +91,9 @@ func vegetaVersion() string {
 	return "v12"
 }
 
-// write saves REPORT-<time>.md and its chart, and copies both to
+// Write saves REPORT-<time>.md and its chart, and copies both to
 // latest.md / latest.png. It returns the paths written.
-func (r *report) write(dir string) ([]string, error) {
+func (r *Report) Write(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -181,7 +157,7 @@ func withCommas(n int64) string {
 }
 
 // markdown renders the whole report; chart is the PNG's file name.
-func (r *report) markdown(chart string) string {
+func (r *Report) markdown(chart string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p := r.Params
@@ -222,13 +198,13 @@ func (r *report) markdown(chart string) string {
 	w("## Configurations")
 	w("")
 	for _, c := range p.Configs {
-		w("- **%s** — %s", c, configAbout[c])
+		w("- **%s** — %s", c, lab.About(c))
 	}
 	w("")
 	w("Rows:")
 	w("")
 	for _, wl := range p.Rows {
-		w("- **%s %s** — %s", wl.method, wl.endpoint, wl.about)
+		w("- **%s %s** — %s", wl.Method, wl.Endpoint, wl.About)
 	}
 	w("")
 	w("Figures are vegeta's `Metrics` over every result of the run: latencies (mean and t-digest percentiles) over all requests. TPS counts the row's successful statuses per second over vegeta's `Duration + Wait` (it equals vegeta's `Throughput` except for DELETE, where 404 also counts); upstream calls/s is read from the demo's `/_demo/counts` before and after the run (all endpoints summed). Errors are transport errors and unexpected statuses.")
@@ -260,13 +236,13 @@ func orDash(s string) string {
 	return s
 }
 
-func (r *report) mainTables(w func(string, ...any)) {
+func (r *Report) mainTables(w func(string, ...any)) {
 	w("## Results per configuration")
 	w("")
 	for _, c := range r.Params.Configs {
 		w("### %s", c)
 		w("")
-		if msg, ok := r.Configs[c]; ok {
+		if msg, ok := r.Failed[c]; ok {
 			w("Not measured: %s", strings.ReplaceAll(firstLine(msg), "|", "\\|"))
 			w("")
 			continue
@@ -279,11 +255,11 @@ func (r *report) mainTables(w func(string, ...any)) {
 				continue
 			}
 			o := row.Out
-			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |", row.Workload.method, row.Workload.endpoint,
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |", row.Workload.Method, row.Workload.Endpoint,
 				fmtTPS(o.TPS()), fmtMS(o.Latencies.Mean), fmtMS(o.Latencies.P50), fmtMS(o.Latencies.P90),
 				fmtMS(o.Latencies.P95), fmtMS(o.Latencies.P99), fmtTPS(row.UpstreamRate()), o.Errors)
 			d := fmt.Sprintf("%s %s: statuses %s (vegeta success, 2xx/3xx: %.1f%%); cache hits %s; upstream %s",
-				row.Workload.method, row.Workload.endpoint, codesString(o.StatusCodes), 100*o.Success, hitShare(o), perString(row.UpstreamPer))
+				row.Workload.Method, row.Workload.Endpoint, codesString(o.StatusCodes), 100*o.Success, hitShare(o), perString(row.UpstreamPer))
 			if o.FirstErr != "" {
 				d += "; first error: " + o.FirstErr
 			}
@@ -304,7 +280,7 @@ func (r *report) mainTables(w func(string, ...any)) {
 }
 
 // hitShare is the share of answers marked hit by Cache-Status.
-func hitShare(o *outcome) string {
+func hitShare(o *load.Outcome) string {
 	n := o.Requests
 	if n == 0 {
 		return "0"
@@ -335,7 +311,7 @@ func perString(m map[string]int64) string {
 
 // pivot is the shape of WORKLOADS.md table A: TPS per endpoint across
 // configurations.
-func (r *report) pivot(w func(string, ...any)) {
+func (r *Report) pivot(w func(string, ...any)) {
 	if len(r.Rows) == 0 {
 		return
 	}
@@ -349,9 +325,9 @@ func (r *report) pivot(w func(string, ...any)) {
 	w("%s", head)
 	w("%s", sep)
 	for _, wl := range r.Params.Rows {
-		line := fmt.Sprintf("| %s %s |", wl.method, wl.endpoint)
+		line := fmt.Sprintf("| %s %s |", wl.Method, wl.Endpoint)
 		for _, c := range r.Params.Configs {
-			if row, ok := r.row(c, wl.name); ok {
+			if row, ok := r.row(c, wl.Name); ok {
 				line += " " + fmtTPS(row.Out.TPS()) + " |"
 			} else {
 				line += " — |"
@@ -362,25 +338,25 @@ func (r *report) pivot(w func(string, ...any)) {
 	w("")
 }
 
-func (r *report) row(config, workload string) (rowResult, bool) {
+func (r *Report) row(config, workload string) (lab.RowResult, bool) {
 	for _, row := range r.Rows {
-		if row.Config == config && row.Workload.name == workload {
+		if row.Config == config && row.Workload.Name == workload {
 			return row, true
 		}
 	}
-	return rowResult{}, false
+	return lab.RowResult{}, false
 }
 
-func (r *report) peer(test, server string) (peerResult, bool) {
+func (r *Report) peer(test, server string) (lab.PeerResult, bool) {
 	for _, p := range r.Peers {
 		if p.Test == test && p.Server == server && p.Out != nil {
 			return p, true
 		}
 	}
-	return peerResult{}, false
+	return lab.PeerResult{}, false
 }
 
-func (r *report) peersTables(w func(string, ...any)) {
+func (r *Report) peersTables(w func(string, ...any)) {
 	if len(r.Peers) == 0 {
 		return
 	}
@@ -413,7 +389,7 @@ func (r *report) peersTables(w func(string, ...any)) {
 	}
 }
 
-func (r *report) stepsTable(w func(string, ...any)) {
+func (r *Report) stepsTable(w func(string, ...any)) {
 	if len(r.Steps) == 0 {
 		return
 	}
@@ -440,7 +416,7 @@ func (r *report) stepsTable(w func(string, ...any)) {
 
 // saturation returns the highest offered rate the configuration kept up
 // with (achieved within 10%), and the highest rate it achieved at all.
-func (r *report) saturation(config string) (keptUp int, peak float64, found bool) {
+func (r *Report) saturation(config string) (keptUp int, peak float64, found bool) {
 	for _, s := range r.Steps {
 		if s.Config != config {
 			continue
@@ -453,4 +429,28 @@ func (r *report) saturation(config string) (keptUp int, peak float64, found bool
 		}
 	}
 	return keptUp, peak, found
+}
+
+// codesString renders vegeta's status counts as "200:1234 404:5", sorted
+// by code; code 0 is vegeta's "no response" (transport error).
+func codesString(m map[string]int) string {
+	codes := make([]string, 0, len(m))
+	for c := range m {
+		codes = append(codes, c)
+	}
+	sort.Slice(codes, func(i, j int) bool {
+		a, _ := strconv.Atoi(codes[i])
+		b, _ := strconv.Atoi(codes[j])
+		return a < b
+	})
+	var b strings.Builder
+	for i, c := range codes {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(c)
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(m[c]))
+	}
+	return b.String()
 }
