@@ -300,7 +300,8 @@ func TestNilSafe(t *testing.T) {
 
 func TestRouteCached(t *testing.T) {
 	m := New(nil)
-	if m.Route("a") != m.Route("a") {
+	first, second := m.Route("a"), m.Route("a")
+	if first != second {
 		t.Error("Route built two RouteMetrics for one name")
 	}
 	if m.Route("a").Name() != "a" {

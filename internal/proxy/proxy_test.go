@@ -114,9 +114,9 @@ func TestCacheability(t *testing.T) {
 		{"upstream no-cache not stored", nil, withHeader("Cache-Control", "no-cache"), false, "fwd=miss"},
 		{"vary star not stored", nil, withHeader("Vary", "*"), false, "fwd=miss"},
 		{"5xx not stored", nil, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }, false, "fwd=miss; fwd-status=500"},
-		{"302 not stored", nil, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/x", 302) }, false, "fwd-status=302"},
+		{"302 not stored", nil, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/x", http.StatusFound) }, false, "fwd-status=302"},
 		{"404 stored under negative_ttl", nil, func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }, true, "hit"},
-		{"301 stored", nil, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/x", 301) }, true, "hit"},
+		{"301 stored", nil, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/x", http.StatusMovedPermanently) }, true, "hit"},
 		{"204 stored", nil, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }, true, "hit"},
 		{"oversized body streams through", nil, func(w http.ResponseWriter, r *http.Request) { w.Write(bytes.Repeat([]byte("x"), 2<<20)) }, false, "fwd=bypass; fwd-status=200; detail=hit-for-pass"},
 	}
@@ -435,7 +435,7 @@ func TestStaleIfError(t *testing.T) {
 	var fail atomicBool
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if fail.Load() {
-			http.Error(w, "down", 503)
+			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprint(w, "good")
