@@ -79,11 +79,7 @@ func (t *Tiered) Lookup(ctx context.Context, key string) (*Entry, Tier, error) {
 		if err != nil {
 			errs = append(errs, err)
 		} else if e != nil {
-			if t.l1 != nil {
-				// L1 sets its own TTL from e; an L1 that cannot store it
-				// only costs the next lookup a trip to L2.
-				_ = t.l1.Set(ctx, key, e)
-			}
+			t.promote(ctx, key, e)
 			return e, TierL2, nil
 		}
 	}
@@ -122,7 +118,10 @@ func (t *Tiered) LookupMany(ctx context.Context, keys []string) ([]*Entry, []Tie
 		for _, i := range missing {
 			e, err := t.lookup(ctx, TierL2, t.l2, keys[i], now)
 			errs = append(errs, err)
-			t.fill(ctx, keys[i], e, out, tiers, i)
+			if e != nil {
+				out[i], tiers[i] = e, TierL2
+				t.promote(ctx, keys[i], e)
+			}
 		}
 		return out, tiers, errors.Join(errs...)
 	}
@@ -144,16 +143,16 @@ func (t *Tiered) LookupMany(ctx context.Context, keys []string) ([]*Entry, []Tie
 			continue
 		}
 		t.observe(TierL2, ResultHit)
-		t.fill(ctx, keys[i], e, out, tiers, i)
+		out[i], tiers[i] = e, TierL2
+		t.promote(ctx, keys[i], e)
 	}
 	return out, tiers, nil
 }
 
-func (t *Tiered) fill(ctx context.Context, key string, e *Entry, out []*Entry, tiers []Tier, i int) {
-	if e == nil {
-		return
-	}
-	out[i], tiers[i] = e, TierL2
+// promote copies an L2 hit into L1. L1 sets its own TTL from e (what is
+// left of its lifetime); an L1 that cannot store it only costs the next
+// lookup a trip to L2.
+func (t *Tiered) promote(ctx context.Context, key string, e *Entry) {
 	if t.l1 != nil {
 		_ = t.l1.Set(ctx, key, e)
 	}

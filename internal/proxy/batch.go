@@ -191,11 +191,17 @@ func fillPattern(pattern, param, value string) string {
 var groupIgnored = map[string]bool{
 	"Accept":          true, // the bulk call always asks for application/json
 	"Accept-Encoding": true, "User-Agent": true, "Referer": true, "Cache-Control": true, "Pragma": true,
-	"If-None-Match": true, "If-Modified-Since": true, "If-Match": true, "If-Unmodified-Since": true, "If-Range": true,
 	"X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true, "Forwarded": true, "Via": true,
 	"X-Request-Id": true, "X-Real-Ip": true, "Traceparent": true, "Tracestate": true, "Baggage": true,
-	"X-Vegeta-Seq": true, // the load generator's per-request counter
-	"Connection":   true, "Keep-Alive": true, "Te": true, "Upgrade": true, "Content-Length": true,
+	"X-Vegeta-Seq":   true, // the load generator's per-request counter
+	"Content-Length": true,
+}
+
+// ignoredInGroup adds to groupIgnored the hop-by-hop and conditional
+// fields, which never reach the bulk call (see outgoing).
+func ignoredInGroup(k string) bool {
+	return groupIgnored[k] || slices.Contains(hopHeaders[:], k) || slices.Contains(conditionalHeaders[:], k) ||
+		strings.HasPrefix(k, "X-B3-")
 }
 
 // forwardGroup is the batch group of a request: its host and every header
@@ -206,7 +212,7 @@ var groupIgnored = map[string]bool{
 func forwardGroup(r *http.Request, keyHeaders []string) string {
 	names := make([]string, 0, len(r.Header))
 	for k := range r.Header {
-		if !groupIgnored[k] && !strings.HasPrefix(k, "X-B3-") || listed(keyHeaders, k) {
+		if !ignoredInGroup(k) || listed(keyHeaders, k) {
 			names = append(names, k)
 		}
 	}
@@ -264,18 +270,12 @@ func (h *Handler) serveSplit(w http.ResponseWriter, r *http.Request, st *state, 
 		}
 	}
 	// Every id's L1 entry, then the L2 misses in one round trip.
-	found, _, _ := h.cache.LookupMany(ctx, keys)
+	found, tiers, _ := h.cache.LookupMany(ctx, keys)
 	var wg sync.WaitGroup
 	hits, misses := 0, 0
 	for i, id := range uniq {
 		s, req, key := slots[id], reqs[i], keys[i]
-		e := found[i]
-		if e != nil && e.IsVariants() {
-			e, _, _, _ = h.lookup(ctx, key, req, false) // rare: the per-ID route answered with Vary
-		}
-		if h.tombs.Stale(e, h.now()) {
-			e = nil
-		}
+		e, _, _, _ := h.resolve(ctx, h.cache.Lookup, key, req, found[i], tiers[i])
 		if h.servable(e, req) {
 			s.e = e
 			hits++
@@ -355,37 +355,4 @@ func (f *flight) entry() *cache.Entry {
 		return nil
 	}
 	return f.e
-}
-
-// hitForPass remembers keys whose responses are too large to cache, so their
-// next requests stream straight through instead of being read twice.
-type hitForPass struct {
-	m  sync.Map // key → time.Time (until)
-	n  int64
-	mu sync.Mutex
-}
-
-const maxHitForPass = 10000
-
-func (p *hitForPass) active(key string, now time.Time) bool {
-	v, ok := p.m.Load(key)
-	if !ok {
-		return false
-	}
-	if now.Before(v.(time.Time)) {
-		return true
-	}
-	p.m.Delete(key)
-	return false
-}
-
-func (p *hitForPass) add(key string, until time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.n >= maxHitForPass {
-		p.m.Clear()
-		p.n = 0
-	}
-	p.n++
-	p.m.Store(key, until)
 }

@@ -56,9 +56,9 @@ func (h *Handler) serveCached(w http.ResponseWriter, r *http.Request, st *state,
 				h.writeEntry(w, r, e, status{hit: true, ttl: e.TTLLeft(now), hasTTL: true, detail: string(tier)}, true)
 				rm.Request(metrics.Hit, h.now().Sub(start))
 				return
-			case e.StaleWhileRevalidate > 0 && e.WithinStaleWhileRevalidate(now):
+			case e.WithinStaleWhileRevalidate(now):
 				h.revalidate(st, rt, params, r, key, flightKey)
-				h.writeEntry(w, r, e, status{fwd: "stale", ttl: -e.Age(now) + e.TTL, hasTTL: true, detail: "stale-while-revalidate"}, true)
+				h.writeEntry(w, r, e, status{fwd: "stale", ttl: e.TTL - e.Age(now), hasTTL: true, detail: "stale-while-revalidate"}, true)
 				rm.Request(metrics.Stale, h.now().Sub(start))
 				return
 			}
@@ -77,11 +77,7 @@ func (h *Handler) serveCached(w http.ResponseWriter, r *http.Request, st *state,
 	if stale == nil && f != nil {
 		stale = f.stale
 	}
-	if err == nil && f.tooLarge {
-		h.passThrough(w, r, rm, start, status{fwd: "miss", detail: "too-large"}, nil)
-		return
-	}
-	if err == nil && !leader && !h.usable(f, r, key) {
+	if err == nil && !f.tooLarge && !leader && !h.usable(f, r, key) {
 		// Not for this client: private, or another variant. It fetches on
 		// its own, outside any flight.
 		f, err = h.fetch(context.WithoutCancel(ctx), rt, params, r, key)
@@ -140,6 +136,15 @@ func (h *Handler) lookup(ctx context.Context, key string, r *http.Request, local
 		get = h.cache.LookupLocal
 	}
 	e, tier, _ = get(ctx, key)
+	return h.resolve(ctx, get, key, r, e, tier)
+}
+
+// resolve finishes a lookup of key whose first read gave e: it follows a
+// variants marker with get, and drops an entry that predates an
+// invalidation. The split path reads many keys at once and resolves each.
+func (h *Handler) resolve(ctx context.Context, get func(context.Context, string) (*cache.Entry, cache.Tier, error), key string, r *http.Request, e *cache.Entry, tier cache.Tier) (*cache.Entry, cache.Tier, string, []string) {
+	var vkey string
+	var vary []string
 	if e != nil && e.IsVariants() {
 		vary = e.Variants
 		vkey = cachekey.WithVary(key, vary, r.Header)
@@ -262,10 +267,9 @@ func (h *Handler) fetch(ctx context.Context, rt *route.Route, params route.Param
 // counts from then (RFC 9111 §4.2.3), and an invalidation after it means
 // the answer may predate the write.
 func (h *Handler) store(ctx context.Context, rt *route.Route, params route.Params, r *http.Request, key string, requested time.Time, code int, header http.Header, body []byte) *flight {
-	now := requested
 	// Tags and variant are set before deciding whether to store: a waiter
 	// checks both even on a response nobody keeps (tombstones, Vary).
-	e := &cache.Entry{Status: code, Header: storedHeader(header), Body: body, StoredAt: now, Tags: entryTags(rt, params)}
+	e := &cache.Entry{Status: code, Header: storedHeader(header), Body: body, StoredAt: requested, Tags: entryTags(rt, params)}
 	f := &flight{e: e, shareable: !private(header)}
 	negative, ok := cacheableStatus(code, rt.NegativeTTL)
 	names, star := cachekey.ParseVary(header)
@@ -295,7 +299,7 @@ func (h *Handler) store(ctx context.Context, rt *route.Route, params route.Param
 	skey := key
 	if len(names) > 0 {
 		skey = f.vkey
-		marker := &cache.Entry{Variants: names, StoredAt: now, TTL: e.TTL, StaleWhileRevalidate: e.StaleWhileRevalidate, StaleIfError: e.StaleIfError, Tags: e.Tags}
+		marker := &cache.Entry{Variants: names, StoredAt: requested, TTL: e.TTL, StaleWhileRevalidate: e.StaleWhileRevalidate, StaleIfError: e.StaleIfError, Tags: e.Tags}
 		_ = h.cache.Set(ctx, key, marker)
 	}
 	if err := h.cache.Set(ctx, skey, e); err != nil {
@@ -358,7 +362,7 @@ func (h *Handler) outgoing(ctx context.Context, r *http.Request, path, rawQuery 
 		out.Header = http.Header{}
 	}
 	removeHopHeaders(out.Header)
-	for _, k := range [...]string{"If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range"} {
+	for _, k := range conditionalHeaders {
 		out.Header.Del(k)
 	}
 	if ip, _, err := splitHostPort(r.RemoteAddr); err == nil {

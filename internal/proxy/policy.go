@@ -38,7 +38,7 @@ func cacheControlHas(h http.Header, directive string) bool {
 	return false
 }
 
-// storable reports why a response may not be shared: a response that sets a
+// private reports whether a response belongs to one client: one that sets a
 // cookie or is marked private or no-store belongs to one client only
 // (RFC 9111 §3, §5.2.2.3, §5.2.2.7), and such a response is never handed to
 // a coalesced waiter either — that is the leak other caches have had.
@@ -91,6 +91,11 @@ var hopHeaders = [...]string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
+
+// conditionalHeaders are never forwarded on the cached path: the cache
+// wants a full response to store, and answers conditionals itself
+// (RFC 9110 §13.1). Range belongs with them: a part is not the resource.
+var conditionalHeaders = [...]string{"If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range"}
 
 // removeHopHeaders drops hop-by-hop fields and any named in Connection.
 func removeHopHeaders(h http.Header) {

@@ -182,14 +182,12 @@ func (h *Handler) SetRoutes(t *route.Table) {
 // Routes is the table in force.
 func (h *Handler) Routes() *route.Table { return h.state.Load().table }
 
-const passRoute = "_pass"
-
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := h.now()
 	st := h.state.Load()
 	rt, params, ok := st.table.Match(r.Method, r.URL.Path)
 	if !ok {
-		h.passThrough(w, r, h.m.Route(passRoute), start, status{fwd: "bypass", detail: "no-route"}, nil)
+		h.passThrough(w, r, h.m.Route(metrics.PassRoute), start, status{fwd: "bypass", detail: "no-route"}, nil)
 		return
 	}
 	rm := h.m.Route(rt.Name)
@@ -279,17 +277,17 @@ func (h *Handler) newPassProxy() *httputil.ReverseProxy {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			pi, _ := r.Context().Value(passCtxKey{}).(*passInfo)
-			if r.Context().Err() != nil {
-				if pi != nil && pi.after != nil {
-					pi.after(0) // the write may have reached the upstream
-				}
-				return // the client left; there is no one to answer
-			}
+			clientLeft := r.Context().Err() != nil
 			if pi != nil {
-				pi.rm.Upstream(0, h.now().Sub(pi.start))
-				if pi.after != nil {
-					pi.after(0)
+				if !clientLeft {
+					pi.rm.Upstream(0, h.now().Sub(pi.start))
 				}
+				if pi.after != nil {
+					pi.after(0) // a write with an unknown outcome may have been applied
+				}
+			}
+			if clientLeft {
+				return // there is no one to answer
 			}
 			h.log.Warn("upstream", "method", r.Method, "path", r.URL.Path, "err", err)
 			st := status{fwd: "bypass"}
@@ -298,7 +296,7 @@ func (h *Handler) newPassProxy() *httputil.ReverseProxy {
 			}
 			writeUpstreamError(w, classify(err), st)
 		},
-		ErrorLog:   slog.NewLogLogger(h.logHandler(), slog.LevelDebug),
+		ErrorLog:   slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 		BufferPool: newBufferPool(),
 	}
 }
@@ -313,8 +311,6 @@ func newBufferPool() bufferPool {
 
 func (bp bufferPool) Get() []byte  { return *bp.p.Get().(*[]byte) }
 func (bp bufferPool) Put(b []byte) { bp.p.Put(&b) }
-
-func (h *Handler) logHandler() slog.Handler { return h.log.Handler() }
 
 // upstreamErr is a fetch failure the client may be told about: only its
 // status and a fixed text leave the sidecar, never the upstream's words.

@@ -45,18 +45,26 @@ func newInvalidator(l1s *l1.Store, l2s *l2.Store, again time.Duration) *invalida
 }
 
 func (v *invalidator) InvalidateTags(ctx context.Context, tags ...string) error {
+	_, err := v.invalidate(ctx, tags...)
+	return err
+}
+
+// invalidate is InvalidateTags reporting how many L1 entries it dropped
+// (the admin API's purge answers with that count).
+func (v *invalidator) invalidate(ctx context.Context, tags ...string) (int, error) {
+	n := 0
 	if v.l1 != nil {
-		v.l1.DeleteTags(tags...)
+		n = v.l1.DeleteTags(tags...)
 	}
 	if v.l2 == nil {
-		return nil
+		return n, nil
 	}
 	v.twice(tags)
 	if err := v.l2.InvalidateTags(ctx, tags...); err != nil {
 		v.retryLater(tags)
-		return fmt.Errorf("invalidate: will retry: %w", err)
+		return n, fmt.Errorf("invalidate: will retry: %w", err)
 	}
-	return nil
+	return n, nil
 }
 
 // twice schedules the second pass of an invalidation (see again).
@@ -166,18 +174,11 @@ func (p *purger) PurgeRoute(ctx context.Context, route string) (int, error) {
 var errUnknownRoute = errors.New("unknown route")
 
 func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
-	n := 0
 	p.s.proxy.Invalidated(tags...)
-	if p.s.l1 != nil {
-		n = p.s.l1.DeleteTags(tags...)
-	}
 	p.s.m.Invalidation("purge", len(tags))
-	if p.s.l2 != nil {
-		p.s.inv.twice(tags)
-		if err := p.s.l2.InvalidateTags(ctx, tags...); err != nil {
-			p.s.inv.retryLater(tags)
-			return n, fmt.Errorf("purge: will retry: %w", err)
-		}
+	n, err := p.s.inv.invalidate(ctx, tags...)
+	if err != nil {
+		return n, fmt.Errorf("purge: %w", err)
 	}
 	return n, nil
 }
