@@ -135,3 +135,31 @@ func TestSubscriptionSurvivesIdle(t *testing.T) {
 		t.Fatalf("after an idle spell peer got %+v, want the delete alone; log:\n%s", inv, b.logs)
 	}
 }
+
+// A store nobody reads from still notices that Redis is gone: the probe
+// PINGs while the breaker is closed too.
+func TestIdleStoreNoticesOutage(t *testing.T) {
+	rs := redistest.Start(t)
+	r := newReplica(t, []string{rs.Addr()}, func(o *Options) { o.Timeout = 200 * time.Millisecond })
+	rs.Kill()
+	select {
+	case up := <-r.states:
+		if up {
+			t.Fatal("state change to up while Redis is dead")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an idle store did not notice Redis was killed within 10s")
+	}
+	if r.Up() {
+		t.Fatal("Up() after the outage was noticed")
+	}
+	rs.Restart()
+	select {
+	case up := <-r.states:
+		if !up {
+			t.Fatal("second state change is not up")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("did not come back up within 10s of the restart")
+	}
+}

@@ -80,7 +80,8 @@ type Options struct {
 
 	// QueueSize bounds the asynchronous write queue (Set, lease release).
 	QueueSize int
-	// ProbeInterval is how often a down store PINGs Redis.
+	// ProbeInterval is how often the store PINGs Redis: to close the
+	// breaker when down, and to notice an outage when idle.
 	ProbeInterval time.Duration
 	// FailureThreshold is how many consecutive failures open the breaker.
 	FailureThreshold int
@@ -296,7 +297,11 @@ func (s *Store) setUp(up bool, cause error) {
 	}
 }
 
-// probe PINGs Redis while the breaker is open and closes it on success.
+// probe PINGs Redis every ProbeInterval. While the breaker is open a
+// success closes it. While it is closed a failure counts like any other, so
+// a store that serves no traffic (every read an L1 hit, or an idle pod)
+// still notices an outage: sidecache_l2_up and /readyz must not say "up"
+// about a Redis that is gone just because nobody asked it anything.
 func (s *Store) probe() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.ProbeInterval)
@@ -307,14 +312,15 @@ func (s *Store) probe() {
 			return
 		case <-t.C:
 		}
-		if s.up.Load() {
-			continue
-		}
+		up := s.up.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 		err := s.rdb.Ping(ctx).Err()
 		cancel()
-		if err == nil {
+		switch {
+		case !up && err == nil:
 			s.setUp(true, nil)
+		case up:
+			s.done(context.Background(), err)
 		}
 	}
 }
