@@ -22,71 +22,63 @@ func verdict(ok bool) string {
 
 // evalTargets computes issue 5's target ratios from what was measured.
 func (r *Report) evalTargets() []goal {
-	var ts []goal
-	ratio := func(a, b float64) string { return fmt.Sprintf("%.2f×", a/b) }
+	direct, okD := r.rowTPS("direct", "clients-get")
+	cached, okC := r.rowTPS("cache", "clients-get")
+	directU, okDU := r.rowTPS("direct", "users-get")
+	batched, okB := r.rowTPS("batch", "users-get")
+	sidePass, okSP := r.peerTPS("pass", "sidecache (no routes)")
+	nginxPass, okNP := r.peerTPS("pass", "nginx proxy_pass")
+	sideHit, okSH := r.peerTPS("hit", "sidecache (L1 hit)")
+	nginxHit, okNH := r.peerTPS("hit", "nginx proxy_cache")
+	bareHit, okBH := r.peerTPS("hit", "bare Go (from memory)")
 
-	direct, okD := r.row("direct", "clients-get")
-	cache, okC := r.row("cache", "clients-get")
-	t := goal{Goal: "`GET /clients/{id}` with cache ≥ 20× direct TPS"}
-	if okD && okC && direct.Out.TPS() > 0 {
-		t.Measured = fmt.Sprintf("%s (%s vs %s TPS)", ratio(cache.Out.TPS(), direct.Out.TPS()), fmtTPS(cache.Out.TPS()), fmtTPS(direct.Out.TPS()))
-		t.Verdict = verdict(cache.Out.TPS() >= 20*direct.Out.TPS())
-	} else {
-		t.Measured, t.Verdict = "needs rows direct and cache", "not measured"
+	p99 := goal{Goal: "`GET /clients/{id}` with cache: p99 ≤ 10 ms", Measured: "needs row cache", Verdict: "not measured"}
+	if row, ok := r.row("cache", "clients-get"); ok {
+		d := row.Out.Latencies.P99
+		p99.Measured, p99.Verdict = fmtMS(d), verdict(d <= 10*time.Millisecond)
 	}
-	ts = append(ts, t)
+	return []goal{
+		tpsGoal("`GET /clients/{id}` with cache ≥ 20× direct TPS", cached, direct, 20,
+			okD && okC && direct > 0, "needs rows direct and cache"),
+		p99,
+		tpsGoal("`GET /users/{id}` cold misses with batching ≥ 5× direct TPS (configuration batch: no cache, so every request misses)", batched, directU, 5,
+			okDU && okB && directU > 0, "needs rows direct and batch"),
+		tpsGoal("sidecar pass-through TPS ≥ NGINX pass-through TPS", sidePass, nginxPass, 1,
+			okSP && okNP, missing(r, "pass", "sidecache (no routes)", "nginx proxy_pass")),
+		tpsGoal("L1-hit TPS ≥ NGINX proxy_cache hit TPS", sideHit, nginxHit, 1,
+			okSH && okNH, missing(r, "hit", "sidecache (L1 hit)", "nginx proxy_cache")),
+		tpsGoal("L1-hit TPS ≥ 0.9× bare Go", sideHit, bareHit, 0.9,
+			okSH && okBH, missing(r, "hit", "sidecache (L1 hit)", "bare Go (from memory)")),
+	}
+}
 
-	t = goal{Goal: "`GET /clients/{id}` with cache: p99 ≤ 10 ms"}
-	if okC {
-		p99 := cache.Out.Latencies.P99
-		t.Measured, t.Verdict = fmtMS(p99), verdict(p99 <= 10*time.Millisecond)
-	} else {
-		t.Measured, t.Verdict = "needs row cache", "not measured"
+// tpsGoal is a target "a's TPS ≥ factor × b's TPS", or why it could not be
+// measured.
+func tpsGoal(text string, a, b, factor float64, measured bool, why string) goal {
+	g := goal{Goal: text}
+	if !measured {
+		g.Measured, g.Verdict = why, "not measured"
+		return g
 	}
-	ts = append(ts, t)
+	g.Measured = fmt.Sprintf("%.2f× (%s vs %s TPS)", a/b, fmtTPS(a), fmtTPS(b))
+	g.Verdict = verdict(a >= factor*b)
+	return g
+}
 
-	directU, okDU := r.row("direct", "users-get")
-	batchU, okB := r.row("batch", "users-get")
-	t = goal{Goal: "`GET /users/{id}` cold misses with batching ≥ 5× direct TPS (configuration batch: no cache, so every request misses)"}
-	if okDU && okB && directU.Out.TPS() > 0 {
-		t.Measured = fmt.Sprintf("%s (%s vs %s TPS)", ratio(batchU.Out.TPS(), directU.Out.TPS()), fmtTPS(batchU.Out.TPS()), fmtTPS(directU.Out.TPS()))
-		t.Verdict = verdict(batchU.Out.TPS() >= 5*directU.Out.TPS())
-	} else {
-		t.Measured, t.Verdict = "needs rows direct and batch", "not measured"
+func (r *Report) rowTPS(config, workload string) (float64, bool) {
+	row, ok := r.row(config, workload)
+	if !ok {
+		return 0, false
 	}
-	ts = append(ts, t)
+	return row.Out.TPS(), true
+}
 
-	sp, okSP := r.peer("pass", "sidecache (no routes)")
-	np, okNP := r.peer("pass", "nginx proxy_pass")
-	t = goal{Goal: "sidecar pass-through TPS ≥ NGINX pass-through TPS"}
-	if okSP && okNP {
-		t.Measured = fmt.Sprintf("%s (%s vs %s TPS)", ratio(sp.Out.TPS(), np.Out.TPS()), fmtTPS(sp.Out.TPS()), fmtTPS(np.Out.TPS()))
-		t.Verdict = verdict(sp.Out.TPS() >= np.Out.TPS())
-	} else {
-		t.Measured, t.Verdict = missing(r, "pass", "sidecache (no routes)", "nginx proxy_pass"), "not measured"
+func (r *Report) peerTPS(test, server string) (float64, bool) {
+	p, ok := r.peer(test, server)
+	if !ok {
+		return 0, false
 	}
-	ts = append(ts, t)
-
-	sh, okSH := r.peer("hit", "sidecache (L1 hit)")
-	nh, okNH := r.peer("hit", "nginx proxy_cache")
-	t = goal{Goal: "L1-hit TPS ≥ NGINX proxy_cache hit TPS"}
-	if okSH && okNH {
-		t.Measured = fmt.Sprintf("%s (%s vs %s TPS)", ratio(sh.Out.TPS(), nh.Out.TPS()), fmtTPS(sh.Out.TPS()), fmtTPS(nh.Out.TPS()))
-		t.Verdict = verdict(sh.Out.TPS() >= nh.Out.TPS())
-	} else {
-		t.Measured, t.Verdict = missing(r, "hit", "sidecache (L1 hit)", "nginx proxy_cache"), "not measured"
-	}
-	ts = append(ts, t)
-
-	bh, okBH := r.peer("hit", "bare Go (from memory)")
-	t = goal{Goal: "L1-hit TPS ≥ 0.9× bare Go"}
-	if okSH && okBH {
-		t.Measured = fmt.Sprintf("%s (%s vs %s TPS)", ratio(sh.Out.TPS(), bh.Out.TPS()), fmtTPS(sh.Out.TPS()), fmtTPS(bh.Out.TPS()))
-		t.Verdict = verdict(sh.Out.TPS() >= 0.9*bh.Out.TPS())
-	} else {
-		t.Measured, t.Verdict = missing(r, "hit", "sidecache (L1 hit)", "bare Go (from memory)"), "not measured"
-	}
-	return append(ts, t)
+	return p.Out.TPS(), true
 }
 
 // missing says which side of a peer comparison has no number, and why.
