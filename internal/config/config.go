@@ -9,11 +9,14 @@ import "time"
 
 // Config is the whole file. Field names follow SPEC.md; extend compatibly.
 type Config struct {
-	Listen   string   `yaml:"listen"`
-	Admin    Admin    `yaml:"admin"`
-	Upstream Upstream `yaml:"upstream"`
-	Cache    Cache    `yaml:"cache"`
-	Routes   []Route  `yaml:"routes"`
+	Listen    string    `yaml:"listen"`
+	Server    Server    `yaml:"server"`
+	Admin     Admin     `yaml:"admin"`
+	Log       Log       `yaml:"log"`
+	Upstream  Upstream  `yaml:"upstream"`
+	Cache     Cache     `yaml:"cache"`
+	Coherence Coherence `yaml:"coherence"`
+	Routes    []Route   `yaml:"routes"`
 
 	// ShutdownTimeout bounds the drain of in-flight requests on SIGTERM.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
@@ -22,9 +25,36 @@ type Config struct {
 	ShutdownDelay Duration `yaml:"shutdown_delay"`
 }
 
+// Server bounds what one client may hold of a listener: a slow or endless
+// request is cut instead of pinning a connection (and, on the cached path,
+// an upstream request) forever. Both listeners use these values.
+type Server struct {
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	// ReadTimeout covers the whole request, body included.
+	ReadTimeout    Duration `yaml:"read_timeout"`
+	IdleTimeout    Duration `yaml:"idle_timeout"`
+	MaxHeaderBytes Size     `yaml:"max_header_bytes"`
+}
+
 type Admin struct {
 	Listen string `yaml:"listen"`
 	Token  string `yaml:"token"`
+	// PProf serves /debug/pprof/ behind the admin token; off by default,
+	// since profiles expose memory contents and cost CPU.
+	PProf bool `yaml:"pprof"`
+}
+
+// Log chooses the process log's shape and whether each request is logged.
+type Log struct {
+	Format string `yaml:"format"` // text | json
+	Level  string `yaml:"level"`  // debug | info | warn | error
+	Access bool   `yaml:"access"`
+}
+
+// Coherence bounds how long any replica may serve a version older than an
+// acknowledged write, whatever Redis does.
+type Coherence struct {
+	MaxLag Duration `yaml:"max_lag"`
 }
 
 type Upstream struct {
@@ -36,8 +66,11 @@ type Upstream struct {
 
 type Cache struct {
 	MaxBodyBytes Size `yaml:"max_body_bytes"`
-	L1           L1   `yaml:"l1"`
-	L2           *L2  `yaml:"l2"` // nil: L1-only
+	// MaxKeyBytes: a request whose cache key would be longer passes
+	// through uncached, so hostile keys cannot inflate memory.
+	MaxKeyBytes Size `yaml:"max_key_bytes"`
+	L1          L1   `yaml:"l1"`
+	L2          *L2  `yaml:"l2"` // nil: L1-only
 }
 
 type L1 struct {
@@ -71,11 +104,18 @@ type Route struct {
 	StaleWhileRevalidate Duration `yaml:"stale_while_revalidate"`
 	StaleIfError         Duration `yaml:"stale_if_error"`
 	NegativeTTL          Duration `yaml:"negative_ttl"`
-	Key                  Key      `yaml:"key"`
-	Tags                 []string `yaml:"tags"`
-	Invalidate           []string `yaml:"invalidate"`
-	Batch                *Batch   `yaml:"batch"`
-	Split                *Split   `yaml:"split"`
+	// Freshness is "route" (ttl governs) or "origin" (RFC 9111 freshness
+	// from the response; ttl is then the heuristic).
+	Freshness string   `yaml:"freshness"`
+	MaxTTL    Duration `yaml:"max_ttl"`
+	// ForwardHeaders is "keyed" (only headers the key or Vary sees, tracing
+	// and the sidecar's own X-Forwarded-*) or "all".
+	ForwardHeaders string   `yaml:"forward_headers"`
+	Key            Key      `yaml:"key"`
+	Tags           []string `yaml:"tags"`
+	Invalidate     []string `yaml:"invalidate"`
+	Batch          *Batch   `yaml:"batch"`
+	Split          *Split   `yaml:"split"`
 }
 
 type Key struct {
@@ -91,11 +131,16 @@ type Batch struct {
 	MaxSize int      `yaml:"max_size"`
 	MaxWait Duration `yaml:"max_wait"`
 	IDField string   `yaml:"id_field"`
+	// MaxInFlight bounds the bulk calls of one group at once; while they
+	// run, new IDs accumulate for the next call.
+	MaxInFlight int `yaml:"max_in_flight"`
 }
 
 type Split struct {
 	Param string `yaml:"param"`
 	Route string `yaml:"route"`
+	// MaxIDs bounds the distinct ids of one list request; more is a 400.
+	MaxIDs int `yaml:"max_ids"`
 }
 
 // Duration is a time.Duration written in Go syntax ("250ms", "5m").

@@ -22,12 +22,29 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 	if c.Admin.Listen == "" {
 		c.Admin.Listen = "127.0.0.1:9090"
 	}
+	dur(&c.Server.ReadHeaderTimeout, "server.read_header_timeout", 10*time.Second)
+	dur(&c.Server.ReadTimeout, "server.read_timeout", 60*time.Second)
+	dur(&c.Server.IdleTimeout, "server.idle_timeout", 120*time.Second)
+	if !isSet("server.max_header_bytes") {
+		c.Server.MaxHeaderBytes = 64 << 10
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	c.Log.Format, c.Log.Level = strings.ToLower(c.Log.Format), strings.ToLower(c.Log.Level)
+	dur(&c.Coherence.MaxLag, "coherence.max_lag", time.Second)
 	dur(&c.Upstream.Timeout, "upstream.timeout", 10*time.Second)
 	if !isSet("upstream.max_idle_conns_per_host") {
 		c.Upstream.MaxIdleConnsPerHost = 256
 	}
 	if !isSet("cache.max_body_bytes") {
 		c.Cache.MaxBodyBytes = 8 << 20
+	}
+	if !isSet("cache.max_key_bytes") {
+		c.Cache.MaxKeyBytes = 4 << 10
 	}
 	if !isSet("cache.l1.max_bytes") {
 		c.Cache.L1.MaxBytes = 256 << 20
@@ -54,11 +71,23 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 		for j, m := range r.Methods {
 			r.Methods[j] = strings.ToUpper(m)
 		}
+		if r.Freshness == "" {
+			r.Freshness = "route"
+		}
+		if r.ForwardHeaders == "" {
+			r.ForwardHeaders = "keyed"
+		}
 		if b := r.Batch; b != nil {
 			if !isSet(p + ".batch.max_size") {
 				b.MaxSize = 100
 			}
 			dur(&b.MaxWait, p+".batch.max_wait", 2*time.Millisecond)
+			if !isSet(p + ".batch.max_in_flight") {
+				b.MaxInFlight = 2
+			}
+		}
+		if s := r.Split; s != nil && !isSet(p+".split.max_ids") {
+			s.MaxIDs = 1000
 		}
 	}
 	dur(&c.ShutdownTimeout, "shutdown_timeout", 25*time.Second)

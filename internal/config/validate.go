@@ -38,6 +38,15 @@ func (c *Config) validate() Errors {
 	v := &checker{}
 	v.hostPort("listen", c.Listen, false)
 	v.hostPort("admin.listen", c.Admin.Listen, false)
+	v.positive("server.read_header_timeout", c.Server.ReadHeaderTimeout)
+	v.positive("server.read_timeout", c.Server.ReadTimeout)
+	v.positive("server.idle_timeout", c.Server.IdleTimeout)
+	if c.Server.MaxHeaderBytes <= 0 {
+		v.add("server.max_header_bytes", "must be > 0")
+	}
+	v.oneOf("log.format", c.Log.Format, "text", "json")
+	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	v.positive("coherence.max_lag", c.Coherence.MaxLag)
 	v.upstreamURL("upstream.url", c.Upstream.URL)
 	v.positive("upstream.timeout", c.Upstream.Timeout)
 	if c.Upstream.MaxIdleConnsPerHost <= 0 {
@@ -45,6 +54,9 @@ func (c *Config) validate() Errors {
 	}
 	if c.Cache.MaxBodyBytes <= 0 {
 		v.add("cache.max_body_bytes", "must be > 0")
+	}
+	if c.Cache.MaxKeyBytes <= 0 {
+		v.add("cache.max_key_bytes", "must be > 0")
 	}
 	if c.Cache.L1.MaxBytes < 0 {
 		v.add("cache.l1.max_bytes", "must not be negative (0 disables L1)")
@@ -78,6 +90,21 @@ func (v *checker) hostPort(path, s string, dial bool) {
 	case dial && host == "":
 		v.add(path, "missing host in %q", s)
 	}
+}
+
+func (v *checker) oneOf(path, got string, want ...string) {
+	if !slices.Contains(want, got) {
+		named := slices.DeleteFunc(slices.Clone(want), func(s string) bool { return s == "" })
+		v.add(path, "must be one of %s, got %q", strings.Join(named, ", "), got)
+	}
+}
+
+// knownMethods are RFC 9110 §9's methods, PATCH (RFC 5789) and WebDAV's:
+// a route names methods to match, and a typo ("GTE") would silently match
+// nothing.
+var knownMethods = []string{
+	"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
+	"PROPFIND", "PROPPATCH", "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "REPORT", "SEARCH", "QUERY",
 }
 
 func (v *checker) upstreamURL(path, s string) {
@@ -152,14 +179,23 @@ func (v *checker) route(p string, r *Route) {
 		v.add(p+".methods", "must list at least one method")
 	}
 	for j, m := range r.Methods {
-		if !isToken(m) {
-			v.add(fmt.Sprintf("%s.methods[%d]", p, j), "invalid method %q", m)
+		if !slices.Contains(knownMethods, m) {
+			v.add(fmt.Sprintf("%s.methods[%d]", p, j), "unknown method %q (want one of %s)", m, strings.Join(knownMethods, ", "))
 		}
 	}
 	get := slices.Contains(r.Methods, http.MethodGet)
 	params, pathOK := v.pattern(p+".path", r.Path)
 
-	if (get || slices.Contains(r.Methods, http.MethodHead)) && r.Split == nil {
+	// "" is the default (route, keyed) for a Config built in code.
+	v.oneOf(p+".freshness", r.Freshness, "", "route", "origin")
+	v.oneOf(p+".forward_headers", r.ForwardHeaders, "", "keyed", "all")
+	v.nonNegative(p+".max_ttl", r.MaxTTL)
+	if r.MaxTTL > 0 && r.Freshness != "origin" {
+		v.add(p+".max_ttl", "only applies with freshness: origin")
+	}
+	// In origin mode the response says how long it stays fresh; ttl is
+	// only the heuristic for responses that say nothing.
+	if (get || slices.Contains(r.Methods, http.MethodHead)) && r.Split == nil && r.Freshness != "origin" {
 		v.positive(p+".ttl", r.TTL)
 	} else {
 		v.nonNegative(p+".ttl", r.TTL)
@@ -195,6 +231,9 @@ func (v *checker) route(p string, r *Route) {
 			v.add(bp+".max_size", "must be > 0")
 		}
 		v.positive(bp+".max_wait", b.MaxWait)
+		if b.MaxInFlight <= 0 {
+			v.add(bp+".max_in_flight", "must be > 0")
+		}
 		if !get {
 			v.add(p+".methods", "must include GET for batch")
 		}
@@ -205,6 +244,9 @@ func (v *checker) route(p string, r *Route) {
 	if s := r.Split; s != nil {
 		if s.Param == "" {
 			v.add(p+".split.param", "required")
+		}
+		if s.MaxIDs <= 0 {
+			v.add(p+".split.max_ids", "must be > 0")
 		}
 		if !get {
 			v.add(p+".methods", "must include GET for split")
