@@ -195,6 +195,8 @@ func (t *Tiered) Get(ctx context.Context, key string) (*Entry, bool, error) {
 
 // Set writes L1, then L2 (whose own Set may return before Redis has the
 // entry). A failing tier does not stop the other; the errors are joined.
+var errNoTier = errors.New("cache: no tier configured")
+
 func (t *Tiered) Set(ctx context.Context, key string, e *Entry) error {
 	var err1, err2 error
 	if t.l1 != nil {
@@ -206,6 +208,14 @@ func (t *Tiered) Set(ctx context.Context, key string, e *Entry) error {
 		if err := t.l2.Set(ctx, key, e); err != nil {
 			err2 = fmt.Errorf("cache: l2 set: %w", err)
 		}
+	}
+	// Stored means some tier holds it: a refusal by one tier is not an
+	// error when the other took it.
+	if err1 == nil && t.l1 != nil || err2 == nil && t.l2 != nil {
+		return nil
+	}
+	if t.l1 == nil && t.l2 == nil {
+		return errNoTier
 	}
 	return errors.Join(err1, err2)
 }

@@ -1,8 +1,21 @@
-// Package proxy is the sidecar's http.Handler: it matches a route, answers
-// from the cache when it may, collapses concurrent misses into one upstream
-// call (or one bulk call for batch routes), stores what is cacheable, and
-// passes everything else through untouched. It declares the few interfaces
-// it needs of the cache tiers; it does not know how they are built.
+// Package proxy is the sidecar's http.Handler. One request goes through
+// three named stages, like net/http/httputil.ReverseProxy's one linear flow:
+//
+//   - classify (ServeHTTP): match the route, decide pass-through or bypass,
+//     build the key, and make one exchange value for the request;
+//   - fill (fill.go): the only code that touches the cache tiers, the
+//     cluster lease, the transport and the batcher; it runs once per
+//     coalesced flight and returns what that flight produced;
+//   - respond (respond.go): one outcome drives both the Cache-Status member
+//     and the metrics result.
+//
+// Two rules are kept in one place each: admit (admit.go) decides whether an
+// upstream answer may be stored and for how long, for per-key and bulk
+// fetches alike; answers (fit.go) decides whether a stored or fetched entry
+// may answer a given request, for every entry about to be served.
+//
+// It declares the few interfaces it needs of the cache tiers; it does not
+// know how they are built.
 package proxy
 
 import (
@@ -17,8 +30,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/route"
@@ -33,6 +46,7 @@ type Cache interface {
 	LookupLocal(ctx context.Context, key string) (*cache.Entry, cache.Tier, error)
 	// LookupMany reads many keys with at most one L2 round trip.
 	LookupMany(ctx context.Context, keys []string) ([]*cache.Entry, []cache.Tier, error)
+	// Set returns nil only when at least one tier accepted the entry.
 	Set(ctx context.Context, key string, e *cache.Entry) error
 }
 
@@ -46,7 +60,9 @@ type Invalidator interface {
 // cold key and fetches it; the others wait for its write to the shared tier.
 type Leaser interface {
 	Lease(ctx context.Context, key string, ttl time.Duration) (release func(), acquired bool, err error)
-	WaitFill(ctx context.Context, key string, max time.Duration) (*cache.Entry, bool, error)
+	// WaitFill waits for an entry stored after newer (the zero time: any
+	// entry), so a waiter holding a stale copy waits for a fresh one.
+	WaitFill(ctx context.Context, key string, max time.Duration, newer time.Time) (*cache.Entry, bool, error)
 }
 
 // Options configure a Handler. Upstream and Routes are required.
@@ -57,6 +73,7 @@ type Options struct {
 	// that has started is not cut).
 	Timeout             time.Duration
 	MaxBodyBytes        int64
+	MaxKeyBytes         int // longer cache keys pass through uncached; 0: 4 KiB
 	MaxIdleConnsPerHost int
 	Transport           http.RoundTripper // nil: NewTransport
 	Routes              *route.Table
@@ -69,13 +86,14 @@ type Options struct {
 	Now                 func() time.Time
 }
 
-// Handler is the proxy. It is safe for concurrent use; SetRoutes swaps the
-// route table atomically (hot reload) without disturbing requests in flight.
+// Handler is the proxy. It is safe for concurrent use; SetRoutes and
+// SetUpstream swap their part of the configuration atomically (hot reload)
+// without disturbing requests in flight.
 type Handler struct {
-	up        *url.URL
-	timeout   time.Duration
 	maxBody   int64
-	transport http.RoundTripper
+	maxKey    int
+	idle      int
+	transport http.RoundTripper // fixed by Options; nil: one per upstream config
 	cache     Cache
 	inv       Invalidator
 	leaser    Leaser
@@ -86,7 +104,6 @@ type Handler struct {
 
 	state   atomic.Pointer[state]
 	flights coalesce.Group[*flight]
-	pass    *httputil.ReverseProxy
 	hfp     hitForPass
 	// refreshing holds the keys with a stale-while-revalidate refresh
 	// under way, so a burst of stale hits starts one goroutine, not many.
@@ -94,11 +111,25 @@ type Handler struct {
 	tombs      *tombstone.Set
 }
 
-// state is what a reload replaces as one: the table and the batchers built
-// for its routes.
+// state is what a reload replaces as one: the upstream, the table and what
+// was resolved for each of its routes.
 type state struct {
-	table    *route.Table
-	batchers map[*route.Route]*batch.Loader[*http.Request, *cache.Entry]
+	up        *url.URL
+	timeout   time.Duration
+	transport http.RoundTripper
+	pass      *httputil.ReverseProxy
+	table     *route.Table
+	routes    map[*route.Route]*routeState
+	noRoute   *routeState
+}
+
+// routeState is what every request of a route needs, resolved once per
+// (re)load rather than looked up per request.
+type routeState struct {
+	rt      *route.Route
+	m       *metrics.RouteMetrics
+	batcher *batcher // batch routes only
+	fwd     *forwarding
 }
 
 // New builds a Handler.
@@ -110,25 +141,23 @@ func New(opts Options) (*Handler, error) {
 		return nil, errors.New("proxy: routes are required")
 	}
 	h := &Handler{
-		up:       opts.Upstream,
-		timeout:  opts.Timeout,
-		maxBody:  opts.MaxBodyBytes,
-		cache:    opts.Cache,
-		inv:      opts.Invalidator,
-		leaser:   opts.Leaser,
-		leaseTTL: opts.LeaseTTL,
-		m:        opts.Metrics,
-		log:      opts.Logger,
-		now:      opts.Now,
-	}
-	if h.timeout <= 0 {
-		h.timeout = 10 * time.Second
+		maxBody:   opts.MaxBodyBytes,
+		maxKey:    opts.MaxKeyBytes,
+		idle:      opts.MaxIdleConnsPerHost,
+		transport: opts.Transport,
+		cache:     opts.Cache,
+		inv:       opts.Invalidator,
+		leaser:    opts.Leaser,
+		leaseTTL:  opts.LeaseTTL,
+		m:         opts.Metrics,
+		log:       opts.Logger,
+		now:       opts.Now,
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = 8 << 20
 	}
-	if h.leaseTTL <= 0 {
-		h.leaseTTL = h.timeout
+	if h.maxKey <= 0 {
+		h.maxKey = 4 << 10
 	}
 	if h.m == nil {
 		h.m = metrics.New(nil)
@@ -139,13 +168,13 @@ func New(opts Options) (*Handler, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	h.tombs = tombstone.New(h.timeout + 10*time.Second)
-	h.transport = opts.Transport
-	if h.transport == nil {
-		h.transport = NewTransport(h.timeout, opts.MaxIdleConnsPerHost)
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
 	}
-	h.pass = h.newPassProxy()
-	h.SetRoutes(opts.Routes)
+	h.tombs = tombstone.New(timeout + 10*time.Second)
+	st := h.withUpstream(&state{}, opts.Upstream, timeout)
+	h.state.Store(h.withRoutes(st, opts.Routes))
 	return h, nil
 }
 
@@ -170,194 +199,88 @@ func NewTransport(timeout time.Duration, idlePerHost int) *http.Transport {
 // SetRoutes swaps the route table. Batchers of the old table finish the
 // batches they hold; new requests use the new ones.
 func (h *Handler) SetRoutes(t *route.Table) {
-	st := &state{table: t, batchers: map[*route.Route]*batch.Loader[*http.Request, *cache.Entry]{}}
-	for _, rt := range t.Routes() {
-		if rt.Batch != nil {
-			st.batchers[rt] = h.newBatcher(rt)
-		}
+	h.state.Store(h.withRoutes(h.state.Load(), t))
+}
+
+// SetUpstream swaps the upstream and its timeout (hot reload). Requests in
+// flight finish against the old one.
+func (h *Handler) SetUpstream(u *url.URL, timeout time.Duration) error {
+	if u == nil || u.Scheme == "" || u.Host == "" {
+		return errors.New("proxy: upstream url is required")
 	}
-	h.state.Store(st)
+	if timeout <= 0 {
+		return errors.New("proxy: upstream timeout must be > 0")
+	}
+	old := h.state.Load()
+	h.state.Store(h.withUpstream(old, u, timeout))
+	if t, ok := old.transport.(*http.Transport); ok && h.transport == nil {
+		t.CloseIdleConnections()
+	}
+	return nil
 }
 
 // Routes is the table in force.
 func (h *Handler) Routes() *route.Table { return h.state.Load().table }
 
+func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *state {
+	st := *old
+	st.up, st.timeout, st.transport = u, timeout, h.transport
+	if st.transport == nil {
+		st.transport = NewTransport(timeout, h.idle)
+	}
+	st.pass = h.newPassProxy(u, st.transport)
+	return &st
+}
+
+func (h *Handler) withRoutes(old *state, t *route.Table) *state {
+	st := *old
+	st.table = t
+	st.routes = make(map[*route.Route]*routeState, len(t.Routes()))
+	for _, rt := range t.Routes() {
+		rs := &routeState{rt: rt, m: h.m.Route(rt.Name), fwd: newForwarding(rt, h.log)}
+		if rt.Batch != nil {
+			rs.batcher = h.newBatcher(rs)
+		}
+		st.routes[rt] = rs
+	}
+	st.noRoute = &routeState{m: h.m.Route(metrics.PassRoute)}
+	return &st
+}
+
+// ServeHTTP is the classify stage: it decides which path the request takes
+// and hands it an exchange.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := h.now()
 	st := h.state.Load()
+	x := exchange{h: h, st: st, w: w, r: r, start: h.now()}
 	rt, params, ok := st.table.Match(r.Method, r.URL.Path)
 	if !ok {
-		h.passThrough(w, r, h.m.Route(metrics.PassRoute), start, status{fwd: "bypass", detail: "no-route"}, nil)
+		x.rs = st.noRoute
+		x.pass(outPass, "no-route")
 		return
 	}
-	rm := h.m.Route(rt.Name)
+	x.rs, x.params = st.routes[rt], params
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
-		h.serveWrite(w, r, rt, params, rm, start)
+		x.write()
 	case h.cache == nil || !rt.Cacheable() && rt.Split == nil:
-		h.passThrough(w, r, rm, start, status{fwd: "bypass", detail: "uncached-route"}, nil)
+		x.pass(outPass, "uncached-route")
 	case rt.Split != nil:
-		h.serveSplit(w, r, st, rt, rm, start)
+		x.split()
 	default:
-		h.serveCached(w, r, st, rt, params, rm, start)
-	}
-}
-
-// serveWrite forwards an unsafe request and, after a 2xx, drops the route's
-// invalidate tags before the client sees the answer, so a client always
-// reads its own write (RFC 9111 §4.4 asks the same of a cache). A write
-// whose outcome is unknown — the upstream timed out or the connection broke
-// after the request was sent — may have been applied, so it invalidates
-// too.
-func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request, rt *route.Route, params route.Params, rm *metrics.RouteMetrics, start time.Time) {
-	var after func(code int)
-	if len(rt.Invalidate) > 0 && h.inv != nil {
-		tags := expand(rt.Invalidate, params)
-		after = func(code int) {
-			if code != 0 && (code < 200 || code > 299) {
-				return
-			}
-			h.Invalidated(tags...)
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.timeout)
-			defer cancel()
-			if err := h.inv.InvalidateTags(ctx, tags...); err != nil {
-				h.log.Warn("invalidate after write", "route", rt.Name, "tags", tags, "err", err)
-			}
-			h.m.Invalidation("write", len(tags))
+		if reason := bypassReason(r, rt.Key.Headers); reason != "" {
+			x.pass(outBypass, reason)
+			return
+		}
+		x.key = cachekey.Build(r, &rt.Key)
+		switch {
+		case len(x.key) > h.maxKey:
+			x.pass(outBypass, "key-too-long")
+		case h.hfp.active(x.key, x.start):
+			x.pass(outBypass, "hit-for-pass")
+		default:
+			x.cached()
 		}
 	}
-	h.passThrough(w, r, rm, start, status{fwd: "method"}, after)
-}
-
-type passCtxKey struct{}
-
-// passInfo travels in the request context to the shared ReverseProxy's
-// hooks, so one ReverseProxy serves every route without a closure per call.
-type passInfo struct {
-	st    status
-	after func(code int) // the upstream's status, 0 when unknown (an error)
-	rm    *metrics.RouteMetrics
-	start time.Time
-}
-
-func (h *Handler) passThrough(w http.ResponseWriter, r *http.Request, rm *metrics.RouteMetrics, start time.Time, st status, after func(code int)) {
-	pi := &passInfo{st: st, after: after, rm: rm, start: start}
-	h.pass.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), passCtxKey{}, pi)))
-	result := metrics.Pass
-	if st.fwd == "bypass" && st.detail != "no-route" && st.detail != "uncached-route" {
-		result = metrics.Bypass
-	}
-	rm.Request(result, h.now().Sub(start))
-}
-
-func (h *Handler) newPassProxy() *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(h.up)
-			pr.SetXForwarded()
-		},
-		Transport: h.transport,
-		// 0: ReverseProxy already flushes at once for streams (unknown
-		// length, text/event-stream); flushing every write of an ordinary
-		// response costs a syscall each and halved pass-through throughput.
-		FlushInterval: 0,
-		ModifyResponse: func(resp *http.Response) error {
-			pi, _ := resp.Request.Context().Value(passCtxKey{}).(*passInfo)
-			if pi == nil {
-				return nil
-			}
-			pi.rm.Upstream(resp.StatusCode, h.now().Sub(pi.start))
-			if pi.after != nil {
-				pi.after(resp.StatusCode)
-			}
-			st := pi.st
-			st.fwdStatus = resp.StatusCode
-			resp.Header.Set("Cache-Status", appendCacheStatus(resp.Header.Get("Cache-Status"), st.String()))
-			return nil
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			pi, _ := r.Context().Value(passCtxKey{}).(*passInfo)
-			clientLeft := r.Context().Err() != nil
-			if pi != nil {
-				if !clientLeft {
-					pi.rm.Upstream(0, h.now().Sub(pi.start))
-				}
-				if pi.after != nil {
-					pi.after(0) // a write with an unknown outcome may have been applied
-				}
-			}
-			if clientLeft {
-				return // there is no one to answer
-			}
-			h.log.Warn("upstream", "method", r.Method, "path", r.URL.Path, "err", err)
-			st := status{fwd: "bypass"}
-			if pi != nil {
-				st = pi.st
-			}
-			writeUpstreamError(w, classify(err), st)
-		},
-		ErrorLog:   slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
-		BufferPool: newBufferPool(),
-	}
-}
-
-// bufferPool recycles ReverseProxy's copy buffers; without it every
-// pass-through response allocates 32 KiB.
-type bufferPool struct{ p *sync.Pool }
-
-func newBufferPool() bufferPool {
-	return bufferPool{&sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
-}
-
-func (bp bufferPool) Get() []byte  { return *bp.p.Get().(*[]byte) }
-func (bp bufferPool) Put(b []byte) { bp.p.Put(&b) }
-
-// upstreamErr is a fetch failure the client may be told about: only its
-// status and a fixed text leave the sidecar, never the upstream's words.
-type upstreamErr struct {
-	code int
-	err  error
-}
-
-func (e *upstreamErr) Error() string { return "proxy: upstream: " + e.err.Error() }
-func (e *upstreamErr) Unwrap() error { return e.err }
-
-// classify maps a transport error to the status the spec promises: 504 for
-// a timeout, 502 for a refused or reset connection and everything else.
-func classify(err error) *upstreamErr {
-	var ue *upstreamErr
-	if errors.As(err, &ue) {
-		return ue
-	}
-	var te interface{ Timeout() bool }
-	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout() {
-		return &upstreamErr{code: http.StatusGatewayTimeout, err: err}
-	}
-	return &upstreamErr{code: http.StatusBadGateway, err: err}
-}
-
-func writeUpstreamError(w http.ResponseWriter, ue *upstreamErr, st status) {
-	st.fwdStatus = 0
-	if st.detail == "" {
-		st.detail = "upstream-error"
-	}
-	w.Header().Set("Cache-Status", st.String())
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(ue.code)
-	if ue.code == http.StatusGatewayTimeout {
-		_, _ = w.Write([]byte("upstream timeout\n"))
-	} else {
-		_, _ = w.Write([]byte("bad gateway\n"))
-	}
-}
-
-func expand(ts []route.Template, p route.Params) []string {
-	out := make([]string, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, t.Expand(p))
-	}
-	return out
 }
 
 // Invalidated records that tags were invalidated now (by a write here, a
@@ -367,3 +290,21 @@ func (h *Handler) Invalidated(tags ...string) { h.tombs.Add(h.now(), tags...) }
 
 // InvalidatedAll is Invalidated for a purge of everything.
 func (h *Handler) InvalidatedAll() { h.tombs.AddAll(h.now()) }
+
+// RouteTag is the implicit tag every entry of a route carries, so that a
+// purge by route is a purge by tag. Tags starting with "_" are reserved.
+func RouteTag(name string) string { return "_route:" + name }
+
+func expand(ts []route.Template, p route.Params) []string {
+	out := make([]string, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.Expand(p))
+	}
+	return out
+}
+
+func entryTags(rt *route.Route, params route.Params) []string {
+	tags := make([]string, 0, len(rt.Tags)+1)
+	tags = append(tags, RouteTag(rt.Name))
+	return append(tags, expand(rt.Tags, params)...)
+}

@@ -139,7 +139,11 @@ func TestBatchPrivateAnswerNotShared(t *testing.T) {
 	t.Cleanup(unblock)
 	var lookups atomic.Int64
 	list := testRoute{Name: "users-list", Pattern: "/users", Split: &route.Split{Param: "ids", RouteName: "user"}}
-	e := newEnv(t, o.upstream, []testRoute{userRoute(100, 20*time.Millisecond), list}, func(o *proxyOptions, _ *l1.Store) {
+	// The operator forwards every header (X-Api-Key included), accepting
+	// the risk; the upstream then marks its personal answers private.
+	user := userRoute(100, 20*time.Millisecond)
+	user.ForwardAll = true
+	e := newEnv(t, o.upstream, []testRoute{user, list}, func(o *proxyOptions, _ *l1.Store) {
 		o.Cache = spyCache{Cache: o.Cache, onLookup: func(k string) {
 			if strings.HasSuffix(k, "/users/1") {
 				lookups.Add(1)

@@ -30,6 +30,9 @@ type Spec struct {
 	TTL, StaleWhileRevalidate, StaleIfError, NegativeTTL time.Duration
 
 	Key cachekey.Options
+	// ForwardAll forwards every request header on the cached path, not
+	// only those the key (or a learned Vary) holds.
+	ForwardAll bool
 	// Tags and Invalidate are templates such as "client:{id}".
 	Tags, Invalidate []string
 
@@ -50,6 +53,8 @@ type Route struct {
 	// Key has its Query names sorted and its Headers canonicalised and
 	// sorted, so equal configurations build equal keys.
 	Key cachekey.Options
+	// ForwardAll: see Spec.ForwardAll.
+	ForwardAll bool
 	// Tags label the entries this route stores; Invalidate are dropped
 	// after a 2xx answer to one of its unsafe methods.
 	Tags, Invalidate []Template
@@ -220,6 +225,7 @@ func compileOne(s *Spec) (*Route, []error) {
 		StaleWhileRevalidate: s.StaleWhileRevalidate,
 		StaleIfError:         s.StaleIfError,
 		NegativeTTL:          s.NegativeTTL,
+		ForwardAll:           s.ForwardAll,
 	}
 
 	pat, err := parsePattern(s.Pattern)

@@ -21,6 +21,7 @@ func compileRoutes(rs []config.Route) (*route.Table, error) {
 			StaleIfError:         r.StaleIfError.D(),
 			NegativeTTL:          r.NegativeTTL.D(),
 			Key:                  cachekey.Options{Query: r.Key.Query, AllQuery: r.Key.Query == nil, Headers: r.Key.Headers},
+			ForwardAll:           r.ForwardHeaders == "all",
 			Tags:                 r.Tags,
 			Invalidate:           r.Invalidate,
 		}

@@ -150,6 +150,11 @@ func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
 // An entry with no lifetime left, or larger than MaxBytes, is not kept, and
 // the key's previous entry is dropped, since e replaces it either way.
 // e must not be modified after Set.
+// ErrRejected is returned by Set for an entry the store will not hold
+// (larger than the whole store, or dropped by ristretto), so a caller does
+// not report it as stored.
+var ErrRejected = errors.New("l1: entry rejected")
+
 func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 	if e == nil {
 		return errors.New("l1: set: nil entry")
@@ -168,12 +173,16 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 		if old != nil {
 			s.c.Del(key)
 		}
+		if ttl > 0 {
+			return fmt.Errorf("%w: %d bytes over l1.max_bytes %d", ErrRejected, it.cost, s.maxBytes)
+		}
 		return nil
 	}
 	s.indexLocked(it)
 	if !s.c.SetWithTTL(key, it, it.cost, ttl) {
 		// Dropped under contention or after Close: nothing will call back.
 		s.retireLocked(it)
+		return fmt.Errorf("%w: dropped", ErrRejected)
 	}
 	return nil
 }

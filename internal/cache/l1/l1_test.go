@@ -2,6 +2,7 @@ package l1
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -180,7 +181,13 @@ func TestSetSkips(t *testing.T) {
 				t.Fatal("live entry not stored")
 			}
 			tt.e.Tags = []string{"new"}
-			set(t, s, "k", tt.e)
+			// An entry too large for the store is refused, and says so
+			// (the proxy must not report it stored); an expired one is
+			// silently not kept.
+			err := s.Set(context.Background(), "k", tt.e)
+			if tooLarge := tt.opts.MaxBytes > 0 && tt.e.Size() > tt.opts.MaxBytes; tooLarge != errors.Is(err, ErrRejected) {
+				t.Fatalf("Set = %v (entry cost %d, max %d)", err, tt.e.Size(), tt.opts.MaxBytes)
+			}
 			s.Wait()
 			if got := get(t, s, "k"); got != nil {
 				t.Fatalf("Get = %+v, want miss", got)
@@ -404,7 +411,9 @@ func TestClosed(t *testing.T) {
 	s.Wait()
 	s.Close()
 	s.Close()
-	set(t, s, "k2", entry("x", time.Hour))
+	if err := s.Set(context.Background(), "k2", entry("x", time.Hour)); !errors.Is(err, ErrRejected) {
+		t.Fatalf("Set after Close = %v, want ErrRejected", err)
+	}
 	s.Wait()
 	if get(t, s, "k") != nil || get(t, s, "k2") != nil {
 		t.Fatal("closed store served an entry")

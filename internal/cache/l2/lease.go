@@ -79,8 +79,9 @@ func (s *Store) release(key, token string) {
 	s.done(context.Background(), err)
 }
 
-// WaitFill is for a replica that did not get the lease: it waits until key
-// appears in L2 (returning it), the lease disappears without a fill (the
+// WaitFill is for a replica that did not get the lease: it waits until an
+// entry stored after newer appears under key in L2 (returning it; the zero
+// newer accepts any entry), the lease disappears without a fill (the
 // holder failed or the response was not cacheable), or maxWait passes, and
 // then reports a miss so the caller fetches on its own.
 //
@@ -88,11 +89,14 @@ func (s *Store) release(key, token string) {
 // "filled" notice on pub/sub: a poll cannot miss a notice sent before it
 // subscribed, needs no per-key subscription bookkeeping, and costs two
 // cheap commands per check on a path that is already a miss.
-func (s *Store) WaitFill(ctx context.Context, key string, maxWait time.Duration) (*cache.Entry, bool, error) {
+//
+// newer matters once a stale copy exists: the waiter holds it, and
+// returning on it would send every replica to the upstream.
+func (s *Store) WaitFill(ctx context.Context, key string, maxWait time.Duration, newer time.Time) (*cache.Entry, bool, error) {
 	deadline := time.Now().Add(maxWait)
 	wait := waitMin
 	for {
-		e, found, held, err := s.check(ctx, key)
+		e, found, held, err := s.check(ctx, key, newer)
 		if err != nil || found {
 			return e, found, wrap("wait fill", err)
 		}
@@ -100,7 +104,7 @@ func (s *Store) WaitFill(ctx context.Context, key string, maxWait time.Duration)
 			// The lease is gone. In a cluster the entry and the lease live
 			// on different nodes, so the GET above may have run before the
 			// holder's SET landed: look once more.
-			e, found, _, err := s.check(ctx, key)
+			e, found, _, err := s.check(ctx, key, newer)
 			return e, found, wrap("wait fill", err)
 		}
 		left := time.Until(deadline)
@@ -120,7 +124,7 @@ func (s *Store) WaitFill(ctx context.Context, key string, maxWait time.Duration)
 
 // check reads the lease and the entry in one round trip, the lease first
 // so that on one server a released lease implies the fill is visible.
-func (s *Store) check(ctx context.Context, key string) (e *cache.Entry, found, held bool, err error) {
+func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cache.Entry, found, held bool, err error) {
 	if err := s.admit(); err != nil {
 		return nil, false, false, err
 	}
@@ -141,6 +145,9 @@ func (s *Store) check(ctx context.Context, key string) (e *cache.Entry, found, h
 	held = exists.Val() > 0
 	if b, gerr := get.Bytes(); gerr == nil {
 		e, found, _ = s.decode(key, b)
+	}
+	if found && !e.StoredAt.After(newer) {
+		e, found = nil, false // the copy the waiter already holds
 	}
 	return e, found, held, nil
 }

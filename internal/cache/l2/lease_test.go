@@ -86,7 +86,7 @@ func TestWaitFill(t *testing.T) {
 			_ = holder.Set(ctx, "filled", entry("fresh", time.Minute))
 			release() // queued behind the Set: the waiter must see the entry
 		}()
-		e, ok, err := waiter.WaitFill(ctx, "filled", 5*time.Second)
+		e, ok, err := waiter.WaitFill(ctx, "filled", 5*time.Second, time.Time{})
 		if err != nil || !ok || string(e.Body) != "fresh" {
 			t.Fatalf("WaitFill = %v, %v, %v", e, ok, err)
 		}
@@ -99,7 +99,7 @@ func TestWaitFill(t *testing.T) {
 			release()
 		}()
 		start := time.Now()
-		e, ok, err := waiter.WaitFill(ctx, "unfilled", 5*time.Second)
+		e, ok, err := waiter.WaitFill(ctx, "unfilled", 5*time.Second, time.Time{})
 		if err != nil || ok || e != nil {
 			t.Fatalf("WaitFill = %v, %v, %v; want a miss", e, ok, err)
 		}
@@ -111,7 +111,7 @@ func TestWaitFill(t *testing.T) {
 	t.Run("gives up at max", func(t *testing.T) {
 		_, _, _ = holder.Lease(ctx, "stuck", 10*time.Second)
 		start := time.Now()
-		_, ok, err := waiter.WaitFill(ctx, "stuck", 100*time.Millisecond)
+		_, ok, err := waiter.WaitFill(ctx, "stuck", 100*time.Millisecond, time.Time{})
 		took := time.Since(start)
 		if err != nil || ok {
 			t.Fatalf("WaitFill = %v, %v; want a miss", ok, err)
@@ -125,7 +125,7 @@ func TestWaitFill(t *testing.T) {
 		_, _, _ = holder.Lease(ctx, "stuck2", 10*time.Second)
 		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
-		if _, _, err := waiter.WaitFill(cctx, "stuck2", 10*time.Second); err == nil {
+		if _, _, err := waiter.WaitFill(cctx, "stuck2", 10*time.Second, time.Time{}); err == nil {
 			t.Fatal("WaitFill ignored its context")
 		}
 	})

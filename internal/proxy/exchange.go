@@ -1,0 +1,170 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/route"
+)
+
+// exchange is one client request on its way through the proxy: what
+// classify decided, carried to every later stage so that none of them needs
+// more than a couple of arguments.
+type exchange struct {
+	h      *Handler
+	st     *state
+	rs     *routeState
+	w      http.ResponseWriter
+	r      *http.Request
+	params route.Params
+	key    string // the cache key (cached path only)
+	start  time.Time
+	// refresh: the client asked not to be served a stored response
+	// (no-cache), or this is a background revalidation.
+	refresh bool
+	// own: fetch for this client alone, skipping the lookups and the
+	// cluster lease (the flight's answer was not for it).
+	own bool
+	// retried: fetched once more after learning a Vary'd header.
+	retried bool
+	// vnames and vkey memoise the variant key (see variantKey).
+	vnames []string
+	vkey   string
+}
+
+// cached is the cached path for a GET or HEAD: answer from L1 when an entry
+// fits, otherwise join (or lead) the one flight for the key and respond
+// with what it produced.
+func (x *exchange) cached() {
+	x.refresh = refreshRequested(x.r)
+	var held candidate // a stale copy, kept for stale-if-error
+	flightKey := x.key
+	if x.refresh {
+		flightKey += "\x00refresh"
+	} else {
+		c := x.lookup(x.r.Context(), true)
+		switch {
+		case x.answers(c, needFresh):
+			x.respondEntry(outHit, c, 0)
+			return
+		case x.answers(c, needRevalidate):
+			x.revalidate(c)
+			x.respondEntry(outStaleRevalidate, c, 0)
+			return
+		case x.answers(c, needIfError):
+			held = c
+		}
+		if c.vkey != "" {
+			flightKey = c.vkey
+		}
+	}
+	x.join(flightKey, held)
+}
+
+// join runs or joins the flight for flightKey and responds with its result,
+// applying the fit rule to whatever the flight hands back.
+func (x *exchange) join(flightKey string, held candidate) {
+	ctx := x.r.Context()
+	f, leader, err := x.h.flights.Do(ctx, flightKey, x.detach().fill)
+	if ctx.Err() != nil {
+		return // the client left while waiting; the flight goes on for others
+	}
+	if err == nil && f.large != nil {
+		x.streamLarge(f.large)
+		return
+	}
+	if err == nil && !leader && !x.answers(f.c, f.need()) {
+		// Not for this client: private, another variant, an encoding it
+		// does not accept. It fetches on its own, outside any flight.
+		x.own = true
+		f, err = x.detach().fill(context.WithoutCancel(ctx))
+		leader = true
+		if err == nil && f.large != nil {
+			x.streamLarge(f.large)
+			return
+		}
+	}
+	if held.e == nil && f != nil && x.answers(f.stale, needIfError) {
+		held = f.stale
+	}
+	if (err != nil || f.c.e.Status >= 500) && held.e != nil {
+		fwdStatus := 0
+		if err == nil {
+			fwdStatus = f.c.e.Status
+		}
+		x.respondEntry(outStaleError, held, fwdStatus)
+		return
+	}
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	x.respondFlight(f, leader)
+}
+
+// detach is the exchange a flight runs with: a copy, so the flight may
+// outlive the request's own stack frame (and the L1-hit path keeps its
+// exchange on the stack).
+func (x *exchange) detach() *exchange {
+	c := *x
+	return &c
+}
+
+// revalidate starts one background refresh of a stale entry (RFC 5861 §3),
+// collapsed with any refresh or miss already under way for the key. It runs
+// whichever tier the stale copy came from.
+func (x *exchange) revalidate(c candidate) {
+	flightKey := x.key + "\x00refresh"
+	if c.vkey != "" {
+		flightKey = c.vkey + "\x00refresh"
+	}
+	if _, running := x.h.refreshing.LoadOrStore(flightKey, struct{}{}); running {
+		return // one background refresh per key is enough
+	}
+	bg := x.detach()
+	bg.r = x.r.Clone(context.WithoutCancel(x.r.Context()))
+	bg.refresh = true
+	go func() {
+		defer bg.h.refreshing.Delete(flightKey)
+		_, _, _ = bg.h.flights.Do(bg.r.Context(), flightKey, bg.fill)
+	}()
+}
+
+// variantKey is the key of the variant this request selects among the
+// responses stored under a Vary of names (RFC 9111 §4.1).
+func (x *exchange) variantKey(names []string) string {
+	if len(names) == 0 {
+		return x.key
+	}
+	if x.vkey == "" || !equalNames(x.vnames, names) {
+		x.vnames, x.vkey = names, withVary(x.key, names, x.r.Header)
+	}
+	return x.vkey
+}
+
+func equalNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// candidate is an entry together with the variant it is: the key it is
+// stored under and the request headers that selected it. The fit rule needs
+// both to tell whether it answers another request.
+type candidate struct {
+	e    *cache.Entry
+	tier cache.Tier // "" when fetched from the upstream
+	vkey string     // "" when the response does not vary
+	vary []string
+	// private: fetched for one client only (RFC 9111 §3, §5.2.2.7); never
+	// stored, and never handed to a collapsed waiter.
+	private bool
+}

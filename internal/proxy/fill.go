@@ -1,0 +1,244 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/cachekey"
+)
+
+// flight is what one fill hands to the request that ran it and to every
+// request collapsed onto it.
+type flight struct {
+	c       candidate // the answer: found in a tier (c.tier set) or fetched
+	stored  bool      // a tier accepted the fetched answer
+	batched bool
+	// large is set instead of c when the body is over max_body_bytes: the
+	// live response, streamed by one client (see largeBody).
+	large *largeBody
+	// stale is a stale copy the fill found, for stale-if-error.
+	stale candidate
+}
+
+// need is the freshness a waiter asks of the flight's answer: a fetched
+// answer is as fresh as it gets; one found in a tier may be stale within
+// stale-while-revalidate.
+func (f *flight) need() need {
+	if f.c.tier == "" {
+		return needAny
+	}
+	return needRevalidate
+}
+
+// fill runs once per flight, and is the only code that reads the shared
+// tier, takes the cluster lease, calls the upstream or the batcher. It
+// re-checks both tiers first (another flight may have just filled them, and
+// L2 was not read before the flight, so that a herd of misses costs one L2
+// read, not one each).
+func (x *exchange) fill(ctx context.Context) (*flight, error) {
+	var stale candidate
+	if !x.refresh && !x.own {
+		c := x.lookup(ctx, false)
+		if x.answers(c, needRevalidate) {
+			return &flight{c: c}, nil
+		}
+		if x.answers(c, needIfError) {
+			stale = c
+		}
+	}
+	f, err := x.fillUpstream(ctx, stale)
+	if f == nil {
+		f = &flight{} // keeps the stale copy reachable for the waiters
+	}
+	f.stale = stale
+	return f, err
+}
+
+func (x *exchange) fillUpstream(ctx context.Context, stale candidate) (*flight, error) {
+	if x.rs.batcher != nil && x.r.URL.RawQuery == "" {
+		return x.loadBatched(ctx)
+	}
+	// One deadline for waiting on another replica's lease and fetching
+	// after it: a client gets its 504 at upstream.timeout, not twice that.
+	ctx, cancel := context.WithTimeout(ctx, x.st.timeout)
+	defer cancel()
+	if x.h.leaser != nil && !x.refresh && !x.own {
+		ttl := x.h.leaseTTL
+		if ttl <= 0 {
+			ttl = x.st.timeout
+		}
+		release, acquired, err := x.h.leaser.Lease(ctx, x.key, ttl)
+		switch {
+		case err != nil:
+			// The shared tier is unreachable: fetch as a lone replica would.
+		case acquired:
+			defer release()
+		default:
+			// Wait for an entry newer than the stale copy in hand: the
+			// holder's fetch, not the copy that made this a miss.
+			var newer time.Time
+			if stale.e != nil {
+				newer = stale.e.StoredAt
+			}
+			if _, ok, _ := x.h.leaser.WaitFill(ctx, x.key, ttl, newer); ok {
+				if c := x.lookup(ctx, false); x.answers(c, needFresh) {
+					return &flight{c: c}, nil
+				}
+			}
+		}
+	}
+	return x.fetch(ctx)
+}
+
+// lookup reads the cache (L1 only when local), following a variants marker
+// to the variant this request selects (RFC 9111 §4.1). A tier error is a
+// miss: the request goes on without that tier.
+func (x *exchange) lookup(ctx context.Context, local bool) candidate {
+	get := x.h.cache.Lookup
+	if local {
+		get = x.h.cache.LookupLocal
+	}
+	e, tier, _ := get(ctx, x.key)
+	return x.resolve(ctx, get, e, tier)
+}
+
+// resolve finishes a lookup whose first read gave e: it follows a variants
+// marker with get. The split path reads many keys at once and resolves
+// each.
+func (x *exchange) resolve(ctx context.Context, get func(context.Context, string) (*cache.Entry, cache.Tier, error), e *cache.Entry, tier cache.Tier) candidate {
+	c := candidate{e: e, tier: tier}
+	if e != nil && e.IsVariants() {
+		c.vary = e.Variants
+		c.vkey = x.variantKey(c.vary)
+		c.e, c.tier, _ = get(ctx, c.vkey)
+		if c.e != nil && c.e.IsVariants() {
+			c.e = nil // a marker where a response belongs: a miss
+		}
+	}
+	return c
+}
+
+// fetch makes one upstream GET for the request and keeps the answer if
+// admit lets it. A body over max_body_bytes is not read twice: the flight
+// hands the live response on, to be streamed (see largeBody).
+func (x *exchange) fetch(ctx context.Context) (*flight, error) {
+	// The fetch's own context ends with ctx's deadline until the answer
+	// turns out too large to keep; it is then streamed like a
+	// pass-through, which a deadline does not cut once it has started.
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	out := x.outgoing(fctx, x.r.URL.Path, x.r.URL.RawQuery)
+	t0 := x.h.now()
+	resp, err := x.st.transport.RoundTrip(out)
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
+		// A GET that did not ask to upgrade cannot be switched (RFC 9110
+		// §15.2.2); relaying it would leave the client hanging.
+		resp.Body.Close()
+		err = &upstreamErr{code: http.StatusBadGateway, err: errors.New("unrequested 101 Switching Protocols")}
+	}
+	if err != nil {
+		cancel()
+		x.rs.m.Upstream(0, x.h.now().Sub(t0))
+		return nil, classify(deadlineFirst(ctx, err))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, x.h.maxBody+1))
+	x.rs.m.Upstream(resp.StatusCode, x.h.now().Sub(t0))
+	if err != nil {
+		resp.Body.Close()
+		cancel()
+		return nil, classify(deadlineFirst(ctx, err))
+	}
+	if int64(len(body)) > x.h.maxBody && stop() {
+		// Remember for a while that this key streams through (Varnish's
+		// hit-for-pass), so the next requests go straight to pass-through.
+		x.h.hfp.add(x.key, x.h.now().Add(min(x.rs.rt.TTL, 2*time.Minute)))
+		return &flight{large: newLargeBody(resp, body, cancel)}, nil
+	}
+	resp.Body.Close()
+	cancel()
+	if int64(len(body)) > x.h.maxBody {
+		return nil, classify(ctx.Err()) // the deadline won the race with stop
+	}
+	if names, _ := cachekey.ParseVary(resp.Header); !x.retried && x.rs.fwd.learnVary(x.r, names) {
+		// The answer varies on a header the route withheld: forward it
+		// from now on, and ask once more for the variant the key names.
+		x.retried = true
+		return x.fetch(ctx)
+	}
+	return x.keep(ctx, resp.StatusCode, resp.Header, body, t0), nil
+}
+
+// deadlineFirst names ctx's end as the cause of err when ctx has ended:
+// the fetch's own context is cancelled from it, and a timeout must read as
+// one (504), not as a broken connection (502).
+func deadlineFirst(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	return err
+}
+
+// keep builds the entry for a fetched answer and stores it in every tier if
+// admit lets it. requested is when the request left for the upstream: the
+// entry's age counts from then (RFC 9111 §4.2.3), and an invalidation after
+// it means the answer may predate the write.
+func (x *exchange) keep(ctx context.Context, code int, header http.Header, body []byte, requested time.Time) *flight {
+	e := &cache.Entry{Status: code, Header: storedHeader(header), Body: body, StoredAt: requested, Tags: entryTags(x.rs.rt, x.params)}
+	a := x.admit(e, header)
+	f := &flight{c: candidate{e: e, vary: a.vary, private: !a.shareable}}
+	key := x.key
+	if len(a.vary) > 0 {
+		key = x.variantKey(a.vary)
+		f.c.vkey = key
+	}
+	if !a.store {
+		return f
+	}
+	a.apply(e)
+	if len(a.vary) > 0 {
+		_ = x.h.cache.Set(ctx, x.key, markerFor(e, a.vary))
+	}
+	if err := x.h.cache.Set(ctx, key, e); err != nil {
+		x.h.log.Debug("cache set", "key", key, "err", err)
+		return f
+	}
+	f.stored = true
+	return f
+}
+
+// largeBody is an upstream response too large to keep, already partly
+// read. Exactly one client streams it — the prefix, then the rest — so one
+// client request never costs two upstream fetches; every other client of
+// the flight passes through with its own fetch. If nobody claims it (every
+// client left), it is closed after a grace period.
+type largeBody struct {
+	claimed atomic.Bool
+	resp    *http.Response
+	prefix  []byte
+	cancel  context.CancelFunc
+}
+
+const largeBodyGrace = 5 * time.Second
+
+func newLargeBody(resp *http.Response, prefix []byte, cancel context.CancelFunc) *largeBody {
+	l := &largeBody{resp: resp, prefix: prefix, cancel: cancel}
+	time.AfterFunc(largeBodyGrace, func() {
+		if l.claim() {
+			l.close()
+		}
+	})
+	return l
+}
+
+func (l *largeBody) claim() bool { return l.claimed.CompareAndSwap(false, true) }
+
+func (l *largeBody) close() {
+	l.resp.Body.Close()
+	l.cancel()
+}

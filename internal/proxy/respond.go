@@ -1,0 +1,179 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/metrics"
+)
+
+// outcome is how the proxy answered one request. It alone decides the
+// fixed part of the Cache-Status member and the metrics result.
+type outcome uint8
+
+const (
+	outHit             outcome = iota // a fresh entry from L1 or L2
+	outStaleRevalidate                // stale within stale-while-revalidate; one refresh started
+	outStaleError                     // stale within stale-if-error; the upstream failed
+	outMiss                           // fetched from the upstream by this request
+	outCollapsed                      // answered by another request's fetch
+	outBypass                         // the request may not use the cache
+	outPass                           // no route, or a route that caches nothing
+	outWrite                          // an unsafe method, forwarded
+	outTooLarge                       // a body over max_body_bytes, streamed through
+	outError                          // the upstream failed and nothing stale fits
+)
+
+// outcomes is the one table from outcome to Cache-Status (RFC 9211 §2) and
+// sidecache_requests_total's result.
+var outcomes = [...]struct {
+	result    metrics.Result
+	hit       bool
+	fwd       string
+	collapsed bool
+	detail    string
+	fromCache bool // Age and ttl are reported
+}{
+	outHit:             {result: metrics.Hit, hit: true, fromCache: true},
+	outStaleRevalidate: {result: metrics.Stale, fwd: "stale", detail: "stale-while-revalidate", fromCache: true},
+	outStaleError:      {result: metrics.Stale, fwd: "stale", detail: "stale-if-error", fromCache: true},
+	outMiss:            {result: metrics.Miss, fwd: "miss"},
+	outCollapsed:       {result: metrics.Collapsed, fwd: "miss", collapsed: true},
+	outBypass:          {result: metrics.Bypass, fwd: "bypass"},
+	outPass:            {result: metrics.Pass, fwd: "bypass"},
+	outWrite:           {result: metrics.Pass, fwd: "method"},
+	outTooLarge:        {result: metrics.Pass, fwd: "miss", detail: "too-large"},
+	outError:           {result: metrics.Miss, fwd: "miss", detail: "upstream-error"},
+}
+
+// status is the Cache-Status member for outcome o; e (may be nil) is the
+// entry served, fwdStatus the upstream's status when one was asked.
+func (x *exchange) status(o outcome, e *cache.Entry, fwdStatus int) status {
+	row := outcomes[o]
+	s := status{hit: row.hit, fwd: row.fwd, collapsed: row.collapsed, detail: row.detail, fwdStatus: fwdStatus}
+	if x.refresh && s.fwd == "miss" {
+		s.fwd = "request" // a stored response was not allowed (RFC 9211 §2.2)
+	}
+	if row.fromCache && e != nil {
+		s.hasTTL = true
+		s.ttl = e.TTL - e.Age(x.h.now()) // negative once stale
+	}
+	return s
+}
+
+// respondEntry answers from a stored candidate.
+func (x *exchange) respondEntry(o outcome, c candidate, fwdStatus int) {
+	s := x.status(o, c.e, fwdStatus)
+	if o == outHit {
+		s.detail = string(c.tier)
+	}
+	x.respond(o, c.e, s)
+}
+
+// respondFlight answers with a flight's result: a hit (or a stale hit) when
+// the flight found the entry in a tier, else a miss or a collapsed miss.
+func (x *exchange) respondFlight(f *flight, leader bool) {
+	if f.c.tier != "" {
+		if f.c.e.Fresh(x.h.now()) {
+			x.respondEntry(outHit, f.c, 0)
+			return
+		}
+		x.revalidate(f.c)
+		x.respondEntry(outStaleRevalidate, f.c, 0)
+		return
+	}
+	o := outMiss
+	if !leader {
+		o = outCollapsed
+		x.rs.m.Coalesced()
+	}
+	s := x.status(o, f.c.e, f.c.e.Status)
+	s.stored = f.stored
+	if f.batched {
+		s.detail = "batch"
+	}
+	x.respond(o, f.c.e, s)
+}
+
+// respond writes an entry with its Cache-Status member and counts the
+// request under the outcome's result.
+func (x *exchange) respond(o outcome, e *cache.Entry, s status) {
+	x.writeEntry(e, s, outcomes[o].fromCache)
+	x.rs.m.Request(outcomes[o].result, x.h.now().Sub(x.start))
+}
+
+// fail answers an upstream failure that no stale copy could cover.
+func (x *exchange) fail(err error) {
+	s := x.status(outError, nil, 0)
+	writeUpstreamError(x.w, classify(err), s)
+	x.rs.m.Request(outcomes[outError].result, x.h.now().Sub(x.start))
+}
+
+// writeEntry answers from an entry: the stored header, Age when it came
+// from the cache (RFC 9111 §5.1), Cache-Status, and a 304 when the client's
+// conditional matches a stored 200 (RFC 9110 §13.2.2).
+func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
+	dst := x.w.Header()
+	if e.Status == http.StatusOK && notModified(x.r, e.Header) {
+		for _, k := range notModifiedHeaders {
+			if v, ok := e.Header[k]; ok {
+				dst[k] = v
+			}
+		}
+		x.setCacheHeaders(dst, e, st, fromCache)
+		x.w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	for k, v := range e.Header {
+		dst[k] = v
+	}
+	x.setCacheHeaders(dst, e, st, fromCache)
+	if e.Status != http.StatusNoContent && e.Status != http.StatusNotModified {
+		dst["Content-Length"] = []string{strconv.Itoa(len(e.Body))}
+	}
+	x.w.WriteHeader(e.Status)
+	if x.r.Method != http.MethodHead {
+		_, _ = x.w.Write(e.Body)
+	}
+}
+
+func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, fromCache bool) {
+	if fromCache {
+		dst["Age"] = []string{strconv.FormatInt(int64(e.Age(x.h.now())/time.Second), 10)}
+	}
+	dst["Cache-Status"] = []string{appendCacheStatus(e.Header.Get("Cache-Status"), st.String())}
+}
+
+// streamLarge answers with a response too large to keep: the client that
+// claims it streams the part already read, then the rest; any other client
+// passes through with its own fetch.
+func (x *exchange) streamLarge(l *largeBody) {
+	if !l.claim() {
+		x.pass(outTooLarge, "")
+		return
+	}
+	defer l.close()
+	resp := l.resp
+	dst := x.w.Header()
+	for k, v := range resp.Header {
+		dst[k] = v
+	}
+	removeHopHeaders(dst)
+	s := x.status(outTooLarge, nil, resp.StatusCode)
+	dst.Set("Cache-Status", appendCacheStatus(resp.Header.Get("Cache-Status"), s.String()))
+	if resp.ContentLength >= 0 {
+		dst.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	x.w.WriteHeader(resp.StatusCode)
+	if x.r.Method != http.MethodHead {
+		if _, err := x.w.Write(l.prefix); err == nil {
+			buf := copyBuffers.Get()
+			_, _ = io.CopyBuffer(x.w, resp.Body, buf)
+			copyBuffers.Put(buf)
+		}
+	}
+	x.rs.m.Request(outcomes[outTooLarge].result, x.h.now().Sub(x.start))
+}

@@ -1,0 +1,170 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"github.com/sidecache/sidecache/internal/bulk"
+	"github.com/sidecache/sidecache/internal/cache"
+)
+
+// maxSplitIDs bounds the ids one list request may name; more pass through.
+const maxSplitIDs = 1000
+
+// split answers a list request (GET /users?ids=3,1,2) per id from the
+// per-ID route's cache; only the missing ids go upstream, through the
+// batcher, and the array is reassembled in the requested order. Duplicate
+// ids appear once (first position) and unknown ids are left out, as an
+// upstream answering with a SQL `IN (…)` would.
+func (x *exchange) split() {
+	sp := x.rs.rt.Split
+	target := x.st.routes[sp.Route]
+	if reason := bypassReason(x.r, sp.Route.Key.Headers); reason != "" {
+		x.pass(outBypass, reason)
+		return
+	}
+	q, err := url.ParseQuery(x.r.URL.RawQuery)
+	if err != nil || len(q) != 1 || len(q[sp.Param]) != 1 {
+		// Other parameters may change the answer in ways the per-ID
+		// route cannot reproduce: let the upstream answer.
+		x.pass(outBypass, "split-query")
+		return
+	}
+	ids, err := bulk.ParseIDs(q.Get(sp.Param), maxSplitIDs)
+	if err != nil || len(ids) == 0 {
+		x.pass(outBypass, "split-ids")
+		return
+	}
+	parts := x.perID(target, ids)
+	hits := x.readAll(parts)
+	x.fetchMissing(parts)
+	if x.r.Context().Err() != nil {
+		return
+	}
+	x.joinParts(ids, parts, hits)
+}
+
+// part is one distinct id of a list request.
+type part struct {
+	x   *exchange // the per-ID request
+	e   *cache.Entry
+	err error
+}
+
+// perID makes one per-ID exchange of the target route for each distinct id.
+func (x *exchange) perID(target *routeState, ids []string) map[string]*part {
+	parts := make(map[string]*part, len(ids))
+	proto := x.detach()
+	proto.rs = target
+	for _, id := range ids {
+		if parts[id] == nil {
+			parts[id] = &part{x: proto.forID(id)}
+		}
+	}
+	return parts
+}
+
+// readAll reads every id's entry — L1, then the L2 misses in one round
+// trip — and keeps those that answer; it returns how many did.
+func (x *exchange) readAll(parts map[string]*part) int {
+	ctx := x.r.Context()
+	keys := make([]string, 0, len(parts))
+	order := make([]*part, 0, len(parts))
+	for _, p := range parts {
+		keys, order = append(keys, p.x.key), append(order, p)
+	}
+	found, tiers, _ := x.h.cache.LookupMany(ctx, keys)
+	hits := 0
+	for i, p := range order {
+		if c := p.x.resolve(ctx, x.h.cache.Lookup, found[i], tiers[i]); p.x.answers(c, needFresh) {
+			p.e = c.e
+			hits++
+		}
+	}
+	return hits
+}
+
+// fetchMissing loads every id not read from the cache, each through its
+// key's flight, so concurrent list and per-ID requests share fetches.
+func (x *exchange) fetchMissing(parts map[string]*part) {
+	ctx := x.r.Context()
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		if p.e != nil {
+			continue
+		}
+		px := p.x
+		px.refresh = true // both tiers were just read for this id
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f, leader, err := px.h.flights.Do(ctx, px.key, px.detach().fill)
+			if err == nil && !leader && !px.answers(f.c, f.need()) {
+				// Another client's private answer: load this one's own.
+				f, err = px.loadBatched(ctx)
+			}
+			if err == nil && f.c.e.Status >= 500 {
+				err = &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", f.c.e.Status)}
+			}
+			if err == nil {
+				p.e = f.c.e
+			}
+			p.err = err
+		}()
+	}
+	wg.Wait()
+}
+
+// joinParts writes the reassembled array, or the first id's failure.
+func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
+	misses := len(parts) - hits
+	elems := make([][]byte, 0, len(parts))
+	ct, priv := "", false
+	for _, id := range ids {
+		p := parts[id]
+		if p == nil {
+			continue // a duplicate already placed
+		}
+		delete(parts, id)
+		if p.err != nil {
+			s := x.status(outError, nil, 0)
+			s.detail = "split"
+			writeUpstreamError(x.w, classify(p.err), s)
+			x.rs.m.Request(outcomes[outError].result, x.h.now().Sub(x.start))
+			return
+		}
+		if p.e.Status != http.StatusOK {
+			continue
+		}
+		if ct == "" {
+			ct = p.e.Header.Get("Content-Type")
+		}
+		priv = priv || private(p.e.Header)
+		elems = append(elems, p.e.Body)
+	}
+	if ct == "" {
+		ct = "application/json"
+	}
+	o := outHit
+	if misses > 0 {
+		o = outMiss
+	}
+	body := bulk.Join(elems)
+	s := x.status(o, nil, 0)
+	s.detail = `"split hits=` + strconv.Itoa(hits) + ` misses=` + strconv.Itoa(misses) + `"`
+	hd := x.w.Header()
+	hd.Set("Content-Type", ct)
+	if priv {
+		hd.Set("Cache-Control", "private")
+	}
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	hd.Set("Cache-Status", s.String())
+	x.w.WriteHeader(http.StatusOK)
+	if x.r.Method != http.MethodHead {
+		_, _ = x.w.Write(body)
+	}
+	x.rs.m.Request(outcomes[o].result, x.h.now().Sub(x.start))
+}
