@@ -59,6 +59,11 @@ func NewTiered(l1, l2 Store, opts TieredOptions) *Tiered {
 // An L2 hit is copied into L1, which keeps it only for the entry's remaining
 // lifetime. An entry with no lifetime left counts as that tier's miss.
 //
+// An L1 entry past its freshness (kept for its stale windows) does not
+// shadow L2: another replica may have refreshed the key there, so L2 is
+// read too and the newer of the two wins. Otherwise every replica holding
+// a stale copy would refetch what one of them already has.
+//
 // A failing tier is observed as an error and skipped. If no tier hits, the
 // failure is returned with the miss (nil entry), and the caller goes on
 // without the cache; a hit is returned without error, since the caller has
@@ -66,22 +71,29 @@ func NewTiered(l1, l2 Store, opts TieredOptions) *Tiered {
 func (t *Tiered) Lookup(ctx context.Context, key string) (*Entry, Tier, error) {
 	now := t.now()
 	var errs []error
+	var stale *Entry
 	if t.l1 != nil {
 		e, err := t.lookup(ctx, TierL1, t.l1, key, now)
-		if err != nil {
+		switch {
+		case err != nil:
 			errs = append(errs, err)
-		} else if e != nil {
+		case e != nil && (e.Fresh(now) || t.l2 == nil):
 			return e, TierL1, nil
+		default:
+			stale = e
 		}
 	}
 	if t.l2 != nil {
 		e, err := t.lookup(ctx, TierL2, t.l2, key, now)
 		if err != nil {
 			errs = append(errs, err)
-		} else if e != nil {
+		} else if e != nil && (stale == nil || e.StoredAt.After(stale.StoredAt)) {
 			t.promote(ctx, key, e)
 			return e, TierL2, nil
 		}
+	}
+	if stale != nil {
+		return stale, TierL1, nil
 	}
 	return nil, "", errors.Join(errs...)
 }

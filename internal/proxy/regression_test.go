@@ -39,7 +39,7 @@ func withSharedTierOnly(d time.Duration) envOpt {
 // request for "fr" collapsed onto that flight must not get the "en" body.
 // usable() only checks Vary when the flight fetched from upstream (f.vary
 // is never set on a flight that found its entry in the cache).
-func TestReviewVaryCollapsedOntoCacheHitGetsOtherVariant(t *testing.T) {
+func TestCollapsedOntoCacheHitGetsOwnVariant(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Vary", "Accept-Language")
 		fmt.Fprint(w, "lang="+r.Header.Get("Accept-Language"))
@@ -82,7 +82,7 @@ func TestReviewVaryCollapsedOntoCacheHitGetsOtherVariant(t *testing.T) {
 // A response with Vary that is not stored (here a 404 on a route without
 // negative_ttl) is still handed to collapsed waiters; store() returns before
 // it records f.vary, so a waiter asking for another variant gets this one.
-func TestReviewVaryUnstoredResponseSharedAcrossVariants(t *testing.T) {
+func TestUnstoredVariantNotSharedAcrossVariants(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(300 * time.Millisecond)
 		w.Header().Set("Vary", "Accept-Language")
@@ -118,7 +118,7 @@ func TestReviewVaryUnstoredResponseSharedAcrossVariants(t *testing.T) {
 // needs e.Tags, but store() sets them only on responses it keeps, so an
 // unstored answer (a 404 without negative_ttl: "not created yet") fetched
 // before the PUT is handed to a GET that joined the flight after the PUT.
-func TestReviewReadYourWriteJoinsPreWriteFlight(t *testing.T) {
+func TestReadYourWriteDespitePreWriteFlight(t *testing.T) {
 	var mu sync.Mutex
 	exists := false
 	getArrived := make(chan struct{}, 1)
@@ -183,7 +183,7 @@ func TestReviewReadYourWriteJoinsPreWriteFlight(t *testing.T) {
 // tooLarge flights, so every collapsed waiter first reads the whole body
 // itself (a private fetch) and then streams it again: 2N upstream calls for
 // N concurrent requests instead of N+1.
-func TestReviewOversizedWaitersFetchTwice(t *testing.T) {
+func TestOversizedWaitersStreamOnce(t *testing.T) {
 	big := strings.Repeat("x", 2<<20) // MaxBodyBytes is 1 MiB in newEnv
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(300 * time.Millisecond)
@@ -214,7 +214,7 @@ func TestReviewOversizedWaitersFetchTwice(t *testing.T) {
 // for a key-only message (a peer's POST /purge?key=), which zeroes live, and
 // stale() then skips every check: a fetch that began before the purge of
 // everything is stored after it.
-func TestReviewPurgeAllTombstoneLostAfterKeyOnlyInvalidation(t *testing.T) {
+func TestPurgeAllTombstoneSurvivesKeyInvalidation(t *testing.T) {
 	for _, keyOnly := range []bool{false, true} {
 		t.Run(fmt.Sprintf("keyOnlyAfter=%v", keyOnly), func(t *testing.T) {
 			arrived := make(chan struct{}, 1)
@@ -259,7 +259,7 @@ func TestReviewPurgeAllTombstoneLostAfterKeyOnlyInvalidation(t *testing.T) {
 // wildcard route reaches the upstream as a real "/": GET /files/a%2Fb is
 // answered (and cached) with the upstream's /files/a/b. Pass-through
 // (httputil.ReverseProxy) keeps the escaping.
-func TestReviewCachedPathKeepsEncodedSlash(t *testing.T) {
+func TestCachedPathKeepsEncodedSlash(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, r.RequestURI)
 	})

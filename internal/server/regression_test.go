@@ -17,7 +17,7 @@ import (
 // after A invalidated L2, and B stores the pre-write body in L2, where every
 // replica then serves it for the rest of the TTL. With L1 on, the same race
 // is closed by the tombstone; here it is not.
-func TestReviewL1DisabledPeerKeepsNoTombstone(t *testing.T) {
+func TestL1DisabledPeerKeepsTombstone(t *testing.T) {
 	rs := redistest.Start(t)
 	var mu sync.Mutex
 	ver := 0
@@ -86,7 +86,7 @@ routes:
 // up to lease_ttl (default: upstream.timeout) for the holder, and when the
 // holder's fetch times out it starts its own fetch with a fresh
 // upstream.timeout: its client waits about twice the timeout.
-func TestReviewLeaseWaiterDoublesUpstreamTimeout(t *testing.T) {
+func TestLeaseWaitWithinUpstreamTimeout(t *testing.T) {
 	rs := redistest.Start(t)
 	o := newOrigin(t)
 	o.delay.Store(int64(3 * time.Second)) // upstream.timeout is 2s
