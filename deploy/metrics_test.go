@@ -20,7 +20,7 @@ const (
 	rulesFile     = "prometheus/sidecache-rules.yaml"
 )
 
-// metricSpec is one metric family sidecache exports (SPEC.md, Metrics).
+// metricSpec is one metric family sidecache exports (docs/metrics.md).
 type metricSpec struct {
 	typ string // counter, gauge or histogram
 	// labels maps each label to its allowed values; nil values: any.

@@ -130,7 +130,7 @@ func keys[V any](m map[string]V) []string {
 }
 
 // envRef matches the ${NAME} and ${NAME:-default} references of the
-// config file (SPEC.md, Command line).
+// config file (README.md, sidecache -help).
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`)
 
 // kubeletRef matches the $(NAME) references the kubelet expands in env

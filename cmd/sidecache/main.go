@@ -1,4 +1,4 @@
-// Command sidecache is the caching sidecar. See README.md and SPEC.md.
+// Command sidecache is the caching sidecar. See README.md and docs/.
 //
 //	sidecache -config PATH        run (default config/sidecache.yaml)
 //	sidecache -config PATH -check validate the config, print problems, exit 0/1
@@ -33,11 +33,15 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sidecache", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(fs) }
 	path := fs.String("config", "config/sidecache.yaml", "config file")
 	check := fs.Bool("check", false, "validate the config, print every problem, and exit")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if *showVersion {

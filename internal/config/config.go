@@ -7,7 +7,8 @@ package config
 
 import "time"
 
-// Config is the whole file. Field names follow SPEC.md; extend compatibly.
+// Config is the whole file. docs/configuration.md documents every field;
+// extend compatibly and document what you add there.
 type Config struct {
 	Listen    string    `yaml:"listen"`
 	Server    Server    `yaml:"server"`

@@ -23,7 +23,8 @@ import (
 
 const namespace = "sidecache"
 
-// PassRoute is the route label of requests no route matched (SPEC.md).
+// PassRoute is the route label of requests no route matched
+// (docs/metrics.md).
 const PassRoute = "_pass"
 
 // Cache tiers, the tier label of sidecache_cache_lookups_total.

@@ -11,7 +11,8 @@ import (
 	"github.com/sidecache/sidecache/internal/cachekey"
 )
 
-// specExample is the route list of SPEC.md's example config.
+// specExample is the route list of the example in docs/configuration.md
+// (routes).
 func specExample() []Spec {
 	return []Spec{
 		{Name: "client", Methods: []string{"GET"}, Pattern: "/clients/{id}", TTL: 5 * time.Minute,

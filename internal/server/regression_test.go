@@ -81,7 +81,8 @@ routes:
 	}
 }
 
-// SPEC: "a timeout answers 504 at upstream.timeout". With the Redis lease
+// docs/configuration.md: "a call that runs out [of upstream.timeout]
+// answers 504". With the Redis lease
 // on (the default), a replica that did not get the lease waits in WaitFill
 // up to lease_ttl (default: upstream.timeout) for the holder, and when the
 // holder's fetch times out it starts its own fetch with a fresh

@@ -248,7 +248,8 @@ func (s *Server) closeTiers() {
 }
 
 // Ready implements admin.Readiness. A degraded L2 keeps the pod ready: the
-// sidecar still answers from L1 and the upstream (SPEC "Redis down").
+// sidecar still answers from L1 and the upstream (docs/admin-api.md,
+// GET /readyz).
 func (s *Server) Ready() (bool, map[string]string) {
 	d := map[string]string{"config": "loaded", "l2": "disabled"}
 	if s.l2 != nil {

@@ -1,5 +1,5 @@
 // Command bench measures sidecache against its own upstream and against
-// its peers, and writes a Markdown report with a PNG chart (issue 5).
+// its peers, and writes a Markdown report with a PNG chart.
 //
 //	go run ./bench/cmd/bench -out bench/results          # make bench (≈ 10 min)
 //	BENCH_QUICK=1 go run ./bench/cmd/bench -out bench/results   # under 2 min

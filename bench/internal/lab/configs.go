@@ -40,7 +40,7 @@ type sidecarPorts struct {
 	redis                   string // host:port, "" for none
 }
 
-// sidecarYAML writes the config of mode in SPEC.md's format.
+// sidecarYAML writes the config of mode (format: docs/configuration.md).
 func sidecarYAML(mode string, p sidecarPorts) (string, error) {
 	var cached, batched bool
 	switch mode {

@@ -1,7 +1,7 @@
 // Package report renders what a bench run measured: the Markdown report
-// with its tables and issue 5's target verdicts, and the PNG chart drawn
-// with a built-in bitmap font, so it needs nothing outside the standard
-// library.
+// with its tables and the performance targets' verdicts, and the PNG chart
+// drawn with a built-in bitmap font, so it needs nothing outside the
+// standard library.
 package report
 
 import (
@@ -309,8 +309,7 @@ func perString(m map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-// pivot is the shape of WORKLOADS.md table A: TPS per endpoint across
-// configurations.
+// pivot is the main table: TPS per endpoint across configurations.
 func (r *Report) pivot(w func(string, ...any)) {
 	if len(r.Rows) == 0 {
 		return

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// goal is one of issue 5's targets with its verdict.
+// goal is one of the performance targets with its verdict.
 type goal struct {
 	Goal     string
 	Measured string
@@ -20,7 +20,7 @@ func verdict(ok bool) string {
 	return "missed"
 }
 
-// evalTargets computes issue 5's target ratios from what was measured.
+// evalTargets computes the performance targets' ratios from what was measured.
 func (r *Report) evalTargets() []goal {
 	direct, okD := r.rowTPS("direct", "clients-get")
 	cached, okC := r.rowTPS("cache", "clients-get")
@@ -100,7 +100,7 @@ func missing(r *Report, test string, servers ...string) string {
 }
 
 func (r *Report) targets(w func(string, ...any)) {
-	w("## Issue 5 targets")
+	w("## Performance targets")
 	w("")
 	w("| target | measured | verdict |")
 	w("|---|---|---|")

@@ -161,7 +161,7 @@ func TestInvalidateTags(t *testing.T) {
 		t.Error("tag set x survived its invalidation")
 	}
 
-	// SPEC: invalidation reaches every replica within 100 ms. The bound here
+	// Documented: invalidation reaches every replica within 100 ms. The bound here
 	// is generous for a loaded machine; the benchmark measures the latency.
 	inv := b.nextInvalidation(t, time.Second)
 	t.Logf("peer notified %s after the call returned (%s after it started)", time.Since(done), time.Since(start))
