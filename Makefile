@@ -11,9 +11,13 @@ build:
 	$(GO) build -trimpath -o $(BIN)/demo-upstream ./cmd/demo-upstream
 
 # The demo upstream on :3000 and the sidecar (L1-only, config/sidecache.yaml)
-# on :8080 in front of it; Ctrl-C stops both.
+# on :8080 (admin :9090) in front of it; Ctrl-C stops both. Ports:
+#   make run PORT=8081 UPSTREAM_PORT=3001 ADMIN_PORT=9091
+PORT          ?= 8080
+UPSTREAM_PORT ?= 3000
+ADMIN_PORT    ?= 9090
 run: build
-	@./scripts/run-demo.sh $(BIN)
+	@PORT=$(PORT) UPSTREAM_PORT=$(UPSTREAM_PORT) ADMIN_PORT=$(ADMIN_PORT) ./scripts/run-demo.sh $(BIN)
 
 test: vet fmt-check tidy-check test-go test-timing test-deploy test-bench
 
