@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 
-.PHONY: run test build vet fmt-check tidy-check lint test-go test-timing test-deploy test-bench bench bench-quick image clean
+.PHONY: run test build vet fmt-check tidy-check lint test-go test-timing test-deploy test-bench bench bench-quick image image-engine clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sidecache ./cmd/sidecache
@@ -67,8 +67,24 @@ bench: build $(BIN)/bench
 bench-quick: build $(BIN)/bench
 	BENCH_QUICK=1 $(BIN)/bench -out $(BENCH_QUICK_OUT)
 
+# The image without a daemon: static binaries laid on an empty base by
+# deploy/cmd/image (go-containerregistry), written as a docker-archive
+# tarball (docker/podman load, crane push) and an OCI layout.
+# IMAGE_ARCH=arm64 cross-builds. `make image-engine` builds the Dockerfile
+# with docker, podman or buildah (CONTAINER_ENGINE=podman).
+IMAGE_ARCH       ?= $(shell $(GO) env GOARCH)
+IMAGE_REPO       ?= sidecache
+CONTAINER_ENGINE ?= docker
 image:
-	docker build --build-arg VERSION=$(VERSION) -t sidecache:$(VERSION) .
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -buildvcs=false \
+	  -ldflags '$(LDFLAGS)' -o $(BIN)/image/$(IMAGE_ARCH)/ ./cmd/sidecache ./cmd/demo-upstream
+	cd deploy && $(GO) run ./cmd/image -bin ../$(BIN)/image/$(IMAGE_ARCH) -arch $(IMAGE_ARCH) \
+	  -version $(VERSION) -tag $(IMAGE_REPO):$(VERSION) \
+	  -tar ../$(BIN)/sidecache-$(VERSION)-$(IMAGE_ARCH).tar -layout ../$(BIN)/oci/sidecache-$(VERSION)-$(IMAGE_ARCH)
+	@echo "image: $(BIN)/sidecache-$(VERSION)-$(IMAGE_ARCH).tar ($(IMAGE_REPO):$(VERSION))"
+
+image-engine:
+	$(CONTAINER_ENGINE) build --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO):$(VERSION) .
 
 FORCE:
 
