@@ -5,13 +5,16 @@
 # /usr/local/bin/demo-upstream from this same image.
 #
 #   docker build --build-arg VERSION=$(git describe --tags --always) -t sidecache:dev .
+#   podman build (or buildah bud) takes the same arguments: every base image
+#   name is fully qualified, so no registry search list is consulted.
+#   Without any engine: make image (deploy/cmd/image).
 
 ARG GO_VERSION=1.26.8
 
 # The build stage runs on the builder's own platform and cross-compiles, so a
 # multi-arch build (docker buildx --platform linux/amd64,linux/arm64) needs no
 # emulation: CGO is off and Go cross-compiles natively.
-FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
+FROM --platform=$BUILDPLATFORM docker.io/library/golang:${GO_VERSION} AS build
 WORKDIR /src
 
 # Modules first: this layer stays cached until go.mod or go.sum change.

@@ -4,21 +4,31 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 
-.PHONY: run test build vet fmt-check lint test-go test-timing test-deploy bench bench-quick image clean
+.PHONY: run test build vet fmt-check tidy-check lint test-go test-timing test-deploy test-bench bench bench-quick image image-engine clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sidecache ./cmd/sidecache
 	$(GO) build -trimpath -o $(BIN)/demo-upstream ./cmd/demo-upstream
 
 # The demo upstream on :3000 and the sidecar (L1-only, config/sidecache.yaml)
-# on :8080 in front of it; Ctrl-C stops both.
+# on :8080 (admin :9090) in front of it; Ctrl-C stops both. Ports:
+#   make run PORT=8081 UPSTREAM_PORT=3001 ADMIN_PORT=9091
+PORT          ?= 8080
+UPSTREAM_PORT ?= 3000
+ADMIN_PORT    ?= 9090
 run: build
-	@./scripts/run-demo.sh $(BIN)
+	@PORT=$(PORT) UPSTREAM_PORT=$(UPSTREAM_PORT) ADMIN_PORT=$(ADMIN_PORT) ./scripts/run-demo.sh $(BIN)
 
-test: vet fmt-check test-go test-timing test-deploy
+test: vet fmt-check tidy-check test-go test-timing test-deploy test-bench
 
 vet:
 	$(GO) vet ./...
+
+# Each module's go.mod and go.sum are exactly what `go mod tidy` writes.
+tidy-check:
+	$(GO) mod tidy -diff
+	cd deploy && $(GO) mod tidy -diff
+	cd bench && $(GO) mod tidy -diff
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -40,14 +50,43 @@ test-timing:
 test-deploy:
 	cd deploy && $(GO) vet ./... && $(GO) test -timeout 10m ./...
 
-bench: build
-	$(GO) run ./bench/cmd/bench -out bench/results
+# The benchmark is its own module (bench/go.mod), so its load generator
+# (vegeta) is no requirement of the sidecar's module.
+test-bench:
+	cd bench && $(GO) vet ./... && $(GO) test -timeout 10m ./...
 
-bench-quick: build
-	BENCH_QUICK=1 $(GO) run ./bench/cmd/bench -out bench/results
+$(BIN)/bench: FORCE
+	cd bench && $(GO) build -o ../$(BIN)/bench ./cmd/bench
 
+# A full run writes the committed report in bench/results; the quick one is a
+# smoke run and writes under bin/ (untracked), never over a committed report.
+BENCH_QUICK_OUT ?= $(BIN)/bench-quick
+bench: build $(BIN)/bench
+	$(BIN)/bench -out bench/results
+
+bench-quick: build $(BIN)/bench
+	BENCH_QUICK=1 $(BIN)/bench -out $(BENCH_QUICK_OUT)
+
+# The image without a daemon: static binaries laid on an empty base by
+# deploy/cmd/image (go-containerregistry), written as a docker-archive
+# tarball (docker/podman load, crane push) and an OCI layout.
+# IMAGE_ARCH=arm64 cross-builds. `make image-engine` builds the Dockerfile
+# with docker, podman or buildah (CONTAINER_ENGINE=podman).
+IMAGE_ARCH       ?= $(shell $(GO) env GOARCH)
+IMAGE_REPO       ?= sidecache
+CONTAINER_ENGINE ?= docker
 image:
-	docker build --build-arg VERSION=$(VERSION) -t sidecache:$(VERSION) .
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -buildvcs=false \
+	  -ldflags '$(LDFLAGS)' -o $(BIN)/image/$(IMAGE_ARCH)/ ./cmd/sidecache ./cmd/demo-upstream
+	cd deploy && $(GO) run ./cmd/image -bin ../$(BIN)/image/$(IMAGE_ARCH) -arch $(IMAGE_ARCH) \
+	  -version $(VERSION) -tag $(IMAGE_REPO):$(VERSION) \
+	  -tar ../$(BIN)/sidecache-$(VERSION)-$(IMAGE_ARCH).tar -layout ../$(BIN)/oci/sidecache-$(VERSION)-$(IMAGE_ARCH)
+	@echo "image: $(BIN)/sidecache-$(VERSION)-$(IMAGE_ARCH).tar ($(IMAGE_REPO):$(VERSION))"
+
+image-engine:
+	$(CONTAINER_ENGINE) build --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO):$(VERSION) .
+
+FORCE:
 
 clean:
 	rm -rf $(BIN)

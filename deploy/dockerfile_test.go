@@ -32,6 +32,14 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}
 	}
+	// Every base image is fully qualified (registry host first), so
+	// podman and buildah, which have no implicit docker.io, build it too.
+	for _, m := range regexp.MustCompile(`(?m)^FROM\s+(?:--\S+\s+)*(\S+)`).FindAllStringSubmatch(df, -1) {
+		host, _, path := strings.Cut(m[1], "/")
+		if !path || !strings.ContainsAny(host, ".:") && host != "localhost" {
+			t.Errorf("FROM %s: want a fully qualified name (docker.io/library/…, gcr.io/…)", m[1])
+		}
+	}
 	// The final stage's user: numeric and not root, so the kubelet can
 	// enforce runAsNonRoot.
 	users := regexp.MustCompile(`(?m)^USER\s+(\S+)`).FindAllStringSubmatch(df, -1)

@@ -48,7 +48,7 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_l1_items": {"gauge", nil},
 	"sidecache_l2_up":    {"gauge", nil},
 	"sidecache_config_reloads_total": {"counter", map[string][]string{
-		"result": {"success", "error"}}},
+		"result": {"success", "error", "restart_required"}}},
 	"sidecache_build_info": {"gauge", map[string][]string{"version": nil, "goversion": nil}},
 }
 

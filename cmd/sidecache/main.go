@@ -37,7 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "config/sidecache.yaml", "config file")
 	check := fs.Bool("check", false, "validate the config, print every problem, and exit")
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error: overrides log.level, which a reload then leaves alone")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -57,12 +57,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: ok (%d routes)\n", *path, len(cfg.Routes))
 		return 0
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+	// The process log goes to stderr at a level a reload can change; the
+	// access log (log.access) to stdout at info, whatever log.level says,
+	// as NGINX keeps its error and access logs apart.
+	level := new(slog.LevelVar)
+	reloadLevel := level
+	name := cfg.Log.Level
+	if *logLevel != "" {
+		name, reloadLevel = *logLevel, nil
+	}
+	if err := level.UnmarshalText([]byte(name)); err != nil {
 		fmt.Fprintf(stderr, "sidecache: -log-level: %v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := server.NewLogger(stderr, cfg.Log.Format, level)
+	access := server.NewLogger(stdout, cfg.Log.Format, slog.LevelInfo)
 	// go-redis logs dial failures through a process-wide logger; during an
 	// outage that is one line per attempt, which the breaker already
 	// reports once. Keep them, at debug level.
@@ -70,7 +79,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	srv, err := server.New(ctx, cfg, server.Options{ConfigPath: *path, Version: version, Logger: log})
+	srv, err := server.New(ctx, cfg, server.Options{
+		ConfigPath: *path, Version: version, Logger: log, Level: reloadLevel, AccessLog: access,
+	})
 	if err != nil {
 		log.Error("start", "err", err)
 		return 1

@@ -43,6 +43,9 @@ type Options struct {
 	// Token is the bearer token mutating calls must present; "" refuses
 	// them all, so an unset token never means "open".
 	Token string
+	// TokenFunc, when set, is read on every call instead of Token, so a
+	// config reload can change the token without a restart.
+	TokenFunc func() string
 	// Gatherer is served on /metrics; nil serves an empty exposition.
 	Gatherer prometheus.Gatherer
 	// Ready backs /readyz; nil is always ready.
@@ -64,7 +67,11 @@ func Handler(opts Options) http.Handler {
 	if opts.Gatherer == nil {
 		opts.Gatherer = prometheus.NewRegistry()
 	}
-	h := &handler{opts: opts, tokenSum: sha256.Sum256([]byte(opts.Token))}
+	if opts.TokenFunc == nil {
+		token := opts.Token
+		opts.TokenFunc = func() string { return token }
+	}
+	h := &handler{opts: opts}
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
@@ -85,8 +92,7 @@ func Handler(opts Options) http.Handler {
 }
 
 type handler struct {
-	opts     Options
-	tokenSum [sha256.Size]byte
+	opts Options
 }
 
 func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
@@ -124,7 +130,7 @@ func (h *handler) routes(w http.ResponseWriter, r *http.Request) {
 // checks is deliberate: a caller without the token learns nothing about
 // selectors or whether purging is wired up.
 func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
-	if h.opts.Token == "" {
+	if h.opts.TokenFunc() == "" {
 		h.writeError(w, http.StatusForbidden, "purge disabled: admin.token is not set")
 		return
 	}
@@ -191,8 +197,13 @@ func (h *handler) authorize(r *http.Request) string {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "invalid"
 	}
+	configured := h.opts.TokenFunc()
+	if configured == "" { // read again: a reload may have just cleared it
+		return "invalid"
+	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	if subtle.ConstantTimeCompare(sum[:], h.tokenSum[:]) != 1 {
+	want := sha256.Sum256([]byte(configured))
+	if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 		return "invalid"
 	}
 	return ""

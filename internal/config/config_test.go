@@ -92,7 +92,10 @@ routes: [{name: "$x", path: /a, ttl: 1s}]
 				eq(t, c.Cache.L2.Redis.Password, "${NOT_EXPANDED}")
 				eq(t, c.Routes[0].Name, "$x")
 			}},
-		{"unset var without default is empty", minimal + "admin: {token: ${NOPE}}\n", nil, func(t *testing.T, c *Config) {
+		{"unset var with an empty default is empty", minimal + "admin: {token: ${NOPE:-}}\n", nil, func(t *testing.T, c *Config) {
+			eq(t, c.Admin.Token, "")
+		}},
+		{"set but empty var without default is empty", minimal + "admin: {token: ${E}}\n", map[string]string{"E": ""}, func(t *testing.T, c *Config) {
 			eq(t, c.Admin.Token, "")
 		}},
 	}
@@ -270,7 +273,7 @@ func TestDuration(t *testing.T) {
 func TestExpandEnv(t *testing.T) {
 	env := envOf(map[string]string{"A": "x", "E": ""})
 	tests := []struct{ in, want string }{
-		{"${A}", "x"}, {"${B}", ""}, {"${B:-d}", "d"}, {"${E:-d}", "d"}, {"${A:-d}", "x"},
+		{"${A}", "x"}, {"${E}", ""}, {"${B:-}", ""}, {"${B:-d}", "d"}, {"${E:-d}", "d"}, {"${A:-d}", "x"},
 		{"$${A}", "${A}"}, {"$A $", "$A $"}, {"${B:-a:-b}", "a:-b"}, {"p${A}q${A}", "pxqx"},
 	}
 	for _, tt := range tests {
@@ -279,7 +282,7 @@ func TestExpandEnv(t *testing.T) {
 			t.Errorf("expandEnv(%q) = %q, %v; want %q", tt.in, got, errs, tt.want)
 		}
 	}
-	for _, bad := range []string{"${", "${A", "${}", "${1A}", "${A\n}"} {
+	for _, bad := range []string{"${", "${A", "${}", "${1A}", "${A\n}", "${B}"} {
 		if _, errs := expandEnv([]byte(bad), env); len(errs) != 1 {
 			t.Errorf("expandEnv(%q): %d errors, want 1", bad, len(errs))
 		}

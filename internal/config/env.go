@@ -7,10 +7,13 @@ import (
 
 // expandEnv replaces ${NAME} and ${NAME:-default} in the raw file, before
 // YAML parsing, so a variable can stand anywhere a value can (inside a flow
-// list too). Like a shell, an unset ${NAME} becomes empty and ":-" also
-// replaces a set-but-empty value. $${ is a literal ${; a $ not followed by
-// { is left alone. Malformed references are reported and copied through
-// unchanged, so parsing still finds the file's other problems.
+// list too). ":-" replaces an unset or empty value, as in a shell. Unlike a
+// shell, an unset ${NAME} without a default is an error that names NAME:
+// read as empty, it would surface only as its effect ("upstream.url:
+// required"), or not at all for a token; ${NAME:-} says unset means empty.
+// $${ is a literal ${; a $ not followed by { is left alone. Malformed
+// references are reported and copied through unchanged, so parsing still
+// finds the file's other problems.
 func expandEnv(data []byte, lookup func(string) (string, bool)) ([]byte, []*Error) {
 	var out bytes.Buffer
 	var errs []*Error
@@ -49,6 +52,9 @@ func expandEnv(data []byte, lookup func(string) (string, bool)) ([]byte, []*Erro
 		v, ok := lookup(name)
 		if hasDef && (!ok || v == "") {
 			v = def
+		}
+		if !ok && !hasDef {
+			errs = append(errs, &Error{Line: line, Msg: fmt.Sprintf("environment variable %s is not set (write ${%s:-} to allow it unset)", name, name)})
 		}
 		out.WriteString(v)
 		i += 2 + end

@@ -80,10 +80,11 @@ type Metrics struct {
 	state         *stateCollector
 
 	// Pre-resolved children for the label values known up front.
-	lookup     [len(tiers)][len(lookupResults)]prometheus.Counter
-	invalid    [len(sources)]prometheus.Counter
-	reloadOK   prometheus.Counter
-	reloadFail prometheus.Counter
+	lookup        [len(tiers)][len(lookupResults)]prometheus.Counter
+	invalid       [len(sources)]prometheus.Counter
+	reloadOK      prometheus.Counter
+	reloadFail    prometheus.Counter
+	reloadRestart prometheus.Counter
 
 	routes sync.Map // route name -> *RouteMetrics
 	mu     sync.Mutex
@@ -140,7 +141,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "config_reloads_total",
-			Help:      "Config reload attempts, by result (success, error).",
+			Help:      "Config reload attempts, by result (success, error, restart_required).",
 		}, []string{"result"}),
 		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace,
@@ -160,6 +161,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	m.reloadOK = m.reloads.WithLabelValues("success")
 	m.reloadFail = m.reloads.WithLabelValues("error")
+	m.reloadRestart = m.reloads.WithLabelValues("restart_required")
 	m.SetBuildInfo(defaultVersion())
 
 	if reg != nil {
@@ -245,6 +247,16 @@ func (m *Metrics) ConfigReload(ok bool) {
 	} else {
 		m.reloadFail.Inc()
 	}
+}
+
+// ConfigReloadNeedsRestart counts a reload that applied what it could but
+// found a change only a restart applies (a listen address, Redis, ...):
+// the running process no longer matches its file until it restarts.
+func (m *Metrics) ConfigReloadNeedsRestart() {
+	if m == nil {
+		return
+	}
+	m.reloadRestart.Inc()
 }
 
 // SetL2Up records whether Redis answers. sidecache_l2_up is absent until the

@@ -191,7 +191,7 @@ func TestPreinitialised(t *testing.T) {
 	}{
 		{"sidecache_cache_lookups_total", len(tiers) * len(lookupResults)},
 		{"sidecache_invalidations_total", len(sources)},
-		{"sidecache_config_reloads_total", 2},
+		{"sidecache_config_reloads_total", 3}, // success, error, restart_required
 		{"sidecache_build_info", 1},
 		// Two routes: _pass (always) and client.
 		{"sidecache_requests_total", 2 * len(results)},

@@ -5,19 +5,25 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"log/slog"
 	"os"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/config"
 )
 
-// Reload re-reads the config file and, when it is valid, swaps the route
-// table (routes, TTLs, tags, batch settings) atomically: connections stay
-// open and L1 keeps its entries. An invalid file keeps the old config, logs
-// every problem and counts sidecache_config_reloads_total{result="error"}.
-// Fields that need new sockets or clients (listen addresses, upstream, Redis)
-// are reported as needing a restart and otherwise left as they were.
+// Reload re-reads the config file and, when it is valid, applies in place
+// what can be: the route table (routes, TTLs, tags, batch settings, swapped
+// atomically: connections stay open and L1 keeps its entries), the admin
+// token, log.level, log.access and the shutdown timings. Every other change
+// (listen addresses, server timeouts, upstream, Redis and the cache sizes,
+// log.format, ...) needs new sockets, clients or stores: it is logged, the
+// running value is kept, and the reload counts
+// sidecache_config_reloads_total{result="restart_required"}, so an alert can
+// say the process no longer matches its file. An invalid file keeps the old
+// config, logs every problem and counts result="error".
 func (s *Server) Reload() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
@@ -25,40 +31,83 @@ func (s *Server) Reload() error {
 		return fmt.Errorf("reload: no config file")
 	}
 	cfg, err := config.Load(s.opts.ConfigPath)
-	if err == nil {
-		var table = s.proxy.Routes()
-		if table, err = compileRoutes(cfg.Routes); err == nil {
-			old := s.cfg.Load()
-			for _, f := range restartFields(old, cfg) {
-				s.log.Warn("config reload: change needs a restart, keeping the running value", "field", f)
-			}
-			kept := *old
-			kept.Routes = cfg.Routes
-			kept.ShutdownTimeout, kept.ShutdownDelay = cfg.ShutdownTimeout, cfg.ShutdownDelay
-			s.proxy.SetRoutes(table)
-			s.cfg.Store(&kept)
-		}
-	}
-	s.m.ConfigReload(err == nil)
 	if err != nil {
-		s.log.Error("config reload failed: keeping the running config", "file", s.opts.ConfigPath, "err", err)
-		return fmt.Errorf("reload: %w", err)
+		return s.reloadFailed(err)
 	}
+	table, err := compileRoutes(cfg.Routes)
+	if err != nil {
+		return s.reloadFailed(err)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
+		return s.reloadFailed(fmt.Errorf("log.level: %w", err))
+	}
+
+	old := s.cfg.Load()
+	applied := *old
+	applied.Routes = cfg.Routes
+	applied.Admin.Token = cfg.Admin.Token
+	applied.Log.Level, applied.Log.Access = cfg.Log.Level, cfg.Log.Access
+	applied.ShutdownTimeout, applied.ShutdownDelay = cfg.ShutdownTimeout, cfg.ShutdownDelay
+	// The upstream URL and timeout move here once the proxy can swap them
+	// in place; until then they are restart fields like the rest.
+
+	s.proxy.SetRoutes(table)
+	if s.opts.Level != nil {
+		s.opts.Level.Set(level)
+	}
+	s.cfg.Store(&applied)
+
+	restart := changedFields(reflect.ValueOf(applied), reflect.ValueOf(*cfg), "")
+	if len(restart) > 0 {
+		s.m.ConfigReloadNeedsRestart()
+		s.log.Warn("config reloaded in part: the other changes need a restart, keeping their running values",
+			"file", s.opts.ConfigPath, "restart_required", strings.Join(restart, ","))
+		return nil
+	}
+	s.m.ConfigReload(true)
 	s.log.Info("config reloaded", "file", s.opts.ConfigPath, "routes", len(cfg.Routes))
 	return nil
 }
 
-func restartFields(a, b *config.Config) []string {
-	var out []string
-	check := func(name string, x, y any) {
-		if !reflect.DeepEqual(x, y) {
-			out = append(out, name)
+func (s *Server) reloadFailed(err error) error {
+	s.m.ConfigReload(false)
+	s.log.Error("config reload failed: keeping the running config", "file", s.opts.ConfigPath, "err", err)
+	return fmt.Errorf("reload: %w", err)
+}
+
+// changedFields lists, by their YAML paths, the fields where a and b (two
+// values of one config type) differ, descending into structs and pointers
+// to structs. A field added to config later is thus a restart field until
+// Reload applies it, never silently ignored.
+func changedFields(a, b reflect.Value, prefix string) []string {
+	if a.Kind() == reflect.Pointer {
+		if a.IsNil() || b.IsNil() {
+			if a.IsNil() != b.IsNil() {
+				return []string{prefix}
+			}
+			return nil
 		}
+		a, b = a.Elem(), b.Elem()
 	}
-	check("listen", a.Listen, b.Listen)
-	check("admin", a.Admin, b.Admin)
-	check("upstream", a.Upstream, b.Upstream)
-	check("cache", a.Cache, b.Cache)
+	if a.Kind() != reflect.Struct {
+		if reflect.DeepEqual(a.Interface(), b.Interface()) {
+			return nil
+		}
+		return []string{prefix}
+	}
+	var out []string
+	for i := range a.NumField() {
+		f := a.Type().Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if prefix != "" {
+			name = prefix + "." + name
+		}
+		out = append(out, changedFields(a.Field(i), b.Field(i), name)...)
+	}
 	return out
 }
 

@@ -37,6 +37,12 @@ type Options struct {
 	// (a Kubernetes ConfigMap update is a symlink swap, which inotify on
 	// the file itself would miss); 0 = 2s, negative = never.
 	WatchInterval time.Duration
+	// Level, when set, is the process logger's level: a reload sets it
+	// from log.level. nil leaves the level alone (-log-level pins it).
+	Level *slog.LevelVar
+	// AccessLog receives the access lines while log.access is on; nil
+	// uses Logger.
+	AccessLog *slog.Logger
 }
 
 // Server owns the two listeners and everything behind them.
@@ -138,20 +144,24 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		s.closeTiers()
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	access := opts.AccessLog
+	if access == nil {
+		access = s.log
+	}
 	s.proxySrv = &http.Server{
-		Handler:           s.proxy,
+		Handler:           accessLog(s.proxy, func() bool { return s.cfg.Load().Log.Access }, access),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	s.adminSrv = &http.Server{
 		Handler: admin.Handler(admin.Options{
-			Token:    cfg.Admin.Token,
-			Gatherer: s.reg,
-			Ready:    s,
-			Purger:   &purger{s: s},
-			Routes:   func() any { return s.proxy.Routes().Routes() },
-			Logger:   s.log.With("component", "admin"),
+			TokenFunc: func() string { return s.cfg.Load().Admin.Token }, // reloadable
+			Gatherer:  s.reg,
+			Ready:     s,
+			Purger:    &purger{s: s},
+			Routes:    func() any { return s.proxy.Routes().Routes() },
+			Logger:    s.log.With("component", "admin"),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

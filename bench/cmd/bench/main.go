@@ -1,8 +1,11 @@
 // Command bench measures sidecache against its own upstream and against
 // its peers, and writes a Markdown report with a PNG chart.
 //
-//	go run ./bench/cmd/bench -out bench/results          # make bench (≈ 10 min)
-//	BENCH_QUICK=1 go run ./bench/cmd/bench -out bench/results   # under 2 min
+//	make bench         # bin/bench -out bench/results (≈ 10 min)
+//	make bench-quick   # BENCH_QUICK=1 bin/bench -out bin/bench-quick (under 2 min)
+//
+// It is its own module (bench/go.mod), so vegeta stays out of the sidecar's
+// requirements; make builds it to bin/bench and runs it from the repo root.
 //
 // It needs bin/demo-upstream and, for every configuration but "direct",
 // bin/sidecache (make build), redis-server on PATH for the L2
