@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/route"
 )
@@ -21,6 +22,7 @@ type exchange struct {
 	params route.Params
 	key    string // the cache key (cached path only)
 	start  time.Time
+	rec    *accesslog.Record // nil unless the access log is on
 	// refresh: the client asked not to be served a stored response
 	// (no-cache), or this is a background revalidation.
 	refresh bool
@@ -71,6 +73,7 @@ func (x *exchange) join(flightKey string, held candidate) {
 	if ctx.Err() != nil {
 		return // the client left while waiting; the flight goes on for others
 	}
+	x.noteUpstream(f, leader)
 	if err == nil && f.large != nil {
 		x.streamLarge(f.large)
 		return
@@ -81,6 +84,7 @@ func (x *exchange) join(flightKey string, held candidate) {
 		x.own = true
 		f, err = x.detach().fill(context.WithoutCancel(ctx))
 		leader = true
+		x.noteUpstream(f, leader)
 		if err == nil && f.large != nil {
 			x.streamLarge(f.large)
 			return
@@ -102,6 +106,14 @@ func (x *exchange) join(flightKey string, held candidate) {
 		return
 	}
 	x.respondFlight(f, leader)
+}
+
+// noteUpstream adds to the access log the upstream time of a flight this
+// request ran itself (a waiter's is the leader's to report).
+func (x *exchange) noteUpstream(f *flight, leader bool) {
+	if x.rec != nil && leader && f != nil {
+		x.rec.Upstream += f.upstream
+	}
 }
 
 // detach is the exchange a flight runs with: a copy, so the flight may

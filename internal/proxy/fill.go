@@ -24,6 +24,8 @@ type flight struct {
 	large *largeBody
 	// stale is a stale copy the fill found, for stale-if-error.
 	stale candidate
+	// upstream is the time the fill spent on its upstream call.
+	upstream time.Duration
 }
 
 // need is the freshness a waiter asks of the flight's answer: a fetched
@@ -148,7 +150,8 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		return nil, classify(deadlineFirst(ctx, err))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, x.h.maxBody+1))
-	x.rs.m.Upstream(resp.StatusCode, x.h.now().Sub(t0))
+	took := x.h.now().Sub(t0)
+	x.rs.m.Upstream(resp.StatusCode, took)
 	if err != nil {
 		resp.Body.Close()
 		cancel()
@@ -158,7 +161,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		// Remember for a while that this key streams through (Varnish's
 		// hit-for-pass), so the next requests go straight to pass-through.
 		x.h.hfp.add(x.key, x.h.now().Add(min(x.rs.rt.TTL, 2*time.Minute)))
-		return &flight{large: newLargeBody(resp, body, cancel)}, nil
+		return &flight{large: newLargeBody(resp, body, cancel), upstream: took}, nil
 	}
 	resp.Body.Close()
 	cancel()
@@ -171,7 +174,9 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		x.retried = true
 		return x.fetch(ctx)
 	}
-	return x.keep(ctx, resp.StatusCode, resp.Header, body, t0), nil
+	f := x.keep(ctx, resp.StatusCode, resp.Header, body, t0)
+	f.upstream = took
+	return f, nil
 }
 
 // deadlineFirst names ctx's end as the cause of err when ctx has ended:

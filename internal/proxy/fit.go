@@ -88,7 +88,7 @@ func (a admission) apply(e *cache.Entry) {
 	e.TTL, e.StaleWhileRevalidate, e.StaleIfError = a.ttl, a.swr, a.sie
 }
 
-// admit is the one admission rule (SPEC "Cacheable responses", RFC 9111
+// admit is the one admission rule (docs/configuration.md, "Cacheable responses"; RFC 9111
 // §3): may this upstream answer be stored, and for how long. Per-key fetches
 // and bulk fetches both call it. e carries the answer's status, stored
 // header, body, request time and tags; admit does not change it (the

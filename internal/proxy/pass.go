@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/metrics"
 )
 
@@ -51,6 +52,7 @@ type passCtxKey struct{}
 // passInfo travels in the request context to the shared ReverseProxy's
 // hooks, so one ReverseProxy serves every route without a closure per call.
 type passInfo struct {
+	rec   *accesslog.Record
 	rm    *metrics.RouteMetrics
 	start time.Time
 	st    status
@@ -62,7 +64,7 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int)) {
 	if detail != "" {
 		st.detail = detail
 	}
-	pi := &passInfo{rm: x.rs.m, start: x.start, st: st, after: after}
+	pi := &passInfo{rec: x.rec, rm: x.rs.m, start: x.start, st: st, after: after}
 	x.st.pass.ServeHTTP(x.w, x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
 	x.rs.m.Request(outcomes[o].result, x.h.now().Sub(x.start))
 }
@@ -83,7 +85,11 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper) *httput
 			if pi == nil {
 				return nil
 			}
-			pi.rm.Upstream(resp.StatusCode, h.now().Sub(pi.start))
+			took := h.now().Sub(pi.start)
+			pi.rm.Upstream(resp.StatusCode, took)
+			if pi.rec != nil {
+				pi.rec.Upstream = took
+			}
 			if pi.after != nil {
 				pi.after(resp.StatusCode)
 			}

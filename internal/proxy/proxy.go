@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
@@ -251,8 +252,11 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 // and hands it an exchange.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.state.Load()
-	x := exchange{h: h, st: st, w: w, r: r, start: h.now()}
+	x := exchange{h: h, st: st, w: w, r: r, start: h.now(), rec: accesslog.FromContext(r.Context())}
 	rt, params, ok := st.table.Match(r.Method, r.URL.Path)
+	if x.rec != nil && ok {
+		x.rec.Route = rt.Name
+	}
 	if !ok {
 		x.rs = st.noRoute
 		x.pass(outPass, "no-route")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/cache/l1"
@@ -33,7 +34,7 @@ type invalidator struct {
 	// a while). By upstream.timeout plus the write queue's lag every such
 	// fetch has ended, so the second delete leaves nothing stale behind —
 	// the "delayed double delete" of cache-aside. 0 = never.
-	again time.Duration
+	again atomic.Int64 // a time.Duration; reload changes it with the upstream timeout
 }
 
 // maxPending bounds the replay set; past it, the next replay purges L2 as a
@@ -41,7 +42,9 @@ type invalidator struct {
 const maxPending = 100_000
 
 func newInvalidator(l1s *l1.Store, l2s *l2.Store, again time.Duration) *invalidator {
-	return &invalidator{l1: l1s, l2: l2s, pending: map[string]struct{}{}, kick: make(chan struct{}, 1), again: again}
+	v := &invalidator{l1: l1s, l2: l2s, pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
+	v.setSecondPass(again)
+	return v
 }
 
 func (v *invalidator) InvalidateTags(ctx context.Context, tags ...string) error {
@@ -67,13 +70,17 @@ func (v *invalidator) invalidate(ctx context.Context, tags ...string) (int, erro
 	return n, nil
 }
 
+// setSecondPass sets how long after an invalidation its second pass runs.
+func (v *invalidator) setSecondPass(d time.Duration) { v.again.Store(int64(d)) }
+
 // twice schedules the second pass of an invalidation (see again).
 func (v *invalidator) twice(tags []string) {
-	if v.l2 == nil || v.again <= 0 {
+	again := time.Duration(v.again.Load())
+	if v.l2 == nil || again <= 0 {
 		return
 	}
 	tags = slices.Clone(tags)
-	time.AfterFunc(v.again, func() { v.retryLater(tags) })
+	time.AfterFunc(again, func() { v.retryLater(tags) })
 }
 
 func (v *invalidator) retryLater(tags []string) {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
@@ -49,8 +50,17 @@ func (s *Server) Reload() error {
 	applied.Admin.Token = cfg.Admin.Token
 	applied.Log.Level, applied.Log.Access = cfg.Log.Level, cfg.Log.Access
 	applied.ShutdownTimeout, applied.ShutdownDelay = cfg.ShutdownTimeout, cfg.ShutdownDelay
-	// The upstream URL and timeout move here once the proxy can swap them
-	// in place; until then they are restart fields like the rest.
+	up, err := url.Parse(cfg.Upstream.URL)
+	if err != nil {
+		return s.reloadFailed(fmt.Errorf("upstream.url: %w", err))
+	}
+	if cfg.Upstream.URL != old.Upstream.URL || cfg.Upstream.Timeout != old.Upstream.Timeout {
+		if err := s.proxy.SetUpstream(up, cfg.Upstream.Timeout.D()); err != nil {
+			return s.reloadFailed(err)
+		}
+		s.inv.setSecondPass(cfg.Upstream.Timeout.D() + 2*time.Second)
+		applied.Upstream.URL, applied.Upstream.Timeout = cfg.Upstream.URL, cfg.Upstream.Timeout
+	}
 
 	s.proxy.SetRoutes(table)
 	if s.opts.Level != nil {
