@@ -146,6 +146,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		Purger:   &purger{s: s},
 		Routes:   func() any { return s.proxy.Routes().Routes() },
 		Logger:   s.log.With("component", "admin"),
+		PProf:    cfg.Admin.PProf,
 	}), cfg.Server)
 	return s, nil
 }
