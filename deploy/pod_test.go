@@ -241,6 +241,19 @@ func checkPod(t *testing.T, r *rendered, d *appsv1.Deployment) {
 	portNamed(t, c, proxyPort)
 	adminName := portNamed(t, c, adminPort)
 
+	// The admin listener is on the pod network for the kubelet's probes and
+	// Prometheus, nothing more: profiling stays off, no port is bound on the
+	// node (hostPort), and (below) no Service exposes it. Purge needs the
+	// token wherever it is reached from.
+	if cfg.Admin.PProf {
+		t.Error("admin.pprof is on: profiles would be served on the pod network")
+	}
+	for _, p := range c.Ports {
+		if p.HostPort != 0 {
+			t.Errorf("sidecar port %s is bound on the node (hostPort %d)", p.Name, p.HostPort)
+		}
+	}
+
 	// Probes on the admin listener.
 	for _, p := range []struct {
 		name  string

@@ -53,7 +53,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sidecache: invalid config:\n%s\n", indent(err))
 		return 1
 	}
+	warnings := cfg.Warnings()
 	if *check {
+		for _, w := range warnings {
+			fmt.Fprintf(stdout, "warning: %s\n", w)
+		}
 		fmt.Fprintf(stdout, "%s: ok (%d routes)\n", *path, len(cfg.Routes))
 		return 0
 	}
@@ -72,6 +76,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log := server.NewLogger(stderr, cfg.Log.Format, level)
 	access := server.NewLogger(stdout, cfg.Log.Format, slog.LevelInfo)
+	for _, w := range warnings {
+		log.Warn("config: " + w)
+	}
 	// go-redis logs dial failures through a process-wide logger; during an
 	// outage that is one line per attempt, which the breaker already
 	// reports once. Keep them, at debug level.

@@ -81,7 +81,38 @@ func TestCheckShippedConfigs(t *testing.T) {
 			if !strings.Contains(stdout, path) || !strings.Contains(stdout, "ok") {
 				t.Errorf("-check printed %q, want the file and ok", stdout)
 			}
+			if strings.Contains(stdout, "warning") {
+				t.Errorf("-check warns about a shipped config:\n%s", stdout)
+			}
 		})
+	}
+}
+
+// A tagging route whose ID param matches any spelling is valid, so -check
+// exits 0, but it prints a warning naming the field path: /clients/07
+// would invalidate client:07 and leave client:7 stale.
+func TestCheckWarnsAboutUnconstrainedParams(t *testing.T) {
+	cfg := writeFile(t, filepath.Join(t.TempDir(), "loose.yaml"), `listen: 127.0.0.1:0
+admin:
+  listen: 127.0.0.1:0
+upstream:
+  url: http://127.0.0.1:1
+routes:
+  - name: client
+    path: /clients/{id}
+    ttl: 5m
+    tags: ["client:{id}"]
+  - name: client-write
+    methods: [PATCH]
+    path: /clients/{id:[1-9][0-9]*}
+    invalidate: ["client:{id}"]
+`)
+	code, stdout, stderr := runBinary(t, "-config", cfg, "-check")
+	if code != 0 {
+		t.Fatalf("-check exited %d, want 0 (a warning is not an error); stderr:\n%s", code, stderr)
+	}
+	if n := strings.Count(stdout, "warning: "); n != 1 || lineContaining(stdout, "warning: routes[0].path:") == "" {
+		t.Fatalf("-check printed:\n%s\nwant one warning line for routes[0].path", stdout)
 	}
 }
 

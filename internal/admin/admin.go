@@ -1,5 +1,11 @@
 // Package admin serves the admin listener: metrics, health, readiness, the
-// compiled routes, purge, and Go profiling.
+// compiled routes, purge, and (when enabled) Go profiling.
+//
+// The listener is reachable by whatever scrapes metrics and probes health,
+// which in Kubernetes means the pod network. So only what is read-only and
+// harmless is open: /metrics, /healthz, /readyz and /routes. Purge and
+// profiling need the bearer token, and profiling is off unless enabled:
+// a profile exposes memory contents and costs CPU.
 //
 // Everything is mounted on a private ServeMux. net/http/pprof registers
 // itself on http.DefaultServeMux when imported; that mux is never served,
@@ -56,6 +62,9 @@ type Options struct {
 	Routes func() any
 	// Logger receives errors that are not shown to clients; nil discards.
 	Logger *slog.Logger
+	// PProf serves /debug/pprof/, behind Token like purge; false answers
+	// 404 there.
+	PProf bool
 }
 
 // Handler returns the admin listener's handler. Wrong methods get 405 with
@@ -83,12 +92,46 @@ func Handler(opts Options) http.Handler {
 	mux.HandleFunc("GET /routes", h.routes)
 	mux.HandleFunc("POST /purge", h.purge)
 
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if opts.PProf {
+		mux.Handle("/debug/pprof/", h.withToken(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/cmdline", h.withToken(http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("/debug/pprof/profile", h.withToken(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", h.withToken(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", h.withToken(http.HandlerFunc(pprof.Trace)))
+	}
 	return mux
+}
+
+// withToken serves next only to a caller with the admin token.
+func (h *handler) withToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.refuse(w, r, "profiling") {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuse answers for a caller without the admin token and reports whether
+// it did: 403 when no token is configured (an unset token never means
+// "open"), 401 with a challenge otherwise.
+func (h *handler) refuse(w http.ResponseWriter, r *http.Request, what string) bool {
+	if h.opts.TokenFunc() == "" {
+		h.writeError(w, http.StatusForbidden, what+" disabled: admin.token is not set")
+		return true
+	}
+	if code := h.authorize(r); code != "" {
+		// RFC 6750 §3: challenge, with error="invalid_token" when a token
+		// was presented but is wrong.
+		challenge := `Bearer realm="sidecache"`
+		if code != "missing" {
+			challenge += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		h.writeError(w, http.StatusUnauthorized, "unauthorized")
+		return true
+	}
+	return false
 }
 
 type handler struct {
@@ -130,19 +173,7 @@ func (h *handler) routes(w http.ResponseWriter, r *http.Request) {
 // checks is deliberate: a caller without the token learns nothing about
 // selectors or whether purging is wired up.
 func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
-	if h.opts.TokenFunc() == "" {
-		h.writeError(w, http.StatusForbidden, "purge disabled: admin.token is not set")
-		return
-	}
-	if code := h.authorize(r); code != "" {
-		// RFC 6750 §3: challenge, with error="invalid_token" when a token
-		// was presented but is wrong.
-		challenge := `Bearer realm="sidecache"`
-		if code != "missing" {
-			challenge += `, error="invalid_token"`
-		}
-		w.Header().Set("WWW-Authenticate", challenge)
-		h.writeError(w, http.StatusUnauthorized, "unauthorized")
+	if h.refuse(w, r, "purge") {
 		return
 	}
 	if h.opts.Purger == nil {

@@ -184,18 +184,60 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-func TestPprof(t *testing.T) {
-	srv := newServer(t, Options{})
-	resp, body := do(t, "GET", srv.URL+"/debug/pprof/", "")
-	if resp.StatusCode != 200 || !strings.Contains(body, "goroutine") {
-		t.Fatalf("index: %d %.200q", resp.StatusCode, body)
-	}
-	resp, body = do(t, "GET", srv.URL+"/debug/pprof/goroutine?debug=1", "")
-	if resp.StatusCode != 200 || !strings.Contains(body, "goroutine profile") {
-		t.Fatalf("goroutine profile: %d %.200q", resp.StatusCode, body)
-	}
-	if resp, _ := do(t, "GET", srv.URL+"/debug/pprof/cmdline", ""); resp.StatusCode != 200 {
-		t.Fatalf("cmdline: %d", resp.StatusCode)
+// Profiles expose memory contents and cost CPU, and the admin listener is
+// reachable from the pod network: /debug/pprof/ is absent unless enabled,
+// and when enabled needs the admin token like purge.
+func TestPprofOffByDefaultAndBehindToken(t *testing.T) {
+	paths := []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline", "/debug/pprof/symbol"}
+	t.Run("off by default", func(t *testing.T) {
+		srv := newServer(t, Options{Token: token})
+		for _, p := range paths {
+			if resp, _ := do(t, "GET", srv.URL+p, "Bearer "+token); resp.StatusCode != http.StatusNotFound {
+				t.Errorf("%s with the token: %d, want 404", p, resp.StatusCode)
+			}
+		}
+	})
+	t.Run("on, without a token configured", func(t *testing.T) {
+		srv := newServer(t, Options{PProf: true})
+		for _, p := range paths {
+			if resp, _ := do(t, "GET", srv.URL+p, ""); resp.StatusCode != http.StatusForbidden {
+				t.Errorf("%s: %d, want 403", p, resp.StatusCode)
+			}
+		}
+	})
+	t.Run("on, behind the token", func(t *testing.T) {
+		srv := newServer(t, Options{Token: token, PProf: true})
+		for _, p := range paths {
+			resp, _ := do(t, "GET", srv.URL+p, "")
+			if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+				t.Errorf("%s without a token: %d, want 401 with a challenge", p, resp.StatusCode)
+			}
+			if resp, _ := do(t, "GET", srv.URL+p, "Bearer wrong"); resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s with a wrong token: %d, want 401", p, resp.StatusCode)
+			}
+		}
+		resp, body := do(t, "GET", srv.URL+"/debug/pprof/", "Bearer "+token)
+		if resp.StatusCode != 200 || !strings.Contains(body, "goroutine") {
+			t.Fatalf("index: %d %.200q", resp.StatusCode, body)
+		}
+		resp, body = do(t, "GET", srv.URL+"/debug/pprof/goroutine?debug=1", "Bearer "+token)
+		if resp.StatusCode != 200 || !strings.Contains(body, "goroutine profile") {
+			t.Fatalf("goroutine profile: %d %.200q", resp.StatusCode, body)
+		}
+		if resp, _ := do(t, "GET", srv.URL+"/debug/pprof/cmdline", "Bearer "+token); resp.StatusCode != 200 {
+			t.Fatalf("cmdline: %d", resp.StatusCode)
+		}
+	})
+}
+
+// /routes shows the compiled routes to anyone who can scrape metrics, and
+// changes nothing: only GET (and HEAD) are allowed.
+func TestRoutesIsReadOnly(t *testing.T) {
+	srv := newServer(t, Options{Token: token, Routes: func() any { return []string{"client"} }})
+	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		if resp, _ := do(t, m, srv.URL+"/routes", "Bearer "+token); resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s /routes: %d, want 405", m, resp.StatusCode)
+		}
 	}
 }
 

@@ -7,33 +7,87 @@ import (
 
 // hitForPass remembers keys whose responses are too large to cache, so their
 // next requests stream straight through instead of being read twice.
+//
+// Keys come from requests, so the set is bounded by the bytes it holds
+// (maxHitForPassBytes), not by a count: ten thousand 4 KiB keys would be
+// 40 MB. Past the budget the oldest key is forgotten first, which costs
+// that key one more buffered attempt and nothing else. The zero value is
+// ready to use; the lookup on every cached request takes no lock.
 type hitForPass struct {
-	m  sync.Map // key → time.Time (until)
-	n  int64
-	mu sync.Mutex
+	m sync.Map // key → *passUntil
+
+	mu    sync.Mutex
+	order []passRef // oldest first; refs to replaced or removed keys are skipped
+	live  int       // keys in m
+	bytes int64     // charged for the keys in m, see passBytes
 }
 
-const maxHitForPass = 10000
+// passUntil is one remembered key; its address tells a current ref from a
+// stale one.
+type passUntil struct{ until time.Time }
+
+type passRef struct {
+	key string
+	p   *passUntil
+}
+
+const (
+	maxHitForPassBytes = 2 << 20
+	// passOverhead is a key's cost beyond its bytes: the sync.Map entry,
+	// the passUntil and the ref in order.
+	passOverhead = 128
+)
+
+func passBytes(key string) int64 { return int64(len(key)) + passOverhead }
 
 func (p *hitForPass) active(key string, now time.Time) bool {
 	v, ok := p.m.Load(key)
 	if !ok {
 		return false
 	}
-	if now.Before(v.(time.Time)) {
+	pu := v.(*passUntil)
+	if now.Before(pu.until) {
 		return true
 	}
-	p.m.Delete(key)
+	p.mu.Lock()
+	p.removeLocked(key, pu)
+	p.mu.Unlock()
 	return false
 }
 
 func (p *hitForPass) add(key string, until time.Time) {
+	pu := &passUntil{until: until}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.n >= maxHitForPass {
-		p.m.Clear()
-		p.n = 0
+	if _, replaced := p.m.Swap(key, pu); !replaced {
+		p.live++
+		p.bytes += passBytes(key)
 	}
-	p.n++
-	p.m.Store(key, until)
+	p.order = append(p.order, passRef{key, pu})
+	for p.bytes > maxHitForPassBytes && len(p.order) > 0 {
+		ref := p.order[0]
+		p.order[0] = passRef{} // release the key
+		p.order = p.order[1:]
+		p.removeLocked(ref.key, ref.p)
+	}
+	// Refs to replaced or expired keys pile up when the same keys are
+	// added again; drop them once they outnumber the live ones, which
+	// keeps order within twice the live keys at amortised O(1) per add.
+	if len(p.order) > 2*p.live+64 {
+		kept := make([]passRef, 0, 2*p.live+64)
+		for _, ref := range p.order {
+			if v, ok := p.m.Load(ref.key); ok && v.(*passUntil) == ref.p {
+				kept = append(kept, ref)
+			}
+		}
+		p.order = kept
+	}
+}
+
+// removeLocked forgets key if pu is still what it maps to.
+func (p *hitForPass) removeLocked(key string, pu *passUntil) {
+	if p.m.CompareAndDelete(key, pu) {
+		p.live--
+		p.bytes -= passBytes(key)
+	}
 }

@@ -128,6 +128,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		Upstream:            up,
 		Timeout:             cfg.Upstream.Timeout.D(),
 		MaxBodyBytes:        cfg.Cache.MaxBodyBytes.Bytes(),
+		MaxKeyBytes:         int(cfg.Cache.MaxKeyBytes.Bytes()),
 		MaxIdleConnsPerHost: cfg.Upstream.MaxIdleConnsPerHost,
 		Routes:              table,
 		Invalidator:         s.inv,
@@ -148,24 +149,33 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if access == nil {
 		access = s.log
 	}
-	s.proxySrv = &http.Server{
-		Handler:           accessLog(s.proxy, func() bool { return s.cfg.Load().Log.Access }, access),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+	s.proxySrv = s.httpServer(accessLog(s.proxy, func() bool { return s.cfg.Load().Log.Access }, access), cfg.Server)
+	s.adminSrv = s.httpServer(admin.Handler(admin.Options{
+		TokenFunc: func() string { return s.cfg.Load().Admin.Token }, // reloadable
+		Gatherer:  s.reg,
+		Ready:     s,
+		Purger:    &purger{s: s},
+		Routes:    func() any { return s.proxy.Routes().Routes() },
+		Logger:    s.log.With("component", "admin"),
+		PProf:     cfg.Admin.PProf,
+	}), cfg.Server)
+	return s, nil
+}
+
+// httpServer bounds what one client may hold of a listener, the same on
+// both: a request whose headers or body trickle in is cut at the deadline
+// (and the upstream request it feeds is cancelled with it), an idle
+// keep-alive connection is closed, and a header block over the limit is
+// answered 431 (RFC 6585 §5).
+func (s *Server) httpServer(h http.Handler, c config.Server) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.ReadHeaderTimeout.D(),
+		ReadTimeout:       c.ReadTimeout.D(),
+		IdleTimeout:       c.IdleTimeout.D(),
+		MaxHeaderBytes:    int(c.MaxHeaderBytes.Bytes()),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	s.adminSrv = &http.Server{
-		Handler: admin.Handler(admin.Options{
-			TokenFunc: func() string { return s.cfg.Load().Admin.Token }, // reloadable
-			Gatherer:  s.reg,
-			Ready:     s,
-			Purger:    &purger{s: s},
-			Routes:    func() any { return s.proxy.Routes().Routes() },
-			Logger:    s.log.With("component", "admin"),
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	return s, nil
 }
 
 func (s *Server) l2State(up bool) {

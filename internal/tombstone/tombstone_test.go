@@ -1,6 +1,8 @@
 package tombstone_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +58,98 @@ func BenchmarkStaleNone(b *testing.B) {
 	now := time.Now()
 	for b.Loop() {
 		s.Stale(e, now)
+	}
+}
+
+// Past its byte budget the set folds its oldest tombstones into the
+// purge-of-everything stamp: what they refused is still refused (with
+// some innocent entries of the same age), and the set stops growing.
+func TestBudgetFoldsOldestIntoPurgeAll(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	entry := func(requested time.Duration, tags ...string) *cache.Entry {
+		return &cache.Entry{StoredAt: at(requested), Tags: tags}
+	}
+	// Room for three one-letter tags.
+	s := tombstone.NewBounded(10*time.Second, 3*(1+96))
+	for i, tag := range []string{"a", "b", "c", "d"} {
+		s.Add(at(time.Duration(i+1)*time.Second), tag)
+	}
+	if s.Len() != 3 {
+		t.Fatalf("Len = %d, want 3 within the budget", s.Len())
+	}
+	now := 5 * time.Second
+	for _, tc := range []struct {
+		e     *cache.Entry
+		stale bool
+	}{
+		{entry(0, "a"), true},                      // folded, still refused
+		{entry(500*time.Millisecond, "x"), true},   // the price: older than the fold
+		{entry(1500*time.Millisecond, "a"), false}, // after a's invalidation
+		{entry(1500*time.Millisecond, "b"), true},  // b is still a tombstone
+		{entry(3500*time.Millisecond, "d"), true},
+	} {
+		if got := s.Stale(tc.e, at(now)); got != tc.stale {
+			t.Errorf("Stale(stored %v, tags %v) = %v, want %v", tc.e.StoredAt.Sub(t0), tc.e.Tags, got, tc.stale)
+		}
+	}
+}
+
+// A tag invalidated again is kept for a window from its latest
+// invalidation, and expired tombstones leave as later ones arrive.
+func TestReAddExtendsAndExpiredLeave(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	s := tombstone.New(10 * time.Second)
+	s.Add(at(1*time.Second), "a")
+	s.Add(at(2*time.Second), "b")
+	s.Add(at(9*time.Second), "a")
+	s.Add(at(13*time.Second), "z") // b (2s) is past the window; a (9s) is not
+	if s.Len() != 2 {
+		t.Fatalf("Len = %d, want 2 (a and z)", s.Len())
+	}
+	if !s.Stale(&cache.Entry{StoredAt: at(8 * time.Second), Tags: []string{"a"}}, at(13*time.Second)) {
+		t.Error("entry requested before a's second invalidation is not stale")
+	}
+	if s.Stale(&cache.Entry{StoredAt: at(time.Second), Tags: []string{"b"}}, at(13*time.Second)) {
+		t.Error("b's tombstone outlived its window")
+	}
+}
+
+// A flood of writes to distinct long IDs within one window stays within
+// the budget.
+func TestDistinctTagFloodStaysWithinBudget(t *testing.T) {
+	const budget = 1 << 20
+	s := tombstone.NewBounded(time.Minute, budget)
+	now := time.Now()
+	pad := strings.Repeat("x", 1<<10)
+	for i := range 10000 {
+		s.Add(now, fmt.Sprintf("client:%s%d", pad, i))
+	}
+	if max := budget / (1 << 10); s.Len() > max {
+		t.Fatalf("Len = %d after 10 MB of distinct tags, want at most %d", s.Len(), max)
+	}
+}
+
+// Add must cost the same whatever the number of live tombstones (it once
+// scanned them all on every call): ns/op is flat across the sizes.
+func BenchmarkAddDistinct(b *testing.B) {
+	for _, live := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {
+			s := tombstone.NewBounded(time.Hour, 1<<40)
+			now := time.Now()
+			for i := range live {
+				s.Add(now, fmt.Sprintf("client:%d", i))
+			}
+			tags := make([]string, 4096)
+			for i := range tags {
+				tags[i] = fmt.Sprintf("new:%d", i)
+			}
+			i := 0
+			for b.Loop() {
+				s.Add(now, tags[i%len(tags)])
+				i++
+			}
+		})
 	}
 }

@@ -70,6 +70,20 @@ type Store struct {
 	grave   []*item
 }
 
+// cost is what keeping e under key charges against MaxBytes: the entry and
+// its key, plus this store's own per-item bookkeeping (the item, its slot
+// in keys, ristretto's stored item and expiry bucket) and the key's slot in
+// the index of each of its tags. Leaving any of it out lets a flood of
+// distinct keys with small answers hold many times MaxBytes.
+func cost(key string, e *cache.Entry) int64 {
+	return e.KeyedSize(key) + itemOverhead + int64(len(e.Tags))*tagSlotOverhead
+}
+
+const (
+	itemOverhead    = 384
+	tagSlotOverhead = 48
+)
+
 // item is what ristretto stores: the entry plus what the index needs to
 // recognise it when a callback hands it back.
 type item struct {
@@ -160,7 +174,7 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 		return errors.New("l1: set: nil entry")
 	}
 	ttl := e.Remaining(s.now())
-	it := &item{key: key, e: e, cost: e.Size()}
+	it := &item{key: key, e: e, cost: cost(key, e)}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

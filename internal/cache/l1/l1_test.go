@@ -147,8 +147,8 @@ func TestSetGet(t *testing.T) {
 	if got := get(t, s, "other"); got != nil {
 		t.Fatalf("Get(other) = %v, want miss", got)
 	}
-	if s.Items() != 1 || s.Bytes() != e.Size() {
-		t.Fatalf("Items, Bytes = %d, %d; want 1, %d", s.Items(), s.Bytes(), e.Size())
+	if s.Items() != 1 || s.Bytes() != cost("k", e) {
+		t.Fatalf("Items, Bytes = %d, %d; want 1, %d", s.Items(), s.Bytes(), cost("k", e))
 	}
 	if err := s.Set(context.Background(), "nil", nil); err == nil {
 		t.Fatal("Set(nil entry) succeeded")

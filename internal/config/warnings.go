@@ -1,0 +1,75 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Warnings lists what is valid but likely wrong, one line per problem,
+// each starting with its field path. -check prints them and still exits 0.
+//
+// An unconstrained param that a tag or invalidate template names lets one ID be
+// spelled many ways: PATCH /clients/07 updates client 7 upstream but drops
+// tag client:07, so /clients/7 stays stale for its TTL. Anchoring the param
+// ({id:[1-9][0-9]*}) makes a non-canonical spelling match no cached or
+// invalidating route at all.
+func (c *Config) Warnings() []string {
+	var out []string
+	for i, r := range c.Routes {
+		if len(r.Tags) == 0 && len(r.Invalidate) == 0 {
+			continue
+		}
+		for _, name := range unconstrainedParams(r.Path) {
+			if !namedIn("{"+name+"}", r.Tags, r.Invalidate) {
+				continue // a tag without the param is one tag whatever the spelling
+			}
+			out = append(out, fmt.Sprintf(
+				"routes[%d].path: param {%s} of %q is unconstrained on a route with tags or invalidate: two spellings of one ID (7, 07) name two tags; anchor it, e.g. {%s:[1-9][0-9]*}",
+				i, name, r.Path, name))
+		}
+	}
+	return out
+}
+
+func namedIn(param string, lists ...[]string) bool {
+	for _, l := range lists {
+		for _, t := range l {
+			if strings.Contains(t, param) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unconstrainedParams lists the params of a chi pattern that match any
+// segment: {name} without a regexp, and a trailing *.
+func unconstrainedParams(pat string) []string {
+	var names []string
+	for i := 0; i < len(pat); i++ {
+		switch pat[i] {
+		case '*':
+			names = append(names, "*")
+		case '{':
+			depth, end := 0, -1
+			for j := i; j < len(pat) && end < 0; j++ {
+				switch pat[j] {
+				case '{':
+					depth++
+				case '}':
+					if depth--; depth == 0 {
+						end = j
+					}
+				}
+			}
+			if end < 0 {
+				return names
+			}
+			if inner := pat[i+1 : end]; !strings.Contains(inner, ":") {
+				names = append(names, inner)
+			}
+			i = end
+		}
+	}
+	return names
+}
