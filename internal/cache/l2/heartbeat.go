@@ -21,9 +21,11 @@ import (
 // coherence.max_lag while the proof is older than that (cache.Tiered).
 //
 // After a gap (a heartbeat lost, the subscription rebuilt) the proof does
-// not advance until heartbeats have come back for proofGrace in a row:
-// a peer whose invalidation failed meanwhile retries it every MaxLag/8
-// (internal/server), and must have had the time to do so.
+// not advance until heartbeats have come back for proofGrace (3/4 MaxLag)
+// in a row: a peer whose invalidation failed meanwhile retries it every
+// MaxLag/8 (internal/server), each attempt bounded by two Timeouts, and
+// must have had the time to do so. That holds while Timeout < 5/16 MaxLag
+// (100 ms and 1 s by default).
 
 // Beat is one heartbeat: its sequence number and when it was sent (unix
 // ns, on the sender's clock; only the sender reads it).
@@ -42,7 +44,7 @@ type proof struct {
 
 // proofGrace is how long heartbeats must come back in a row after a gap
 // before they prove anything again.
-func (s *Store) proofGrace() time.Duration { return s.opts.MaxLag / 2 }
+func (s *Store) proofGrace() time.Duration { return s.opts.MaxLag * 3 / 4 }
 
 // Proven is the send time of the latest heartbeat that came back to this
 // replica (see above); the zero time before the first, or when MaxLag is 0
