@@ -30,6 +30,16 @@ type TieredOptions struct {
 	Observe func(tier Tier, result Result)
 	// Now is the clock entries are judged by; nil is time.Now.
 	Now func() time.Time
+
+	// MaxLag and Proven bound how stale a hit may be while this replica
+	// cannot prove that it hears its peers' invalidations (coherence.max_lag;
+	// see l2's heartbeat). Proven is when the invalidation channel was last
+	// proven to deliver. While that is more than MaxLag ago, a hit from
+	// either tier is served only if its upstream request left less than
+	// MaxLag ago; older entries are misses. Nil Proven or zero MaxLag: no
+	// bound (a replica without L2 has no peers to hear).
+	MaxLag time.Duration
+	Proven func() time.Time
 }
 
 // Tiered is a Store made of a fast local tier (L1) in front of a shared one
@@ -38,6 +48,8 @@ type Tiered struct {
 	l1, l2  Store
 	observe func(Tier, Result)
 	now     func() time.Time
+	maxLag  time.Duration
+	proven  func() time.Time
 }
 
 var _ Store = (*Tiered)(nil)
@@ -45,7 +57,10 @@ var _ Store = (*Tiered)(nil)
 // NewTiered composes l1 and l2. Pass an untyped nil for a missing tier: a
 // nil pointer of a concrete store type is a non-nil Store and will be used.
 func NewTiered(l1, l2 Store, opts TieredOptions) *Tiered {
-	t := &Tiered{l1: l1, l2: l2, observe: opts.Observe, now: opts.Now}
+	t := &Tiered{l1: l1, l2: l2, observe: opts.Observe, now: opts.Now, maxLag: opts.MaxLag, proven: opts.Proven}
+	if t.maxLag <= 0 {
+		t.proven = nil
+	}
 	if t.observe == nil {
 		t.observe = func(Tier, Result) {}
 	}
@@ -150,7 +165,7 @@ func (t *Tiered) LookupMany(ctx context.Context, keys []string) ([]*Entry, []Tie
 	}
 	for j, i := range missing {
 		e := es[j]
-		if e == nil || e.Remaining(now) == 0 {
+		if e == nil || e.Remaining(now) == 0 || !t.coherent(e, now) {
 			t.observe(TierL2, ResultMiss)
 			continue
 		}
@@ -190,13 +205,28 @@ func (t *Tiered) lookup(ctx context.Context, tier Tier, s Store, key string, now
 	case err != nil:
 		t.observe(tier, ResultError)
 		return nil, fmt.Errorf("cache: %s get: %w", tier, err)
-	case !ok || e == nil || e.Remaining(now) == 0:
+	case !ok || e == nil || e.Remaining(now) == 0 || !t.coherent(e, now):
 		t.observe(tier, ResultMiss)
 		return nil, nil
 	default:
 		t.observe(tier, ResultHit)
 		return e, nil
 	}
+}
+
+// coherent reports whether e may be served by a read starting at now
+// without breaking the promise that a read starting more than MaxLag after
+// a write's acknowledgement never gets the version the write replaced.
+// While the channel is proven within MaxLag, every invalidation of a write
+// acknowledged more than MaxLag ago has been applied here (and to L2), so
+// any entry may be served. Otherwise only an entry whose request left less
+// than MaxLag ago: it was fetched after any such write.
+func (t *Tiered) coherent(e *Entry, now time.Time) bool {
+	if t.proven == nil {
+		return true
+	}
+	horizon := now.Add(-t.maxLag)
+	return t.proven().After(horizon) || e.StoredAt.After(horizon)
 }
 
 // Get implements Store through Lookup.

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/cache/l1"
@@ -20,6 +18,10 @@ import (
 // upstream must not lose its invalidation because Redis was unreachable at
 // that moment: failed tags are kept and replayed until L2 takes them, so
 // neither L2 nor a peer's L1 keeps the old body for the rest of its TTL.
+//
+// There is no second, delayed pass ("double delete"): a peer's fetch that
+// began before the write and stores its answer in L2 after it is refused
+// by the tag's epoch, which L2 checks on every read.
 type invalidator struct {
 	l1 *l1.Store
 	l2 *l2.Store
@@ -27,24 +29,14 @@ type invalidator struct {
 	mu      sync.Mutex
 	pending map[string]struct{}
 	kick    chan struct{} // wakes the replay loop
-
-	// again is when each invalidation runs a second time: a peer's fetch
-	// that began before the write can still write its answer to L2 after
-	// the first delete (its tombstone keeps it from being served only for
-	// a while). By upstream.timeout plus the write queue's lag every such
-	// fetch has ended, so the second delete leaves nothing stale behind —
-	// the "delayed double delete" of cache-aside. 0 = never.
-	again atomic.Int64 // a time.Duration; reload changes it with the upstream timeout
 }
 
 // maxPending bounds the replay set; past it, the next replay purges L2 as a
 // whole, the only invalidation that still covers everything that was lost.
 const maxPending = 100_000
 
-func newInvalidator(l1s *l1.Store, l2s *l2.Store, again time.Duration) *invalidator {
-	v := &invalidator{l1: l1s, l2: l2s, pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
-	v.setSecondPass(again)
-	return v
+func newInvalidator(l1s *l1.Store, l2s *l2.Store) *invalidator {
+	return &invalidator{l1: l1s, l2: l2s, pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
 }
 
 func (v *invalidator) InvalidateTags(ctx context.Context, tags ...string) error {
@@ -62,25 +54,11 @@ func (v *invalidator) invalidate(ctx context.Context, tags ...string) (int, erro
 	if v.l2 == nil {
 		return n, nil
 	}
-	v.twice(tags)
 	if err := v.l2.InvalidateTags(ctx, tags...); err != nil {
 		v.retryLater(tags)
 		return n, fmt.Errorf("invalidate: will retry: %w", err)
 	}
 	return n, nil
-}
-
-// setSecondPass sets how long after an invalidation its second pass runs.
-func (v *invalidator) setSecondPass(d time.Duration) { v.again.Store(int64(d)) }
-
-// twice schedules the second pass of an invalidation (see again).
-func (v *invalidator) twice(tags []string) {
-	again := time.Duration(v.again.Load())
-	if v.l2 == nil || again <= 0 {
-		return
-	}
-	tags = slices.Clone(tags)
-	time.AfterFunc(again, func() { v.retryLater(tags) })
 }
 
 func (v *invalidator) retryLater(tags []string) {
@@ -95,50 +73,71 @@ func (v *invalidator) retryLater(tags []string) {
 	}
 }
 
-// replay retries the pending tags while there are any, every interval,
-// until ctx ends.
-func (v *invalidator) replay(ctx context.Context, every time.Duration, log *slog.Logger) {
+// replay retries the pending tags every interval (or at once when kicked)
+// until stop is closed, then makes one last attempt, so that the writes
+// answered just before a shutdown do not lose their invalidation. It tries
+// whether or not the breaker is open: a Redis that answers again must get
+// the invalidations before this replica's peers trust their channel again.
+func (v *invalidator) replay(stop <-chan struct{}, every time.Duration, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if !v.flush(ctx, log) {
+				log.Warn("invalidations lost at shutdown: redis unreachable", "tags", v.pendingCount())
+			}
 			return
 		case <-v.kick:
 		case <-t.C:
 		}
-		v.mu.Lock()
-		tags := make([]string, 0, len(v.pending))
-		for tag := range v.pending {
-			tags = append(tags, tag)
-		}
-		v.mu.Unlock()
-		if len(tags) == 0 || !v.l2.Up() {
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		var err error
-		if len(tags) > maxPending {
-			err = v.l2.PurgeAll(cctx)
-		} else {
-			err = v.l2.InvalidateTags(cctx, tags...)
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		v.flush(ctx, log)
 		cancel()
-		if err != nil {
-			continue
-		}
-		v.mu.Lock()
-		for _, tag := range tags {
-			delete(v.pending, tag)
-		}
-		v.mu.Unlock()
-		log.Debug("invalidations replayed: second passes, or retries after l2 was unreachable", "tags", len(tags))
 	}
+}
+
+// flush sends the pending tags once, reporting whether none are left.
+func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
+	v.mu.Lock()
+	tags := make([]string, 0, len(v.pending))
+	for tag := range v.pending {
+		tags = append(tags, tag)
+	}
+	v.mu.Unlock()
+	if len(tags) == 0 {
+		return true
+	}
+	var err error
+	if len(tags) > maxPending {
+		err = v.l2.PurgeAll(ctx)
+	} else {
+		err = v.l2.InvalidateTags(ctx, tags...)
+	}
+	if err != nil {
+		return false
+	}
+	v.mu.Lock()
+	for _, tag := range tags {
+		delete(v.pending, tag)
+	}
+	v.mu.Unlock()
+	log.Debug("invalidations replayed after l2 was unreachable", "tags", len(tags))
+	return true
+}
+
+func (v *invalidator) pendingCount() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.pending)
 }
 
 // peerInvalidation applies another replica's invalidation to this L1.
 func (s *Server) peerInvalidation(inv l2.Invalidation) {
-	if s.proxy == nil {
+	h := s.live.Load()
+	if h == nil {
 		return // still starting: nothing has been fetched yet
 	}
 	// Tombstones first, and even without an L1: they stop a fetch that
@@ -146,13 +145,13 @@ func (s *Server) peerInvalidation(inv l2.Invalidation) {
 	n := 0
 	switch {
 	case inv.All:
-		s.proxy.InvalidatedAll()
+		h.InvalidatedAll()
 		if s.l1 != nil {
 			s.l1.Clear()
 		}
 		n = 1
 	default:
-		s.proxy.Invalidated(inv.Tags...)
+		h.Invalidated(inv.Tags...)
 		if s.l1 != nil {
 			n += s.l1.DeleteTags(inv.Tags...)
 			if len(inv.Keys) > 0 {

@@ -58,7 +58,6 @@ func (s *Server) Reload() error {
 		if err := s.proxy.SetUpstream(up, cfg.Upstream.Timeout.D()); err != nil {
 			return s.reloadFailed(err)
 		}
-		s.inv.setSecondPass(cfg.Upstream.Timeout.D() + 2*time.Second)
 		applied.Upstream.URL, applied.Upstream.Timeout = cfg.Upstream.URL, cfg.Upstream.Timeout
 	}
 

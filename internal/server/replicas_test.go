@@ -122,13 +122,26 @@ func TestPurgeByTag(t *testing.T) {
 
 // Must-show 4: three replicas × 100 concurrent cold GETs of one key → one
 // upstream call (a Redis lease makes coalescing cluster-wide).
+//
+// Deterministic: the upstream holds its answer until every request has
+// reached its replica and passed the L1 check (100 L1 lookups per replica,
+// plus the flight leader's own), so no request arrives after the fill and
+// starts a flight of its own; and Redis gets a timeout no loaded machine
+// reaches, since a lease that times out rightly costs a fetch of its own.
 func TestClusterWideCoalescing(t *testing.T) {
 	rs := redistest.Start(t)
 	o := newOrigin(t)
-	o.delay.Store(int64(200 * time.Millisecond))
+	gate := make(chan struct{})
+	held := o.Config.Handler
+	o.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-gate
+		held.ServeHTTP(w, r)
+	})
+	block := strings.Replace(l2Block(false, rs.Addr()), "timeout: 200ms", "timeout: 10s", 1)
+	yaml := strings.Replace(fmt.Sprintf(baseConfig, o.URL, block), "timeout: 2s", "timeout: 30s", 1)
 	var reps []*replica
 	for range 3 {
-		reps = append(reps, startReplica(t, o.URL, l2Block(false, rs.Addr())))
+		reps = append(reps, startReplicaYAML(t, yaml))
 	}
 	var wg sync.WaitGroup
 	var bad atomic.Int64
@@ -144,6 +157,12 @@ func TestClusterWideCoalescing(t *testing.T) {
 			}()
 		}
 	}
+	for _, r := range reps {
+		eventually(t, 30*time.Second, "every request checked L1", func() bool {
+			return l1Lookups(t, r) >= 101
+		})
+	}
+	close(gate)
 	wg.Wait()
 	if bad.Load() != 0 {
 		t.Fatalf("%d wrong answers", bad.Load())
@@ -151,6 +170,20 @@ func TestClusterWideCoalescing(t *testing.T) {
 	if n := o.gets.Load(); n != 1 {
 		t.Fatalf("upstream GETs = %d, want 1", n)
 	}
+}
+
+// l1Lookups sums sidecache_cache_lookups_total{tier="l1"} on r.
+func l1Lookups(t *testing.T, r *replica) float64 {
+	_, _, m := r.do(t, http.MethodGet, "admin:/metrics")
+	var n float64
+	for _, line := range strings.Split(m, "\n") {
+		if strings.HasPrefix(line, "sidecache_cache_lookups_total{") && strings.Contains(line, `tier="l1"`) {
+			var v float64
+			fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
+			n += v
+		}
+	}
+	return n
 }
 
 // Must-show 5: a 3-master Redis Cluster serves L2 hits for keys in every

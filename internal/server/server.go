@@ -57,6 +57,10 @@ type Server struct {
 	tiers *cache.Tiered
 	inv   *invalidator
 	proxy *proxy.Handler
+	// live is proxy for the L2 subscriber's goroutine, which starts (in
+	// l2.New) before proxy is built: an atomic store, so that it never
+	// reads a half-set field.
+	live atomic.Pointer[proxy.Handler]
 
 	proxyLn, adminLn net.Listener
 	proxySrv         *http.Server
@@ -100,19 +104,24 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 			Logger:        s.log.With("tier", "l2"),
 			OnStateChange: s.l2State,
 			OnInvalidate:  s.peerInvalidation,
+			MaxLag:        cfg.Coherence.MaxLag.D(),
 		})
 		if err != nil {
 			s.closeTiers()
 			return nil, fmt.Errorf("server: l2: %w", err)
 		}
 		s.l2, l2s = st, st
-	} else {
-		s.m.SetL2Up(false)
 	}
-	s.tiers = cache.NewTiered(l1s, l2s, cache.TieredOptions{
+	// Without L2, sidecache_l2_up stays absent: 0 would fire
+	// SidecacheL2Down on every pod that has no Redis by design.
+	topts := cache.TieredOptions{
 		Observe: func(t cache.Tier, r cache.Result) { s.m.Lookup(string(t), string(r)) },
-	})
-	s.inv = newInvalidator(s.l1, s.l2, cfg.Upstream.Timeout.D()+2*time.Second)
+	}
+	if s.l2 != nil {
+		topts.MaxLag, topts.Proven = cfg.Coherence.MaxLag.D(), s.l2.Proven
+	}
+	s.tiers = cache.NewTiered(l1s, l2s, topts)
+	s.inv = newInvalidator(s.l1, s.l2)
 
 	table, err := compileRoutes(cfg.Routes)
 	if err != nil {
@@ -145,6 +154,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		s.closeTiers()
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	s.live.Store(s.proxy)
 	access := opts.AccessLog
 	if access == nil {
 		access = s.log
@@ -218,8 +228,17 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- serve(s.proxySrv, s.proxyLn) }()
 	go func() { errc <- serve(s.adminSrv, s.adminLn) }()
+	stopReplay, replayed := make(chan struct{}), make(chan struct{})
 	if s.l2 != nil {
-		go s.inv.replay(ctx, time.Second, s.log.With("component", "invalidate"))
+		// Every MaxLag/8: a peer proves its channel again only after
+		// 3/4 MaxLag of heartbeats (l2's heartbeat.go), by when a retry has run.
+		every := max(s.cfg.Load().Coherence.MaxLag.D()/8, time.Millisecond)
+		go func() {
+			defer close(replayed)
+			s.inv.replay(stopReplay, every, s.log.With("component", "invalidate"))
+		}()
+	} else {
+		close(replayed)
 	}
 	if s.opts.ConfigPath != "" && s.opts.WatchInterval >= 0 {
 		go s.watch(ctx)
@@ -241,6 +260,13 @@ func (s *Server) Run(ctx context.Context) error {
 	defer cancel()
 	err := s.proxySrv.Shutdown(sctx)
 	_ = s.adminSrv.Shutdown(sctx)
+	// The replay loop's last pass runs after the listeners have drained, so
+	// invalidations of the last writes still reach Redis (within the drain).
+	close(stopReplay)
+	select {
+	case <-replayed:
+	case <-sctx.Done():
+	}
 	s.closeTiers()
 	if runErr != nil {
 		return runErr

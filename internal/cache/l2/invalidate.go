@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// maxMessageKeys caps the keys carried in one message: a route-wide tag may
-// name many thousands, and peers find them through their own tag index.
-const maxMessageKeys = 1000
 
 // Subscriber timing: a subscription quiet for idleCheck sends a PING to
 // prove the connection alive, and is rebuilt after maxUnanswered PINGs in
@@ -28,62 +25,55 @@ const (
 
 // Invalidation is the message replicas exchange on the channel
 // Prefix+"invalidate", as JSON: {"tags":[..],"keys":[..],"all":true,"origin":"…"}.
-// Keys are cache keys as the proxy knows them (without prefix). Keys may be
-// left out when there are more than 1000; Tags then say what to drop.
+// Keys are cache keys as the proxy knows them (without prefix); a tag
+// invalidation carries only Tags, which peers resolve through their own L1
+// tag index. Beat is a heartbeat (see heartbeat.go), never delivered to
+// OnInvalidate.
 type Invalidation struct {
 	Tags   []string `json:"tags,omitempty"`
 	Keys   []string `json:"keys,omitempty"`
 	All    bool     `json:"all,omitempty"`
 	Origin string   `json:"origin"`
+	Beat   *Beat    `json:"beat,omitempty"`
 }
 
-// InvalidateTags removes every entry carrying one of tags, and the tag sets,
-// from L2, then tells the other replicas to drop them from their L1. It
-// returns only once L2 is clean, so that a write answered to the client is
-// never followed by a stale read; each of its round trips is bounded by
-// Timeout. The caller drops its own L1 entries.
+// InvalidateTags raises the epoch of each tag (epoch.go), so that no
+// replica reads an entry carrying one of them that was fetched before now,
+// and tells the other replicas to drop them from their L1. Both go in one
+// pipeline, the epochs first, so the message is published even when an
+// epoch could not be written, and the error goes back to the caller; one
+// round trip, bounded by Timeout. It does not consult the breaker: a write
+// is rare, and its invalidation must reach a Redis that answers again as
+// soon as it does. The caller drops its own L1 entries.
+//
+// Entries are not deleted: an invalidated entry reads as a miss and is
+// overwritten by the next fill or expires with its TTL.
 func (s *Store) InvalidateTags(ctx context.Context, tags ...string) error {
 	if len(tags) == 0 {
 		return nil
 	}
-	if err := s.admit(); err != nil {
-		return wrap("invalidate", err)
+	if s.closed.Load() {
+		return wrap("invalidate", ErrClosed)
 	}
 	s.flushQueued(ctx)
-
-	cctx, cancel := s.withTimeout(ctx)
-	pipe := s.rdb.Pipeline()
-	members := make([]*redis.StringSliceCmd, len(tags))
-	for i, t := range tags {
-		members[i] = pipe.ZRange(cctx, s.tagKey(t), 0, -1)
-	}
-	_, err := pipe.Exec(cctx)
-	cancel()
-	s.done(ctx, err)
+	msg, err := s.message(Invalidation{Tags: tags})
 	if err != nil {
 		return wrap("invalidate", err)
 	}
-
-	seen := make(map[string]bool)
-	var keys []string
-	for _, m := range members {
-		for _, k := range m.Val() {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
-		}
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	cctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	for _, t := range tags {
+		pipe.Eval(cctx, bumpScript, []string{s.epochKey(t)}, now, epochFloor.Milliseconds())
 	}
-	del := append(prefixed(keys, s.entryKey), prefixed(tags, s.tagKey)...)
-	err = s.unlink(ctx, s.rdb, del)
-
-	// Publish even when the unlink failed: peers dropping their L1 copies
-	// is still right, and the error goes back to the caller.
-	if len(keys) > maxMessageKeys {
-		keys = nil
+	pub := pipe.Publish(cctx, s.channel(), msg)
+	_, err = pipe.Exec(cctx)
+	s.done(ctx, err)
+	if err == nil {
+		err = pub.Err()
 	}
-	perr := s.publish(ctx, Invalidation{Tags: tags, Keys: keys})
-	return wrap("invalidate", errors.Join(err, perr))
+	return wrap("invalidate", err)
 }
 
 // PurgeAll removes every key under Prefix on every master (SCAN + UNLINK)
@@ -140,9 +130,13 @@ func globEscape(s string) string {
 	return b.String()
 }
 
-func (s *Store) publish(ctx context.Context, inv Invalidation) error {
+func (s *Store) message(inv Invalidation) ([]byte, error) {
 	inv.Origin = s.origin
-	msg, err := json.Marshal(inv)
+	return json.Marshal(inv)
+}
+
+func (s *Store) publish(ctx context.Context, inv Invalidation) error {
+	msg, err := s.message(inv)
 	if err != nil {
 		return err
 	}
@@ -195,12 +189,14 @@ func (s *Store) subscribe(ctx context.Context) {
 			// PINGs went unanswered: the connection is dead without
 			// having been closed. Start over on a new one.
 			s.log.Warn("invalidation subscription unresponsive, resubscribing")
+			s.subscribed.Store(false)
 			gap, unanswered = true, 0
 			if ps = s.resubscribe(ctx, ps); ps == nil {
 				return
 			}
 			continue
 		default:
+			s.subscribed.Store(false)
 			if !gap {
 				s.log.Warn("invalidation subscription lost", "err", err)
 			}
@@ -215,6 +211,9 @@ func (s *Store) subscribe(ctx context.Context) {
 
 		switch m := msg.(type) {
 		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				s.subscribed.Store(true)
+			}
 			if m.Kind == "subscribe" && gap {
 				gap = false
 				s.log.Info("invalidation channel resubscribed; dropping L1")
@@ -226,7 +225,12 @@ func (s *Store) subscribe(ctx context.Context) {
 				s.log.Warn("ignoring malformed invalidation", "err", err)
 				continue
 			}
-			if inv.Origin != s.origin {
+			switch {
+			case inv.Beat != nil:
+				if inv.Origin == s.origin {
+					s.heard(*inv.Beat)
+				}
+			case inv.Origin != s.origin:
 				s.deliver(inv)
 			}
 		}

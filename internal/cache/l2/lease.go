@@ -122,8 +122,10 @@ func (s *Store) WaitFill(ctx context.Context, key string, maxWait time.Duration,
 	}
 }
 
-// check reads the lease and the entry in one round trip, the lease first
-// so that on one server a released lease implies the fill is visible.
+// check reads the lease and the entry in one round trip (two in Cluster,
+// for the epochs), the lease first so that on one server a released lease
+// implies the fill is visible. An entry invalidated since its request left
+// is not found: a waiter must not take the version a write replaced.
 func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cache.Entry, found, held bool, err error) {
 	if err := s.admit(); err != nil {
 		return nil, false, false, err
@@ -132,18 +134,38 @@ func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cach
 	defer cancel()
 	pipe := s.rdb.Pipeline()
 	exists := pipe.Exists(cctx, s.leaseKey(key))
-	get := pipe.Get(cctx, s.entryKey(key))
+	var get redis.Cmder
+	if s.isCluster() {
+		get = pipe.Get(cctx, s.entryKey(key))
+	} else {
+		get = pipe.Eval(cctx, readScript, []string{s.entryKey(key)}, s.key("v:", ""))
+	}
 	_, _ = pipe.Exec(cctx)
 	err = exists.Err()
 	if gerr := get.Err(); err == nil && !errors.Is(gerr, redis.Nil) {
 		err = gerr
+	}
+	var b []byte
+	if err == nil {
+		switch g := get.(type) {
+		case *redis.StringCmd:
+			b, _ = g.Bytes()
+			var vals [][]byte
+			if vals, err = s.epochsOf(cctx, [][]byte{b}); err == nil {
+				b = vals[0]
+			}
+		case *redis.Cmd:
+			if v, gerr := g.Text(); gerr == nil {
+				b = []byte(v)
+			}
+		}
 	}
 	s.done(ctx, err)
 	if err != nil {
 		return nil, false, false, err
 	}
 	held = exists.Val() > 0
-	if b, gerr := get.Bytes(); gerr == nil {
+	if b != nil {
 		e, found, _ = s.decode(key, b)
 	}
 	if found && !e.StoredAt.After(newer) {

@@ -18,23 +18,6 @@ const (
 	maxBatchBytes = 1 << 20
 )
 
-// tagScript adds a key to a tag's sorted set with its expiry as score,
-// trims members that have expired, and extends (never shortens) the set's
-// own expiry to cover the newest member. The scores come from the server
-// clock so replicas with skewed clocks agree. Trimming on every add is what
-// keeps a busy tag (a route's implicit tag) from growing without bound, and
-// one script works on Redis 6 and 7 alike (PEXPIRE ... GT is 7 only).
-const tagScript = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ms = tonumber(ARGV[2])
-redis.call('ZADD', KEYS[1], now + ms, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('PTTL', KEYS[1]) < ms then
-  redis.call('PEXPIRE', KEYS[1], ms)
-end
-return 1`
-
 var _ cache.Store = (*Store)(nil)
 
 type opKind uint8
@@ -56,29 +39,32 @@ type op struct {
 	done chan struct{}
 }
 
-// Get reads key from Redis. A missing key is a miss; a value that does not
-// decode (another codec version, garbage) is a miss too, logged and
-// deleted. An error means L2 could not answer within Timeout or is down.
+// Get reads key from Redis, checked against its tags' epochs (epoch.go) in
+// the same round trip: an entry invalidated since its request left is a
+// miss. A missing key is a miss; a value that does not decode (another
+// codec version, garbage) is a miss too, logged and deleted. An error means
+// L2 could not answer within Timeout or is down.
 func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error) {
 	if err := s.admit(); err != nil {
 		return nil, false, wrap("get", err)
 	}
 	cctx, cancel := s.withTimeout(ctx)
-	b, err := s.rdb.Get(cctx, s.entryKey(key)).Bytes()
+	b, err := s.getChecked(cctx, key)
 	cancel()
 	s.done(ctx, err)
-	if errors.Is(err, redis.Nil) {
-		return nil, false, nil
-	}
 	if err != nil {
 		return nil, false, wrap("get", err)
+	}
+	if b == nil {
+		return nil, false, nil
 	}
 	return s.decode(key, b)
 }
 
 // GetMany reads several keys in one pipeline: one round trip (one per
-// node in a Cluster, where the keys may live in different slots), where a
-// loop of Get would make one per key. A nil element is a miss.
+// node in a Cluster, where the keys may live in different slots, plus one
+// for the epochs), where a loop of Get would make one per key. A nil
+// element is a miss.
 func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, error) {
 	out := make([]*cache.Entry, len(keys))
 	if len(keys) == 0 {
@@ -90,22 +76,41 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 	cctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(keys))
+	cmds := make([]redis.Cmder, len(keys))
 	for i, k := range keys {
-		cmds[i] = pipe.Get(cctx, s.entryKey(k))
+		if s.isCluster() {
+			cmds[i] = pipe.Get(cctx, s.entryKey(k))
+		} else {
+			cmds[i] = pipe.Eval(cctx, readScript, []string{s.entryKey(k)}, s.key("v:", ""))
+		}
 	}
 	_, err := pipe.Exec(cctx)
 	if errors.Is(err, redis.Nil) {
 		err = nil // some keys missing: each command says which
 	}
+	vals := make([][]byte, len(keys))
+	if err == nil {
+		for i, c := range cmds {
+			switch c := c.(type) {
+			case *redis.StringCmd:
+				vals[i], _ = c.Bytes()
+			case *redis.Cmd:
+				if v, err := c.Text(); err == nil {
+					vals[i] = []byte(v)
+				}
+			}
+		}
+		if s.isCluster() {
+			vals, err = s.epochsOf(cctx, vals)
+		}
+	}
 	s.done(ctx, err)
 	if err != nil {
 		return out, wrap("get many", err)
 	}
-	for i, c := range cmds {
-		b, err := c.Bytes()
-		if err != nil {
-			continue // redis.Nil: a miss
+	for i, b := range vals {
+		if b == nil {
+			continue
 		}
 		if e, ok, _ := s.decode(keys[i], b); ok {
 			out[i] = e
@@ -115,7 +120,12 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 }
 
 func (s *Store) decode(key string, b []byte) (*cache.Entry, bool, error) {
-	e, err := cache.Unmarshal(b)
+	_, _, payload, ok := splitValue(b)
+	var e *cache.Entry
+	err := errors.New("no header")
+	if ok {
+		e, err = cache.Unmarshal(payload)
+	}
 	if err != nil {
 		s.log.Warn("dropping undecodable entry", "key", key, "err", err)
 		_ = s.enqueue(op{kind: opDel, key: key})
@@ -143,7 +153,12 @@ func (s *Store) Set(ctx context.Context, key string, e *cache.Entry) error {
 		return nil
 	}
 	ttl = max(ttl, time.Millisecond) // PX has millisecond resolution
-	return wrap("set", s.enqueue(op{kind: opSet, key: key, val: cache.Marshal(e), ttl: ttl, tags: e.Tags}))
+	val, err := encodeValue(e)
+	if err != nil {
+		s.dropped.Add(1)
+		return wrap("set", err)
+	}
+	return wrap("set", s.enqueue(op{kind: opSet, key: key, val: val, ttl: ttl, tags: e.Tags}))
 }
 
 // Delete removes keys from L2 and tells the other replicas to drop them
@@ -281,10 +296,13 @@ func (s *Store) write(batch []op) {
 		}
 		switch o.kind {
 		case opSet:
-			pipe.Set(ctx, s.entryKey(o.key), o.val, o.ttl)
+			// The epoch keys first: an entry is never readable
+			// without them (one pipeline is one connection per node,
+			// and Redis runs a connection's commands in order).
 			for _, t := range o.tags {
-				pipe.Eval(ctx, tagScript, []string{s.tagKey(t)}, o.key, o.ttl.Milliseconds())
+				pipe.Eval(ctx, touchScript, []string{s.epochKey(t)}, max(o.ttl, epochFloor).Milliseconds())
 			}
+			pipe.Set(ctx, s.entryKey(o.key), o.val, o.ttl)
 		case opDel:
 			pipe.Unlink(ctx, s.entryKey(o.key))
 		case opRelease:

@@ -56,7 +56,7 @@ func TestSentinel(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv := b.nextInvalidation(t, 5*time.Second)
-	if !slices.Equal(inv.Tags, []string{"tag"}) || !slices.Equal(inv.Keys, []string{"k1"}) || inv.All {
+	if !slices.Equal(inv.Tags, []string{"tag"}) || len(inv.Keys) != 0 || inv.All {
 		t.Fatalf("peer got %+v", inv)
 	}
 	if _, ok := b.mustGet(t, "k1"); ok {
@@ -142,7 +142,7 @@ func TestSentinel(t *testing.T) {
 	}
 	eventually(t, 15*time.Second, func() error { return a.InvalidateTags(ctx, "tag2") })
 	inv = b.nextInvalidation(t, 5*time.Second)
-	if !slices.Equal(inv.Tags, []string{"tag2"}) || !slices.Equal(inv.Keys, []string{"k2"}) {
+	if !slices.Equal(inv.Tags, []string{"tag2"}) || len(inv.Keys) != 0 {
 		t.Fatalf("after failover peer got %+v", inv)
 	}
 

@@ -9,10 +9,10 @@
 //
 // Layout, with P the configured prefix:
 //
-//	P e:<key>       string   the entry (cache.Marshal), PX = its lifetime
-//	P t:<tag>       zset     member <key>, score = expiry (unix ms, server clock)
+//	P e:<key>       string   header (request time, tags) + cache.Marshal, PX = lifetime
+//	P v:<tag>       string   the tag's epoch: unix ms of its last invalidation (epoch.go)
 //	P l:<key>       string   lease token, PX = lease ttl
-//	P invalidate    channel  JSON Invalidation messages
+//	P invalidate    channel  JSON Invalidation messages and heartbeats
 package l2
 
 import (
@@ -85,6 +85,10 @@ type Options struct {
 	ProbeInterval time.Duration
 	// FailureThreshold is how many consecutive failures open the breaker.
 	FailureThreshold int
+	// MaxLag is coherence.max_lag: the store publishes a heartbeat every
+	// MaxLag/4 and Proven reports when one last came back (heartbeat.go).
+	// 0 = no heartbeats.
+	MaxLag time.Duration
 }
 
 // Store is the L2 tier. It implements cache.Store and adds tag
@@ -101,9 +105,11 @@ type Store struct {
 
 	queue   chan op
 	dropped atomic.Uint64
+	proof   proof
 
-	psMu sync.Mutex
-	ps   *redis.PubSub // the current subscription, closed by Close
+	psMu       sync.Mutex
+	ps         *redis.PubSub // the current subscription, closed by Close
+	subscribed atomic.Bool   // Redis confirmed the current subscription
 
 	closed atomic.Bool
 	stop   chan struct{}      // closed by Close
@@ -168,7 +174,8 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 
 	subCtx, subCancel := context.WithCancel(context.Background())
 	s.cancel = subCancel
-	s.wg.Add(3)
+	s.wg.Add(4)
+	go s.heartbeat()
 	go s.writer()
 	go s.probe()
 	go s.subscribe(subCtx)
@@ -229,7 +236,6 @@ func (s *Store) Close() error {
 func (s *Store) key(kind, k string) string { return s.opts.Prefix + kind + k }
 
 func (s *Store) entryKey(k string) string { return s.key("e:", k) }
-func (s *Store) tagKey(t string) string   { return s.key("t:", t) }
 func (s *Store) leaseKey(k string) string { return s.key("l:", k) }
 func (s *Store) channel() string          { return s.opts.Prefix + "invalidate" }
 

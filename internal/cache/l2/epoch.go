@@ -1,0 +1,197 @@
+package l2
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sidecache/sidecache/internal/cache"
+)
+
+// Tag epochs: invalidation must not depend on a key Redis may evict.
+//
+// Under maxmemory with allkeys-lru, Redis evicts the keys used least
+// recently, and a tag index (a set of the keys carrying a tag) is read only
+// when the tag is invalidated, while its entries are read on every hit. So
+// the index goes first, and an invalidation that looks entries up through
+// it finds nothing and leaves them to be served for the rest of their TTL.
+//
+// Instead each tag has an epoch key, P v:<tag>, holding the time (unix ms)
+// of its last invalidation, and each stored value starts with a header
+// naming the time its upstream request left and its tags. A read returns
+// the entry only if every one of its tags has an epoch key and the entry's
+// request left after that epoch; both are checked in the script that reads
+// the entry, in the same round trip. Storing an entry creates its tags'
+// epoch keys (at 0) and stretches their expiry to cover it, so an epoch key
+// that is missing while an entry names it was evicted (or never stored):
+// the entry is then a miss, which costs a refetch, never a stale answer.
+const (
+	headerMagic = "sc2 "
+	// epochFloor is how long an invalidation's epoch key lives at least: a
+	// fetch that began before the invalidation and stores its answer after
+	// it must still find the epoch to be refused.
+	epochFloor = 10 * time.Minute
+)
+
+// readScript returns the value at KEYS[1] if its header's tags are all
+// current (see above), else false; a value without a header is returned as
+// it is, for the client to find undecodable and delete. ARGV[1] is the epoch key prefix. It
+// reads keys it was not given in KEYS, which Redis allows outside Cluster;
+// Cluster mode checks in two round trips instead (getChecked).
+const readScript = `
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+local hend = string.find(v, '\n\n', 1, true)
+if string.sub(v, 1, 4) ~= 'sc2 ' or not hend then return v end
+local at = nil
+for line in string.gmatch(string.sub(v, 5, hend), '([^\n]*)\n') do
+  if not at then
+    at = tonumber(line)
+  else
+    local ep = redis.call('GET', ARGV[1] .. line)
+    if not ep or tonumber(ep) >= at then return false end
+  end
+end
+return v`
+
+// touchScript makes sure an epoch key exists and lives at least ARGV[1] ms.
+const touchScript = `
+if redis.call('SET', KEYS[1], '0', 'NX', 'PX', ARGV[1]) then return 1 end
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+return 0`
+
+// bumpScript raises an epoch key to ARGV[1] (never lowers it) and makes it
+// live at least ARGV[2] ms. Epochs use the invalidating replica's clock and
+// entries their filler's: clocks are assumed synchronised (NTP) to well
+// within coherence.max_lag.
+const bumpScript = `
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) > cur then
+  redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+end
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1`
+
+var (
+	readRedis = redis.NewScript(readScript)
+	errNoTags = errors.New("tag with a newline")
+)
+
+func (s *Store) epochKey(tag string) string { return s.key("v:", tag) }
+
+// encodeValue is what L2 stores for e: the header the read script checks,
+// then the codec's bytes.
+func encodeValue(e *cache.Entry) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(headerMagic)
+	b.WriteString(strconv.FormatInt(e.StoredAt.UnixMilli(), 10))
+	b.WriteByte('\n')
+	for _, t := range e.Tags {
+		if t == "" || strings.ContainsAny(t, "\n") {
+			return nil, errNoTags
+		}
+		b.WriteString(t)
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	b.Write(cache.Marshal(e))
+	return b.Bytes(), nil
+}
+
+// splitValue parses encodeValue's header: when the entry's request left
+// (unix ms), its tags, and the codec's bytes.
+func splitValue(b []byte) (at int64, tags []string, payload []byte, ok bool) {
+	if !bytes.HasPrefix(b, []byte(headerMagic)) {
+		return 0, nil, nil, false
+	}
+	end := bytes.Index(b, []byte("\n\n"))
+	if end < 0 {
+		return 0, nil, nil, false
+	}
+	lines := strings.Split(string(b[len(headerMagic):end]), "\n")
+	at, err := strconv.ParseInt(lines[0], 10, 64)
+	if err != nil {
+		return 0, nil, nil, false
+	}
+	return at, lines[1:], b[end+2:], true
+}
+
+// isCluster reports whether scripts must name every key they touch.
+func (s *Store) isCluster() bool {
+	_, ok := s.rdb.(*redis.ClusterClient)
+	return ok
+}
+
+// getChecked reads one entry and checks its epochs: in one round trip (the
+// read script) outside Cluster, in two in Cluster, where the epoch keys
+// live in other slots than the entry. A nil value is a miss.
+func (s *Store) getChecked(ctx context.Context, key string) ([]byte, error) {
+	if !s.isCluster() {
+		b, err := readRedis.Run(ctx, s.rdb, []string{s.entryKey(key)}, s.key("v:", "")).Text()
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		return []byte(b), err
+	}
+	b, err := s.rdb.Get(ctx, s.entryKey(key)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	vals, err := s.epochsOf(ctx, [][]byte{b})
+	if err != nil {
+		return nil, err
+	}
+	return vals[0], nil
+}
+
+// epochsOf checks values read with plain GETs (Cluster) against their tags'
+// epochs in one more pipeline, and returns them with the invalidated ones
+// set to nil.
+func (s *Store) epochsOf(ctx context.Context, vals [][]byte) ([][]byte, error) {
+	pipe := s.rdb.Pipeline()
+	type check struct {
+		at   int64
+		cmds []*redis.StringCmd
+	}
+	checks := make([]check, len(vals))
+	for i, v := range vals {
+		if v == nil {
+			continue
+		}
+		at, tags, _, ok := splitValue(v)
+		if !ok {
+			continue // the caller finds it undecodable
+		}
+		checks[i].at = at
+		for _, t := range tags {
+			checks[i].cmds = append(checks[i].cmds, pipe.Get(ctx, s.epochKey(t)))
+		}
+	}
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+	}
+	for i, c := range checks {
+		for _, cmd := range c.cmds {
+			ep, err := cmd.Int64()
+			if err != nil || ep >= c.at {
+				vals[i] = nil
+				break
+			}
+		}
+	}
+	return vals, nil
+}
