@@ -83,15 +83,26 @@ func (x *exchange) fillUpstream(ctx context.Context, stale candidate) (*flight, 
 			defer release()
 		default:
 			// Wait for an entry newer than the stale copy in hand: the
-			// holder's fetch, not the copy that made this a miss.
+			// holder's fetch, not the copy that made this a miss. An entry
+			// that turns up but cannot answer (still stale: the copy the
+			// tiers would not show this request, or another variant's
+			// marker) only moves the bar.
 			var newer time.Time
 			if stale.e != nil {
 				newer = stale.e.StoredAt
 			}
-			if _, ok, _ := x.h.leaser.WaitFill(ctx, x.key, ttl, newer); ok {
+			for {
+				e, ok, _ := x.h.leaser.WaitFill(ctx, x.key, ttl, newer)
+				if !ok {
+					break
+				}
 				if c := x.lookup(ctx, false); x.answers(c, needFresh) {
 					return &flight{c: c}, nil
 				}
+				if e == nil || !e.StoredAt.After(newer) {
+					break
+				}
+				newer = e.StoredAt
 			}
 		}
 	}

