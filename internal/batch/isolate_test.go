@@ -80,13 +80,16 @@ func TestIsolationUnderConcurrency(t *testing.T) {
 	l := New(Options{MaxSize: size, MaxWait: time.Millisecond, OnIsolate: func(int) { splits.Add(1) }}, g.fetch)
 	defer l.Close()
 
-	out := make(chan outcome, good+nbad)
-	for i := range good + nbad {
-		id := strconv.Itoa(i)
+	ids := make([]string, good+nbad)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
 		if i%((good+nbad)/nbad) == 0 {
-			id = "x" + id
-			g.bad[id] = true
+			ids[i] = "x" + ids[i]
+			g.bad[ids[i]] = true
 		}
+	}
+	out := make(chan outcome, len(ids))
+	for _, id := range ids {
 		go load(l, context.Background(), "g", "", id, out)
 	}
 	for range good + nbad {
