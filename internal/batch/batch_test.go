@@ -402,37 +402,3 @@ func TestDoneContextDoesNotJoin(t *testing.T) {
 		t.Fatalf("fetched %v for a caller whose ctx had already ended", calls)
 	}
 }
-
-// BenchmarkLoad measures batch assembly under contention: many goroutines
-// loading distinct ids through a fetch that answers at once.
-func BenchmarkLoad(b *testing.B) {
-	var fetches, ids atomic.Int64
-	fetch := func(_ context.Context, _ struct{}, batch []string) (map[string]int, error) {
-		fetches.Add(1)
-		ids.Add(int64(len(batch)))
-		m := make(map[string]int, len(batch))
-		for i, id := range batch {
-			m[id] = i
-		}
-		return m, nil
-	}
-	l := New(Options{MaxSize: 100, MaxWait: time.Millisecond}, fetch)
-	defer l.Close()
-	var next atomic.Int64
-	ctx := context.Background()
-
-	b.SetParallelism(64)
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			id := strconv.FormatInt(next.Add(1), 10)
-			if _, found, err := l.Load(ctx, "g", struct{}{}, id); err != nil || !found {
-				b.Fatalf("load %s: found=%v err=%v", id, found, err)
-			}
-		}
-	})
-	if f := fetches.Load(); f > 0 {
-		b.ReportMetric(float64(ids.Load())/float64(f), "ids/fetch")
-	}
-}

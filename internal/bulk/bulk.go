@@ -19,8 +19,16 @@ import (
 // ErrMalformed is wrapped by every Split error.
 var ErrMalformed = errors.New("bulk: malformed answer")
 
-// ErrTooManyIDs is wrapped by ParseIDs when the list is over its bound.
-var ErrTooManyIDs = errors.New("bulk: too many ids")
+// ErrIDList is wrapped by every ParseIDs error: the client's list is at
+// fault, not the upstream.
+var ErrIDList = errors.New("bulk: bad id list")
+
+// The ways an id list is bad (see ParseIDs); each wraps ErrIDList.
+var (
+	ErrNoIDs      = fmt.Errorf("%w: no ids", ErrIDList)
+	ErrEmptyID    = fmt.Errorf("%w: empty id", ErrIDList)
+	ErrTooManyIDs = fmt.Errorf("%w: too many ids", ErrIDList)
+)
 
 // Split parses a bulk answer, a JSON array of objects, into its elements
 // keyed by the value of idField.
@@ -179,20 +187,36 @@ func Join(elems [][]byte) []byte {
 }
 
 // ParseIDs splits a comma-separated id list such as the value of ?ids=:
-// "3,1, 2,,3" gives ["3" "1" "2" "3"]. Ids are trimmed of spaces and empty
-// ones dropped; order and duplicates are kept, because the answer is
-// reassembled in the requested order. More than maxIDs ids is an error
-// wrapping ErrTooManyIDs (maxIDs < 1: no bound). An empty list gives nil.
+// "3,1, 2,3" gives ["3" "1" "2"]. Ids are trimmed of white space (an
+// inner space is kept); the result holds each distinct id once, in the order
+// of its first appearance, which is the order the answer is reassembled in.
+//
+// Errors, each wrapping ErrIDList so a caller can answer 400 with the
+// message:
+//   - ErrNoIDs: the list is empty or only blanks;
+//   - ErrEmptyID: an element is empty or blank ("1,,2", "1,2,", ",", "1, ,2");
+//   - ErrTooManyIDs: more than maxIDs distinct ids (maxIDs < 1: no bound).
+//     Duplicates do not count, so "1,1,1" is one id.
 func ParseIDs(v string, maxIDs int) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, ErrNoIDs
+	}
 	var ids []string
+	seen := make(map[string]struct{})
+	pos := 0
 	for part := range strings.SplitSeq(v, ",") {
+		pos++
 		id := strings.TrimSpace(part)
 		if id == "" {
+			return nil, fmt.Errorf("%w: element %d", ErrEmptyID, pos)
+		}
+		if _, dup := seen[id]; dup {
 			continue
 		}
 		if maxIDs > 0 && len(ids) == maxIDs {
-			return nil, fmt.Errorf("%w: more than %d", ErrTooManyIDs, maxIDs)
+			return nil, fmt.Errorf("%w: more than %d distinct ids", ErrTooManyIDs, maxIDs)
 		}
+		seen[id] = struct{}{}
 		ids = append(ids, id)
 	}
 	return ids, nil

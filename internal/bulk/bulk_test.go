@@ -148,26 +148,34 @@ func TestParseIDs(t *testing.T) {
 		in      string
 		max     int
 		want    []string
-		wantErr bool
+		wantErr error
 	}{
-		{"brief example", "3,1, 2,,3", 10, []string{"3", "1", "2", "3"}, false},
-		{"empty", "", 10, nil, false},
-		{"only separators", " , ,, ", 10, nil, false},
-		{"single", "42", 1, []string{"42"}, false},
-		{"tabs and spaces trimmed", "\ta ,  b\t", 10, []string{"a", "b"}, false},
-		{"inner space kept", "a b,c", 10, []string{"a b", "c"}, false},
-		{"unicode", "é,世界", 10, []string{"é", "世界"}, false},
-		{"at the bound", "1,2,3", 3, []string{"1", "2", "3"}, false},
-		{"over the bound", "1,2,3,4", 3, nil, true},
-		{"empties do not count", "1,,2,,3,,", 3, []string{"1", "2", "3"}, false},
-		{"no bound", strings.Repeat("x,", 1000), 0, slices.Repeat([]string{"x"}, 1000), false},
+		{"brief example", "3,1, 2,3", 10, []string{"3", "1", "2"}, nil},
+		{"single", "42", 1, []string{"42"}, nil},
+		{"tabs and spaces trimmed", "\ta ,  b\t", 10, []string{"a", "b"}, nil},
+		{"inner space kept", "a b,c", 10, []string{"a b", "c"}, nil},
+		{"unicode", "é,世界", 10, []string{"é", "世界"}, nil},
+		{"at the bound", "1,2,3", 3, []string{"1", "2", "3"}, nil},
+		{"over the bound", "1,2,3,4", 3, nil, ErrTooManyIDs},
+		{"duplicates do not count", "1,2,1,3,2,3,3", 3, []string{"1", "2", "3"}, nil},
+		{"many copies of one id", strings.Repeat("x,", 10000) + "x", 1, []string{"x"}, nil},
+		{"no bound", strings.TrimSuffix(strings.Repeat("x,y,", 1000), ","), 0, []string{"x", "y"}, nil},
+		{"empty", "", 10, nil, ErrNoIDs},
+		{"blank", " \t ", 10, nil, ErrNoIDs},
+		{"only a comma", ",", 10, nil, ErrEmptyID},
+		{"only separators", " , ,, ", 10, nil, ErrEmptyID},
+		{"empty element", "1,,2", 10, nil, ErrEmptyID},
+		{"blank element", "1, ,2", 10, nil, ErrEmptyID},
+		{"trailing comma", "1,2,", 10, nil, ErrEmptyID},
+		{"leading comma", ",1", 10, nil, ErrEmptyID},
+		{"empty element past the bound", "1,2,3,4,,", 3, nil, ErrTooManyIDs},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseIDs(tt.in, tt.max)
-			if tt.wantErr {
-				if !errors.Is(err, ErrTooManyIDs) {
-					t.Fatalf("got (%q, %v), want ErrTooManyIDs", got, err)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) || !errors.Is(err, ErrIDList) || got != nil {
+					t.Fatalf("got (%q, %v), want %v", got, err, tt.wantErr)
 				}
 				return
 			}
@@ -179,6 +187,77 @@ func TestParseIDs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParseIDsErrorsAreDistinct: each way a list is bad has its own error,
+// so the proxy's 400 can say which.
+func TestParseIDsErrorsAreDistinct(t *testing.T) {
+	errs := []error{ErrNoIDs, ErrEmptyID, ErrTooManyIDs}
+	for i, a := range errs {
+		for j, b := range errs {
+			if i != j && errors.Is(a, b) {
+				t.Errorf("%v is %v", a, b)
+			}
+		}
+	}
+}
+
+func FuzzParseIDs(f *testing.F) {
+	for _, seed := range []string{"", " ", ",", "1,,2", "1, ,2", "3,1, 2,3", "a b,c", "é,世界", "1,2,", "\t1\n,2", "1,1,1,1,2"} {
+		f.Add(seed, 3)
+	}
+	f.Fuzz(func(t *testing.T, v string, maxIDs int) {
+		got, err := ParseIDs(v, maxIDs)
+		want, wantErr := referenceParseIDs(v, maxIDs)
+		if !errors.Is(err, wantErr) || (err == nil) != (wantErr == nil) {
+			t.Fatalf("ParseIDs(%q, %d) error %v, want %v", v, maxIDs, err, wantErr)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrIDList) || got != nil {
+				t.Fatalf("ParseIDs(%q, %d) = (%q, %v)", v, maxIDs, got, err)
+			}
+			return
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("ParseIDs(%q, %d) = %q, want %q", v, maxIDs, got, want)
+		}
+		if len(got) == 0 || maxIDs > 0 && len(got) > maxIDs {
+			t.Fatalf("ParseIDs(%q, %d) gave %d ids", v, maxIDs, len(got))
+		}
+		// No id holds a comma, so the bulk URL carries each one intact.
+		q, perr := url.ParseQuery(strings.TrimPrefix(URL("/u", "ids", got), "/u?"))
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		if back := strings.Split(q.Get("ids"), ","); !slices.Equal(back, got) {
+			t.Fatalf("URL of %q decodes to %q", got, back)
+		}
+	})
+}
+
+// referenceParseIDs is the obvious reading of ParseIDs's contract: split on
+// commas, trim, reject blanks, keep the first of each id, then count.
+func referenceParseIDs(v string, maxIDs int) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, ErrNoIDs
+	}
+	var ids []string
+	for _, p := range strings.Split(v, ",") {
+		id := strings.TrimSpace(p)
+		if id == "" {
+			if maxIDs > 0 && len(ids) > maxIDs {
+				return nil, ErrTooManyIDs
+			}
+			return nil, ErrEmptyID
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	if maxIDs > 0 && len(ids) > maxIDs {
+		return nil, ErrTooManyIDs
+	}
+	return ids, nil
 }
 
 func TestURL(t *testing.T) {

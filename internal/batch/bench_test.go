@@ -1,0 +1,82 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// benchLoads runs b.N loads of distinct ids from 64·GOMAXPROCS goroutines
+// through a loader with opts, whose fetch takes latency and fails with
+// ErrIsolate for every id divisible by badEvery (0: none), and reports the
+// ids per call and the calls per load. group gives each load's group.
+func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int64, group func(n int64) string) {
+	var fetches, ids atomic.Int64
+	fetch := func(_ context.Context, _ struct{}, batch []string) (map[string]int, error) {
+		fetches.Add(1)
+		ids.Add(int64(len(batch)))
+		if latency > 0 {
+			time.Sleep(latency)
+		}
+		m := make(map[string]int, len(batch))
+		for i, id := range batch {
+			if n, _ := strconv.ParseInt(id, 10, 64); badEvery > 0 && n%badEvery == 0 {
+				return nil, fmt.Errorf("%w: bad id %s", ErrIsolate, id)
+			}
+			m[id] = i
+		}
+		return m, nil
+	}
+	l := New(opts, fetch)
+	defer l.Close()
+	var next atomic.Int64
+	ctx := context.Background()
+
+	b.SetParallelism(64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n := next.Add(1)
+			id := strconv.FormatInt(n, 10)
+			_, found, err := l.Load(ctx, group(n), struct{}{}, id)
+			if bad := badEvery > 0 && n%badEvery == 0; bad != (err != nil) || !bad && !found {
+				b.Fatalf("load %s: found=%v err=%v", id, found, err)
+			}
+		}
+	})
+	b.StopTimer()
+	if f := fetches.Load(); f > 0 {
+		b.ReportMetric(float64(ids.Load())/float64(f), "ids/call")
+		b.ReportMetric(float64(f)/float64(b.N), "calls/load")
+	}
+}
+
+func oneGroup(int64) string { return "g" }
+
+// BenchmarkLoad measures batch assembly under contention: a fetch that
+// answers at once, and one that takes as long as a nearby upstream, where
+// the adaptive window fills calls while others are in flight.
+func BenchmarkLoad(b *testing.B) {
+	for _, latency := range []time.Duration{0, 500 * time.Microsecond} {
+		b.Run(fmt.Sprint("upstream=", latency), func(b *testing.B) {
+			benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond}, latency, 0, oneGroup)
+		})
+	}
+}
+
+// BenchmarkLoadIsolate: one id in a hundred makes its call fail with
+// ErrIsolate, so most batches are split down to their bad ids.
+func BenchmarkLoadIsolate(b *testing.B) {
+	benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond}, 0, 100, oneGroup)
+}
+
+// BenchmarkLoadManyGroups: every load in a group of its own, ten times
+// more groups than MaxGroups allows, the shape of a client varying a header.
+func BenchmarkLoadManyGroups(b *testing.B) {
+	benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond, MaxGroups: 64}, 0, 0,
+		func(n int64) string { return strconv.FormatInt(n%640, 10) })
+}
