@@ -78,6 +78,9 @@ type Batch struct {
 	IDParam string
 	MaxSize int           // 0: the batch package's default
 	MaxWait time.Duration // 0: the batch package's default
+	// MaxInFlight bounds the bulk calls of one group at once; 0: the
+	// batch package's default.
+	MaxInFlight int
 }
 
 // Split configures a list route (GET /users?ids=1,2) answered per ID from

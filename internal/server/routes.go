@@ -26,7 +26,7 @@ func compileRoutes(rs []config.Route) (*route.Table, error) {
 			Invalidate:           r.Invalidate,
 		}
 		if b := r.Batch; b != nil {
-			s.Batch = &route.Batch{Path: b.Path, Param: b.Param, IDField: b.IDField, MaxSize: b.MaxSize, MaxWait: b.MaxWait.D()}
+			s.Batch = &route.Batch{Path: b.Path, Param: b.Param, IDField: b.IDField, MaxSize: b.MaxSize, MaxWait: b.MaxWait.D(), MaxInFlight: b.MaxInFlight}
 		}
 		if sp := r.Split; sp != nil {
 			s.Split = &route.Split{Param: sp.Param, RouteName: sp.Route}
