@@ -293,11 +293,39 @@ func chiRejects(pat string) (msg string) {
 // duplicate a future chi lets through, since URL params are looked up by
 // name.
 func pathParams(pat string) ([]string, error) {
-	var names []string
+	params, err := scanParams(pat)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(params))
+	for _, p := range params {
+		if p.name == "" {
+			return nil, fmt.Errorf("empty param name")
+		}
+		if slices.Contains(names, p.name) {
+			return nil, fmt.Errorf("duplicate param {%s}", p.name)
+		}
+		names = append(names, p.name)
+	}
+	return names, nil
+}
+
+// patternParam is one param of a chi pattern; open means it matches any
+// segment ({name} without a regexp, or the trailing *).
+type patternParam struct {
+	name string
+	open bool
+}
+
+// scanParams is the one reader of a pattern's params, for validation and
+// for warnings alike. On an unclosed "{" it returns the params before it
+// with the error.
+func scanParams(pat string) ([]patternParam, error) {
+	var params []patternParam
 	for i := 0; i < len(pat); i++ {
 		switch pat[i] {
 		case '*':
-			names = append(names, "*")
+			params = append(params, patternParam{name: "*", open: true})
 		case '{':
 			depth, end := 0, -1
 			for j := i; j < len(pat) && end < 0; j++ {
@@ -311,20 +339,14 @@ func pathParams(pat string) ([]string, error) {
 				}
 			}
 			if end < 0 {
-				return nil, fmt.Errorf("unclosed \"{\"")
+				return params, fmt.Errorf("unclosed \"{\"")
 			}
-			name, _, _ := strings.Cut(pat[i+1:end], ":")
-			if name == "" {
-				return nil, fmt.Errorf("empty param name")
-			}
-			if slices.Contains(names, name) {
-				return nil, fmt.Errorf("duplicate param {%s}", name)
-			}
-			names = append(names, name)
+			name, _, constrained := strings.Cut(pat[i+1:end], ":")
+			params = append(params, patternParam{name: name, open: !constrained})
 			i = end
 		}
 	}
-	return names, nil
+	return params, nil
 }
 
 // templates checks that each tag template only names params of the path,

@@ -45,30 +45,11 @@ func namedIn(param string, lists ...[]string) bool {
 // unconstrainedParams lists the params of a chi pattern that match any
 // segment: {name} without a regexp, and a trailing *.
 func unconstrainedParams(pat string) []string {
+	params, _ := scanParams(pat) // an unclosed "{" is validate's to report
 	var names []string
-	for i := 0; i < len(pat); i++ {
-		switch pat[i] {
-		case '*':
-			names = append(names, "*")
-		case '{':
-			depth, end := 0, -1
-			for j := i; j < len(pat) && end < 0; j++ {
-				switch pat[j] {
-				case '{':
-					depth++
-				case '}':
-					if depth--; depth == 0 {
-						end = j
-					}
-				}
-			}
-			if end < 0 {
-				return names
-			}
-			if inner := pat[i+1 : end]; !strings.Contains(inner, ":") {
-				names = append(names, inner)
-			}
-			i = end
+	for _, p := range params {
+		if p.open {
+			names = append(names, p.name)
 		}
 	}
 	return names
