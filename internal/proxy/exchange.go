@@ -3,10 +3,12 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/route"
 )
 
@@ -74,21 +76,17 @@ func (x *exchange) join(flightKey string, held candidate) {
 		return // the client left while waiting; the flight goes on for others
 	}
 	x.noteUpstream(f, leader)
-	if err == nil && f.large != nil {
-		x.streamLarge(f.large)
-		return
-	}
-	if err == nil && !leader && !x.answers(f.c, f.need()) {
+	if err == nil && f.large == nil && !leader && !x.answers(f.c, f.need()) {
 		// Not for this client: private, another variant, an encoding it
 		// does not accept. It fetches on its own, outside any flight.
 		x.own = true
 		f, err = x.detach().fill(context.WithoutCancel(ctx))
 		leader = true
 		x.noteUpstream(f, leader)
-		if err == nil && f.large != nil {
-			x.streamLarge(f.large)
-			return
-		}
+	}
+	if err == nil && f.large != nil {
+		x.streamLarge(f.large)
+		return
 	}
 	if held.e == nil && f != nil && x.answers(f.stale, needIfError) {
 		held = f.stale
@@ -150,22 +148,10 @@ func (x *exchange) variantKey(names []string) string {
 	if len(names) == 0 {
 		return x.key
 	}
-	if x.vkey == "" || !equalNames(x.vnames, names) {
-		x.vnames, x.vkey = names, withVary(x.key, names, x.r.Header)
+	if x.vkey == "" || !slices.Equal(x.vnames, names) {
+		x.vnames, x.vkey = names, cachekey.WithVary(x.key, names, x.r.Header)
 	}
 	return x.vkey
-}
-
-func equalNames(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // candidate is an entry together with the variant it is: the key it is

@@ -146,6 +146,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	// pass-through, which a deadline does not cut once it has started.
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
 	out := x.outgoing(fctx, x.r.URL.Path, x.r.URL.RawQuery)
 	t0 := x.h.now()
 	resp, err := x.st.transport.RoundTrip(out)

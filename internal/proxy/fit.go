@@ -67,10 +67,6 @@ func acceptsEncoding(r *http.Request, h http.Header) bool {
 	return cachekey.AcceptsEncoding(cachekey.NormalizeAcceptEncoding(r.Header.Get("Accept-Encoding")), ce)
 }
 
-func withVary(key string, names []string, h http.Header) string {
-	return cachekey.WithVary(key, names, h)
-}
-
 // admission is admit's verdict on one upstream answer.
 type admission struct {
 	// shareable: the answer may reach clients other than the one whose

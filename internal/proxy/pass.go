@@ -120,7 +120,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper) *httput
 			writeUpstreamError(w, classify(err), st)
 		},
 		ErrorLog:   slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
-		BufferPool: copyBuffers,
+		BufferPool: h.bufs,
 	}
 }
 
@@ -128,7 +128,9 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper) *httput
 // allocates 32 KiB.
 type bufferPool struct{ p *sync.Pool }
 
-var copyBuffers = bufferPool{&sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+func newBufferPool() bufferPool {
+	return bufferPool{&sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+}
 
 func (bp bufferPool) Get() []byte  { return *bp.p.Get().(*[]byte) }
 func (bp bufferPool) Put(b []byte) { bp.p.Put(&b) }

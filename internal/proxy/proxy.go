@@ -106,6 +106,7 @@ type Handler struct {
 	state   atomic.Pointer[state]
 	flights coalesce.Group[*flight]
 	hfp     hitForPass
+	bufs    bufferPool // copy buffers for pass-through and large bodies
 	// refreshing holds the keys with a stale-while-revalidate refresh
 	// under way, so a burst of stale hits starts one goroutine, not many.
 	refreshing sync.Map
@@ -153,6 +154,7 @@ func New(opts Options) (*Handler, error) {
 		m:         opts.Metrics,
 		log:       opts.Logger,
 		now:       opts.Now,
+		bufs:      newBufferPool(),
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = 8 << 20

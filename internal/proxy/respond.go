@@ -170,9 +170,9 @@ func (x *exchange) streamLarge(l *largeBody) {
 	x.w.WriteHeader(resp.StatusCode)
 	if x.r.Method != http.MethodHead {
 		if _, err := x.w.Write(l.prefix); err == nil {
-			buf := copyBuffers.Get()
+			buf := x.h.bufs.Get()
 			_, _ = io.CopyBuffer(x.w, resp.Body, buf)
-			copyBuffers.Put(buf)
+			x.h.bufs.Put(buf)
 		}
 	}
 	x.rs.m.Request(outcomes[outTooLarge].result, x.h.now().Sub(x.start))

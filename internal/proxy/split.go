@@ -54,15 +54,14 @@ type part struct {
 	err error
 }
 
-// perID makes one per-ID exchange of the target route for each distinct id.
+// perID makes one per-ID exchange of the target route for each id
+// (bulk.ParseIDs has removed duplicates, keeping first positions).
 func (x *exchange) perID(target *routeState, ids []string) map[string]*part {
 	parts := make(map[string]*part, len(ids))
 	proto := x.detach()
 	proto.rs = target
 	for _, id := range ids {
-		if parts[id] == nil {
-			parts[id] = &part{x: proto.forID(id)}
-		}
+		parts[id] = &part{x: proto.forID(id)}
 	}
 	return parts
 }
@@ -125,10 +124,6 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 	ct, priv := "", false
 	for _, id := range ids {
 		p := parts[id]
-		if p == nil {
-			continue // a duplicate already placed
-		}
-		delete(parts, id)
 		if p.err != nil {
 			s := x.status(outError, nil, 0)
 			s.detail = "split"
