@@ -108,8 +108,15 @@ func startReplicaYAML(t testing.TB, yaml string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runServer(t, cfg, server.Options{Logger: slog.New(slog.DiscardHandler), WatchInterval: -1})
+}
+
+// runServer runs a sidecar until the test ends, and fails the test if it
+// does not stop cleanly.
+func runServer(t testing.TB, cfg *config.Config, opts server.Options) *replica {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, server.Options{Logger: slog.New(slog.DiscardHandler), WatchInterval: -1})
+	srv, err := server.New(ctx, cfg, opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

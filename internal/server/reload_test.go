@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -71,28 +70,10 @@ func startFromFile(t *testing.T, p reloadParams) *fileConfig {
 	}
 	fc := &fileConfig{path: path, level: new(slog.LevelVar), access: &syncBuffer{}}
 	fc.level.Set(slog.LevelInfo)
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, server.Options{
+	fc.replica = runServer(t, cfg, server.Options{
 		ConfigPath: path, WatchInterval: -1, Logger: slog.New(slog.DiscardHandler),
 		Level: fc.level, AccessLog: server.NewLogger(fc.access, "json", slog.LevelInfo),
 	})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if err := srv.Listen(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	fc.replica = &replica{srv: srv, proxy: "http://" + srv.ProxyAddr(), admin: "http://" + srv.AdminAddr()}
 	return fc
 }
 
