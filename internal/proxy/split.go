@@ -49,7 +49,7 @@ func (x *exchange) split() {
 		return
 	}
 	ids, err := bulk.ParseIDs(q.Get(sp.Param), sp.MaxIDs)
-	if errors.Is(err, bulk.ErrIDList) {
+	if err != nil { // always a bulk.ErrIDList: the client's list
 		x.badIDList(err)
 		return
 	}
