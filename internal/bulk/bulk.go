@@ -19,6 +19,13 @@ import (
 // ErrMalformed is wrapped by every Split error.
 var ErrMalformed = errors.New("bulk: malformed answer")
 
+// ErrShape, which wraps ErrMalformed, is the Split error of an answer that
+// is valid JSON but not an array of objects each carrying its id: unlike
+// broken JSON, such an answer may be caused by one of the ids asked for
+// (an upstream that answers 200 {"error":"bad id x7"}), so a caller may
+// isolate it by asking for fewer ids.
+var ErrShape = fmt.Errorf("%w: not an array of objects carrying their id", ErrMalformed)
+
 // ErrIDList is wrapped by every ParseIDs error: the client's list is at
 // fault, not the upstream.
 var ErrIDList = errors.New("bulk: bad id list")
@@ -60,16 +67,16 @@ func Split(body []byte, idField string) (map[string][]byte, error) {
 	}
 	var elems []json.RawMessage // each a copy, as RawMessage.UnmarshalJSON makes one
 	if err := json.Unmarshal(buf.Bytes(), &elems); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: %w", ErrShape, err)
 	}
 	if elems == nil { // the body was null
-		return nil, fmt.Errorf("%w: not an array", ErrMalformed)
+		return nil, fmt.Errorf("%w: null", ErrShape)
 	}
 	out := make(map[string][]byte, len(elems))
 	for i, e := range elems {
 		id, err := elementID(e, idField)
 		if err != nil {
-			return nil, fmt.Errorf("%w: element %d: %w", ErrMalformed, i, err)
+			return nil, fmt.Errorf("%w: element %d: %w", ErrShape, i, err)
 		}
 		if _, dup := out[id]; !dup {
 			out[id] = e

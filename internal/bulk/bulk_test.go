@@ -80,32 +80,41 @@ func TestSplitCopiesElements(t *testing.T) {
 	}
 }
 
+// TestSplitMalformed: every bad answer is ErrMalformed; those that are valid
+// JSON of the wrong shape are ErrShape too (the proxy isolates them), broken
+// JSON is not (the proxy fails the batch).
 func TestSplitMalformed(t *testing.T) {
-	tests := []struct{ name, body string }{
-		{"empty", ``},
-		{"null", `null`},
-		{"object", `{"id":1}`},
-		{"string", `"[]"`},
-		{"truncated", `[{"id":1}`},
-		{"trailing garbage", `[{"id":1}] x`},
-		{"two values", `[] []`},
-		{"element is a number", `[{"id":1},2]`},
-		{"element is null", `[null]`},
-		{"element is an array", `[[{"id":1}]]`},
-		{"missing id", `[{"id":1},{"name":"x"}]`},
-		{"id in other case", `[{"ID":1}]`},
-		{"id null", `[{"id":null}]`},
-		{"id bool", `[{"id":true}]`},
-		{"id object", `[{"id":{"v":1}}]`},
-		{"id array", `[{"id":[1]}]`},
-		{"id only nested", `[{"a":{"id":1}}]`},
-		{"invalid json inside", `[{"id":1,"v":tru}]`},
+	tests := []struct {
+		name, body string
+		shape      bool
+	}{
+		{"empty", ``, false},
+		{"null", `null`, true},
+		{"object", `{"id":1}`, true},
+		{"string", `"[]"`, true},
+		{"truncated", `[{"id":1}`, false},
+		{"trailing garbage", `[{"id":1}] x`, false},
+		{"two values", `[] []`, false},
+		{"element is a number", `[{"id":1},2]`, true},
+		{"element is null", `[null]`, true},
+		{"element is an array", `[[{"id":1}]]`, true},
+		{"missing id", `[{"id":1},{"name":"x"}]`, true},
+		{"id in other case", `[{"ID":1}]`, true},
+		{"id null", `[{"id":null}]`, true},
+		{"id bool", `[{"id":true}]`, true},
+		{"id object", `[{"id":{"v":1}}]`, true},
+		{"id array", `[{"id":[1]}]`, true},
+		{"id only nested", `[{"a":{"id":1}}]`, true},
+		{"invalid json inside", `[{"id":1,"v":tru}]`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Split([]byte(tt.body), "id")
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("got (%q, %v), want ErrMalformed", got, err)
+			}
+			if errors.Is(err, ErrShape) != tt.shape {
+				t.Errorf("errors.Is(%v, ErrShape) = %v, want %v", err, !tt.shape, tt.shape)
 			}
 			if got != nil {
 				t.Errorf("got elements %q alongside an error", got)

@@ -17,10 +17,26 @@ import (
 	"github.com/sidecache/sidecache/internal/route"
 )
 
-// errBulk marks a failed bulk call. Every waiter of that batch answers 502,
-// whatever went wrong (status, timeout, malformed body): a batch never
+// errBulk marks a failed bulk call. Its waiters answer 502: a batch never
 // hands out a body it could not attribute to an id with certainty.
+//
+// A failure that may be caused by some of the ids rather than by the
+// upstream being unwell is isolated (batch.ErrIsolate): the loader asks for
+// each half of the batch again, recursively, so the good ids still get
+// their elements. Those failures are a 4xx answer other than 408 and 429
+// (RFC 9110 §15.5: the client's request is at fault, and with a bulk call
+// the request is its id list) and a valid JSON answer of the wrong shape
+// (bulk.ErrShape). Everything else fails the whole batch at once, with no
+// retry, so a struggling upstream is not sent more calls: a 5xx, a 408 or
+// 429 (the upstream asks for less, not more), a timeout, a refused or cut
+// connection, broken JSON, an answer over the size bound.
 var errBulk = errors.New("bulk call failed")
+
+// isolable reports whether a bulk call's status may come from one of its
+// ids (see errBulk).
+func isolable(code int) bool {
+	return code >= 400 && code <= 499 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
+}
 
 // bulkAnswer is one id's share of a bulk call.
 type bulkAnswer struct {
@@ -73,6 +89,18 @@ func (x *exchange) forID(id string) *exchange {
 // per-ID fetch would have been: the route's key, TTL and tags, through the
 // same admit. Ids absent from the answer become 404s (negative-cached under
 // negative_ttl).
+//
+// A call that fails in a way one id may cause (see errBulk) is returned
+// wrapped with batch.ErrIsolate, and the loader halves the batch. When one
+// id alone still gets a 4xx, that id is answered with the upstream's own
+// answer to the one-id bulk call, its status, body and headers, with TTL 0:
+// never stored, and never seen by another id, whose call did not include
+// it. That answer, rather than a per-ID request to the route's own URL,
+// because it is the upstream's word on exactly this id, it costs no call
+// past the isolation's own (at most 2n−2 for a batch of n), and the route's
+// per-ID URL need not be one the upstream serves as the bulk endpoint
+// does. A lone id whose answer has the wrong shape gets 502: a body that is
+// not its element is not handed out as one.
 func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulkAnswer, error) {
 	rt := x.rs.rt
 	ctx, cancel := context.WithTimeout(ctx, x.st.timeout)
@@ -93,16 +121,24 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	limit := min(x.h.maxBody*int64(len(ids)), 256<<20)
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	x.rs.m.Upstream(resp.StatusCode, x.h.now().Sub(t0))
+	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: read: %w", errBulk, err)
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
+	case !ok && !isolable(resp.StatusCode):
 		return nil, fmt.Errorf("%w: status %d", errBulk, resp.StatusCode)
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
+	case !ok && len(ids) == 1:
+		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0)}}, nil
+	case !ok:
+		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
 	parts, err := bulk.Split(body, rt.Batch.IDField)
-	if err != nil {
+	switch {
+	case errors.Is(err, bulk.ErrShape) && len(ids) > 1:
+		return nil, fmt.Errorf("%w: %w: %w", errBulk, batch.ErrIsolate, err)
+	case err != nil:
 		return nil, fmt.Errorf("%w: %w", errBulk, err)
 	}
 	res := make(map[string]bulkAnswer, len(ids))
@@ -110,6 +146,12 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 		res[id] = x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
 	}
 	return res, nil
+}
+
+// ownAnswer is the entry for a one-id bulk call's failing answer, served to
+// that id's waiters as the upstream gave it and never stored (TTL 0).
+func ownAnswer(resp *http.Response, body []byte, requested time.Time) *cache.Entry {
+	return &cache.Entry{Status: resp.StatusCode, Header: storedHeader(resp.Header), Body: body, StoredAt: requested}
 }
 
 // keepElement is keep for one element of a bulk answer (nil: the id was

@@ -3,8 +3,10 @@ package proxy_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,8 +131,12 @@ func TestBatchMissingIDs(t *testing.T) {
 	}
 }
 
-// TestBatchFailures: however a bulk call fails, every waiter gets a bare
-// 502 and nothing is stored, not even a 404 under negative_ttl.
+// TestBatchFailures: when a bulk call fails because the upstream is
+// unwell (5xx, 408, 429, timeout, refused or cut connection, broken JSON),
+// every waiter gets a bare 502, nothing is stored, not even a 404 under
+// negative_ttl, and no id is asked for twice: no isolation retries against
+// a struggling upstream. (Failures one id may cause are isolated instead:
+// see TestBatchIsolates*.)
 func TestBatchFailures(t *testing.T) {
 	const secret = "SECRET-stack-trace-db01"
 	body := func(s string) func(http.ResponseWriter, *http.Request) {
@@ -139,28 +145,37 @@ func TestBatchFailures(t *testing.T) {
 			_, _ = io.WriteString(w, s)
 		}
 	}
+	status := func(code int) func(http.ResponseWriter, *http.Request) {
+		return func(w http.ResponseWriter, r *http.Request) { http.Error(w, secret, code) }
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused, _ := url.Parse("http://" + ln.Addr().String())
+	ln.Close()
 	cases := []struct {
-		name string
-		bad  func(http.ResponseWriter, *http.Request)
+		name    string
+		bad     func(http.ResponseWriter, *http.Request)
+		refused bool
 	}{
-		{"status 500", func(w http.ResponseWriter, r *http.Request) { http.Error(w, secret, 500) }},
-		{"status 404", func(w http.ResponseWriter, r *http.Request) { http.Error(w, secret, 404) }},
+		{"status 500", status(500), false},
+		{"status 503", status(503), false},
+		{"status 408", status(408), false},
+		{"status 429", status(429), false},
 		{"timeout", func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
 			case <-time.After(5 * time.Second):
 			}
 			body(`[{"id":1,"name":"`+secret+`"}]`)(w, r)
-		}},
-		{"object, not an array", body(`{"id":1,"name":"` + secret + `"}`)},
-		{"null", body(`null`)},
-		{"array of non-objects", body(`[1,2,"` + secret + `"]`)},
-		{"element without id_field", body(`[{"id":1,"name":"a"},{"name":"` + secret + `"}]`)},
-		{"truncated JSON", body(`[{"id":1,"name":"` + secret + `"},{"id":2,"na`)},
+		}, false},
+		{"refused connection", nil, true},
+		{"truncated JSON", body(`[{"id":1,"name":"` + secret + `"},{"id":2,"na`), false},
 		{"connection cut mid-body", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", "1000")
 			_, _ = io.WriteString(w, `[{"id":1,"name":"`+secret+`"}`)
-		}},
+		}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,7 +192,12 @@ func TestBatchFailures(t *testing.T) {
 			})
 			rt := userRoute(5, 50*time.Millisecond)
 			rt.NegativeTTL = time.Minute
-			e := newEnv(t, o.upstream, []testRoute{rt}, func(o *proxyOptions, _ *l1.Store) { o.Timeout = 300 * time.Millisecond })
+			e := newEnv(t, o.upstream, []testRoute{rt}, func(o *proxyOptions, _ *l1.Store) {
+				o.Timeout = 300 * time.Millisecond
+				if tc.refused {
+					o.Upstream = refused
+				}
+			})
 			paths := userPaths(1, 5)
 			for i, a := range fetchAll(e, paths, nil) {
 				if a.err != nil {
@@ -193,14 +213,26 @@ func TestBatchFailures(t *testing.T) {
 					t.Errorf("%s: Cache-Status %q", paths[i], cs)
 				}
 			}
+			// Isolation retries count as fetches: ids summed over every
+			// fetch made is the number of ids only when none was retried.
+			fetches, ids := histogram(t, e.reg, "sidecache_batch_size", "route", "user")
+			if ids != float64(len(paths)) {
+				t.Errorf("%d fetches asked for %v ids in all, want each of the %d ids asked for once", fetches, ids, len(paths))
+			}
 			before := len(o.snapshot())
-			if before == 0 {
+			if before == 0 && !tc.refused {
 				t.Fatal("no bulk call reached the upstream")
 			}
 			if n := e.l1.Items(); n != 0 {
 				t.Errorf("l1 holds %d entries after a failed batch", n)
 			}
 			fail.Store(false)
+			if tc.refused {
+				u, _ := url.Parse(o.URL)
+				if err := e.h.SetUpstream(u, 300*time.Millisecond); err != nil {
+					t.Fatal(err)
+				}
+			}
 			r, b := e.get("/users/1")
 			if r.StatusCode != 200 || b != userJSON("1", nil) {
 				t.Errorf("after recovery: %d %q, want the element", r.StatusCode, b)

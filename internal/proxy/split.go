@@ -1,24 +1,32 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/sidecache/sidecache/internal/bulk"
 	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/route"
 )
-
-// maxSplitIDs bounds the ids one list request may name; more pass through.
-const maxSplitIDs = 1000
 
 // split answers a list request (GET /users?ids=3,1,2) per id from the
 // per-ID route's cache; only the missing ids go upstream, through the
 // batcher, and the array is reassembled in the requested order. Duplicate
 // ids appear once (first position) and unknown ids are left out, as an
-// upstream answering with a SQL `IN (…)` would.
+// upstream answering with a SQL `IN (…)` would. An id the target route's
+// pattern refuses (x7 for /users/{id:[0-9]+}) is left out the same way,
+// without a lookup or a fetch: no client could have asked the batch route
+// for it, so it never joins a batch.
+//
+// The list is the client's: an empty or malformed one, or one of more than
+// split.max_ids distinct ids, is a 400 (RFC 9110 §15.5.1) that names the
+// fault, never a pass-through that would make the upstream do the work the
+// bound is there to refuse.
 func (x *exchange) split() {
 	sp := x.rs.rt.Split
 	target := x.st.routes[sp.Route]
@@ -29,13 +37,20 @@ func (x *exchange) split() {
 	q, err := url.ParseQuery(x.r.URL.RawQuery)
 	if err != nil || len(q) != 1 || len(q[sp.Param]) != 1 {
 		// Other parameters may change the answer in ways the per-ID
-		// route cannot reproduce: let the upstream answer.
+		// route cannot reproduce: let the upstream answer, but not for
+		// more ids than the route takes.
+		if vs := q[sp.Param]; len(vs) > 0 {
+			if _, err := bulk.ParseIDs(strings.Join(vs, ","), sp.MaxIDs); errors.Is(err, bulk.ErrTooManyIDs) {
+				x.badIDList(err)
+				return
+			}
+		}
 		x.pass(outBypass, "split-query")
 		return
 	}
-	ids, err := bulk.ParseIDs(q.Get(sp.Param), maxSplitIDs)
-	if err != nil || len(ids) == 0 {
-		x.pass(outBypass, "split-ids")
+	ids, err := bulk.ParseIDs(q.Get(sp.Param), sp.MaxIDs)
+	if err != nil { // always a bulk.ErrIDList: the client's list
+		x.badIDList(err)
 		return
 	}
 	parts := x.perID(target, ids)
@@ -55,15 +70,47 @@ type part struct {
 }
 
 // perID makes one per-ID exchange of the target route for each id
-// (bulk.ParseIDs has removed duplicates, keeping first positions).
+// (bulk.ParseIDs has removed duplicates, keeping first positions) that the
+// target route would take.
 func (x *exchange) perID(target *routeState, ids []string) map[string]*part {
 	parts := make(map[string]*part, len(ids))
 	proto := x.detach()
 	proto.rs = target
+	var scratch route.Params
 	for _, id := range ids {
-		parts[id] = &part{x: proto.forID(id)}
+		var ok bool
+		if ok, scratch = x.routable(target.rt, id, scratch[:0]); ok {
+			parts[id] = &part{x: proto.forID(id)}
+		}
 	}
 	return parts
+}
+
+// routable reports whether the request a client would send for id is
+// served by rt with id as its param: the route table, first match wins,
+// sends that path to rt, and rt's pattern (a {id:[0-9]+} regexp, no "/" in
+// an unconstrained param) takes id whole.
+func (x *exchange) routable(rt *route.Route, id string, scratch route.Params) (bool, route.Params) {
+	got, ps, ok := x.st.table.MatchAppend(scratch, http.MethodGet, fillPattern(rt.Pattern, rt.Batch.IDParam, id))
+	return ok && got == rt && ps.Get(rt.Batch.IDParam) == id, ps
+}
+
+// badIDList answers 400 to a list request whose id list is at fault.
+func (x *exchange) badIDList(err error) {
+	sp := x.rs.rt.Split
+	s := x.status(outBypass, nil, 0)
+	s.detail = "split-ids"
+	hd := x.w.Header()
+	hd.Set("Cache-Status", s.String())
+	hd.Set("Content-Type", "text/plain; charset=utf-8")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	x.w.WriteHeader(http.StatusBadRequest)
+	if x.r.Method != http.MethodHead {
+		// The message names the fault, never the client's ids.
+		_, _ = fmt.Fprintf(x.w, "%s in ?%s= (comma-separated, at most %d distinct ids)\n",
+			strings.TrimPrefix(err.Error(), "bulk: "), sp.Param, sp.MaxIDs)
+	}
+	x.rs.m.Request(outcomes[outBypass].result, x.h.now().Sub(x.start))
 }
 
 // readAll reads every id's entry — L1, then the L2 misses in one round
@@ -124,6 +171,9 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 	ct, priv := "", false
 	for _, id := range ids {
 		p := parts[id]
+		if p == nil {
+			continue // not an id of the target route
+		}
 		if p.err != nil {
 			s := x.status(outError, nil, 0)
 			s.detail = "split"

@@ -188,3 +188,84 @@ func TestBatchPrivateAnswerNotShared(t *testing.T) {
 		t.Errorf("split of a private answer: %d %q %q, want 200 %q, private", r.StatusCode, body, r.Header.Get("Cache-Control"), want)
 	}
 }
+
+// TestSplitBadLists: the id list is the client's, and a bad one is a 400
+// that names the fault, never a pass-through: empty and malformed lists,
+// and more distinct ids than split.max_ids (duplicates do not count), also
+// when other query parameters would otherwise send the list upstream.
+func TestSplitBadLists(t *testing.T) {
+	ids := func(from, to int) string {
+		var s []string
+		for i := from; i <= to; i++ {
+			s = append(s, strconv.Itoa(i))
+		}
+		return strings.Join(s, ",")
+	}
+	cases := []struct {
+		name, query string
+		code        int
+		says        string // in the 400's body
+	}{
+		{"empty", "ids=", 400, "no ids"},
+		{"blank", "ids=%20%20", 400, "no ids"},
+		{"empty element", "ids=1,,2", 400, "empty id"},
+		{"trailing comma", "ids=1,2,", 400, "empty id"},
+		{"over max_ids", "ids=" + ids(1, 11), 400, "more than 10 distinct ids"},
+		{"10,000 ids", "ids=" + ids(1, 10000), 400, "more than 10 distinct ids"},
+		{"over max_ids with another param", "ids=" + ids(1, 11) + "&fields=name", 400, "more than 10 distinct ids"},
+		{"over max_ids in two params", "ids=" + ids(1, 6) + "&ids=" + ids(7, 12), 400, "more than 10 distinct ids"},
+		{"max_ids after de-duplication", "ids=" + ids(1, 10) + "," + ids(1, 10), 200, ""},
+		{"exactly max_ids", "ids=" + ids(1, 10), 200, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := newBulkOrigin(t, nil)
+			list := testRoute{Name: "users-list", Pattern: "/users", Split: &route.Split{Param: "ids", RouteName: "user", MaxIDs: 10}}
+			e := newEnv(t, o.upstream, []testRoute{userRoute(100, 5*time.Millisecond), list})
+			r, b := e.get("/users?" + tc.query)
+			if r.StatusCode != tc.code {
+				t.Fatalf("status %d %q, want %d", r.StatusCode, b, tc.code)
+			}
+			if tc.code != 400 {
+				return
+			}
+			if !strings.Contains(b, tc.says) || !strings.Contains(b, "?ids=") {
+				t.Errorf("body %q, want it to say %q about ?ids=", b, tc.says)
+			}
+			if cs := r.Header.Get("Cache-Status"); !strings.Contains(cs, "detail=split-ids") {
+				t.Errorf("Cache-Status %q", cs)
+			}
+			if n := o.upstream.calls.Load(); n != 0 {
+				t.Errorf("the upstream got %d calls for a bad list", n)
+			}
+		})
+	}
+}
+
+// TestSplitIDsOutsidePattern: with /users/{id:[0-9]+}, a list's ids that
+// the pattern refuses never join a batch (the bulk call asks only for the
+// numeric ones) and are left out of the answer like unknown ids, so one
+// bad id does not fail the good ones.
+func TestSplitIDsOutsidePattern(t *testing.T) {
+	o := badIDOrigin(t, func(w http.ResponseWriter, bad string) { http.Error(w, "bad id "+bad, 400) })
+	user := userRoute(100, 5*time.Millisecond)
+	user.Pattern = "/users/{id:[0-9]+}"
+	list := testRoute{Name: "users-list", Pattern: "/users", Split: &route.Split{Param: "ids", RouteName: "user"}}
+	e := newEnv(t, o.upstream, []testRoute{user, list})
+	r, b := e.get("/users?ids=3,x7,1,a%2Fb,2")
+	want := "[" + userJSON("3", nil) + "," + userJSON("1", nil) + "," + userJSON("2", nil) + "]"
+	if r.StatusCode != 200 || b != want {
+		t.Fatalf("%d %q, want 200 %q", r.StatusCode, b, want)
+	}
+	for _, c := range o.snapshot() {
+		for _, id := range c.ids {
+			if !numeric(id) {
+				t.Errorf("bulk call %v holds %q, which /users/{id:[0-9]+} refuses", c.ids, id)
+			}
+		}
+	}
+	if cs := r.Header.Get("Cache-Status"); !strings.Contains(cs, "misses=3") {
+		t.Errorf("Cache-Status %q, want the 3 numeric ids as misses", cs)
+	}
+}

@@ -89,7 +89,13 @@ type Split struct {
 	Param     string
 	RouteName string
 	Route     *Route // resolved by Compile
+	// MaxIDs bounds the distinct ids of one list request; more is a 400.
+	// 0: DefaultSplitMaxIDs.
+	MaxIDs int
 }
+
+// DefaultSplitMaxIDs is Split.MaxIDs when none is given.
+const DefaultSplitMaxIDs = 1000
 
 // Param is one matched path param; the wildcard's key is "*".
 type Param struct{ Key, Value string }
@@ -277,6 +283,11 @@ func compileOne(s *Spec) (*Route, []error) {
 		if sp.Param == "" {
 			errs = append(errs, errors.New("split: no param"))
 		}
+		if sp.MaxIDs == 0 {
+			sp.MaxIDs = DefaultSplitMaxIDs
+		} else if sp.MaxIDs < 0 {
+			errs = append(errs, fmt.Errorf("split: negative max_ids %d", sp.MaxIDs))
+		}
 		if !r.Allows(http.MethodGet) {
 			errs = append(errs, errors.New("split: the route must allow GET"))
 		}
@@ -413,8 +424,9 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		MaxWait string `json:"max_wait"`
 	}
 	type splitJSON struct {
-		Param string `json:"param"`
-		Route string `json:"route"`
+		Param  string `json:"param"`
+		Route  string `json:"route"`
+		MaxIDs int    `json:"max_ids"`
 	}
 	v := struct {
 		Name                 string           `json:"name"`
@@ -441,7 +453,7 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		v.Batch = &batchJSON{b.Path, b.Param, b.IDField, b.IDParam, b.MaxSize, b.MaxWait.String()}
 	}
 	if s := r.Split; s != nil {
-		v.Split = &splitJSON{s.Param, s.RouteName}
+		v.Split = &splitJSON{s.Param, s.RouteName, s.MaxIDs}
 	}
 	return json.Marshal(v)
 }

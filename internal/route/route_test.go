@@ -167,6 +167,7 @@ func TestCompileErrors(t *testing.T) {
 		{"split unknown route", []Spec{{Name: "a", Pattern: "/u", Split: &Split{Param: "ids", RouteName: "nope"}}}, []string{`route "a": split: no route named "nope"`}},
 		{"split no param", []Spec{ok, {Name: "a", Pattern: "/u", Split: &Split{RouteName: "ok"}}}, []string{`route "a": split: no param`}},
 		{"split target without batch", []Spec{{Name: "t", Pattern: "/t/{id}"}, {Name: "a", Pattern: "/u", Split: &Split{Param: "ids", RouteName: "t"}}}, []string{`route "a": split: route "t" has no batch settings`}},
+		{"split negative max_ids", []Spec{ok, {Name: "a", Pattern: "/u", Split: &Split{Param: "ids", RouteName: "ok", MaxIDs: -1}}}, []string{`route "a": split: negative max_ids -1`}},
 		{"split self", []Spec{{Name: "a", Pattern: "/u", Split: &Split{Param: "ids", RouteName: "a"}}}, []string{`route "a": split: a route cannot split into itself`}},
 		{"every problem at once", []Spec{{Name: "a", Pattern: "a"}, {Name: "b", Pattern: "/b", TTL: -1}},
 			[]string{`route "a": path "a"`, `route "b": ttl: negative`}},
@@ -254,7 +255,7 @@ func TestRoutesJSON(t *testing.T) {
 		{"cacheable", client["cacheable"], true},
 		{"invalidate", got[1]["invalidate"], []any{"client:{id}"}},
 		{"batch", user["batch"], map[string]any{"path": "/users", "param": "ids", "id_field": "id", "id_param": "id", "max_size": float64(100), "max_wait": "2ms"}},
-		{"split", list["split"], map[string]any{"param": "ids", "route": "user"}},
+		{"split", list["split"], map[string]any{"param": "ids", "route": "user", "max_ids": float64(DefaultSplitMaxIDs)}},
 		{"methods", user["methods"], []any{"GET", "HEAD"}},
 	}
 	for _, c := range checks {

@@ -29,7 +29,7 @@ func compileRoutes(rs []config.Route) (*route.Table, error) {
 			s.Batch = &route.Batch{Path: b.Path, Param: b.Param, IDField: b.IDField, MaxSize: b.MaxSize, MaxWait: b.MaxWait.D(), MaxInFlight: b.MaxInFlight}
 		}
 		if sp := r.Split; sp != nil {
-			s.Split = &route.Split{Param: sp.Param, RouteName: sp.Route}
+			s.Split = &route.Split{Param: sp.Param, RouteName: sp.Route, MaxIDs: sp.MaxIDs}
 		}
 		specs = append(specs, s)
 	}

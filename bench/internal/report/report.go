@@ -211,6 +211,7 @@ func (r *Report) markdown(chart string) string {
 	w("")
 	r.mainTables(w)
 	r.pivot(w)
+	r.bulkTable(w)
 	r.peersTables(w)
 	r.stepsTable(w)
 	r.targets(w)
@@ -333,6 +334,48 @@ func (r *Report) pivot(w func(string, ...any)) {
 			}
 		}
 		w("%s", line)
+	}
+	w("")
+}
+
+// bulkEndpoint is the demo's bulk endpoint, the one batch routes call.
+const bulkEndpoint = "GET /users"
+
+// bulkTable puts the bulk calls/s the upstream saw next to TPS for the rows
+// that read users, in the configurations that batch: what a batch window
+// saves is fewer, fuller calls for the same TPS. Requests per bulk call is
+// TPS over bulk calls/s (GET /users?ids=… rows ask for -bulk ids each).
+func (r *Report) bulkTable(w func(string, ...any)) {
+	var lines []string
+	for _, c := range r.Params.Configs {
+		if !strings.Contains(c, "batch") {
+			continue
+		}
+		for _, wl := range r.Params.Rows {
+			row, ok := r.row(c, wl.Name)
+			if !ok || row.Out == nil || row.Out.Elapsed <= 0 {
+				continue
+			}
+			calls := float64(row.UpstreamPer[bulkEndpoint]) / row.Out.Elapsed.Seconds()
+			per := "—"
+			if calls > 0 {
+				per = fmt.Sprintf("%.1f", row.Out.TPS()/calls)
+			}
+			lines = append(lines, fmt.Sprintf("| %s | %s %s | %s | %s | %s | %s | %d |", c, wl.Method, wl.Endpoint,
+				fmtTPS(row.Out.TPS()), fmtTPS(calls), per, fmtMS(row.Out.Latencies.P99), row.Out.Errors))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	w("## Bulk calls")
+	w("")
+	w("Upstream `%s` calls per second (bulk calls, from `/_demo/counts`) next to TPS, for the configurations that batch.", bulkEndpoint)
+	w("")
+	w("| configuration | row | TPS | bulk calls/s | requests per bulk call | p99 | errors |")
+	w("|---|---|---:|---:|---:|---:|---:|")
+	for _, l := range lines {
+		w("%s", l)
 	}
 	w("")
 }

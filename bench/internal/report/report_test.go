@@ -47,7 +47,8 @@ func TestReportTargets(t *testing.T) {
 				{Config: "direct", Workload: wl(t, "clients-get"), Out: fakeOutcome(1000, 50*time.Millisecond), Upstream: 1000},
 				{Config: "cache", Workload: wl(t, "clients-get"), Out: fakeOutcome(25000, 8*time.Millisecond)},
 				{Config: "direct", Workload: wl(t, "users-get"), Out: fakeOutcome(1000, 50*time.Millisecond)},
-				{Config: "batch", Workload: wl(t, "users-get"), Out: fakeOutcome(3000, 50*time.Millisecond)},
+				{Config: "batch", Workload: wl(t, "users-get"), Out: fakeOutcome(3000, 50*time.Millisecond),
+					Upstream: 40, UpstreamPer: map[string]int64{"GET /users": 30, "GET /clients/{id}": 10}},
 			},
 			Peers: []lab.PeerResult{
 				{Test: "pass", Server: "sidecache (no routes)", Out: fakeOutcome(9000, time.Millisecond)},
@@ -81,6 +82,8 @@ func TestReportTargets(t *testing.T) {
 		"| `GET /clients/{id}` with cache ≥ 20× direct TPS | 25.00× (25,000 vs 1,000 TPS) | **met** |",
 		"![TPS and p99 per configuration](chart.png)",
 		"| endpoint | direct | cache | batch |",
+		"| configuration | row | TPS | bulk calls/s | requests per bulk call | p99 | errors |",
+		"| batch | GET /users/{id} | 3,000 | 900 | 3.3 | ",
 	} {
 		if !strings.Contains(md, s) {
 			t.Errorf("report lacks %q", s)
