@@ -208,6 +208,7 @@ func deadlineFirst(ctx context.Context, err error) error {
 func (x *exchange) keep(ctx context.Context, code int, header http.Header, body []byte, requested time.Time) *flight {
 	e := &cache.Entry{Status: code, Header: storedHeader(header), Body: body, StoredAt: requested, Tags: entryTags(x.rs.rt, x.params)}
 	a := x.admit(e, header)
+	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)
 	f := &flight{c: candidate{e: e, vary: a.vary, private: !a.shareable}}
 	key := x.key
 	if len(a.vary) > 0 {
