@@ -13,7 +13,7 @@ import (
 // as garbage: Unmarshal rejects any version it does not know.
 const (
 	codecMagic   = 0x5C // first byte of every encoded entry
-	codecVersion = 2 // 2 added InitialAge, Keep and the flags; 1 is still read
+	codecVersion = 2    // 2 added InitialAge, Keep and the flags; 1 is still read
 
 	// maxCount bounds every count read from the wire so that a corrupt
 	// length cannot make Unmarshal allocate without limit.
