@@ -36,7 +36,7 @@ func TestFreshness(t *testing.T) {
 			Steps: []Step{
 				{Fetch: true},
 				{After: 99 * time.Second},
-				{After: 2 * time.Second, Fetch: true},
+				{After: 2 * time.Second, Fetch: true, Cond: "If-Modified-Since: {epoch-1000}"},
 			}},
 		{Name: "ttl is the heuristic in origin mode", Route: originMode + "\nttl: 30s",
 			Origin: []Resp{{}},

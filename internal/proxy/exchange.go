@@ -33,6 +33,8 @@ type exchange struct {
 	own bool
 	// retried: fetched once more after learning a Vary'd header.
 	retried bool
+	// base is a stored entry the fetch revalidates (revalidate.go).
+	base candidate
 	// vnames and vkey memoise the variant key (see variantKey).
 	vnames []string
 	vkey   string
@@ -136,6 +138,7 @@ func (x *exchange) revalidate(c candidate) {
 	bg := x.detach()
 	bg.r = x.r.Clone(context.WithoutCancel(x.r.Context()))
 	bg.refresh = true
+	bg.base = bg.validatable(c)
 	go func() {
 		defer bg.h.refreshing.Delete(flightKey)
 		_, _, _ = bg.h.flights.Do(bg.r.Context(), flightKey, bg.fill)
