@@ -38,11 +38,11 @@ func (x *exchange) answers(c candidate, n need) bool {
 	now := x.h.now()
 	switch n {
 	case needFresh:
-		if !e.Fresh(now) {
+		if !x.freshEnough(e, now) {
 			return false
 		}
 	case needRevalidate:
-		if !e.WithinStaleWhileRevalidate(now) {
+		if !x.freshEnough(e, now) && (x.wantsFresher() || !e.WithinStaleWhileRevalidate(now)) {
 			return false
 		}
 	case needIfError:
