@@ -42,6 +42,12 @@ func TestValidation(t *testing.T) {
 				{After: 11 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Body: "body-1", Headers: []string{"X-Version", "2", "Content-Type", "text/x-one"}},
 				{After: 50 * time.Second, Body: "body-1", Headers: []string{"X-Version", "2", "Cache-Control", "max-age=100"}},
 			}},
+		{Name: "a 304 with another strong ETag: fetched again whole (§4.3.4)", Route: originMode,
+			Origin: []Resp{etag(`"v1"`, "max-age=10"), notModified("ETag", `"v2"`), {Header: []string{"ETag", `"v2"`}, Body: "v2"}},
+			Steps: []Step{
+				{Fetch: true},
+				{After: 11 * time.Second, Fetch: true, Cond: "", Body: "v2"},
+			}},
 		{Name: "a 200 to the conditional replaces the entry", Route: originMode,
 			Origin: []Resp{etag(`"v1"`, "max-age=10"), {Header: []string{"ETag", `"v2"`, "Cache-Control", "max-age=10"}, Body: "new"}},
 			Steps: []Step{

@@ -182,9 +182,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	resp.Body.Close()
 	cancel()
 	if resp.StatusCode == http.StatusNotModified && x.base.e != nil {
-		f := x.refreshed(ctx, resp.Header, t0)
-		f.upstream = took
-		return f, nil
+		return x.refreshed(ctx, resp.Header, t0, took)
 	}
 	if int64(len(body)) > x.h.maxBody {
 		return nil, classify(ctx.Err()) // the deadline won the race with stop

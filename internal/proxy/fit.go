@@ -79,12 +79,21 @@ type admission struct {
 	// the current-age axis (see cache.Entry); age is its initial age.
 	ttl, swr, sie, keep, age time.Duration
 	noStale                  bool
+	// strip are fields a shared cache must not keep (origin mode:
+	// qualified no-cache and private, RFC 9111 §5.2.2.4, §5.2.2.7).
+	strip []string
 }
 
 // apply gives e the lifetimes admit chose for it.
 func (a admission) apply(e *cache.Entry) {
 	e.TTL, e.StaleWhileRevalidate, e.StaleIfError = a.ttl, a.swr, a.sie
 	e.InitialAge, e.Keep, e.NoStale = a.age, a.keep, a.noStale
+	if len(a.strip) > 0 {
+		e.Header = e.Header.Clone()
+		for _, k := range a.strip {
+			delete(e.Header, k)
+		}
+	}
 }
 
 // admit is the one admission rule (docs/configuration.md, "Cacheable responses"; RFC 9111
@@ -133,7 +142,7 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	}
 	switch {
 	case rt.Origin != nil:
-		a.ttl, a.swr, a.sie, a.noStale = of.ttl, of.swr, of.sie, of.noStale
+		a.ttl, a.swr, a.sie, a.noStale, a.strip = of.ttl, of.swr, of.sie, of.noStale, of.strip
 	case negative:
 		// The route's lifetimes run from the fetch: on the age axis they
 		// start at the age the answer arrived with.

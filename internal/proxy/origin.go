@@ -14,6 +14,7 @@ type originFreshness struct {
 	shareable, cacheable, store bool
 	ttl, swr, sie               time.Duration
 	noStale                     bool
+	strip                       []string
 }
 
 // originFreshness applies the origin's caching headers to one answer:
@@ -31,6 +32,9 @@ type originFreshness struct {
 //     stale-if-error (RFC 5861), or the route's when longer; none at all
 //     after must-revalidate, proxy-revalidate, s-maxage (§5.2.2.2, .8, .10)
 //     or no-cache;
+//   - qualified no-cache and private (§5.2.2.4, §5.2.2.7): the named
+//     fields are removed from the stored response (and so from every
+//     answer given from it, the first included);
 //   - no-cache (§5.2.2.4): stored only when it carries a validator, with no
 //     freshness, so every reuse is a conditional request to the origin; a
 //     no-cache answer without validator is not stored (reusing it would
@@ -63,6 +67,7 @@ func (x *exchange) originFreshness(e *cache.Entry, upstream http.Header, now tim
 		o.sie = max(f.StaleIfError, rt.StaleIfError)
 	}
 	o.ttl = life
+	o.strip = append(f.NoCacheFields, f.PrivateFields...)
 	age := initialAge(upstream, e.StoredAt, now)
 	// Worth storing while it can still answer: fresh, usable stale, or
 	// revalidatable with a conditional request.

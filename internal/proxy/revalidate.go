@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -49,8 +50,16 @@ func (x *exchange) addConditional(out *http.Request) {
 // one (§4.3.4; Content-Length and hop-by-hop fields excepted, §3.2), is
 // admitted and stored again as if just fetched — so its freshness, Age and
 // request time are the 304's.
-func (x *exchange) refreshed(ctx context.Context, notModified http.Header, requested time.Time) *flight {
+//
+// A 304 whose strong entity tag is not the stored one confirms another
+// response than the one held (§4.3.4: no stored response is selected); the
+// fetch is then made once more, unconditionally.
+func (x *exchange) refreshed(ctx context.Context, notModified http.Header, requested time.Time, took time.Duration) (*flight, error) {
 	b := x.base.e
+	if et := notModified.Get("Etag"); et != "" && !strings.HasPrefix(et, "W/") && et != b.Header.Get("Etag") {
+		x.base = candidate{}
+		return x.fetch(ctx)
+	}
 	merged := b.Header.Clone()
 	update := notModified.Clone()
 	removeHopHeaders(update)
@@ -62,6 +71,6 @@ func (x *exchange) refreshed(ctx context.Context, notModified http.Header, reque
 		merged.Del("Age") // the stored header has none; the 304's alone counts
 	}
 	f := x.keep(ctx, b.Status, merged, b.Body, requested)
-	f.revalidated = true
-	return f
+	f.revalidated, f.upstream = true, took
+	return f, nil
 }
