@@ -147,8 +147,9 @@ func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
 
 func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, fromCache bool) {
 	// A fetched answer that arrived with an age keeps it (RFC 9111 §5.1:
-	// a cache passes the age of the caches before it on, plus its own).
-	if fromCache || e.InitialAge > 0 {
+	// a cache passes the age of the caches before it on, plus its own);
+	// under a second is only Date's rounding, not worth an Age: 0.
+	if fromCache || e.InitialAge >= time.Second {
 		dst["Age"] = []string{strconv.FormatInt(int64(e.Age(x.h.now())/time.Second), 10)}
 	}
 	dst["Cache-Status"] = []string{appendCacheStatus(e.Header.Get("Cache-Status"), st.String())}
