@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,8 +24,11 @@ import (
 type Case struct {
 	Name string
 	// Route is the YAML of the route's settings under test, one per line
-	// (e.g. "freshness: origin"); the path is always /r/{id}.
+	// (e.g. "freshness: origin"); its path is /r/{id}.
 	Route string
+	// Routes is YAML for more routes after it, as list items
+	// ("- name: w\n  methods: [POST]\n  path: /w"), for rows that need them.
+	Routes string
 	// Origin are the origin's answers, one per request it receives, in
 	// order; the last one repeats.
 	Origin []Resp
@@ -37,14 +42,18 @@ type Resp struct {
 	Status int // 0: 200
 	Header []string
 	Body   string // "": "body-<n>", n counting the origin's answers from 1
+	// Hints are header pairs of a 103 Early Hints sent before the answer
+	// (none when empty).
+	Hints []string
 }
 
 // Step is one client request and what it must show.
 type Step struct {
 	// After moves the clock forward before the request.
 	After time.Duration
-	// Method is GET when empty; Header are request header pairs.
+	// Method is GET when empty, Path /r/1; Header are request header pairs.
 	Method string
+	Path   string
 	Header []string
 	// Fetch: the origin received this request (false: answered from the
 	// cache alone).
@@ -65,6 +74,23 @@ type Step struct {
 	// Background: the origin is asked after the response, by a background
 	// refresh (stale-while-revalidate); the step waits for that request.
 	Background bool
+	// Check, when set, makes any further assertion on the exchange.
+	Check func(t *testing.T, r Result)
+}
+
+// Result is one step's exchange as the client and the origin saw it.
+type Result struct {
+	Status  int
+	Header  http.Header
+	Body    string
+	Interim []int  // statuses of the 1xx responses the client received
+	Origin  []Seen // every request the origin has received so far
+}
+
+// Seen is one request the origin received.
+type Seen struct {
+	Method, Path string
+	Header       http.Header
 }
 
 // Start of the test clock: a whole second, so HTTP-dates are exact.
@@ -80,7 +106,7 @@ type scriptedOrigin struct {
 	*httptest.Server
 	clk  *clock
 	mu   sync.Mutex
-	seen []http.Header
+	seen []Seen
 	resp []Resp
 }
 
@@ -93,11 +119,20 @@ func newOrigin(t *testing.T, clk *clock, resp []Resp) *scriptedOrigin {
 
 func (o *scriptedOrigin) serve(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
-	o.seen = append(o.seen, r.Header.Clone())
+	o.seen = append(o.seen, Seen{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone()})
 	n := len(o.seen)
 	rs := o.resp[min(n, len(o.resp))-1]
 	o.mu.Unlock()
 	h := w.Header()
+	if len(rs.Hints) > 0 {
+		for i := 0; i+1 < len(rs.Hints); i += 2 {
+			h.Add(rs.Hints[i], rs.Hints[i+1])
+		}
+		w.WriteHeader(http.StatusEarlyHints)
+		for i := 0; i < len(rs.Hints); i += 2 {
+			h.Del(rs.Hints[i])
+		}
+	}
 	h.Set("Date", o.clk.now().Format(http.TimeFormat))
 	for i := 0; i+1 < len(rs.Header); i += 2 {
 		k, v := rs.Header[i], rs.Header[i+1]
@@ -148,10 +183,10 @@ func expand(v string, now time.Time) string {
 	return v
 }
 
-func (o *scriptedOrigin) requests() []http.Header {
+func (o *scriptedOrigin) requests() []Seen {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return append([]http.Header(nil), o.seen...)
+	return append([]Seen(nil), o.seen...)
 }
 
 const configYAML = `
@@ -167,7 +202,7 @@ cache:
 routes:
   - name: r
     path: /r/{id}
-%s
+%s%s
 `
 
 // run plays one case against a fresh sidecar and origin.
@@ -180,7 +215,13 @@ func run(t *testing.T, c Case) {
 			fmt.Fprintf(&route, "    %s\n", line)
 		}
 	}
-	cfg, err := config.Parse([]byte(fmt.Sprintf(configYAML, o.URL, route.String())), "conformance.yaml")
+	var more strings.Builder
+	for _, line := range strings.Split(c.Routes, "\n") {
+		if strings.TrimSpace(line) != "" {
+			fmt.Fprintf(&more, "  %s\n", line)
+		}
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf(configYAML, o.URL, route.String(), more.String())), "conformance.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +243,7 @@ func run(t *testing.T, c Case) {
 			t.Errorf("run: %v", err)
 		}
 	}()
-	base := "http://" + srv.ProxyAddr() + "/r/1"
+	base := "http://" + srv.ProxyAddr()
 	for i, s := range c.Steps {
 		clk.advance(s.After)
 		before := len(o.requests())
@@ -210,7 +251,11 @@ func run(t *testing.T, c Case) {
 		for j, v := range s.Header {
 			hdr[j] = expand(v, clk.now())
 		}
-		code, h, body := do(t, s.Method, base, hdr)
+		path := s.Path
+		if path == "" {
+			path = "/r/1"
+		}
+		code, h, body, interim := do(t, s.Method, base+path, hdr)
 		if s.Background {
 			waitFor(t, func() bool { return len(o.requests()) > before })
 		}
@@ -221,7 +266,7 @@ func run(t *testing.T, c Case) {
 			t.Errorf("%s: origin asked = %v, want %v (Cache-Status %q)", where, fetched, s.Fetch, h.Get("Cache-Status"))
 		}
 		if fetched && s.Fetch {
-			if got, want := conditional(seen[len(seen)-1]), expand(s.Cond, clk.now()); got != want {
+			if got, want := conditional(seen[len(seen)-1].Header), expand(s.Cond, clk.now()); got != want {
 				t.Errorf("%s: origin saw conditional %q, want %q", where, got, want)
 			}
 		}
@@ -246,6 +291,9 @@ func run(t *testing.T, c Case) {
 			if len(got) != 1 || got[0] != want {
 				t.Errorf("%s: %s %q, want %q", where, s.Headers[j], got, s.Headers[j+1])
 			}
+		}
+		if s.Check != nil {
+			s.Check(t, Result{Status: code, Header: h, Body: body, Interim: interim, Origin: seen})
 		}
 		if s.CacheStatus != "" && !strings.Contains(h.Get("Cache-Status"), s.CacheStatus) {
 			t.Errorf("%s: Cache-Status %q, want it to contain %q", where, h.Get("Cache-Status"), s.CacheStatus)
@@ -295,9 +343,14 @@ var client = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
-func do(t *testing.T, method, url string, hdr []string) (int, http.Header, string) {
+func do(t *testing.T, method, url string, hdr []string) (int, http.Header, string, []int) {
 	t.Helper()
-	req, err := http.NewRequest(methodOr(method), url, nil)
+	var interim []int
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+		interim = append(interim, code)
+		return nil
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), methodOr(method), url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +366,7 @@ func do(t *testing.T, method, url string, hdr []string) (int, http.Header, strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, resp.Header, string(b)
+	return resp.StatusCode, resp.Header, string(b), interim
 }
 
 // runTable runs a section's rows as subtests.

@@ -59,6 +59,20 @@ func TestStoring(t *testing.T) {
 		{Name: `qualified private="X-Secret": stored without the field (§5.2.2.7)`, Route: originMode,
 			Origin: []Resp{{Header: []string{"Cache-Control", `max-age=60, private="X-Secret"`, "X-Secret", "s"}}},
 			Steps:  []Step{{Fetch: true}, {Headers: []string{"X-Secret", ""}}}},
+		{Name: "each URI is its own entry", Route: originMode,
+			Origin: []Resp{{Header: []string{"Cache-Control", "max-age=60"}}},
+			Steps:  []Step{{Fetch: true}, {Path: "/r/2", Fetch: true, Body: "body-2"}, {Body: "body-1"}, {Path: "/r/2", Body: "body-2"}}},
+		{Name: "an unsafe method is forwarded, its answer not stored", Route: originMode,
+			Routes: "- name: w\n  methods: [POST]\n  path: /r/{id}",
+			Origin: []Resp{{Header: []string{"Cache-Control", "max-age=60"}}},
+			Steps: []Step{
+				{Method: "POST", Fetch: true, Check: func(t *testing.T, r Result) {
+					if last := r.Origin[len(r.Origin)-1]; last.Method != "POST" || last.Path != "/r/1" {
+						t.Errorf("origin saw %s %s, want POST /r/1", last.Method, last.Path)
+					}
+				}},
+				{Fetch: true, Body: "body-2"},
+			}},
 		{Name: "route mode: Cache-Control max-age=0 does not prevent storing", Route: "ttl: 60s",
 			Origin: []Resp{{Header: []string{"Cache-Control", "max-age=0"}}},
 			Steps:  []Step{{Fetch: true}, {After: 30 * time.Second, Age: "30"}}},
