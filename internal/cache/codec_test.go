@@ -204,6 +204,10 @@ func FuzzRoundTrip(f *testing.F) {
 			TTL:                  time.Duration(ttl),
 			StaleWhileRevalidate: time.Duration(swr),
 			StaleIfError:         time.Duration(sie),
+			// The version-2 fields, from the same inputs.
+			InitialAge: time.Duration(swr ^ sie),
+			Keep:       time.Duration(ttl ^ swr),
+			NoStale:    status%2 == 0,
 		}
 		// 0 nanoseconds is the codec's encoding of the zero time.
 		if storedAt != 0 {
