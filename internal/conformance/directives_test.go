@@ -38,7 +38,7 @@ func TestRequestDirectives(t *testing.T) {
 		{Name: "only-if-cached: a stored entry", Route: originMode, Origin: fresh60,
 			Steps: []Step{{Fetch: true}, {Header: []string{"Cache-Control", "only-if-cached"}, Body: "body-1"}}},
 		{Name: "only-if-cached: nothing stored is 504", Route: originMode, Origin: fresh60,
-			Steps: []Step{{Header: []string{"Cache-Control", "only-if-cached"}, Status: 504}, {Fetch: true}}},
+			Steps: []Step{{Header: []string{"Cache-Control", "only-if-cached"}, Status: 504, CacheStatus: "sidecache; detail=only-if-cached"}, {Fetch: true}}},
 		{Name: "only-if-cached: a stale entry is 504", Route: originMode,
 			Origin: []Resp{{Header: []string{"Cache-Control", "max-age=10", "ETag", `"v1"`}}},
 			Steps:  []Step{{Fetch: true}, {After: 11 * time.Second, Header: []string{"Cache-Control", "only-if-cached"}, Status: 504}}},

@@ -60,7 +60,7 @@ func (x *exchange) onlyIfCached() {
 		x.respondEntry(outHit, c, 0)
 		return
 	}
-	s := status{fwd: "miss", detail: "only-if-cached"}
+	s := status{detail: "only-if-cached"} // not forwarded: no fwd (RFC 9211 §2.2)
 	h := x.w.Header()
 	h.Set("Cache-Status", s.String())
 	h.Set("Content-Type", "text/plain; charset=utf-8")
