@@ -13,12 +13,15 @@ import (
 // as garbage: Unmarshal rejects any version it does not know.
 const (
 	codecMagic   = 0x5C // first byte of every encoded entry
-	codecVersion = 1
+	codecVersion = 2    // 2 added InitialAge, Keep and the flags; 1 is still read
 
 	// maxCount bounds every count read from the wire so that a corrupt
 	// length cannot make Unmarshal allocate without limit.
 	maxCount = 1 << 16
 )
+
+// flagNoStale marks Entry.NoStale in the flags word.
+const flagNoStale = 1 << 0
 
 // ErrCorrupt is returned (wrapped) for any input Unmarshal cannot read.
 var ErrCorrupt = errors.New("cache: corrupt entry")
@@ -34,6 +37,13 @@ func Marshal(e *Entry) []byte {
 	b = binary.AppendVarint(b, int64(e.TTL))
 	b = binary.AppendVarint(b, int64(e.StaleWhileRevalidate))
 	b = binary.AppendVarint(b, int64(e.StaleIfError))
+	b = binary.AppendVarint(b, int64(e.InitialAge))
+	b = binary.AppendVarint(b, int64(e.Keep))
+	var flags uint64
+	if e.NoStale {
+		flags |= flagNoStale
+	}
+	b = binary.AppendUvarint(b, flags)
 	b = appendStrings(b, e.Tags)
 	b = appendStrings(b, e.Variants)
 	b = binary.AppendUvarint(b, uint64(len(e.Header)))
@@ -73,7 +83,8 @@ func Unmarshal(data []byte) (*Entry, error) {
 	if len(data) < 2 || data[0] != codecMagic {
 		return nil, fmt.Errorf("%w: bad magic", ErrCorrupt)
 	}
-	if data[1] != codecVersion {
+	version := data[1]
+	if version != codecVersion && version != 1 {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, data[1])
 	}
 	r := reader{b: data[2:]}
@@ -89,6 +100,15 @@ func Unmarshal(data []byte) (*Entry, error) {
 	e.TTL = time.Duration(r.varint())
 	e.StaleWhileRevalidate = time.Duration(r.varint())
 	e.StaleIfError = time.Duration(r.varint())
+	if version >= 2 {
+		e.InitialAge = time.Duration(r.varint())
+		e.Keep = time.Duration(r.varint())
+		flags := r.uvarint()
+		if flags&^flagNoStale != 0 {
+			r.fail("flags")
+		}
+		e.NoStale = flags&flagNoStale != 0
+	}
 	e.Tags = r.strings()
 	e.Variants = r.strings()
 	if n := r.count(); n > 0 {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -20,6 +21,7 @@ func equalEntry(a, b *Entry) bool {
 		a.TTL == b.TTL &&
 		a.StaleWhileRevalidate == b.StaleWhileRevalidate &&
 		a.StaleIfError == b.StaleIfError &&
+		a.InitialAge == b.InitialAge && a.Keep == b.Keep && a.NoStale == b.NoStale &&
 		slices.Equal(a.Tags, b.Tags) &&
 		slices.Equal(a.Variants, b.Variants) &&
 		maps.EqualFunc(a.Header, b.Header, slices.Equal) &&
@@ -50,6 +52,33 @@ func TestCodecZeroTime(t *testing.T) {
 	}
 }
 
+// A version-1 entry, written before InitialAge, Keep and the flags, still
+// reads (a rolling deploy keeps its L2 hits).
+func TestCodecReadsVersion1(t *testing.T) {
+	want := &Entry{Status: 200, StoredAt: time.Date(2025, 3, 1, 12, 30, 0, 0, time.UTC), TTL: time.Minute,
+		Tags: []string{"t"}, Header: http.Header{"A": {"b"}}, Body: []byte("body")}
+	b := []byte{codecMagic, 1}
+	b = binary.AppendUvarint(b, uint64(want.Status))
+	b = binary.AppendVarint(b, want.StoredAt.UnixNano())
+	b = binary.AppendVarint(b, int64(want.TTL))
+	b = binary.AppendVarint(b, 0)
+	b = binary.AppendVarint(b, 0)
+	b = appendStrings(b, want.Tags)
+	b = appendStrings(b, nil)
+	b = binary.AppendUvarint(b, 1)
+	b = appendString(b, "A")
+	b = appendStrings(b, []string{"b"})
+	b = binary.AppendUvarint(b, uint64(len(want.Body)))
+	b = append(b, want.Body...)
+	got, err := Unmarshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalEntry(got, want) {
+		t.Errorf("got %s, want %s", show(got), show(want))
+	}
+}
+
 func TestCodecRoundTrip(t *testing.T) {
 	stored := time.Date(2025, 3, 1, 12, 30, 0, 123456789, time.UTC)
 	many := http.Header{}
@@ -70,6 +99,9 @@ func TestCodecRoundTrip(t *testing.T) {
 			TTL:                  5 * time.Minute,
 			StaleWhileRevalidate: 30 * time.Second,
 			StaleIfError:         10 * time.Minute,
+			InitialAge:           42 * time.Second,
+			Keep:                 time.Hour,
+			NoStale:              true,
 			Tags:                 []string{"client:42", "route:client"},
 		}},
 		{"many headers", &Entry{Status: 200, Header: many, StoredAt: stored, TTL: time.Hour}},
@@ -117,8 +149,9 @@ func TestUnmarshalRejects(t *testing.T) {
 		{"truncated", good[:len(good)-1]},
 		{"trailing byte", append(slices.Clone(good), 0)},
 		{"status over 999", Marshal(&Entry{Status: 1000})},
-		{"huge count", []byte{codecMagic, codecVersion, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
-		{"body longer than input", []byte{codecMagic, codecVersion, 0, 0, 0, 0, 0, 0, 0, 0, 10, 'x'}},
+		{"huge count", []byte{codecMagic, codecVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
+		{"body longer than input", []byte{codecMagic, codecVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 'x'}},
+		{"unknown flag", []byte{codecMagic, codecVersion, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,6 +204,10 @@ func FuzzRoundTrip(f *testing.F) {
 			TTL:                  time.Duration(ttl),
 			StaleWhileRevalidate: time.Duration(swr),
 			StaleIfError:         time.Duration(sie),
+			// The version-2 fields, from the same inputs.
+			InitialAge: time.Duration(swr ^ sie),
+			Keep:       time.Duration(ttl ^ swr),
+			NoStale:    status%2 == 0,
 		}
 		// 0 nanoseconds is the codec's encoding of the zero time.
 		if storedAt != 0 {

@@ -11,10 +11,14 @@ import (
 
 // Entry is one stored response, or a variants marker (see Variants).
 //
-// Freshness follows RFC 9111 §4.2 in the simplified form a sidecar needs: the
-// route's TTL decides the freshness lifetime, and the two stale windows of
+// Freshness follows RFC 9111 §4.2: every duration below is measured on the
+// current-age axis (Age), which starts at InitialAge, the age the response
+// already had when it arrived. TTL is the freshness lifetime (the route's
+// ttl counted from the fetch, or the origin's), the two stale windows of
 // RFC 5861 extend how long the entry may still be served in the cases they
-// name. The tiers keep an entry for Lifetime(), never longer.
+// name, and Keep how long an entry with validators stays stored past its
+// freshness to be revalidated (§4.3). The tiers keep an entry for
+// Lifetime(), never longer.
 type Entry struct {
 	Status   int
 	Header   http.Header
@@ -24,6 +28,16 @@ type Entry struct {
 	TTL                  time.Duration
 	StaleWhileRevalidate time.Duration
 	StaleIfError         time.Duration
+	// InitialAge is the response's age when the request for it left
+	// (RFC 9111 §4.2.3 corrected_initial_age less the round trip).
+	InitialAge time.Duration
+	// Keep is how long past TTL the entry stays stored so that it can be
+	// revalidated with a conditional request instead of fetched again.
+	Keep time.Duration
+	// NoStale: the response forbids serving it stale (must-revalidate,
+	// proxy-revalidate, s-maxage, no-cache; RFC 9111 §5.2.2), so no
+	// request directive (max-stale) may lift its freshness.
+	NoStale bool
 
 	// Tags are the resolved surrogate keys ("client:42", and the implicit
 	// route tag) under which invalidation and purge find this entry.
@@ -39,13 +53,13 @@ type Entry struct {
 // IsVariants reports whether e is a variants marker rather than a response.
 func (e *Entry) IsVariants() bool { return e.Status == 0 && len(e.Variants) > 0 }
 
-// Age is the time since the entry was stored (RFC 9111 §4.2.3, with the
-// sidecar as the origin of the stored copy).
+// Age is the entry's current age (RFC 9111 §4.2.3): the age it arrived
+// with plus the time since its request left.
 func (e *Entry) Age(now time.Time) time.Duration {
 	if a := now.Sub(e.StoredAt); a > 0 {
-		return a
+		return e.InitialAge + a
 	}
-	return 0
+	return e.InitialAge
 }
 
 // Fresh reports whether e may be served without contacting the upstream.
@@ -71,9 +85,10 @@ func (e *Entry) WithinStaleIfError(now time.Time) bool {
 	return e.Age(now) < e.TTL+e.StaleIfError
 }
 
-// Lifetime is how long a tier keeps e: freshness plus the longer stale window.
+// Lifetime is how long a tier keeps e, on the age axis: freshness plus
+// the longest of the stale windows and the revalidation window.
 func (e *Entry) Lifetime() time.Duration {
-	return e.TTL + max(e.StaleWhileRevalidate, e.StaleIfError)
+	return e.TTL + max(e.StaleWhileRevalidate, e.StaleIfError, e.Keep)
 }
 
 // Remaining is the part of Lifetime still ahead; a tier that copies e (an L2

@@ -109,6 +109,10 @@ type Route struct {
 	// from the response; ttl is then the heuristic).
 	Freshness string   `yaml:"freshness"`
 	MaxTTL    Duration `yaml:"max_ttl"`
+	// TargetedFields are the RFC 9213 targeted cache-control fields obeyed
+	// in origin mode, first present wins; nil: CDN-Cache-Control,
+	// Surrogate-Control; empty: Cache-Control only.
+	TargetedFields []string `yaml:"targeted_fields"`
 	// ForwardHeaders is "keyed" (only headers the key or Vary sees, tracing
 	// and the sidecar's own X-Forwarded-*) or "all".
 	ForwardHeaders string   `yaml:"forward_headers"`

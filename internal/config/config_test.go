@@ -150,6 +150,10 @@ func TestParseErrors(t *testing.T) {
 		{"wrong type string", "listen: [a]", `t.yaml:1: listen: expected a string, got a list`},
 		{"batch path with wildcard", route("{name: a, path: '/a/*', ttl: 1s, batch: {path: /a, param: ids, id_field: id}}"),
 			"t.yaml:3: routes[0].path: batch needs exactly one {param} in the path (the ID), found 1"},
+		{"targeted_fields outside origin mode", route("{name: a, path: /a, ttl: 1s, targeted_fields: [CDN-Cache-Control]}"),
+			"t.yaml:3: routes[0].targeted_fields: only applies with freshness: origin"},
+		{"targeted_fields not a field name", route("{name: a, path: /a, freshness: origin, targeted_fields: ['a b']}"),
+			`t.yaml:3: routes[0].targeted_fields[0]: "a b" is not a header field name`},
 		{"route self-merge", minimal + "routes: [&r {<<: *r, name: x, path: /x, ttl: 1s}]", "t.yaml:2: routes[0]: merge key refers to itself"},
 	}
 	for _, tt := range tests {

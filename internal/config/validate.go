@@ -193,6 +193,14 @@ func (v *checker) route(p string, r *Route) {
 	if r.MaxTTL > 0 && r.Freshness != "origin" {
 		v.add(p+".max_ttl", "only applies with freshness: origin")
 	}
+	if r.TargetedFields != nil && r.Freshness != "origin" {
+		v.add(p+".targeted_fields", "only applies with freshness: origin")
+	}
+	for j, f := range r.TargetedFields {
+		if !validFieldName(f) {
+			v.add(fmt.Sprintf("%s.targeted_fields[%d]", p, j), "%q is not a header field name", f)
+		}
+	}
 	// In origin mode the response says how long it stays fresh; ttl is
 	// only the heuristic for responses that say nothing.
 	if (get || slices.Contains(r.Methods, http.MethodHead)) && r.Split == nil && r.Freshness != "origin" {
@@ -384,6 +392,21 @@ func isToken(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validFieldName reports whether s is an HTTP field name (RFC 9110 §5.1: a
+// token).
+func validFieldName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
 			return false
 		}
 	}

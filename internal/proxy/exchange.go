@@ -9,6 +9,7 @@ import (
 	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 )
 
@@ -33,6 +34,10 @@ type exchange struct {
 	own bool
 	// retried: fetched once more after learning a Vary'd header.
 	retried bool
+	// base is a stored entry the fetch revalidates (revalidate.go).
+	base candidate
+	// req memoises the request's directives (request.go).
+	req *httpcache.Directives
 	// vnames and vkey memoise the variant key (see variantKey).
 	vnames []string
 	vkey   string
@@ -43,6 +48,10 @@ type exchange struct {
 // with what it produced.
 func (x *exchange) cached() {
 	x.refresh = refreshRequested(x.r)
+	if !x.refresh && x.rs.rt.Origin != nil && x.directives().OnlyIfCached {
+		x.onlyIfCached()
+		return
+	}
 	var held candidate // a stale copy, kept for stale-if-error
 	flightKey := x.key
 	if x.refresh {
@@ -136,6 +145,7 @@ func (x *exchange) revalidate(c candidate) {
 	bg := x.detach()
 	bg.r = x.r.Clone(context.WithoutCancel(x.r.Context()))
 	bg.refresh = true
+	bg.base = bg.validatable(c)
 	go func() {
 		defer bg.h.refreshing.Delete(flightKey)
 		_, _, _ = bg.h.flights.Do(bg.r.Context(), flightKey, bg.fill)

@@ -26,6 +26,8 @@ type flight struct {
 	stale candidate
 	// upstream is the time the fill spent on its upstream call.
 	upstream time.Duration
+	// revalidated: c is a stored entry the upstream confirmed (304).
+	revalidated bool
 }
 
 // need is the freshness a waiter asks of the flight's answer: a fetched
@@ -53,6 +55,7 @@ func (x *exchange) fill(ctx context.Context) (*flight, error) {
 		if x.answers(c, needIfError) {
 			stale = c
 		}
+		x.base = x.validatable(c)
 	}
 	f, err := x.fillUpstream(ctx, stale)
 	if f == nil {
@@ -148,6 +151,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	out := x.outgoing(fctx, x.r.URL.Path, x.r.URL.RawQuery)
+	x.addConditional(out)
 	t0 := x.h.now()
 	resp, err := x.st.transport.RoundTrip(out)
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
@@ -177,6 +181,9 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	}
 	resp.Body.Close()
 	cancel()
+	if resp.StatusCode == http.StatusNotModified && x.base.e != nil {
+		return x.refreshed(ctx, resp.Header, t0, took)
+	}
 	if int64(len(body)) > x.h.maxBody {
 		return nil, classify(ctx.Err()) // the deadline won the race with stop
 	}
@@ -208,6 +215,7 @@ func deadlineFirst(ctx context.Context, err error) error {
 func (x *exchange) keep(ctx context.Context, code int, header http.Header, body []byte, requested time.Time) *flight {
 	e := &cache.Entry{Status: code, Header: storedHeader(header), Body: body, StoredAt: requested, Tags: entryTags(x.rs.rt, x.params)}
 	a := x.admit(e, header)
+	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)
 	f := &flight{c: candidate{e: e, vary: a.vary, private: !a.shareable}}
 	key := x.key
 	if len(a.vary) > 0 {

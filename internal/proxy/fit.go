@@ -38,11 +38,11 @@ func (x *exchange) answers(c candidate, n need) bool {
 	now := x.h.now()
 	switch n {
 	case needFresh:
-		if !e.Fresh(now) {
+		if !x.freshEnough(e, now) {
 			return false
 		}
 	case needRevalidate:
-		if !e.WithinStaleWhileRevalidate(now) {
+		if !x.freshEnough(e, now) && (x.wantsFresher() || !e.WithinStaleWhileRevalidate(now)) {
 			return false
 		}
 	case needIfError:
@@ -75,13 +75,25 @@ type admission struct {
 	store     bool
 	// vary names the request headers that select this variant.
 	vary []string
-	// The entry's freshness lifetime and stale windows, when store.
-	ttl, swr, sie time.Duration
+	// The entry's freshness lifetime and stale windows, when store, on
+	// the current-age axis (see cache.Entry); age is its initial age.
+	ttl, swr, sie, keep, age time.Duration
+	noStale                  bool
+	// strip are fields a shared cache must not keep (origin mode:
+	// qualified no-cache and private, RFC 9111 §5.2.2.4, §5.2.2.7).
+	strip []string
 }
 
 // apply gives e the lifetimes admit chose for it.
 func (a admission) apply(e *cache.Entry) {
 	e.TTL, e.StaleWhileRevalidate, e.StaleIfError = a.ttl, a.swr, a.sie
+	e.InitialAge, e.Keep, e.NoStale = a.age, a.keep, a.noStale
+	if len(a.strip) > 0 {
+		e.Header = e.Header.Clone()
+		for _, k := range a.strip {
+			delete(e.Header, k)
+		}
+	}
 }
 
 // admit is the one admission rule (docs/configuration.md, "Cacheable responses"; RFC 9111
@@ -91,7 +103,13 @@ func (a admission) apply(e *cache.Entry) {
 // caller applies the admission when it stores).
 func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	rt := x.rs.rt
-	a := admission{shareable: !private(upstream)}
+	now := x.h.now()
+	a := admission{shareable: !private(upstream), age: initialAge(upstream, e.StoredAt, now)}
+	var of originFreshness
+	if rt.Origin != nil {
+		of = x.originFreshness(e, upstream, now)
+		a.shareable = of.shareable
+	}
 	negative, cacheable := cacheableStatus(e.Status, rt.NegativeTTL)
 	names, star := cachekey.ParseVary(upstream)
 	if ce := upstream.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") && !slices.Contains(names, "Accept-Encoding") {
@@ -111,7 +129,10 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 		// learns the header and asks again when it can).
 		a.shareable = false
 	}
-	if !cacheable || !a.shareable || cacheControlHas(upstream, "no-cache") {
+	if rt.Origin != nil {
+		cacheable = of.cacheable
+	}
+	if !cacheable || !a.shareable || rt.Origin == nil && cacheControlHas(upstream, "no-cache") {
 		return a
 	}
 	// The header block counts: a huge header is as costly to keep as a
@@ -119,13 +140,23 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	if int64(len(e.Body))+headerBytes(e.Header) > x.h.maxBody {
 		return a
 	}
-	if negative {
-		a.ttl = rt.NegativeTTL
-	} else {
-		a.ttl, a.swr, a.sie = rt.TTL, rt.StaleWhileRevalidate, rt.StaleIfError
+	switch {
+	case rt.Origin != nil:
+		a.ttl, a.swr, a.sie, a.noStale, a.strip = of.ttl, of.swr, of.sie, of.noStale, of.strip
+	case negative:
+		// The route's lifetimes run from the fetch: on the age axis they
+		// start at the age the answer arrived with.
+		a.ttl = a.age + rt.NegativeTTL
+	default:
+		a.ttl, a.swr, a.sie = a.age+rt.TTL, rt.StaleWhileRevalidate, rt.StaleIfError
+	}
+	a.keep = keepFor(e.Header, a.ttl-a.age)
+	a.store = a.ttl > a.age // fresh for a while
+	if rt.Origin != nil {
+		a.store = of.store
 	}
 	// Fetched before a write to it was invalidated: serve, never keep.
-	a.store = a.ttl > 0 && !x.h.tombs.Stale(e, x.h.now())
+	a.store = a.store && !x.h.tombs.Stale(e, now)
 	return a
 }
 
@@ -143,5 +174,6 @@ func headerBytes(h http.Header) int64 {
 // response that varies: it says which request headers pick the variant.
 func markerFor(e *cache.Entry, names []string) *cache.Entry {
 	return &cache.Entry{Variants: names, StoredAt: e.StoredAt, TTL: e.TTL,
-		StaleWhileRevalidate: e.StaleWhileRevalidate, StaleIfError: e.StaleIfError, Tags: e.Tags}
+		StaleWhileRevalidate: e.StaleWhileRevalidate, StaleIfError: e.StaleIfError, Tags: e.Tags,
+		InitialAge: e.InitialAge, Keep: e.Keep}
 }

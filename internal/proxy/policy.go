@@ -137,6 +137,9 @@ func notModified(r *http.Request, stored http.Header) bool {
 	}
 	ims := r.Header.Get("If-Modified-Since")
 	lm := stored.Get("Last-Modified")
+	if lm == "" {
+		lm = stored.Get("Date") // RFC 9111 §4.3.2: Date stands in for Last-Modified
+	}
 	if ims == "" || lm == "" {
 		return false
 	}

@@ -25,6 +25,7 @@ const (
 	outWrite                          // an unsafe method, forwarded
 	outTooLarge                       // a body over max_body_bytes, streamed through
 	outError                          // the upstream failed and nothing stale fits
+	outRevalidated                    // a stale entry the upstream confirmed with a 304
 )
 
 // outcomes is the one table from outcome to Cache-Status (RFC 9211 §2) and
@@ -47,6 +48,7 @@ var outcomes = [...]struct {
 	outWrite:           {result: metrics.Pass, fwd: "method"},
 	outTooLarge:        {result: metrics.Pass, fwd: "miss", detail: "too-large"},
 	outError:           {result: metrics.Miss, fwd: "miss", detail: "upstream-error"},
+	outRevalidated:     {result: metrics.Miss, fwd: "stale", fromCache: true},
 }
 
 // status is the Cache-Status member for outcome o; e (may be nil) is the
@@ -85,12 +87,15 @@ func (x *exchange) respondFlight(f *flight, leader bool) {
 		x.respondEntry(outStaleRevalidate, f.c, 0)
 		return
 	}
-	o := outMiss
+	o, fwdStatus := outMiss, f.c.e.Status
+	if f.revalidated {
+		o, fwdStatus = outRevalidated, http.StatusNotModified
+	}
 	if !leader {
 		o = outCollapsed
 		x.rs.m.Coalesced()
 	}
-	s := x.status(o, f.c.e, f.c.e.Status)
+	s := x.status(o, f.c.e, fwdStatus)
 	s.stored = f.stored
 	if f.batched {
 		s.detail = "batch"
@@ -141,7 +146,10 @@ func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
 }
 
 func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, fromCache bool) {
-	if fromCache {
+	// A fetched answer that arrived with an age keeps it (RFC 9111 §5.1:
+	// a cache passes the age of the caches before it on, plus its own);
+	// under a second is only Date's rounding, not worth an Age: 0.
+	if fromCache || e.InitialAge >= time.Second {
 		dst["Age"] = []string{strconv.FormatInt(int64(e.Age(x.h.now())/time.Second), 10)}
 	}
 	dst["Cache-Status"] = []string{appendCacheStatus(e.Header.Get("Cache-Status"), st.String())}

@@ -39,6 +39,19 @@ type Spec struct {
 	Batch *Batch
 	// Split names its target in Split.RouteName; Compile sets Split.Route.
 	Split *Split
+	// Origin, when set, takes freshness from the origin's headers
+	// (freshness: origin); nil keeps the route's ttl.
+	Origin *Origin
+}
+
+// Origin is the origin-freshness mode of a route (RFC 9111 §4.2): TTL is
+// then only the heuristic for responses without explicit freshness.
+type Origin struct {
+	// MaxTTL caps every freshness lifetime; 0: no cap.
+	MaxTTL time.Duration
+	// Targets are the RFC 9213 targeted fields obeyed in precedence
+	// order; nil: httpcache.DefaultTargets; empty: none.
+	Targets []string
 }
 
 // Route is a compiled route. Treat it as read-only: the table shares it
@@ -63,6 +76,8 @@ type Route struct {
 	Batch *Batch
 	// Split serves this list route per ID from Split.Route's cache.
 	Split *Split
+	// Origin: see Spec.Origin.
+	Origin *Origin
 
 	pat pattern
 }
@@ -134,7 +149,7 @@ func (r *Route) Allows(method string) bool {
 func (r *Route) Cacheable() bool {
 	return r.Split == nil &&
 		(r.Allows(http.MethodGet) || r.Allows(http.MethodHead)) &&
-		(r.TTL > 0 || r.StaleWhileRevalidate > 0 || r.StaleIfError > 0 || r.NegativeTTL > 0)
+		(r.TTL > 0 || r.StaleWhileRevalidate > 0 || r.StaleIfError > 0 || r.NegativeTTL > 0 || r.Origin != nil)
 }
 
 // Table is an ordered, immutable set of compiled routes.
@@ -235,6 +250,7 @@ func compileOne(s *Spec) (*Route, []error) {
 		StaleIfError:         s.StaleIfError,
 		NegativeTTL:          s.NegativeTTL,
 		ForwardAll:           s.ForwardAll,
+		Origin:               s.Origin,
 	}
 
 	pat, err := parsePattern(s.Pattern)

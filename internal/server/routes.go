@@ -25,6 +25,9 @@ func compileRoutes(rs []config.Route) (*route.Table, error) {
 			Tags:                 r.Tags,
 			Invalidate:           r.Invalidate,
 		}
+		if r.Freshness == "origin" {
+			s.Origin = &route.Origin{MaxTTL: r.MaxTTL.D(), Targets: r.TargetedFields}
+		}
 		if b := r.Batch; b != nil {
 			s.Batch = &route.Batch{Path: b.Path, Param: b.Param, IDField: b.IDField, MaxSize: b.MaxSize, MaxWait: b.MaxWait.D(), MaxInFlight: b.MaxInFlight}
 		}

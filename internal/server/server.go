@@ -43,6 +43,9 @@ type Options struct {
 	// AccessLog receives the access lines while log.access is on; nil
 	// uses Logger.
 	AccessLog *slog.Logger
+	// Now is the clock of the proxy and the L1 tier (entry ages and
+	// freshness); nil is time.Now. Tests move it to age entries.
+	Now func() time.Time
 }
 
 // Server owns the two listeners and everything behind them.
@@ -84,7 +87,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 
 	var l1s, l2s cache.Store
 	if n := cfg.Cache.L1.MaxBytes.Bytes(); n > 0 {
-		st, err := l1.New(l1.Options{MaxBytes: n})
+		st, err := l1.New(l1.Options{MaxBytes: n, Now: opts.Now})
 		if err != nil {
 			return nil, fmt.Errorf("server: l1: %w", err)
 		}
@@ -116,6 +119,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	// SidecacheL2Down on every pod that has no Redis by design.
 	topts := cache.TieredOptions{
 		Observe: func(t cache.Tier, r cache.Result) { s.m.Lookup(string(t), string(r)) },
+		Now:     opts.Now,
 	}
 	if s.l2 != nil {
 		topts.MaxLag, topts.Proven = cfg.Coherence.MaxLag.D(), s.l2.Proven
@@ -143,6 +147,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		Invalidator:         s.inv,
 		Metrics:             s.m,
 		Logger:              s.log.With("component", "proxy"),
+		Now:                 opts.Now,
 	}
 	// Always a cache, even with both tiers off: coalescing and batching
 	// still work; an empty Tiered simply misses and stores nothing.

@@ -1,0 +1,210 @@
+// Package httpcache holds the rules of HTTP caching a shared cache applies
+// to one response or request, as pure functions of header fields and
+// times: Cache-Control parsing (RFC 9111 §5.2), freshness lifetime
+// (§4.2.1, with RFC 9213 targeted fields), the heuristic (§4.2.2), current
+// age (§4.2.3) and the RFC 5861 stale extensions. It reads nothing but its
+// arguments and imports only the standard library, so the proxy and tests
+// can share one reading of the RFC.
+package httpcache
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxDelta is the largest delta-seconds a cache must represent; larger
+// values and overflows read as this (RFC 9111 §1.2.2).
+const MaxDelta = 2147483648 * time.Second
+
+// Delta is an optional delta-seconds argument (max-age=60). Set is false
+// when the directive is absent.
+type Delta struct {
+	Set bool
+	D   time.Duration
+}
+
+// Directives are the Cache-Control directives a shared cache acts on, from
+// a response (§5.2.2) or a request (§5.2.1). Unknown directives are
+// ignored (§5.2.3); for a directive given twice the first occurrence
+// counts (§4.2.1: "the first occurrence should be used").
+type Directives struct {
+	// Response directives.
+	NoStore         bool
+	NoCache         bool // unqualified, or with a field list (see NoCacheFields)
+	NoCacheFields   []string
+	Private         bool
+	PrivateFields   []string
+	Public          bool
+	MustRevalidate  bool
+	ProxyRevalidate bool
+	Immutable       bool
+	MaxAge          Delta
+	SMaxAge         Delta
+	// RFC 5861 §3 and §4 (both also valid in requests for stale-if-error).
+	StaleWhileRevalidate Delta
+	StaleIfError         Delta
+
+	// Request directives.
+	MaxStale     Delta // Set with D == MaxDelta when given without a value
+	MinFresh     Delta
+	OnlyIfCached bool
+
+	// Any reports whether at least one directive was read.
+	Any bool
+}
+
+// Parse reads every line of the Cache-Control-like field name in h.
+func Parse(h http.Header, name string) Directives {
+	var d Directives
+	for _, line := range h.Values(name) {
+		d.parseLine(line)
+	}
+	return d
+}
+
+// ParseValue reads one field value.
+func ParseValue(v string) Directives {
+	var d Directives
+	d.parseLine(v)
+	return d
+}
+
+// parseLine splits a list of directives, each token [ "=" ( token /
+// quoted-string ) ], tolerating junk: an element that is not a directive
+// is skipped, a quoted string may hold commas, and a missing closing quote
+// ends the value at the end of the line.
+func (d *Directives) parseLine(s string) {
+	for i := 0; i < len(s); {
+		// name
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == ',') {
+			i++
+		}
+		start := i
+		for i < len(s) && s[i] != '=' && s[i] != ',' {
+			i++
+		}
+		name := strings.TrimSpace(s[start:i])
+		var arg string
+		hasArg := false
+		if i < len(s) && s[i] == '=' {
+			hasArg = true
+			i++
+			for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+				i++
+			}
+			if i < len(s) && s[i] == '"' {
+				var b strings.Builder
+				i++
+				for i < len(s) && s[i] != '"' {
+					if s[i] == '\\' && i+1 < len(s) {
+						i++
+					}
+					b.WriteByte(s[i])
+					i++
+				}
+				i++ // the closing quote
+				arg = b.String()
+				for i < len(s) && s[i] != ',' {
+					i++ // junk after a quoted string
+				}
+			} else {
+				start := i
+				for i < len(s) && s[i] != ',' {
+					i++
+				}
+				arg = strings.TrimSpace(s[start:i])
+			}
+		}
+		if name != "" {
+			d.set(strings.ToLower(name), arg, hasArg)
+		}
+	}
+}
+
+func (d *Directives) set(name, arg string, hasArg bool) {
+	d.Any = true
+	switch name {
+	case "no-store":
+		d.NoStore = true
+	case "no-cache":
+		if hasArg && arg != "" {
+			d.NoCacheFields = append(d.NoCacheFields, fieldList(arg)...)
+		}
+		d.NoCache = true
+	case "private":
+		if hasArg && arg != "" {
+			d.PrivateFields = append(d.PrivateFields, fieldList(arg)...)
+		}
+		d.Private = true
+	case "public":
+		d.Public = true
+	case "must-revalidate":
+		d.MustRevalidate = true
+	case "proxy-revalidate":
+		d.ProxyRevalidate = true
+	case "immutable":
+		d.Immutable = true
+	case "only-if-cached":
+		d.OnlyIfCached = true
+	case "max-age":
+		setDelta(&d.MaxAge, arg, hasArg, 0)
+	case "s-maxage":
+		setDelta(&d.SMaxAge, arg, hasArg, 0)
+	case "stale-while-revalidate":
+		setDelta(&d.StaleWhileRevalidate, arg, hasArg, 0)
+	case "stale-if-error":
+		setDelta(&d.StaleIfError, arg, hasArg, 0)
+	case "min-fresh":
+		setDelta(&d.MinFresh, arg, hasArg, 0)
+	case "max-stale":
+		// Without a value the client accepts a stale response of any age
+		// (§5.2.1.2).
+		setDelta(&d.MaxStale, arg, hasArg, MaxDelta)
+	}
+}
+
+// setDelta keeps the first occurrence. A value that is not delta-seconds
+// reads as missing (fallback): for max-age and s-maxage that is 0, the
+// most restrictive reading (§4.2.1: conflicting or invalid freshness
+// information makes a response stale, never fresher).
+func setDelta(dst *Delta, arg string, hasArg bool, missing time.Duration) {
+	if dst.Set {
+		return
+	}
+	dst.Set = true
+	if !hasArg {
+		dst.D = missing
+		return
+	}
+	dst.D = parseDelta(arg)
+}
+
+// parseDelta reads 1*DIGIT (§1.2.2); anything else is 0, overflow is
+// MaxDelta.
+func parseDelta(s string) time.Duration {
+	if s == "" {
+		return 0
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > uint64(MaxDelta/time.Second) {
+		return MaxDelta
+	}
+	return time.Duration(n) * time.Second
+}
+
+func fieldList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, http.CanonicalHeaderKey(f))
+		}
+	}
+	return out
+}

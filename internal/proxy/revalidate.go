@@ -1,0 +1,76 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Revalidation (RFC 9111 §4.3): a stale entry that carries a validator
+// (ETag or Last-Modified) is not fetched again whole. The fill that would
+// fetch it sends a conditional request instead, and a 304 answer refreshes
+// the stored entry — its header updated from the 304 (§4.3.4), its
+// freshness computed anew — without the body crossing the wire again. Both
+// freshness modes do this; entries with a validator are kept past their
+// freshness for the revalidation window (see keepFor) so that there is
+// something to revalidate.
+
+// validatable returns c when it may be revalidated for x's request: a
+// stored response (not a marker) with a validator, still held by the
+// tiers, of x's variant, in an encoding x accepts, not invalidated since.
+// Otherwise the zero candidate.
+func (x *exchange) validatable(c candidate) candidate {
+	if c.e == nil || c.e.IsVariants() || !hasValidator(c.e.Header) ||
+		c.e.Remaining(x.h.now()) == 0 || !x.answers(c, needAny) {
+		return candidate{}
+	}
+	return c
+}
+
+// addConditional makes out a conditional request for the entry being
+// revalidated (§4.3.1): If-None-Match with its entity tag, and
+// If-Modified-Since with its Last-Modified (§4.3.1 prefers the entity tag;
+// sending both lets an origin that knows only dates answer too).
+func (x *exchange) addConditional(out *http.Request) {
+	if x.base.e == nil {
+		return
+	}
+	h := x.base.e.Header
+	if v := h.Get("Etag"); v != "" {
+		out.Header.Set("If-None-Match", v)
+	}
+	if v := h.Get("Last-Modified"); v != "" {
+		out.Header.Set("If-Modified-Since", v)
+	}
+}
+
+// refreshed handles the origin's 304 to a conditional request: the stored
+// response, with each header field the 304 carries replacing the stored
+// one (§4.3.4; Content-Length and hop-by-hop fields excepted, §3.2), is
+// admitted and stored again as if just fetched — so its freshness, Age and
+// request time are the 304's.
+//
+// A 304 whose strong entity tag is not the stored one confirms another
+// response than the one held (§4.3.4: no stored response is selected); the
+// fetch is then made once more, unconditionally.
+func (x *exchange) refreshed(ctx context.Context, notModified http.Header, requested time.Time, took time.Duration) (*flight, error) {
+	b := x.base.e
+	if et := notModified.Get("Etag"); et != "" && !strings.HasPrefix(et, "W/") && et != b.Header.Get("Etag") {
+		x.base = candidate{}
+		return x.fetch(ctx)
+	}
+	merged := b.Header.Clone()
+	update := notModified.Clone()
+	removeHopHeaders(update)
+	update.Del("Content-Length")
+	for k, v := range update {
+		merged[k] = v
+	}
+	if len(update.Values("Age")) == 0 {
+		merged.Del("Age") // the stored header has none; the 304's alone counts
+	}
+	f := x.keep(ctx, b.Status, merged, b.Body, requested)
+	f.revalidated, f.upstream = true, took
+	return f, nil
+}
