@@ -26,15 +26,22 @@ const minLeaseHold = 500 * time.Millisecond
 
 // releaseScript marks a lease released only if it still holds the caller's
 // token: a holder whose lease lapsed must not end the next holder's. The
-// mark lives ARGV[3] ms, long enough for polling waiters to see it, and
-// keeps SET NX from granting the key until then; a miss in that window
-// finds the mark and fetches on its own, as it would after a DEL.
+// mark lives ARGV[3] ms, long enough for polling waiters to see it.
 const releaseScript = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end
 return 0`
+
+// acquireScript takes a lease that is free or only marked released: the
+// mark is for the last holder's waiters, and must not keep the next miss
+// (an entry that went stale soon after its fill) from leasing the key.
+var acquireScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and v ~= ARGV[2] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1`)
 
 // renewScript extends a lease to ARGV[2] ms only while it holds the
 // caller's token.
@@ -94,13 +101,13 @@ func (s *Store) Lease(ctx context.Context, key string, ttl time.Duration) (relea
 	hold := min(s.opts.LeaseHold, ttl)
 
 	cctx, cancel := s.withTimeout(ctx)
-	ok, err := s.rdb.SetNX(cctx, s.leaseKey(key), token, max(hold, time.Millisecond)).Result()
+	n, err := acquireScript.Run(cctx, s.rdb, []string{s.leaseKey(key)}, token, releasedMark, max(hold, time.Millisecond).Milliseconds()).Int()
 	cancel()
 	s.done(ctx, err)
 	if err != nil {
 		return noop, false, wrap("lease", err)
 	}
-	if !ok {
+	if n == 0 {
 		return noop, false, nil
 	}
 	stop := make(chan struct{})

@@ -65,6 +65,11 @@ func TestLeaseReleaseOnlyByHolder(t *testing.T) {
 	if v, _ := rc.Get(ctx, "test:l:k").Result(); v != releasedMark {
 		t.Fatalf("after the holder's release the lease holds %q, want the release mark", v)
 	}
+	// The mark is for the holder's waiters: the next miss (the entry went
+	// stale, or was not cacheable) takes the lease at once.
+	if _, ok, err := r.Lease(ctx, "k", time.Second); err != nil || !ok {
+		t.Fatalf("Lease over a released lease = %v, %v; want acquired", ok, err)
+	}
 }
 
 func TestWaitFill(t *testing.T) {
