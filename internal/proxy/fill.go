@@ -74,40 +74,11 @@ func (x *exchange) fillUpstream(ctx context.Context, stale candidate) (*flight, 
 	ctx, cancel := context.WithTimeout(ctx, x.st.timeout)
 	defer cancel()
 	if x.h.leaser != nil && !x.refresh && !x.own {
-		ttl := x.h.leaseTTL
-		if ttl <= 0 {
-			ttl = x.st.timeout
+		f, release := x.clusterLease(ctx, stale) // lease.go
+		if f != nil {
+			return f, nil
 		}
-		release, acquired, err := x.h.leaser.Lease(ctx, x.key, ttl)
-		switch {
-		case err != nil:
-			// The shared tier is unreachable: fetch as a lone replica would.
-		case acquired:
-			defer release()
-		default:
-			// Wait for an entry newer than the stale copy in hand: the
-			// holder's fetch, not the copy that made this a miss. An entry
-			// that turns up but cannot answer (still stale: the copy the
-			// tiers would not show this request, or another variant's
-			// marker) only moves the bar.
-			var newer time.Time
-			if stale.e != nil {
-				newer = stale.e.StoredAt
-			}
-			for {
-				e, ok, _ := x.h.leaser.WaitFill(ctx, x.key, ttl, newer)
-				if !ok {
-					break
-				}
-				if c := x.lookup(ctx, false); x.answers(c, needFresh) {
-					return &flight{c: c}, nil
-				}
-				if e == nil || !e.StoredAt.After(newer) {
-					break
-				}
-				newer = e.StoredAt
-			}
-		}
+		defer release()
 	}
 	return x.fetch(ctx)
 }

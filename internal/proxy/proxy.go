@@ -63,7 +63,9 @@ type Leaser interface {
 	Lease(ctx context.Context, key string, ttl time.Duration) (release func(), acquired bool, err error)
 	// WaitFill waits for an entry stored after newer (the zero time: any
 	// entry), so a waiter holding a stale copy waits for a fresh one.
-	WaitFill(ctx context.Context, key string, max time.Duration, newer time.Time) (*cache.Entry, bool, error)
+	// lapsed: the lease ended without its holder's release (the holder is
+	// gone); the caller may take it over with Lease.
+	WaitFill(ctx context.Context, key string, max time.Duration, newer time.Time) (e *cache.Entry, found, lapsed bool, err error)
 }
 
 // Options configure a Handler. Upstream and Routes are required.

@@ -83,7 +83,7 @@ func TestCluster(t *testing.T) {
 	}
 	_ = a.Set(ctx, keys[0], entry("refilled", time.Minute))
 	release()
-	if e, ok, err := b.WaitFill(ctx, keys[0], 5*time.Second, time.Time{}); err != nil || !ok || string(e.Body) != "refilled" {
+	if e, ok, _, err := b.WaitFill(ctx, keys[0], 5*time.Second, time.Time{}); err != nil || !ok || string(e.Body) != "refilled" {
 		t.Fatalf("WaitFill = %v, %v, %v", e, ok, err)
 	}
 

@@ -13,13 +13,43 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 )
 
-// releaseScript deletes a lease only if it still holds the caller's token:
-// a holder whose lease expired must not delete the next holder's.
+// A lease key holds its holder's token (32 hex digits) while the fill runs,
+// and releasedMark for a short while after the holder released it: a
+// waiter must tell a holder that finished without a fill (its answer was
+// not cacheable: fetch on your own, as it did) from one that vanished (it
+// died, or its release or its renewals were lost with a Redis that stalled:
+// take over). A key that is simply gone is the second case.
+const releasedMark = "released"
+
+// minLeaseHold is the floor of Options.LeaseHold's default.
+const minLeaseHold = 500 * time.Millisecond
+
+// releaseScript marks a lease released only if it still holds the caller's
+// token: a holder whose lease lapsed must not end the next holder's. The
+// mark lives ARGV[3] ms, long enough for polling waiters to see it.
 const releaseScript = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
 end
 return 0`
+
+// acquireScript takes a lease that is free or only marked released: the
+// mark is for the last holder's waiters, and must not keep the next miss
+// (an entry that went stale soon after its fill) from leasing the key.
+var acquireScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and v ~= ARGV[2] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1`)
+
+// renewScript extends a lease to ARGV[2] ms only while it holds the
+// caller's token.
+var renewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0`)
 
 // WaitFill polls with a backoff between these bounds: the first checks
 // catch a fill already under way, later ones keep the load on Redis low.
@@ -28,15 +58,33 @@ const (
 	waitMax = 20 * time.Millisecond
 )
 
+// leaseState is what a waiter's check found under the lease key.
+type leaseState uint8
+
+const (
+	leaseHeld     leaseState = iota // a holder's token
+	leaseReleased                   // releasedMark
+	leaseLapsed                     // nothing: expired unrenewed, evicted, or lost with a restart
+)
+
 // Lease tries to become the one replica that fills key, so that concurrent
-// misses across the cluster make one upstream call. The lease expires
-// after ttl, so a holder that dies does not block the others for longer.
+// misses across the cluster make one upstream call.
+//
+// The lease is short and renewed: it is taken for Options.LeaseHold (at
+// most ttl), and while the holder works a goroutine extends it every
+// LeaseHold/3, never past ttl after it was taken. So a holder that dies,
+// loses its connection to Redis, or whose release is lost with writes a
+// stalled Redis never ran, leaves a lease that lapses within LeaseHold,
+// not ttl, and a waiter takes over (see WaitFill's lapsed). Renewals stop
+// at release, when ctx ends, at ttl, when the store closes, or once the
+// key no longer holds this holder's token.
 //
 // The holder stores the entry with Set and then calls release. release
 // never blocks: it is queued behind the holder's earlier Set, so a waiter
-// never sees the lease gone before the entry is in Redis. It is safe to
-// call more than once, and it deletes the lease only while it still holds
-// this holder's token. When acquired is false release does nothing.
+// never sees the lease released before the entry is in Redis. It is safe
+// to call more than once, and it marks the lease released only while it
+// still holds this holder's token. When acquired is false release does
+// nothing.
 //
 // An error (Redis down or slow) means no lease either way: the caller
 // fetches on its own, as it would without L2.
@@ -48,19 +96,62 @@ func (s *Store) Lease(ctx context.Context, key string, ttl time.Duration) (relea
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	token := hex.EncodeToString(b)
+	ttl = max(ttl, time.Millisecond)
+	deadline := time.Now().Add(ttl)
+	hold := min(s.opts.LeaseHold, ttl)
 
 	cctx, cancel := s.withTimeout(ctx)
-	ok, err := s.rdb.SetNX(cctx, s.leaseKey(key), token, max(ttl, time.Millisecond)).Result()
+	n, err := acquireScript.Run(cctx, s.rdb, []string{s.leaseKey(key)}, token, releasedMark, max(hold, time.Millisecond).Milliseconds()).Int()
 	cancel()
 	s.done(ctx, err)
 	if err != nil {
 		return noop, false, wrap("lease", err)
 	}
-	if !ok {
+	if n == 0 {
 		return noop, false, nil
 	}
+	stop := make(chan struct{})
+	if hold < ttl {
+		go s.renew(ctx, key, token, hold, deadline, stop)
+	}
 	var once sync.Once
-	return func() { once.Do(func() { s.release(key, token) }) }, true, nil
+	return func() {
+		once.Do(func() {
+			close(stop)
+			s.release(key, token)
+		})
+	}, true, nil
+}
+
+// renew keeps a lease alive while its holder works (see Lease).
+func (s *Store) renew(ctx context.Context, key, token string, hold time.Duration, deadline time.Time, stop <-chan struct{}) {
+	t := time.NewTicker(max(hold/3, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		px := min(hold, time.Until(deadline))
+		if px < time.Millisecond {
+			return
+		}
+		if s.admit() != nil {
+			continue // the lease lapses unless Redis is back in time
+		}
+		cctx, cancel := s.withTimeout(ctx)
+		n, err := renewScript.Run(cctx, s.rdb, []string{s.leaseKey(key)}, token, px.Milliseconds()).Int()
+		cancel()
+		s.done(ctx, err)
+		if err == nil && n == 0 {
+			return // lapsed, evicted or taken over: not ours to extend
+		}
+	}
 }
 
 func (s *Store) release(key, token string) {
@@ -68,22 +159,33 @@ func (s *Store) release(key, token string) {
 		return
 	}
 	// The queue is full or closed: release now rather than make the other
-	// replicas wait for the ttl. Whatever the holder queued before is lost
-	// or about to be written, so waiters may fetch on their own.
+	// replicas wait for the lease to lapse. Whatever the holder queued
+	// before is lost or about to be written, so waiters may fetch on their
+	// own.
 	if s.admit() != nil {
 		return
 	}
 	ctx, cancel := s.withTimeout(context.Background())
 	defer cancel()
-	err := s.rdb.Eval(ctx, releaseScript, []string{s.leaseKey(key)}, token).Err()
+	err := s.rdb.Eval(ctx, releaseScript, []string{s.leaseKey(key)}, s.releaseArgs(token)...).Err()
 	s.done(context.Background(), err)
+}
+
+func (s *Store) releaseArgs(token string) []any {
+	return []any{token, releasedMark, s.opts.LeaseHold.Milliseconds()}
 }
 
 // WaitFill is for a replica that did not get the lease: it waits until an
 // entry stored after newer appears under key in L2 (returning it; the zero
-// newer accepts any entry), the lease disappears without a fill (the
-// holder failed or the response was not cacheable), or maxWait passes, and
-// then reports a miss so the caller fetches on its own.
+// newer accepts any entry), the lease ends without a fill, or maxWait
+// passes, and then reports a miss so the caller fetches on its own.
+//
+// lapsed reports that the lease ended without its holder's release: the
+// holder died, was cut off from Redis, or its release was lost. Its fetch
+// may never land, so the caller should take the lease over (Lease again)
+// rather than fetch on its own: one replica then fetches for the cluster
+// again. A lease released without a fill (the answer was not cacheable)
+// is a plain miss: every waiter fetches, as the holder did.
 //
 // It polls, with a backoff from 2 ms to 20 ms, rather than listening for a
 // "filled" notice on pub/sub: a poll cannot miss a notice sent before it
@@ -92,30 +194,30 @@ func (s *Store) release(key, token string) {
 //
 // newer matters once a stale copy exists: the waiter holds it, and
 // returning on it would send every replica to the upstream.
-func (s *Store) WaitFill(ctx context.Context, key string, maxWait time.Duration, newer time.Time) (*cache.Entry, bool, error) {
+func (s *Store) WaitFill(ctx context.Context, key string, maxWait time.Duration, newer time.Time) (e *cache.Entry, found, lapsed bool, err error) {
 	deadline := time.Now().Add(maxWait)
 	wait := waitMin
 	for {
-		e, found, held, err := s.check(ctx, key, newer)
+		e, found, state, err := s.check(ctx, key, newer)
 		if err != nil || found {
-			return e, found, wrap("wait fill", err)
+			return e, found, false, wrap("wait fill", err)
 		}
-		if !held {
-			// The lease is gone. In a cluster the entry and the lease live
-			// on different nodes, so the GET above may have run before the
-			// holder's SET landed: look once more.
+		if state != leaseHeld {
+			// The lease has ended. In a cluster the entry and the lease
+			// live on different nodes, so the GET above may have run
+			// before the holder's SET landed: look once more.
 			e, found, _, err := s.check(ctx, key, newer)
-			return e, found, wrap("wait fill", err)
+			return e, found, state == leaseLapsed && !found && err == nil, wrap("wait fill", err)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return nil, false, nil
+			return nil, false, false, nil
 		}
 		t := time.NewTimer(min(wait, left))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, false, wrap("wait fill", ctx.Err())
+			return nil, false, false, wrap("wait fill", ctx.Err())
 		case <-t.C:
 		}
 		wait = min(2*wait, waitMax)
@@ -126,14 +228,14 @@ func (s *Store) WaitFill(ctx context.Context, key string, maxWait time.Duration,
 // for the epochs), the lease first so that on one server a released lease
 // implies the fill is visible. An entry invalidated since its request left
 // is not found: a waiter must not take the version a write replaced.
-func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cache.Entry, found, held bool, err error) {
+func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cache.Entry, found bool, state leaseState, err error) {
 	if err := s.admit(); err != nil {
-		return nil, false, false, err
+		return nil, false, leaseHeld, err
 	}
 	cctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	pipe := s.rdb.Pipeline()
-	exists := pipe.Exists(cctx, s.leaseKey(key))
+	lease := pipe.Get(cctx, s.leaseKey(key))
 	var get redis.Cmder
 	if s.isCluster() {
 		get = pipe.Get(cctx, s.entryKey(key))
@@ -141,7 +243,9 @@ func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cach
 		get = pipe.Eval(cctx, readScript, []string{s.entryKey(key)}, s.key("v:", ""))
 	}
 	_, _ = pipe.Exec(cctx)
-	err = exists.Err()
+	if err = lease.Err(); errors.Is(err, redis.Nil) {
+		err = nil
+	}
 	if gerr := get.Err(); err == nil && !errors.Is(gerr, redis.Nil) {
 		err = gerr
 	}
@@ -162,14 +266,19 @@ func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cach
 	}
 	s.done(ctx, err)
 	if err != nil {
-		return nil, false, false, err
+		return nil, false, leaseHeld, err
 	}
-	held = exists.Val() > 0
+	switch lease.Val() {
+	case "":
+		state = leaseLapsed
+	case releasedMark:
+		state = leaseReleased
+	}
 	if b != nil {
 		e, found, _ = s.decode(key, b)
 	}
 	if found && !e.StoredAt.After(newer) {
 		e, found = nil, false // the copy the waiter already holds
 	}
-	return e, found, held, nil
+	return e, found, state, nil
 }

@@ -50,10 +50,10 @@ func TestLeaseReleaseOnlyByHolder(t *testing.T) {
 		t.Fatalf("Lease after expiry = %v, %v", ok, err)
 	}
 
-	releaseOld() // a former holder: must not delete the new lease
+	releaseOld() // a former holder: must not end the new lease
 	r.flush(t)
-	if n, _ := rc.Exists(ctx, "test:l:k").Result(); n != 1 {
-		t.Fatal("a former holder's release deleted the current lease")
+	if v, _ := rc.Get(ctx, "test:l:k").Result(); v == "" || v == releasedMark {
+		t.Fatalf("a former holder's release ended the current lease (%q)", v)
 	}
 	if _, ok, _ := r.Lease(ctx, "k", time.Second); ok {
 		t.Fatal("lease acquired while held")
@@ -62,8 +62,13 @@ func TestLeaseReleaseOnlyByHolder(t *testing.T) {
 	releaseNew()
 	releaseNew() // idempotent
 	r.flush(t)
-	if n, _ := rc.Exists(ctx, "test:l:k").Result(); n != 0 {
-		t.Fatal("the holder's release left the lease")
+	if v, _ := rc.Get(ctx, "test:l:k").Result(); v != releasedMark {
+		t.Fatalf("after the holder's release the lease holds %q, want the release mark", v)
+	}
+	// The mark is for the holder's waiters: the next miss (the entry went
+	// stale, or was not cacheable) takes the lease at once.
+	if _, ok, err := r.Lease(ctx, "k", time.Second); err != nil || !ok {
+		t.Fatalf("Lease over a released lease = %v, %v; want acquired", ok, err)
 	}
 }
 
@@ -86,7 +91,7 @@ func TestWaitFill(t *testing.T) {
 			_ = holder.Set(ctx, "filled", entry("fresh", time.Minute))
 			release() // queued behind the Set: the waiter must see the entry
 		}()
-		e, ok, err := waiter.WaitFill(ctx, "filled", 5*time.Second, time.Time{})
+		e, ok, _, err := waiter.WaitFill(ctx, "filled", 5*time.Second, time.Time{})
 		if err != nil || !ok || string(e.Body) != "fresh" {
 			t.Fatalf("WaitFill = %v, %v, %v", e, ok, err)
 		}
@@ -99,9 +104,9 @@ func TestWaitFill(t *testing.T) {
 			release()
 		}()
 		start := time.Now()
-		e, ok, err := waiter.WaitFill(ctx, "unfilled", 5*time.Second, time.Time{})
-		if err != nil || ok || e != nil {
-			t.Fatalf("WaitFill = %v, %v, %v; want a miss", e, ok, err)
+		e, ok, lapsed, err := waiter.WaitFill(ctx, "unfilled", 5*time.Second, time.Time{})
+		if err != nil || ok || e != nil || lapsed {
+			t.Fatalf("WaitFill = %v, %v, lapsed %v, %v; want a plain miss", e, ok, lapsed, err)
 		}
 		if took := time.Since(start); took > 2*time.Second {
 			t.Fatalf("WaitFill waited %s after the lease was released", took)
@@ -111,7 +116,7 @@ func TestWaitFill(t *testing.T) {
 	t.Run("gives up at max", func(t *testing.T) {
 		_, _, _ = holder.Lease(ctx, "stuck", 10*time.Second)
 		start := time.Now()
-		_, ok, err := waiter.WaitFill(ctx, "stuck", 100*time.Millisecond, time.Time{})
+		_, ok, _, err := waiter.WaitFill(ctx, "stuck", 100*time.Millisecond, time.Time{})
 		took := time.Since(start)
 		if err != nil || ok {
 			t.Fatalf("WaitFill = %v, %v; want a miss", ok, err)
@@ -125,7 +130,7 @@ func TestWaitFill(t *testing.T) {
 		_, _, _ = holder.Lease(ctx, "stuck2", 10*time.Second)
 		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
-		if _, _, err := waiter.WaitFill(cctx, "stuck2", 10*time.Second, time.Time{}); err == nil {
+		if _, _, _, err := waiter.WaitFill(cctx, "stuck2", 10*time.Second, time.Time{}); err == nil {
 			t.Fatal("WaitFill ignored its context")
 		}
 	})

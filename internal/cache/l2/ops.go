@@ -25,7 +25,7 @@ type opKind uint8
 const (
 	opSet     opKind = iota
 	opDel            // drop an entry found corrupt
-	opRelease        // compare-and-delete a lease
+	opRelease        // compare-and-mark a lease released
 	opFlush          // close done once everything before it is written
 )
 
@@ -306,7 +306,7 @@ func (s *Store) write(batch []op) {
 		case opDel:
 			pipe.Unlink(ctx, s.entryKey(o.key))
 		case opRelease:
-			release.Eval(ctx, releaseScript, []string{s.leaseKey(o.key)}, o.val)
+			release.Eval(ctx, releaseScript, []string{s.leaseKey(o.key)}, s.releaseArgs(string(o.val))...)
 		}
 	}
 	s.exec(pipe)

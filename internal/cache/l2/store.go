@@ -11,7 +11,7 @@
 //
 //	P e:<key>       string   header (request time, tags) + cache.Marshal, PX = lifetime
 //	P v:<tag>       string   the tag's epoch: unix ms of its last invalidation (epoch.go)
-//	P l:<key>       string   lease token, PX = lease ttl
+//	P l:<key>       string   lease token, PX = lease hold, renewed (lease.go)
 //	P invalidate    channel  JSON Invalidation messages and heartbeats
 package l2
 
@@ -85,6 +85,12 @@ type Options struct {
 	ProbeInterval time.Duration
 	// FailureThreshold is how many consecutive failures open the breaker.
 	FailureThreshold int
+	// LeaseHold is how long a lease outlives its holder's last renewal,
+	// and so how long a waiter may wait for a holder that died or lost
+	// Redis before it takes over; the holder renews every LeaseHold/3.
+	// Default: 4×Timeout, at least 500 ms, so that a renewal that takes
+	// up to Timeout still lands in time.
+	LeaseHold time.Duration
 	// MaxLag is coherence.max_lag: the store publishes a heartbeat every
 	// MaxLag/4 and Proven reports when one last came back (heartbeat.go).
 	// 0 = no heartbeats.
@@ -143,6 +149,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if opts.FailureThreshold <= 0 {
 		opts.FailureThreshold = DefaultFailureThreshold
+	}
+	if opts.LeaseHold <= 0 {
+		opts.LeaseHold = max(minLeaseHold, 4*opts.Timeout)
 	}
 	log := opts.Logger
 	if log == nil {
