@@ -19,10 +19,10 @@ import (
 // The fetch can outlive its client (the flight goes on for the others), so
 // the relay is open only while that client waits for the flight.
 type interim struct {
-	mu     sync.Mutex
-	w      http.ResponseWriter
-	open   bool
-	strip  func(http.Header)
+	mu    sync.Mutex
+	w     http.ResponseWriter
+	open  bool
+	strip func(http.Header)
 }
 
 // relayInterim opens the relay for x's client and returns the func that
