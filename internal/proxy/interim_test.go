@@ -86,3 +86,51 @@ func TestEarlyHintsRelayedNotStored(t *testing.T) {
 		t.Fatalf("upstream calls = %d, want 1", n)
 	}
 }
+
+// The fetch outlives a client that leaves; a 1xx that arrives afterwards
+// must not be written to that client's finished ResponseWriter (the race
+// detector and the next request on the connection would see it). The
+// flight still stores the answer for the others.
+func TestEarlyHintsAfterClientLeft(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(arrived) })
+		<-release
+		w.Header().Set("Link", "</a.js>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		fmt.Fprint(w, "late")
+	})
+	e := newEnv(t, up, []testRoute{clientRoute})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.front.URL+"/clients/1", nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-arrived
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the request was answered before the upstream")
+	}
+	close(release)
+	for i := 0; ; i++ {
+		// A waiter on the flight gets no 1xx; a request after it, a hit
+		// or (before L1 shows the entry) a fetch of its own.
+		resp, b, _, _ := getTrace(t, e.front.URL+"/clients/1")
+		e.l1.Wait()
+		if b != "late" {
+			t.Fatalf("%q", b)
+		}
+		if strings.Contains(resp.Header.Get("Cache-Status"), "hit") {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("never stored: %q", resp.Header.Get("Cache-Status"))
+		}
+	}
+}
