@@ -72,6 +72,13 @@ type Cache struct {
 	MaxKeyBytes Size `yaml:"max_key_bytes"`
 	L1          L1   `yaml:"l1"`
 	L2          *L2  `yaml:"l2"` // nil: L1-only
+	// TagHeaders name the upstream response headers whose values are
+	// surrogate keys added to the stored entry's tags (default
+	// [Surrogate-Key, xkey]; [] turns this off).
+	TagHeaders []string `yaml:"tag_headers"`
+	// StripTagHeaders removes those headers before a client sees them
+	// (default true).
+	StripTagHeaders *bool `yaml:"strip_tag_headers"`
 }
 
 type L1 struct {

@@ -33,6 +33,15 @@ func TestParseGood(t *testing.T) {
 			eq(t, c.ShutdownTimeout.D(), 25*time.Second)
 			eq(t, c.ShutdownDelay.D(), time.Duration(0))
 			eq(t, len(c.Routes), 0)
+			eq(t, c.Cache.TagHeaders, []string{"Surrogate-Key", "xkey"})
+			eq(t, *c.Cache.StripTagHeaders, true)
+		}},
+		{"tag headers: empty list turns them off, strip can be off", minimal + "cache: {tag_headers: [], strip_tag_headers: false}\n", nil, func(t *testing.T, c *Config) {
+			eq(t, c.Cache.TagHeaders != nil && len(c.Cache.TagHeaders) == 0, true)
+			eq(t, *c.Cache.StripTagHeaders, false)
+		}},
+		{"tag headers: own list", minimal + "cache: {tag_headers: [Cache-Tag]}\n", nil, func(t *testing.T, c *Config) {
+			eq(t, c.Cache.TagHeaders, []string{"Cache-Tag"})
 		}},
 		{"l2 and route defaults", `
 upstream: {url: "http://up", timeout: 3s}
@@ -135,6 +144,8 @@ func TestParseErrors(t *testing.T) {
 		{"url without host", "upstream: {url: 'http:///x'}", `t.yaml:1: upstream.url: missing host in "http:///x"`},
 		{"dial port 0", minimal + "cache: {l2: {redis: {addrs: ['r:0']}}}", `t.yaml:2: cache.l2.redis.addrs[0]: invalid port in "r:0"`},
 		{"dial no host", minimal + "cache: {l2: {redis: {addrs: [':6379']}}}", `t.yaml:2: cache.l2.redis.addrs[0]: missing host in ":6379"`},
+		{"tag header not a name", minimal + "cache: {tag_headers: ['Surrogate Key']}", `t.yaml:2: cache.tag_headers[0]: invalid header name "Surrogate Key"`},
+		{"tag header twice", minimal + "cache: {tag_headers: [xkey, XKey]}", `t.yaml:2: cache.tag_headers[1]: "XKey" listed twice`},
 		{"no addrs", minimal + "cache: {l2: {lease: true}}", "t.yaml:2: cache.l2.redis.addrs: must list at least one host:port"},
 		{"sentinel and cluster", minimal + "cache: {l2: {redis: {addrs: ['a:1'], master_name: m, cluster: true}}}",
 			"t.yaml:2: cache.l2.redis.cluster: cannot be combined with master_name (Sentinel)"},

@@ -49,6 +49,13 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 	if !isSet("cache.l1.max_bytes") {
 		c.Cache.L1.MaxBytes = 256 << 20
 	}
+	if !isSet("cache.tag_headers") {
+		c.Cache.TagHeaders = []string{"Surrogate-Key", "xkey"}
+	}
+	if c.Cache.StripTagHeaders == nil {
+		on := true
+		c.Cache.StripTagHeaders = &on
+	}
 	if l2 := c.Cache.L2; l2 != nil {
 		if !isSet("cache.l2.redis.prefix") {
 			l2.Redis.Prefix = "sidecache:"

@@ -61,6 +61,7 @@ func (c *Config) validate() Errors {
 	if c.Cache.L1.MaxBytes < 0 {
 		v.add("cache.l1.max_bytes", "must not be negative (0 disables L1)")
 	}
+	v.tagHeaders("cache.tag_headers", c.Cache.TagHeaders)
 	if l2 := c.Cache.L2; l2 != nil {
 		v.redis("cache.l2.redis", &l2.Redis)
 		if l2.Lease == nil || *l2.Lease {
@@ -379,6 +380,18 @@ func (v *checker) templates(path string, ts []string, pat string, params []strin
 				v.add(p, "{%s} is not a param of path %q", name, pat)
 			}
 			rest = rest[open+end+1:]
+		}
+	}
+}
+
+// tagHeaders checks cache.tag_headers: header names, each once.
+func (v *checker) tagHeaders(path string, names []string) {
+	for i, n := range names {
+		switch {
+		case !isToken(n):
+			v.add(fmt.Sprintf("%s[%d]", path, i), "invalid header name %q", n)
+		case slices.IndexFunc(names[:i], func(m string) bool { return strings.EqualFold(m, n) }) >= 0:
+			v.add(fmt.Sprintf("%s[%d]", path, i), "%q listed twice", n)
 		}
 	}
 }

@@ -13,10 +13,11 @@
 //	freshness_test.go   §4.2   freshness, §4.2.3 age
 //	validation_test.go  §4.3   validation, 304s, client conditionals
 //	directives_test.go  §5.2   request directives, §4.2.4 serving stale
+//	invalidation_test.go §4.4  invalidation; surrogate keys; 1xx interim
 //
 // Adding a row is adding a struct literal to its section's table. Rows of
-// a new section (§4.4 invalidation, 1xx interim responses) get a new file
-// with one Test function calling runTable; Case.Routes adds write routes,
+// a new section get a new file with one Test function calling runTable;
+// Case.Routes adds write routes,
 // Step.Method and Step.Path send unsafe methods to other URIs, Resp.Hints
 // makes the origin send a 103 first, and Step.Check sees everything the
 // client and the origin saw (Result.Interim, Result.Origin).

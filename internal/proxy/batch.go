@@ -169,7 +169,9 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		e = &cache.Entry{Status: http.StatusOK, Header: http.Header{"Content-Type": {ct}}, Body: elem, StoredAt: requested}
 	}
 	e.Tags = entryTags(x.rs.rt, x.params)
+	tagged := x.tagEntry(e, upstream) // URI tag, the bulk answer's surrogate keys (origintags.go)
 	a := x.admit(e, upstream)
+	a.store = a.store && tagged
 	if len(a.vary) > 0 {
 		a.shareable, a.store = false, false
 	}

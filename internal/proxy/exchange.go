@@ -41,6 +41,8 @@ type exchange struct {
 	// vnames and vkey memoise the variant key (see variantKey).
 	vnames []string
 	vkey   string
+	// interim relays the upstream's 1xx to this client (interim.go).
+	interim *interim
 }
 
 // cached is the cached path for a GET or HEAD: answer from L1 when an entry
@@ -80,7 +82,9 @@ func (x *exchange) cached() {
 // applying the fit rule to whatever the flight hands back.
 func (x *exchange) join(flightKey string, held candidate) {
 	ctx := x.r.Context()
+	closeInterim := x.relayInterim()
 	f, leader, err := x.h.flights.Do(ctx, flightKey, x.detach().fill)
+	closeInterim()
 	if ctx.Err() != nil {
 		return // the client left while waiting; the flight goes on for others
 	}

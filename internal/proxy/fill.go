@@ -121,7 +121,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	out := x.outgoing(fctx, x.r.URL.Path, x.r.URL.RawQuery)
+	out := x.withInterim(x.outgoing(fctx, x.r.URL.Path, x.r.URL.RawQuery))
 	x.addConditional(out)
 	t0 := x.h.now()
 	resp, err := x.st.transport.RoundTrip(out)
@@ -185,8 +185,10 @@ func deadlineFirst(ctx context.Context, err error) error {
 // it means the answer may predate the write.
 func (x *exchange) keep(ctx context.Context, code int, header http.Header, body []byte, requested time.Time) *flight {
 	e := &cache.Entry{Status: code, Header: storedHeader(header), Body: body, StoredAt: requested, Tags: entryTags(x.rs.rt, x.params)}
+	tagged := x.tagEntry(e, header) // URI tag, upstream surrogate keys (origintags.go)
 	a := x.admit(e, header)
 	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)
+	a.store = a.store && tagged
 	f := &flight{c: candidate{e: e, vary: a.vary, private: !a.shareable}}
 	key := x.key
 	if len(a.vary) > 0 {

@@ -22,6 +22,7 @@ import (
 // protocol that may carry writes of its own — may have been applied, so it
 // invalidates too.
 func (x *exchange) write() {
+	defer x.invalidateURI()() // RFC 9111 §4.4: the URIs, whichever route they match (invalidate.go)
 	rt := x.rs.rt
 	if len(rt.Invalidate) == 0 || x.h.inv == nil {
 		x.passWith(outWrite, "", nil)
@@ -85,6 +86,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper) *httput
 			if pi == nil {
 				return nil
 			}
+			h.tagh.stripFrom(resp.Header)
 			took := h.now().Sub(pi.start)
 			pi.rm.Upstream(resp.StatusCode, took)
 			if pi.rec != nil {

@@ -83,6 +83,7 @@ type Options struct {
 	Cache               Cache       // nil: nothing is cached
 	Invalidator         Invalidator // nil: writes invalidate nothing
 	Leaser              Leaser      // nil: coalescing is per replica
+	TagHeaders          TagHeaders  // upstream headers naming surrogate keys (origintags.go)
 	LeaseTTL            time.Duration
 	Metrics             *metrics.Metrics // nil: a private registry
 	Logger              *slog.Logger
@@ -113,6 +114,7 @@ type Handler struct {
 	// under way, so a burst of stale hits starts one goroutine, not many.
 	refreshing sync.Map
 	tombs      *tombstone.Set
+	tagh       tagHeaders
 }
 
 // state is what a reload replaces as one: the upstream, the table and what
@@ -157,6 +159,7 @@ func New(opts Options) (*Handler, error) {
 		log:       opts.Logger,
 		now:       opts.Now,
 		bufs:      newBufferPool(),
+		tagh:      newTagHeaders(opts.TagHeaders),
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = 8 << 20
@@ -263,6 +266,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		x.rs = st.noRoute
+		defer x.invalidateURI()() // RFC 9111 §4.4, even with no route (invalidate.go)
 		x.pass(outPass, "no-route")
 		return
 	}

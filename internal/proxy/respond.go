@@ -170,6 +170,7 @@ func (x *exchange) streamLarge(l *largeBody) {
 		dst[k] = v
 	}
 	removeHopHeaders(dst)
+	x.h.tagh.stripFrom(dst)
 	s := x.status(outTooLarge, nil, resp.StatusCode)
 	dst.Set("Cache-Status", appendCacheStatus(resp.Header.Get("Cache-Status"), s.String()))
 	if resp.ContentLength >= 0 {

@@ -70,6 +70,7 @@ func (x *exchange) refreshed(ctx context.Context, notModified http.Header, reque
 	if len(update.Values("Age")) == 0 {
 		merged.Del("Age") // the stored header has none; the 304's alone counts
 	}
+	x.h.tagh.carryOver(merged, update, b.Tags)
 	f := x.keep(ctx, b.Status, merged, b.Body, requested)
 	f.revalidated, f.upstream = true, took
 	return f, nil

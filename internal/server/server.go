@@ -145,6 +145,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		MaxIdleConnsPerHost: cfg.Upstream.MaxIdleConnsPerHost,
 		Routes:              table,
 		Invalidator:         s.inv,
+		TagHeaders:          proxy.TagHeaders{Names: cfg.Cache.TagHeaders, Strip: cfg.Cache.StripTagHeaders == nil || *cfg.Cache.StripTagHeaders},
 		Metrics:             s.m,
 		Logger:              s.log.With("component", "proxy"),
 		Now:                 opts.Now,

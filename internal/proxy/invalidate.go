@@ -1,0 +1,218 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"strings"
+)
+
+// Invalidation by URI (RFC 9111 §4.4): a non-error answer to an unsafe
+// method invalidates the target URI, and the URIs in the answer's Location
+// and Content-Location when they share its origin, whichever route those
+// URIs match — not only the route the write matched, and also when no route
+// matched the write at all.
+//
+// Every stored entry carries the implicit tag URITag(path) (see tagEntry),
+// so a URI invalidation is a tag invalidation: it reaches this replica's L1
+// before the client sees the answer, then L2's epochs and the peers' L1s,
+// with the tombstones and coherence rules every tag invalidation has. The
+// tag is derived from the decoded path alone, so it drops every query
+// string, every variant and every Host of that path: coarser than the key,
+// which costs misses, never a stale answer.
+//
+// What a flood of writes costs is bounded: at most three tags per write
+// (target, Location, Content-Location), each only when its path is one a
+// cacheable route could have stored (anything else has no entry to drop,
+// and costs no Redis round trip), each no longer than max_key_bytes (a
+// longer path has no entry either); the tombstones are bounded by bytes,
+// and an epoch key Redis evicts reads as a miss.
+
+// uriTagPrefix starts the implicit URI tag; tags starting with "_" are
+// reserved (see RouteTag).
+const uriTagPrefix = "_uri:"
+
+// URITag is the implicit tag of every entry stored for a request to path
+// (the decoded URL path), so that a purge of that tag drops every entry of
+// the path. Control characters are escaped: a tag is one line in L2.
+func URITag(path string) string {
+	clean := true
+	for i := 0; i < len(path); i++ {
+		if path[i] < 0x20 || path[i] == 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return uriTagPrefix + path
+	}
+	var b strings.Builder
+	b.WriteString(uriTagPrefix)
+	for i := 0; i < len(path); i++ {
+		if c := path[i]; c < 0x20 || c == 0x7f {
+			const hex = "0123456789ABCDEF"
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// safeMethod reports the methods that never invalidate (RFC 9110 §9.2.1).
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions || m == http.MethodTrace
+}
+
+func noop() {}
+
+// invalidateURI makes the answer to x's unsafe request invalidate its URIs
+// before the client sees it: it puts a writer in front of x.w that acts
+// when the status is written. The returned func must run when the request
+// is done (defer x.invalidateURI()()): a request answered nothing — the
+// client left before the upstream answered — may still have been applied,
+// and it then invalidates the target URI. It keeps no reference to x, so
+// the exchange stays on the stack.
+func (x *exchange) invalidateURI() func() {
+	if safeMethod(x.r.Method) || x.h.inv == nil || x.h.cache == nil {
+		return noop
+	}
+	u := &uriWriter{ResponseWriter: x.w, h: x.h, st: x.st, r: x.r}
+	x.w = u
+	return u.finish
+}
+
+// uriWriter is the ResponseWriter of an unsafe request's pass-through.
+type uriWriter struct {
+	http.ResponseWriter
+	h    *Handler
+	st   *state
+	r    *http.Request
+	done bool // the final status was written
+}
+
+// Unwrap lets http.ResponseController (ReverseProxy's flushes and
+// upgrades) reach the connection.
+func (u *uriWriter) Unwrap() http.ResponseWriter { return u.ResponseWriter }
+
+func (u *uriWriter) WriteHeader(code int) {
+	if !u.done && code >= 200 {
+		u.done = true
+		u.written(code)
+	}
+	u.ResponseWriter.WriteHeader(code)
+}
+
+func (u *uriWriter) Write(b []byte) (int, error) {
+	if !u.done {
+		u.done = true
+		u.written(http.StatusOK)
+	}
+	return u.ResponseWriter.Write(b)
+}
+
+func (u *uriWriter) finish() {
+	if !u.done {
+		u.done = true
+		u.invalidate(u.targetTags(nil))
+	}
+}
+
+// written acts on the final status: a 2xx or 3xx invalidates the target and
+// the same-origin Location and Content-Location; a 502 or 504 may be the
+// sidecar's own answer to a write whose outcome is unknown (timeout, broken
+// connection), which invalidates the target as route invalidation does.
+func (u *uriWriter) written(code int) {
+	switch {
+	case code >= 200 && code < 400:
+		tags := u.targetTags(make([]string, 0, 3))
+		for _, name := range [...]string{"Location", "Content-Location"} {
+			if v := u.Header().Get(name); v != "" {
+				tags = u.refTag(tags, v)
+			}
+		}
+		u.invalidate(tags)
+	case code == http.StatusBadGateway || code == http.StatusGatewayTimeout:
+		u.invalidate(u.targetTags(nil))
+	}
+}
+
+func (u *uriWriter) targetTags(tags []string) []string {
+	return u.addPath(tags, u.r.URL.Path)
+}
+
+// refTag adds the tag of a Location or Content-Location reference when it
+// has the request's origin: relative, or absolute http(s) naming the
+// request's Host or the upstream's. Anything else is ignored, so an answer
+// cannot invalidate another origin's URIs (RFC 9111 §4.4).
+func (u *uriWriter) refTag(tags []string, ref string) []string {
+	ru, err := u.r.URL.Parse(ref)
+	if err != nil {
+		return tags
+	}
+	if ru.Host != "" || ru.Scheme != "" {
+		if ru.Scheme != "http" && ru.Scheme != "https" {
+			return tags
+		}
+		h := normHost(ru.Host)
+		if h != normHost(u.r.Host) && h != normHost(u.st.up.Host) {
+			return tags
+		}
+	}
+	return u.addPath(tags, ru.Path)
+}
+
+// normHost lower-cases a host and drops a default port; the scheme the
+// client used is not known behind a TLS terminator, so either default is.
+func normHost(h string) string {
+	h = strings.ToLower(h)
+	if s, ok := strings.CutSuffix(h, ":80"); ok {
+		return s
+	}
+	if s, ok := strings.CutSuffix(h, ":443"); ok {
+		return s
+	}
+	return h
+}
+
+// addPath adds path's URI tag when a cacheable route could have stored an
+// entry for it, once.
+func (u *uriWriter) addPath(tags []string, path string) []string {
+	if path == "" || len(path) > u.h.maxKey || !u.cacheablePath(path) {
+		return tags
+	}
+	t := URITag(path)
+	for _, have := range tags {
+		if have == t {
+			return tags
+		}
+	}
+	return append(tags, t)
+}
+
+// cacheablePath reports whether a GET or HEAD of path would reach a route
+// that stores entries (split routes store none of their own).
+func (u *uriWriter) cacheablePath(path string) bool {
+	for _, m := range [...]string{http.MethodGet, http.MethodHead} {
+		if rt, _, ok := u.st.table.MatchAppend(nil, m, path); ok && rt.Cacheable() {
+			return true
+		}
+	}
+	return false
+}
+
+// invalidate drops tags here and everywhere, as a write route's
+// invalidation does (see write).
+func (u *uriWriter) invalidate(tags []string) {
+	if len(tags) == 0 {
+		return
+	}
+	u.h.Invalidated(tags...)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(u.r.Context()), u.st.timeout)
+	defer cancel()
+	if err := u.h.inv.InvalidateTags(ctx, tags...); err != nil {
+		u.h.log.Warn("invalidate uri after write", "method", u.r.Method, "tags", tags, "err", err)
+	}
+	u.h.m.Invalidation("write", len(tags))
+}
