@@ -289,7 +289,6 @@ func (x *exchange) writeLeanRequest(bw *bufio.Writer) error {
 	bw.WriteString(l.host)
 	bw.WriteString("\r\n")
 	conn := r.Header["Connection"]
-	ua := false
 	for k, vs := range r.Header {
 		switch k {
 		case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
@@ -297,7 +296,14 @@ func (x *exchange) writeLeanRequest(bw *bufio.Writer) error {
 			"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
 			continue
 		case "User-Agent":
-			ua = true
+			// As ReverseProxy over http.Transport: one User-Agent, never
+			// an empty one, and never Go's own when the client sent none.
+			if len(vs) > 0 && vs[0] != "" {
+				bw.WriteString("User-Agent: ")
+				headerValue(bw, vs[0])
+				bw.WriteString("\r\n")
+			}
+			continue
 		}
 		if len(conn) > 0 && namedIn(conn, k) {
 			continue
@@ -308,9 +314,6 @@ func (x *exchange) writeLeanRequest(bw *bufio.Writer) error {
 			headerValue(bw, v)
 			bw.WriteString("\r\n")
 		}
-	}
-	if !ua {
-		bw.WriteString("User-Agent: \r\n") // as ReverseProxy: do not add Go's
 	}
 	if namedIn(r.Header["Te"], "trailers") {
 		bw.WriteString("Te: trailers\r\n")
