@@ -56,6 +56,12 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 2 && os.Args[1] == "-serve-fasthit" {
+		if err := lab.ServeFastHit(os.Args[2], os.Args[3:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	p, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

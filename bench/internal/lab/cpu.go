@@ -93,7 +93,8 @@ func (l *Lab) RunCPU(ctx context.Context, cp CPUParams) ([]CPUResult, error) {
 	entries = append(entries,
 		entry{"hit", "nginx proxy_cache", func() (*sut, error) { return l.startNginx(ctx, l.demoAddr, true) }, true},
 		entry{"hit", "varnish", func() (*sut, error) { return l.startVarnish(ctx, l.demoAddr) }, true},
-		entry{"hit", "bare Go (from memory)", func() (*sut, error) { return bare, nil }, false})
+		entry{"hit", "bare Go (from memory)", func() (*sut, error) { return bare, nil }, false},
+		entry{"hit", "fasthttp L1 hit (prototype)", func() (*sut, error) { return l.startFastHit(ctx, l.demoAddr) }, true})
 	for _, sc := range sidecars {
 		entries = append(entries, entry{"pass", sc.Name + " (no routes)", func() (*sut, error) {
 			return l.startSidecarBin(ctx, sc.Bin, "pass", bare.addr, "")
