@@ -261,7 +261,11 @@ func (x *exchange) leanRoundTrip(ctx context.Context, c *leanConn) (*http.Respon
 		if !stop() {
 			return nil, ctx.Err() // the client left as the header arrived
 		}
-		_ = c.c.SetReadDeadline(time.Time{}) // a long download that has started is not cut
+		if resp.ContentLength < 0 || resp.ContentLength > int64(c.br.Buffered()) {
+			// A long download that has started is not cut. A body already
+			// read whole needs no call: the next request sets its own.
+			_ = c.c.SetReadDeadline(time.Time{})
+		}
 		resp.Request = nil
 		return resp, nil
 	}
