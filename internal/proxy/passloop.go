@@ -91,7 +91,8 @@ func (l *lean) takes(r *http.Request) bool {
 		return false
 	}
 	_, upgrade := r.Header["Upgrade"]
-	return !upgrade && len(r.TransferEncoding) == 0
+	_, expect := r.Header["Expect"] // the transport answers 100-continue itself
+	return !upgrade && !expect && len(r.TransferEncoding) == 0 && r.RequestURI != "*"
 }
 
 func (l *lean) get(ctx context.Context) (*leanConn, bool, error) {
