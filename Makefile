@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 
-.PHONY: run test build vet fmt-check tidy-check lint test-go test-timing test-deploy test-bench bench bench-quick image image-engine clean
+.PHONY: run test build vet fmt-check tidy-check lint test-go test-timing test-deploy test-bench bench bench-quick bench-cpu image image-engine clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sidecache ./cmd/sidecache
@@ -66,6 +66,20 @@ bench: build $(BIN)/bench
 
 bench-quick: build $(BIN)/bench
 	BENCH_QUICK=1 $(BIN)/bench -out $(BENCH_QUICK_OUT)
+
+# CPU µs per request (hit and pass-through) at a fixed 3,000 req/s for
+# sidecache and the installed peers: bench/results/cpu-latest.md (≈ 5 min).
+# CPU_BEFORE=<rev> also measures a sidecache built from that commit
+# (git archive into a temp dir), e.g. make bench-cpu CPU_BEFORE=79708f5.
+CPU_BEFORE ?=
+bench-cpu: build $(BIN)/bench
+	@set -e; extra=""; \
+	if [ -n "$(CPU_BEFORE)" ]; then \
+	  tmp=$$(mktemp -d); git archive $(CPU_BEFORE) | tar -x -C $$tmp; \
+	  (cd $$tmp && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/sidecache-$(CPU_BEFORE) ./cmd/sidecache); rm -rf $$tmp; \
+	  extra="-cpu-sidecars before-$(CPU_BEFORE)=$(BIN)/sidecache-$(CPU_BEFORE)"; \
+	fi; \
+	$(BIN)/bench -cpu -out bench/results $$extra $(CPU_ARGS)
 
 # The image without a daemon: static binaries laid on an empty base by
 # deploy/cmd/image (go-containerregistry), written as a docker-archive

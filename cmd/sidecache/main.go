@@ -27,6 +27,7 @@ import (
 var version = "dev"
 
 func main() {
+	applyGCDefaults()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -124,6 +124,7 @@ type state struct {
 	timeout   time.Duration
 	transport http.RoundTripper
 	pass      *httputil.ReverseProxy
+	lean      *lean // nil: every pass-through takes pass (see passloop.go)
 	table     *route.Table
 	routes    map[*route.Route]*routeState
 	noRoute   *routeState
@@ -224,6 +225,7 @@ func (h *Handler) SetUpstream(u *url.URL, timeout time.Duration) error {
 	if t, ok := old.transport.(*http.Transport); ok && h.transport == nil {
 		t.CloseIdleConnections()
 	}
+	old.lean.closeIdle()
 	return nil
 }
 
@@ -237,6 +239,10 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 		st.transport = NewTransport(timeout, h.idle)
 	}
 	st.pass = h.newPassProxy(u, st.transport)
+	st.lean = nil
+	if h.transport == nil {
+		st.lean = newLean(u, timeout, h.idle)
+	}
 	return &st
 }
 

@@ -40,6 +40,9 @@ type options struct {
 	// is printed (on fixed local ports) instead of running the bench,
 	// to rerun a cell by hand with `go tool vegeta attack`.
 	PrintConfig string
+	// CPU runs only the CPU-per-request table (lab.RunCPU).
+	CPU     bool
+	CPUOpts lab.CPUParams
 }
 
 func main() {
@@ -49,6 +52,12 @@ func main() {
 	// its own process like every other server under test.
 	if len(os.Args) > 2 && os.Args[1] == "-serve-bare" {
 		if err := lab.ServeBare(os.Args[2], os.Args[3:]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == "-serve-fasthit" {
+		if err := lab.ServeFastHit(os.Args[2], os.Args[3:]); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -94,6 +103,11 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&stepConfigs, "step-configs", "direct,cache+batch", "configurations stepped for the saturation table")
 	fs.IntVar(&p.PeerRounds, "peer-rounds", 3, "interleaved rounds per peer; the median is reported")
 	fs.StringVar(&p.PrintConfig, "print-config", "", "print the sidecar YAML of this `configuration` (listen :8080, admin :9090, upstream :3000, redis :6379 on 127.0.0.1) and exit")
+	fs.BoolVar(&p.CPU, "cpu", false, "measure only CPU µs per request (hit and pass-through) at a fixed -cpu-rate; writes CPU-<stamp>.md and cpu-latest.md under -out")
+	fs.IntVar(&p.CPUOpts.Rate, "cpu-rate", 3000, "-cpu: open-loop req/s, below every server's saturation")
+	fs.IntVar(&p.CPUOpts.Workers, "cpu-workers", 64, "-cpu: connections of the load generator")
+	var cpuSidecars string
+	fs.StringVar(&cpuSidecars, "cpu-sidecars", "", "-cpu: more sidecache binaries to measure, `name=path,...` (e.g. before=bin/sidecache-79708f5)")
 	fs.BoolVar(&p.Quick, "quick", os.Getenv("BENCH_QUICK") == "1", "shrink everything to finish in under 2 minutes (also BENCH_QUICK=1)")
 	fs.StringVar(&p.Sidecache, "sidecache", "bin/sidecache", "sidecar binary")
 	fs.StringVar(&p.Demo, "demo", "bin/demo-upstream", "demo upstream binary")
@@ -121,6 +135,13 @@ func parseFlags(args []string) (options, error) {
 	}
 	p.StepTime = max(p.Duration/2, time.Second)
 	var err error
+	if p.CPUOpts.Extra, err = lab.ParseCPUSidecars(cpuSidecars); err != nil {
+		return p, err
+	}
+	p.CPUOpts.Time, p.CPUOpts.Rounds = p.Duration, p.PeerRounds
+	if p.CPU && (p.CPUOpts.Rate < 1 || p.CPUOpts.Workers < 1) {
+		return p, errors.New("need -cpu-rate >= 1 and -cpu-workers >= 1")
+	}
 	if p.Rows, err = load.PickWorkloads(splitList(rows)); err != nil {
 		return p, err
 	}
@@ -164,6 +185,9 @@ func splitList(s string) []string {
 }
 
 func run(ctx context.Context, p options) (int, error) {
+	if p.CPU {
+		return runCPU(ctx, p)
+	}
 	if err := lab.Preflight(p.Params); err != nil {
 		return 2, err
 	}
@@ -204,5 +228,40 @@ func run(ctx context.Context, p options) (int, error) {
 	if failed {
 		return 1, errors.New("some configurations failed; see the report")
 	}
+	return 0, nil
+}
+
+// runCPU is the -cpu mode: the demo upstream (no Redis), then lab.RunCPU.
+func runCPU(ctx context.Context, p options) (int, error) {
+	p.Configs, p.Peers = nil, []string{"sidecache"} // what Preflight and StartBase need
+	for _, e := range p.CPUOpts.Extra {
+		if _, err := os.Stat(e.Bin); err != nil {
+			return 2, fmt.Errorf("-cpu-sidecars %s: %w", e.Name, err)
+		}
+	}
+	if err := lab.Preflight(p.Params); err != nil {
+		return 2, err
+	}
+	dir, err := os.MkdirTemp("", "sidecache-bench-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(dir)
+	l := lab.New(p.Params, dir)
+	defer l.StopAll()
+	if err := l.StartBase(ctx); err != nil {
+		return 1, err
+	}
+	rep := &report.CPUReport{Params: p.Params, CPU: p.CPUOpts, Started: time.Now(), Machine: report.MachineInfo(),
+		Command: "bench " + strings.Join(os.Args[1:], " ")}
+	if rep.Results, err = l.RunCPU(ctx, p.CPUOpts); err != nil {
+		return 1, err
+	}
+	paths, err := rep.Write(p.Out)
+	if err != nil {
+		return 1, err
+	}
+	fmt.Print(rep.Markdown())
+	log.Printf("report: %s", strings.Join(paths, ", "))
 	return 0, nil
 }

@@ -111,6 +111,12 @@ func (l *Lab) stopSUT(s *sut) {
 // startSidecar writes mode's YAML, checks it with -check (so a config
 // the sidecar rejects is reported with its own words), and starts it.
 func (l *Lab) startSidecar(ctx context.Context, mode, upstream, redis string) (*sut, error) {
+	return l.startSidecarBin(ctx, l.p.Sidecache, mode, upstream, redis)
+}
+
+// startSidecarBin is startSidecar with another sidecache binary (the CPU
+// table measures a build of an older commit beside the current one).
+func (l *Lab) startSidecarBin(ctx context.Context, bin, mode, upstream, redis string) (*sut, error) {
 	var ports [2]int
 	for i := range ports {
 		port, err := freePort()
@@ -130,19 +136,22 @@ func (l *Lab) startSidecar(ctx context.Context, mode, upstream, redis string) (*
 		return nil, err
 	}
 	name := "sidecache-" + strings.ReplaceAll(mode, "+", "-")
+	if bin != l.p.Sidecache {
+		name += "-" + filepath.Base(bin)
+	}
 	path := filepath.Join(l.dir, name+".yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		return nil, err
 	}
-	if out, err := exec.CommandContext(ctx, l.p.Sidecache, "-config", path, "-check").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("%s -check rejected the generated config (%v):\n%s\n--- config ---\n%s", l.p.Sidecache, err, out, yaml)
+	if out, err := exec.CommandContext(ctx, bin, "-config", path, "-check").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%s -check rejected the generated config (%v):\n%s\n--- config ---\n%s", bin, err, out, yaml)
 	}
 	if redis != "" {
 		if _, err := redisCmd(ctx, redis, "FLUSHALL"); err != nil {
 			return nil, fmt.Errorf("flush redis: %w", err)
 		}
 	}
-	pr, err := l.start(name, l.p.Sidecache, "-config", path, "-log-level", "warn")
+	pr, err := l.start(name, bin, "-config", path, "-log-level", "warn")
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,47 @@
+package lab
+
+import (
+	"os"
+	"testing"
+)
+
+func TestParseStat(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		pid        int
+		want       procStat
+		ok         bool
+	}{
+		{"plain", "4242 (nginx) S 4240 4240 1 0 -1 4194624 10 0 0 0 17 5 0 0 20 0 1 0 100 0 0", 4242, procStat{ppid: 4240, ticks: 22}, true},
+		{"comm with spaces and parens", "7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 300 200 0 0 20 0 1 0 1 0 0", 7, procStat{ppid: 1, ticks: 500}, true},
+		{"truncated", "7 (x) R 1 7", 0, procStat{}, false},
+		{"garbage", "not a stat line", 0, procStat{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pid, st, ok := parseStat(tc.line)
+			if ok != tc.ok || pid != tc.pid || st != tc.want {
+				t.Errorf("parseStat = %d %+v %v, want %d %+v %v", pid, st, ok, tc.pid, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// cpuTime of this process is read from /proc and counts what it used.
+func TestCPUTimeOfSelf(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	if _, err := cpuTime([]int{os.Getpid()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseCPUSidecars(t *testing.T) {
+	got, err := ParseCPUSidecars("before=bin/a, after=bin/b")
+	if err != nil || len(got) != 2 || got[0] != (CPUSidecar{"before", "bin/a"}) || got[1] != (CPUSidecar{"after", "bin/b"}) {
+		t.Errorf("ParseCPUSidecars = %v, %v", got, err)
+	}
+	if _, err := ParseCPUSidecars("nobin"); err == nil {
+		t.Error("an entry without = was accepted")
+	}
+}
