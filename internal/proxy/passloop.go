@@ -178,6 +178,7 @@ func (x *exchange) leanPass(st status) {
 		x.rec.Upstream = took
 	}
 	removeHopHeaders(resp.Header)
+	x.h.tagh.stripFrom(resp.Header)
 	st.fwdStatus = resp.StatusCode
 	resp.Header["Cache-Status"] = []string{appendCacheStatus(resp.Header.Get("Cache-Status"), st.String())}
 	dst := w.Header()
@@ -249,6 +250,7 @@ func (x *exchange) leanRoundTrip(ctx context.Context, c *leanConn) (*http.Respon
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			return nil, errors.New("proxy: upstream switched protocols on a request that did not ask to upgrade")
 		case resp.StatusCode >= 100 && resp.StatusCode < 200:
+			x.h.tagh.stripFrom(resp.Header)
 			dst := x.w.Header()
 			for k, vs := range resp.Header {
 				dst[k] = vs
