@@ -17,8 +17,11 @@ import (
 )
 
 // leaseHold is the replicas' l2 LeaseHold: how long a lease outlives its
-// holder's last renewal.
-const leaseHold = 300 * time.Millisecond
+// holder's last renewal. Renewals come every third of it; a second is long
+// enough that a renewal goroutine starved by -race on two busy cores does
+// not let a live holder's lease lapse (which costs one more upstream call
+// and would read as a failure here).
+const leaseHold = time.Second
 
 // leaseReplica is one sidecar with a real L1 and a real L2 on a shared
 // redis-server, its L2 store doubling as the cluster lease.
@@ -82,13 +85,18 @@ func (r *leaseReplica) fetch(path string) string {
 // leases were renewed and taken over, B and C waited out lease_ttl (the
 // upstream timeout) and answered 504.
 func TestLeaseHolderGone(t *testing.T) {
+	// Upstream calls once the waiters answered: with the holder killed,
+	// one of B and C takes over (2); should that one's own renewals be
+	// late under load, the other takes over too, and no flight ever makes
+	// more than one call of its own (3). What the old code could not do is
+	// answer at all while A was blocked.
 	cases := []struct {
-		name      string
-		kill      bool
-		wantCalls int64 // upstream calls once the waiters answered
+		name               string
+		kill               bool
+		minCalls, maxCalls int64
 	}{
-		{name: "holder alive", kill: false, wantCalls: 1},
-		{name: "holder killed", kill: true, wantCalls: 2},
+		{name: "holder alive", kill: false, minCalls: 1, maxCalls: 1},
+		{name: "holder killed", kill: true, minCalls: 2, maxCalls: 3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -130,7 +138,7 @@ func TestLeaseHolderGone(t *testing.T) {
 			if c.kill {
 				_ = a.l2.Close()
 			} else {
-				time.Sleep(4 * leaseHold) // only renewals keep the lease this long
+				time.Sleep(3 * leaseHold) // only renewals keep the lease this long
 				if n := up.calls.Load(); n != 1 {
 					t.Fatalf("upstream calls while the holder works = %d, want 1", n)
 				}
@@ -141,8 +149,8 @@ func TestLeaseHolderGone(t *testing.T) {
 					t.Errorf("waiter answered %q, want %q", got, want)
 				}
 			}
-			if n := up.calls.Load(); n != c.wantCalls {
-				t.Errorf("upstream calls = %d, want %d", n, c.wantCalls)
+			if n := up.calls.Load(); n < c.minCalls || n > c.maxCalls {
+				t.Errorf("upstream calls = %d, want %d..%d", n, c.minCalls, c.maxCalls)
 			}
 			if c.kill {
 				select {
