@@ -101,7 +101,9 @@ func TestLeaseLapsesWithoutHolder(t *testing.T) {
 // many lease holds that is: renewals, not the first PX, keep it.
 func TestLeaseRenewedWhileHolderWorks(t *testing.T) {
 	srv := redistest.Start(t)
-	const hold = 300 * time.Millisecond
+	// A second: renewals (every third of it) starved by -race on two busy
+	// cores must not let the live holder's lease lapse.
+	const hold = time.Second
 	short := func(o *Options) { o.LeaseHold = hold }
 	holder := newReplica(t, []string{srv.Addr()}, short)
 	waiter := newReplica(t, []string{srv.Addr()}, short)
@@ -127,7 +129,7 @@ func TestLeaseRenewedWhileHolderWorks(t *testing.T) {
 		}
 		done <- r
 	}()
-	time.Sleep(4 * hold) // the holder's upstream fetch
+	time.Sleep(3 * hold) // the holder's upstream fetch
 	if _, ok, _ := waiter.Lease(ctx, "k", time.Hour); ok {
 		t.Fatal("a second replica acquired the lease while its holder worked")
 	}
