@@ -71,11 +71,12 @@ func (x *exchange) cached() {
 // applying the fit rule to whatever the flight hands back.
 func (x *exchange) join(flightKey string, held candidate) {
 	ctx := x.r.Context()
-	f, leader, err := x.h.flights.Do(ctx, flightKey, x.detach().fill)
+	f, leader, err := x.h.flights.Do(ctx, flightKey, x.detach().fillTraced)
 	if ctx.Err() != nil {
 		return // the client left while waiting; the flight goes on for others
 	}
 	x.noteUpstream(f, leader)
+	x.linkFlight(f, leader)
 	if err == nil && f.large == nil && !leader && !x.answers(f.c, f.need()) {
 		// Not for this client: private, another variant, an encoding it
 		// does not accept. It fetches on its own, outside any flight.
@@ -138,7 +139,7 @@ func (x *exchange) revalidate(c candidate) {
 	bg.refresh = true
 	go func() {
 		defer bg.h.refreshing.Delete(flightKey)
-		_, _, _ = bg.h.flights.Do(bg.r.Context(), flightKey, bg.fill)
+		_, _, _ = bg.h.flights.Do(bg.r.Context(), flightKey, bg.fillTraced)
 	}()
 }
 

@@ -26,6 +26,7 @@ type flight struct {
 	stale candidate
 	// upstream is the time the fill spent on its upstream call.
 	upstream time.Duration
+	link     spanLink // the span waiters link to (trace.go)
 }
 
 // need is the freshness a waiter asks of the flight's answer: a fetched
@@ -106,7 +107,7 @@ func (x *exchange) fillUpstream(ctx context.Context, stale candidate) (*flight, 
 			}
 		}
 	}
-	return x.fetch(ctx)
+	return x.fetchTraced(ctx)
 }
 
 // lookup reads the cache (L1 only when local), following a variants marker

@@ -74,6 +74,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper) *httput
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)
 			pr.SetXForwarded()
+			h.inject(pr.Out.Context(), pr.Out.Header)
 		},
 		Transport: transport,
 		// 0: ReverseProxy already flushes at once for streams (unknown
