@@ -148,7 +148,7 @@ func cacheStatus(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(w, r)
 		if cs := w.Header().Get("Cache-Status"); cs != "" {
-			trace.SpanFromContext(r.Context()).SetAttributes(CacheStatusKey.String(cs))
+			trace.SpanFromContext(r.Context()).SetAttributes(CacheStatusKey.StringSlice([]string{cs}))
 		}
 	})
 }
