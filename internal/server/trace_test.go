@@ -43,13 +43,15 @@ func TestTracingFromEnvFlushedInDrain(t *testing.T) {
 	}))
 	defer up.Close()
 
-	cfg, err := config.Parse([]byte(fmt.Sprintf(baseConfig, up.URL, "")), "test.yaml")
+	cfg, err := config.Parse([]byte(fmt.Sprintf(baseConfig, up.URL, "")+"log:\n  access: true\n"), "test.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := server.New(ctx, cfg, server.Options{Logger: slog.New(slog.DiscardHandler), WatchInterval: -1, Version: "v9.9.9"})
+	var access syncBuffer
+	srv, err := server.New(ctx, cfg, server.Options{Logger: slog.New(slog.DiscardHandler), WatchInterval: -1, Version: "v9.9.9",
+		AccessLog: slog.New(slog.NewJSONHandler(&access, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,5 +89,15 @@ func TestTracingFromEnvFlushedInDrain(t *testing.T) {
 	// parent is the sidecar's fetch span rather than the client's span.
 	if len(traceparents) != 1 || !strings.HasPrefix(traceparents[0], "00-0af7651916cd43dd8448eb211c80319c-") || traceparents[0] == clientParent {
 		t.Errorf("upstream traceparents %q, want one in the client's trace with the sidecar's span as parent", traceparents)
+	}
+	// Each access line leads to its trace.
+	n := 0
+	for _, l := range access.lines() {
+		if l["trace_id"] == "0af7651916cd43dd8448eb211c80319c" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d access lines carry the trace_id, want 2: %v", n, access.lines())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -151,4 +152,15 @@ func cacheStatus(next http.Handler) http.Handler {
 			trace.SpanFromContext(r.Context()).SetAttributes(CacheStatusKey.StringSlice([]string{cs}))
 		}
 	})
+}
+
+// LogAttr is the trace_id of ctx's span as a log attribute, so an access
+// line leads to its trace; the zero Attr, which slog's handlers omit, when
+// tracing is off or the span is not sampled (its trace is not exported).
+func LogAttr(ctx context.Context) slog.Attr {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsSampled() {
+		return slog.Attr{}
+	}
+	return slog.String("trace_id", sc.TraceID().String())
 }
