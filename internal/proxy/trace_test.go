@@ -251,3 +251,28 @@ func TestTraceSpans(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkL1HitTraced is BenchmarkL1Hit with tracing on and every trace
+// sampled (spans are recorded, then dropped: no exporter), through the
+// server-side middleware: the cost of tracing a hit. Run:
+// go test -run - -bench 'L1Hit' -benchmem ./internal/proxy
+func BenchmarkL1HitTraced(b *testing.B) {
+	up := newUpstream(b, func(w http.ResponseWriter, r *http.Request) { w.Write(make([]byte, 512)) })
+	tp := sdktrace.NewTracerProvider()
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	e := newEnv(b, up, []testRoute{clientRoute}, func(o *proxyOptions, _ *l1.Store) { o.TracerProvider = tp })
+	h := tracing.Handler(e.h, tp)
+	e.get("/clients/42")
+	req := httptest.NewRequest("GET", e.front.URL+"/clients/42", nil)
+	w := &discard{h: make(http.Header, 8)}
+	h.ServeHTTP(w, req)
+	if !strings.Contains(w.h.Get("Cache-Status"), "hit") || up.calls.Load() != 1 {
+		b.Fatalf("not a hit: %v", w.h)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		clear(w.h)
+		h.ServeHTTP(w, req)
+	}
+}
