@@ -13,6 +13,7 @@ const docsIndex = `Documentation (in the sidecache repository):
   docs/configuration.md   every config field: type, default, reload behaviour
   docs/admin-api.md       /metrics, /healthz, /readyz, /routes, POST /purge, pprof
   docs/metrics.md         every metric, its labels, what to alert on
+  docs/tracing.md         OpenTelemetry traces, on with OTEL_EXPORTER_OTLP_ENDPOINT
 `
 
 // usage prints the command line, the documentation index and the flags.

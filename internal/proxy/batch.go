@@ -42,6 +42,7 @@ func isolable(code int) bool {
 type bulkAnswer struct {
 	e      *cache.Entry
 	stored bool
+	link   spanLink // the bulk call (trace.go)
 }
 
 // batcher is a route's loader: the opener's exchange rides along to make
@@ -52,7 +53,7 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 	b := rs.rt.Batch
 	return batch.New(batch.Options{MaxSize: b.MaxSize, MaxWait: b.MaxWait, MaxInFlight: b.MaxInFlight, OnBatch: rs.m.BatchSize},
 		func(ctx context.Context, x *exchange, ids []string) (map[string]bulkAnswer, error) {
-			return x.fetchBulk(ctx, ids)
+			return x.fetchBulkTraced(ctx, ids)
 		})
 }
 
@@ -69,7 +70,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if !found {
 		ans.e = notFoundEntry(x.h.now())
 	}
-	return &flight{c: candidate{e: ans.e, private: private(ans.e.Header)}, stored: ans.stored, batched: true}, nil
+	return &flight{c: candidate{e: ans.e, private: private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link}, nil
 }
 
 // forID is the exchange a client would have made for one id of the batch

@@ -83,12 +83,13 @@ func (x *exchange) cached() {
 func (x *exchange) join(flightKey string, held candidate) {
 	ctx := x.r.Context()
 	closeInterim := x.relayInterim()
-	f, leader, err := x.h.flights.Do(ctx, flightKey, x.detach().fill)
+	f, leader, err := x.h.flights.Do(ctx, flightKey, x.detach().fillTraced)
 	closeInterim()
 	if ctx.Err() != nil {
 		return // the client left while waiting; the flight goes on for others
 	}
 	x.noteUpstream(f, leader)
+	x.linkFlight(f, leader)
 	if err == nil && f.large == nil && !leader && !x.answers(f.c, f.need()) {
 		// Not for this client: private, another variant, an encoding it
 		// does not accept. It fetches on its own, outside any flight.
@@ -152,7 +153,7 @@ func (x *exchange) revalidate(c candidate) {
 	bg.base = bg.validatable(c)
 	go func() {
 		defer bg.h.refreshing.Delete(flightKey)
-		_, _, _ = bg.h.flights.Do(bg.r.Context(), flightKey, bg.fill)
+		_, _, _ = bg.h.flights.Do(bg.r.Context(), flightKey, bg.fillTraced)
 	}()
 }
 

@@ -28,6 +28,7 @@ type flight struct {
 	upstream time.Duration
 	// revalidated: c is a stored entry the upstream confirmed (304).
 	revalidated bool
+	link        spanLink // the span waiters link to (trace.go)
 }
 
 // need is the freshness a waiter asks of the flight's answer: a fetched
@@ -80,7 +81,7 @@ func (x *exchange) fillUpstream(ctx context.Context, stale candidate) (*flight, 
 		}
 		defer release()
 	}
-	return x.fetch(ctx)
+	return x.fetchTraced(ctx)
 }
 
 // lookup reads the cache (L1 only when local), following a variants marker

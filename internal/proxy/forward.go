@@ -200,6 +200,7 @@ func (x *exchange) outgoing(ctx context.Context, path, rawQuery string) *http.Re
 		Header: make(http.Header, len(in.Header)+3), Host: in.Host,
 	}).WithContext(ctx)
 	x.rs.fwd.copyHeaders(out.Header, in.Header)
+	x.h.inject(ctx, out.Header)
 	pr := httputil.ProxyRequest{In: in, Out: out}
 	pr.SetURL(x.st.up)
 	pr.SetXForwarded()

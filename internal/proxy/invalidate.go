@@ -65,7 +65,7 @@ func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions || m == http.MethodTrace
 }
 
-func noop() {}
+func nothing() {}
 
 // invalidateURI makes the answer to x's unsafe request invalidate its URIs
 // before the client sees it: it puts a writer in front of x.w that acts
@@ -76,7 +76,7 @@ func noop() {}
 // the exchange stays on the stack.
 func (x *exchange) invalidateURI() func() {
 	if safeMethod(x.r.Method) || x.h.inv == nil || x.h.cache == nil {
-		return noop
+		return nothing
 	}
 	u := &uriWriter{ResponseWriter: x.w, h: x.h, st: x.st, r: x.r}
 	x.w = u

@@ -65,7 +65,9 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int)) {
 	if detail != "" {
 		st.detail = detail
 	}
-	if after == nil && x.st.lean.takes(x.r) {
+	// The lean loop writes its own request: tracing (which injects the
+	// request span as traceparent) takes the ReverseProxy way.
+	if after == nil && x.h.tr == nil && x.st.lean.takes(x.r) {
 		x.leanPass(st)
 	} else {
 		pi := &passInfo{rec: x.rec, rm: x.rs.m, start: x.start, st: st, after: after}
@@ -79,6 +81,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper) *httput
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)
 			pr.SetXForwarded()
+			h.inject(pr.Out.Context(), pr.Out.Header)
 		},
 		Transport: transport,
 		// 0: ReverseProxy already flushes at once for streams (unknown

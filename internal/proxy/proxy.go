@@ -30,6 +30,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
@@ -88,6 +90,7 @@ type Options struct {
 	Metrics             *metrics.Metrics // nil: a private registry
 	Logger              *slog.Logger
 	Now                 func() time.Time
+	TracerProvider      trace.TracerProvider // nil: no spans (internal/tracing builds one)
 }
 
 // Handler is the proxy. It is safe for concurrent use; SetRoutes and
@@ -105,6 +108,7 @@ type Handler struct {
 	m         *metrics.Metrics
 	log       *slog.Logger
 	now       func() time.Time
+	tr        trace.Tracer // nil: tracing off (trace.go)
 
 	state   atomic.Pointer[state]
 	flights coalesce.Group[*flight]
@@ -177,6 +181,7 @@ func New(opts Options) (*Handler, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	h.setTracing(opts.TracerProvider)
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
@@ -277,6 +282,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.rs, x.params = st.routes[rt], params
+	h.traceRoute(r, rt)
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
 		x.write()

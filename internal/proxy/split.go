@@ -147,7 +147,7 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f, leader, err := px.h.flights.Do(ctx, px.key, px.detach().fill)
+			f, leader, err := px.h.flights.Do(ctx, px.key, px.detach().fillTraced)
 			if err == nil && !leader && !px.answers(f.c, f.need()) {
 				// Another client's private answer: load this one's own.
 				f, err = px.loadBatched(ctx)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
+	"github.com/sidecache/sidecache/internal/tracing"
 )
 
 // cacheName is this cache's member name in Cache-Status (RFC 9211 §2).
@@ -40,6 +41,7 @@ func accessLog(next http.Handler, on func() bool, log *slog.Logger) http.Handler
 			slog.Duration("duration", time.Since(start)),
 			slog.Duration("upstream", rec.Upstream),
 			slog.Int64("bytes", rw.bytes),
+			tracing.LogAttr(ctx),
 		)
 	})
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/sidecache/sidecache/internal/config"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/proxy"
+	"github.com/sidecache/sidecache/internal/tracing"
 )
 
 // Options are what the command line adds to the config.
@@ -71,6 +72,8 @@ type Server struct {
 
 	draining atomic.Bool
 	reloadMu sync.Mutex
+	// traceShutdown flushes the spans still queued (a no-op with tracing off).
+	traceShutdown func(context.Context) error
 }
 
 // New builds the server from a validated config. It does not listen yet.
@@ -156,7 +159,15 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if s.l2 != nil && (cfg.Cache.L2.Lease == nil || *cfg.Cache.L2.Lease) {
 		popts.Leaser, popts.LeaseTTL = s.l2, cfg.Cache.L2.LeaseTTL.D()
 	}
+	// Tracing is on only when the OTEL_* environment asks (docs/tracing.md).
+	tp, traceShutdown, err := tracing.New(ctx, tracing.Options{Version: opts.Version})
+	if err != nil {
+		s.closeTiers()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.traceShutdown, popts.TracerProvider = traceShutdown, tp
 	if s.proxy, err = proxy.New(popts); err != nil {
+		_ = traceShutdown(ctx)
 		s.closeTiers()
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -165,7 +176,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if access == nil {
 		access = s.log
 	}
-	s.proxySrv = s.httpServer(accessLog(s.proxy, func() bool { return s.cfg.Load().Log.Access }, access), cfg.Server)
+	s.proxySrv = s.httpServer(tracing.Handler(accessLog(s.proxy, func() bool { return s.cfg.Load().Log.Access }, access), tp), cfg.Server)
 	s.adminSrv = s.httpServer(admin.Handler(admin.Options{
 		TokenFunc: func() string { return s.cfg.Load().Admin.Token }, // reloadable
 		Gatherer:  s.reg,
@@ -272,6 +283,9 @@ func (s *Server) Run(ctx context.Context) error {
 	select {
 	case <-replayed:
 	case <-sctx.Done():
+	}
+	if err := s.traceShutdown(sctx); err != nil {
+		s.log.Warn("tracing: spans not flushed", "err", err)
 	}
 	s.closeTiers()
 	if runErr != nil {
