@@ -148,7 +148,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	if int64(len(body)) > x.h.maxBody && stop() {
 		// Remember for a while that this key streams through (Varnish's
 		// hit-for-pass), so the next requests go straight to pass-through.
-		x.h.hfp.add(x.key, x.h.now().Add(min(x.rs.rt.TTL, 2*time.Minute)))
+		x.h.hfp.Add(x.key, x.h.now().Add(min(x.rs.rt.TTL, 2*time.Minute)))
 		return &flight{large: newLargeBody(resp, body, cancel), upstream: took}, nil
 	}
 	resp.Body.Close()

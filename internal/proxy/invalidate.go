@@ -3,7 +3,8 @@ package proxy
 import (
 	"context"
 	"net/http"
-	"strings"
+
+	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
 // Invalidation by URI (RFC 9111 §4.4): a non-error answer to an unsafe
@@ -12,13 +13,13 @@ import (
 // URIs match — not only the route the write matched, and also when no route
 // matched the write at all.
 //
-// Every stored entry carries the implicit tag URITag(path) (see tagEntry),
-// so a URI invalidation is a tag invalidation: it reaches this replica's L1
-// before the client sees the answer, then L2's epochs and the peers' L1s,
-// with the tombstones and coherence rules every tag invalidation has. The
-// tag is derived from the decoded path alone, so it drops every query
-// string, every variant and every Host of that path: coarser than the key,
-// which costs misses, never a stale answer.
+// Every stored entry carries the implicit tag surrogate.URITag(path) (see
+// tagEntry), so a URI invalidation is a tag invalidation: it reaches this
+// replica's L1 before the client sees the answer, then L2's epochs and the
+// peers' L1s, with the tombstones and coherence rules every tag
+// invalidation has. The tag is derived from the decoded path alone, so it
+// drops every query string, every variant and every Host of that path:
+// coarser than the key, which costs misses, never a stale answer.
 //
 // What a flood of writes costs is bounded: at most three tags per write
 // (target, Location, Content-Location), each only when its path is one a
@@ -26,39 +27,6 @@ import (
 // and costs no Redis round trip), each no longer than max_key_bytes (a
 // longer path has no entry either); the tombstones are bounded by bytes,
 // and an epoch key Redis evicts reads as a miss.
-
-// uriTagPrefix starts the implicit URI tag; tags starting with "_" are
-// reserved (see RouteTag).
-const uriTagPrefix = "_uri:"
-
-// URITag is the implicit tag of every entry stored for a request to path
-// (the decoded URL path), so that a purge of that tag drops every entry of
-// the path. Control characters are escaped: a tag is one line in L2.
-func URITag(path string) string {
-	clean := true
-	for i := 0; i < len(path); i++ {
-		if path[i] < 0x20 || path[i] == 0x7f {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return uriTagPrefix + path
-	}
-	var b strings.Builder
-	b.WriteString(uriTagPrefix)
-	for i := 0; i < len(path); i++ {
-		if c := path[i]; c < 0x20 || c == 0x7f {
-			const hex = "0123456789ABCDEF"
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
-		} else {
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
 
 // safeMethod reports the methods that never invalidate (RFC 9110 §9.2.1).
 func safeMethod(m string) bool {
@@ -143,37 +111,15 @@ func (u *uriWriter) targetTags(tags []string) []string {
 }
 
 // refTag adds the tag of a Location or Content-Location reference when it
-// has the request's origin: relative, or absolute http(s) naming the
-// request's Host or the upstream's. Anything else is ignored, so an answer
-// cannot invalidate another origin's URIs (RFC 9111 §4.4).
+// has the request's origin (the request's Host or the upstream's; see
+// surrogate.SameOriginPath), so an answer cannot invalidate another
+// origin's URIs (RFC 9111 §4.4).
 func (u *uriWriter) refTag(tags []string, ref string) []string {
-	ru, err := u.r.URL.Parse(ref)
-	if err != nil {
+	p, ok := surrogate.SameOriginPath(u.r.URL, ref, u.r.Host, u.st.up.Host)
+	if !ok {
 		return tags
 	}
-	if ru.Host != "" || ru.Scheme != "" {
-		if ru.Scheme != "http" && ru.Scheme != "https" {
-			return tags
-		}
-		h := normHost(ru.Host)
-		if h != normHost(u.r.Host) && h != normHost(u.st.up.Host) {
-			return tags
-		}
-	}
-	return u.addPath(tags, ru.Path)
-}
-
-// normHost lower-cases a host and drops a default port; the scheme the
-// client used is not known behind a TLS terminator, so either default is.
-func normHost(h string) string {
-	h = strings.ToLower(h)
-	if s, ok := strings.CutSuffix(h, ":80"); ok {
-		return s
-	}
-	if s, ok := strings.CutSuffix(h, ":443"); ok {
-		return s
-	}
-	return h
+	return u.addPath(tags, p)
 }
 
 // addPath adds path's URI tag when a cacheable route could have stored an
@@ -182,7 +128,7 @@ func (u *uriWriter) addPath(tags []string, path string) []string {
 	if path == "" || len(path) > u.h.maxKey || !u.cacheablePath(path) {
 		return tags
 	}
-	t := URITag(path)
+	t := surrogate.URITag(path)
 	for _, have := range tags {
 		if have == t {
 			return tags

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/cache/l1"
-	"github.com/sidecache/sidecache/internal/proxy"
 )
 
 // uriRoutes: a cached read route, a write route for another path that
@@ -148,21 +147,5 @@ func TestURIInvalidationBounded(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(tags, []string{"_uri:/clients/5"}) {
 		t.Fatalf("tags = %q, want the target's URI tag alone", tags)
-	}
-}
-
-// A URI tag is one line in L2: control characters in a (decoded) path are
-// escaped, anything else is kept as it is.
-func TestURITag(t *testing.T) {
-	for _, tc := range []struct{ path, want string }{
-		{"/clients/7", "_uri:/clients/7"},
-		{"/a b/ü", "_uri:/a b/ü"},
-		{"/a\nb\x7f", "_uri:/a%0Ab%7F"},
-	} {
-		t.Run(tc.path, func(t *testing.T) {
-			if got := proxy.URITag(tc.path); got != tc.want {
-				t.Fatalf("URITag(%q) = %q, want %q", tc.path, got, tc.want)
-			}
-		})
 	}
 }

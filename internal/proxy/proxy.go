@@ -36,6 +36,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
+	"github.com/sidecache/sidecache/internal/hitforpass"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/tombstone"
@@ -112,7 +113,7 @@ type Handler struct {
 
 	state   atomic.Pointer[state]
 	flights coalesce.Group[*flight]
-	hfp     hitForPass
+	hfp     hitforpass.Set
 	bufs    bufferPool // copy buffers for pass-through and large bodies
 	// refreshing holds the keys with a stale-while-revalidate refresh
 	// under way, so a burst of stale hits starts one goroutine, not many.
@@ -299,7 +300,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case len(x.key) > h.maxKey:
 			x.pass(outBypass, "key-too-long")
-		case h.hfp.active(x.key, x.start):
+		case h.hfp.Active(x.key, x.start):
 			x.pass(outBypass, "hit-for-pass")
 		default:
 			x.cached()

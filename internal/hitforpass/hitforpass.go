@@ -1,19 +1,28 @@
-package proxy
+// Package hitforpass remembers, for a while, the cache keys whose responses
+// were too large to store, so that the proxy streams their next requests
+// straight through instead of buffering them only to give up again (what
+// Varnish calls hit-for-pass).
+//
+// It exists apart from the proxy because it is a self-contained, bounded
+// data structure: keys come from requests, so its memory must be bounded by
+// bytes whatever a client sends, and that bound is easiest to check here,
+// alone.
+package hitforpass
 
 import (
 	"sync"
 	"time"
 )
 
-// hitForPass remembers keys whose responses are too large to cache, so their
+// Set remembers keys whose responses are too large to cache, so their
 // next requests stream straight through instead of being read twice.
 //
 // Keys come from requests, so the set is bounded by the bytes it holds
-// (maxHitForPassBytes), not by a count: ten thousand 4 KiB keys would be
+// (maxBytes), not by a count: ten thousand 4 KiB keys would be
 // 40 MB. Past the budget the oldest key is forgotten first, which costs
 // that key one more buffered attempt and nothing else. The zero value is
 // ready to use; the lookup on every cached request takes no lock.
-type hitForPass struct {
+type Set struct {
 	m sync.Map // key → *passUntil
 
 	mu    sync.Mutex
@@ -32,7 +41,7 @@ type passRef struct {
 }
 
 const (
-	maxHitForPassBytes = 2 << 20
+	maxBytes = 2 << 20
 	// passOverhead is a key's cost beyond its bytes: the sync.Map entry,
 	// the passUntil and the ref in order.
 	passOverhead = 128
@@ -40,7 +49,9 @@ const (
 
 func passBytes(key string) int64 { return int64(len(key)) + passOverhead }
 
-func (p *hitForPass) active(key string, now time.Time) bool {
+// Active reports whether key was added with an until after now; an expired
+// key is forgotten.
+func (p *Set) Active(key string, now time.Time) bool {
 	v, ok := p.m.Load(key)
 	if !ok {
 		return false
@@ -55,7 +66,8 @@ func (p *hitForPass) active(key string, now time.Time) bool {
 	return false
 }
 
-func (p *hitForPass) add(key string, until time.Time) {
+// Add remembers key until the given time, replacing an earlier add of it.
+func (p *Set) Add(key string, until time.Time) {
 	pu := &passUntil{until: until}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -64,7 +76,7 @@ func (p *hitForPass) add(key string, until time.Time) {
 		p.bytes += passBytes(key)
 	}
 	p.order = append(p.order, passRef{key, pu})
-	for p.bytes > maxHitForPassBytes && len(p.order) > 0 {
+	for p.bytes > maxBytes && len(p.order) > 0 {
 		ref := p.order[0]
 		p.order[0] = passRef{} // release the key
 		p.order = p.order[1:]
@@ -85,7 +97,7 @@ func (p *hitForPass) add(key string, until time.Time) {
 }
 
 // removeLocked forgets key if pu is still what it maps to.
-func (p *hitForPass) removeLocked(key string, pu *passUntil) {
+func (p *Set) removeLocked(key string, pu *passUntil) {
 	if p.m.CompareAndDelete(key, pu) {
 		p.live--
 		p.bytes -= passBytes(key)

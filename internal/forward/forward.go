@@ -1,0 +1,208 @@
+// Package forward decides which request headers reach the upstream on a
+// route's cached path, and which requests may share one bulk call.
+//
+// What the upstream sees shapes an answer that is then stored for
+// everyone, so by default only what the key holds is forwarded: the
+// headers named in key.headers, the normalised Accept-Encoding, the
+// headers the route's answers were seen to Vary on (RFC 9111 §4.1), and
+// tracing headers. Anything else a client sends (X-Original-URL,
+// X-HTTP-Method-Override, a tenant header the operator forgot to key)
+// cannot poison the shared answer. A route with forward_headers: all
+// forwards everything, as a plain reverse proxy does.
+//
+// It exists apart from the proxy because these rules are a policy about
+// header names, with bounded per-route state (learned names, withheld
+// names logged once), that reads and tests alone; the proxy holds one
+// Rules per route and builds the upstream request around it.
+package forward
+
+import (
+	"log/slog"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sidecache/sidecache/internal/cachekey"
+)
+
+// Config describes one route's forwarding.
+type Config struct {
+	Route string   // the route's name, for the log
+	All   bool     // forward_headers: all
+	Keyed []string // canonical key.headers
+	// Never reports the (canonical) headers that never reach the upstream
+	// whatever the route says: hop-by-hop and conditional fields, the
+	// client's Forwarded and X-Forwarded-* (the proxy sets its own). nil:
+	// none.
+	Never func(name string) bool
+	Log   *slog.Logger // nil: slog.Default()
+}
+
+// Rules are one route's forwarding rules. They are safe for concurrent
+// use; the headers learned from Vary and the withheld headers logged are
+// bounded per route, whatever the upstream and clients send.
+type Rules struct {
+	route string
+	all   bool
+	keyed []string
+	never func(string) bool
+	// learned are Vary'd header names seen on the route's answers
+	// (copy-on-write; at most maxLearned).
+	learned atomic.Pointer[[]string]
+	mu      sync.Mutex
+	// logged are withheld header names already logged (at most maxLogged).
+	logged map[string]bool
+	log    *slog.Logger
+}
+
+const (
+	maxLearned = 32
+	maxLogged  = 64
+)
+
+// tracingHeaders always reach the upstream: they identify a request, they
+// do not shape its answer.
+var tracingHeaders = [...]string{"Traceparent", "Tracestate", "X-Request-Id"}
+
+// New returns the rules c describes.
+func New(c Config) *Rules {
+	f := &Rules{route: c.Route, all: c.All, keyed: c.Keyed, never: c.Never, logged: map[string]bool{}, log: c.Log}
+	if f.never == nil {
+		f.never = func(string) bool { return false }
+	}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	f.learned.Store(&[]string{})
+	return f
+}
+
+// Forwards reports whether a (canonical) header reaches the upstream.
+func (f *Rules) Forwards(name string) bool {
+	return f.all || name == "Accept-Encoding" || slices.Contains(tracingHeaders[:], name) ||
+		slices.Contains(f.keyed, name) || slices.Contains(*f.learned.Load(), name)
+}
+
+// Withheld reports whether an answer that varies on names was fetched
+// without one of them although the request header h carried it: the
+// upstream then answered another variant than the one the key names.
+func (f *Rules) Withheld(h http.Header, names []string) bool {
+	for _, n := range names {
+		if _, sent := h[n]; sent && !f.Forwards(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// LearnVary forwards, from now on, every header of names that the request
+// header h carried but the route withheld; it reports whether it learned
+// one, so the caller can fetch again with it.
+func (f *Rules) LearnVary(h http.Header, names []string) bool {
+	learned := false
+	for _, n := range names {
+		if _, sent := h[n]; sent && !f.Forwards(n) {
+			learned = f.learn(n) || learned
+		}
+	}
+	return learned
+}
+
+func (f *Rules) learn(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := *f.learned.Load()
+	if slices.Contains(cur, name) {
+		return true
+	}
+	if len(cur) >= maxLearned {
+		return false
+	}
+	next := append(slices.Clone(cur), name)
+	f.learned.Store(&next)
+	f.log.Info("forwarding a header the route's answers vary on", "route", f.route, "header", name)
+	return true
+}
+
+// Copy fills dst with what the route forwards of src, Accept-Encoding
+// normalised as the key holds it. Headers Never names are left out
+// silently; other withheld ones are logged once per route and name.
+// Fields that src's Connection names are the caller's to remove.
+func (f *Rules) Copy(dst, src http.Header) {
+	var withheld []string
+	for k, vs := range src {
+		switch {
+		case f.never(k):
+		case k == "Accept-Encoding":
+			dst[k] = []string{cachekey.NormalizeAcceptEncoding(strings.Join(vs, ","))}
+		case f.Forwards(k):
+			dst[k] = vs
+		default:
+			withheld = append(withheld, k)
+		}
+	}
+	if len(withheld) > 0 {
+		f.logWithheld(withheld)
+	}
+}
+
+// logWithheld tells the operator, once per route and header, that a header
+// was not forwarded: an app that needs X-Api-Key then answers 401, and the
+// log says why (fail closed, where forwarding it would have shared one
+// client's answer with clients without a key).
+func (f *Rules) logWithheld(names []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range names {
+		if f.logged[n] || len(f.logged) >= maxLogged {
+			continue
+		}
+		f.logged[n] = true
+		f.log.Warn("request header not forwarded on a cached route; list it in key.headers (or set forward_headers: all) if the upstream needs it",
+			"route", f.route, "header", n)
+	}
+}
+
+// Group is the batch group of a request to host with header h: the host
+// and the values of every header that reaches the upstream and could
+// change the answer, in a canonical order. Requests of one group share one
+// bulk call, which carries the opener's headers.
+func (f *Rules) Group(host string, h http.Header) string {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		keyed := slices.Contains(f.keyed, k)
+		if !keyed && (!f.Forwards(k) || f.never(k) || ignoredInGroup(k)) {
+			continue
+		}
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString(strings.ToLower(host))
+	for _, k := range names {
+		b.WriteByte('\n')
+		b.WriteString(k)
+		for _, v := range h[k] {
+			b.WriteByte('\x00')
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}
+
+// groupIgnored are forwarded request headers that do not change what the
+// upstream answers for an id, so requests differing only in them may share
+// a batch (the bulk call asks for JSON and decompresses itself). A header
+// the route keys on always counts. Read only.
+var groupIgnored = map[string]bool{
+	"Accept": true, "Accept-Encoding": true, "User-Agent": true, "Referer": true, "Cache-Control": true, "Pragma": true,
+	"Via": true, "X-Real-Ip": true, "Baggage": true, "Content-Length": true,
+	"X-Vegeta-Seq": true, // the load generator's per-request counter
+}
+
+func ignoredInGroup(k string) bool {
+	return groupIgnored[k] || slices.Contains(tracingHeaders[:], k) || strings.HasPrefix(k, "X-B3-")
+}

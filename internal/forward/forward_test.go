@@ -1,0 +1,159 @@
+package forward_test
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/forward"
+)
+
+func never(k string) bool {
+	return k == "Connection" || k == "If-None-Match" || strings.HasPrefix(k, "X-Forwarded-")
+}
+
+func rules(all bool, log *bytes.Buffer) *forward.Rules {
+	c := forward.Config{Route: "r", All: all, Keyed: []string{"X-Tenant"}, Never: never}
+	if log != nil {
+		c.Log = slog.New(slog.NewTextHandler(log, nil))
+	}
+	return forward.New(c)
+}
+
+// By default only what the key holds reaches the upstream, plus the
+// normalised Accept-Encoding and tracing; forward_headers: all forwards
+// everything but what is never forwarded.
+func TestCopy(t *testing.T) {
+	src := http.Header{
+		"X-Tenant":        {"a"},
+		"Accept-Encoding": {"br;q=0.1, gzip"},
+		"Traceparent":     {"00-1-2-01"},
+		"X-Request-Id":    {"r1"},
+		"X-Original-Url":  {"/admin"},
+		"Accept-Language": {"de"},
+		"Connection":      {"close"},
+		"If-None-Match":   {`"1"`},
+		"X-Forwarded-For": {"6.6.6.6"},
+	}
+	for _, tc := range []struct {
+		name string
+		all  bool
+		want []string
+	}{
+		{"keyed only", false, []string{"Accept-Encoding", "Traceparent", "X-Request-Id", "X-Tenant"}},
+		{"all", true, []string{"Accept-Encoding", "Accept-Language", "Traceparent", "X-Original-Url", "X-Request-Id", "X-Tenant"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := http.Header{}
+			rules(tc.all, nil).Copy(dst, src)
+			got := slices.Sorted(maps.Keys(dst))
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("forwarded %q, want %q", got, tc.want)
+			}
+			if ae, want := dst.Get("Accept-Encoding"), cachekey.NormalizeAcceptEncoding(src.Get("Accept-Encoding")); ae != want {
+				t.Fatalf("Accept-Encoding %q, want it normalised as the key holds it: %q", ae, want)
+			}
+		})
+	}
+}
+
+// A withheld header is logged once per route and name, and at most 64
+// names are ever logged, whatever clients send.
+func TestCopyLogsWithheldBounded(t *testing.T) {
+	var log bytes.Buffer
+	f := rules(false, &log)
+	for range 3 {
+		for i := range 100 {
+			f.Copy(http.Header{}, http.Header{fmt.Sprintf("X-H%d", i): {"v"}, "Connection": {"close"}})
+		}
+	}
+	if n := strings.Count(log.String(), "not forwarded"); n != 64 {
+		t.Fatalf("logged %d withheld headers, want 64", n)
+	}
+	if strings.Contains(log.String(), "header=Connection") {
+		t.Fatal("a never-forwarded header was logged")
+	}
+}
+
+// A header an answer varies on is learned when the request carried it,
+// at most 32 per route; a learned header is then forwarded.
+func TestLearnVary(t *testing.T) {
+	f := rules(false, &bytes.Buffer{})
+	h := http.Header{"Accept-Language": {"de"}, "X-Tenant": {"a"}}
+	for _, tc := range []struct {
+		name              string
+		vary              []string
+		withheld, learned bool
+	}{
+		{"keyed", []string{"X-Tenant"}, false, false},
+		{"not sent", []string{"X-Other"}, false, false},
+		{"withheld", []string{"Accept-Language"}, true, true},
+		{"learned", []string{"Accept-Language"}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := f.Withheld(h, tc.vary); got != tc.withheld {
+				t.Fatalf("Withheld = %v, want %v", got, tc.withheld)
+			}
+			if got := f.LearnVary(h, tc.vary); got != tc.learned {
+				t.Fatalf("LearnVary = %v, want %v", got, tc.learned)
+			}
+		})
+	}
+	if !f.Forwards("Accept-Language") {
+		t.Fatal("a learned header is not forwarded")
+	}
+	many := http.Header{}
+	var names []string
+	for i := range 40 {
+		n := fmt.Sprintf("X-V%d", i)
+		many[n] = []string{"v"}
+		names = append(names, n)
+	}
+	f.LearnVary(many, names)
+	learned := 1 // Accept-Language
+	for _, n := range names {
+		if f.Forwards(n) {
+			learned++
+		}
+	}
+	if learned != 32 {
+		t.Fatalf("learned %d headers, want the bound of 32", learned)
+	}
+}
+
+// Requests share a batch when the host and the headers that can change the
+// answer agree; the headers that cannot (Accept, tracing, ...) are ignored
+// unless keyed.
+func TestGroup(t *testing.T) {
+	base := http.Header{"X-Tenant": {"a"}, "Accept": {"*/*"}}
+	g := rules(true, nil).Group("App.example", base)
+	for _, tc := range []struct {
+		name string
+		host string
+		h    http.Header
+		same bool
+	}{
+		{"same", "app.example", http.Header{"Accept": {"text/html"}, "X-Tenant": {"a"}}, true},
+		{"tracing ignored", "app.example", http.Header{"X-Tenant": {"a"}, "Traceparent": {"x"}, "X-B3-Traceid": {"y"}}, true},
+		{"never forwarded ignored", "app.example", http.Header{"X-Tenant": {"a"}, "X-Forwarded-For": {"1.2.3.4"}}, true},
+		{"keyed differs", "app.example", http.Header{"X-Tenant": {"b"}}, false},
+		{"forwarded differs", "app.example", http.Header{"X-Tenant": {"a"}, "Accept-Language": {"de"}}, false},
+		{"host differs", "other.example", http.Header{"X-Tenant": {"a"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rules(true, nil).Group(tc.host, tc.h) == g; got != tc.same {
+				t.Fatalf("same group = %v, want %v", got, tc.same)
+			}
+		})
+	}
+	// Not forwarded without forward_headers: all, so it cannot split a batch.
+	if rules(false, nil).Group("h", http.Header{"Accept-Language": {"de"}}) != rules(false, nil).Group("h", nil) {
+		t.Fatal("a withheld header splits the batch")
+	}
+}
