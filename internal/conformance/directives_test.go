@@ -94,3 +94,33 @@ func TestServingStale(t *testing.T) {
 			Steps:  []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Status: 502}}},
 	})
 }
+
+// RFC 9111 §5.2.2.2, §5.2.2.8, §5.2.2.10: a stale entry that may not be
+// served stale, when the origin cannot be reached, answers 504 ("SHOULD
+// be 504"), whether the connection was refused or timed out; without
+// such a directive the SPEC's 502 for a broken connection stands.
+func TestDisconnected(t *testing.T) {
+	stored := func(cc string) []Resp {
+		return []Resp{{Header: []string{"Cache-Control", cc, "ETag", `"v1"`}}, {Drop: true}}
+	}
+	runTable(t, []Case{
+		{Name: "must-revalidate: 504 (§5.2.2.2)", Route: originMode, Origin: stored("max-age=10, must-revalidate"),
+			Steps: []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 504}}},
+		{Name: "proxy-revalidate: 504 (§5.2.2.8)", Route: originMode, Origin: stored("max-age=10, proxy-revalidate"),
+			Steps: []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 504}}},
+		{Name: "s-maxage: 504 (§5.2.2.10)", Route: originMode, Origin: stored("s-maxage=10"),
+			Steps: []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 504}}},
+		{Name: "must-revalidate with stale-if-error: still 504", Route: originMode + "\nstale_if_error: 60s",
+			Origin: stored("max-age=10, must-revalidate, stale-if-error=60"),
+			Steps:  []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 504}}},
+		{Name: "plain stale entry, no stale window: 502 (SPEC)", Route: originMode, Origin: stored("max-age=10"),
+			Steps: []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 502}}},
+		{Name: "nothing stored: 502 (SPEC)", Route: originMode, Origin: []Resp{{Drop: true}},
+			Steps: []Step{{Fetch: true, Status: 502}}},
+		{Name: "stale-if-error: stale served when unreachable", Route: originMode,
+			Origin: stored("max-age=10, stale-if-error=60"),
+			Steps:  []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Body: "body-1", CacheStatus: "fwd=stale"}}},
+		{Name: "must-revalidate, fresh: served without the origin", Route: originMode, Origin: stored("max-age=10, must-revalidate"),
+			Steps: []Step{{Fetch: true}, {After: 5 * time.Second, Body: "body-1"}}},
+	})
+}

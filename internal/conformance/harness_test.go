@@ -45,6 +45,9 @@ type Resp struct {
 	// Hints are header pairs of a 103 Early Hints sent before the answer
 	// (none when empty).
 	Hints []string
+	// Drop: the origin closes the connection without answering (an
+	// unreachable origin, as the sidecar's transport sees it).
+	Drop bool
 }
 
 // Step is one client request and what it must show.
@@ -123,6 +126,12 @@ func (o *scriptedOrigin) serve(w http.ResponseWriter, r *http.Request) {
 	n := len(o.seen)
 	rs := o.resp[min(n, len(o.resp))-1]
 	o.mu.Unlock()
+	if rs.Drop {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return
+	}
 	h := w.Header()
 	if len(rs.Hints) > 0 {
 		for i := 0; i+1 < len(rs.Hints); i += 2 {
