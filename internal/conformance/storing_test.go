@@ -81,3 +81,40 @@ func TestStoring(t *testing.T) {
 			Steps:  []Step{{Fetch: true}, {Fetch: true}}},
 	})
 }
+
+// RFC 9111 §3.5: storing responses to requests with Authorization. The
+// RFC lets a shared cache store and reuse them for everyone when the
+// response says public, s-maxage or must-revalidate; the sidecar does not
+// (docs/configuration.md, "Requests that bypass the cache"): its key does
+// not see the credential, so one such directive sent by mistake — a
+// framework's blanket s-maxage, the common "max-age=0, must-revalidate" on
+// a per-user answer — would hand one caller's answer to every other caller,
+// the unauthenticated included. A route that lists Authorization under
+// key.headers caches per credential instead.
+func TestAuthorization(t *testing.T) {
+	alice := []string{"Authorization", "Bearer alice"}
+	bob := []string{"Authorization", "Bearer bob"}
+	for _, cc := range []string{"public, max-age=60", "s-maxage=60", "max-age=60, must-revalidate"} {
+		t.Run(cc, func(t *testing.T) {
+			runTable(t, []Case{
+				{Name: "not stored, not reused", Route: originMode,
+					Origin: []Resp{{Header: []string{"Cache-Control", cc}}},
+					Steps: []Step{
+						{Header: alice, Fetch: true, Body: "body-1", CacheStatus: "fwd=bypass"},
+						{Header: alice, Fetch: true, Body: "body-2"},
+						{Header: bob, Fetch: true, Body: "body-3"},
+						{Fetch: true, Body: "body-4"},
+					}},
+				{Name: "key.headers [Authorization]: one entry per credential", Route: originMode + "\nkey: {headers: [Authorization]}",
+					Origin: []Resp{{Header: []string{"Cache-Control", cc}}},
+					Steps: []Step{
+						{Header: alice, Fetch: true, Body: "body-1"},
+						{Header: alice, Body: "body-1", CacheStatus: "hit"},
+						{Header: bob, Fetch: true, Body: "body-2"},
+						{Fetch: true, Body: "body-3"},
+						{Header: bob, Body: "body-2"},
+					}},
+			})
+		})
+	}
+}
