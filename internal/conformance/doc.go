@@ -5,7 +5,7 @@
 // origin's headers — store, reuse, revalidate with which conditional,
 // report which Age, or answer 504.
 //
-// Each row is one Case (harness_test.go): the route's settings, the
+// Each row is one Case (script.Case): the route's settings, the
 // origin's answers in order, and requests with the clock moved between
 // them and what each must show. A section is one table, one Test function:
 //
@@ -16,6 +16,11 @@
 //	                           §5.2.2.2 an unreachable origin (504)
 //	head_test.go        §4     HEAD from the stored GET (RFC 9110 §9.3.2)
 //	invalidation_test.go §4.4  invalidation; surrogate keys; 1xx interim
+//
+// The vocabulary (Case, Resp, Step, the scripted origin, the checks) lives
+// in the non-test package script, so that cmd/sidecache's
+// TestConformanceBinary plays clock-free rows against the built binary
+// too; harness_test.go only starts the in-process sidecar.
 //
 // Adding a row is adding a struct literal to its section's table. Rows of
 // a new section get a new file with one Test function calling runTable;
