@@ -148,6 +148,12 @@ func TestClientConditionals(t *testing.T) {
 			Steps: []Step{{Fetch: true}, {Header: []string{"If-Unmodified-Since", "{epoch-3600}"}, Fetch: true, Status: 412, Check: sawHeader("If-Unmodified-Since", "{epoch-3600}")}}},
 		{Name: "route mode: If-Match is the origin's too", Route: "ttl: 60s", Origin: etagged,
 			Steps: []Step{{Fetch: true}, {Header: []string{"If-Match", `"other"`}, Fetch: true, Status: 412}}},
+		{Name: "stale entry, client If-None-Match: revalidated, then 304 to the client", Route: originMode, Origin: []Resp{
+			{Header: []string{"Cache-Control", "max-age=10", "ETag", `"v1"`}}, {Status: 304, Header: []string{"Cache-Control", "max-age=10"}}},
+			Steps: []Step{{Fetch: true}, {After: 11 * time.Second, Header: []string{"If-None-Match", `"v1"`}, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 304}}},
+		{Name: "stale entry, client If-None-Match no longer matching: 200 with the new body", Route: originMode, Origin: []Resp{
+			{Header: []string{"Cache-Control", "max-age=10", "ETag", `"v1"`}}, {Header: []string{"Cache-Control", "max-age=10", "ETag", `"v2"`}, Body: "new"}},
+			Steps: []Step{{Fetch: true}, {After: 11 * time.Second, Header: []string{"If-None-Match", `"v1"`}, Fetch: true, Cond: `If-None-Match: "v1"`, Body: "new"}}},
 		{Name: "Vary: the selected variant's validator is sent, its body kept", Route: originMode,
 			// The first answer comes twice: the sidecar learns the Vary'd
 			// header from it and asks again with it (README "Security model").
