@@ -10,6 +10,7 @@
 // them and what each must show. A section is one table, one Test function:
 //
 //	storing_test.go     §3     storing; §3.5 Authorization
+//	vary_test.go        §4.1   Vary: which stored variant answers
 //	freshness_test.go   §4.2   freshness, §4.2.3 age
 //	validation_test.go  §4.3   validation, 304s, client conditionals
 //	directives_test.go  §5.2   request directives, §4.2.4 serving stale,
