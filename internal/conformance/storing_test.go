@@ -50,6 +50,12 @@ func TestStoring(t *testing.T) {
 		{Name: "404 without freshness: only under negative_ttl", Route: originMode + "\nttl: 60s",
 			Origin: []Resp{{Status: 404}},
 			Steps:  []Step{{Fetch: true, Status: 404}, {Fetch: true, Status: 404}}},
+		{Name: "405 and 414 are heuristically cacheable: under negative_ttl (RFC 9110 §15.1)", Route: originMode + "\nnegative_ttl: 30s",
+			Origin: []Resp{{Status: 405}, {Status: 414}},
+			Steps: []Step{
+				{Fetch: true, Status: 405}, {Status: 405, CacheStatus: "hit"},
+				{Path: "/r/2", Fetch: true, Status: 414}, {Path: "/r/2", Status: 414, CacheStatus: "hit"},
+			}},
 		{Name: "403 with max-age: stored (§3: any final status with explicit freshness)", Route: originMode,
 			Origin: []Resp{{Status: 403, Header: []string{"Cache-Control", "max-age=60"}}},
 			Steps:  []Step{{Fetch: true, Status: 403}, {Status: 403, CacheStatus: "hit"}}},

@@ -22,8 +22,9 @@ type originFreshness struct {
 //   - storing (§3): not with no-store or an unqualified private (in the
 //     selected field: an RFC 9213 targeted field replaces Cache-Control),
 //     nor with Set-Cookie; the status must be one whose meaning a cache can
-//     reuse: 200, 203, 204, 300, 301, 308; 404 and 410 with explicit
-//     freshness or public, or under negative_ttl as their heuristic; any
+//     reuse: 200, 203, 204, 300, 301, 308; 404, 405, 410 and 414 with
+//     explicit freshness or public, or under negative_ttl as their
+//     heuristic; any
 //     other final status below 500 (but 206 and 304) with explicit
 //     freshness or public (§3, §4.2.2, §5.2.2.9);
 //   - freshness (§4.2.1): s-maxage, then max-age, then Expires minus Date;
@@ -48,7 +49,9 @@ func (x *exchange) originFreshness(e *cache.Entry, upstream http.Header, now tim
 	switch e.Status {
 	case 200, 203, 204, 300, 301, 308:
 		o.cacheable = true
-	case 404, 410:
+	case 404, 405, 410, 414:
+		// Heuristically cacheable errors (RFC 9110 §15.1): the route's
+		// negative_ttl is their heuristic.
 		o.cacheable = f.Explicit || f.Public || rt.NegativeTTL > 0
 		if !f.Explicit && !f.Public {
 			life = rt.NegativeTTL
