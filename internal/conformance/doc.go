@@ -25,9 +25,10 @@
 //
 // Adding a row is adding a struct literal to its section's table. Rows of
 // a new section get a new file with one Test function calling runTable;
-// Case.Routes adds write routes,
-// Step.Method and Step.Path send unsafe methods to other URIs, Resp.Hints
-// makes the origin send a 103 first, Resp.Drop makes it close the
-// connection unanswered, and Step.Check sees everything the
-// client and the origin saw (Result.Interim, Result.Origin).
+// Case.Routes adds write routes, Step.Method and Step.Path send unsafe
+// methods to other URIs, Resp.Hints makes the origin send a 103 first,
+// Resp.Drop makes it close the connection unanswered, Resp.Hang makes it
+// never answer (the 2 s upstream.timeout ends the request), and Step.Check
+// sees everything the client and the origin saw (Result.Interim,
+// Result.Origin).
 package conformance

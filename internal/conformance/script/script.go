@@ -51,6 +51,9 @@ type Resp struct {
 	// Drop: the origin closes the connection without answering (an
 	// unreachable origin, as the sidecar's transport sees it).
 	Drop bool
+	// Hang: the origin never answers; the sidecar's upstream.timeout (2s)
+	// ends the request.
+	Hang bool
 }
 
 // Step is one client request and what it must show.
@@ -162,6 +165,10 @@ func (o *scriptedOrigin) serve(w http.ResponseWriter, r *http.Request) {
 	n := len(o.seen)
 	rs := o.resp[min(n, len(o.resp))-1]
 	o.mu.Unlock()
+	if rs.Hang {
+		<-r.Context().Done()
+		return
+	}
 	if rs.Drop {
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 			conn.Close()
