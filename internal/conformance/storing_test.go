@@ -80,6 +80,12 @@ func TestStoring(t *testing.T) {
 		{Name: `qualified private="X-Secret": stored without the field (§5.2.2.7)`, Route: originMode,
 			Origin: []Resp{{Header: []string{"Cache-Control", `max-age=60, private="X-Secret"`, "X-Secret", "s"}}},
 			Steps:  []Step{{Fetch: true}, {Headers: []string{"X-Secret", ""}}}},
+		{Name: "hop-by-hop fields, and those Connection names, are not stored (§3.1)", Route: originMode,
+			Origin: []Resp{{Header: []string{"Cache-Control", "max-age=60", "Connection", "X-Hop", "X-Hop", "1", "Keep-Alive", "timeout=5", "X-End", "2"}}},
+			Steps: []Step{
+				{Fetch: true},
+				{CacheStatus: "hit", Headers: []string{"X-Hop", "", "Keep-Alive", "", "X-End", "2"}},
+			}},
 		{Name: "each URI is its own entry", Route: originMode,
 			Origin: []Resp{{Header: []string{"Cache-Control", "max-age=60"}}},
 			Steps:  []Step{{Fetch: true}, {Path: "/r/2", Fetch: true, Body: "body-2"}, {Body: "body-1"}, {Path: "/r/2", Body: "body-2"}}},
