@@ -21,7 +21,7 @@ type (
 )
 
 var (
-	epoch  = script.Epoch
+	epoch  = script.Epoch()
 	expand = script.Expand
 )
 

@@ -104,7 +104,7 @@ type Seen struct {
 
 // Epoch is the start of the test clock: a whole second, so HTTP-dates are
 // exact. {epoch±N} in headers is relative to it on either clock.
-var Epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+func Epoch() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }
 
 // Clock is the time the origin's Date headers and the sidecar share.
 type Clock interface {
@@ -117,7 +117,7 @@ type Clock interface {
 type TestClock struct{ off atomic.Int64 }
 
 // Now is the test clock's time.
-func (c *TestClock) Now() time.Time { return Epoch.Add(time.Duration(c.off.Load())) }
+func (c *TestClock) Now() time.Time { return Epoch().Add(time.Duration(c.off.Load())) }
 
 // Advance moves the test clock forward.
 func (c *TestClock) Advance(d time.Duration) bool { c.off.Add(int64(d)); return true }
@@ -217,7 +217,7 @@ func Expand(v string, now time.Time) string {
 	for _, name := range []string{"{now", "{epoch"} {
 		at := now
 		if name == "{epoch" {
-			at = Epoch
+			at = Epoch()
 		}
 		for {
 			i := strings.Index(v, name)
@@ -285,6 +285,7 @@ type Start func(t *testing.T, config string, now func() time.Time) string
 func Run(t *testing.T, c Case, clk Clock, start Start) {
 	o := newOrigin(t, clk, c.Origin)
 	base := start(t, Config(o.URL, c), clk.Now)
+	client := newClient(t)
 	for i, s := range c.Steps {
 		if !clk.Advance(s.After) {
 			t.Fatalf("step %d moves the clock, which this sidecar does not share", i+1)
@@ -298,7 +299,7 @@ func Run(t *testing.T, c Case, clk Clock, start Start) {
 		if path == "" {
 			path = "/r/1"
 		}
-		code, h, body, interim := do(t, s.Method, base+path, hdr)
+		code, h, body, interim := do(t, client, s.Method, base+path, hdr)
 		if s.Background {
 			waitFor(t, func() bool { return len(o.requests()) > before })
 		}
@@ -380,13 +381,19 @@ func statusOr(s int) int {
 	return s
 }
 
-var client = &http.Client{
-	Timeout:       10 * time.Second,
-	Transport:     &http.Transport{DisableCompression: true},
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+// newClient is one case's client: it follows no redirect and leaves
+// content-codings alone, so the answers are seen as the sidecar sent them.
+func newClient(t *testing.T) *http.Client {
+	c := &http.Client{
+		Timeout:       10 * time.Second,
+		Transport:     &http.Transport{DisableCompression: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	t.Cleanup(c.CloseIdleConnections)
+	return c
 }
 
-func do(t *testing.T, method, url string, hdr []string) (int, http.Header, string, []int) {
+func do(t *testing.T, client *http.Client, method, url string, hdr []string) (int, http.Header, string, []int) {
 	t.Helper()
 	var interim []int
 	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
