@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -84,9 +85,10 @@ func (x *exchange) refreshed(ctx context.Context, notModified http.Header, reque
 // SHOULD be 504 Gateway Timeout, so a refused or reset connection answers
 // 504 here rather than the 502 it gets otherwise (docs/configuration.md,
 // "Freshness from the origin"). An answer the upstream did give, even a
-// 5xx, is relayed as it is: that is not a disconnection.
+// 5xx, is relayed as it is: that is not a disconnection; nor does a failed
+// bulk call change (the SPEC's 502 for every waiter of a batch).
 func (x *exchange) mustRevalidateError(err error) error {
-	if x.base.e == nil || !x.base.e.NoStale {
+	if x.base.e == nil || !x.base.e.NoStale || errors.Is(err, errBulk) {
 		return err
 	}
 	if ue := classify(err); ue.code == http.StatusGatewayTimeout {
