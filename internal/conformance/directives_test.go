@@ -53,6 +53,13 @@ func TestRequestDirectives(t *testing.T) {
 			Steps: []Step{{Fetch: true}, {Header: []string{"Pragma", "no-cache"}, Fetch: true}}},
 		{Name: "no-store: not served from nor stored in the cache", Route: originMode, Origin: fresh60,
 			Steps: []Step{{Fetch: true}, {Header: []string{"Cache-Control", "no-store"}, Fetch: true}, {Body: "body-1"}}},
+		{Name: "no-transform: the stored body and its coding relayed as they came (§5.2.2.6)", Route: originMode,
+			Origin: []Resp{{Header: []string{"Cache-Control", "max-age=60, no-transform", "Content-Encoding", "gzip", "Content-Type", "image/x-raw"}, Body: "\x1f\x8b-not-really"}},
+			Steps: []Step{
+				{Header: []string{"Accept-Encoding", "gzip"}, Fetch: true, Body: "\x1f\x8b-not-really"},
+				{Header: []string{"Accept-Encoding", "gzip"}, Body: "\x1f\x8b-not-really", CacheStatus: "hit",
+					Headers: []string{"Content-Encoding", "gzip", "Content-Type", "image/x-raw", "Content-Length", "13", "Cache-Control", "max-age=60, no-transform"}},
+			}},
 		{Name: "route mode: max-age=0 from the client is ignored", Route: "ttl: 60s", Origin: fresh60,
 			Steps: []Step{{Fetch: true}, {After: time.Second, Header: []string{"Cache-Control", "max-age=0"}}}},
 		{Name: "route mode: only-if-cached is ignored", Route: "ttl: 60s", Origin: fresh60,
@@ -89,8 +96,47 @@ func TestServingStale(t *testing.T) {
 		{Name: "s-maxage: no stale-while-revalidate (§5.2.2.10)", Route: originMode,
 			Origin: []Resp{{Header: []string{"Cache-Control", "s-maxage=10, stale-while-revalidate=60"}}},
 			Steps:  []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Body: "body-2"}}},
+		{Name: "stale served carries its true Age and no Warning (RFC 9111 dropped Warning)", Route: originMode,
+			Origin: []Resp{{Header: []string{"Cache-Control", "max-age=10, stale-while-revalidate=30"}}},
+			Steps: []Step{
+				{Fetch: true},
+				{After: 15 * time.Second, Background: true, Fetch: true, Age: "15", Headers: []string{"Warning", ""}},
+			}},
 		{Name: "no stale window: a stale entry is not served on error", Route: originMode,
 			Origin: []Resp{{Header: []string{"Cache-Control", "max-age=10"}}, {Status: 502}},
 			Steps:  []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Status: 502}}},
+	})
+}
+
+// RFC 9111 §5.2.2.2, §5.2.2.8, §5.2.2.10: a stale entry that may not be
+// served stale, when the origin cannot be reached, answers 504 ("SHOULD
+// be 504"), whether the connection was refused or timed out; without
+// such a directive the SPEC's 502 for a broken connection stands.
+func TestDisconnected(t *testing.T) {
+	stored := func(cc string) []Resp {
+		return []Resp{{Header: []string{"Cache-Control", cc, "ETag", `"v1"`}}, {Drop: true}}
+	}
+	runTable(t, []Case{
+		{Name: "must-revalidate: 504 (§5.2.2.2)", Route: originMode, Origin: stored("max-age=10, must-revalidate"),
+			Steps: []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 504}}},
+		{Name: "proxy-revalidate: 504 (§5.2.2.8)", Route: originMode, Origin: stored("max-age=10, proxy-revalidate"),
+			Steps: []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 504}}},
+		{Name: "s-maxage: 504 (§5.2.2.10)", Route: originMode, Origin: stored("s-maxage=10"),
+			Steps: []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 504}}},
+		{Name: "must-revalidate with stale-if-error: still 504", Route: originMode + "\nstale_if_error: 60s",
+			Origin: stored("max-age=10, must-revalidate, stale-if-error=60"),
+			Steps:  []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 504}}},
+		{Name: "must-revalidate, the origin times out: 504", Route: originMode,
+			Origin: []Resp{{Header: []string{"Cache-Control", "max-age=10, must-revalidate", "ETag", `"v1"`}}, {Hang: true}},
+			Steps:  []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 504}}},
+		{Name: "plain stale entry, no stale window: 502 (SPEC)", Route: originMode, Origin: stored("max-age=10"),
+			Steps: []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 502}}},
+		{Name: "nothing stored: 502 (SPEC)", Route: originMode, Origin: []Resp{{Drop: true}},
+			Steps: []Step{{Fetch: true, Status: 502}}},
+		{Name: "stale-if-error: stale served when unreachable", Route: originMode,
+			Origin: stored("max-age=10, stale-if-error=60"),
+			Steps:  []Step{{Fetch: true}, {After: 15 * time.Second, Fetch: true, Cond: `If-None-Match: "v1"`, Body: "body-1", CacheStatus: "fwd=stale"}}},
+		{Name: "must-revalidate, fresh: served without the origin", Route: originMode, Origin: stored("max-age=10, must-revalidate"),
+			Steps: []Step{{Fetch: true}, {After: 5 * time.Second, Body: "body-1"}}},
 	})
 }

@@ -68,6 +68,16 @@ func TestValidation(t *testing.T) {
 				{Fetch: true},
 				{After: 9 * time.Minute, Fetch: true, Cond: `If-None-Match: "v1"`, Body: "body-1"},
 			}},
+		{Name: "weak ETag: sent as it is, a 304 with it refreshes", Route: originMode,
+			Origin: []Resp{etag(`W/"v1"`, "max-age=10"), notModified("ETag", `W/"v1"`, "Cache-Control", "max-age=10")},
+			Steps: []Step{
+				{Fetch: true},
+				{After: 11 * time.Second, Fetch: true, Cond: `If-None-Match: W/"v1"`, Body: "body-1"},
+				{After: 5 * time.Second, Body: "body-1", CacheStatus: "hit"},
+			}},
+		{Name: "no-cache: max-stale from the client does not lift it (§5.2.2.4)", Route: originMode,
+			Origin: []Resp{etag(`"v1"`, "no-cache"), notModified()},
+			Steps:  []Step{{Fetch: true}, {Header: []string{"Cache-Control", "max-stale"}, Fetch: true, Cond: `If-None-Match: "v1"`, Body: "body-1"}}},
 		{Name: "no validator: fetched whole", Route: originMode,
 			Origin: []Resp{{Header: []string{"Cache-Control", "max-age=10"}}},
 			Steps:  []Step{{Fetch: true}, {After: 11 * time.Second, Fetch: true, Cond: "", Body: "body-2"}},
@@ -115,4 +125,75 @@ func TestValidation(t *testing.T) {
 				{Header: []string{"If-Modified-Since", "{epoch-1}"}, Status: 200},
 			}},
 	})
+}
+
+// RFC 9111 §4.3.2 with RFC 9110 §13.1: the client's conditionals a cache
+// evaluates itself (If-None-Match with the weak comparison, If-None-Match:
+// *, If-Modified-Since only without If-None-Match), the ones it leaves to
+// the origin (If-Match, If-Unmodified-Since), and revalidation of the
+// variant the request selects (§4.1 with §4.3.1).
+func TestClientConditionals(t *testing.T) {
+	stored := func(h ...string) []Resp {
+		return []Resp{{Header: append([]string{"Cache-Control", "max-age=60"}, h...)}, {Status: 412}}
+	}
+	etagged := stored("ETag", `"v1"`, "Last-Modified", "{epoch-60}")
+	runTable(t, []Case{
+		{Name: "If-None-Match: weak client tag matches a strong stored one", Route: originMode, Origin: etagged,
+			Steps: []Step{{Fetch: true}, {Header: []string{"If-None-Match", `W/"v1"`}, Status: 304, Headers: []string{"ETag", `"v1"`}}}},
+		{Name: "If-None-Match: strong client tag matches a weak stored one", Route: originMode, Origin: stored("ETag", `W/"v1"`),
+			Steps: []Step{{Fetch: true}, {Header: []string{"If-None-Match", `"v1"`}, Status: 304}}},
+		{Name: "If-None-Match: a list, one matching", Route: originMode, Origin: etagged,
+			Steps: []Step{{Fetch: true}, {Header: []string{"If-None-Match", `"a", "v1"`}, Status: 304}}},
+		{Name: "If-None-Match: no match is 200 with the body", Route: originMode, Origin: etagged,
+			Steps: []Step{{Fetch: true}, {Header: []string{"If-None-Match", `"v2"`}, Body: "body-1"}}},
+		{Name: "If-None-Match: * matches a stored entry with an ETag", Route: originMode, Origin: etagged,
+			Steps: []Step{{Fetch: true}, {Header: []string{"If-None-Match", "*"}, Status: 304}}},
+		{Name: "If-None-Match: * matches a stored entry without one (RFC 9110 §13.1.2)", Route: originMode, Origin: stored(),
+			Steps: []Step{{Fetch: true}, {Header: []string{"If-None-Match", "*"}, Status: 304}}},
+		{Name: "If-Modified-Since ignored when If-None-Match is present (RFC 9110 §13.1.3)", Route: originMode, Origin: etagged,
+			Steps: []Step{{Fetch: true}, {Header: []string{"If-None-Match", `"v2"`, "If-Modified-Since", "{epoch}"}, Body: "body-1"}}},
+		{Name: "an invalid If-Modified-Since is ignored (RFC 9110 §13.1.3)", Route: originMode, Origin: etagged,
+			Steps: []Step{{Fetch: true}, {Header: []string{"If-Modified-Since", "yesterday"}, Body: "body-1"}}},
+		{Name: "If-None-Match without a stored ETag: 200", Route: originMode, Origin: stored("Last-Modified", "{epoch-60}"),
+			Steps: []Step{{Fetch: true}, {Header: []string{"If-None-Match", `"v1"`, "If-Modified-Since", "{epoch}"}, Body: "body-1"}}},
+		{Name: "If-Match is the origin's to evaluate (§4.3.2)", Route: originMode, Origin: etagged,
+			Steps: []Step{{Fetch: true}, {Header: []string{"If-Match", `"other"`}, Fetch: true, Status: 412, Check: sawHeader("If-Match", `"other"`)}, {Body: "body-1", CacheStatus: "hit"}}},
+		{Name: "If-Unmodified-Since is the origin's to evaluate (§4.3.2)", Route: originMode, Origin: etagged,
+			Steps: []Step{{Fetch: true}, {Header: []string{"If-Unmodified-Since", "{epoch-3600}"}, Fetch: true, Status: 412, Check: sawHeader("If-Unmodified-Since", "{epoch-3600}")}}},
+		{Name: "route mode: If-Match is the origin's too", Route: "ttl: 60s", Origin: etagged,
+			Steps: []Step{{Fetch: true}, {Header: []string{"If-Match", `"other"`}, Fetch: true, Status: 412}}},
+		{Name: "stale entry, client If-None-Match: revalidated, then 304 to the client", Route: originMode, Origin: []Resp{
+			{Header: []string{"Cache-Control", "max-age=10", "ETag", `"v1"`}}, {Status: 304, Header: []string{"Cache-Control", "max-age=10"}}},
+			Steps: []Step{{Fetch: true}, {After: 11 * time.Second, Header: []string{"If-None-Match", `"v1"`}, Fetch: true, Cond: `If-None-Match: "v1"`, Status: 304}}},
+		{Name: "stale entry, client If-None-Match no longer matching: 200 with the new body", Route: originMode, Origin: []Resp{
+			{Header: []string{"Cache-Control", "max-age=10", "ETag", `"v1"`}}, {Header: []string{"Cache-Control", "max-age=10", "ETag", `"v2"`}, Body: "new"}},
+			Steps: []Step{{Fetch: true}, {After: 11 * time.Second, Header: []string{"If-None-Match", `"v1"`}, Fetch: true, Cond: `If-None-Match: "v1"`, Body: "new"}}},
+		{Name: "Vary: the selected variant's validator is sent, its body kept", Route: originMode,
+			// The first answer comes twice: the sidecar learns the Vary'd
+			// header from it and asks again with it (README "Security model").
+			Origin: []Resp{
+				{Header: []string{"Cache-Control", "max-age=10", "Vary", "Accept-Language", "ETag", `"en1"`}, Body: "en"},
+				{Header: []string{"Cache-Control", "max-age=10", "Vary", "Accept-Language", "ETag", `"en1"`}, Body: "en"},
+				{Header: []string{"Cache-Control", "max-age=10", "Vary", "Accept-Language", "ETag", `"fr1"`}, Body: "fr"},
+				{Status: 304, Header: []string{"Cache-Control", "max-age=10", "Vary", "Accept-Language"}},
+			},
+			Steps: []Step{
+				{Header: []string{"Accept-Language", "en"}, Fetch: true, Body: "en"},
+				{Header: []string{"Accept-Language", "fr"}, Fetch: true, Body: "fr"},
+				{After: 11 * time.Second, Header: []string{"Accept-Language", "fr"}, Fetch: true, Cond: `If-None-Match: "fr1"`, Body: "fr"},
+				{Header: []string{"Accept-Language", "en"}, Fetch: true, Cond: `If-None-Match: "en1"`, Body: "en"},
+				{Header: []string{"Accept-Language", "fr"}, Body: "fr", CacheStatus: "hit"},
+				{Header: []string{"Accept-Language", "en"}, Body: "en", CacheStatus: "hit"},
+			}},
+	})
+}
+
+// sawHeader checks a header of the origin's last request ({epoch±N}
+// expanded).
+func sawHeader(name, want string) func(*testing.T, Result) {
+	return func(t *testing.T, r Result) {
+		if got, want := r.Origin[len(r.Origin)-1].Header.Get(name), expand(want, epoch); got != want {
+			t.Errorf("origin saw %s %q, want %q", name, got, want)
+		}
+	}
 }

@@ -57,6 +57,9 @@ type Freshness struct {
 	NoStore       bool
 	Private       bool
 	PrivateFields []string
+	// Public: the response says public (§5.2.2.9), which makes it
+	// cacheable with a heuristic freshness whatever its status (§4.2.2).
+	Public bool
 	// Field is the field the directives came from: Cache-Control or the
 	// targeted field that replaced it.
 	Field string
@@ -89,6 +92,7 @@ func Evaluate(h http.Header, received time.Time, opts Options) Freshness {
 		NoStore: d.NoStore,
 		Private: d.Private && len(d.PrivateFields) == 0, PrivateFields: d.PrivateFields,
 		NoStale: d.MustRevalidate || d.ProxyRevalidate || d.SMaxAge.Set,
+		Public:  d.Public,
 		Field:   field,
 	}
 	date := dateOf(h, received)

@@ -79,6 +79,7 @@ func TestEvaluate(t *testing.T) {
 		{"Surrogate-Control", hdr("Cache-Control", "max-age=5", "Surrogate-Control", "max-age=100"), Options{}, Freshness{Lifetime: 100 * time.Second, Explicit: true, Field: "Surrogate-Control"}},
 		{"targets empty: Cache-Control only", hdr("Cache-Control", "max-age=5", "CDN-Cache-Control", "max-age=600"), Options{Targets: []string{}}, Freshness{Lifetime: 5 * time.Second, Explicit: true}},
 		{"own target first", hdr("CDN-Cache-Control", "max-age=600", "Sidecache-Cache-Control", "max-age=9"), Options{Targets: []string{"Sidecache-Cache-Control", "CDN-Cache-Control"}}, Freshness{Lifetime: 9 * time.Second, Explicit: true, Field: "Sidecache-Cache-Control"}},
+		{"public with the heuristic", hdr("Cache-Control", "public", "Date", date, "Last-Modified", at(-10*time.Hour)), Options{}, Freshness{Lifetime: time.Hour, Public: true}},
 		{"empty target ignored", hdr("Cache-Control", "max-age=5", "CDN-Cache-Control", ""), Options{}, Freshness{Lifetime: 5 * time.Second, Explicit: true}},
 	}
 	for _, tt := range tests {

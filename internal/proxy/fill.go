@@ -59,6 +59,9 @@ func (x *exchange) fill(ctx context.Context) (*flight, error) {
 		x.base = x.validatable(c)
 	}
 	f, err := x.fillUpstream(ctx, stale)
+	if err != nil {
+		err = x.mustRevalidateError(err) // revalidate.go
+	}
 	if f == nil {
 		f = &flight{} // keeps the stale copy reachable for the waiters
 	}

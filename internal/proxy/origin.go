@@ -22,9 +22,11 @@ type originFreshness struct {
 //   - storing (§3): not with no-store or an unqualified private (in the
 //     selected field: an RFC 9213 targeted field replaces Cache-Control),
 //     nor with Set-Cookie; the status must be one whose meaning a cache can
-//     reuse: 200, 203, 204, 300, 301, 308, and with explicit freshness
-//     also 302 and 307; 404 and 410 with explicit freshness, or under
-//     negative_ttl as their heuristic;
+//     reuse: 200, 203, 204, 300, 301, 308; 404, 405, 410 and 414 with
+//     explicit freshness or public, or under negative_ttl as their
+//     heuristic; any
+//     other final status below 500 (but 206 and 304) with explicit
+//     freshness or public (§3, §4.2.2, §5.2.2.9);
 //   - freshness (§4.2.1): s-maxage, then max-age, then Expires minus Date;
 //     without any, the route's ttl when set, else §4.2.2's heuristic (10% of
 //     the time since Last-Modified, at most a day); max_ttl caps the result;
@@ -47,13 +49,20 @@ func (x *exchange) originFreshness(e *cache.Entry, upstream http.Header, now tim
 	switch e.Status {
 	case 200, 203, 204, 300, 301, 308:
 		o.cacheable = true
-	case 302, 307:
-		o.cacheable = f.Explicit
-	case 404, 410:
-		o.cacheable = f.Explicit || rt.NegativeTTL > 0
-		if !f.Explicit {
+	case 404, 405, 410, 414:
+		// Heuristically cacheable errors (RFC 9110 §15.1): the route's
+		// negative_ttl is their heuristic.
+		o.cacheable = f.Explicit || f.Public || rt.NegativeTTL > 0
+		if !f.Explicit && !f.Public {
 			life = rt.NegativeTTL
 		}
+	case 206, 304:
+		// A part, or a 304 to a conditional the sidecar did not send:
+		// neither is the resource (§3.3, §4.3.4).
+	default:
+		// Any other final status the origin marks cacheable (§3: explicit
+		// freshness, or public for a heuristic one, §4.2.2); never a 5xx.
+		o.cacheable = e.Status >= 200 && e.Status < 500 && (f.Explicit || f.Public)
 	}
 	if m := rt.Origin.MaxTTL; m > 0 {
 		life = min(life, m)

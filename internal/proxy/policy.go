@@ -50,7 +50,9 @@ func private(h http.Header) bool {
 
 // bypassReason names why a request skips the cache, or "" when it does not.
 // Credentials make a response personal (RFC 9111 §3.5) unless the route keys
-// on that header; Range is passed through whole rather than cached in parts.
+// on that header (even public or s-maxage on the answer does not lift this:
+// the key would not see the credential); Range is passed through whole
+// rather than cached in parts.
 func bypassReason(r *http.Request, keyHeaders []string) string {
 	if r.Header.Get("Authorization") != "" && !listed(keyHeaders, "Authorization") {
 		return "authorization"
@@ -60,6 +62,12 @@ func bypassReason(r *http.Request, keyHeaders []string) string {
 	}
 	if r.Header.Get("Range") != "" {
 		return "range"
+	}
+	if r.Header.Get("If-Match") != "" || r.Header.Get("If-Unmodified-Since") != "" {
+		// Preconditions only the origin can evaluate (RFC 9111 §4.3.2):
+		// answering them from a stored copy would turn the origin's 412
+		// into a 200.
+		return "precondition"
 	}
 	if cacheControlHas(r.Header, "no-store") {
 		return "no-store"
@@ -129,6 +137,9 @@ func storedHeader(src http.Header) http.Header {
 // (RFC 9110 §13.2.2: If-None-Match first, If-Modified-Since only without it).
 func notModified(r *http.Request, stored http.Header) bool {
 	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		if strings.TrimSpace(inm) == "*" {
+			return true // any current representation matches (RFC 9110 §13.1.2)
+		}
 		etag := stored.Get("Etag")
 		if etag == "" {
 			return false
@@ -154,9 +165,6 @@ func notModified(r *http.Request, stored http.Header) bool {
 // etagMatchWeak applies the weak comparison of RFC 9110 §8.8.3.2, which is
 // the one If-None-Match uses (§13.1.2).
 func etagMatchWeak(list, etag string) bool {
-	if strings.TrimSpace(list) == "*" {
-		return true
-	}
 	want := strings.TrimPrefix(etag, "W/")
 	for list != "" {
 		var tag string

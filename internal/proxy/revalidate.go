@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -74,4 +76,23 @@ func (x *exchange) refreshed(ctx context.Context, notModified http.Header, reque
 	f := x.keep(ctx, b.Status, merged, b.Body, requested)
 	f.revalidated, f.upstream = true, took
 	return f, nil
+}
+
+// mustRevalidateError is the error a fill answers with when the upstream
+// could not be reached while it revalidated a stale entry the origin
+// forbade serving stale (must-revalidate, proxy-revalidate, s-maxage,
+// no-cache): RFC 9111 §5.2.2.2 says the cache MUST generate an error and it
+// SHOULD be 504 Gateway Timeout, so a refused or reset connection answers
+// 504 here rather than the 502 it gets otherwise (docs/configuration.md,
+// "Freshness from the origin"). An answer the upstream did give, even a
+// 5xx, is relayed as it is: that is not a disconnection; nor does a failed
+// bulk call change (the SPEC's 502 for every waiter of a batch).
+func (x *exchange) mustRevalidateError(err error) error {
+	if x.base.e == nil || !x.base.e.NoStale || errors.Is(err, errBulk) {
+		return err
+	}
+	if ue := classify(err); ue.code == http.StatusGatewayTimeout {
+		return ue
+	}
+	return &upstreamErr{code: http.StatusGatewayTimeout, err: fmt.Errorf("revalidate: stale entry may not be served: %w", err)}
 }
