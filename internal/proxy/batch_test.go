@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -148,12 +147,7 @@ func TestBatchFailures(t *testing.T) {
 	status := func(code int) func(http.ResponseWriter, *http.Request) {
 		return func(w http.ResponseWriter, r *http.Request) { http.Error(w, secret, code) }
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused, _ := url.Parse("http://" + ln.Addr().String())
-	ln.Close()
+	refused, _ := url.Parse("http://" + refusedAddr(t))
 	cases := []struct {
 		name    string
 		bad     func(http.ResponseWriter, *http.Request)

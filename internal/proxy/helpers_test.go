@@ -2,11 +2,13 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,4 +114,26 @@ func (e *env) get(path string) (*http.Response, string) { return e.do(http.Metho
 var client = &http.Client{
 	Transport:     &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 512},
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// refusedAddr is an address that refuses connections for the whole test: a
+// TCP socket bound to it but never listening makes the kernel answer a SYN
+// with RST, and holding the binding keeps any other process from taking
+// the port, as one did once after a closed listener (the test then got
+// that process's 404 instead of a refusal).
+func refusedAddr(t testing.TB) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }

@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -393,12 +392,7 @@ func TestUpstreamFailures(t *testing.T) {
 		}
 		fmt.Fprint(w, "late")
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refusedAddr := ln.Addr().String()
-	ln.Close()
+	refusedAddr := refusedAddr(t)
 	refused := &upstream{}
 	refused.Server = nil
 	cases := []struct {
