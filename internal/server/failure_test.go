@@ -109,7 +109,7 @@ func TestUpstreamDown(t *testing.T) {
 	o := newOrigin(t)
 	r := startReplica(t, o.URL, "")
 	want, _ := r.get(t, "/short/1")
-	o.Close() // refused from now on
+	o.closeRefusing(t) // refused from now on
 	time.Sleep(400 * time.Millisecond)
 	code, h, got := r.do(t, http.MethodGet, "/short/1")
 	if code != 200 || got != want || !strings.Contains(h.Get("Cache-Status"), "fwd=stale") {

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,5 +189,26 @@ func eventually(t testing.TB, within time.Duration, what string, cond func() boo
 			t.Fatalf("%s: not within %v", what, within)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// closeRefusing closes the origin and keeps its port refusing connections
+// until the test ends: a socket bound to the port (SO_REUSEADDR, past the
+// closed connections' TIME_WAIT) that never listens makes the kernel answer
+// with RST, and no other process can take the port and answer instead.
+func (o *origin) closeRefusing(t testing.TB) {
+	t.Helper()
+	addr := o.Listener.Addr().(*net.TCPAddr)
+	o.Close()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}, Port: addr.Port}); err != nil {
+		t.Fatalf("hold the origin's port %d: %v", addr.Port, err)
 	}
 }
