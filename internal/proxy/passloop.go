@@ -58,6 +58,33 @@ type leanConn struct {
 	used time.Time // last returned to the pool
 }
 
+// unsolicited reports bytes the upstream sent on the idle connection after
+// the answer it was asked for, or a connection it closed: read as the next
+// answer, they would hand one client's response to another, so such a
+// connection is dropped before reuse, as net/http's transport drops one
+// ("Unsolicited response received on idle HTTP channel"). One non-blocking
+// peek (MSG_PEEK|MSG_DONTWAIT) per reuse.
+func (c *leanConn) unsolicited() bool {
+	sc, ok := c.c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	bad := false
+	var b [1]byte
+	err = rc.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		// No error: surplus bytes, or 0 bytes because the upstream closed.
+		// EAGAIN: nothing to read, the idle state. Anything else: broken.
+		bad = !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR)
+		return true // never wait for readiness
+	})
+	return bad || err != nil
+}
+
 // leanIdleTimeout drops a connection idle this long (as the transport's
 // IdleConnTimeout), rather than writing to one the upstream likely closed.
 const leanIdleTimeout = 90 * time.Second
@@ -101,7 +128,7 @@ func (l *lean) get(ctx context.Context) (*leanConn, bool, error) {
 	for n := len(l.idle); n > 0; n = len(l.idle) {
 		c := l.idle[n-1]
 		l.idle = l.idle[:n-1]
-		if now.Sub(c.used) < leanIdleTimeout {
+		if now.Sub(c.used) < leanIdleTimeout && !c.unsolicited() {
 			l.mu.Unlock()
 			return c, true, nil
 		}
@@ -116,6 +143,11 @@ func (l *lean) get(ctx context.Context) (*leanConn, bool, error) {
 }
 
 func (l *lean) put(c *leanConn) {
+	if c.br.Buffered() > 0 {
+		// More than the answer announced: never read as the next answer.
+		c.c.Close()
+		return
+	}
 	c.used = time.Now()
 	l.mu.Lock()
 	if !l.closed && len(l.idle) < l.max {
