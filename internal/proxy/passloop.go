@@ -56,6 +56,11 @@ type leanConn struct {
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	used time.Time // last returned to the pool
+
+	// unsolicited's peek, made on first reuse.
+	rc   syscall.RawConn
+	peek func(fd uintptr) bool
+	bad  bool
 }
 
 // unsolicited reports bytes the upstream sent on the idle connection after
@@ -65,24 +70,28 @@ type leanConn struct {
 // ("Unsolicited response received on idle HTTP channel"). One non-blocking
 // peek (MSG_PEEK|MSG_DONTWAIT) per reuse.
 func (c *leanConn) unsolicited() bool {
-	sc, ok := c.c.(syscall.Conn)
-	if !ok {
-		return false
+	if c.rc == nil {
+		sc, ok := c.c.(syscall.Conn)
+		if !ok {
+			return false
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return true
+		}
+		// Made once per connection, so a reuse allocates nothing.
+		c.rc, c.peek = rc, func(fd uintptr) bool {
+			var b [1]byte
+			_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			// No error: surplus bytes, or 0 bytes because the upstream
+			// closed. EAGAIN: nothing to read, the idle state.
+			c.bad = !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR)
+			return true // never wait for readiness
+		}
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return true
-	}
-	bad := false
-	var b [1]byte
-	err = rc.Read(func(fd uintptr) bool {
-		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		// No error: surplus bytes, or 0 bytes because the upstream closed.
-		// EAGAIN: nothing to read, the idle state. Anything else: broken.
-		bad = !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR)
-		return true // never wait for readiness
-	})
-	return bad || err != nil
+	c.bad = false
+	err := c.rc.Read(c.peek)
+	return c.bad || err != nil
 }
 
 // leanIdleTimeout drops a connection idle this long (as the transport's
