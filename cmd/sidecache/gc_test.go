@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"io/fs"
+	"path/filepath"
 	"testing"
 )
 
-func TestGCDefaults(t *testing.T) {
+func TestRuntimeDefaults(t *testing.T) {
 	const gib = 1 << 30
 	files := func(m map[string]string) func(string) ([]byte, error) {
 		return func(p string) ([]byte, error) {
@@ -19,25 +21,51 @@ func TestGCDefaults(t *testing.T) {
 		name  string
 		env   map[string]string
 		files map[string]string
-		want  gcSettings
+		want  runtimeSettings
 	}{
 		{"cgroup v2 limit", nil, map[string]string{"/sys/fs/cgroup/memory.max": "1073741824\n"},
-			gcSettings{percent: sidecarGCPercent, memLimit: gib / 10 * 9}},
+			runtimeSettings{percent: sidecarGCPercent, memLimit: gib / 10 * 9, procs: sidecarProcs}},
 		{"cgroup v1 limit", nil, map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "1073741824\n"},
-			gcSettings{percent: sidecarGCPercent, memLimit: gib / 10 * 9}},
-		{"cgroup v2 unlimited", nil, map[string]string{"/sys/fs/cgroup/memory.max": "max\n"}, gcSettings{}},
-		{"cgroup v1 unlimited", nil, map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n"}, gcSettings{}},
-		{"no cgroup", nil, nil, gcSettings{}},
+			runtimeSettings{percent: sidecarGCPercent, memLimit: gib / 10 * 9, procs: sidecarProcs}},
+		{"cgroup v2 unlimited", nil, map[string]string{"/sys/fs/cgroup/memory.max": "max\n"}, runtimeSettings{procs: sidecarProcs}},
+		{"cgroup v1 unlimited", nil, map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n"}, runtimeSettings{procs: sidecarProcs}},
+		{"no cgroup", nil, nil, runtimeSettings{procs: sidecarProcs}},
 		{"operator GOMEMLIMIT", map[string]string{"GOMEMLIMIT": "512MiB"}, map[string]string{"/sys/fs/cgroup/memory.max": "1073741824"},
-			gcSettings{percent: sidecarGCPercent}},
-		{"operator GOMEMLIMIT off", map[string]string{"GOMEMLIMIT": "off"}, map[string]string{"/sys/fs/cgroup/memory.max": "1073741824"}, gcSettings{}},
+			runtimeSettings{percent: sidecarGCPercent, procs: sidecarProcs}},
+		{"operator GOMEMLIMIT off", map[string]string{"GOMEMLIMIT": "off"}, map[string]string{"/sys/fs/cgroup/memory.max": "1073741824"}, runtimeSettings{procs: sidecarProcs}},
 		{"operator GOGC", map[string]string{"GOGC": "100"}, map[string]string{"/sys/fs/cgroup/memory.max": "1073741824"},
-			gcSettings{memLimit: gib / 10 * 9}},
+			runtimeSettings{memLimit: gib / 10 * 9, procs: sidecarProcs}},
+		{"operator GOMAXPROCS", map[string]string{"GOMAXPROCS": "4"}, nil, runtimeSettings{}},
+		{"operator GOMAXPROCS=0 keeps Go's default", map[string]string{"GOMAXPROCS": "0"}, nil, runtimeSettings{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := gcDefaults(func(k string) string { return tc.env[k] }, files(tc.files))
+			got := runtimeDefaults(func(k string) string { return tc.env[k] }, files(tc.files))
 			if got != tc.want {
-				t.Errorf("gcDefaults = %+v, want %+v", got, tc.want)
+				t.Errorf("runtimeDefaults = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestGOMAXPROCSDefault runs the binary: one P unless the operator sets
+// GOMAXPROCS, read back from the Go collector's gauge on /metrics.
+func TestGOMAXPROCSDefault(t *testing.T) {
+	_, demoURL := startDemo(t)
+	cfg := writeFile(t, filepath.Join(t.TempDir(), "sidecache.yaml"), fmt.Sprintf(configTmpl, demoURL, "1m"))
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want float64
+	}{
+		{"unset", []string{"GOMAXPROCS="}, sidecarProcs},
+		{"operator's", []string{"GOMAXPROCS=3"}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startProcEnv(t, "sidecache", bins.sidecache, tc.env, "-config", cfg)
+			m := p.waitOutput(scListening)
+			sc := &sidecache{proc: p, proxy: m[1], admin: m[2]}
+			if got := sc.metricValue(t, "go_sched_gomaxprocs_threads"); got != tc.want {
+				t.Errorf("go_sched_gomaxprocs_threads = %v, want %v", got, tc.want)
 			}
 		})
 	}

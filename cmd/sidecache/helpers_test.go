@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,8 +58,18 @@ func (b *syncBuffer) String() string {
 // report in it fails the test.
 func startProc(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, name, bin, nil, args...)
+}
+
+// startProcEnv is startProc with env (KEY=value; KEY= unsets KEY) over the
+// test's own environment.
+func startProcEnv(t *testing.T, name, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, name: name, out: new(syncBuffer), done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	if env != nil {
+		p.cmd.Env = withEnv(os.Environ(), env)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = sysProcAttr()
 	if err := p.cmd.Start(); err != nil {
@@ -313,4 +324,17 @@ func (s *sidecache) waitMetric(t *testing.T, want float64, name string, labels .
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// withEnv sets or (KEY=) removes each of env in base.
+func withEnv(base, env []string) []string {
+	out := slices.Clone(base)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		out = slices.DeleteFunc(out, func(e string) bool { return strings.HasPrefix(e, k+"=") })
+		if v != "" {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -27,7 +28,7 @@ import (
 var version = "dev"
 
 func main() {
-	applyGCDefaults()
+	applyRuntimeDefaults()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -80,6 +81,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, w := range warnings {
 		log.Warn("config: " + w)
 	}
+	// What the runtime defaults (gc.go) left in force, for the operator who
+	// wonders why the sidecar never uses a second core.
+	log.Info("runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "memory_limit", debug.SetMemoryLimit(-1))
 	// go-redis logs dial failures through a process-wide logger; during an
 	// outage that is one line per attempt, which the breaker already
 	// reports once. Keep them, at debug level.

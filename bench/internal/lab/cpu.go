@@ -27,8 +27,12 @@ type CPUParams struct {
 	Time    time.Duration // measured time per cell
 }
 
-// CPUSidecar is one more sidecache binary measured beside -sidecache.
-type CPUSidecar struct{ Name, Bin string }
+// CPUSidecar is one more sidecache binary, or the same with more
+// environment, measured beside -sidecache.
+type CPUSidecar struct {
+	Name, Bin string
+	Env       []string // KEY=value added to the bench's environment
+}
 
 // ParseCPUSidecars reads -cpu-sidecars: "name=path,name=path".
 func ParseCPUSidecars(s string) ([]CPUSidecar, error) {
@@ -41,7 +45,7 @@ func ParseCPUSidecars(s string) ([]CPUSidecar, error) {
 		if !ok || name == "" || bin == "" {
 			return nil, fmt.Errorf("bad -cpu-sidecars entry %q (want name=path)", f)
 		}
-		out = append(out, CPUSidecar{name, bin})
+		out = append(out, CPUSidecar{Name: name, Bin: bin})
 	}
 	return out, nil
 }
@@ -83,21 +87,29 @@ func (l *Lab) RunCPU(ctx context.Context, cp CPUParams) ([]CPUResult, error) {
 		start        func() (*sut, error)
 		fill         bool
 	}
-	sidecars := append([]CPUSidecar{{"sidecache", l.p.Sidecache}}, cp.Extra...)
+	// The current build at its default (one core, cmd/sidecache/gc.go) and
+	// with two, the machine's cores, as older builds ran: what the default
+	// buys, and what the rest of the changes buy, apart.
+	sidecars := append([]CPUSidecar{
+		{Name: "sidecache", Bin: l.p.Sidecache},
+		{Name: "sidecache GOMAXPROCS=2", Bin: l.p.Sidecache, Env: []string{"GOMAXPROCS=2"}},
+	}, cp.Extra...)
 	var entries []entry
 	for _, sc := range sidecars {
 		entries = append(entries, entry{"hit", sc.Name + " (L1 hit)", func() (*sut, error) {
-			return l.startSidecarBin(ctx, sc.Bin, "cache", l.demoAddr, "")
+			return l.startSidecarBin(ctx, sc, "cache", l.demoAddr, "")
 		}, true})
 	}
 	entries = append(entries,
 		entry{"hit", "nginx proxy_cache", func() (*sut, error) { return l.startNginx(ctx, l.demoAddr, true) }, true},
 		entry{"hit", "varnish", func() (*sut, error) { return l.startVarnish(ctx, l.demoAddr) }, true},
 		entry{"hit", "bare Go (from memory)", func() (*sut, error) { return bare, nil }, false},
+		// net/http's own floor on one core, beside sidecache's default.
+		entry{"hit", "bare Go GOMAXPROCS=1 (from memory)", func() (*sut, error) { return l.startBare(ctx, "GOMAXPROCS=1") }, false},
 		entry{"hit", "fasthttp L1 hit (prototype)", func() (*sut, error) { return l.startFastHit(ctx, l.demoAddr) }, true})
 	for _, sc := range sidecars {
 		entries = append(entries, entry{"pass", sc.Name + " (no routes)", func() (*sut, error) {
-			return l.startSidecarBin(ctx, sc.Bin, "pass", bare.addr, "")
+			return l.startSidecarBin(ctx, sc, "pass", bare.addr, "")
 		}, false})
 	}
 	entries = append(entries,

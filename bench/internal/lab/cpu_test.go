@@ -2,6 +2,7 @@ package lab
 
 import (
 	"os"
+	"reflect"
 	"testing"
 )
 
@@ -38,7 +39,8 @@ func TestCPUTimeOfSelf(t *testing.T) {
 
 func TestParseCPUSidecars(t *testing.T) {
 	got, err := ParseCPUSidecars("before=bin/a, after=bin/b")
-	if err != nil || len(got) != 2 || got[0] != (CPUSidecar{"before", "bin/a"}) || got[1] != (CPUSidecar{"after", "bin/b"}) {
+	want := []CPUSidecar{{Name: "before", Bin: "bin/a"}, {Name: "after", Bin: "bin/b"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseCPUSidecars = %v, %v", got, err)
 	}
 	if _, err := ParseCPUSidecars("nobin"); err == nil {

@@ -42,7 +42,12 @@ func New(p Params, dir string) *Lab {
 }
 
 func (l *Lab) start(name string, argv ...string) (*proc, error) {
-	pr, err := startProc(l.dir, name, argv...)
+	return l.startEnv(name, nil, argv...)
+}
+
+// startEnv is start with env (KEY=value) added to the bench's environment.
+func (l *Lab) startEnv(name string, env []string, argv ...string) (*proc, error) {
+	pr, err := startProc(l.dir, name, env, argv...)
 	if err != nil {
 		return nil, err
 	}
@@ -111,12 +116,14 @@ func (l *Lab) stopSUT(s *sut) {
 // startSidecar writes mode's YAML, checks it with -check (so a config
 // the sidecar rejects is reported with its own words), and starts it.
 func (l *Lab) startSidecar(ctx context.Context, mode, upstream, redis string) (*sut, error) {
-	return l.startSidecarBin(ctx, l.p.Sidecache, mode, upstream, redis)
+	return l.startSidecarBin(ctx, CPUSidecar{Bin: l.p.Sidecache}, mode, upstream, redis)
 }
 
-// startSidecarBin is startSidecar with another sidecache binary (the CPU
-// table measures a build of an older commit beside the current one).
-func (l *Lab) startSidecarBin(ctx context.Context, bin, mode, upstream, redis string) (*sut, error) {
+// startSidecarBin is startSidecar with another sidecache binary or
+// environment (the CPU table measures a build of an older commit, and the
+// current one with other GOMAXPROCS, beside the current one).
+func (l *Lab) startSidecarBin(ctx context.Context, sc CPUSidecar, mode, upstream, redis string) (*sut, error) {
+	bin := sc.Bin
 	var ports [2]int
 	for i := range ports {
 		port, err := freePort()
@@ -139,6 +146,9 @@ func (l *Lab) startSidecarBin(ctx context.Context, bin, mode, upstream, redis st
 	if bin != l.p.Sidecache {
 		name += "-" + filepath.Base(bin)
 	}
+	for _, kv := range sc.Env {
+		name += "-" + strings.NewReplacer("=", "", "/", "").Replace(kv)
+	}
 	path := filepath.Join(l.dir, name+".yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		return nil, err
@@ -151,7 +161,7 @@ func (l *Lab) startSidecarBin(ctx context.Context, bin, mode, upstream, redis st
 			return nil, fmt.Errorf("flush redis: %w", err)
 		}
 	}
-	pr, err := l.start(name, bin, "-config", path, "-log-level", "warn")
+	pr, err := l.startEnv(name, sc.Env, bin, "-config", path, "-log-level", "warn")
 	if err != nil {
 		return nil, err
 	}

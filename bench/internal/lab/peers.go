@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sidecache/sidecache/bench/internal/load"
@@ -62,7 +63,7 @@ func ServeBare(addr string, args []string) error {
 	return (&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
 }
 
-func (l *Lab) startBare(ctx context.Context) (*sut, error) {
+func (l *Lab) startBare(ctx context.Context, env ...string) (*sut, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -72,7 +73,11 @@ func (l *Lab) startBare(ctx context.Context) (*sut, error) {
 		return nil, err
 	}
 	addr := "127.0.0.1:" + itoa(port)
-	pr, err := l.start("bare", self, "-serve-bare", addr, "-records", itoa(l.p.Records))
+	name := "bare"
+	for _, kv := range env {
+		name += "-" + strings.ReplaceAll(kv, "=", "")
+	}
+	pr, err := l.startEnv(name, env, self, "-serve-bare", addr, "-records", itoa(l.p.Records))
 	if err != nil {
 		return nil, err
 	}

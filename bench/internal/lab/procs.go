@@ -31,7 +31,7 @@ type proc struct {
 
 // startProc starts a child that dies with the bench (Pdeathsig), so an
 // interrupted run leaves nothing listening.
-func startProc(dir, name string, argv ...string) (*proc, error) {
+func startProc(dir, name string, env []string, argv ...string) (*proc, error) {
 	logPath := filepath.Join(dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -39,6 +39,9 @@ func startProc(dir, name string, argv ...string) (*proc, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...) // later entries win
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()

@@ -1,0 +1,41 @@
+package report
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sidecache/sidecache/bench/internal/lab"
+)
+
+// TestCPURatios: every sidecache row, the built-in variants and the
+// -cpu-sidecars builds alike, gets its line of ratios against NGINX.
+func TestCPURatios(t *testing.T) {
+	us := func(n ...int) []time.Duration {
+		var out []time.Duration
+		for _, v := range n {
+			out = append(out, time.Duration(v)*time.Microsecond)
+		}
+		return out
+	}
+	r := &CPUReport{Started: time.Unix(0, 0), Results: []lab.CPUResult{
+		{Test: "hit", Server: "sidecache (L1 hit)", PerReq: us(40, 44, 50)},
+		{Test: "hit", Server: "sidecache GOMAXPROCS=2 (L1 hit)", PerReq: us(60, 66, 70)},
+		{Test: "hit", Server: "before-abc (L1 hit)", PerReq: us(80)},
+		{Test: "hit", Server: "nginx proxy_cache", PerReq: us(40)},
+		{Test: "pass", Server: "sidecache (no routes)", PerReq: us(100, 110, 120)},
+		{Test: "pass", Server: "sidecache GOMAXPROCS=2 (no routes)", PerReq: us(132)},
+		{Test: "pass", Server: "before-abc (no routes)", PerReq: us(160)},
+		{Test: "pass", Server: "nginx proxy_pass", PerReq: us(55)},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| sidecache | 2.50× | 1.10× | 2.00× |",
+		"| sidecache GOMAXPROCS=2 | 2.00× | 1.65× | 2.40× |",
+		"| before-abc | 2.00× | 2.00× | 2.91× |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the ratios lack %q:\n%s", want, md)
+		}
+	}
+}
