@@ -149,3 +149,36 @@ func TestURIInvalidationBounded(t *testing.T) {
 		t.Fatalf("tags = %q, want the target's URI tag alone", tags)
 	}
 }
+
+// A reload that raises upstream.timeout lets a fetch run longer than the
+// tombstones of the start-up timeout lasted: a write acknowledged while
+// such a fetch ran must still keep its answer out of the cache. The old
+// code kept the start-up window (timeout + 10s) and stored the answer.
+func TestTombstonesOutliveReloadedTimeout(t *testing.T) {
+	c := &clock{}
+	var e *env
+	var first atomic.Bool
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if first.CompareAndSwap(false, true) {
+			c.advance(time.Second)
+			e.h.Invalidated("client:7") // the write, acknowledged mid-fetch
+			c.advance(40 * time.Second) // within the reloaded 60s timeout
+			fmt.Fprint(w, "before the write")
+			return
+		}
+		fmt.Fprint(w, "after the write")
+	})
+	e = newEnv(t, up, []testRoute{clientRoute}, withClock(c)) // timeout 2s: window 12s
+	u, _ := url.Parse(up.URL)
+	if err := e.h.SetUpstream(u, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, b := e.get("/clients/7"); b != "before the write" {
+		t.Fatalf("first GET = %q", b)
+	}
+	r, b := e.get("/clients/7")
+	if b != "after the write" || up.calls.Load() != 2 {
+		t.Fatalf("second GET = %q (%s), upstream calls %d: the answer fetched across the write was cached",
+			b, r.Header.Get("Cache-Status"), up.calls.Load())
+	}
+}

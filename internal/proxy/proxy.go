@@ -227,6 +227,9 @@ func (h *Handler) SetUpstream(u *url.URL, timeout time.Duration) error {
 		return errors.New("proxy: upstream timeout must be > 0")
 	}
 	old := h.state.Load()
+	// Before the new timeout lets a fetch run longer than the tombstones
+	// last (see New).
+	h.tombs.Widen(timeout + 10*time.Second)
 	h.state.Store(h.withUpstream(old, u, timeout))
 	if t, ok := old.transport.(*http.Transport); ok && h.transport == nil {
 		t.CloseIdleConnections()

@@ -117,6 +117,17 @@ func (t *Set) removeLocked(n *node) {
 }
 
 // Len is the number of tag tombstones kept, for tests and metrics.
+// Widen keeps tombstones for at least window from now on: a reload that
+// raises the upstream timeout lets fetches run longer, and a tombstone
+// must outlive the longest fetch that began before it. The window never
+// narrows, since fetches begun under the longer timeout may still be
+// running; a wider window costs only memory, which the byte budget bounds.
+func (t *Set) Widen(window time.Duration) {
+	t.mu.Lock()
+	t.window = max(t.window, window)
+	t.mu.Unlock()
+}
+
 func (t *Set) Len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()

@@ -153,3 +153,34 @@ func BenchmarkAddDistinct(b *testing.B) {
 		})
 	}
 }
+
+// Widen: after a reload raises the upstream timeout, a tombstone refuses a
+// fetch that ran longer than the old window; narrowing is refused.
+func TestWiden(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	begun := &cache.Entry{StoredAt: at(0), Tags: []string{"a"}} // requested before the write
+	for _, tc := range []struct {
+		name   string
+		widen  []time.Duration
+		stored time.Duration // when the fetch finishes and asks
+		stale  bool
+	}{
+		{"within the start-up window", nil, 15 * time.Second, true},
+		{"past it, not widened", nil, 40 * time.Second, false},
+		{"past it, widened", []time.Duration{70 * time.Second}, 40 * time.Second, true},
+		{"widened, then narrowed", []time.Duration{70 * time.Second, 20 * time.Second}, 40 * time.Second, true},
+		{"past the widened window", []time.Duration{70 * time.Second}, 75 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tombstone.New(20 * time.Second)
+			s.Add(at(time.Second), "a")
+			for _, w := range tc.widen {
+				s.Widen(w)
+			}
+			if got := s.Stale(begun, at(tc.stored)); got != tc.stale {
+				t.Errorf("Stale at %v = %v, want %v", tc.stored, got, tc.stale)
+			}
+		})
+	}
+}
