@@ -6,6 +6,8 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"sync"
+
+	"github.com/sidecache/sidecache/internal/httpcache"
 )
 
 // Interim responses (RFC 9110 §15.2) on the cached path: a 1xx the upstream
@@ -71,7 +73,7 @@ func (ir *interim) got(code int, header textproto.MIMEHeader) error {
 	for k, vs := range header {
 		dst[k] = vs
 	}
-	removeHopHeaders(dst)
+	httpcache.RemoveHopHeaders(dst)
 	ir.strip(dst)
 	ir.w.WriteHeader(code)
 	clear(dst)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
@@ -28,11 +29,6 @@ import (
 // longer path has no entry either); the tombstones are bounded by bytes,
 // and an epoch key Redis evicts reads as a miss.
 
-// safeMethod reports the methods that never invalidate (RFC 9110 §9.2.1).
-func safeMethod(m string) bool {
-	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions || m == http.MethodTrace
-}
-
 func nothing() {}
 
 // invalidateURI makes the answer to x's unsafe request invalidate its URIs
@@ -43,7 +39,7 @@ func nothing() {}
 // and it then invalidates the target URI. It keeps no reference to x, so
 // the exchange stays on the stack.
 func (x *exchange) invalidateURI() func() {
-	if safeMethod(x.r.Method) || x.h.inv == nil || x.h.cache == nil {
+	if httpcache.SafeMethod(x.r.Method) || x.h.inv == nil || x.h.cache == nil {
 		return nothing
 	}
 	u := &uriWriter{ResponseWriter: x.w, h: x.h, st: x.st, r: x.r}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/httpcache"
 )
 
 // Revalidation (RFC 9111 §4.3): a stale entry that carries a validator
@@ -15,7 +17,7 @@ import (
 // the stored entry — its header updated from the 304 (§4.3.4), its
 // freshness computed anew — without the body crossing the wire again. Both
 // freshness modes do this; entries with a validator are kept past their
-// freshness for the revalidation window (see keepFor) so that there is
+// freshness for the revalidation window (see httpcache.KeepFor) so that there is
 // something to revalidate.
 
 // validatable returns c when it may be revalidated for x's request: a
@@ -23,7 +25,7 @@ import (
 // tiers, of x's variant, in an encoding x accepts, not invalidated since.
 // Otherwise the zero candidate.
 func (x *exchange) validatable(c candidate) candidate {
-	if c.e == nil || c.e.IsVariants() || !hasValidator(c.e.Header) ||
+	if c.e == nil || c.e.IsVariants() || !httpcache.HasValidator(c.e.Header) ||
 		c.e.Remaining(x.h.now()) == 0 || !x.answers(c, needAny) {
 		return candidate{}
 	}
@@ -64,7 +66,7 @@ func (x *exchange) refreshed(ctx context.Context, notModified http.Header, reque
 	}
 	merged := b.Header.Clone()
 	update := notModified.Clone()
-	removeHopHeaders(update)
+	httpcache.RemoveHopHeaders(update)
 	update.Del("Content-Length")
 	for k, v := range update {
 		merged[k] = v
