@@ -125,12 +125,3 @@ func KeepFor(h http.Header, life time.Duration) time.Duration {
 func AgeAtRequest(h http.Header, requested, received time.Time) time.Duration {
 	return max(InitialAge(h, requested, received)-max(received.Sub(requested), 0), 0)
 }
-
-// AppendCacheStatus adds this cache's member after the ones caches nearer
-// the origin wrote (RFC 9211 §2: the field is a list, origin side first).
-func AppendCacheStatus(prev, ours string) string {
-	if prev == "" {
-		return ours
-	}
-	return prev + ", " + ours
-}

@@ -175,16 +175,3 @@ func TestAgeAtRequest(t *testing.T) {
 		})
 	}
 }
-
-func TestAppendCacheStatus(t *testing.T) {
-	tests := []struct{ prev, ours, want string }{
-		{"", "sidecache; hit", "sidecache; hit"},
-		{"origin; fwd=miss", "sidecache; hit", "origin; fwd=miss, sidecache; hit"},
-		{"a, b", "c", "a, b, c"},
-	}
-	for _, tt := range tests {
-		if got := AppendCacheStatus(tt.prev, tt.ours); got != tt.want {
-			t.Errorf("AppendCacheStatus(%q, %q) = %q, want %q", tt.prev, tt.ours, got, tt.want)
-		}
-	}
-}

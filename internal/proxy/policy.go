@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/httpcache"
@@ -28,7 +27,8 @@ func appendCacheStatus(prev, ours string) string { return httpcache.AppendCacheS
 // (RFC 9110 §15.4.5).
 var notModifiedHeaders = [...]string{"Cache-Control", "Content-Location", "Date", "Etag", "Expires", "Last-Modified", "Vary"}
 
-// status builds an RFC 9211 Cache-Status field value for this cache.
+// status is this cache's RFC 9211 Cache-Status member (httpcache.CacheStatus
+// builds it), in the field names the request path sets.
 type status struct {
 	hit       bool
 	fwd       string // miss, stale, bypass, method, request, uri-miss
@@ -41,32 +41,6 @@ type status struct {
 }
 
 func (s status) String() string {
-	b := make([]byte, 0, 64)
-	b = append(b, "sidecache"...)
-	if s.hit {
-		b = append(b, "; hit"...)
-	}
-	if s.fwd != "" {
-		b = append(b, "; fwd="...)
-		b = append(b, s.fwd...)
-	}
-	if s.fwdStatus != 0 {
-		b = append(b, "; fwd-status="...)
-		b = strconv.AppendInt(b, int64(s.fwdStatus), 10)
-	}
-	if s.hasTTL {
-		b = append(b, "; ttl="...)
-		b = strconv.AppendInt(b, int64(s.ttl/time.Second), 10)
-	}
-	if s.stored {
-		b = append(b, "; stored"...)
-	}
-	if s.collapsed {
-		b = append(b, "; collapsed"...)
-	}
-	if s.detail != "" {
-		b = append(b, "; detail="...)
-		b = append(b, s.detail...)
-	}
-	return string(b)
+	return httpcache.CacheStatus{Cache: "sidecache", Hit: s.hit, Fwd: s.fwd, FwdStatus: s.fwdStatus, TTL: s.ttl, HasTTL: s.hasTTL,
+		Stored: s.stored, Collapsed: s.collapsed, Detail: s.detail}.String()
 }
