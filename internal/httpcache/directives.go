@@ -6,8 +6,9 @@
 // response may be stored and for how long when the origin sets freshness
 // (§3, origin.go); which requests skip the cache, ask for a refresh or are
 // answered 304 (RFC 9110 §13, request.go); which fields a stored response
-// keeps (hop-by-hop, RFC 9110 §7.6.1), the revalidation window and the
-// Cache-Status member (RFC 9211) (response.go, cachestatus.go). It reads
+// keeps (hop-by-hop, RFC 9110 §7.6.1) and the revalidation window
+// (response.go); conditional requests and freshening upon a 304 (§4.3,
+// validation.go); the Cache-Status member (RFC 9211, cachestatus.go). It reads
 // nothing but its arguments and imports only the standard library, so the
 // proxy and tests can share one reading of the RFCs.
 package httpcache

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/httpcache"
@@ -33,19 +32,10 @@ func (x *exchange) validatable(c candidate) candidate {
 }
 
 // addConditional makes out a conditional request for the entry being
-// revalidated (§4.3.1): If-None-Match with its entity tag, and
-// If-Modified-Since with its Last-Modified (§4.3.1 prefers the entity tag;
-// sending both lets an origin that knows only dates answer too).
+// revalidated (httpcache.AddConditional).
 func (x *exchange) addConditional(out *http.Request) {
-	if x.base.e == nil {
-		return
-	}
-	h := x.base.e.Header
-	if v := h.Get("Etag"); v != "" {
-		out.Header.Set("If-None-Match", v)
-	}
-	if v := h.Get("Last-Modified"); v != "" {
-		out.Header.Set("If-Modified-Since", v)
+	if x.base.e != nil {
+		httpcache.AddConditional(out.Header, x.base.e.Header)
 	}
 }
 
@@ -60,20 +50,11 @@ func (x *exchange) addConditional(out *http.Request) {
 // fetch is then made once more, unconditionally.
 func (x *exchange) refreshed(ctx context.Context, notModified http.Header, requested time.Time, took time.Duration) (*flight, error) {
 	b := x.base.e
-	if et := notModified.Get("Etag"); et != "" && !strings.HasPrefix(et, "W/") && et != b.Header.Get("Etag") {
+	if !httpcache.Confirms(notModified, b.Header) {
 		x.base = candidate{}
 		return x.fetch(ctx)
 	}
-	merged := b.Header.Clone()
-	update := notModified.Clone()
-	httpcache.RemoveHopHeaders(update)
-	update.Del("Content-Length")
-	for k, v := range update {
-		merged[k] = v
-	}
-	if len(update.Values("Age")) == 0 {
-		merged.Del("Age") // the stored header has none; the 304's alone counts
-	}
+	merged, update := httpcache.Freshen(b.Header, notModified)
 	x.h.tagh.carryOver(merged, update, b.Tags)
 	f := x.keep(ctx, b.Status, merged, b.Body, requested)
 	f.revalidated, f.upstream = true, took
