@@ -8,9 +8,10 @@
 // answered 304 (RFC 9110 §13, request.go); which fields a stored response
 // keeps (hop-by-hop, RFC 9110 §7.6.1) and the revalidation window
 // (response.go); conditional requests and freshening upon a 304 (§4.3,
-// validation.go); the Cache-Status member (RFC 9211, cachestatus.go). It reads
-// nothing but its arguments and imports only the standard library, so the
-// proxy and tests can share one reading of the RFCs.
+// validation.go); the Cache-Status member (RFC 9211, cachestatus.go).
+//
+// It reads nothing but its arguments and imports only the standard
+// library, so the proxy and tests can share one reading of the RFCs.
 package httpcache
 
 import (
