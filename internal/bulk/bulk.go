@@ -26,6 +26,15 @@ var ErrMalformed = errors.New("bulk: malformed answer")
 // isolate it by asking for fewer ids.
 var ErrShape = fmt.Errorf("%w: not an array of objects carrying their id", ErrMalformed)
 
+// Isolable reports whether a failed bulk call's status may come from one
+// of its ids rather than from the upstream being unwell: a 4xx other than
+// 408 and 429 (RFC 9110 §15.5: the client's request is at fault, and with
+// a bulk call the request is its id list; a 408 or 429 asks for fewer
+// calls, not more). A caller may then ask again for each half of the ids.
+func Isolable(code int) bool {
+	return code >= 400 && code <= 499 && code != 408 && code != 429
+}
+
 // ErrIDList is wrapped by every ParseIDs error: the client's list is at
 // fault, not the upstream.
 var ErrIDList = errors.New("bulk: bad id list")

@@ -53,6 +53,15 @@ type Entry struct {
 // IsVariants reports whether e is a variants marker rather than a response.
 func (e *Entry) IsVariants() bool { return e.Status == 0 && len(e.Variants) > 0 }
 
+// Marker is the variants marker stored under the primary key of e, a
+// response that varies on the request headers names: it says which headers
+// pick the variant, and lives as long as e (RFC 9111 §4.1).
+func (e *Entry) Marker(names []string) *Entry {
+	return &Entry{Variants: names, StoredAt: e.StoredAt, TTL: e.TTL,
+		StaleWhileRevalidate: e.StaleWhileRevalidate, StaleIfError: e.StaleIfError, Tags: e.Tags,
+		InitialAge: e.InitialAge, Keep: e.Keep}
+}
+
 // Age is the entry's current age (RFC 9111 §4.2.3): the age it arrived
 // with plus the time since its request left.
 func (e *Entry) Age(now time.Time) time.Duration {

@@ -116,6 +116,18 @@ func AcceptsEncoding(normalized, contentEncoding string) bool {
 	return true
 }
 
+// AcceptsStored guards against an upstream that compresses without saying
+// Vary: a stored response (header stored) in a content-coding the client
+// (request header req) did not accept is never served to it (RFC 9110
+// §12.5.3).
+func AcceptsStored(req, stored http.Header) bool {
+	ce := stored.Get("Content-Encoding")
+	if ce == "" {
+		return true
+	}
+	return AcceptsEncoding(NormalizeAcceptEncoding(req.Get("Accept-Encoding")), ce)
+}
+
 func acceptEncodingMask(vals []string) uint8 {
 	var acc, rej uint8
 	var unknownRefused bool

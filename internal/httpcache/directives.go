@@ -2,9 +2,16 @@
 // to one response or request, as pure functions of header fields and
 // times: Cache-Control parsing (RFC 9111 §5.2), freshness lifetime
 // (§4.2.1, with RFC 9213 targeted fields), the heuristic (§4.2.2), current
-// age (§4.2.3) and the RFC 5861 stale extensions. It reads nothing but its
-// arguments and imports only the standard library, so the proxy and tests
-// can share one reading of the RFC.
+// age (§4.2.3) and the RFC 5861 stale extensions (freshness.go); whether a
+// response may be stored and for how long when the origin sets freshness
+// (§3, origin.go); which requests skip the cache, ask for a refresh or are
+// answered 304 (RFC 9110 §13, request.go); which fields a stored response
+// keeps (hop-by-hop, RFC 9110 §7.6.1) and the revalidation window
+// (response.go); conditional requests and freshening upon a 304 (§4.3,
+// validation.go); the Cache-Status member (RFC 9211, cachestatus.go).
+//
+// It reads nothing but its arguments and imports only the standard
+// library, so the proxy and tests can share one reading of the RFCs.
 package httpcache
 
 import (

@@ -14,6 +14,7 @@ import (
 	"github.com/sidecache/sidecache/internal/bulk"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 )
 
@@ -24,19 +25,12 @@ import (
 // upstream being unwell is isolated (batch.ErrIsolate): the loader asks for
 // each half of the batch again, recursively, so the good ids still get
 // their elements. Those failures are a 4xx answer other than 408 and 429
-// (RFC 9110 §15.5: the client's request is at fault, and with a bulk call
-// the request is its id list) and a valid JSON answer of the wrong shape
+// (bulk.Isolable) and a valid JSON answer of the wrong shape
 // (bulk.ErrShape). Everything else fails the whole batch at once, with no
 // retry, so a struggling upstream is not sent more calls: a 5xx, a 408 or
 // 429 (the upstream asks for less, not more), a timeout, a refused or cut
 // connection, broken JSON, an answer over the size bound.
 var errBulk = errors.New("bulk call failed")
-
-// isolable reports whether a bulk call's status may come from one of its
-// ids (see errBulk).
-func isolable(code int) bool {
-	return code >= 400 && code <= 499 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
-}
 
 // bulkAnswer is one id's share of a bulk call.
 type bulkAnswer struct {
@@ -70,7 +64,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if !found {
 		ans.e = notFoundEntry(x.h.now())
 	}
-	return &flight{c: candidate{e: ans.e, private: private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link}, nil
+	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link}, nil
 }
 
 // forID is the exchange a client would have made for one id of the batch
@@ -126,7 +120,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: read: %w", errBulk, err)
-	case !ok && !isolable(resp.StatusCode):
+	case !ok && !bulk.Isolable(resp.StatusCode):
 		return nil, fmt.Errorf("%w: status %d", errBulk, resp.StatusCode)
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
@@ -152,7 +146,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 // ownAnswer is the entry for a one-id bulk call's failing answer, served to
 // that id's waiters as the upstream gave it and never stored (TTL 0).
 func ownAnswer(resp *http.Response, body []byte, requested time.Time) *cache.Entry {
-	return &cache.Entry{Status: resp.StatusCode, Header: storedHeader(resp.Header), Body: body, StoredAt: requested}
+	return &cache.Entry{Status: resp.StatusCode, Header: httpcache.StoredHeader(resp.Header), Body: body, StoredAt: requested}
 }
 
 // keepElement is keep for one element of a bulk answer (nil: the id was
@@ -178,7 +172,7 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 	}
 	if !a.shareable {
 		e.Header["Cache-Control"] = []string{"private"}
-		if cacheControlHas(upstream, "private") || cacheControlHas(upstream, "no-store") {
+		if httpcache.HasDirective(upstream, "private") || httpcache.HasDirective(upstream, "no-store") {
 			e.Header["Cache-Control"] = slices.Clone(upstream.Values("Cache-Control"))
 		}
 	}
@@ -205,33 +199,7 @@ func perIDRequest(r *http.Request, rt *route.Route, id string) *http.Request {
 	*r2 = *r
 	r2.Method = http.MethodGet
 	u := *r.URL
-	u.Path, u.RawPath, u.RawQuery = fillPattern(rt.Pattern, rt.Batch.IDParam, id), "", ""
+	u.Path, u.RawPath, u.RawQuery = route.FillPattern(rt.Pattern, rt.Batch.IDParam, id), "", ""
 	r2.URL = &u
 	return r2
-}
-
-// fillPattern puts value in place of {param} or {param:regexp} in a chi
-// pattern.
-func fillPattern(pattern, param, value string) string {
-	var b strings.Builder
-	for {
-		i := strings.IndexByte(pattern, '{')
-		if i < 0 {
-			b.WriteString(pattern)
-			return b.String()
-		}
-		j := strings.IndexByte(pattern[i:], '}')
-		if j < 0 {
-			b.WriteString(pattern)
-			return b.String()
-		}
-		name, _, _ := strings.Cut(pattern[i+1:i+j], ":")
-		b.WriteString(pattern[:i])
-		if name == param {
-			b.WriteString(value) // raw: URL.Path is the decoded path
-		} else {
-			b.WriteString(pattern[i : i+j+1])
-		}
-		pattern = pattern[i+j+1:]
-	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/httpcache"
 )
 
 // flight is what one fill hands to the request that ran it and to every
@@ -188,7 +189,7 @@ func deadlineFirst(ctx context.Context, err error) error {
 // entry's age counts from then (RFC 9111 §4.2.3), and an invalidation after
 // it means the answer may predate the write.
 func (x *exchange) keep(ctx context.Context, code int, header http.Header, body []byte, requested time.Time) *flight {
-	e := &cache.Entry{Status: code, Header: storedHeader(header), Body: body, StoredAt: requested, Tags: entryTags(x.rs.rt, x.params)}
+	e := &cache.Entry{Status: code, Header: httpcache.StoredHeader(header), Body: body, StoredAt: requested, Tags: entryTags(x.rs.rt, x.params)}
 	tagged := x.tagEntry(e, header) // URI tag, upstream surrogate keys (origintags.go)
 	a := x.admit(e, header)
 	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)
@@ -204,7 +205,7 @@ func (x *exchange) keep(ctx context.Context, code int, header http.Header, body 
 	}
 	a.apply(e)
 	if len(a.vary) > 0 {
-		_ = x.h.cache.Set(ctx, x.key, markerFor(e, a.vary))
+		_ = x.h.cache.Set(ctx, x.key, e.Marker(a.vary))
 	}
 	if err := x.h.cache.Set(ctx, key, e); err != nil {
 		x.h.log.Debug("cache set", "key", key, "err", err)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/route"
 )
 
 // need is how fresh an entry must be to answer.
@@ -53,18 +55,7 @@ func (x *exchange) answers(c candidate, n need) bool {
 	if len(c.vary) > 0 && x.variantKey(c.vary) != c.vkey {
 		return false
 	}
-	return acceptsEncoding(x.r, e.Header) && !x.h.tombs.Stale(e, now)
-}
-
-// acceptsEncoding guards against an upstream that compresses without
-// saying Vary: a stored body in a content-coding the client did not accept
-// is never served to it (RFC 9110 §12.5.3).
-func acceptsEncoding(r *http.Request, h http.Header) bool {
-	ce := h.Get("Content-Encoding")
-	if ce == "" {
-		return true
-	}
-	return cachekey.AcceptsEncoding(cachekey.NormalizeAcceptEncoding(r.Header.Get("Accept-Encoding")), ce)
+	return cachekey.AcceptsStored(x.r.Header, e.Header) && !x.h.tombs.Stale(e, now)
 }
 
 // admission is admit's verdict on one upstream answer.
@@ -104,13 +95,13 @@ func (a admission) apply(e *cache.Entry) {
 func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	rt := x.rs.rt
 	now := x.h.now()
-	a := admission{shareable: !private(upstream), age: initialAge(upstream, e.StoredAt, now)}
-	var of originFreshness
+	a := admission{shareable: !httpcache.Private(upstream), age: httpcache.AgeAtRequest(upstream, e.StoredAt, now)}
+	var of httpcache.Storage
 	if rt.Origin != nil {
-		of = x.originFreshness(e, upstream, now)
-		a.shareable = of.shareable
+		of = originOf(rt).Storage(e.Status, upstream, e.Header, e.StoredAt, now)
+		a.shareable = of.Shareable
 	}
-	negative, cacheable := cacheableStatus(e.Status, rt.NegativeTTL)
+	negative, cacheable := httpcache.CacheableStatus(e.Status, rt.NegativeTTL)
 	names, star := cachekey.ParseVary(upstream)
 	if ce := upstream.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") && !slices.Contains(names, "Accept-Encoding") {
 		// Compressed without saying so in Vary: store it as the variant it
@@ -130,19 +121,19 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 		a.shareable = false
 	}
 	if rt.Origin != nil {
-		cacheable = of.cacheable
+		cacheable = of.Cacheable
 	}
-	if !cacheable || !a.shareable || rt.Origin == nil && cacheControlHas(upstream, "no-cache") {
+	if !cacheable || !a.shareable || rt.Origin == nil && httpcache.HasDirective(upstream, "no-cache") {
 		return a
 	}
 	// The header block counts: a huge header is as costly to keep as a
 	// huge body.
-	if int64(len(e.Body))+headerBytes(e.Header) > x.h.maxBody {
+	if int64(len(e.Body))+httpcache.HeaderBytes(e.Header) > x.h.maxBody {
 		return a
 	}
 	switch {
 	case rt.Origin != nil:
-		a.ttl, a.swr, a.sie, a.noStale, a.strip = of.ttl, of.swr, of.sie, of.noStale, of.strip
+		a.ttl, a.swr, a.sie, a.noStale, a.strip = of.TTL, of.StaleWhileRevalidate, of.StaleIfError, of.NoStale, of.Strip
 	case negative:
 		// The route's lifetimes run from the fetch: on the age axis they
 		// start at the age the answer arrived with.
@@ -150,30 +141,22 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	default:
 		a.ttl, a.swr, a.sie = a.age+rt.TTL, rt.StaleWhileRevalidate, rt.StaleIfError
 	}
-	a.keep = keepFor(e.Header, a.ttl-a.age)
+	a.keep = httpcache.KeepFor(e.Header, a.ttl-a.age)
 	a.store = a.ttl > a.age // fresh for a while
 	if rt.Origin != nil {
-		a.store = of.store
+		a.store = of.Store
 	}
 	// Fetched before a write to it was invalidated: serve, never keep.
 	a.store = a.store && !x.h.tombs.Stale(e, now)
 	return a
 }
 
-func headerBytes(h http.Header) int64 {
-	var n int64
-	for k, vs := range h {
-		for _, v := range vs {
-			n += int64(len(k) + len(v) + 4) // "k: v\r\n"
-		}
+// originOf is the origin-freshness settings of rt, a freshness: origin
+// route, for httpcache (RFC 9111 §3, §4.2; docs/configuration.md,
+// "Freshness from the origin").
+func originOf(rt *route.Route) httpcache.Origin {
+	return httpcache.Origin{
+		Targets: rt.Origin.Targets, Heuristic: rt.TTL, Negative: rt.NegativeTTL, MaxTTL: rt.Origin.MaxTTL,
+		StaleWhileRevalidate: rt.StaleWhileRevalidate, StaleIfError: rt.StaleIfError,
 	}
-	return n
-}
-
-// markerFor is the variants marker stored under the primary key of a
-// response that varies: it says which request headers pick the variant.
-func markerFor(e *cache.Entry, names []string) *cache.Entry {
-	return &cache.Entry{Variants: names, StoredAt: e.StoredAt, TTL: e.TTL,
-		StaleWhileRevalidate: e.StaleWhileRevalidate, StaleIfError: e.StaleIfError, Tags: e.Tags,
-		InitialAge: e.InitialAge, Keep: e.Keep}
 }

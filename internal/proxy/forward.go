@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/sidecache/sidecache/internal/forward"
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 )
 
@@ -42,14 +42,14 @@ func (f *forwarding) learnVary(r *http.Request, names []string) bool {
 // X-Forwarded-* (replaced, as on pass-through, never trusted).
 func (f *forwarding) copyHeaders(dst, src http.Header) {
 	f.rules.Copy(dst, src)
-	removeHopHeaders(dst)
+	httpcache.RemoveHopHeaders(dst)
 }
 
 // group is the batch group of a request (forward.Rules.Group).
 func (f *forwarding) group(r *http.Request) string { return f.rules.Group(r.Host, r.Header) }
 
 func neverForwarded(k string) bool {
-	return slices.Contains(hopHeaders[:], k) || slices.Contains(conditionalHeaders[:], k) ||
+	return httpcache.IsHopHeader(k) || httpcache.IsConditionalHeader(k) ||
 		k == "Forwarded" || strings.HasPrefix(k, "X-Forwarded-")
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
@@ -28,11 +29,6 @@ import (
 // longer path has no entry either); the tombstones are bounded by bytes,
 // and an epoch key Redis evicts reads as a miss.
 
-// safeMethod reports the methods that never invalidate (RFC 9110 §9.2.1).
-func safeMethod(m string) bool {
-	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions || m == http.MethodTrace
-}
-
 func nothing() {}
 
 // invalidateURI makes the answer to x's unsafe request invalidate its URIs
@@ -43,7 +39,7 @@ func nothing() {}
 // and it then invalidates the target URI. It keeps no reference to x, so
 // the exchange stays on the stack.
 func (x *exchange) invalidateURI() func() {
-	if safeMethod(x.r.Method) || x.h.inv == nil || x.h.cache == nil {
+	if httpcache.SafeMethod(x.r.Method) || x.h.inv == nil || x.h.cache == nil {
 		return nothing
 	}
 	u := &uriWriter{ResponseWriter: x.w, h: x.h, st: x.st, r: x.r}
@@ -67,7 +63,7 @@ func (u *uriWriter) Unwrap() http.ResponseWriter { return u.ResponseWriter }
 func (u *uriWriter) WriteHeader(code int) {
 	if !u.done && code >= 200 {
 		u.done = true
-		u.written(code)
+		u.invalidate(code)
 	}
 	u.ResponseWriter.WriteHeader(code)
 }
@@ -75,7 +71,7 @@ func (u *uriWriter) WriteHeader(code int) {
 func (u *uriWriter) Write(b []byte) (int, error) {
 	if !u.done {
 		u.done = true
-		u.written(http.StatusOK)
+		u.invalidate(http.StatusOK)
 	}
 	return u.ResponseWriter.Write(b)
 }
@@ -83,58 +79,14 @@ func (u *uriWriter) Write(b []byte) (int, error) {
 func (u *uriWriter) finish() {
 	if !u.done {
 		u.done = true
-		u.invalidate(u.targetTags(nil))
+		u.invalidate(0)
 	}
 }
 
-// written acts on the final status: a 2xx or 3xx invalidates the target and
-// the same-origin Location and Content-Location; a 502 or 504 may be the
-// sidecar's own answer to a write whose outcome is unknown (timeout, broken
-// connection), which invalidates the target as route invalidation does.
-func (u *uriWriter) written(code int) {
-	switch {
-	case code >= 200 && code < 400:
-		tags := u.targetTags(make([]string, 0, 3))
-		for _, name := range [...]string{"Location", "Content-Location"} {
-			if v := u.Header().Get(name); v != "" {
-				tags = u.refTag(tags, v)
-			}
-		}
-		u.invalidate(tags)
-	case code == http.StatusBadGateway || code == http.StatusGatewayTimeout:
-		u.invalidate(u.targetTags(nil))
-	}
-}
-
-func (u *uriWriter) targetTags(tags []string) []string {
-	return u.addPath(tags, u.r.URL.Path)
-}
-
-// refTag adds the tag of a Location or Content-Location reference when it
-// has the request's origin (the request's Host or the upstream's; see
-// surrogate.SameOriginPath), so an answer cannot invalidate another
-// origin's URIs (RFC 9111 §4.4).
-func (u *uriWriter) refTag(tags []string, ref string) []string {
-	p, ok := surrogate.SameOriginPath(u.r.URL, ref, u.r.Host, u.st.up.Host)
-	if !ok {
-		return tags
-	}
-	return u.addPath(tags, p)
-}
-
-// addPath adds path's URI tag when a cacheable route could have stored an
-// entry for it, once.
-func (u *uriWriter) addPath(tags []string, path string) []string {
-	if path == "" || len(path) > u.h.maxKey || !u.cacheablePath(path) {
-		return tags
-	}
-	t := surrogate.URITag(path)
-	for _, have := range tags {
-		if have == t {
-			return tags
-		}
-	}
-	return append(tags, t)
+// stored reports whether an entry could exist for path: within the key
+// bound, and a path a cacheable route takes.
+func (u *uriWriter) stored(path string) bool {
+	return len(path) <= u.h.maxKey && u.cacheablePath(path)
 }
 
 // cacheablePath reports whether a GET or HEAD of path would reach a route
@@ -148,9 +100,12 @@ func (u *uriWriter) cacheablePath(path string) bool {
 	return false
 }
 
-// invalidate drops tags here and everywhere, as a write route's
-// invalidation does (see write).
-func (u *uriWriter) invalidate(tags []string) {
+// invalidate drops the URI tags an answer of status code invalidates
+// (surrogate.Invalidated; the request's Host and the upstream's are its
+// origin) here and everywhere, as a write route's invalidation does (see
+// write).
+func (u *uriWriter) invalidate(code int) {
+	tags := surrogate.Invalidated(code, u.r.URL, u.Header(), u.stored, u.r.Host, u.st.up.Host)
 	if len(tags) == 0 {
 		return
 	}

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/httpcache"
 )
 
 // Revalidation (RFC 9111 §4.3): a stale entry that carries a validator
@@ -15,7 +16,7 @@ import (
 // the stored entry — its header updated from the 304 (§4.3.4), its
 // freshness computed anew — without the body crossing the wire again. Both
 // freshness modes do this; entries with a validator are kept past their
-// freshness for the revalidation window (see keepFor) so that there is
+// freshness for the revalidation window (see httpcache.KeepFor) so that there is
 // something to revalidate.
 
 // validatable returns c when it may be revalidated for x's request: a
@@ -23,7 +24,7 @@ import (
 // tiers, of x's variant, in an encoding x accepts, not invalidated since.
 // Otherwise the zero candidate.
 func (x *exchange) validatable(c candidate) candidate {
-	if c.e == nil || c.e.IsVariants() || !hasValidator(c.e.Header) ||
+	if c.e == nil || c.e.IsVariants() || !httpcache.HasValidator(c.e.Header) ||
 		c.e.Remaining(x.h.now()) == 0 || !x.answers(c, needAny) {
 		return candidate{}
 	}
@@ -31,19 +32,10 @@ func (x *exchange) validatable(c candidate) candidate {
 }
 
 // addConditional makes out a conditional request for the entry being
-// revalidated (§4.3.1): If-None-Match with its entity tag, and
-// If-Modified-Since with its Last-Modified (§4.3.1 prefers the entity tag;
-// sending both lets an origin that knows only dates answer too).
+// revalidated (httpcache.AddConditional).
 func (x *exchange) addConditional(out *http.Request) {
-	if x.base.e == nil {
-		return
-	}
-	h := x.base.e.Header
-	if v := h.Get("Etag"); v != "" {
-		out.Header.Set("If-None-Match", v)
-	}
-	if v := h.Get("Last-Modified"); v != "" {
-		out.Header.Set("If-Modified-Since", v)
+	if x.base.e != nil {
+		httpcache.AddConditional(out.Header, x.base.e.Header)
 	}
 }
 
@@ -58,20 +50,11 @@ func (x *exchange) addConditional(out *http.Request) {
 // fetch is then made once more, unconditionally.
 func (x *exchange) refreshed(ctx context.Context, notModified http.Header, requested time.Time, took time.Duration) (*flight, error) {
 	b := x.base.e
-	if et := notModified.Get("Etag"); et != "" && !strings.HasPrefix(et, "W/") && et != b.Header.Get("Etag") {
+	if !httpcache.Confirms(notModified, b.Header) {
 		x.base = candidate{}
 		return x.fetch(ctx)
 	}
-	merged := b.Header.Clone()
-	update := notModified.Clone()
-	removeHopHeaders(update)
-	update.Del("Content-Length")
-	for k, v := range update {
-		merged[k] = v
-	}
-	if len(update.Values("Age")) == 0 {
-		merged.Del("Age") // the stored header has none; the 304's alone counts
-	}
+	merged, update := httpcache.Freshen(b.Header, notModified)
 	x.h.tagh.carryOver(merged, update, b.Tags)
 	f := x.keep(ctx, b.Status, merged, b.Body, requested)
 	f.revalidated, f.upstream = true, took

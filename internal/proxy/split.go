@@ -11,6 +11,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/bulk"
 	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 )
 
@@ -30,7 +31,7 @@ import (
 func (x *exchange) split() {
 	sp := x.rs.rt.Split
 	target := x.st.routes[sp.Route]
-	if reason := bypassReason(x.r, sp.Route.Key.Headers); reason != "" {
+	if reason := httpcache.BypassReason(x.r, sp.Route.Key.Headers); reason != "" {
 		x.pass(outBypass, reason)
 		return
 	}
@@ -91,7 +92,7 @@ func (x *exchange) perID(target *routeState, ids []string) map[string]*part {
 // sends that path to rt, and rt's pattern (a {id:[0-9]+} regexp, no "/" in
 // an unconstrained param) takes id whole.
 func (x *exchange) routable(rt *route.Route, id string, scratch route.Params) (bool, route.Params) {
-	got, ps, ok := x.st.table.MatchAppend(scratch, http.MethodGet, fillPattern(rt.Pattern, rt.Batch.IDParam, id))
+	got, ps, ok := x.st.table.MatchAppend(scratch, http.MethodGet, route.FillPattern(rt.Pattern, rt.Batch.IDParam, id))
 	return ok && got == rt && ps.Get(rt.Batch.IDParam) == id, ps
 }
 
@@ -187,7 +188,7 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 		if ct == "" {
 			ct = p.e.Header.Get("Content-Type")
 		}
-		priv = priv || private(p.e.Header)
+		priv = priv || httpcache.Private(p.e.Header)
 		elems = append(elems, p.e.Body)
 	}
 	if ct == "" {

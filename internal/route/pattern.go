@@ -194,3 +194,31 @@ func (pt *pattern) match(path string, ps Params) (Params, bool) {
 	}
 	return ps, s == ""
 }
+
+// FillPattern puts value in place of {param} or {param:regexp} in a chi
+// pattern: the path a client would request for that value (a batch
+// route's per-ID path). The value goes in raw: the result is a decoded
+// URL.Path.
+func FillPattern(pattern, param, value string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(pattern, '{')
+		if i < 0 {
+			b.WriteString(pattern)
+			return b.String()
+		}
+		j := strings.IndexByte(pattern[i:], '}')
+		if j < 0 {
+			b.WriteString(pattern)
+			return b.String()
+		}
+		name, _, _ := strings.Cut(pattern[i+1:i+j], ":")
+		b.WriteString(pattern[:i])
+		if name == param {
+			b.WriteString(value)
+		} else {
+			b.WriteString(pattern[i : i+j+1])
+		}
+		pattern = pattern[i+j+1:]
+	}
+}

@@ -1,8 +1,9 @@
 // Package surrogate derives the tags a stored answer is indexed under and a
 // write invalidates: the surrogate keys an upstream names in its response
 // headers (Fastly's Surrogate-Key, Varnish's xkey), bounded and stripped
-// before a client sees them, and the implicit tag of a URI with the
-// same-origin rule RFC 9111 §4.4 sets for Location and Content-Location.
+// before a client sees them, and the implicit tag of a URI, with the URIs
+// an unsafe request's answer invalidates under RFC 9111 §4.4 (the target,
+// and Location and Content-Location of the same origin).
 //
 // It exists apart from the proxy because these rules are pure functions of
 // headers and URLs: they read alone, and their bounds (what an upstream or

@@ -1,6 +1,7 @@
 package surrogate
 
 import (
+	"net/http"
 	"net/url"
 	"strings"
 )
@@ -66,6 +67,53 @@ func SameOriginPath(base *url.URL, ref string, hosts ...string) (string, bool) {
 		}
 	}
 	return ru.Path, true
+}
+
+// Invalidated is the URI tags the answer to an unsafe request for target
+// invalidates (RFC 9111 §4.4); code is the answer's final status, 0 when
+// none was written (the client left before the upstream answered: the
+// write may still have been applied):
+//
+//   - 2xx or 3xx: the target URI, and the URIs in the answer's Location and
+//     Content-Location when they have the request's origin (SameOriginPath
+//     with hosts);
+//   - 0, 502 or 504 (a cache's own answer to a write whose outcome is
+//     unknown: a timeout, a broken connection): the target alone, as a
+//     route's invalidation does;
+//   - anything else: none.
+//
+// A path is tagged only when stored reports that an entry could exist for
+// it (a cacheable route's path, within the key bound), so a flood of
+// writes costs nothing where nothing is stored; each tag is listed once.
+func Invalidated(code int, target *url.URL, answer http.Header, stored func(path string) bool, hosts ...string) []string {
+	switch {
+	case code >= 200 && code < 400:
+		tags := addPath(make([]string, 0, 3), target.Path, stored)
+		for _, name := range [...]string{"Location", "Content-Location"} {
+			if v := answer.Get(name); v != "" {
+				if p, ok := SameOriginPath(target, v, hosts...); ok {
+					tags = addPath(tags, p, stored)
+				}
+			}
+		}
+		return tags
+	case code == 0 || code == http.StatusBadGateway || code == http.StatusGatewayTimeout:
+		return addPath(nil, target.Path, stored)
+	}
+	return nil
+}
+
+func addPath(tags []string, path string, stored func(string) bool) []string {
+	if path == "" || !stored(path) {
+		return tags
+	}
+	t := URITag(path)
+	for _, have := range tags {
+		if have == t {
+			return tags
+		}
+	}
+	return append(tags, t)
 }
 
 // normHost lower-cases a host and drops a default port; the scheme the

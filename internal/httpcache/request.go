@@ -1,0 +1,119 @@
+package httpcache
+
+import (
+	"net/http"
+	"strings"
+)
+
+// HasDirective reports whether a Cache-Control field of h holds the
+// directive (RFC 9111 §5.2: case-insensitive, comma-separated, arguments
+// ignored). It is the cheap test the request path makes on every request;
+// unlike Parse it does not read quoted arguments, so a comma inside one
+// splits it.
+func HasDirective(h http.Header, directive string) bool {
+	for _, line := range h.Values("Cache-Control") {
+		for line != "" {
+			var d string
+			d, line, _ = strings.Cut(line, ",")
+			d = strings.TrimSpace(d)
+			if name, _, _ := strings.Cut(d, "="); strings.EqualFold(strings.TrimSpace(name), directive) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// BypassReason names why a request skips the cache, or "" when it does not.
+// Credentials make a response personal (RFC 9111 §3.5) unless the route keys
+// on that header (even public or s-maxage on the answer does not lift this:
+// the key would not see the credential); Range is passed through whole
+// rather than cached in parts.
+func BypassReason(r *http.Request, keyHeaders []string) string {
+	if r.Header.Get("Authorization") != "" && !listed(keyHeaders, "Authorization") {
+		return "authorization"
+	}
+	if r.Header.Get("Cookie") != "" && !listed(keyHeaders, "Cookie") {
+		return "cookie"
+	}
+	if r.Header.Get("Range") != "" {
+		return "range"
+	}
+	if r.Header.Get("If-Match") != "" || r.Header.Get("If-Unmodified-Since") != "" {
+		// Preconditions only the origin can evaluate (RFC 9111 §4.3.2):
+		// answering them from a stored copy would turn the origin's 412
+		// into a 200.
+		return "precondition"
+	}
+	if HasDirective(r.Header, "no-store") {
+		return "no-store"
+	}
+	return ""
+}
+
+func listed(names []string, name string) bool {
+	for _, n := range names {
+		if strings.EqualFold(n, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// RefreshRequested reports a client's request to skip stored responses
+// (RFC 9111 §5.2.1.4 no-cache; §5.4 Pragma for HTTP/1.0 clients).
+func RefreshRequested(r *http.Request) bool {
+	if HasDirective(r.Header, "no-cache") {
+		return true
+	}
+	return len(r.Header.Values("Cache-Control")) == 0 && strings.EqualFold(strings.TrimSpace(r.Header.Get("Pragma")), "no-cache")
+}
+
+// SafeMethod reports the methods that never invalidate stored responses
+// (RFC 9110 §9.2.1, RFC 9111 §4.4).
+func SafeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions || m == http.MethodTrace
+}
+
+// NotModified evaluates a client's conditional GET against a stored 200
+// (RFC 9110 §13.2.2: If-None-Match first, If-Modified-Since only without it).
+func NotModified(r *http.Request, stored http.Header) bool {
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		if strings.TrimSpace(inm) == "*" {
+			return true // any current representation matches (RFC 9110 §13.1.2)
+		}
+		etag := stored.Get("Etag")
+		if etag == "" {
+			return false
+		}
+		return etagMatchWeak(inm, etag)
+	}
+	ims := r.Header.Get("If-Modified-Since")
+	lm := stored.Get("Last-Modified")
+	if lm == "" {
+		lm = stored.Get("Date") // RFC 9111 §4.3.2: Date stands in for Last-Modified
+	}
+	if ims == "" || lm == "" {
+		return false
+	}
+	t, err := http.ParseTime(ims)
+	if err != nil {
+		return false
+	}
+	m, err := http.ParseTime(lm)
+	return err == nil && !m.After(t)
+}
+
+// etagMatchWeak applies the weak comparison of RFC 9110 §8.8.3.2, which is
+// the one If-None-Match uses (§13.1.2).
+func etagMatchWeak(list, etag string) bool {
+	want := strings.TrimPrefix(etag, "W/")
+	for list != "" {
+		var tag string
+		tag, list, _ = strings.Cut(list, ",")
+		if strings.TrimPrefix(strings.TrimSpace(tag), "W/") == want {
+			return true
+		}
+	}
+	return false
+}

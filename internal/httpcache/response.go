@@ -1,0 +1,127 @@
+package httpcache
+
+import (
+	"net/http"
+	"net/textproto"
+	"slices"
+	"strings"
+	"time"
+)
+
+// CacheableStatus is the set of statuses a route with its own freshness
+// may store (RFC 9111 §3 leaves this to the cache; these are the
+// "heuristically cacheable" codes of RFC 9110 §15.1 that a sidecar can
+// reproduce). 404 and 410 are stored only under a negative TTL, and then
+// for that TTL (ttlFromNegative).
+func CacheableStatus(code int, negativeTTL time.Duration) (ttlFromNegative, ok bool) {
+	switch code {
+	case 200, 203, 204, 300, 301:
+		return false, true
+	case 404, 410:
+		return true, negativeTTL > 0
+	}
+	return false, false
+}
+
+// Private reports whether a response belongs to one client: one that sets a
+// cookie or is marked private or no-store belongs to one client only
+// (RFC 9111 §3, §5.2.2.3, §5.2.2.7), and such a response is never handed to
+// a coalesced waiter either — that is the leak other caches have had.
+func Private(h http.Header) bool {
+	return len(h.Values("Set-Cookie")) > 0 ||
+		HasDirective(h, "private") ||
+		HasDirective(h, "no-store")
+}
+
+// hopHeaders are removed from stored responses and from forwarded requests,
+// as net/http/httputil.ReverseProxy does (RFC 9110 §7.6.1).
+var hopHeaders = [...]string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// conditionalHeaders are never forwarded on the cached path: the cache
+// wants a full response to store, and answers conditionals itself
+// (RFC 9110 §13.1). Range belongs with them: a part is not the resource.
+var conditionalHeaders = [...]string{"If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range"}
+
+// IsHopHeader reports whether the canonical field name k is one of the
+// fixed hop-by-hop fields (RFC 9110 §7.6.1).
+func IsHopHeader(k string) bool { return slices.Contains(hopHeaders[:], k) }
+
+// IsConditionalHeader reports whether the canonical field name k makes a
+// request conditional or partial (RFC 9110 §13.1, §14.2).
+func IsConditionalHeader(k string) bool { return slices.Contains(conditionalHeaders[:], k) }
+
+// RemoveHopHeaders drops hop-by-hop fields and any named in Connection.
+func RemoveHopHeaders(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, sf := range strings.Split(f, ",") {
+			if sf = textproto.TrimString(sf); sf != "" {
+				h.Del(sf)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}
+
+// StoredHeader is the header an entry keeps: the response's own minus
+// hop-by-hop fields and the fields the cache itself sets on every answer
+// (Age, Content-Length). An upstream Cache-Status is kept: this cache
+// appends its own member to it (RFC 9211 §2). A response with Set-Cookie is
+// never stored or shared (see Private), so the cookie only reaches the
+// client whose request fetched it.
+func StoredHeader(src http.Header) http.Header {
+	h := src.Clone()
+	RemoveHopHeaders(h)
+	h.Del("Age")
+	h.Del("Content-Length")
+	return h
+}
+
+// HeaderBytes is the size of h as HTTP/1.1 field lines ("k: v\r\n"): a huge
+// header is as costly to keep as a huge body.
+func HeaderBytes(h http.Header) int64 {
+	var n int64
+	for k, vs := range h {
+		for _, v := range vs {
+			n += int64(len(k) + len(v) + 4) // "k: v\r\n"
+		}
+	}
+	return n
+}
+
+// HasValidator reports whether a stored header lets the entry be
+// revalidated with a conditional request (RFC 9111 §4.3.1).
+func HasValidator(h http.Header) bool {
+	return h.Get("Etag") != "" || h.Get("Last-Modified") != ""
+}
+
+// The revalidation window: an entry with a validator stays stored past its
+// freshness (and stale windows) for its freshness lifetime again, at least
+// MinKeep and at most MaxKeep, so that a request after it went stale costs
+// a 304 instead of a whole body (RFC 9111 §4.3). Bounded so that an
+// upstream's validators cannot make entries live forever.
+const (
+	MinKeep = 10 * time.Minute
+	MaxKeep = time.Hour
+)
+
+// KeepFor is the revalidation window of an entry of header h and freshness
+// lifetime life; 0 without a validator.
+func KeepFor(h http.Header, life time.Duration) time.Duration {
+	if !HasValidator(h) {
+		return 0
+	}
+	return min(max(life, MinKeep), MaxKeep)
+}
+
+// AgeAtRequest is the age an answer already had when its request left
+// (RFC 9111 §4.2.3): InitialAge (corrected_initial_age) less the round
+// trip, which a stored entry's own clock, started at the request time,
+// counts again.
+func AgeAtRequest(h http.Header, requested, received time.Time) time.Duration {
+	return max(InitialAge(h, requested, received)-max(received.Sub(requested), 0), 0)
+}

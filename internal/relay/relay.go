@@ -1,0 +1,82 @@
+// Package relay passes an upstream's interim responses (RFC 9110 §15.2) —
+// 103 Early Hints (RFC 8297) above all — on to the one client whose request
+// made the fetch, at once, so its browser can start preloading while the
+// upstream works.
+//
+// A cache's fetch can outlive the client it was made for (it goes on for
+// the requests collapsed onto it), so the relay is open only while that
+// client waits: Close shuts it for good, and a 1xx that arrives later is
+// dropped. It never stores anything; a hit does not repeat a hint.
+package relay
+
+import (
+	"maps"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"sync"
+
+	"github.com/sidecache/sidecache/internal/httpcache"
+)
+
+// Interim relays 1xx responses to one client's ResponseWriter.
+type Interim struct {
+	mu    sync.Mutex
+	w     http.ResponseWriter
+	open  bool
+	strip func(http.Header)
+}
+
+// New opens a relay to w. strip removes the fields the client must not see
+// beyond the hop-by-hop ones (the upstream's surrogate keys); nil: none.
+func New(w http.ResponseWriter, strip func(http.Header)) *Interim {
+	return &Interim{w: w, open: true, strip: strip}
+}
+
+// Close shuts the relay for good; it is safe to call more than once.
+func (ir *Interim) Close() {
+	ir.mu.Lock()
+	ir.open = false
+	ir.mu.Unlock()
+}
+
+// Attach returns out with the relay as its client trace's
+// Got1xxResponse; a nil relay returns out as it is.
+func (ir *Interim) Attach(out *http.Request) *http.Request {
+	if ir == nil {
+		return out
+	}
+	trace := &httptrace.ClientTrace{Got1xxResponse: ir.Got}
+	return out.WithContext(httptrace.WithClientTrace(out.Context(), trace))
+}
+
+// Got writes one interim response to the client, if the relay is open.
+// 100 Continue answers the cache's own request, never the client's; 101 is
+// a final status (and never reaches a client trace's Got1xxResponse).
+func (ir *Interim) Got(code int, header textproto.MIMEHeader) error {
+	if code == http.StatusContinue || code == http.StatusSwitchingProtocols {
+		return nil
+	}
+	ir.mu.Lock()
+	defer ir.mu.Unlock()
+	if !ir.open {
+		return nil
+	}
+	// The ResponseWriter sends its header map with a 1xx and keeps it for
+	// the final answer; send the 1xx's fields alone, then put back what
+	// was there.
+	dst := ir.w.Header()
+	saved := maps.Clone(dst)
+	clear(dst)
+	for k, vs := range header {
+		dst[k] = vs
+	}
+	httpcache.RemoveHopHeaders(dst)
+	if ir.strip != nil {
+		ir.strip(dst)
+	}
+	ir.w.WriteHeader(code)
+	clear(dst)
+	maps.Copy(dst, saved)
+	return nil
+}
