@@ -9,7 +9,7 @@
 //   - respond (respond.go): one outcome drives both the Cache-Status member
 //     and the metrics result.
 //
-// Two rules are kept in one place each: admit (admit.go) decides whether an
+// Two rules are kept in one place each: admit (fit.go) decides whether an
 // upstream answer may be stored and for how long, for per-key and bulk
 // fetches alike; answers (fit.go) decides whether a stored or fetched entry
 // may answer a given request, for every entry about to be served.

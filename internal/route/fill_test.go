@@ -8,6 +8,8 @@ func TestFillPattern(t *testing.T) {
 	}{
 		{"/users/{id}", "id", "42", "/users/42"},
 		{"/users/{id:[0-9]+}", "id", "42", "/users/42"},
+		{"/users/{id:[0-9]{3}}", "id", "042", "/users/042"}, // a repetition's braces are the regexp's
+		{"/users/{id:[a-f]{2,4}}/x/{n:[0-9]{1}}", "n", "5", "/users/{id:[a-f]{2,4}}/x/5"},
 		{"/orgs/{org}/users/{id}", "id", "7", "/orgs/{org}/users/7"},
 		{"/a/{id}/b/{id}", "id", "x", "/a/x/b/x"},
 		{"/files/{name}.{ext}", "name", "f", "/files/f.{ext}"},

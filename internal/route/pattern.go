@@ -207,7 +207,7 @@ func FillPattern(pattern, param, value string) string {
 			b.WriteString(pattern)
 			return b.String()
 		}
-		j := strings.IndexByte(pattern[i:], '}')
+		j := closingBrace(pattern, i) - i // past a regexp's own {n,m}
 		if j < 0 {
 			b.WriteString(pattern)
 			return b.String()
