@@ -42,6 +42,9 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_upstream_duration_seconds": {"histogram", map[string][]string{"route": nil}},
 	"sidecache_coalesced_requests_total":  {"counter", map[string][]string{"route": nil}},
 	"sidecache_batch_size":                {"histogram", map[string][]string{"route": nil}},
+	"sidecache_batch_isolations_total":    {"counter", map[string][]string{"route": nil}},
+	"sidecache_batch_overflow_total":      {"counter", map[string][]string{"route": nil}},
+	"sidecache_lease_takeovers_total":     {"counter", map[string][]string{"route": nil}},
 	"sidecache_invalidations_total": {"counter", map[string][]string{
 		"source": {"write", "purge", "peer"}}},
 	"sidecache_l1_bytes": {"gauge", nil},

@@ -74,6 +74,9 @@ type Metrics struct {
 	upstreamDur   *prometheus.HistogramVec
 	coalesced     *prometheus.CounterVec
 	batchSize     *prometheus.HistogramVec
+	isolations    *prometheus.CounterVec
+	overflows     *prometheus.CounterVec
+	takeovers     *prometheus.CounterVec
 	invalidations *prometheus.CounterVec
 	reloads       *prometheus.CounterVec
 	buildInfo     *prometheus.GaugeVec
@@ -133,6 +136,21 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help:      "IDs per bulk upstream call of a batch route.",
 			Buckets:   batchBuckets,
 		}, []string{"route"}),
+		isolations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "batch_isolations_total",
+			Help:      "Failed bulk calls split in halves to find the IDs at fault (a 4xx or an answer the splitter rejects), by route.",
+		}, []string{"route"}),
+		overflows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "batch_overflow_total",
+			Help:      "Per-ID lookups fetched in a batch of their own because too many batch groups were open, by route.",
+		}, []string{"route"}),
+		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "lease_takeovers_total",
+			Help:      "Waits on another replica's fill lease that ended without its fill (the holder died or lost Redis), each followed by a takeover of the lease or a fetch of its own, by route.",
+		}, []string{"route"}),
 		invalidations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "invalidations_total",
@@ -167,7 +185,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(
 			m.requests, m.requestDur, m.lookups, m.upstream, m.upstreamDur,
-			m.coalesced, m.batchSize, m.invalidations, m.reloads, m.buildInfo,
+			m.coalesced, m.batchSize, m.isolations, m.overflows, m.takeovers,
+			m.invalidations, m.reloads, m.buildInfo,
 			m.state,
 		)
 	}

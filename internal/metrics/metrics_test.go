@@ -43,6 +43,8 @@ func TestLint(t *testing.T) {
 		"sidecache_cache_lookups_total", "sidecache_upstream_requests_total",
 		"sidecache_upstream_duration_seconds", "sidecache_coalesced_requests_total",
 		"sidecache_batch_size", "sidecache_invalidations_total",
+		"sidecache_batch_isolations_total", "sidecache_batch_overflow_total",
+		"sidecache_lease_takeovers_total",
 		"sidecache_l1_bytes", "sidecache_l1_items", "sidecache_l2_up",
 		"sidecache_config_reloads_total", "sidecache_build_info",
 	}
@@ -97,6 +99,12 @@ func TestCounters(t *testing.T) {
 	rm.Coalesced()
 	rm.Coalesced()
 	rm.Coalesced()
+	rm.BatchIsolated(8)
+	rm.BatchIsolated(4)
+	rm.BatchOverflow()
+	rm.LeaseTakeover()
+	rm.LeaseTakeover()
+	rm.LeaseTakeover()
 	m.Lookup(TierL1, LookupMiss)
 	m.Lookup(TierL2, LookupError)
 	m.Lookup(TierL2, LookupError)
@@ -123,6 +131,9 @@ func TestCounters(t *testing.T) {
 		{"up error", m.upstream.WithLabelValues("user", "error"), 1},
 		{"up 1xx", m.upstream.WithLabelValues("user", "1xx"), 1},
 		{"coalesced", m.coalesced.WithLabelValues("user"), 3},
+		{"isolations", m.isolations.WithLabelValues("user"), 2},
+		{"overflow", m.overflows.WithLabelValues("user"), 1},
+		{"takeovers", m.takeovers.WithLabelValues("user"), 3},
 		{"l1 miss", m.lookups.WithLabelValues("l1", "miss"), 1},
 		{"l1 hit", m.lookups.WithLabelValues("l1", "hit"), 0},
 		{"l2 error", m.lookups.WithLabelValues("l2", "error"), 2},
@@ -200,6 +211,9 @@ func TestPreinitialised(t *testing.T) {
 		{"sidecache_upstream_duration_seconds", 2},
 		{"sidecache_coalesced_requests_total", 2},
 		{"sidecache_batch_size", 2},
+		{"sidecache_batch_isolations_total", 2},
+		{"sidecache_batch_overflow_total", 2},
+		{"sidecache_lease_takeovers_total", 2},
 		// Absent until their source is known.
 		{"sidecache_l1_bytes", 0},
 		{"sidecache_l2_up", 0},
@@ -280,6 +294,9 @@ func TestNilSafe(t *testing.T) {
 	rm.Upstream(200, 0)
 	rm.Coalesced()
 	rm.BatchSize(1)
+	rm.BatchIsolated(2)
+	rm.BatchOverflow()
+	rm.LeaseTakeover()
 	m.Lookup(TierL1, LookupHit)
 	m.Invalidation(SourceWrite, 1)
 	m.SetL2Up(true)

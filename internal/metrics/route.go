@@ -37,6 +37,9 @@ type RouteMetrics struct {
 	upstreamDur prometheus.Observer
 	coalesced   prometheus.Counter
 	batchSize   prometheus.Observer
+	isolations  prometheus.Counter
+	overflows   prometheus.Counter
+	takeovers   prometheus.Counter
 }
 
 func newRouteMetrics(m *Metrics, name string) *RouteMetrics {
@@ -46,6 +49,9 @@ func newRouteMetrics(m *Metrics, name string) *RouteMetrics {
 		upstreamDur: m.upstreamDur.WithLabelValues(name),
 		coalesced:   m.coalesced.WithLabelValues(name),
 		batchSize:   m.batchSize.WithLabelValues(name),
+		isolations:  m.isolations.WithLabelValues(name),
+		overflows:   m.overflows.WithLabelValues(name),
+		takeovers:   m.takeovers.WithLabelValues(name),
 	}
 	for i, r := range results {
 		rm.requests[i] = m.requests.WithLabelValues(name, string(r))
@@ -153,4 +159,33 @@ func StatusClass(code int) string {
 		return "5xx"
 	}
 	return "error"
+}
+
+// BatchIsolated counts one failed bulk call of size ids being split in
+// halves to find the ids at fault (the batch loader's OnIsolate).
+func (rm *RouteMetrics) BatchIsolated(size int) {
+	if rm == nil {
+		return
+	}
+	rm.isolations.Inc()
+}
+
+// BatchOverflow counts one lookup fetched alone because the loader held
+// its maximum of batch groups (the batch loader's OnOverflow): a client
+// varying the headers that pick a group, or a max_groups set too low.
+func (rm *RouteMetrics) BatchOverflow() {
+	if rm == nil {
+		return
+	}
+	rm.overflows.Inc()
+}
+
+// LeaseTakeover counts one wait on another replica's lease that ended
+// without its fill: the holder died or lost Redis, and this replica tries
+// the lease itself.
+func (rm *RouteMetrics) LeaseTakeover() {
+	if rm == nil {
+		return
+	}
+	rm.takeovers.Inc()
 }

@@ -45,7 +45,8 @@ type batcher = batch.Loader[*exchange, bulkAnswer]
 
 func (h *Handler) newBatcher(rs *routeState) *batcher {
 	b := rs.rt.Batch
-	return batch.New(batch.Options{MaxSize: b.MaxSize, MaxWait: b.MaxWait, MaxInFlight: b.MaxInFlight, OnBatch: rs.m.BatchSize},
+	return batch.New(batch.Options{MaxSize: b.MaxSize, MaxWait: b.MaxWait, MaxInFlight: b.MaxInFlight,
+		OnBatch: rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow},
 		func(ctx context.Context, x *exchange, ids []string) (map[string]bulkAnswer, error) {
 			return x.fetchBulkTraced(ctx, ids)
 		})

@@ -105,6 +105,9 @@ func TestBatchIsolatesBadIDs(t *testing.T) {
 			if n := e.l1.Items(); n != 40 {
 				t.Errorf("l1 holds %d entries, want the 40 good ids only", n)
 			}
+			if n := counter(t, e.reg, "sidecache_batch_isolations_total", "route", "user"); n < 1 {
+				t.Errorf("sidecache_batch_isolations_total = %v, want at least 1", n)
+			}
 
 			before := len(o.snapshot())
 			check("second read", fetchAll(e, paths, nil))

@@ -213,6 +213,9 @@ func TestBatchFailures(t *testing.T) {
 			if ids != float64(len(paths)) {
 				t.Errorf("%d fetches asked for %v ids in all, want each of the %d ids asked for once", fetches, ids, len(paths))
 			}
+			if n := counter(t, e.reg, "sidecache_batch_isolations_total", "route", "user"); n != 0 {
+				t.Errorf("sidecache_batch_isolations_total = %v, want 0 (this failure is not isolated)", n)
+			}
 			before := len(o.snapshot())
 			if before == 0 && !tc.refused {
 				t.Fatal("no bulk call reached the upstream")

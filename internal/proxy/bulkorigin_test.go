@@ -227,6 +227,29 @@ func histogram(t *testing.T, reg *prometheus.Registry, name, label, value string
 	return 0, 0
 }
 
+// counter is the value of a counter family's series with label=value.
+func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{%s=%q} gathered", name, label, value)
+	return 0
+}
+
 // spyCache tells of every lookup, so a test knows when a request has got as
 // far as the batcher.
 type spyCache struct {

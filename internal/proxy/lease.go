@@ -51,6 +51,9 @@ func (x *exchange) clusterLease(ctx context.Context, stale candidate) (*flight, 
 		if f != nil {
 			return f, noop
 		}
+		if lapsed {
+			x.rs.m.LeaseTakeover()
+		}
 		if !lapsed || takeover == maxTakeovers {
 			return nil, noop
 		}

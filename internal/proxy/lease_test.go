@@ -152,6 +152,13 @@ func TestLeaseHolderGone(t *testing.T) {
 			if n := up.calls.Load(); n < c.minCalls || n > c.maxCalls {
 				t.Errorf("upstream calls = %d, want %d..%d", n, c.minCalls, c.maxCalls)
 			}
+			var takeovers float64
+			for _, w := range waiters {
+				takeovers += counter(t, w.reg, "sidecache_lease_takeovers_total", "route", "client")
+			}
+			if lapsed := takeovers > 0; lapsed != c.kill {
+				t.Errorf("sidecache_lease_takeovers_total over the waiters = %v, want > 0 only when the holder is killed", takeovers)
+			}
 			if c.kill {
 				select {
 				case got := <-aDone:
