@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
@@ -207,28 +208,18 @@ func idOf(path string) string { return strings.TrimPrefix(path, "/users/") }
 
 func histogram(t *testing.T, reg *prometheus.Registry, name, label, value string) (uint64, float64) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
-				}
-			}
-		}
-	}
-	t.Fatalf("no %s{%s=%q} gathered", name, label, value)
-	return 0, 0
+	h := series(t, reg, name, label, value).GetHistogram()
+	return h.GetSampleCount(), h.GetSampleSum()
 }
 
 // counter is the value of a counter family's series with label=value.
 func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	return series(t, reg, name, label, value).GetCounter().GetValue()
+}
+
+// series is the one series of family name with label=value.
+func series(t *testing.T, reg *prometheus.Registry, name, label, value string) *dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -241,13 +232,13 @@ func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) 
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
 				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
+					return m
 				}
 			}
 		}
 	}
 	t.Fatalf("no %s{%s=%q} gathered", name, label, value)
-	return 0
+	return nil
 }
 
 // spyCache tells of every lookup, so a test knows when a request has got as
