@@ -21,6 +21,31 @@ func newTagHeaders(o TagHeaders) tagHeaders { return tagHeaders{surrogate.New(o)
 // about to receive.
 func (t tagHeaders) stripFrom(h http.Header) { t.s.StripFrom(h) }
 
+// interim is w for httputil.ReverseProxy, whose Got1xxResponse hook copies
+// a 1xx answer's fields straight into w's header (ModifyResponse sees only
+// the final answer): the tag headers are stripped before each 1xx leaves.
+// Unwrap keeps ResponseController's Flush and Hijack working through it.
+func (t tagHeaders) interim(w http.ResponseWriter) http.ResponseWriter {
+	if !t.s.Strips() {
+		return w
+	}
+	return interimStripper{w, t}
+}
+
+type interimStripper struct {
+	http.ResponseWriter
+	t tagHeaders
+}
+
+func (s interimStripper) WriteHeader(code int) {
+	if code >= 100 && code < 200 {
+		s.t.stripFrom(s.Header())
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s interimStripper) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 // carryOver keeps a revalidated entry's upstream keys when the 304 names
 // none (surrogate.Headers.CarryOver).
 func (t tagHeaders) carryOver(merged, update http.Header, old []string) {

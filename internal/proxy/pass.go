@@ -71,7 +71,7 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int)) {
 		x.leanPass(st)
 	} else {
 		pi := &passInfo{rec: x.rec, rm: x.rs.m, start: x.start, st: st, after: after}
-		x.st.pass.ServeHTTP(x.w, x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
+		x.st.pass.ServeHTTP(x.h.tagh.interim(x.w), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
 	}
 	x.rs.m.Request(outcomes[o].result, x.h.now().Sub(x.start))
 }

@@ -66,6 +66,9 @@ func (t Headers) StripFrom(h http.Header) {
 	}
 }
 
+// Strips reports whether StripFrom removes anything.
+func (t Headers) Strips() bool { return t.strip && len(t.names) > 0 }
+
 // AppendKeys appends to tags the keys the upstream named in its tag
 // headers, and reports false when they are over the bounds: the answer may
 // then answer its request but must not be stored (tags then holds the keys

@@ -71,6 +71,9 @@ func TestStripFrom(t *testing.T) {
 			if !slices.Equal(left, tc.want) {
 				t.Fatalf("left %q, want %q", left, tc.want)
 			}
+			if removed := len(left) < 3; surrogate.New(tc.c).Strips() != removed {
+				t.Errorf("Strips() = %v, but StripFrom removed something: %v", !removed, removed)
+			}
 		})
 	}
 }
