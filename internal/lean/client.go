@@ -23,7 +23,10 @@
 // Only replayable requests take it, because it keeps no reader on an idle
 // connection: an upstream that closed one is noticed on reuse, and the
 // request is sent again on a new connection, as http.Transport does for
-// replayable requests (RFC 9110 §9.2.2).
+// replayable requests (RFC 9110 §9.2.2). A connection is reused only when
+// nothing but the next answer can be read on it: bytes an upstream sent
+// past an answer, read as the next one, would hand one client's response to
+// another (a response desync), so such a connection is closed (conn.go).
 //
 // It knows nothing of caching, metrics or the client's connection beyond
 // the request: the proxy wraps it with those (internal/proxy/passloop.go).
@@ -60,9 +63,9 @@ type Client struct {
 	closed bool
 }
 
-// IdleTimeout drops a connection idle this long (as http.Transport's
+// idleTimeout drops a connection idle this long (as http.Transport's
 // IdleConnTimeout), rather than writing to one the upstream likely closed.
-const IdleTimeout = 90 * time.Second
+const idleTimeout = 90 * time.Second
 
 // New returns a client for upstream, or nil when upstream is not plain
 // HTTP (https, or with user info: ReverseProxy's transport handles those).
@@ -221,7 +224,7 @@ func (cl *Client) get(ctx context.Context) (c *Conn, reused bool, err error) {
 	for n := len(cl.idle); n > 0; n = len(cl.idle) {
 		c := cl.idle[n-1]
 		cl.idle = cl.idle[:n-1]
-		if now.Sub(c.used) < IdleTimeout && !c.unsolicited() {
+		if now.Sub(c.used) < idleTimeout && !c.unsolicited() {
 			cl.mu.Unlock()
 			return c, true, nil
 		}
