@@ -67,7 +67,7 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int)) {
 	}
 	// The lean loop writes its own request: tracing (which injects the
 	// request span as traceparent) takes the ReverseProxy way.
-	if after == nil && x.h.tr == nil && x.st.lean.takes(x.r) {
+	if after == nil && x.h.tr == nil && x.st.lean.Takes(x.r) {
 		x.leanPass(st)
 	} else {
 		pi := &passInfo{rec: x.rec, rm: x.rs.m, start: x.start, st: st, after: after}

@@ -9,7 +9,7 @@ import (
 
 // The request and response rules of RFC 9110 and 9111 live in
 // internal/httpcache; these wrappers keep the names the request path's
-// files (proxy.go, exchange.go, pass.go, passloop.go, respond.go) call.
+// files (proxy.go, exchange.go, pass.go, respond.go) call.
 
 func bypassReason(r *http.Request, keyHeaders []string) string {
 	return httpcache.BypassReason(r, keyHeaders)

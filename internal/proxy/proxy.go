@@ -37,6 +37,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/hitforpass"
+	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/tombstone"
@@ -129,7 +130,7 @@ type state struct {
 	timeout   time.Duration
 	transport http.RoundTripper
 	pass      *httputil.ReverseProxy
-	lean      *lean // nil: every pass-through takes pass (see passloop.go)
+	lean      *lean.Client // nil: every pass-through takes pass (see passloop.go)
 	table     *route.Table
 	routes    map[*route.Route]*routeState
 	noRoute   *routeState
@@ -234,7 +235,7 @@ func (h *Handler) SetUpstream(u *url.URL, timeout time.Duration) error {
 	if t, ok := old.transport.(*http.Transport); ok && h.transport == nil {
 		t.CloseIdleConnections()
 	}
-	old.lean.closeIdle()
+	old.lean.CloseIdle()
 	return nil
 }
 
@@ -250,7 +251,7 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	st.pass = h.newPassProxy(u, st.transport)
 	st.lean = nil
 	if h.transport == nil {
-		st.lean = newLean(u, timeout, h.idle)
+		st.lean = lean.New(u, timeout, h.idle)
 	}
 	return &st
 }

@@ -1,0 +1,239 @@
+// Package lean is a reverse proxy's round trip to one plain-HTTP upstream,
+// made on the caller's goroutine: write the request on an idle keep-alive
+// connection, read the answer's header, and leave the body to the caller,
+// who puts the connection back once it has read it to its end.
+//
+// httputil.ReverseProxy over http.Transport does the same on three
+// goroutines (the handler, the connection's writeLoop and readLoop, with
+// two channel hand-offs and their futex wake-ups per request) after cloning
+// the request. On 2 cores at 3,000 req/s that hand-off and the clone were
+// most of what a pass-through cost beyond a cache hit (bench/README.md), so
+// the proxy sends its common pass-through this way: a GET, HEAD, OPTIONS
+// or TRACE without a body and without Upgrade (Client.Takes).
+//
+// It keeps what ReverseProxy does to a request and an answer: hop-by-hop
+// fields and the fields Connection names dropped (RFC 9110 §7.6.1), Te:
+// trailers kept, Forwarded and X-Forwarded-For/Host/Proto replaced from the
+// client's connection, the upstream's Host (request.go); 1xx answers handed
+// to the caller as they come (RFC 9110 §15.2), trailers announced and
+// relayed (RFC 9110 §6.5), streams of unknown length flushed as they come
+// (response.go). Everything else (bodies, upgrades, https) is for
+// ReverseProxy.
+//
+// Only replayable requests take it, because it keeps no reader on an idle
+// connection: an upstream that closed one is noticed on reuse, and the
+// request is sent again on a new connection, as http.Transport does for
+// replayable requests (RFC 9110 §9.2.2). A connection is reused only when
+// nothing but the next answer can be read on it: bytes an upstream sent
+// past an answer, read as the next one, would hand one client's response to
+// another (a response desync), so such a connection is closed (conn.go).
+//
+// It knows nothing of caching, metrics or the client's connection beyond
+// the request: the proxy wraps it with those (internal/proxy/passloop.go).
+package lean
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/httpcache"
+)
+
+// Client sends requests to one upstream over a pool of keep-alive
+// connections. It is safe for concurrent use.
+type Client struct {
+	addr    string // host:port
+	host    string // the Host field (the upstream's, as ReverseProxy's SetURL)
+	base    *url.URL
+	timeout time.Duration // response-header timeout
+	dialer  net.Dialer
+	max     int // idle connections kept
+
+	mu     sync.Mutex
+	idle   []*Conn
+	closed bool
+}
+
+// idleTimeout drops a connection idle this long (as http.Transport's
+// IdleConnTimeout), rather than writing to one the upstream likely closed.
+const idleTimeout = 90 * time.Second
+
+// New returns a client for upstream, or nil when upstream is not plain
+// HTTP (https, or with user info: ReverseProxy's transport handles those).
+// timeout bounds the wait for an answer's header and a dial; maxIdle is the
+// number of idle connections kept (256 when <= 0).
+func New(upstream *url.URL, timeout time.Duration, maxIdle int) *Client {
+	if upstream.Scheme != "http" || upstream.User != nil {
+		return nil
+	}
+	addr := upstream.Host
+	if upstream.Port() == "" {
+		addr = net.JoinHostPort(upstream.Hostname(), "80")
+	}
+	if maxIdle <= 0 {
+		maxIdle = 256
+	}
+	return &Client{
+		addr: addr, host: upstream.Host, base: upstream, timeout: timeout, max: maxIdle,
+		dialer: net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second},
+	}
+}
+
+// Takes reports whether r may go this way: a replayable request (see the
+// package doc) without a body, an upgrade or an Expect, which
+// http.Transport answers itself. A nil Client takes nothing.
+func (cl *Client) Takes(r *http.Request) bool {
+	if cl == nil || r.ContentLength != 0 || (r.Body != nil && r.Body != http.NoBody) {
+		return false
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+	default:
+		return false
+	}
+	_, upgrade := r.Header["Upgrade"]
+	_, expect := r.Header["Expect"]
+	return !upgrade && !expect && len(r.TransferEncoding) == 0 && r.RequestURI != "*"
+}
+
+// RoundTrip sends r upstream (request.go) and reads the answer's header.
+// Each 1xx answer but 101 is passed to on1xx (which may be nil; it may keep
+// or change h) before the final one. The response's hop-by-hop fields are
+// removed, and its body must be read to its end, then c handed to Put, or c
+// closed.
+//
+// A reused connection the upstream had closed fails before any answer: r
+// is sent once more on a new connection (replayable: see the package doc).
+// r must be one Takes takes. When ctx ends while the header is awaited, the
+// connection is closed and ctx's error returned.
+func (cl *Client) RoundTrip(ctx context.Context, r *http.Request, on1xx func(code int, h http.Header)) (resp *http.Response, c *Conn, err error) {
+	for attempt := 0; attempt < 2; attempt++ {
+		var reused bool
+		if c, reused, err = cl.get(ctx); err != nil {
+			break
+		}
+		if resp, err = cl.roundTrip(ctx, c, r, on1xx); err == nil {
+			httpcache.RemoveHopHeaders(resp.Header)
+			return resp, c, nil
+		}
+		c.Close()
+		if !reused || !retryable(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, nil, fmt.Errorf("lean: %w", err)
+}
+
+// retryable: a reused connection the upstream had closed.
+func retryable(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// roundTrip writes r on c and reads the answer's header.
+func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx func(int, http.Header)) (*http.Response, error) {
+	if err := writeRequest(c.bw, r, cl.base, cl.host); err != nil {
+		return nil, err
+	}
+	// The response-header timeout, and the client leaving, both end the
+	// wait by a deadline in the past.
+	_ = c.c.SetReadDeadline(time.Now().Add(cl.timeout))
+	stop := context.AfterFunc(ctx, func() { _ = c.c.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	for {
+		resp, err := http.ReadResponse(c.br, r)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, err
+		}
+		switch {
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, errors.New("upstream switched protocols on a request that did not ask to upgrade")
+		case resp.StatusCode >= 100 && resp.StatusCode < 200:
+			if on1xx != nil {
+				on1xx(resp.StatusCode, resp.Header)
+			}
+			continue
+		}
+		if !stop() {
+			return nil, ctx.Err() // the client left as the header arrived
+		}
+		if resp.ContentLength < 0 || resp.ContentLength > int64(c.br.Buffered()) {
+			// A long download that has started is not cut. A body already
+			// read whole needs no call: the next request sets its own.
+			_ = c.c.SetReadDeadline(time.Time{})
+		}
+		c.keep = !resp.Close
+		resp.Request = nil
+		return resp, nil
+	}
+}
+
+// Put returns c to the pool once its answer's body has been read to its
+// end. A connection the answer asked to close, with bytes past the answer,
+// or beyond the pool's size, is closed instead.
+func (cl *Client) Put(c *Conn) {
+	if !c.keep || c.br.Buffered() > 0 {
+		// More than the answer announced: never read as the next answer.
+		c.Close()
+		return
+	}
+	c.used = time.Now()
+	cl.mu.Lock()
+	if !cl.closed && len(cl.idle) < cl.max {
+		cl.idle = append(cl.idle, c)
+		c = nil
+	}
+	cl.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// CloseIdle closes the idle connections and keeps none from now on (the
+// upstream was replaced by a reload). A nil Client has none.
+func (cl *Client) CloseIdle() {
+	if cl == nil {
+		return
+	}
+	cl.mu.Lock()
+	idle := cl.idle
+	cl.idle, cl.closed = nil, true
+	cl.mu.Unlock()
+	for _, c := range idle {
+		c.Close()
+	}
+}
+
+// get takes the most recently used idle connection that is still clean, or
+// dials one; reused tells which.
+func (cl *Client) get(ctx context.Context) (c *Conn, reused bool, err error) {
+	now := time.Now()
+	cl.mu.Lock()
+	for n := len(cl.idle); n > 0; n = len(cl.idle) {
+		c := cl.idle[n-1]
+		cl.idle = cl.idle[:n-1]
+		if now.Sub(c.used) < idleTimeout && !c.unsolicited() {
+			cl.mu.Unlock()
+			return c, true, nil
+		}
+		c.Close()
+	}
+	cl.mu.Unlock()
+	nc, err := cl.dialer.DialContext(ctx, "tcp", cl.addr)
+	if err != nil {
+		return nil, false, err
+	}
+	return &Conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 4<<10)}, false, nil
+}

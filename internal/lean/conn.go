@@ -1,0 +1,60 @@
+package lean
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"syscall"
+	"time"
+)
+
+// Conn is one upstream connection, lent by Client.RoundTrip until Put or
+// Close.
+type Conn struct {
+	c    net.Conn
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	used time.Time // last returned to the pool
+	keep bool      // the last answer did not ask to close
+
+	// unsolicited's peek, made on first reuse.
+	rc   syscall.RawConn
+	peek func(fd uintptr) bool
+	bad  bool
+}
+
+// Close closes the connection: after a failure, or a body not read to its
+// end. Closing it, never the body, which would drain the rest of a stream
+// that may not end.
+func (c *Conn) Close() { c.c.Close() }
+
+// unsolicited reports bytes the upstream sent on the idle connection after
+// the answer it was asked for, or a connection it closed: read as the next
+// answer, they would hand one client's response to another, so such a
+// connection is dropped before reuse, as net/http's transport drops one
+// ("Unsolicited response received on idle HTTP channel"). One non-blocking
+// peek (MSG_PEEK|MSG_DONTWAIT) per reuse.
+func (c *Conn) unsolicited() bool {
+	if c.rc == nil {
+		sc, ok := c.c.(syscall.Conn)
+		if !ok {
+			return false
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return true
+		}
+		// Made once per connection, so a reuse allocates nothing.
+		c.rc, c.peek = rc, func(fd uintptr) bool {
+			var b [1]byte
+			_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			// No error: surplus bytes, or 0 bytes because the upstream
+			// closed. EAGAIN: nothing to read, the idle state.
+			c.bad = !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR)
+			return true // never wait for readiness
+		}
+	}
+	c.bad = false
+	err := c.rc.Read(c.peek)
+	return c.bad || err != nil
+}

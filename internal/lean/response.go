@@ -1,0 +1,87 @@
+package lean
+
+import (
+	"io"
+	"net/http"
+	"strings"
+)
+
+// WriteResponse writes resp, as RoundTrip returned it and the caller then
+// edited its header, to w as ReverseProxy does: the header, with the
+// trailers the upstream announced announced again (RFC 9110 §6.5), the
+// status, the body, then the trailers. It reads the body to its end with
+// buf, and returns the first error reading it or writing to w, after which
+// the connection must be closed, not put back.
+//
+// The body is copied by Read and Write rather than io.Copy: the
+// ResponseWriter's ReadFrom would send the header in a write of its own,
+// where Write lets a small answer leave in one. A body of unknown length
+// or an event stream is flushed after every read, as ReverseProxy does, so
+// a stream reaches the client as it comes.
+func WriteResponse(w http.ResponseWriter, resp *http.Response, buf []byte) error {
+	dst := w.Header()
+	for k, vs := range resp.Header {
+		dst[k] = vs
+	}
+	announced := len(resp.Trailer)
+	if announced > 0 {
+		names := make([]string, 0, announced)
+		for k := range resp.Trailer {
+			names = append(names, k)
+		}
+		dst.Add("Trailer", strings.Join(names, ", "))
+	}
+	w.WriteHeader(resp.StatusCode)
+	if err := copyBody(w, resp, buf); err != nil {
+		return err
+	}
+	if len(resp.Trailer) > 0 {
+		_ = http.NewResponseController(w).Flush() // chunked, so trailers can follow
+		if len(resp.Trailer) == announced {
+			for k, vs := range resp.Trailer {
+				dst[k] = vs
+			}
+		} else {
+			// Trailers the header did not announce can only be sent
+			// under the TrailerPrefix.
+			for k, vs := range resp.Trailer {
+				for _, v := range vs {
+					dst.Add(http.TrailerPrefix+k, v)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func copyBody(w http.ResponseWriter, resp *http.Response, buf []byte) error {
+	if resp.Body == http.NoBody {
+		return nil
+	}
+	var rc *http.ResponseController
+	if resp.ContentLength == -1 || isEventStream(resp.Header) {
+		rc = http.NewResponseController(w)
+	}
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				return err
+			}
+			if rc != nil {
+				_ = rc.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+func isEventStream(h http.Header) bool {
+	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(ct), "text/event-stream")
+}
