@@ -10,6 +10,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/relay"
 	"github.com/sidecache/sidecache/internal/route"
 )
 
@@ -42,14 +43,14 @@ type exchange struct {
 	vnames []string
 	vkey   string
 	// interim relays the upstream's 1xx to this client (interim.go).
-	interim *interim
+	interim *relay.Interim
 }
 
 // cached is the cached path for a GET or HEAD: answer from L1 when an entry
 // fits, otherwise join (or lead) the one flight for the key and respond
 // with what it produced.
 func (x *exchange) cached() {
-	x.refresh = refreshRequested(x.r)
+	x.refresh = httpcache.RefreshRequested(x.r)
 	if !x.refresh && x.rs.rt.Origin != nil && x.directives().OnlyIfCached {
 		x.onlyIfCached()
 		return

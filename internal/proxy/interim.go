@@ -12,8 +12,7 @@ import (
 // client waits for the flight (internal/relay). It is never stored, so hits
 // do not repeat it, and requests collapsed onto another's fetch do not get
 // it (they may be waiting on another replica's fetch, or none).
-// Pass-through relays 1xx already (httputil.ReverseProxy).
-type interim = relay.Interim
+// Pass-through relays 1xx itself (internal/lean, httputil.ReverseProxy).
 
 // relayInterim opens the relay for x's client and returns the func that
 // closes it for good. The relay is carried by the exchange copies made

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/metrics"
 )
 
@@ -104,7 +105,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper) *httput
 			}
 			st := pi.st
 			st.fwdStatus = resp.StatusCode
-			resp.Header.Set("Cache-Status", appendCacheStatus(resp.Header.Get("Cache-Status"), st.String()))
+			resp.Header.Set("Cache-Status", httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String()))
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/lean"
 )
 
@@ -31,7 +32,7 @@ func (x *exchange) leanPass(st status) {
 	}
 	x.h.tagh.stripFrom(resp.Header)
 	st.fwdStatus = resp.StatusCode
-	resp.Header["Cache-Status"] = []string{appendCacheStatus(resp.Header.Get("Cache-Status"), st.String())}
+	resp.Header["Cache-Status"] = []string{httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String())}
 	buf := x.h.bufs.Get()
 	err = lean.WriteResponse(w, resp, buf)
 	x.h.bufs.Put(buf)

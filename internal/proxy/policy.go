@@ -1,27 +1,10 @@
 package proxy
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/httpcache"
 )
-
-// The request and response rules of RFC 9110 and 9111 live in
-// internal/httpcache; these wrappers keep the names the request path's
-// files (proxy.go, exchange.go, pass.go, respond.go) call.
-
-func bypassReason(r *http.Request, keyHeaders []string) string {
-	return httpcache.BypassReason(r, keyHeaders)
-}
-
-func refreshRequested(r *http.Request) bool { return httpcache.RefreshRequested(r) }
-
-func removeHopHeaders(h http.Header) { httpcache.RemoveHopHeaders(h) }
-
-func notModified(r *http.Request, stored http.Header) bool { return httpcache.NotModified(r, stored) }
-
-func appendCacheStatus(prev, ours string) string { return httpcache.AppendCacheStatus(prev, ours) }
 
 // notModifiedHeaders are the fields a 304 carries over from the stored 200
 // (RFC 9110 §15.4.5).

@@ -37,6 +37,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/hitforpass"
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/route"
@@ -296,7 +297,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case rt.Split != nil:
 		x.split()
 	default:
-		if reason := bypassReason(r, rt.Key.Headers); reason != "" {
+		if reason := httpcache.BypassReason(r, rt.Key.Headers); reason != "" {
 			x.pass(outBypass, reason)
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/metrics"
 )
 
@@ -122,7 +123,7 @@ func (x *exchange) fail(err error) {
 // conditional matches a stored 200 (RFC 9110 §13.2.2).
 func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
 	dst := x.w.Header()
-	if e.Status == http.StatusOK && notModified(x.r, e.Header) {
+	if e.Status == http.StatusOK && httpcache.NotModified(x.r, e.Header) {
 		for _, k := range notModifiedHeaders {
 			if v, ok := e.Header[k]; ok {
 				dst[k] = v
@@ -152,7 +153,7 @@ func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, f
 	if fromCache || e.InitialAge >= time.Second {
 		dst["Age"] = []string{strconv.FormatInt(int64(e.Age(x.h.now())/time.Second), 10)}
 	}
-	dst["Cache-Status"] = []string{appendCacheStatus(e.Header.Get("Cache-Status"), st.String())}
+	dst["Cache-Status"] = []string{httpcache.AppendCacheStatus(e.Header.Get("Cache-Status"), st.String())}
 }
 
 // streamLarge answers with a response too large to keep: the client that
@@ -169,10 +170,10 @@ func (x *exchange) streamLarge(l *largeBody) {
 	for k, v := range resp.Header {
 		dst[k] = v
 	}
-	removeHopHeaders(dst)
+	httpcache.RemoveHopHeaders(dst)
 	x.h.tagh.stripFrom(dst)
 	s := x.status(outTooLarge, nil, resp.StatusCode)
-	dst.Set("Cache-Status", appendCacheStatus(resp.Header.Get("Cache-Status"), s.String()))
+	dst.Set("Cache-Status", httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), s.String()))
 	if resp.ContentLength >= 0 {
 		dst.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
