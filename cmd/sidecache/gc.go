@@ -31,8 +31,8 @@ const sidecarGCPercent = 400
 // second P, every request that parks on the network (the upstream's answer,
 // the client's next request) wakes an idle thread that finds nothing to do
 // and sleeps again: a futex pair per hand-off. Measured at 3,000 req/s
-// (bench/README.md, "CPU per request"): a hit 59 → 49 µs, a pass-through
-// 131 → 112 µs. Linkerd's proxy makes the same choice (one worker unless
+// (bench/README.md, "CPU per request", two runs): a hit 59–73 → 49–58 µs,
+// a pass-through 131–137 → 98–112 µs. Linkerd's proxy makes the same choice (one worker unless
 // configured). An operator who runs sidecache as a shared proxy, or whose
 // pod needs more than one core of caching, sets GOMAXPROCS.
 const sidecarProcs = 1
