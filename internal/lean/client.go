@@ -220,17 +220,23 @@ func (cl *Client) CloseIdle() {
 // dials one; reused tells which.
 func (cl *Client) get(ctx context.Context) (c *Conn, reused bool, err error) {
 	now := time.Now()
-	cl.mu.Lock()
-	for n := len(cl.idle); n > 0; n = len(cl.idle) {
+	for {
+		cl.mu.Lock()
+		n := len(cl.idle)
+		if n == 0 {
+			cl.mu.Unlock()
+			break
+		}
 		c := cl.idle[n-1]
 		cl.idle = cl.idle[:n-1]
+		cl.mu.Unlock()
+		// The peek is a syscall: made outside the lock, so other requests
+		// do not wait on it.
 		if now.Sub(c.used) < idleTimeout && !c.unsolicited() {
-			cl.mu.Unlock()
 			return c, true, nil
 		}
 		c.Close()
 	}
-	cl.mu.Unlock()
 	nc, err := cl.dialer.DialContext(ctx, "tcp", cl.addr)
 	if err != nil {
 		return nil, false, err
