@@ -200,7 +200,7 @@ func perIDRequest(r *http.Request, rt *route.Route, id string) *http.Request {
 	*r2 = *r
 	r2.Method = http.MethodGet
 	u := *r.URL
-	u.Path, u.RawPath, u.RawQuery = route.FillPattern(rt.Pattern, rt.Batch.IDParam, id), "", ""
+	u.Path, u.RawPath, u.RawQuery = rt.PathFor(rt.Batch.IDParam, id), "", ""
 	r2.URL = &u
 	return r2
 }

@@ -92,7 +92,7 @@ func (x *exchange) perID(target *routeState, ids []string) map[string]*part {
 // sends that path to rt, and rt's pattern (a {id:[0-9]+} regexp, no "/" in
 // an unconstrained param) takes id whole.
 func (x *exchange) routable(rt *route.Route, id string, scratch route.Params) (bool, route.Params) {
-	got, ps, ok := x.st.table.MatchAppend(scratch, http.MethodGet, route.FillPattern(rt.Pattern, rt.Batch.IDParam, id))
+	got, ps, ok := x.st.table.MatchAppend(scratch, http.MethodGet, rt.PathFor(rt.Batch.IDParam, id))
 	return ok && got == rt && ps.Get(rt.Batch.IDParam) == id, ps
 }
 

@@ -33,6 +33,7 @@ const (
 type segment struct {
 	kind segKind
 	text string // the literal, or the param name
+	raw  string // for params: as written, braces included
 	tail byte   // for params: the byte that ends the value
 	rex  *regexp.Regexp
 }
@@ -70,6 +71,7 @@ func parsePattern(p string) (pattern, error) {
 			if err != nil {
 				return pt, err
 			}
+			seg.raw = p[i : end+1]
 			seg.tail = '/'
 			if end+1 < len(p) {
 				seg.tail = p[end+1]
@@ -195,30 +197,22 @@ func (pt *pattern) match(path string, ps Params) (Params, bool) {
 	return ps, s == ""
 }
 
-// FillPattern puts value in place of {param} or {param:regexp} in a chi
-// pattern: the path a client would request for that value (a batch
-// route's per-ID path). The value goes in raw: the result is a decoded
-// URL.Path.
-func FillPattern(pattern, param, value string) string {
+// PathFor is the path a client would request for value as param: the
+// route's pattern with value in place of {param} (a batch route's per-ID
+// path). It is built from the parsed pattern, so a param reads exactly as
+// the matcher reads it, braces of its regexp included. The value goes in
+// raw: the result is a decoded URL.Path. Other params stay as written.
+func (r *Route) PathFor(param, value string) string {
 	var b strings.Builder
-	for {
-		i := strings.IndexByte(pattern, '{')
-		if i < 0 {
-			b.WriteString(pattern)
-			return b.String()
-		}
-		j := closingBrace(pattern, i) - i // past a regexp's own {n,m}
-		if j < 0 {
-			b.WriteString(pattern)
-			return b.String()
-		}
-		name, _, _ := strings.Cut(pattern[i+1:i+j], ":")
-		b.WriteString(pattern[:i])
-		if name == param {
+	for _, s := range r.pat.segs {
+		switch {
+		case s.kind == segStatic || s.kind == segWildcard:
+			b.WriteString(s.text)
+		case s.text == param:
 			b.WriteString(value)
-		} else {
-			b.WriteString(pattern[i : i+j+1])
+		default:
+			b.WriteString(s.raw)
 		}
-		pattern = pattern[i+j+1:]
 	}
+	return b.String()
 }
