@@ -7,6 +7,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+
+	"github.com/sidecache/sidecache/internal/httpcache"
 )
 
 // writeRequest writes r as ReverseProxy with SetURL(base) and
@@ -44,10 +46,11 @@ func writeRequest(bw *bufio.Writer, r *http.Request, base *url.URL, host string)
 	bw.WriteString("\r\n")
 	conn := r.Header["Connection"]
 	for k, vs := range r.Header {
+		if httpcache.IsHopHeader(k) {
+			continue // Te: trailers is written below
+		}
 		switch k {
-		case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-			"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Content-Length",
-			"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
+		case "Host", "Content-Length", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
 			continue
 		case "User-Agent":
 			if len(vs) > 0 && vs[0] != "" {
