@@ -5,6 +5,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/lean"
+	"github.com/sidecache/sidecache/internal/relay"
 )
 
 // leanPass is passWith's lean form: the common pass-through (lean.Client
@@ -50,15 +51,7 @@ func (x *exchange) leanPass(st status) {
 
 // relay1xx passes an upstream's 1xx on to the client at once
 // (RFC 9110 §15.2), without the tag headers, and keeps none of its fields
-// for the final answer.
+// for the final answer (relay.Write).
 func (x *exchange) relay1xx(code int, h http.Header) {
-	x.h.tagh.stripFrom(h)
-	dst := x.w.Header()
-	for k, vs := range h {
-		dst[k] = vs
-	}
-	x.w.WriteHeader(code)
-	for k := range h {
-		delete(dst, k)
-	}
+	relay.Write(x.w, code, h, x.h.tagh.stripFrom)
 }

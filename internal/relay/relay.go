@@ -59,24 +59,29 @@ func (ir *Interim) Got(code int, header textproto.MIMEHeader) error {
 	}
 	ir.mu.Lock()
 	defer ir.mu.Unlock()
-	if !ir.open {
-		return nil
+	if ir.open {
+		Write(ir.w, code, http.Header(header), ir.strip)
 	}
-	// The ResponseWriter sends its header map with a 1xx and keeps it for
-	// the final answer; send the 1xx's fields alone, then put back what
-	// was there.
-	dst := ir.w.Header()
+	return nil
+}
+
+// Write sends one interim response of fields h to w, without the
+// hop-by-hop fields and those strip removes (nil: none). The
+// ResponseWriter sends its header map with a 1xx and keeps it for the
+// final answer, so the 1xx's fields go alone and what was there is put
+// back after.
+func Write(w http.ResponseWriter, code int, h http.Header, strip func(http.Header)) {
+	dst := w.Header()
 	saved := maps.Clone(dst)
 	clear(dst)
-	for k, vs := range header {
+	for k, vs := range h {
 		dst[k] = vs
 	}
 	httpcache.RemoveHopHeaders(dst)
-	if ir.strip != nil {
-		ir.strip(dst)
+	if strip != nil {
+		strip(dst)
 	}
-	ir.w.WriteHeader(code)
+	w.WriteHeader(code)
 	clear(dst)
 	maps.Copy(dst, saved)
-	return nil
 }
