@@ -189,11 +189,15 @@ func New(opts Options) (*Handler, error) {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	h.tombs = tombstone.New(timeout + 10*time.Second)
+	h.tombs = tombstone.New(tombWindow(timeout))
 	st := h.withUpstream(&state{}, opts.Upstream, timeout)
 	h.state.Store(h.withRoutes(st, opts.Routes))
 	return h, nil
 }
+
+// tombWindow is how long an invalidation is remembered: the longest fetch
+// (the upstream timeout) plus the time a peer's L2 write may lag.
+func tombWindow(timeout time.Duration) time.Duration { return timeout + 10*time.Second }
 
 // NewTransport is a keep-alive pool sized for one upstream on loopback. The
 // response-header timeout makes a hung upstream answer 504 on pass-through.
@@ -230,8 +234,8 @@ func (h *Handler) SetUpstream(u *url.URL, timeout time.Duration) error {
 	}
 	old := h.state.Load()
 	// Before the new timeout lets a fetch run longer than the tombstones
-	// last (see New).
-	h.tombs.Widen(timeout + 10*time.Second)
+	// last.
+	h.tombs.Widen(tombWindow(timeout))
 	h.state.Store(h.withUpstream(old, u, timeout))
 	if t, ok := old.transport.(*http.Transport); ok && h.transport == nil {
 		t.CloseIdleConnections()
