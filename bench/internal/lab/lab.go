@@ -45,6 +45,15 @@ func (l *Lab) start(name string, argv ...string) (*proc, error) {
 	return l.startEnv(name, nil, argv...)
 }
 
+// envName is name with each KEY=value of env appended, so the same server
+// run with other environment gets files of its own ("bare-GOMAXPROCS1").
+func envName(name string, env []string) string {
+	for _, kv := range env {
+		name += "-" + strings.NewReplacer("=", "", "/", "").Replace(kv)
+	}
+	return name
+}
+
 // startEnv is start with env (KEY=value) added to the bench's environment.
 func (l *Lab) startEnv(name string, env []string, argv ...string) (*proc, error) {
 	pr, err := startProc(l.dir, name, env, argv...)
@@ -146,9 +155,7 @@ func (l *Lab) startSidecarBin(ctx context.Context, sc CPUSidecar, mode, upstream
 	if bin != l.p.Sidecache {
 		name += "-" + filepath.Base(bin)
 	}
-	for _, kv := range sc.Env {
-		name += "-" + strings.NewReplacer("=", "", "/", "").Replace(kv)
-	}
+	name = envName(name, sc.Env) // its config file too: one per process
 	path := filepath.Join(l.dir, name+".yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		return nil, err

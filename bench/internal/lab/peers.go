@@ -13,7 +13,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sidecache/sidecache/bench/internal/load"
@@ -73,11 +72,7 @@ func (l *Lab) startBare(ctx context.Context, env ...string) (*sut, error) {
 		return nil, err
 	}
 	addr := "127.0.0.1:" + itoa(port)
-	name := "bare"
-	for _, kv := range env {
-		name += "-" + strings.ReplaceAll(kv, "=", "")
-	}
-	pr, err := l.startEnv(name, env, self, "-serve-bare", addr, "-records", itoa(l.p.Records))
+	pr, err := l.startEnv(envName("bare", env), env, self, "-serve-bare", addr, "-records", itoa(l.p.Records))
 	if err != nil {
 		return nil, err
 	}
