@@ -25,16 +25,17 @@ type runtimeSettings struct {
 const sidecarGCPercent = 400
 
 // sidecarProcs is GOMAXPROCS unless the operator sets it. A sidecar serves
-// one pod's traffic, which one core carries many times over (bench -cpu:
-// ~17,000 hits/s on one core of the 2-core bench machine with the load
-// generator on the other), and what it costs is CPU per request. With a
+// one pod's traffic, which one core carries many times over (make bench:
+// 24,421 hits/s on one core of the 2-core bench machine, the load generator
+// on the other), and what it costs is CPU per request. With a
 // second P, every request that parks on the network (the upstream's answer,
 // the client's next request) wakes an idle thread that finds nothing to do
 // and sleeps again: a futex pair per hand-off. Measured at 3,000 req/s
 // (bench/README.md, "CPU per request", two runs): a hit 59–73 → 49–58 µs,
-// a pass-through 131–137 → 98–112 µs. Linkerd's proxy makes the same choice (one worker unless
-// configured). An operator who runs sidecache as a shared proxy, or whose
-// pod needs more than one core of caching, sets GOMAXPROCS.
+// a pass-through 131–137 → 98–112 µs. Linkerd's proxy makes the same
+// choice (one worker unless configured). An operator who runs sidecache as
+// a shared proxy, or whose pod needs more than one core of caching, sets
+// GOMAXPROCS.
 const sidecarProcs = 1
 
 // runtimeDefaults picks the settings from the environment and the cgroup's
