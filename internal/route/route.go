@@ -428,16 +428,19 @@ func resolveSplit(t *Table, r *Route) error {
 	return nil
 }
 
-// MarshalJSON writes the route for GET /routes: durations as Go duration
-// strings, templates as written, the split target by name.
+// MarshalJSON writes the route for GET /routes: every effective field
+// under its config name (docs/admin-api.md), durations as Go duration
+// strings, templates as written, the split target by name. Fields the
+// operator cannot set (the batch's id param, derived from the path) are
+// left out, so a reload can be confirmed field by field against the file.
 func (r *Route) MarshalJSON() ([]byte, error) {
 	type batchJSON struct {
-		Path    string `json:"path"`
-		Param   string `json:"param"`
-		IDField string `json:"id_field"`
-		IDParam string `json:"id_param"`
-		MaxSize int    `json:"max_size"`
-		MaxWait string `json:"max_wait"`
+		Path        string `json:"path"`
+		Param       string `json:"param"`
+		IDField     string `json:"id_field"`
+		MaxSize     int    `json:"max_size"`
+		MaxWait     string `json:"max_wait"`
+		MaxInFlight int    `json:"max_in_flight"`
 	}
 	type splitJSON struct {
 		Param  string `json:"param"`
@@ -453,6 +456,10 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		StaleWhileRevalidate string           `json:"stale_while_revalidate"`
 		StaleIfError         string           `json:"stale_if_error"`
 		NegativeTTL          string           `json:"negative_ttl"`
+		Freshness            string           `json:"freshness"`
+		MaxTTL               string           `json:"max_ttl"`
+		TargetedFields       []string         `json:"targeted_fields"`
+		ForwardHeaders       string           `json:"forward_headers"`
 		Key                  cachekey.Options `json:"key"`
 		Tags                 []Template       `json:"tags,omitempty"`
 		Invalidate           []Template       `json:"invalidate,omitempty"`
@@ -463,13 +470,28 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		Name: r.Name, Methods: r.Methods, Pattern: r.Pattern, Params: r.pat.names,
 		TTL: r.TTL.String(), StaleWhileRevalidate: r.StaleWhileRevalidate.String(),
 		StaleIfError: r.StaleIfError.String(), NegativeTTL: r.NegativeTTL.String(),
-		Key: r.Key, Tags: r.Tags, Invalidate: r.Invalidate, Cacheable: r.Cacheable(),
+		Freshness: "route", MaxTTL: time.Duration(0).String(), TargetedFields: []string{},
+		ForwardHeaders: "keyed",
+		Key:            r.Key, Tags: r.Tags, Invalidate: r.Invalidate, Cacheable: r.Cacheable(),
+	}
+	if o := r.Origin; o != nil {
+		v.Freshness, v.MaxTTL = "origin", o.MaxTTL.String()
+		if o.Targets != nil {
+			v.TargetedFields = o.Targets
+		}
+	}
+	if r.ForwardAll {
+		v.ForwardHeaders = "all"
 	}
 	if b := r.Batch; b != nil {
-		v.Batch = &batchJSON{b.Path, b.Param, b.IDField, b.IDParam, b.MaxSize, b.MaxWait.String()}
+		v.Batch = &batchJSON{b.Path, b.Param, b.IDField, b.MaxSize, b.MaxWait.String(), b.MaxInFlight}
 	}
 	if s := r.Split; s != nil {
-		v.Split = &splitJSON{s.Param, s.RouteName, s.MaxIDs}
+		maxIDs := s.MaxIDs
+		if maxIDs <= 0 {
+			maxIDs = DefaultSplitMaxIDs
+		}
+		v.Split = &splitJSON{s.Param, s.RouteName, maxIDs}
 	}
 	return json.Marshal(v)
 }
