@@ -266,13 +266,13 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	st.table = t
 	st.routes = make(map[*route.Route]*routeState, len(t.Routes()))
 	for _, rt := range t.Routes() {
-		rs := &routeState{rt: rt, m: h.m.Route(rt.Name), fwd: newForwarding(rt, h.log)}
+		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, shape(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log)}
 		if rt.Batch != nil {
 			rs.batcher = h.newBatcher(rs)
 		}
 		st.routes[rt] = rs
 	}
-	st.noRoute = &routeState{m: h.m.Route(metrics.PassRoute)}
+	st.noRoute = &routeState{m: h.m.RouteShaped(metrics.PassRoute, metrics.Shape{Results: []metrics.Result{metrics.Pass}})}
 	return &st
 }
 
