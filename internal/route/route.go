@@ -132,11 +132,13 @@ func (p Params) Get(name string) string {
 // trailing wildcard).
 func (r *Route) ParamNames() []string { return slices.Clone(r.pat.names) }
 
-// Allows reports whether the route serves method. Methods are listed
-// exactly: a route for GET alone does not take HEAD.
+// Allows reports whether the route serves method. A route for GET serves
+// HEAD too, from the same entry: a HEAD is a GET without the body (RFC 9110
+// §9.3.2), and a cache answers it from the stored GET response (RFC 9111
+// §4), as Varnish and NGINX do. Other methods are listed exactly.
 func (r *Route) Allows(method string) bool {
 	for _, m := range r.Methods {
-		if m == method {
+		if m == method || m == http.MethodGet && method == http.MethodHead {
 			return true
 		}
 	}

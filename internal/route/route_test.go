@@ -87,8 +87,10 @@ func TestMatch(t *testing.T) {
 		route        string // "" for no match
 		params       Params
 	}{
-		{"GET", "/clients/me", "me", nil},                       // first match wins over the param route
-		{"HEAD", "/clients/me", "client", Params{{"id", "me"}}}, // "me" lacks HEAD: skipped
+		{"GET", "/clients/me", "me", nil},  // first match wins over the param route
+		{"HEAD", "/clients/me", "me", nil}, // a GET route serves HEAD (RFC 9110 §9.3.2)
+		{"HEAD", "/jobs", "jobs", nil},
+		{"HEAD", "/n/12", "numeric", Params{{"n", "12"}}},
 		{"GET", "/clients/42", "client", Params{{"id", "42"}}},
 		{"PUT", "/clients/42", "client-write", Params{{"id", "42"}}},
 		{"PATCH", "/clients/42", "", nil},
