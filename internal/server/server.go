@@ -177,7 +177,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if access == nil {
 		access = s.log
 	}
-	s.proxySrv = s.httpServer(tracing.Handler(accessLog(s.proxy, func() bool { return s.cfg.Load().Log.Access }, access), tp), cfg.Server)
+	s.proxySrv = s.httpServer(tracing.Handler(accessLog(s.proxy, func() config.Log { return s.cfg.Load().Log }, access), tp), cfg.Server)
 	s.adminSrv = s.httpServer(admin.Handler(admin.Options{
 		TokenFunc: func() string { return s.cfg.Load().Admin.Token }, // reloadable
 		Gatherer:  s.reg,
