@@ -144,6 +144,13 @@ func (s *Server) peerInvalidation(inv l2.Invalidation) {
 	// began before the peer's write from being stored (in L2) afterwards.
 	n := 0
 	switch {
+	case inv.All && inv.Gap:
+		// The subscription was rebuilt: messages may have been lost. L1
+		// stays, and no tombstone either (it would refuse every entry for
+		// its window): the tiers stop trusting the proof for entries whose
+		// request left before the gap's end (l2's Floor) and serve those
+		// only while younger than max_lag, which the promise allows.
+		n = 1
 	case inv.All:
 		h.InvalidatedAll()
 		if s.l1 != nil {
