@@ -37,6 +37,7 @@ type bulkAnswer struct {
 	e      *cache.Entry
 	stored bool
 	link   spanLink // the bulk call (trace.go)
+	reqID  string   // the bulk call's X-Request-Id
 }
 
 // batcher is a route's loader: the opener's exchange rides along to make
@@ -65,7 +66,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if !found {
 		ans.e = notFoundEntry(x.h.now())
 	}
-	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link}, nil
+	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link, reqID: ans.reqID}, nil
 }
 
 // forID is the exchange a client would have made for one id of the batch
@@ -126,7 +127,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
 	case !ok && len(ids) == 1:
-		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0)}}, nil
+		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), reqID: out.Header.Get("X-Request-Id")}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
@@ -139,7 +140,9 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	}
 	res := make(map[string]bulkAnswer, len(ids))
 	for _, id := range ids {
-		res[id] = x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
+		a := x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
+		a.reqID = out.Header.Get("X-Request-Id")
+		res[id] = a
 	}
 	return res, nil
 }

@@ -72,6 +72,12 @@ func (x *exchange) cached() {
 		case x.answers(c, needIfError):
 			held = c
 		}
+		if len(c.vkey) > x.h.maxKey {
+			// The request selects a variant whose key is over
+			// max_key_bytes: it passes through, as a long primary key does.
+			x.pass(outBypass, "key-too-long")
+			return
+		}
 		if c.vkey != "" {
 			flightKey = c.vkey
 		}
@@ -122,10 +128,17 @@ func (x *exchange) join(flightKey string, held candidate) {
 }
 
 // noteUpstream adds to the access log the upstream time of a flight this
-// request ran itself (a waiter's is the leader's to report).
+// request ran itself (a waiter's is the leader's to report), and the
+// request id of the upstream call whose answer it got (a waiter's too).
 func (x *exchange) noteUpstream(f *flight, leader bool) {
-	if x.rec != nil && leader && f != nil {
+	if x.rec == nil || f == nil {
+		return
+	}
+	if leader {
 		x.rec.Upstream += f.upstream
+	}
+	if f.reqID != "" {
+		x.rec.UpstreamRequestID = f.reqID
 	}
 }
 

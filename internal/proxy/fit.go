@@ -8,6 +8,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 )
@@ -112,6 +113,12 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	a.vary = names
 	if star {
 		a.shareable = false // Vary: * matches no other request (RFC 9110 §12.5.5)
+	}
+	if forward.VariesOnOwn(names) {
+		// The answer varies on a header the sidecar wrote (the caller's
+		// address in X-Forwarded-For, its own request id): no key holds
+		// that value, so the answer is this client's alone.
+		a.shareable = false
 	}
 	if x.rs.fwd.withheld(x.r, names) {
 		// The answer varies on a header this request carried but the

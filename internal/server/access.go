@@ -41,6 +41,8 @@ func accessLog(next http.Handler, on func() bool, log *slog.Logger) http.Handler
 			slog.Duration("duration", time.Since(start)),
 			slog.Duration("upstream", rec.Upstream),
 			slog.Int64("bytes", rw.bytes),
+			slog.String("request_id", r.Header.Get("X-Request-Id")),
+			slog.String("upstream_request_id", rec.UpstreamRequestID),
 			tracing.LogAttr(ctx),
 		)
 	})
