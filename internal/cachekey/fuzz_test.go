@@ -237,6 +237,18 @@ func FuzzNormalizeAcceptEncoding(f *testing.F) {
 		if AcceptsEncoding(n, "x-gzip") != AcceptsEncoding(n, "gzip") {
 			t.Fatalf("x-gzip and gzip differ under %q", n)
 		}
+		// The variant chosen and the codings forwarded are ones the
+		// client accepts, whatever the origin has used.
+		for used := range Codings(variantCodings + 1) {
+			if c := VariantCoding([]string{v}, used); c != Identity && (!accepts(v, c) || used.With(c) != used) {
+				t.Fatalf("Accept-Encoding %q, used %03b: variant %s", v, used, c)
+			}
+		}
+		for _, c := range strings.Split(ForwardAcceptEncoding([]string{v}), ",") {
+			if c != Identity && !accepts(v, c) {
+				t.Fatalf("Accept-Encoding %q forwarded as %q", v, ForwardAcceptEncoding([]string{v}))
+			}
+		}
 	})
 }
 
@@ -263,7 +275,7 @@ func BenchmarkBuild(b *testing.B) {
 		b.ReportAllocs()
 		names := []string{"Accept-Encoding"}
 		for b.Loop() {
-			_ = WithVary("GET api.example.com/clients/42", names, r.Header)
+			_ = WithVary("GET api.example.com/clients/42", names, r.Header, VariantCoding(r.Header["Accept-Encoding"], Codings(0).With("gzip")))
 		}
 	})
 }

@@ -53,6 +53,9 @@ type Rules struct {
 	// learned are Vary'd header names seen on the route's answers
 	// (copy-on-write; at most maxLearned).
 	learned atomic.Pointer[[]string]
+	// codings are the content-codings (cachekey.Codings) the route's
+	// answers came in: the variants a request may be served from.
+	codings atomic.Uint32
 	mu      sync.Mutex
 	// logged are withheld header names already logged (at most maxLogged).
 	logged map[string]bool
@@ -111,6 +114,24 @@ func (f *Rules) Forwards(name string) bool {
 		slices.Contains(f.keyed, name) || slices.Contains(*f.learned.Load(), name)
 }
 
+// Codings reports the content-codings the route's origin has answered in
+// (NoteCoding), for cachekey.VariantCoding.
+func (f *Rules) Codings() cachekey.Codings { return cachekey.Codings(f.codings.Load()) }
+
+// NoteCoding records that the origin answered in coding (as
+// cachekey.StoredCoding names it): from now on, clients that accept it
+// look for that variant first. The set only grows, and holds at most
+// three codings.
+func (f *Rules) NoteCoding(coding string) {
+	for {
+		old := f.codings.Load()
+		next := uint32(cachekey.Codings(old).With(coding))
+		if next == old || f.codings.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
 // Withheld reports whether an answer that varies on names was fetched
 // without one of them although the request header h carried it: the
 // upstream then answered another variant than the one the key names. The
@@ -154,7 +175,8 @@ func (f *Rules) learn(name string) bool {
 }
 
 // Copy fills dst with what the route forwards of src, Accept-Encoding
-// normalised as the key holds it. Headers Never names are left out
+// reduced to the codings a variant may be stored in
+// (cachekey.ForwardAcceptEncoding). Headers Never names are left out
 // silently; other withheld ones are logged once per route and name.
 // Fields that src's Connection names are the caller's to remove.
 func (f *Rules) Copy(dst, src http.Header) {
@@ -163,7 +185,7 @@ func (f *Rules) Copy(dst, src http.Header) {
 		switch {
 		case f.never(k), Own(k):
 		case k == "Accept-Encoding":
-			dst[k] = []string{cachekey.NormalizeAcceptEncoding(strings.Join(vs, ","))}
+			dst[k] = []string{cachekey.ForwardAcceptEncoding(vs)}
 		case f.Forwards(k):
 			dst[k] = vs
 		default:

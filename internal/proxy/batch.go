@@ -77,7 +77,7 @@ func (x *exchange) forID(id string) *exchange {
 	c.r = perIDRequest(x.r, rt, id)
 	c.params = route.Params{{Key: rt.Batch.IDParam, Value: id}}
 	c.key = cachekey.Build(c.r, &rt.Key)
-	c.vnames, c.vkey = nil, ""
+	c.vnames, c.vcoding, c.vkey = nil, "", ""
 	return c
 }
 

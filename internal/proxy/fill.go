@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -121,6 +122,16 @@ func (x *exchange) resolve(ctx context.Context, get func(context.Context, string
 		if c.e != nil && c.e.IsVariants() {
 			c.e = nil // a marker where a response belongs: a miss
 		}
+		if c.e == nil && slices.Contains(c.vary, "Accept-Encoding") {
+			// No variant in the coding chosen for this client: one in
+			// identity answers it as well (the origin answered some
+			// client uncompressed, under its compression threshold).
+			if ikey := x.variantKeyIn(c.vary, cachekey.Identity); ikey != c.vkey {
+				if e, tier, _ := get(ctx, ikey); e != nil && !e.IsVariants() {
+					c.e, c.tier, c.vkey = e, tier, ikey
+				}
+			}
+		}
 	}
 	return c
 }
@@ -208,10 +219,17 @@ func (x *exchange) keep(ctx context.Context, code int, header http.Header, body 
 	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)
 	a.store = a.store && tagged
 	f := &flight{c: candidate{e: e, vary: a.vary, private: !a.shareable}}
+	coding, known := entryCoding(e)
+	if known && coding != cachekey.Identity {
+		x.rs.fwd.rules.NoteCoding(coding) // clients accepting it look there first
+	}
 	key := x.key
 	if len(a.vary) > 0 {
-		key = x.variantKey(a.vary)
+		// The variant is keyed on the coding it is in, not on what the
+		// client asked: an identity answer serves every client.
+		key = x.variantKeyIn(a.vary, coding)
 		f.c.vkey = key
+		a.store = a.store && (known || !slices.Contains(a.vary, "Accept-Encoding"))
 	}
 	if !a.store || len(key) > x.h.maxKey {
 		// max_key_bytes bounds variant keys too: a 60 KB Accept-Language

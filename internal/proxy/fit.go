@@ -53,8 +53,14 @@ func (x *exchange) answers(c candidate, n need) bool {
 			return false
 		}
 	}
-	if len(c.vary) > 0 && x.variantKey(c.vary) != c.vkey {
-		return false
+	if len(c.vary) > 0 {
+		// Another variant, unless only the coding differs: a variant in
+		// any coding the client accepts answers it (AcceptsStored below),
+		// so a stored identity answer serves every client.
+		coding, ok := entryCoding(e)
+		if !ok || x.variantKeyIn(c.vary, coding) != c.vkey {
+			return false
+		}
 	}
 	return cachekey.AcceptsStored(x.r.Header, e.Header) && !x.h.tombs.Stale(e, now)
 }

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -233,5 +234,72 @@ func TestHugeVariantKeyNotStored(t *testing.T) {
 		if len(k) > maxKey+len("vk:e:") {
 			t.Errorf("a %d-byte key in Redis (max_key_bytes %d)", len(k), maxKey)
 		}
+	}
+}
+
+// frameworkOrigin answers like Express with compression(): Vary:
+// Accept-Encoding on every answer, gzip only above a 1 KB threshold.
+func frameworkOrigin(t *testing.T) *upstream {
+	return newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Vary", "Accept-Encoding")
+		w.Header().Set("Content-Type", "application/json")
+		body := `{"id":"` + r.URL.Path + `"}`
+		if strings.HasSuffix(r.URL.Path, "/big") {
+			body = `{"id":"` + strings.Repeat("x", 4<<10) + `"}`
+		}
+		if len(body) >= 1<<10 && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			_, _ = io.WriteString(zw, body)
+			_ = zw.Close()
+			return
+		}
+		_, _ = io.WriteString(w, body)
+	})
+}
+
+// Issue 24 item 3: Accept-Encoding variants are keyed on the coding the
+// sidecar would serve, and a stored identity answer serves every client.
+func TestAcceptEncodingVariantsNormalised(t *testing.T) {
+	spellings := []string{"", "gzip", "gzip, deflate", "gzip, deflate, br", "gzip, deflate, br, zstd", "br, gzip"}
+	up := frameworkOrigin(t)
+	e := newEnv(t, up, []testRoute{{Name: "client", Pattern: "/clients/{id}", TTL: time.Minute}})
+	for _, ae := range spellings {
+		resp, b := e.do("GET", "/clients/701", http.Header{"Accept-Encoding": {ae}})
+		if ce := resp.Header.Get("Content-Encoding"); ce != "" || b != `{"id":"/clients/701"}` {
+			t.Fatalf("Accept-Encoding %q: coding %q body %q", ae, ce, b)
+		}
+	}
+	if n := up.calls.Load(); n != 1 {
+		t.Errorf("%d upstream calls for %d spellings of Accept-Encoding, want 1 (the origin answered identity)", n, len(spellings))
+	}
+
+	// A large answer is compressed for gzip clients: one gzip variant
+	// serves every spelling that accepts gzip, one identity variant the
+	// rest, and the small one still serves everyone. (Had a client without
+	// gzip come first, the identity variant would serve all: the route had
+	// not seen the origin compress.)
+	calls := up.calls.Load()
+	for range 2 {
+		for _, ae := range append(spellings[1:], "", "identity", "br") {
+			resp, b := e.do("GET", "/clients/big", http.Header{"Accept-Encoding": {ae}})
+			ce := resp.Header.Get("Content-Encoding")
+			switch {
+			case ce == "gzip" && !strings.Contains(ae, "gzip"):
+				t.Fatalf("Accept-Encoding %q got gzip", ae)
+			case ce != "gzip" && strings.Contains(ae, "gzip"):
+				t.Errorf("Accept-Encoding %q got %q, not the gzip variant", ae, ce)
+			case ce == "" && !strings.Contains(b, "xxxx"):
+				t.Fatalf("Accept-Encoding %q: identity body %q", ae, b)
+			}
+		}
+		for _, ae := range spellings {
+			if resp, _ := e.do("GET", "/clients/701", http.Header{"Accept-Encoding": {ae}}); !strings.Contains(resp.Header.Get("Cache-Status"), "hit") {
+				t.Errorf("small answer, Accept-Encoding %q after the route learned gzip: %s", ae, resp.Header.Get("Cache-Status"))
+			}
+		}
+	}
+	if n := up.calls.Load() - calls; n != 2 {
+		t.Errorf("%d upstream calls for the large answer, want 2 (one gzip, one identity variant)", n)
 	}
 }
