@@ -303,3 +303,22 @@ func TestAcceptEncodingVariantsNormalised(t *testing.T) {
 		t.Errorf("%d upstream calls for the large answer, want 2 (one gzip, one identity variant)", n)
 	}
 }
+
+// The identity variant answers every coding, never another language.
+func TestIdentityVariantKeepsOtherVaryHeaders(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Vary", "Accept-Encoding, Accept-Language")
+		fmt.Fprint(w, "lang="+r.Header.Get("Accept-Language"))
+	})
+	e := newEnv(t, up, []testRoute{{Name: "c", Pattern: "/c/{id}", TTL: time.Minute}})
+	for _, tc := range []struct{ lang, ae string }{{"en", "gzip"}, {"fr", "gzip"}, {"en", ""}, {"fr", "br, gzip"}, {"de", "gzip"}} {
+		if _, b := e.do("GET", "/c/1", http.Header{"Accept-Language": {tc.lang}, "Accept-Encoding": {tc.ae}}); b != "lang="+tc.lang {
+			t.Errorf("%s/%q got %q", tc.lang, tc.ae, b)
+		}
+	}
+	// en, fr and de once each; the learned Accept-Language costs one
+	// more, once (see TestVaryOnWithheldHeaderIsLearned).
+	if n := up.calls.Load(); n != 4 {
+		t.Errorf("%d upstream calls, want 4", n)
+	}
+}
