@@ -58,7 +58,7 @@ func (x *exchange) answers(c candidate, n need) bool {
 		// any coding the client accepts answers it (AcceptsStored below),
 		// so a stored identity answer serves every client.
 		coding, ok := entryCoding(e)
-		if !ok || x.variantKeyIn(c.vary, coding) != c.vkey {
+		if !ok && slices.Contains(c.vary, "Accept-Encoding") || x.variantKeyIn(c.vary, coding) != c.vkey {
 			return false
 		}
 	}
