@@ -81,6 +81,7 @@ type Metrics struct {
 	reloads       *prometheus.CounterVec
 	buildInfo     *prometheus.GaugeVec
 	state         *stateCollector
+	bounds        bounds // invalidation.go
 
 	// Pre-resolved children for the label values known up front.
 	lookup        [len(tiers)][len(lookupResults)]prometheus.Counter
@@ -166,7 +167,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:      "build_info",
 			Help:      "Always 1; the labels name the running build.",
 		}, []string{"version", "goversion"}),
-		state: newStateCollector(),
+		state:  newStateCollector(),
+		bounds: newBounds(),
 	}
 
 	for i, t := range tiers {
@@ -189,6 +191,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.invalidations, m.reloads, m.buildInfo,
 			m.state,
 		)
+		reg.MustRegister(m.bounds.collectors()...)
 	}
 	m.Route(PassRoute)
 	return m

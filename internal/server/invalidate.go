@@ -10,6 +10,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cache/l2"
+	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/proxy"
 )
 
@@ -25,18 +26,37 @@ import (
 type invalidator struct {
 	l1 *l1.Store
 	l2 *l2.Store
+	m  *metrics.Metrics
 
-	mu      sync.Mutex
-	pending map[string]struct{}
-	kick    chan struct{} // wakes the replay loop
+	mu       sync.Mutex
+	pending  map[string]int // tag → failed replays while Redis answered
+	bytes    int            // the pending tags' length
+	overflow bool           // tags were lost to the bound: purge L2 instead
+	kick     chan struct{}  // wakes the replay loop
 }
 
-// maxPending bounds the replay set; past it, the next replay purges L2 as a
-// whole, the only invalidation that still covers everything that was lost.
-const maxPending = 100_000
+// The replay set's bounds. A write's tags come from its request, so a
+// flood of writes while Redis is unreachable could grow the set, and every
+// replay of it costs Redis a round trip of its size. It is de-duplicated
+// (a map), bounded in tags and bytes, sent in chunks, and a tag that keeps
+// failing while Redis answers (an error about that tag, not an outage) is
+// given up after maxTries replays, counted by
+// sidecache_invalidation_replays_abandoned_total. Tries are not counted
+// while the breaker says Redis is down: an outage must not drop the
+// invalidations it delayed. Past the bounds, the tags that do not fit are
+// lost, and the next replay purges L2 as a whole instead, the one
+// invalidation that still covers them (it empties the peers' L1s too, but
+// only after invalidations were really lost, never for a flood of writes
+// Redis took).
+const (
+	maxPending      = 100_000
+	maxPendingBytes = 16 << 20
+	maxTries        = 8
+	replayChunk     = 256 // tags per round trip
+)
 
-func newInvalidator(l1s *l1.Store, l2s *l2.Store) *invalidator {
-	return &invalidator{l1: l1s, l2: l2s, pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
+func newInvalidator(l1s *l1.Store, l2s *l2.Store, m *metrics.Metrics) *invalidator {
+	return &invalidator{l1: l1s, l2: l2s, m: m, pending: map[string]int{}, kick: make(chan struct{}, 1)}
 }
 
 func (v *invalidator) InvalidateTags(ctx context.Context, tags ...string) error {
@@ -64,8 +84,17 @@ func (v *invalidator) invalidate(ctx context.Context, tags ...string) (int, erro
 func (v *invalidator) retryLater(tags []string) {
 	v.mu.Lock()
 	for _, t := range tags {
-		v.pending[t] = struct{}{}
+		if _, ok := v.pending[t]; ok {
+			continue
+		}
+		if len(v.pending) >= maxPending || v.bytes+len(t) > maxPendingBytes {
+			v.overflow = true
+			continue
+		}
+		v.pending[t] = 0
+		v.bytes += len(t)
 	}
+	v.m.ReplayPending(len(v.pending))
 	v.mu.Unlock()
 	select {
 	case v.kick <- struct{}{}:
@@ -99,33 +128,75 @@ func (v *invalidator) replay(stop <-chan struct{}, every time.Duration, log *slo
 	}
 }
 
-// flush sends the pending tags once, reporting whether none are left.
+// flush sends the pending tags once, in chunks, reporting whether none are
+// left.
 func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 	v.mu.Lock()
+	overflow := v.overflow
 	tags := make([]string, 0, len(v.pending))
 	for tag := range v.pending {
 		tags = append(tags, tag)
 	}
 	v.mu.Unlock()
-	if len(tags) == 0 {
-		return true
+	if overflow {
+		if err := v.l2.PurgeAll(ctx); err != nil {
+			return false
+		}
+		log.Warn("invalidations lost to the replay bound: purged l2", "tags", len(tags))
+		v.mu.Lock()
+		v.overflow = false
+		for _, tag := range tags {
+			v.forgetLocked(tag)
+		}
+		v.m.ReplayPending(len(v.pending))
+		v.mu.Unlock()
+		return v.pendingCount() == 0
 	}
-	var err error
-	if len(tags) > maxPending {
-		err = v.l2.PurgeAll(ctx)
-	} else {
-		err = v.l2.InvalidateTags(ctx, tags...)
+	ok := true
+	for len(tags) > 0 {
+		chunk := tags[:min(len(tags), replayChunk)]
+		tags = tags[len(chunk):]
+		err := v.l2.InvalidateTags(ctx, chunk...)
+		// A failure while the breaker says Redis answers is about these
+		// tags: it counts towards giving them up.
+		counts := err != nil && v.l2.Up()
+		abandoned := 0
+		v.mu.Lock()
+		for _, tag := range chunk {
+			switch {
+			case err == nil:
+				v.forgetLocked(tag)
+			case counts:
+				if v.pending[tag]++; v.pending[tag] >= maxTries {
+					v.forgetLocked(tag)
+					abandoned++
+				}
+			}
+		}
+		v.m.ReplayPending(len(v.pending))
+		v.mu.Unlock()
+		if abandoned > 0 {
+			v.m.ReplayAbandoned(abandoned)
+			log.Warn("invalidations given up after repeated failures", "tags", abandoned, "tries", maxTries, "err", err)
+		}
+		if err != nil {
+			ok = false
+			if !v.l2.Up() {
+				break // down: the rest would fail the same way
+			}
+		}
 	}
-	if err != nil {
-		return false
+	if ok {
+		log.Debug("invalidations replayed after l2 was unreachable")
 	}
-	v.mu.Lock()
-	for _, tag := range tags {
+	return ok && v.pendingCount() == 0
+}
+
+func (v *invalidator) forgetLocked(tag string) {
+	if _, ok := v.pending[tag]; ok {
 		delete(v.pending, tag)
+		v.bytes -= len(tag)
 	}
-	v.mu.Unlock()
-	log.Debug("invalidations replayed after l2 was unreachable", "tags", len(tags))
-	return true
 }
 
 func (v *invalidator) pendingCount() int {

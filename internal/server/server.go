@@ -128,7 +128,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		topts.MaxLag, topts.Proven = cfg.Coherence.MaxLag.D(), s.l2.Proven
 	}
 	s.tiers = cache.NewTiered(l1s, l2s, topts)
-	s.inv = newInvalidator(s.l1, s.l2)
+	s.inv = newInvalidator(s.l1, s.l2, s.m)
 
 	table, err := compileRoutes(cfg.Routes)
 	if err != nil {
