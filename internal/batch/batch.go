@@ -192,6 +192,7 @@ type result[V any] struct {
 type round struct {
 	pending  int
 	answered bool
+	failed   []string // its one-id calls that failed
 }
 
 // New returns a Loader that fetches with fetch.

@@ -24,18 +24,29 @@ func (l *Loader[A, V]) settleLocked(b *batch[A, V], m map[string]V, err error) {
 	if answered {
 		l.down = false
 	}
+	try := isolable || suspect && !l.down
 	if rd := b.round; rd != nil {
 		rd.pending--
 		rd.answered = rd.answered || answered
-		if rd.pending == 0 && !rd.answered {
-			l.down = true
+		if suspect && len(b.ids) == 1 {
+			// Whether the id or the upstream is at fault shows when the
+			// round is over: quarantine it only if another call was answered.
+			rd.failed = append(rd.failed, b.ids[0])
+			try = false
+		}
+		if rd.pending == 0 {
+			l.down = !rd.answered
+			for _, id := range rd.failed {
+				if rd.answered {
+					l.quarantineLocked(id, now)
+				}
+			}
 		}
 	}
 	if err == nil {
 		l.answerLocked(b, m, now)
 		return
 	}
-	try := isolable || suspect && !l.down
 	if !try || len(b.ids) == 1 {
 		if try && (b.retry || b.alone) {
 			l.quarantineLocked(b.ids[0], now) // it failed alone after failing a shared call

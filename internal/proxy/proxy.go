@@ -142,7 +142,8 @@ type state struct {
 type routeState struct {
 	rt      *route.Route
 	m       *metrics.RouteMetrics
-	batcher *batcher // batch routes only
+	batcher *batcher              // batch routes only
+	bm      *metrics.BatchMetrics // batch routes only
 	fwd     *forwarding
 }
 
@@ -268,6 +269,7 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	for _, rt := range t.Routes() {
 		rs := &routeState{rt: rt, m: h.m.Route(rt.Name), fwd: newForwarding(rt, h.log)}
 		if rt.Batch != nil {
+			rs.bm = rs.m.Batch()
 			rs.batcher = h.newBatcher(rs)
 		}
 		st.routes[rt] = rs
