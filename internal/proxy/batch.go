@@ -66,7 +66,7 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 	return batch.New(batch.Options{MaxSize: b.MaxSize, MaxWait: b.MaxWait, MaxInFlight: b.MaxInFlight,
 		OnBatch: rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow,
 		Quarantine: quarantine, Now: h.now,
-		Refused:    func(v any) bool { return v.(bulkAnswer).refused },
+		Refused:      func(v any) bool { return v.(bulkAnswer).refused },
 		OnQuarantine: rs.bm.Quarantined, OnEvict: rs.bm.QuarantineEvicted, OnBudget: rs.bm.BudgetExhausted},
 		func(ctx context.Context, x *exchange, ids []string) (map[string]bulkAnswer, error) {
 			return x.fetchBulkTraced(ctx, ids)
