@@ -49,6 +49,9 @@ type bulkAnswer struct {
 	e      *cache.Entry
 	stored bool
 	link   spanLink // the bulk call (trace.go)
+	// upstream is this id's share of the bulk call's time (the call's
+	// time over its ids), for the access log.
+	upstream time.Duration
 	// refused: the upstream's own failing answer to a one-id call.
 	refused bool
 }
@@ -86,7 +89,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if !found {
 		ans.e = notFoundEntry(x.h.now())
 	}
-	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link}, nil
+	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link, upstream: ans.upstream}, nil
 }
 
 // forID is the exchange a client would have made for one id of the batch
@@ -137,7 +140,8 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	defer resp.Body.Close()
 	limit := min(x.h.maxBody*int64(len(ids)), 256<<20)
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	x.rs.m.Upstream(resp.StatusCode, x.h.now().Sub(t0))
+	took := x.h.now().Sub(t0)
+	x.rs.m.Upstream(resp.StatusCode, took)
 	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
 	switch {
 	case err != nil:
@@ -149,7 +153,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
 	case !ok && len(ids) == 1:
-		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), refused: true}}, nil
+		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), upstream: took, refused: true}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
@@ -161,8 +165,11 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 		return nil, fmt.Errorf("%w: %w", errBulk, err)
 	}
 	res := make(map[string]bulkAnswer, len(ids))
+	share := took / time.Duration(len(ids))
 	for _, id := range ids {
-		res[id] = x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
+		a := x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
+		a.upstream = share
+		res[id] = a
 	}
 	return res, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
+	"github.com/sidecache/sidecache/internal/config"
 )
 
 // TestAccessLogReadsWhatTheHandlerRecorded: the route and the upstream time
@@ -26,7 +27,7 @@ func TestAccessLogReadsWhatTheHandlerRecorded(t *testing.T) {
 		w.Header().Set("Cache-Status", `origin-cdn; hit; detail=edge, sidecache; fwd=stale; fwd-status=503; collapsed; detail="l2"`)
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = io.WriteString(w, "hello")
-	}), func() bool { return true }, NewLogger(&buf, "json", slog.LevelInfo))
+	}), func() config.Log { return config.Log{Access: true} }, NewLogger(&buf, "json", slog.LevelInfo))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/clients/9?a=b", "text/plain", nil)
@@ -41,7 +42,7 @@ func TestAccessLogReadsWhatTheHandlerRecorded(t *testing.T) {
 	}
 	want := map[string]any{
 		"msg": "access", "method": "POST", "path": "/clients/9", "route": "client", "status": 202.0,
-		"cache": "stale", "cache_detail": "collapsed,l2", "upstream": 1.5e6, "bytes": 5.0,
+		"cache": "stale", "cache_detail": "collapsed,l2", "upstream": 0.0015, "query": "a=b", "bytes": 5.0,
 	}
 	for k, v := range want {
 		if line[k] != v {
