@@ -79,6 +79,7 @@ type Metrics struct {
 	takeovers     *prometheus.CounterVec
 	batch         batchVecs
 	invalidations *prometheus.CounterVec
+	late          prometheus.Counter
 	reloads       *prometheus.CounterVec
 	buildInfo     *prometheus.GaugeVec
 	state         *stateCollector
@@ -158,6 +159,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:      "invalidations_total",
 			Help:      "Invalidations applied, by source (write, purge, peer).",
 		}, []string{"source"}),
+		late: newLateCounter(),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "config_reloads_total",
@@ -188,7 +190,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.requests, m.requestDur, m.lookups, m.upstream, m.upstreamDur,
 			m.coalesced, m.batchSize, m.isolations, m.overflows, m.takeovers,
 			m.batch.quarantined, m.batch.evictions, m.batch.budget, m.batch.notStored,
-			m.invalidations, m.reloads, m.buildInfo,
+			m.invalidations, m.late, m.reloads, m.buildInfo,
 			m.state,
 		)
 	}

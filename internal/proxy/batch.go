@@ -52,6 +52,7 @@ type bulkAnswer struct {
 	// upstream is this id's share of the bulk call's time (the call's
 	// time over its ids), for the access log.
 	upstream time.Duration
+	reqID    string // the bulk call's X-Request-Id
 	// refused: the upstream's own failing answer to a one-id call.
 	refused bool
 }
@@ -89,7 +90,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if !found {
 		ans.e = notFoundEntry(x.h.now())
 	}
-	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link, upstream: ans.upstream}, nil
+	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link, upstream: ans.upstream, reqID: ans.reqID}, nil
 }
 
 // forID is the exchange a client would have made for one id of the batch
@@ -100,7 +101,7 @@ func (x *exchange) forID(id string) *exchange {
 	c.r = perIDRequest(x.r, rt, id)
 	c.params = route.Params{{Key: rt.Batch.IDParam, Value: id}}
 	c.key = cachekey.Build(c.r, &rt.Key)
-	c.vnames, c.vkey = nil, ""
+	c.vnames, c.vcoding, c.vkey = nil, "", ""
 	return c
 }
 
@@ -153,7 +154,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
 	case !ok && len(ids) == 1:
-		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), upstream: took, refused: true}}, nil
+		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), upstream: took, reqID: out.Header.Get("X-Request-Id"), refused: true}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
@@ -169,6 +170,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	for _, id := range ids {
 		a := x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
 		a.upstream = share
+		a.reqID = out.Header.Get("X-Request-Id")
 		res[id] = a
 	}
 	return res, nil
