@@ -41,6 +41,7 @@ import (
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/tombstone"
 )
 
@@ -304,6 +305,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.pass(outPass, "uncached-route")
 	case rt.Split != nil:
 		x.split()
+	case !canonicalSpelling(r.URL.Path, params):
+		x.pass(outBypass, "non-canonical") // strict for storage (internal/spelling)
 	default:
 		if reason := httpcache.BypassReason(r, rt.Key.Headers); reason != "" {
 			x.pass(outBypass, reason)
@@ -319,6 +322,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			x.cached()
 		}
 	}
+}
+
+// canonicalSpelling reports whether a read is spelled the one way the
+// cache stores it: no empty or dot segments, no ";params", no number with
+// a sign or leading zeros in a route param. Any other spelling passes
+// through uncached, so one resource is one entry and one set of tags; a
+// write under any spelling still invalidates it (invalidate.go).
+func canonicalSpelling(path string, params route.Params) bool {
+	if !spelling.CanonicalPath(path) {
+		return false
+	}
+	for _, p := range params {
+		if !spelling.CanonicalParam(p.Value) {
+			return false
+		}
+	}
+	return true
 }
 
 // Invalidated records that tags were invalidated now (by a write here, a
