@@ -47,6 +47,7 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_lease_takeovers_total":     {"counter", map[string][]string{"route": nil}},
 	"sidecache_invalidations_total": {"counter", map[string][]string{
 		"source": {"write", "purge", "peer"}}},
+	"sidecache_invalidations_late_total":             {"counter", nil},
 	"sidecache_invalidation_tags_skipped_total":      {"counter", nil},
 	"sidecache_invalidation_replay_pending":          {"gauge", nil},
 	"sidecache_invalidation_replays_abandoned_total": {"counter", nil},

@@ -71,7 +71,7 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int, answe
 			pi.stop()
 		}
 	}
-	x.rs.m.Request(outcomes[o].result, x.h.now().Sub(x.start))
+	x.count(outcomes[o].result)
 }
 
 func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout time.Duration) *httputil.ReverseProxy {
@@ -123,12 +123,13 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 			if clientLeft {
 				return // there is no one to answer
 			}
-			h.log.Warn("upstream", "method", r.Method, "path", r.URL.Path, "err", err)
-			st := status{fwd: "bypass"}
+			st, route := status{fwd: "bypass"}, metrics.PassRoute
 			if pi != nil {
-				st = pi.st
+				st, route = pi.st, pi.rm.Name()
 			}
-			writeUpstreamError(w, classify(err), st)
+			ue := classify(err)
+			h.logUpstream(r, route, ue.code, err)
+			writeUpstreamError(w, ue, st)
 		},
 		ErrorLog:   slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 		BufferPool: h.bufs,

@@ -2,12 +2,13 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/admin"
+	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cache/l2"
 	"github.com/sidecache/sidecache/internal/metrics"
@@ -29,10 +30,17 @@ type invalidator struct {
 	m  *metrics.Metrics
 
 	mu       sync.Mutex
-	pending  map[string]int // tag → failed replays while Redis answered
-	bytes    int            // the pending tags' length
-	overflow bool           // tags were lost to the bound: purge L2 instead
-	kick     chan struct{}  // wakes the replay loop
+	pending  map[string]pendingTag
+	bytes    int           // the pending tags' length
+	overflow bool          // tags were lost to the bound: purge L2 instead
+	kick     chan struct{} // wakes the replay loop
+	held     held          // what waits for the replay (hold.go)
+}
+
+// pendingTag is a tag waiting for the replay.
+type pendingTag struct {
+	gen   uint64 // the generation it was last added in (hold.go)
+	tries int    // failed replays while Redis answered
 }
 
 // The replay set's bounds. A write's tags come from its request, so a
@@ -55,8 +63,11 @@ const (
 	replayChunk     = 256 // tags per round trip
 )
 
-func newInvalidator(l1s *l1.Store, l2s *l2.Store, m *metrics.Metrics) *invalidator {
-	return &invalidator{l1: l1s, l2: l2s, m: m, pending: map[string]int{}, kick: make(chan struct{}, 1)}
+func newInvalidator(l1s *l1.Store, l2s *l2.Store, hold time.Duration, m *metrics.Metrics) *invalidator {
+	return &invalidator{
+		l1: l1s, l2: l2s, m: m, pending: map[string]pendingTag{}, kick: make(chan struct{}, 1),
+		held: held{hold: hold, late: m.InvalidationLate, sentCh: make(chan struct{})},
+	}
 }
 
 func (v *invalidator) InvalidateTags(ctx context.Context, tags ...string) error {
@@ -75,23 +86,33 @@ func (v *invalidator) invalidate(ctx context.Context, tags ...string) (int, erro
 		return n, nil
 	}
 	if err := v.l2.InvalidateTags(ctx, tags...); err != nil {
-		v.retryLater(tags)
-		return n, fmt.Errorf("invalidate: will retry: %w", err)
+		if v.await(ctx, v.retryLater(tags)) {
+			return n, nil // published by the replay within coherence.write_hold
+		}
+		return n, fmt.Errorf("invalidate: answered before it was published, will retry: %w", err)
 	}
 	return n, nil
 }
 
-func (v *invalidator) retryLater(tags []string) {
+// retryLater queues tags for the replay loop and returns their generation
+// (hold.go).
+func (v *invalidator) retryLater(tags []string) uint64 {
 	v.mu.Lock()
+	if v.held.sent == v.held.added {
+		v.held.since = time.Now()
+	}
+	v.held.added++
+	gen := v.held.added
 	for _, t := range tags {
-		if _, ok := v.pending[t]; ok {
+		if p, ok := v.pending[t]; ok {
+			v.pending[t] = pendingTag{gen: gen, tries: p.tries}
 			continue
 		}
 		if len(v.pending) >= maxPending || v.bytes+len(t) > maxPendingBytes {
 			v.overflow = true
 			continue
 		}
-		v.pending[t] = 0
+		v.pending[t] = pendingTag{gen: gen}
 		v.bytes += len(t)
 	}
 	v.m.ReplayPending(len(v.pending))
@@ -100,6 +121,7 @@ func (v *invalidator) retryLater(tags []string) {
 	case v.kick <- struct{}{}:
 	default:
 	}
+	return gen
 }
 
 // replay retries the pending tags every interval (or at once when kicked)
@@ -132,7 +154,7 @@ func (v *invalidator) replay(stop <-chan struct{}, every time.Duration, log *slo
 // left.
 func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 	v.mu.Lock()
-	overflow := v.overflow
+	gen, overflow := v.held.added, v.overflow
 	tags := make([]string, 0, len(v.pending))
 	for tag := range v.pending {
 		tags = append(tags, tag)
@@ -145,46 +167,52 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 		log.Warn("invalidations lost to the replay bound: purged l2", "tags", len(tags))
 		v.mu.Lock()
 		v.overflow = false
-		for _, tag := range tags {
-			v.forgetLocked(tag)
-		}
-		v.m.ReplayPending(len(v.pending))
+		v.forgetLocked(tags, gen)
 		v.mu.Unlock()
+		v.published(gen)
 		return v.pendingCount() == 0
+	}
+	if len(tags) == 0 {
+		v.published(gen)
+		return true
 	}
 	ok := true
 	for len(tags) > 0 {
 		chunk := tags[:min(len(tags), replayChunk)]
 		tags = tags[len(chunk):]
 		err := v.l2.InvalidateTags(ctx, chunk...)
-		// A failure while the breaker says Redis answers is about these
-		// tags: it counts towards giving them up.
-		counts := err != nil && v.l2.Up()
-		abandoned := 0
+		if err == nil {
+			v.mu.Lock()
+			v.forgetLocked(chunk, gen)
+			v.mu.Unlock()
+			continue
+		}
+		ok = false
+		if !v.l2.Up() {
+			break // an outage: the rest would fail the same way, and no try counts
+		}
+		// Redis answers, and refused these tags: count the try.
+		var gaveUp []string
 		v.mu.Lock()
 		for _, tag := range chunk {
-			switch {
-			case err == nil:
-				v.forgetLocked(tag)
-			case counts:
-				if v.pending[tag]++; v.pending[tag] >= maxTries {
-					v.forgetLocked(tag)
-					abandoned++
+			if p, in := v.pending[tag]; in {
+				if p.tries++; p.tries >= maxTries {
+					gaveUp = append(gaveUp, tag)
 				}
+				v.pending[tag] = p
 			}
 		}
-		v.m.ReplayPending(len(v.pending))
+		v.forgetLocked(gaveUp, ^uint64(0))
 		v.mu.Unlock()
-		if abandoned > 0 {
-			v.m.ReplayAbandoned(abandoned)
-			log.Warn("invalidations given up after repeated failures", "tags", abandoned, "tries", maxTries, "err", err)
+		if len(gaveUp) > 0 {
+			v.m.ReplayAbandoned(len(gaveUp))
+			log.Warn("invalidations given up after repeated failures", "tags", len(gaveUp), "tries", maxTries, "err", err)
 		}
-		if err != nil {
-			ok = false
-			if !v.l2.Up() {
-				break // down: the rest would fail the same way
-			}
-		}
+	}
+	if v.pendingUpTo(gen) == 0 {
+		// Every tag of the copy was published or given up: the writes
+		// waiting on them are answered (hold.go).
+		v.published(gen)
 	}
 	if ok {
 		log.Debug("invalidations replayed after l2 was unreachable")
@@ -192,11 +220,29 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 	return ok && v.pendingCount() == 0
 }
 
-func (v *invalidator) forgetLocked(tag string) {
-	if _, ok := v.pending[tag]; ok {
-		delete(v.pending, tag)
-		v.bytes -= len(tag)
+// forgetLocked drops tags from the replay set unless they were added again
+// after generation gen (the copy being replayed).
+func (v *invalidator) forgetLocked(tags []string, gen uint64) {
+	for _, tag := range tags {
+		if p, ok := v.pending[tag]; ok && p.gen <= gen {
+			delete(v.pending, tag)
+			v.bytes -= len(tag)
+		}
 	}
+	v.m.ReplayPending(len(v.pending))
+}
+
+// pendingUpTo counts the tags queued in generation gen or before.
+func (v *invalidator) pendingUpTo(gen uint64) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	for _, p := range v.pending {
+		if p.gen <= gen {
+			n++
+		}
+	}
+	return n
 }
 
 func (v *invalidator) pendingCount() int {
@@ -215,6 +261,13 @@ func (s *Server) peerInvalidation(inv l2.Invalidation) {
 	// began before the peer's write from being stored (in L2) afterwards.
 	n := 0
 	switch {
+	case inv.All && inv.Gap:
+		// The subscription was rebuilt: messages may have been lost. L1
+		// stays, and no tombstone either (it would refuse every entry for
+		// its window): the tiers stop trusting the proof for entries whose
+		// request left before the gap's end (l2's Floor) and serve those
+		// only while younger than max_lag, which the promise allows.
+		n = 1
 	case inv.All:
 		h.InvalidatedAll()
 		if s.l1 != nil {
@@ -243,12 +296,10 @@ func (p *purger) PurgeTag(ctx context.Context, tag string) (int, error) {
 
 func (p *purger) PurgeRoute(ctx context.Context, route string) (int, error) {
 	if p.s.proxy.Routes().Route(route) == nil {
-		return 0, fmt.Errorf("purge: %w: %q", errUnknownRoute, route)
+		return 0, fmt.Errorf("purge: route %q: %w", route, admin.ErrNotFound)
 	}
 	return p.purgeTags(ctx, proxy.RouteTag(route))
 }
-
-var errUnknownRoute = errors.New("unknown route")
 
 func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
 	p.s.proxy.Invalidated(tags...)
@@ -260,12 +311,35 @@ func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
 	return n, nil
 }
 
+// PurgeKey deletes key from both tiers and reports 1 when a tier held it,
+// 0 when none did (so a typo in a key is not answered "purged"). A tier that
+// cannot be read is still told to delete; its error is returned.
 func (p *purger) PurgeKey(ctx context.Context, key string) (int, error) {
 	p.s.m.Invalidation("purge", 1)
-	if err := p.s.tiers.Delete(ctx, key); err != nil {
-		return 0, fmt.Errorf("purge: %w", err)
+	found := 0
+	for _, st := range p.s.stores() {
+		if e, ok, _ := st.Get(ctx, key); ok && e != nil {
+			found = 1
+		}
 	}
-	return 1, nil
+	if err := p.s.tiers.Delete(ctx, key); err != nil {
+		return found, fmt.Errorf("purge: %w", err)
+	}
+	return found, nil
+}
+
+// stores are the configured tiers, L1 first, read directly: not through
+// Tiered, whose lookups count in the metrics, promote into L1 and hide
+// entries the coherence bound refuses.
+func (s *Server) stores() []cache.Store {
+	var out []cache.Store
+	if s.l1 != nil {
+		out = append(out, s.l1)
+	}
+	if s.l2 != nil {
+		out = append(out, s.l2)
+	}
+	return out
 }
 
 func (p *purger) PurgeAll(ctx context.Context) error {

@@ -36,7 +36,7 @@ func replayFixture(t *testing.T) (*invalidator, *prometheus.Registry, *redistest
 		}
 	}
 	reg := prometheus.NewRegistry()
-	return newInvalidator(nil, s, metrics.New(reg)), reg, rs
+	return newInvalidator(nil, s, 0, metrics.New(reg)), reg, rs
 }
 
 // Issue 20 item 3: the replay set is de-duplicated, and a tag whose L2
