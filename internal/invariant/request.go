@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 )
@@ -25,6 +26,7 @@ type request struct {
 	ids     []string // list
 	rid     string
 	budget  int
+	hangup  bool // write-hangup: the client leaves once the request is sent
 }
 
 func (q *request) String() string {
@@ -66,6 +68,7 @@ func (r *run) drawRequest(hot string) *request {
 		if m.Has("write-spelling") && r.chance(40) {
 			q.path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id, "//r/"+id, "/r/./"+id, "/r/"+id+";v=1", "/r/%2B"+id)
 		}
+		q.hangup = m.Has("write-hangup") && r.chance(15)
 	case roll < 18:
 		q.route = "t"
 		name := "plain"
@@ -207,8 +210,21 @@ func (r *run) do(ctx context.Context, q *request) {
 	for k, vs := range q.hdr {
 		req.Header[k] = vs
 	}
+	if q.hangup {
+		hctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		req = req.WithContext(httptrace.WithClientTrace(hctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { cancel() },
+		}))
+	}
 	start := now()
 	resp, err := q.who.client.Do(req)
+	if q.hangup {
+		if err == nil {
+			resp.Body.Close() // answered before the hang-up: not acknowledged either
+		}
+		return
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			r.violate("transport", "%s: %v", q, err)
