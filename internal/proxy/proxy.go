@@ -118,8 +118,11 @@ type Handler struct {
 
 	state   atomic.Pointer[state]
 	flights coalesce.Group[*flight]
-	hfp     hitforpass.Set
-	bufs    bufferPool // copy buffers for pass-through and large bodies
+	// refreshes are the forced refreshes (a client's no-cache): one per
+	// key at a time, joined only by requests that arrived before it began.
+	refreshes coalesce.Ordered[*flight]
+	hfp       hitforpass.Set
+	bufs      bufferPool // copy buffers for pass-through and large bodies
 	// refreshing holds the keys with a stale-while-revalidate refresh
 	// under way, so a burst of stale hits starts one goroutine, not many.
 	refreshing sync.Map
