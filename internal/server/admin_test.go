@@ -137,7 +137,7 @@ routes:
 	for field, v := range map[string]any{
 		"freshness": "origin", "max_ttl": "1h0m0s", "forward_headers": "all",
 		"request_no_cache": "refresh", // origin mode's default
-		"targeted_fields": []any{"CDN-Cache-Control", "Surrogate-Control"},
+		"targeted_fields":  []any{"CDN-Cache-Control", "Surrogate-Control"},
 	} {
 		if !reflect.DeepEqual(user[field], v) {
 			t.Errorf("route user: %s = %#v, want %#v", field, user[field], v)
