@@ -42,7 +42,7 @@ var Features = []Feature{
 	{Name: "extra-param", Gate: "20.7a", Note: "parameters outside key.query (?fields=a&callback=x) that the origin echoes"},
 	{Name: "request-id", Gate: "20.7b", Note: "the client's X-Request-Id, echoed by the origin"},
 	{Name: "cookie-empty-first", Gate: "20.8", Note: "an empty first Cookie:/Authorization: line before the real one (forward_headers: all route)"},
-	{Name: "no-cache", Gate: "20.5", Note: "request Cache-Control: no-cache / max-age=0 / Pragma: no-cache"},
+	{Name: "no-cache", On: true, Note: "request Cache-Control: no-cache / max-age=0 / Pragma: no-cache (ignored on route-mode routes, one refresh at a time where honoured)"},
 	{Name: "long-accept-language", Gate: "20.13", Note: "a 6 KiB Accept-Language on a route that varies on it (key over max_key_bytes)"},
 	{Name: "batch", On: true, Note: "per-ID reads of the batch route /u/{id} (merged into bulk calls)"},
 	{Name: "bad-ids", Gate: "20.4", Note: "batch IDs that match the pattern but overflow the origin's int (bulk answers 400/500)"},

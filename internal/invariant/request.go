@@ -69,6 +69,9 @@ func (r *run) drawRequest(hot string) *request {
 			q.path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id, "//r/"+id, "/r/./"+id, "/r/"+id+";v=1", "/r/%2B"+id)
 		}
 		q.hangup = m.Has("write-hangup") && r.chance(15)
+		if m.Has("no-cache") && r.chance(20) {
+			q.path = "/n/" + id // the route that honours no-cache
+		}
 	case roll < 18:
 		q.route = "t"
 		name := "plain"
@@ -102,6 +105,10 @@ func (r *run) drawRequest(hot string) *request {
 		}
 		q.query = "ids=" + strings.Join(q.ids, ",")
 		q.budget = BudgetList(len(q.ids))
+	case m.Has("no-cache") && roll < 38:
+		// freshness: origin, request_no_cache: refresh: no-cache reads
+		// are forced refreshes, one per key at a time.
+		q.route, q.path = "n", "/n/"+id
 	case roll < 45:
 		q.route, q.path = "p", "/p/"+id
 		q.query = "fields=" + pick(r, "name", "email")
@@ -188,7 +195,14 @@ func (r *run) drawHeaders(q *request) {
 		h.Set("X-Request-Id", q.rid)
 	}
 	if m.Has("no-cache") && r.chance(10) {
-		h.Set("Cache-Control", "no-cache")
+		switch pick(r, "no-cache", "max-age=0", "pragma") {
+		case "pragma":
+			h.Set("Pragma", "no-cache")
+		case "max-age=0":
+			h.Set("Cache-Control", "max-age=0")
+		default:
+			h.Set("Cache-Control", "no-cache")
+		}
 	}
 }
 
