@@ -36,12 +36,13 @@ var Features = []Feature{
 	{Name: "query-escape", Gate: "20.10", Note: "invalid escapes and ';' kept verbatim (q=%zz vs q=%25zz, a=1;b=2 vs a=1%3Bb=2)"},
 	{Name: "path-spelling", On: true, Note: "reads spelled /r/05, /r/5/, /R/5 (pass through: not the anchored route's spelling)"},
 	{Name: "write", On: true, Note: "PATCH /r/{id} bumps the resource's version; the client records what was acknowledged"},
-	{Name: "write-spelling", Gate: "20.11", Note: "writes spelled /r/05, /r/5/, /R/5, //r/5 that the origin takes for /r/5"},
-	{Name: "write-non-utf8", Gate: "20.6", Note: "writes to /t/caf%E9, a tag that is not UTF-8, read later through the peer"},
+	{Name: "write-spelling", On: true, Note: "writes spelled /r/05, /r/5/, /R/5, //r/5 that the origin takes for /r/5"},
+	{Name: "write-non-utf8", On: true, Note: "writes to /t/caf%E9, a tag that is not UTF-8, read later through the peer"},
+	{Name: "write-hangup", On: true, Note: "the client hangs up as soon as its PATCH is sent (never acknowledged; the origin still applies it)"},
 	{Name: "extra-param", Gate: "20.7a", Note: "parameters outside key.query (?fields=a&callback=x) that the origin echoes"},
 	{Name: "request-id", Gate: "20.7b", Note: "the client's X-Request-Id, echoed by the origin"},
 	{Name: "cookie-empty-first", Gate: "20.8", Note: "an empty first Cookie:/Authorization: line before the real one (forward_headers: all route)"},
-	{Name: "no-cache", Gate: "20.5", Note: "request Cache-Control: no-cache / max-age=0 / Pragma: no-cache"},
+	{Name: "no-cache", On: true, Note: "request Cache-Control: no-cache / max-age=0 / Pragma: no-cache (ignored on route-mode routes, one refresh at a time where honoured)"},
 	{Name: "long-accept-language", Gate: "20.13", Note: "a 6 KiB Accept-Language on a route that varies on it (key over max_key_bytes)"},
 	{Name: "batch", On: true, Note: "per-ID reads of the batch route /u/{id} (merged into bulk calls)"},
 	{Name: "bad-ids", On: true, Gate: "20.4", Note: "batch IDs that match the pattern but overflow the origin's int (bulk answers 400/500)"},
@@ -60,6 +61,7 @@ var Features = []Feature{
 	{Name: "304", On: true, Note: "ETags; If-None-Match answered 304 when the version still matches"},
 	{Name: "hangup", On: true, Note: "the origin closes the connection without answering"},
 	{Name: "write-fail", On: true, Note: "writes answered 500 or hung up after bumping (not acknowledged)"},
+	{Name: "write-refused", On: true, Note: "writes answered 405 or 409 without bumping (refused: they invalidate nothing, and break nothing)"},
 }
 
 // Mix is the set of features a run draws from.

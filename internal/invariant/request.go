@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 )
@@ -25,6 +26,7 @@ type request struct {
 	ids     []string // list
 	rid     string
 	budget  int
+	hangup  bool // write-hangup: the client leaves once the request is sent
 }
 
 func (q *request) String() string {
@@ -66,6 +68,10 @@ func (r *run) drawRequest(hot string) *request {
 		if m.Has("write-spelling") && r.chance(40) {
 			q.path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id, "//r/"+id, "/r/./"+id, "/r/"+id+";v=1", "/r/%2B"+id)
 		}
+		q.hangup = m.Has("write-hangup") && r.chance(15)
+		if m.Has("no-cache") && r.chance(20) {
+			q.path = "/n/" + id // the route that honours no-cache
+		}
 	case roll < 18:
 		q.route = "t"
 		name := "plain"
@@ -99,6 +105,10 @@ func (r *run) drawRequest(hot string) *request {
 		}
 		q.query = "ids=" + strings.Join(q.ids, ",")
 		q.budget = BudgetList(len(q.ids))
+	case m.Has("no-cache") && roll < 38:
+		// freshness: origin, request_no_cache: refresh: no-cache reads
+		// are forced refreshes, one per key at a time.
+		q.route, q.path = "n", "/n/"+id
 	case roll < 45:
 		q.route, q.path = "p", "/p/"+id
 		q.query = "fields=" + pick(r, "name", "email")
@@ -185,7 +195,14 @@ func (r *run) drawHeaders(q *request) {
 		h.Set("X-Request-Id", q.rid)
 	}
 	if m.Has("no-cache") && r.chance(10) {
-		h.Set("Cache-Control", "no-cache")
+		switch pick(r, "no-cache", "max-age=0", "pragma") {
+		case "pragma":
+			h.Set("Pragma", "no-cache")
+		case "max-age=0":
+			h.Set("Cache-Control", "max-age=0")
+		default:
+			h.Set("Cache-Control", "no-cache")
+		}
 	}
 }
 
@@ -207,8 +224,21 @@ func (r *run) do(ctx context.Context, q *request) {
 	for k, vs := range q.hdr {
 		req.Header[k] = vs
 	}
+	if q.hangup {
+		hctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		req = req.WithContext(httptrace.WithClientTrace(hctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { cancel() },
+		}))
+	}
 	start := now()
 	resp, err := q.who.client.Do(req)
+	if q.hangup {
+		if err == nil {
+			resp.Body.Close() // answered before the hang-up: not acknowledged either
+		}
+		return
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			r.violate("transport", "%s: %v", q, err)

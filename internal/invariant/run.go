@@ -257,5 +257,8 @@ func (r *run) drawProfile(idents bool) Profile {
 		p.Hang = 10 + r.rng.IntN(30)
 	}
 	p.WriteFaults = m.Has("write-fail")
+	if m.Has("write-refused") && r.chance(20) {
+		p.Refuse = 30 + r.rng.IntN(40)
+	}
 	return p
 }
