@@ -40,6 +40,44 @@ type Config struct {
 	// none.
 	Never func(name string) bool
 	Log   *slog.Logger // nil: slog.Default()
+	// Logged remembers the withheld headers already logged; share one
+	// across reloads so each is logged once per process, not once per
+	// reload. nil: the Rules keep their own.
+	Logged *Logged
+}
+
+// Logged is the set of (route, header) pairs whose withholding has been
+// logged, bounded per route and in routes.
+type Logged struct {
+	mu     sync.Mutex
+	routes map[string]map[string]bool
+}
+
+// NewLogged returns an empty set.
+func NewLogged() *Logged { return &Logged{routes: map[string]map[string]bool{}} }
+
+// maxLoggedRoutes bounds the routes a Logged remembers (reloads may rename
+// routes any number of times).
+const maxLoggedRoutes = 1024
+
+// first reports whether (route, name) is new, and remembers it while the
+// bounds allow; past them nothing more is logged.
+func (l *Logged) first(route, name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := l.routes[route]
+	if names == nil {
+		if len(l.routes) >= maxLoggedRoutes {
+			return false
+		}
+		names = map[string]bool{}
+		l.routes[route] = names
+	}
+	if names[name] || len(names) >= maxLogged {
+		return false
+	}
+	names[name] = true
+	return true
 }
 
 // Rules are one route's forwarding rules. They are safe for concurrent
@@ -57,8 +95,9 @@ type Rules struct {
 	// answers came in: the variants a request may be served from.
 	codings atomic.Uint32
 	mu      sync.Mutex
-	// logged are withheld header names already logged (at most maxLogged).
-	logged map[string]bool
+	// logged are withheld header names already logged (at most maxLogged
+	// per route).
+	logged *Logged
 	log    *slog.Logger
 }
 
@@ -93,7 +132,10 @@ func VariesOnOwn(names []string) bool {
 
 // New returns the rules c describes.
 func New(c Config) *Rules {
-	f := &Rules{route: c.Route, all: c.All, keyed: c.Keyed, never: c.Never, logged: map[string]bool{}, log: c.Log}
+	f := &Rules{route: c.Route, all: c.All, keyed: c.Keyed, never: c.Never, logged: c.Logged, log: c.Log}
+	if f.logged == nil {
+		f.logged = NewLogged()
+	}
 	if f.never == nil {
 		f.never = func(string) bool { return false }
 	}
@@ -197,21 +239,38 @@ func (f *Rules) Copy(dst, src http.Header) {
 	}
 }
 
-// logWithheld tells the operator, once per route and header, that a header
-// was not forwarded: an app that needs X-Api-Key then answers 401, and the
-// log says why (fail closed, where forwarding it would have shared one
-// client's answer with clients without a key).
+// logWithheld tells the operator, once per route and header in the life of
+// the process, that a header was not forwarded: an app that needs X-Api-Key
+// then answers 401, and the log says why (fail closed, where forwarding it
+// would have shared one client's answer with clients without a key). A
+// header that cannot matter that way (quiet) is said at debug level only.
 func (f *Rules) logWithheld(names []string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, n := range names {
-		if f.logged[n] || len(f.logged) >= maxLogged {
+		if !f.logged.first(f.route, n) {
 			continue
 		}
-		f.logged[n] = true
+		if quiet(n) {
+			f.log.Debug("request header not forwarded on a cached route", "route", f.route, "header", n)
+			continue
+		}
 		f.log.Warn("request header not forwarded on a cached route; list it in key.headers (or set forward_headers: all) if the upstream needs it",
 			"route", f.route, "header", n)
 	}
+}
+
+// quiet reports whether withholding the (canonical) header is no news to
+// the operator: it describes the client or the request's path through
+// caches, not what the app should answer (User-Agent, Referer,
+// Cache-Control, Pragma, fetch metadata), or it negotiates content, which
+// an app that honours it declares with Vary — and a Vary'd header is
+// learned and forwarded from then on (LearnVary).
+func quiet(name string) bool {
+	switch name {
+	case "User-Agent", "Referer", "Cache-Control", "Pragma", "Dnt", "Priority",
+		"Upgrade-Insecure-Requests", "Accept", "Accept-Language", "Accept-Charset", "Origin":
+		return true
+	}
+	return strings.HasPrefix(name, "Sec-Fetch-") || strings.HasPrefix(name, "Sec-Ch-")
 }
 
 // Group is the batch group of a request to host with header h: the host

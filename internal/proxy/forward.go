@@ -20,9 +20,9 @@ import (
 // group); these methods bind them to the request.
 type forwarding struct{ rules *forward.Rules }
 
-func newForwarding(rt *route.Route, log *slog.Logger) *forwarding {
+func newForwarding(rt *route.Route, log *slog.Logger, logged *forward.Logged) *forwarding {
 	return &forwarding{forward.New(forward.Config{
-		Route: rt.Name, All: rt.ForwardAll, Keyed: rt.Key.Headers, Never: neverForwarded, Log: log,
+		Route: rt.Name, All: rt.ForwardAll, Keyed: rt.Key.Headers, Never: neverForwarded, Log: log, Logged: logged,
 	})}
 }
 

@@ -2,12 +2,13 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/admin"
+	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cache/l2"
 	"github.com/sidecache/sidecache/internal/proxy"
@@ -172,12 +173,10 @@ func (p *purger) PurgeTag(ctx context.Context, tag string) (int, error) {
 
 func (p *purger) PurgeRoute(ctx context.Context, route string) (int, error) {
 	if p.s.proxy.Routes().Route(route) == nil {
-		return 0, fmt.Errorf("purge: %w: %q", errUnknownRoute, route)
+		return 0, fmt.Errorf("purge: route %q: %w", route, admin.ErrNotFound)
 	}
 	return p.purgeTags(ctx, proxy.RouteTag(route))
 }
-
-var errUnknownRoute = errors.New("unknown route")
 
 func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
 	p.s.proxy.Invalidated(tags...)
@@ -189,12 +188,35 @@ func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
 	return n, nil
 }
 
+// PurgeKey deletes key from both tiers and reports 1 when a tier held it,
+// 0 when none did (so a typo in a key is not answered "purged"). A tier that
+// cannot be read is still told to delete; its error is returned.
 func (p *purger) PurgeKey(ctx context.Context, key string) (int, error) {
 	p.s.m.Invalidation("purge", 1)
-	if err := p.s.tiers.Delete(ctx, key); err != nil {
-		return 0, fmt.Errorf("purge: %w", err)
+	found := 0
+	for _, st := range p.s.stores() {
+		if e, ok, _ := st.Get(ctx, key); ok && e != nil {
+			found = 1
+		}
 	}
-	return 1, nil
+	if err := p.s.tiers.Delete(ctx, key); err != nil {
+		return found, fmt.Errorf("purge: %w", err)
+	}
+	return found, nil
+}
+
+// stores are the configured tiers, L1 first, read directly: not through
+// Tiered, whose lookups count in the metrics, promote into L1 and hide
+// entries the coherence bound refuses.
+func (s *Server) stores() []cache.Store {
+	var out []cache.Store
+	if s.l1 != nil {
+		out = append(out, s.l1)
+	}
+	if s.l2 != nil {
+		out = append(out, s.l2)
+	}
+	return out
 }
 
 func (p *purger) PurgeAll(ctx context.Context) error {
