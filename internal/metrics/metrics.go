@@ -78,6 +78,7 @@ type Metrics struct {
 	overflows     *prometheus.CounterVec
 	takeovers     *prometheus.CounterVec
 	invalidations *prometheus.CounterVec
+	late          prometheus.Counter
 	reloads       *prometheus.CounterVec
 	buildInfo     *prometheus.GaugeVec
 	state         *stateCollector
@@ -156,6 +157,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:      "invalidations_total",
 			Help:      "Invalidations applied, by source (write, purge, peer).",
 		}, []string{"source"}),
+		late: newLateCounter(),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "config_reloads_total",
@@ -185,7 +187,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(
 			m.requests, m.requestDur, m.lookups, m.upstream, m.upstreamDur,
 			m.coalesced, m.batchSize, m.isolations, m.overflows, m.takeovers,
-			m.invalidations, m.reloads, m.buildInfo,
+			m.invalidations, m.late, m.reloads, m.buildInfo,
 			m.state,
 		)
 	}

@@ -44,7 +44,7 @@ func TestLint(t *testing.T) {
 		"sidecache_upstream_duration_seconds", "sidecache_coalesced_requests_total",
 		"sidecache_batch_size", "sidecache_invalidations_total",
 		"sidecache_batch_isolations_total", "sidecache_batch_overflow_total",
-		"sidecache_lease_takeovers_total",
+		"sidecache_lease_takeovers_total", "sidecache_invalidations_late_total",
 		"sidecache_l1_bytes", "sidecache_l1_items", "sidecache_l2_up",
 		"sidecache_config_reloads_total", "sidecache_build_info",
 	}

@@ -69,8 +69,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if !found {
 		ans.e = notFoundEntry(x.h.now())
 	}
-	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link,
-		upstream: ans.upstream, reqID: ans.reqID}, nil
+	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link, upstream: ans.upstream, reqID: ans.reqID}, nil
 }
 
 // forID is the exchange a client would have made for one id of the batch
@@ -147,7 +146,8 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	share := took / time.Duration(len(ids))
 	for _, id := range ids {
 		a := x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
-		a.upstream, a.reqID = share, out.Header.Get("X-Request-Id")
+		a.upstream = share
+		a.reqID = out.Header.Get("X-Request-Id")
 		res[id] = a
 	}
 	return res, nil
