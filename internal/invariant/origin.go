@@ -64,6 +64,9 @@ type Profile struct {
 	// version was bumped, so the client is not told of a write that
 	// happened.
 	WriteFaults bool
+	// GzipFrom: with Gzip, bodies shorter than this go out identity (still
+	// with Vary: Accept-Encoding), as Express's compression() does.
+	GzipFrom int
 }
 
 // Origin is the scripted service behind the replicas. Resources are
@@ -192,7 +195,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if gz {
+	if gz && len(body) >= p.GzipFrom {
 		body = gzipBytes(body)
 		h.Set("Content-Encoding", "gzip")
 	}
