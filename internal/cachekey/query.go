@@ -238,4 +238,3 @@ func appendComponent(b []byte, s string) []byte {
 	}
 	return b
 }
-
