@@ -66,6 +66,9 @@ type Profile struct {
 	WriteFaults bool
 	// Refuse: percent of writes answered 405 or 409 without a bump.
 	Refuse int
+	// GzipFrom: with Gzip, bodies shorter than this go out identity (still
+	// with Vary: Accept-Encoding), as Express's compression() does.
+	GzipFrom int
 }
 
 // Origin is the scripted service behind the replicas. Resources are
@@ -194,7 +197,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if gz {
+	if gz && len(body) >= p.GzipFrom {
 		body = gzipBytes(body)
 		h.Set("Content-Encoding", "gzip")
 	}

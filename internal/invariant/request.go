@@ -157,7 +157,11 @@ func (r *run) drawHeaders(q *request) {
 	m := r.cfg.Mix
 	h := q.hdr
 	if m.Has("accept-encoding") {
-		if ae := pick(r, "", "gzip", "identity", "gzip;q=0", "gzip, br"); ae != "" {
+		choices := []string{"", "gzip", "identity", "gzip;q=0", "gzip, br"}
+		if m.Has("accept-encoding-spellings") {
+			choices = append(choices, "gzip, deflate", "gzip, deflate, br", "gzip, deflate, br, zstd", "br, gzip")
+		}
+		if ae := pick(r, choices...); ae != "" {
 			h.Set("Accept-Encoding", ae)
 		}
 	}

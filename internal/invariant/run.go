@@ -239,6 +239,9 @@ func (r *run) drawProfile(idents bool) Profile {
 		p.Dims = append(p.Dims, Dim{Name: k, How: dims[k]})
 	}
 	p.Gzip = m.Has("gzip") && r.chance(50)
+	if p.Gzip && m.Has("gzip-threshold") && r.chance(50) {
+		p.GzipFrom = 1 << 10
+	}
 	switch {
 	case m.Has("large") && r.chance(15):
 		p.Size = r.cfg.MaxBodyBytes + 1 + r.rng.IntN(r.cfg.MaxBodyBytes)
