@@ -44,6 +44,8 @@ type exchange struct {
 	vkey   string
 	// interim relays the upstream's 1xx to this client (interim.go).
 	interim *relay.Interim
+	// gate counts the 1xx the lean pass-through relays (passloop.go).
+	gate relay.Gate
 }
 
 // cached is the cached path for a GET or HEAD: answer from L1 when an entry

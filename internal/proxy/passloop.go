@@ -35,7 +35,7 @@ func (x *exchange) leanPass(st status) {
 	st.fwdStatus = resp.StatusCode
 	resp.Header["Cache-Status"] = []string{httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String())}
 	buf := x.h.bufs.Get()
-	err = lean.WriteResponse(w, resp, buf)
+	err = lean.WriteResponse(w, resp, buf, x.h.trailers)
 	x.h.bufs.Put(buf)
 	if err != nil {
 		c.Close()
@@ -51,7 +51,9 @@ func (x *exchange) leanPass(st status) {
 
 // relay1xx passes an upstream's 1xx on to the client at once
 // (RFC 9110 §15.2), without the tag headers, and keeps none of its fields
-// for the final answer (relay.Write).
+// for the final answer (relay.Write); within the request's relay.Gate.
 func (x *exchange) relay1xx(code int, h http.Header) {
-	relay.Write(x.w, code, h, x.h.tagh.stripFrom)
+	if x.gate.Admit(x.r, h) {
+		relay.Write(x.w, code, h, x.h.tagh.stripFrom)
+	}
 }

@@ -83,17 +83,21 @@ type Options struct {
 	MaxBodyBytes        int64
 	MaxKeyBytes         int // longer cache keys pass through uncached; 0: 4 KiB
 	MaxIdleConnsPerHost int
-	Transport           http.RoundTripper // nil: NewTransport
-	Routes              *route.Table
-	Cache               Cache       // nil: nothing is cached
-	Invalidator         Invalidator // nil: writes invalidate nothing
-	Leaser              Leaser      // nil: coalescing is per replica
-	TagHeaders          TagHeaders  // upstream headers naming surrogate keys (origintags.go)
-	LeaseTTL            time.Duration
-	Metrics             *metrics.Metrics // nil: a private registry
-	Logger              *slog.Logger
-	Now                 func() time.Time
-	TracerProvider      trace.TracerProvider // nil: no spans (internal/tracing builds one)
+	// MaxHeaderBytes bounds the bytes of one upstream answer's header
+	// sections, its 1xx answers' included (upstream.max_header_bytes);
+	// 0: http.Transport's 10 MiB.
+	MaxHeaderBytes int64
+	Transport      http.RoundTripper // nil: NewTransport
+	Routes         *route.Table
+	Cache          Cache       // nil: nothing is cached
+	Invalidator    Invalidator // nil: writes invalidate nothing
+	Leaser         Leaser      // nil: coalescing is per replica
+	TagHeaders     TagHeaders  // upstream headers naming surrogate keys (origintags.go)
+	LeaseTTL       time.Duration
+	Metrics        *metrics.Metrics // nil: a private registry
+	Logger         *slog.Logger
+	Now            func() time.Time
+	TracerProvider trace.TracerProvider // nil: no spans (internal/tracing builds one)
 }
 
 // Handler is the proxy. It is safe for concurrent use; SetRoutes and
@@ -103,6 +107,7 @@ type Handler struct {
 	maxBody   int64
 	maxKey    int
 	idle      int
+	maxHdr    int64
 	transport http.RoundTripper // fixed by Options; nil: one per upstream config
 	cache     Cache
 	inv       Invalidator
@@ -122,6 +127,11 @@ type Handler struct {
 	refreshing sync.Map
 	tombs      *tombstone.Set
 	tagh       tagHeaders
+	// trailers filters an upstream's trailers as its header is filtered:
+	// the fields that may not be trailers (RFC 9110 §6.5.1) and the tag
+	// headers. One func for the handler's life, so the lean path passes it
+	// without allocating.
+	trailers func(http.Header)
 }
 
 // state is what a reload replaces as one: the upstream, the table and what
@@ -158,6 +168,7 @@ func New(opts Options) (*Handler, error) {
 		maxBody:   opts.MaxBodyBytes,
 		maxKey:    opts.MaxKeyBytes,
 		idle:      opts.MaxIdleConnsPerHost,
+		maxHdr:    opts.MaxHeaderBytes,
 		transport: opts.Transport,
 		cache:     opts.Cache,
 		inv:       opts.Invalidator,
@@ -172,6 +183,9 @@ func New(opts Options) (*Handler, error) {
 	if h.maxBody <= 0 {
 		h.maxBody = 8 << 20
 	}
+	if h.maxHdr <= 0 {
+		h.maxHdr = lean.DefaultMaxHeaderBytes
+	}
 	if h.maxKey <= 0 {
 		h.maxKey = 4 << 10
 	}
@@ -183,6 +197,10 @@ func New(opts Options) (*Handler, error) {
 	}
 	if h.now == nil {
 		h.now = time.Now
+	}
+	h.trailers = func(t http.Header) {
+		httpcache.RemoveForbiddenTrailers(t)
+		h.tagh.stripFrom(t)
 	}
 	h.setTracing(opts.TracerProvider)
 	timeout := opts.Timeout
@@ -200,20 +218,22 @@ func New(opts Options) (*Handler, error) {
 func tombWindow(timeout time.Duration) time.Duration { return timeout + 10*time.Second }
 
 // NewTransport is a keep-alive pool sized for one upstream on loopback. The
-// response-header timeout makes a hung upstream answer 504 on pass-through.
-func NewTransport(timeout time.Duration, idlePerHost int) *http.Transport {
+// response-header timeout makes a hung upstream answer 504 on pass-through;
+// maxHeader bounds an answer's header bytes (0: the Transport's 10 MiB).
+func NewTransport(timeout time.Duration, idlePerHost int, maxHeader int64) *http.Transport {
 	if idlePerHost <= 0 {
 		idlePerHost = 256
 	}
 	return &http.Transport{
-		Proxy:                 nil, // a sidecar talks to its own pod, never through a proxy
-		DialContext:           (&net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          idlePerHost * 2,
-		MaxIdleConnsPerHost:   idlePerHost,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: timeout,
-		ExpectContinueTimeout: time.Second,
-		ForceAttemptHTTP2:     false,
+		Proxy:                  nil, // a sidecar talks to its own pod, never through a proxy
+		DialContext:            (&net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:           idlePerHost * 2,
+		MaxIdleConnsPerHost:    idlePerHost,
+		IdleConnTimeout:        90 * time.Second,
+		ResponseHeaderTimeout:  timeout,
+		MaxResponseHeaderBytes: maxHeader,
+		ExpectContinueTimeout:  time.Second,
+		ForceAttemptHTTP2:      false,
 	}
 }
 
@@ -251,12 +271,12 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	st := *old
 	st.up, st.timeout, st.transport = u, timeout, h.transport
 	if st.transport == nil {
-		st.transport = NewTransport(timeout, h.idle)
+		st.transport = NewTransport(timeout, h.idle, h.maxHdr)
 	}
 	st.pass = h.newPassProxy(u, st.transport)
 	st.lean = nil
 	if h.transport == nil {
-		st.lean = lean.New(u, timeout, h.idle)
+		st.lean = lean.New(u, timeout, h.idle, h.maxHdr)
 	}
 	return &st
 }
