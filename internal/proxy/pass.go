@@ -76,7 +76,7 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int)) {
 		pi := &passInfo{rec: x.rec, rm: x.rs.m, start: x.start, st: st, after: after}
 		x.st.pass.ServeHTTP(x.h.interimGuard(x.w, x.r), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
 	}
-	x.rs.m.Request(outcomes[o].result, x.h.now().Sub(x.start))
+	x.count(outcomes[o].result)
 }
 
 func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper) *httputil.ReverseProxy {
@@ -131,12 +131,13 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper) *httput
 			if clientLeft {
 				return // there is no one to answer
 			}
-			h.log.Warn("upstream", "method", r.Method, "path", r.URL.Path, "err", err)
-			st := status{fwd: "bypass"}
+			st, route := status{fwd: "bypass"}, metrics.PassRoute
 			if pi != nil {
-				st = pi.st
+				st, route = pi.st, pi.rm.Name()
 			}
-			writeUpstreamError(w, classify(err), st)
+			ue := classify(err)
+			h.logUpstream(r, route, ue.code, err)
+			writeUpstreamError(w, ue, st)
 		},
 		ErrorLog:   slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 		BufferPool: h.bufs,

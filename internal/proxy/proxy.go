@@ -36,9 +36,11 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
+	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/hitforpass"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/lean"
+	"github.com/sidecache/sidecache/internal/lograte"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/tombstone"
@@ -132,6 +134,10 @@ type Handler struct {
 	// headers. One func for the handler's life, so the lean path passes it
 	// without allocating.
 	trailers func(http.Header)
+	upLog      *lograte.Limiter // upstream failure lines (upstreamlog.go)
+	// withheldLogged outlives reloads: a withheld header is logged once
+	// per route and name in the life of the process.
+	withheldLogged *forward.Logged
 }
 
 // state is what a reload replaces as one: the upstream, the table and what
@@ -202,6 +208,8 @@ func New(opts Options) (*Handler, error) {
 		httpcache.RemoveForbiddenTrailers(t)
 		h.tagh.stripFrom(t)
 	}
+	h.upLog = newUpstreamLog(h.now)
+	h.withheldLogged = forward.NewLogged()
 	h.setTracing(opts.TracerProvider)
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -286,13 +294,13 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	st.table = t
 	st.routes = make(map[*route.Route]*routeState, len(t.Routes()))
 	for _, rt := range t.Routes() {
-		rs := &routeState{rt: rt, m: h.m.Route(rt.Name), fwd: newForwarding(rt, h.log)}
+		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, shape(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged)}
 		if rt.Batch != nil {
 			rs.batcher = h.newBatcher(rs)
 		}
 		st.routes[rt] = rs
 	}
-	st.noRoute = &routeState{m: h.m.Route(metrics.PassRoute)}
+	st.noRoute = &routeState{m: h.m.RouteShaped(metrics.PassRoute, metrics.Shape{Results: []metrics.Result{metrics.Pass}})}
 	return &st
 }
 

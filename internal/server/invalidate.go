@@ -2,12 +2,13 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/admin"
+	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cache/l2"
 	"github.com/sidecache/sidecache/internal/proxy"
@@ -27,16 +28,20 @@ type invalidator struct {
 	l2 *l2.Store
 
 	mu      sync.Mutex
-	pending map[string]struct{}
-	kick    chan struct{} // wakes the replay loop
+	pending map[string]uint64 // tag -> the generation it was last added in
+	kick    chan struct{}     // wakes the replay loop
+	held    held              // what waits for the replay (hold.go)
 }
 
 // maxPending bounds the replay set; past it, the next replay purges L2 as a
 // whole, the only invalidation that still covers everything that was lost.
 const maxPending = 100_000
 
-func newInvalidator(l1s *l1.Store, l2s *l2.Store) *invalidator {
-	return &invalidator{l1: l1s, l2: l2s, pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
+func newInvalidator(l1s *l1.Store, l2s *l2.Store, hold time.Duration, late func()) *invalidator {
+	return &invalidator{
+		l1: l1s, l2: l2s, pending: map[string]uint64{}, kick: make(chan struct{}, 1),
+		held: held{hold: hold, late: late, sentCh: make(chan struct{})},
+	}
 }
 
 func (v *invalidator) InvalidateTags(ctx context.Context, tags ...string) error {
@@ -55,22 +60,32 @@ func (v *invalidator) invalidate(ctx context.Context, tags ...string) (int, erro
 		return n, nil
 	}
 	if err := v.l2.InvalidateTags(ctx, tags...); err != nil {
-		v.retryLater(tags)
-		return n, fmt.Errorf("invalidate: will retry: %w", err)
+		if v.await(ctx, v.retryLater(tags)) {
+			return n, nil // published by the replay within coherence.write_hold
+		}
+		return n, fmt.Errorf("invalidate: answered before it was published, will retry: %w", err)
 	}
 	return n, nil
 }
 
-func (v *invalidator) retryLater(tags []string) {
+// retryLater queues tags for the replay loop and returns their generation
+// (hold.go).
+func (v *invalidator) retryLater(tags []string) uint64 {
 	v.mu.Lock()
+	if v.held.sent == v.held.added {
+		v.held.since = time.Now()
+	}
+	v.held.added++
+	gen := v.held.added
 	for _, t := range tags {
-		v.pending[t] = struct{}{}
+		v.pending[t] = gen
 	}
 	v.mu.Unlock()
 	select {
 	case v.kick <- struct{}{}:
 	default:
 	}
+	return gen
 }
 
 // replay retries the pending tags every interval (or at once when kicked)
@@ -102,12 +117,14 @@ func (v *invalidator) replay(stop <-chan struct{}, every time.Duration, log *slo
 // flush sends the pending tags once, reporting whether none are left.
 func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 	v.mu.Lock()
+	gen := v.held.added
 	tags := make([]string, 0, len(v.pending))
 	for tag := range v.pending {
 		tags = append(tags, tag)
 	}
 	v.mu.Unlock()
 	if len(tags) == 0 {
+		v.published(gen)
 		return true
 	}
 	var err error
@@ -121,9 +138,12 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 	}
 	v.mu.Lock()
 	for _, tag := range tags {
-		delete(v.pending, tag)
+		if v.pending[tag] <= gen { // not added again since the copy
+			delete(v.pending, tag)
+		}
 	}
 	v.mu.Unlock()
+	v.published(gen)
 	log.Debug("invalidations replayed after l2 was unreachable", "tags", len(tags))
 	return true
 }
@@ -144,6 +164,13 @@ func (s *Server) peerInvalidation(inv l2.Invalidation) {
 	// began before the peer's write from being stored (in L2) afterwards.
 	n := 0
 	switch {
+	case inv.All && inv.Gap:
+		// The subscription was rebuilt: messages may have been lost. L1
+		// stays, and no tombstone either (it would refuse every entry for
+		// its window): the tiers stop trusting the proof for entries whose
+		// request left before the gap's end (l2's Floor) and serve those
+		// only while younger than max_lag, which the promise allows.
+		n = 1
 	case inv.All:
 		h.InvalidatedAll()
 		if s.l1 != nil {
@@ -172,12 +199,10 @@ func (p *purger) PurgeTag(ctx context.Context, tag string) (int, error) {
 
 func (p *purger) PurgeRoute(ctx context.Context, route string) (int, error) {
 	if p.s.proxy.Routes().Route(route) == nil {
-		return 0, fmt.Errorf("purge: %w: %q", errUnknownRoute, route)
+		return 0, fmt.Errorf("purge: route %q: %w", route, admin.ErrNotFound)
 	}
 	return p.purgeTags(ctx, proxy.RouteTag(route))
 }
-
-var errUnknownRoute = errors.New("unknown route")
 
 func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
 	p.s.proxy.Invalidated(tags...)
@@ -189,12 +214,35 @@ func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
 	return n, nil
 }
 
+// PurgeKey deletes key from both tiers and reports 1 when a tier held it,
+// 0 when none did (so a typo in a key is not answered "purged"). A tier that
+// cannot be read is still told to delete; its error is returned.
 func (p *purger) PurgeKey(ctx context.Context, key string) (int, error) {
 	p.s.m.Invalidation("purge", 1)
-	if err := p.s.tiers.Delete(ctx, key); err != nil {
-		return 0, fmt.Errorf("purge: %w", err)
+	found := 0
+	for _, st := range p.s.stores() {
+		if e, ok, _ := st.Get(ctx, key); ok && e != nil {
+			found = 1
+		}
 	}
-	return 1, nil
+	if err := p.s.tiers.Delete(ctx, key); err != nil {
+		return found, fmt.Errorf("purge: %w", err)
+	}
+	return found, nil
+}
+
+// stores are the configured tiers, L1 first, read directly: not through
+// Tiered, whose lookups count in the metrics, promote into L1 and hide
+// entries the coherence bound refuses.
+func (s *Server) stores() []cache.Store {
+	var out []cache.Store
+	if s.l1 != nil {
+		out = append(out, s.l1)
+	}
+	if s.l2 != nil {
+		out = append(out, s.l2)
+	}
+	return out
 }
 
 func (p *purger) PurgeAll(ctx context.Context) error {
