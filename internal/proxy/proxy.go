@@ -134,7 +134,7 @@ type Handler struct {
 	// headers. One func for the handler's life, so the lean path passes it
 	// without allocating.
 	trailers func(http.Header)
-	upLog      *lograte.Limiter // upstream failure lines (upstreamlog.go)
+	upLog    *lograte.Limiter // upstream failure lines (upstreamlog.go)
 	// withheldLogged outlives reloads: a withheld header is logged once
 	// per route and name in the life of the process.
 	withheldLogged *forward.Logged
