@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
+	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/httpcache"
@@ -47,6 +48,9 @@ type exchange struct {
 	interim *relay.Interim
 	// gate counts the 1xx the lean pass-through relays (passloop.go).
 	gate relay.Gate
+	// list is the client request's account with the batcher when it is a
+	// list of ids (split.go); nil for a request of one id.
+	list *batch.Requester
 }
 
 // cached is the cached path for a GET or HEAD: answer from L1 when an entry
