@@ -89,6 +89,11 @@ type Options struct {
 	// sections, its 1xx answers' included (upstream.max_header_bytes);
 	// 0: http.Transport's 10 MiB.
 	MaxHeaderBytes int64
+	// Via is the sidecar's pseudonym: a cached route's upstream request
+	// carries "Via: 1.1 <Via>" (RFC 9110 §7.6.3), so that a loop back to
+	// a sidecar is refused there (internal/edge). Pass-through requests
+	// get it from edge.Guard, after the client's own Via. "": none.
+	Via            string
 	Transport      http.RoundTripper // nil: NewTransport
 	Routes         *route.Table
 	Cache          Cache       // nil: nothing is cached
@@ -134,6 +139,7 @@ type Handler struct {
 	// headers. One func for the handler's life, so the lean path passes it
 	// without allocating.
 	trailers func(http.Header)
+	via      []string         // the cached path's Via field; nil: none (read-only)
 	upLog    *lograte.Limiter // upstream failure lines (upstreamlog.go)
 	// withheldLogged outlives reloads: a withheld header is logged once
 	// per route and name in the life of the process.
@@ -204,6 +210,9 @@ func New(opts Options) (*Handler, error) {
 	}
 	if h.now == nil {
 		h.now = time.Now
+	}
+	if opts.Via != "" {
+		h.via = []string{"1.1 " + opts.Via}
 	}
 	h.trailers = func(t http.Header) {
 		httpcache.RemoveForbiddenTrailers(t)

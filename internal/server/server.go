@@ -149,6 +149,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		MaxKeyBytes:         int(cfg.Cache.MaxKeyBytes.Bytes()),
 		MaxIdleConnsPerHost: cfg.Upstream.MaxIdleConnsPerHost,
 		MaxHeaderBytes:      cfg.Upstream.MaxHeaderBytes.Bytes(),
+		Via:                 cfg.Server.Via,
 		Routes:              table,
 		Invalidator:         s.inv,
 		TagHeaders:          proxy.TagHeaders{Names: cfg.Cache.TagHeaders, Strip: cfg.Cache.StripTagHeaders == nil || *cfg.Cache.StripTagHeaders},
