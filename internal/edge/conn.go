@@ -17,6 +17,7 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -138,7 +139,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 // section has, since a header section's lines all start lines.
 type scanner struct {
 	line   [len("transfer-encoding:")]byte
-	n      int  // bytes of the current line seen (up to len(line))
+	n      int  // bytes of the current line kept (up to len(line))
 	cl, te bool // in the current section
 }
 
@@ -148,32 +149,41 @@ var (
 )
 
 // feed scans p and reports whether a section with both fields, or with
-// Transfer-Encoding, ended in it.
+// Transfer-Encoding, ended in it. It jumps from line end to line end
+// (bytes.IndexByte) and looks at no more than a field name's length of
+// each line, so a body costs little more than the search for '\n'.
 func (s *scanner) feed(p []byte) (both, te bool) {
-	for _, b := range p {
-		if b == '\n' {
-			if s.n == 0 || s.n == 1 && s.line[0] == '\r' {
-				// An empty line ends a section.
-				both = both || s.cl && s.te
-				te = te || s.te
-				s.cl, s.te = false, false
-			}
-			s.n = 0
-			continue
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		seg := p
+		if i >= 0 {
+			seg = p[:i]
 		}
 		if s.n < len(s.line) {
-			if 'A' <= b && b <= 'Z' {
-				b += 'a' - 'A'
+			k := copy(s.line[s.n:], seg)
+			for j := s.n; j < s.n+k; j++ {
+				if c := s.line[j]; 'A' <= c && c <= 'Z' {
+					s.line[j] = c + 'a' - 'A'
+				}
 			}
-			s.line[s.n] = b
-			s.n++
-			if s.n == len(clName) && string(s.line[:s.n]) == string(clName) {
-				s.cl = true
-			}
-			if s.n == len(teName) && string(s.line[:s.n]) == string(teName) {
-				s.te = true
-			}
+			s.n += k
 		}
+		if i < 0 {
+			return both, te
+		}
+		switch {
+		case s.n == 0 || s.n == 1 && s.line[0] == '\r':
+			// An empty line ends a section.
+			both = both || s.cl && s.te
+			te = te || s.te
+			s.cl, s.te = false, false
+		case s.n >= len(clName) && string(s.line[:len(clName)]) == string(clName):
+			s.cl = true
+		case s.n >= len(teName) && string(s.line[:len(teName)]) == string(teName):
+			s.te = true
+		}
+		s.n = 0
+		p = p[i+1:]
 	}
 	return both, te
 }
