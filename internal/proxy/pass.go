@@ -99,6 +99,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				return fmt.Errorf("upstream status %d out of range", resp.StatusCode)
 			}
 			h.filterTrailers(resp)
+			h.addVia(resp.Header)
 			pi, _ := resp.Request.Context().Value(passCtxKey{}).(*passInfo)
 			if pi == nil {
 				return nil

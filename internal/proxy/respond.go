@@ -160,6 +160,7 @@ func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
 }
 
 func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, fromCache bool) {
+	x.h.addVia(dst) // after the stored Via, never into it (addVia)
 	// A fetched answer that arrived with an age keeps it (RFC 9111 §5.1:
 	// a cache passes the age of the caches before it on, plus its own);
 	// under a second is only Date's rounding, not worth an Age: 0.
@@ -196,6 +197,7 @@ func (x *exchange) streamLarge(l *largeBody) {
 	x.h.tagh.stripFrom(dst)
 	s := x.status(outTooLarge, nil, resp.StatusCode)
 	dst.Set("Cache-Status", httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), s.String()))
+	x.h.addVia(dst)
 	if resp.ContentLength >= 0 {
 		dst.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}

@@ -163,6 +163,12 @@ func TestViaLoopRefused(t *testing.T) {
 		}
 	}
 	rep := startReplicaYAML(t, fmt.Sprintf(edgeConfig, "  via: edge-a", up.URL, ""))
+	// Answers carry it too (RFC 9110 §7.6.3), on every path.
+	for _, path := range []string{"/other", "/clients/2", "/clients/2"} {
+		if _, h, _ := rep.do(t, "GET", path); strings.Join(h.Values("Via"), ", ") != "1.1 edge-a" {
+			t.Errorf("%s: answer's Via %q, want ours", path, h.Values("Via"))
+		}
+	}
 	rep.do(t, "GET", "/other", "Via", "1.0 front")
 	if got := strings.Join(up.header().Values("Via"), ", "); got != "1.0 front, 1.1 edge-a" {
 		t.Errorf("upstream saw Via %q, want the client's then ours", got)
