@@ -59,6 +59,8 @@ type Profile struct {
 	Delay time.Duration
 	Fail  int  // percent of reads answered 500/503
 	Hang  int  // percent of reads hung up on
+	Trunc int  // percent of reads whose chunked body is broken off halfway
+	Hints int  // 103 Early Hints sent before each read's answer
 	ETag  bool // send an ETag; If-None-Match answered 304 when it matches
 	// WriteFaults: writes fail (Fail) or hang up (Hang) too, after the
 	// version was bumped, so the client is not told of a write that
@@ -162,6 +164,12 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "origin failure")
 		return
 	}
+	for range p.Hints {
+		w.Header().Set("Link", "</r.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+	}
+	clear(w.Header())
+	trunc := roll >= p.Hang+p.Fail && roll < p.Hang+p.Fail+p.Trunc
 	st := Stamp{Res: res, Ver: ver, By: map[string]string{}, Q: r.URL.RawQuery}
 	if r.Header.Get("X-Request-Id") != "" {
 		st.Rid = r.Header.Get("X-Request-Id")
@@ -200,6 +208,12 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if gz && len(body) >= p.GzipFrom {
 		body = gzipBytes(body)
 		h.Set("Content-Encoding", "gzip")
+	}
+	if trunc {
+		// No Content-Length: chunked, and the last chunk never comes.
+		w.Write(body[:len(body)/2])
+		http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.Write(body)

@@ -2,11 +2,17 @@ package invariant
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"strings"
+	"sync/atomic"
+
+	"github.com/sidecache/sidecache/internal/relay"
 )
 
 // request is one drawn client request and what its answer is checked
@@ -218,6 +224,11 @@ func (r *run) do(ctx context.Context, q *request) {
 		return
 	}
 	u.RawQuery = q.query
+	var hints atomic.Int64
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{Got1xxResponse: func(int, textproto.MIMEHeader) error {
+		hints.Add(1)
+		return nil
+	}})
 	req, err := http.NewRequestWithContext(ctx, q.method, u.String(), nil)
 	if err != nil {
 		r.violate("harness", "%s: %v", q, err)
@@ -249,9 +260,18 @@ func (r *run) do(ctx context.Context, q *request) {
 		}
 		return
 	}
+	if n := hints.Load(); n > relay.MaxRelayed {
+		r.violate("interim", "%s: %d 1xx relayed, at most %d", q, n, relay.MaxRelayed)
+	}
 	body, err := readBody(resp)
 	resp.Body.Close()
 	end := now()
+	if err != nil && r.cfg.Mix.Has("truncate") && errors.Is(err, io.ErrUnexpectedEOF) {
+		// A body the origin broke off reaches the client broken (RFC
+		// 9112 §8): the right outcome. One that reads whole but short
+		// fails its stamp's JSON below.
+		return
+	}
 	if err != nil {
 		r.violate("garbled", "%s: reading the answer: %v", q, err)
 		return

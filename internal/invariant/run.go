@@ -259,6 +259,12 @@ func (r *run) drawProfile(idents bool) Profile {
 	if m.Has("hangup") && r.chance(6) {
 		p.Hang = 10 + r.rng.IntN(30)
 	}
+	if m.Has("truncate") && r.chance(8) {
+		p.Trunc = 20 + r.rng.IntN(40)
+	}
+	if m.Has("1xx-flood") && r.chance(8) {
+		p.Hints = 20
+	}
 	p.WriteFaults = m.Has("write-fail")
 	if m.Has("write-refused") && r.chance(20) {
 		p.Refuse = 30 + r.rng.IntN(40)
