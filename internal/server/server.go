@@ -183,6 +183,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		Gatherer:  s.reg,
 		Ready:     s,
 		Purger:    &purger{s: s},
+		Inspector: &inspector{s: s},
 		Routes:    func() any { return s.proxy.Routes().Routes() },
 		Logger:    s.log.With("component", "admin"),
 		PProf:     cfg.Admin.PProf,
