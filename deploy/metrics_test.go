@@ -45,6 +45,7 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_batch_isolations_total":    {"counter", map[string][]string{"route": nil}},
 	"sidecache_batch_overflow_total":      {"counter", map[string][]string{"route": nil}},
 	"sidecache_lease_takeovers_total":     {"counter", map[string][]string{"route": nil}},
+	"sidecache_coherence_refused_total":   {"counter", map[string][]string{"tier": {"l1", "l2"}}},
 	"sidecache_invalidations_total": {"counter", map[string][]string{
 		"source": {"write", "purge", "peer"}}},
 	"sidecache_l1_bytes": {"gauge", nil},
