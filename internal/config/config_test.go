@@ -166,6 +166,7 @@ func TestParseErrors(t *testing.T) {
 		{"targeted_fields not a field name", route("{name: a, path: /a, freshness: origin, targeted_fields: ['a b']}"),
 			`t.yaml:3: routes[0].targeted_fields[0]: "a b" is not a header field name`},
 		{"empty redact_query name", minimal + "log: {redact_query: [token, ' ']}", "t.yaml:2: log.redact_query[1]: must not be empty"},
+		{"key.host not a host", route("{name: a, path: /a, ttl: 1s, key: {host: 'a/b'}}"), `t.yaml:3: routes[0].key.host: "a/b" is neither request, none nor a host[:port]`},
 		{"route self-merge", minimal + "routes: [&r {<<: *r, name: x, path: /x, ttl: 1s}]", "t.yaml:2: routes[0]: merge key refers to itself"},
 	}
 	for _, tt := range tests {
