@@ -26,6 +26,11 @@ type Record struct {
 	// Upstream is the time this request spent on upstream calls it made
 	// itself (0 for a hit, or a waiter of someone else's call).
 	Upstream time.Duration
+	// UpstreamRequestID is the X-Request-Id the sidecar sent on the
+	// upstream call whose answer this request got ("" for a hit): the
+	// client's own id is never forwarded on the cached path, so the log
+	// line holding both is what joins the two.
+	UpstreamRequestID string
 }
 
 type key struct{}

@@ -52,6 +52,7 @@ func (c *Config) validate() Errors {
 		}
 	}
 	v.positive("coherence.max_lag", c.Coherence.MaxLag)
+	v.nonNegative("coherence.write_hold", c.Coherence.WriteHold)
 	v.upstreamURL("upstream.url", c.Upstream.URL)
 	v.positive("upstream.timeout", c.Upstream.Timeout)
 	if c.Upstream.MaxIdleConnsPerHost <= 0 {

@@ -78,10 +78,13 @@ type Metrics struct {
 	overflows     *prometheus.CounterVec
 	takeovers     *prometheus.CounterVec
 	refused       *prometheus.CounterVec
+	batch         batchVecs
 	invalidations *prometheus.CounterVec
+	late          prometheus.Counter
 	reloads       *prometheus.CounterVec
 	buildInfo     *prometheus.GaugeVec
 	state         *stateCollector
+	bounds        bounds // invalidation.go
 
 	// Pre-resolved children for the label values known up front.
 	lookup        [len(tiers)][len(lookupResults)]prometheus.Counter
@@ -93,6 +96,8 @@ type Metrics struct {
 
 	routes sync.Map // route name -> *RouteMetrics
 	mu     sync.Mutex
+	reg    prometheus.Registerer // for the series only a tier brings (Tiers)
+	l2Reg  bool                  // the L2-only series are registered
 }
 
 // New builds every collector and registers it on reg. It panics if reg
@@ -158,11 +163,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:      "coherence_refused_total",
 			Help:      "Stored entries a tier held but the coherence bound refused (older than coherence.max_lag while this replica cannot prove it hears its peers' invalidations), by tier; each is also a lookup miss.",
 		}, []string{"tier"}),
+		batch: newBatchVecs(),
 		invalidations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "invalidations_total",
 			Help:      "Invalidations applied, by source (write, purge, peer).",
 		}, []string{"source"}),
+		late: newLateCounter(),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "config_reloads_total",
@@ -173,7 +180,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:      "build_info",
 			Help:      "Always 1; the labels name the running build.",
 		}, []string{"version", "goversion"}),
-		state: newStateCollector(),
+		state:  newStateCollector(),
+		bounds: newBounds(),
 	}
 
 	// Lookups per tier and peer invalidations wait for Tiers: a process
@@ -192,10 +200,13 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(
 			m.requests, m.requestDur, m.lookups, m.upstream, m.upstreamDur,
 			m.coalesced, m.batchSize, m.isolations, m.overflows, m.takeovers,
+			m.batch.quarantined, m.batch.evictions, m.batch.budget, m.batch.notStored,
 			m.refused, m.invalidations, m.reloads, m.buildInfo,
 			m.state,
 		)
+		reg.MustRegister(m.bounds.collectors()...)
 	}
+	m.reg = reg
 	m.RouteShaped(PassRoute, Shape{Results: []Result{Pass}})
 	return m
 }
@@ -219,6 +230,11 @@ func (m *Metrics) Tiers(l1, l2 bool) {
 	}
 	if l2 {
 		m.invalid[indexOf(sources[:], SourcePeer)] = m.invalidations.WithLabelValues(SourcePeer)
+		if m.reg != nil && !m.l2Reg {
+			// Only a replica with L2 publishes and replays invalidations.
+			m.reg.MustRegister(append(m.bounds.l2Collectors(), m.late)...)
+			m.l2Reg = true
+		}
 		// The coherence bound exists only with L2 (peers to hear).
 		for i, t := range tiers {
 			if t == TierL1 && !l1 {

@@ -148,7 +148,8 @@ type state struct {
 type routeState struct {
 	rt      *route.Route
 	m       *metrics.RouteMetrics
-	batcher *batcher // batch routes only
+	batcher *batcher              // batch routes only
+	bm      *metrics.BatchMetrics // batch routes only
 	fwd     *forwarding
 }
 
@@ -198,6 +199,7 @@ func New(opts Options) (*Handler, error) {
 		timeout = 10 * time.Second
 	}
 	h.tombs = tombstone.New(tombWindow(timeout))
+	h.tombs.OnFold(h.m.TombstonesFolded)
 	st := h.withUpstream(&state{}, opts.Upstream, timeout)
 	h.state.Store(h.withRoutes(st, opts.Routes))
 	return h, nil
@@ -261,7 +263,7 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	if st.transport == nil {
 		st.transport = NewTransport(timeout, h.idle)
 	}
-	st.pass = h.newPassProxy(u, st.transport)
+	st.pass = h.newPassProxy(u, st.transport, timeout)
 	st.lean = nil
 	if h.transport == nil {
 		st.lean = lean.New(u, timeout, h.idle)
@@ -276,6 +278,7 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	for _, rt := range t.Routes() {
 		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, shape(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged)}
 		if rt.Batch != nil {
+			rs.bm = rs.m.Batch()
 			rs.batcher = h.newBatcher(rs)
 		}
 		st.routes[rt] = rs
@@ -295,15 +298,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		x.rs = st.noRoute
-		defer x.invalidateURI()() // RFC 9111 §4.4, even with no route (invalidate.go)
-		x.pass(outPass, "no-route")
+		if httpcache.SafeMethod(r.Method) {
+			x.pass(outPass, "no-route")
+		} else {
+			x.write(outPass, "no-route") // RFC 9111 §4.4, and other spellings' routes (invalidate.go)
+		}
 		return
 	}
 	x.rs, x.params = st.routes[rt], params
 	h.traceRoute(r, rt)
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
-		x.write()
+		x.write(outWrite, "")
 	case h.cache == nil || !rt.Cacheable() && rt.Split == nil:
 		x.pass(outPass, "uncached-route")
 	case rt.Split != nil:

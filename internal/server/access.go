@@ -66,6 +66,8 @@ func accessLog(next http.Handler, cfg func() config.Log, log *slog.Logger) http.
 			slog.Float64("duration", seconds(time.Since(start))),
 			slog.Float64("upstream", seconds(rec.Upstream)),
 			slog.Int64("bytes", rw.bytes),
+			slog.String("request_id", r.Header.Get("X-Request-Id")),
+			slog.String("upstream_request_id", rec.UpstreamRequestID),
 			tracing.LogAttr(ctx),
 		)
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/admin"
@@ -127,9 +128,17 @@ func (in *inspector) Inspect(ctx context.Context, target *url.URL, h http.Header
 		if !e.IsVariants() {
 			continue
 		}
-		vkey := cachekey.WithVary(key, e.Variants, h)
-		if ve, found, err := t.st.Get(ctx, vkey); err == nil && found && ve != nil {
-			out.Entries = append(out.Entries, viewEntry(t.name, vkey, ve, now))
+		// A variant keyed on Accept-Encoding is stored per coding: show
+		// each one the other headers select.
+		codings := []string{""}
+		if slices.Contains(e.Variants, "Accept-Encoding") {
+			codings = []string{cachekey.Identity, "gzip", "br", "zstd"}
+		}
+		for _, coding := range codings {
+			vkey := cachekey.WithVary(key, e.Variants, h, coding)
+			if ve, found, err := t.st.Get(ctx, vkey); err == nil && found && ve != nil {
+				out.Entries = append(out.Entries, viewEntry(t.name, vkey, ve, now))
+			}
 		}
 	}
 	for _, e := range out.Entries {

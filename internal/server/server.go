@@ -125,12 +125,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		Now:     opts.Now,
 	}
 	if s.l2 != nil {
-		topts.MaxLag, topts.Proven = cfg.Coherence.MaxLag.D(), s.l2.Proven
+		topts.MaxLag, topts.Proven, topts.Floor = cfg.Coherence.MaxLag.D(), s.l2.Proven, s.l2.Floor
 		topts.Refused = func(t cache.Tier) { s.m.CoherenceRefused(string(t)) }
 	}
 	s.tiers = cache.NewTiered(l1s, l2s, topts)
 	s.m.Tiers(l1s != nil, l2s != nil)
-	s.inv = newInvalidator(s.l1, s.l2)
+	s.inv = newInvalidator(s.l1, s.l2, s.m, cfg.Coherence.WriteHold.D())
 
 	table, err := compileRoutes(cfg.Routes)
 	if err != nil {
