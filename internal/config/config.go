@@ -166,6 +166,10 @@ type Key struct {
 	// an empty list means none.
 	Query   []string `yaml:"query"`
 	Headers []string `yaml:"headers"`
+	// Host is "request" (the request's Host is in the key; the default),
+	// "none" (no host in the key), or the one canonical host name every
+	// request of the route is keyed under.
+	Host string `yaml:"host"`
 }
 
 type Batch struct {
