@@ -109,6 +109,7 @@ type Store struct {
 
 	up    atomic.Bool
 	fails atomic.Int32
+	okAt  atomic.Int64 // unix ns of the last call Redis answered
 	state sync.Mutex // orders transitions and their callbacks
 
 	queue   chan op
@@ -268,6 +269,7 @@ func (s *Store) admit() error {
 func (s *Store) done(parent context.Context, err error) {
 	if err == nil || errors.Is(err, redis.Nil) {
 		s.fails.Store(0)
+		s.okAt.Store(time.Now().UnixNano())
 		return
 	}
 	if parent.Err() != nil || !unavailable(err) {
@@ -319,7 +321,10 @@ func (s *Store) setUp(up bool, cause error) {
 // success closes it. While it is closed a failure counts like any other, so
 // a store that serves no traffic (every read an L1 hit, or an idle pod)
 // still notices an outage: sidecache_l2_up and /readyz must not say "up"
-// about a Redis that is gone just because nobody asked it anything.
+// about a Redis that is gone just because nobody asked it anything. While
+// the breaker is closed and some call (a heartbeat, every MaxLag/4) was
+// answered within the interval, the PING is skipped: it would prove
+// nothing more, and across a fleet it is 2·N commands a second for Redis.
 func (s *Store) probe() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.ProbeInterval)
@@ -331,6 +336,9 @@ func (s *Store) probe() {
 		case <-t.C:
 		}
 		up := s.up.Load()
+		if up && time.Since(time.Unix(0, s.okAt.Load())) < s.opts.ProbeInterval {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 		err := s.rdb.Ping(ctx).Err()
 		cancel()
