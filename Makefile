@@ -4,6 +4,13 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 
+# soak-invariants: the invariant harness (internal/invariant), seed after seed,
+# for DURATION; INVARIANT_FEATURES=all puts every gated feature in the mix.
+.PHONY: soak-invariants
+DURATION ?= 10m
+soak-invariants:
+	INVARIANT_SOAK=$(DURATION) $(GO) test -count=1 -run '^TestSoak$$' -timeout 0 -v ./internal/invariant
+
 .PHONY: run test build vet fmt-check tidy-check lint test-go test-timing test-deploy test-bench bench bench-quick bench-cpu image image-engine clean
 
 build:

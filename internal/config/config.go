@@ -50,6 +50,9 @@ type Log struct {
 	Format string `yaml:"format"` // text | json
 	Level  string `yaml:"level"`  // debug | info | warn | error
 	Access bool   `yaml:"access"`
+	// RedactQuery names query parameters whose values the access log
+	// replaces with REDACTED (exact names, case-insensitive).
+	RedactQuery []string `yaml:"redact_query"`
 }
 
 // Coherence bounds how long any replica may serve a version older than an

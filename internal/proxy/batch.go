@@ -37,6 +37,10 @@ type bulkAnswer struct {
 	e      *cache.Entry
 	stored bool
 	link   spanLink // the bulk call (trace.go)
+	// upstream is this id's share of the bulk call's time (the call's
+	// time over its ids), for the access log.
+	upstream time.Duration
+	reqID    string // the bulk call's X-Request-Id
 }
 
 // batcher is a route's loader: the opener's exchange rides along to make
@@ -65,7 +69,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if !found {
 		ans.e = notFoundEntry(x.h.now())
 	}
-	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link}, nil
+	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link, upstream: ans.upstream, reqID: ans.reqID}, nil
 }
 
 // forID is the exchange a client would have made for one id of the batch
@@ -76,7 +80,7 @@ func (x *exchange) forID(id string) *exchange {
 	c.r = perIDRequest(x.r, rt, id)
 	c.params = route.Params{{Key: rt.Batch.IDParam, Value: id}}
 	c.key = cachekey.Build(c.r, &rt.Key)
-	c.vnames, c.vkey = nil, ""
+	c.vnames, c.vcoding, c.vkey = nil, "", ""
 	return c
 }
 
@@ -116,7 +120,8 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	defer resp.Body.Close()
 	limit := min(x.h.maxBody*int64(len(ids)), 256<<20)
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	x.rs.m.Upstream(resp.StatusCode, x.h.now().Sub(t0))
+	took := x.h.now().Sub(t0)
+	x.rs.m.Upstream(resp.StatusCode, took)
 	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
 	switch {
 	case err != nil:
@@ -126,7 +131,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
 	case !ok && len(ids) == 1:
-		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0)}}, nil
+		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), upstream: took, reqID: out.Header.Get("X-Request-Id")}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
@@ -138,8 +143,12 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 		return nil, fmt.Errorf("%w: %w", errBulk, err)
 	}
 	res := make(map[string]bulkAnswer, len(ids))
+	share := took / time.Duration(len(ids))
 	for _, id := range ids {
-		res[id] = x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
+		a := x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
+		a.upstream = share
+		a.reqID = out.Header.Get("X-Request-Id")
+		res[id] = a
 	}
 	return res, nil
 }

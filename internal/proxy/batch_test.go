@@ -360,7 +360,12 @@ func TestBatchSurvivesDepartedWaiter(t *testing.T) {
 	t.Cleanup(unblock) // before the upstream's Close, which waits for it
 
 	var victimLookups atomic.Int64
-	e := newEnv(t, o.upstream, []testRoute{userRoute(10, 5*time.Second)}, func(o *proxyOptions, _ *l1.Store) {
+	// forward_headers: all, so the opener's User-Agent (forwarded, and no
+	// part of the batch group) names it on the bulk call: the client's
+	// X-Request-Id never reaches the upstream.
+	rt := userRoute(10, 5*time.Second)
+	rt.ForwardAll = true
+	e := newEnv(t, o.upstream, []testRoute{rt}, func(o *proxyOptions, _ *l1.Store) {
 		o.Cache = spyCache{Cache: o.Cache, onLookup: func(key string) {
 			if strings.Contains(key, "/users/42") {
 				victimLookups.Add(1)
@@ -370,7 +375,7 @@ func TestBatchSurvivesDepartedWaiter(t *testing.T) {
 	victimDone := make(chan struct{})
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.h.ServeHTTP(w, r)
-		if r.Header.Get("X-Request-Id") == "victim" {
+		if r.Header.Get("User-Agent") == "victim" {
 			close(victimDone)
 		}
 	}))
@@ -379,7 +384,7 @@ func TestBatchSurvivesDepartedWaiter(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	victim := make(chan answer, 1)
-	go func() { victim <- fetch(ctx, front.URL+"/users/42", http.Header{"X-Request-Id": {"victim"}}) }()
+	go func() { victim <- fetch(ctx, front.URL+"/users/42", http.Header{"User-Agent": {"victim"}}) }()
 	// Once it has looked in the cache, the victim is a few instructions
 	// from opening the batch; the opener check below confirms it did.
 	waitFor(t, func() bool { return victimLookups.Load() >= 1 })
@@ -421,7 +426,7 @@ func TestBatchSurvivesDepartedWaiter(t *testing.T) {
 	if len(calls) != 1 {
 		t.Fatalf("%d bulk calls, want 1", len(calls))
 	}
-	if got := calls[0].header.Get("X-Request-Id"); got != "victim" {
+	if got := calls[0].header.Get("User-Agent"); got != "victim" {
 		t.Errorf("the batch was opened by %q, want the departed victim", got)
 	}
 	if !slices.Contains(calls[0].ids, "42") || len(calls[0].ids) != 10 {

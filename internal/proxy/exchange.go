@@ -39,9 +39,10 @@ type exchange struct {
 	base candidate
 	// req memoises the request's directives (request.go).
 	req *httpcache.Directives
-	// vnames and vkey memoise the variant key (see variantKey).
-	vnames []string
-	vkey   string
+	// vnames, vcoding and vkey memoise the variant key (see variantKey).
+	vnames  []string
+	vcoding string
+	vkey    string
 	// interim relays the upstream's 1xx to this client (interim.go).
 	interim *relay.Interim
 }
@@ -71,6 +72,12 @@ func (x *exchange) cached() {
 			return
 		case x.answers(c, needIfError):
 			held = c
+		}
+		if len(c.vkey) > x.h.maxKey {
+			// The request selects a variant whose key is over
+			// max_key_bytes: it passes through, as a long primary key does.
+			x.pass(outBypass, "key-too-long")
+			return
 		}
 		if c.vkey != "" {
 			flightKey = c.vkey
@@ -122,10 +129,17 @@ func (x *exchange) join(flightKey string, held candidate) {
 }
 
 // noteUpstream adds to the access log the upstream time of a flight this
-// request ran itself (a waiter's is the leader's to report).
+// request ran itself (a waiter's is the leader's to report), and the
+// request id of the upstream call whose answer it got (a waiter's too).
 func (x *exchange) noteUpstream(f *flight, leader bool) {
-	if x.rec != nil && leader && f != nil {
+	if x.rec == nil || f == nil {
+		return
+	}
+	if leader {
 		x.rec.Upstream += f.upstream
+	}
+	if f.reqID != "" {
+		x.rec.UpstreamRequestID = f.reqID
 	}
 }
 
@@ -159,15 +173,33 @@ func (x *exchange) revalidate(c candidate) {
 }
 
 // variantKey is the key of the variant this request selects among the
-// responses stored under a Vary of names (RFC 9111 §4.1).
+// responses stored under a Vary of names (RFC 9111 §4.1), with
+// Accept-Encoding normalised to the coding the sidecar would choose for it
+// (cachekey.VariantCoding).
 func (x *exchange) variantKey(names []string) string {
+	return x.variantKeyIn(names, cachekey.VariantCoding(x.r.Header["Accept-Encoding"], x.rs.fwd.rules.Codings()))
+}
+
+// variantKeyIn is the key of the variant in coding that this request's
+// other Vary'd headers select: where a response in that coding is stored
+// (keep), and the key a stored one must have to answer this request.
+func (x *exchange) variantKeyIn(names []string, coding string) string {
 	if len(names) == 0 {
 		return x.key
 	}
-	if x.vkey == "" || !slices.Equal(x.vnames, names) {
-		x.vnames, x.vkey = names, cachekey.WithVary(x.key, names, x.r.Header)
+	if !slices.Contains(names, "Accept-Encoding") {
+		coding = ""
+	}
+	if x.vkey == "" || x.vcoding != coding || !slices.Equal(x.vnames, names) {
+		x.vnames, x.vcoding, x.vkey = names, coding, cachekey.WithVary(x.key, names, x.r.Header, coding)
 	}
 	return x.vkey
+}
+
+// entryCoding is the coding of a stored or fetched response as a variant
+// key names it; ok is false for one no variant names.
+func entryCoding(e *cache.Entry) (string, bool) {
+	return cachekey.StoredCoding(e.Header.Get("Content-Encoding"))
 }
 
 // candidate is an entry together with the variant it is: the key it is

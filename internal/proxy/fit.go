@@ -8,6 +8,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 )
@@ -52,8 +53,14 @@ func (x *exchange) answers(c candidate, n need) bool {
 			return false
 		}
 	}
-	if len(c.vary) > 0 && x.variantKey(c.vary) != c.vkey {
-		return false
+	if len(c.vary) > 0 {
+		// Another variant, unless only the coding differs: a variant in
+		// any coding the client accepts answers it (AcceptsStored below),
+		// so a stored identity answer serves every client.
+		coding, ok := entryCoding(e)
+		if !ok && slices.Contains(c.vary, "Accept-Encoding") || x.variantKeyIn(c.vary, coding) != c.vkey {
+			return false
+		}
 	}
 	return cachekey.AcceptsStored(x.r.Header, e.Header) && !x.h.tombs.Stale(e, now)
 }
@@ -112,6 +119,12 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	a.vary = names
 	if star {
 		a.shareable = false // Vary: * matches no other request (RFC 9110 §12.5.5)
+	}
+	if forward.VariesOnOwn(names) {
+		// The answer varies on a header the sidecar wrote (the caller's
+		// address in X-Forwarded-For, its own request id): no key holds
+		// that value, so the answer is this client's alone.
+		a.shareable = false
 	}
 	if x.rs.fwd.withheld(x.r, names) {
 		// The answer varies on a header this request carried but the

@@ -1,0 +1,213 @@
+package invariant
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// now is the clock the version checks order reads and writes by: this
+// process's, which is also the in-process replicas' clock.
+func now() time.Time { return time.Now() }
+
+// readBody reads the whole answer, decoding a gzip coding.
+func readBody(resp *http.Response) ([]byte, error) {
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		if b, err = io.ReadAll(zr); err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+	}
+	return b, nil
+}
+
+// check applies every invariant to one answer:
+//
+//   - coding: the Content-Encoding is one the request accepted (no
+//     Accept-Encoding accepts identity only, as clients that send none
+//     expect, though RFC 9110 §12.5.3 would allow any);
+//   - identity: every dimension the answer depends on (its stamp's By)
+//     has the value this request sent, and a Set-Cookie was minted for
+//     this client's address;
+//   - resource / query / unkeyed: the answer is for the resource and
+//     the query this request names (as the origin parses them), and never
+//     echoes another request's X-Request-Id;
+//   - own-write / max-lag: a read's version is not older than a write
+//     acknowledged through the same replica before the read was sent, nor
+//     older than any write acknowledged more than max_lag (plus margin)
+//     before it was sent.
+func (r *run) check(q *request, resp *http.Response, body []byte, start, end time.Time) {
+	ce := resp.Header.Get("Content-Encoding")
+	switch strings.ToLower(ce) {
+	case "", "identity":
+	case "gzip":
+		if !AcceptsGzip(q.hdr.Values("Accept-Encoding")) {
+			r.violate("coding", "%s: answered %d with Content-Encoding gzip (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
+		}
+	default:
+		r.violate("coding", "%s: Content-Encoding %q", q, ce)
+	}
+	for _, sc := range resp.Header.Values("Set-Cookie") {
+		if v, ok := strings.CutPrefix(sc, "minted="); ok {
+			if v, _, _ = strings.Cut(v, ";"); v != q.who.addr {
+				r.violate("identity", "%s: Set-Cookie minted for %s (%s)", q, v, resp.Header.Get("Cache-Status"))
+			}
+		}
+	}
+	if q.route == "u" && q.kind == "read" && resp.StatusCode != http.StatusOK && Resource(q.path) != "" && goodID(q.path) {
+		// The origin never fails a good ID: only a bad one can make
+		// its bulk call fail, and that must not cost the others.
+		r.violate("collateral", "%s: a good ID answered %d (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
+	}
+	switch {
+	case q.kind == "list" && resp.StatusCode == http.StatusOK:
+		r.mu.Lock()
+		r.rep.Checked["list"]++
+		r.mu.Unlock()
+		var sts []Stamp
+		if err := json.Unmarshal(body, &sts); err != nil {
+			r.violate("garbled", "%s: list answer: %v", q, err)
+			return
+		}
+		for _, st := range sts {
+			if !slices.Contains(q.ids, st.ID) || st.Res != "u/"+st.ID {
+				r.violate("resource", "%s: list element %s/%s not asked for", q, st.ID, st.Res)
+			}
+		}
+	case bytes.HasPrefix(body, []byte(`{"`)):
+		var st Stamp
+		if err := json.Unmarshal(body, &st); err != nil || st.Res == "" {
+			if resp.StatusCode == http.StatusOK && q.route != "u" {
+				r.violate("garbled", "%s: %d %.80q", q, resp.StatusCode, body)
+			}
+			return
+		}
+		r.checkStamp(q, resp, st, start, end)
+	case resp.StatusCode == http.StatusOK && q.kind != "list":
+		r.violate("garbled", "%s: 200 without a stamp: %.80q", q, body)
+	}
+}
+
+func (r *run) checkStamp(q *request, resp *http.Response, st Stamp, start, end time.Time) {
+	cs := resp.Header.Get("Cache-Status")
+	if st.Res != q.res {
+		r.violate("resource", "%s: answer for %s, want %s (%s)", q, st.Res, q.res, cs)
+	}
+	for _, k := range sortedDims(st.By) {
+		if v := st.By[k]; v != q.sent[k] {
+			r.violate("identity", "%s: answer for %s=%.40q, this request sent %.40q (%s)", q, k, v, q.sent[k], cs)
+		}
+	}
+	// Only a client's id is a leak: on the cached path the sidecar sends
+	// its own (issue 20 item 7b), which every request may see echoed.
+	if strings.HasPrefix(st.Rid, "rid-") && st.Rid != q.rid {
+		r.violate("unkeyed", "%s: answer echoes X-Request-Id %q of another request (%s)", q, st.Rid, cs)
+	}
+	if q.kind != "write" {
+		switch q.route {
+		case "r":
+			if !sameParams(st.Q, q.query) {
+				r.violate("query", "%s: origin answered for ?%s (%s)", q, st.Q, cs)
+			}
+		case "p":
+			if !subParams(st.Q, q.query) {
+				r.violate("query", "%s: origin answered for ?%s (%s)", q, st.Q, cs)
+			}
+		}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if q.kind == "write" {
+		r.acks[st.Res] = append(r.acks[st.Res], ack{path: q.path, ver: st.Ver, at: end, replica: q.replica})
+		return
+	}
+	for _, a := range r.acks[st.Res] {
+		if !a.at.Before(start) {
+			continue
+		}
+		lag := start.Sub(a.at) > r.cfg.MaxLag+r.cfg.LagMargin
+		switch {
+		case a.replica == q.replica:
+			r.rep.Checked["own"]++
+		case lag:
+			r.rep.Checked["lag"]++
+		}
+		if st.Ver >= a.ver {
+			continue
+		}
+		if a.replica == q.replica {
+			r.rep.Violations = append(r.rep.Violations, Violation{Kind: "own-write", Msg: fmt.Sprintf(
+				"%s: version %d, but v%d (PATCH %s) was acknowledged through this replica %v before it was sent (%s)", q, st.Ver, a.ver, a.path, start.Sub(a.at).Round(time.Millisecond), cs)})
+			return
+		}
+		if lag {
+			r.rep.Violations = append(r.rep.Violations, Violation{Kind: "max-lag", Msg: fmt.Sprintf(
+				"%s: version %d, but v%d (PATCH %s) was acknowledged %v before it was sent (max_lag %v) (%s)", q, st.Ver, a.ver, a.path, start.Sub(a.at).Round(time.Millisecond), r.cfg.MaxLag, cs)})
+			return
+		}
+	}
+}
+
+// params groups a raw query's values by name, in order, each kept as
+// sent (no unescaping: q=%zz and q=%25zz differ, as they do to the origin).
+func params(raw string) map[string][]string {
+	m := map[string][]string{}
+	if raw == "" {
+		return m
+	}
+	for _, p := range strings.Split(raw, "&") {
+		k, v, _ := strings.Cut(p, "=")
+		m[k] = append(m[k], v)
+	}
+	return m
+}
+
+// sameParams: the origin saw the request's parameters, maybe in another
+// order of names, never of one name's values (RFC 3986 §6.2.2).
+func sameParams(got, sent string) bool {
+	g, s := params(got), params(sent)
+	if len(g) != len(s) {
+		return false
+	}
+	for k, v := range s {
+		if !slices.Equal(g[k], v) {
+			return false
+		}
+	}
+	return true
+}
+
+// subParams: every parameter the origin saw is one the request sent, with
+// the same values (a route keyed on some parameters may drop the others).
+func subParams(got, sent string) bool {
+	s := params(sent)
+	for k, v := range params(got) {
+		if !slices.Equal(s[k], v) {
+			return false
+		}
+	}
+	return true
+}
+
+// goodID: the id of a /u/{id} path is one the origin's bulk endpoint parses.
+func goodID(path string) bool {
+	n, err := strconv.ParseUint(path[strings.LastIndexByte(path, '/')+1:], 10, 64)
+	return err == nil && n <= MaxID
+}

@@ -1,0 +1,68 @@
+// Package invariant is the security model as a test: it drives randomized,
+// concurrent request sequences through two real replicas (each with L1 and
+// L2 on one real Redis, wired by internal/server, so pub/sub coherence,
+// leases, batching and the large-body stream all run) in front of a
+// scripted origin that misbehaves, and checks every answer against the
+// invariants of the README's "Security model".
+//
+// # Identities
+//
+// Four clients, alice, bob, carol and dave, each connecting from its own
+// loopback address (127.0.0.2-5), with its own cookie (sid=<name>), bearer
+// token and tenant (X-Tenant acme, globex, initech, none); per request
+// each picks an Accept-Encoding, an Accept-Language, whether to send its
+// credentials, path spellings and query orders. The origin (origin.go)
+// stamps every answer with the resource and version it answered for and
+// with the value of every identity dimension the answer depends on, as it
+// saw it; its behaviour per resource is redrawn every round (Vary sets,
+// private, Set-Cookie, sizes either side of max_body_bytes, gzip, delays,
+// 5xx, hang-ups, ETags) and bulk calls with IDs it cannot parse fail.
+//
+// # Invariants (check.go)
+//
+//   - identity: never another identity's per-address, per-credential,
+//     per-tenant or per-language answer, nor a Set-Cookie minted for
+//     another address;
+//   - resource, query, unkeyed: the answer is for the resource and query
+//     this request names as the origin parses them, and never shaped by
+//     another request's unkeyed input (an echoed X-Request-Id);
+//   - own-write: never a version older than a write acknowledged through
+//     the same replica before the read was sent;
+//   - max-lag: never a version older than a write acknowledged through any
+//     replica more than coherence.max_lag (+ half of it as margin) before
+//     the read was sent — orderings on one clock, never a timing bound on
+//     the sidecar;
+//   - coding: never a Content-Encoding the request did not accept (no
+//     Accept-Encoding accepts identity only);
+//   - budget: the upstream calls of a round of concurrent requests stay
+//     within the sum of their budgets (BudgetRead, BudgetWrite,
+//     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs);
+//   - collateral: a per-ID read of an ID the origin parses never fails
+//     because a bad ID shared its bulk call;
+//   - bound: after the run, no Redis key is longer than max_key_bytes
+//     (plus 256 bytes of the sidecar's own prefix and suffixes).
+//
+// # Running it
+//
+//	go test ./internal/invariant                       # fixed seeds (make test)
+//	INVARIANT_FEATURES=all go test ./internal/invariant # every feature, gated ones too
+//	go test -run - -fuzz FuzzInvariants -fuzztime 5m ./internal/invariant
+//	make soak-invariants DURATION=10m                  # seed after seed
+//
+// INVARIANT_FEATURES is "all", or a comma list that adds (name, +name) or
+// removes (-name) rows of the table from the default mix: "+vary-xff",
+// "all,-hangup".
+//
+// # Adding an input
+//
+// Features (features.go) is the one table of the mix: one row per request
+// feature or origin behaviour, with a one-line note. To add one: add its
+// row (On: true when the sidecar already holds the invariants with it; else
+// On: false and Gate naming the issue item that fixes it, e.g. "20.2"),
+// draw it in request.go (drawRequest / drawHeaders / drawQuery) or in
+// run.go (drawProfile) and origin.go behind `Mix.Has("name")`, and add a
+// check in check.go if no existing one would see it break. A route setting
+// the feature needs goes into a new route of replicaConfig (env_test.go),
+// never into an existing route. Whoever fixes a gated item flips its row
+// to On in the same change.
+package invariant

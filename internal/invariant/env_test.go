@@ -1,0 +1,198 @@
+package invariant_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sidecache/sidecache/internal/config"
+	"github.com/sidecache/sidecache/internal/invariant"
+	"github.com/sidecache/sidecache/internal/redistest"
+	"github.com/sidecache/sidecache/internal/server"
+)
+
+// The replicas' config. Every route of the mix is here; a feature that
+// needs a route setting of its own adds a route rather than changing one.
+const replicaConfig = `
+listen: 127.0.0.1:0
+admin:
+  listen: 127.0.0.1:0
+  token: secret
+upstream:
+  url: %[1]s
+  timeout: 3s
+cache:
+  max_body_bytes: %[3]d
+  max_key_bytes: %[4]d
+  l1:
+    max_bytes: 16MiB
+  l2:
+    redis:
+      addrs: [%[2]s]
+      timeout: 2s
+coherence:
+  max_lag: %[5]s
+routes:
+  - name: r
+    path: /r/{id:[1-9][0-9]*}
+    ttl: 5m
+    stale_if_error: 10m
+    tags: ["r:{id}"]
+  - name: r-write
+    methods: [PATCH, PUT, DELETE]
+    path: /r/{id:[1-9][0-9]*}
+    invalidate: ["r:{id}"]
+  - name: p
+    path: /p/{id:[1-9][0-9]*}
+    ttl: 5m
+    forward_headers: all
+    key:
+      query: [fields]
+    tags: ["p:{id}"]
+  - name: t
+    path: /t/{name}
+    ttl: 5m
+    tags: ["t:{name}"]
+  - name: t-write
+    methods: [PATCH]
+    path: /t/{name}
+    invalidate: ["t:{name}"]
+  - name: u
+    path: /u/{id:[1-9][0-9]*}
+    ttl: 5m
+    batch:
+      path: /u
+      param: ids
+      id_field: id
+      max_size: 32
+      max_wait: 2ms
+  - name: u-list
+    path: /u
+    split:
+      param: ids
+      route: u
+`
+
+const (
+	maxBodyBytes = 16 << 10
+	maxKeyBytes  = 4 << 10
+	maxLag       = time.Second
+)
+
+// env is a Redis, the origin and two replicas sharing them.
+type env struct {
+	origin   *invariant.Origin
+	redis    *redistest.Server
+	replicas []string
+}
+
+func startEnv(t testing.TB, seed uint64) *env {
+	t.Helper()
+	e := &env{redis: redistest.Start(t), origin: invariant.NewOrigin(seed)}
+	t.Cleanup(e.origin.Close)
+	yaml := fmt.Sprintf(replicaConfig, e.origin.URL, e.redis.Addr(), maxBodyBytes, maxKeyBytes, maxLag)
+	for range 2 {
+		e.replicas = append(e.replicas, startReplica(t, yaml))
+	}
+	return e
+}
+
+func startReplica(t testing.TB, yaml string) string {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), "invariant.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, cfg, server.Options{Logger: slog.New(slog.DiscardHandler), WatchInterval: -1})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return "http://" + srv.ProxyAddr()
+}
+
+// mix is the default mix, changed by INVARIANT_FEATURES (see the package
+// doc).
+func mix(t testing.TB) invariant.Mix {
+	m, unknown := invariant.ParseMix(os.Getenv("INVARIANT_FEATURES"))
+	if len(unknown) > 0 {
+		t.Fatalf("INVARIANT_FEATURES names unknown features %v", unknown)
+	}
+	return m
+}
+
+// run drives one seed through e and returns its report, with the
+// end-of-run bound checks (Redis keys) added.
+func (e *env) run(t testing.TB, seed uint64, rounds int, m invariant.Mix) invariant.Report {
+	t.Helper()
+	rep := invariant.Run(context.Background(), invariant.Config{
+		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Origin: e.origin,
+		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes,
+	})
+	rep.Violations = append(rep.Violations, e.redisBounds(t)...)
+	return rep
+}
+
+// redisBounds: no key in Redis is longer than max_key_bytes plus the
+// sidecar's own prefixes and suffixes (256 bytes is generous for those).
+func (e *env) redisBounds(t testing.TB) []invariant.Violation {
+	rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+	defer rc.Close()
+	ctx := context.Background()
+	var out []invariant.Violation
+	iter := rc.Scan(ctx, 0, "*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if k := iter.Val(); len(k) > maxKeyBytes+256 {
+			out = append(out, invariant.Violation{Kind: "bound", Msg: fmt.Sprintf("Redis key of %d bytes (max_key_bytes %d): %.80q", len(k), maxKeyBytes, k)})
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Errorf("scan: %v", err)
+	}
+	return out
+}
+
+// loopbackAliases: the identities connect from 127.0.0.2-5, which Linux
+// routes without setup; elsewhere the test cannot run as designed.
+func loopbackAliases(t testing.TB) {
+	t.Helper()
+	for i := 2; i <= 5; i++ {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:0", i))
+		if err != nil {
+			t.Fatalf("identities need 127.0.0.%d: %v", i, err)
+		}
+		ln.Close()
+	}
+}
+
+func report(t testing.TB, seed uint64, rep invariant.Report) {
+	t.Helper()
+	t.Logf("seed %d: %d requests in %d rounds, %d upstream calls (most in a round: %d of a budget of %d), checked %v, violations %v",
+		seed, rep.Requests, rep.Rounds, rep.Calls, rep.MaxRound, rep.MaxRoundBudget, rep.Checked, rep.Kinds())
+	shown := map[string]int{}
+	for _, v := range rep.Violations {
+		if shown[v.Kind]++; shown[v.Kind] <= 5 {
+			t.Errorf("seed %d: %s", seed, strings.TrimSpace(v.String()))
+		}
+	}
+}

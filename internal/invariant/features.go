@@ -1,0 +1,109 @@
+package invariant
+
+import (
+	"slices"
+	"strings"
+)
+
+// Feature is one row of the randomized mix: a request feature the clients
+// may use, or a behaviour the origin may show. A feature that is Off is
+// never drawn in the fixed seeds; Gate names the issue item whose fix it
+// waits for ("20.2"), so that whoever lands that fix flips On to true in
+// the same change.
+type Feature struct {
+	Name string
+	On   bool
+	Gate string // issue item the feature waits for; "" when none
+	Note string
+}
+
+// Features is THE table of the mix. To add an input: add a row here, draw
+// it where the generator (client.go) or the origin (origin.go) decides
+// what to send or answer — `if mix.Has("name")` — and, when the input can
+// break an invariant in a way the checks in check.go do not yet see, add
+// that check. Keep each note to one line: what the input is and why it is
+// hostile.
+var Features = []Feature{
+	// Who the clients are and what they send.
+	{Name: "addr", On: true, Note: "each identity connects from its own loopback address (127.0.0.N)"},
+	{Name: "cookie", On: true, Note: "requests carry the identity's Cookie: sid=<name> (bypasses the cache)"},
+	{Name: "auth", On: true, Note: "requests carry Authorization: Bearer <name> (bypasses the cache)"},
+	{Name: "accept-encoding", On: true, Note: "Accept-Encoding gzip, identity, gzip;q=0 or none"},
+	{Name: "accept-language", On: true, Note: "Accept-Language en, fr, de or none"},
+	{Name: "tenant", On: true, Note: "X-Tenant acme, globex, initech or none (keyed only once learned from Vary)"},
+	{Name: "query-order", On: true, Note: "the same parameters in another order (?a=1&b=2 vs ?b=2&a=1)"},
+	{Name: "query-repeat", Gate: "20.10", Note: "a repeated parameter's values in another order (lang=fr&lang=en vs lang=en&lang=fr)"},
+	{Name: "query-escape", Gate: "20.10", Note: "invalid escapes and ';' kept verbatim (q=%zz vs q=%25zz, a=1;b=2 vs a=1%3Bb=2)"},
+	{Name: "path-spelling", On: true, Note: "reads spelled /r/05, /r/5/, /R/5 (pass through: not the anchored route's spelling)"},
+	{Name: "write", On: true, Note: "PATCH /r/{id} bumps the resource's version; the client records what was acknowledged"},
+	{Name: "write-spelling", Gate: "20.11", Note: "writes spelled /r/05, /r/5/, /R/5, //r/5 that the origin takes for /r/5"},
+	{Name: "write-non-utf8", Gate: "20.6", Note: "writes to /t/caf%E9, a tag that is not UTF-8, read later through the peer"},
+	{Name: "extra-param", Gate: "20.7a", Note: "parameters outside key.query (?fields=a&callback=x) that the origin echoes"},
+	{Name: "request-id", Gate: "20.7b", Note: "the client's X-Request-Id, echoed by the origin"},
+	{Name: "cookie-empty-first", Gate: "20.8", Note: "an empty first Cookie:/Authorization: line before the real one (forward_headers: all route)"},
+	{Name: "no-cache", Gate: "20.5", Note: "request Cache-Control: no-cache / max-age=0 / Pragma: no-cache"},
+	{Name: "long-accept-language", Gate: "20.13", Note: "a 6 KiB Accept-Language on a route that varies on it (key over max_key_bytes)"},
+	{Name: "batch", On: true, Note: "per-ID reads of the batch route /u/{id} (merged into bulk calls)"},
+	{Name: "bad-ids", Gate: "20.4", Note: "batch IDs that match the pattern but overflow the origin's int (bulk answers 400/500)"},
+
+	// What the origin does, drawn per resource per round and per request.
+	{Name: "vary", Gate: "20.9", Note: "answers vary on a random subset of Accept-Encoding, Accept-Language, X-Tenant"},
+	{Name: "vary-xff", Gate: "20.2", Note: "per-IP answers that say Vary: X-Forwarded-For (a header the sidecar writes)"},
+	{Name: "private", On: true, Note: "per-IP answers with Cache-Control: private"},
+	{Name: "set-cookie", On: true, Note: "answers with a Set-Cookie minted for the caller's address"},
+	{Name: "per-credential", On: true, Note: "answers per Cookie / Authorization with no Cache-Control (the bypass must keep them)"},
+	{Name: "gzip", On: true, Note: "gzip when accepted, with Vary: Accept-Encoding"},
+	{Name: "large", Gate: "20.1", Note: "bodies over max_body_bytes (streamed uncached), some private, some gzip"},
+	{Name: "large-identity", Gate: "20.12", Note: "bodies whose identity form is over max_body_bytes and whose gzip form fits"},
+	{Name: "slow", On: true, Note: "answers delayed 20-250 ms, so concurrent requests collapse"},
+	{Name: "5xx", On: true, Note: "500/503 answers"},
+	{Name: "304", On: true, Note: "ETags; If-None-Match answered 304 when the version still matches"},
+	{Name: "hangup", On: true, Note: "the origin closes the connection without answering"},
+	{Name: "write-fail", On: true, Note: "writes answered 500 or hung up after bumping (not acknowledged)"},
+}
+
+// Mix is the set of features a run draws from.
+type Mix map[string]bool
+
+// Has reports whether the feature is in the mix.
+func (m Mix) Has(name string) bool { return m[name] }
+
+// DefaultMix is the fixed seeds' mix: the rows that are On.
+func DefaultMix() Mix {
+	m := Mix{}
+	for _, f := range Features {
+		if f.On {
+			m[f.Name] = true
+		}
+	}
+	return m
+}
+
+// ParseMix reads the INVARIANT_FEATURES spelling: "" is the default mix,
+// "all" every row, and a comma list adds ("+name" or "name") or removes
+// ("-name") rows from the default ("all,-hangup" starts from every row).
+// Unknown names are returned so the caller can fail loudly.
+func ParseMix(s string) (Mix, []string) {
+	m := DefaultMix()
+	var unknown []string
+	for _, w := range strings.Split(s, ",") {
+		w = strings.TrimSpace(w)
+		switch {
+		case w == "":
+		case w == "all":
+			for _, f := range Features {
+				m[f.Name] = true
+			}
+		case w == "default":
+		default:
+			on := !strings.HasPrefix(w, "-")
+			name := strings.TrimLeft(w, "+-")
+			if !slices.ContainsFunc(Features, func(f Feature) bool { return f.Name == name }) {
+				unknown = append(unknown, name)
+				continue
+			}
+			m[name] = on
+		}
+	}
+	return m, unknown
+}

@@ -1,0 +1,90 @@
+package invariant_test
+
+import (
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/invariant"
+)
+
+// The fixed seeds of `make test`: each starts its own Redis, origin and two
+// replicas and runs rounds of concurrent requests through them.
+var seeds = []uint64{1, 2, 3, 4}
+
+const roundsPerSeed = 110
+
+func TestInvariants(t *testing.T) {
+	loopbackAliases(t)
+	m := mix(t)
+	var total atomic.Int64
+	t.Cleanup(func() { t.Logf("%d randomized requests", total.Load()) })
+	for _, seed := range seeds {
+		t.Run("", func(t *testing.T) {
+			t.Parallel()
+			e := startEnv(t, seed)
+			rep := e.run(t, seed, roundsPerSeed, m)
+			total.Add(int64(rep.Requests))
+			report(t, seed, rep)
+		})
+	}
+}
+
+// FuzzInvariants runs one short sequence per input on one environment per
+// fuzz worker: the input's bytes seed the draws.
+//
+//	go test -run - -fuzz FuzzInvariants -fuzztime 5m ./internal/invariant
+func FuzzInvariants(f *testing.F) {
+	for _, s := range seeds {
+		f.Add(s, uint8(8))
+	}
+	loopbackAliases(f)
+	m := mix(f)
+	e := startEnv(f, 99)
+	f.Fuzz(func(t *testing.T, seed uint64, rounds uint8) {
+		rep := e.run(t, seed, 1+int(rounds%16), m)
+		report(t, seed, rep)
+	})
+}
+
+// TestSoak runs seed after seed for INVARIANT_SOAK (a Go duration) on one
+// environment: `make soak-invariants DURATION=10m`. Skipped without it.
+func TestSoak(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv("INVARIANT_SOAK"))
+	if err != nil || d <= 0 {
+		t.Skip("set INVARIANT_SOAK=10m (make soak-invariants DURATION=10m)")
+	}
+	loopbackAliases(t)
+	m := mix(t)
+	e := startEnv(t, 1000)
+	deadline := time.Now().Add(d)
+	var requests, bad int
+	for seed := uint64(1000); time.Now().Before(deadline); seed++ {
+		rep := e.run(t, seed, 50, m)
+		requests += rep.Requests
+		if len(rep.Violations) > 0 {
+			bad++
+			report(t, seed, rep)
+		}
+	}
+	t.Logf("soak: %d randomized requests, %d seeds with violations", requests, bad)
+}
+
+func TestParseMix(t *testing.T) {
+	m, unknown := invariant.ParseMix("all,-hangup,+nope")
+	if len(unknown) != 1 || unknown[0] != "nope" {
+		t.Fatalf("unknown = %v", unknown)
+	}
+	for _, f := range invariant.Features {
+		if want := f.Name != "hangup"; m.Has(f.Name) != want {
+			t.Errorf("%s: %v, want %v", f.Name, m.Has(f.Name), want)
+		}
+		if !f.On && f.Gate == "" {
+			t.Errorf("%s is off with no gate naming the item it waits for", f.Name)
+		}
+		if f.Note == "" {
+			t.Errorf("%s has no note", f.Name)
+		}
+	}
+}

@@ -1,0 +1,358 @@
+package invariant
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Stamp is what every origin answer says about itself, as its JSON body:
+// which resource and version it answered for, and the value of every
+// identity dimension (By) it depends on, as the origin saw it. The checks
+// compare a stamp with what the client that received it sent.
+type Stamp struct {
+	ID  string            `json:"id,omitempty"` // the batch route's id_field
+	Res string            `json:"res"`
+	Ver int               `json:"ver"`
+	By  map[string]string `json:"by,omitempty"`
+	// Q is the raw query the origin received; Rid the X-Request-Id it
+	// echoed (request-id feature).
+	Q   string `json:"q,omitempty"`
+	Rid string `json:"rid,omitempty"`
+	Pad string `json:"pad,omitempty"`
+}
+
+// Dim is one identity dimension an answer depends on, and how the origin
+// declares that dependency (How): "vary" (Vary names the header),
+// "private" (Cache-Control: private), "set-cookie" (a Set-Cookie minted
+// for the value) or "none" (the sidecar's own rule must keep it: a
+// credentialed request bypasses the cache).
+type Dim struct {
+	Name string // addr, cookie, auth, tenant, lang
+	How  string
+}
+
+// dimHeader is the request header the origin reads a dimension from.
+var dimHeader = map[string]string{
+	"addr":   "X-Forwarded-For",
+	"cookie": "Cookie",
+	"auth":   "Authorization",
+	"tenant": "X-Tenant",
+	"lang":   "Accept-Language",
+}
+
+// Profile is how the origin answers one resource during one round.
+type Profile struct {
+	Dims  []Dim
+	Gzip  bool // gzip when accepted, Vary: Accept-Encoding
+	Size  int  // body bytes before coding (at least the stamp)
+	Delay time.Duration
+	Fail  int  // percent of reads answered 500/503
+	Hang  int  // percent of reads hung up on
+	ETag  bool // send an ETag; If-None-Match answered 304 when it matches
+	// WriteFaults: writes fail (Fail) or hang up (Hang) too, after the
+	// version was bumped, so the client is not told of a write that
+	// happened.
+	WriteFaults bool
+}
+
+// Origin is the scripted service behind the replicas. Resources are
+// "<kind>/<id>" after the origin's own, Express-like normalisation (case
+// folded, dot segments and empty segments dropped, trailing slash and
+// ";params" ignored, a numeric id's leading zeros dropped); PATCH bumps a
+// resource's version. Bulk: GET /u?ids=1,2 answers a JSON array of stamps.
+type Origin struct {
+	*httptest.Server
+	Calls atomic.Int64 // every request received
+
+	mu       sync.Mutex
+	ver      map[string]int
+	profiles map[string]Profile
+	rng      *rand.Rand
+}
+
+// NewOrigin starts the origin; the caller closes it.
+func NewOrigin(seed uint64) *Origin {
+	o := &Origin{ver: map[string]int{}, profiles: map[string]Profile{}, rng: rand.New(rand.NewPCG(seed, 7))}
+	o.Server = httptest.NewServer(http.HandlerFunc(o.serve))
+	return o
+}
+
+// SetProfile sets how res is answered from now on.
+func (o *Origin) SetProfile(res string, p Profile) {
+	o.mu.Lock()
+	o.profiles[res] = p
+	o.mu.Unlock()
+}
+
+// Resource is the origin's name for a request path: what it would answer
+// for. "" when the path names no resource.
+func Resource(path string) string {
+	var segs []string
+	for _, s := range strings.Split(path, "/") {
+		if i := strings.IndexByte(s, ';'); i >= 0 {
+			s = s[:i]
+		}
+		switch s {
+		case "", ".":
+			continue
+		case "..":
+			if len(segs) > 0 {
+				segs = segs[:len(segs)-1]
+			}
+			continue
+		}
+		segs = append(segs, strings.ToLower(s))
+	}
+	if len(segs) != 2 {
+		return ""
+	}
+	id := segs[1]
+	if n, err := strconv.ParseUint(strings.TrimLeft(id, "+"), 10, 64); err == nil {
+		id = strconv.FormatUint(n, 10)
+	}
+	return segs[0] + "/" + id
+}
+
+func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
+	o.Calls.Add(1)
+	if r.URL.Path == "/u" {
+		o.bulk(w, r)
+		return
+	}
+	res := Resource(r.URL.EscapedPath())
+	if res == "" {
+		http.Error(w, "no such resource", http.StatusNotFound)
+		return
+	}
+	if r.Method == http.MethodPatch {
+		o.write(w, res)
+		return
+	}
+	o.mu.Lock()
+	p := o.profiles[res]
+	ver := o.ver[res]
+	roll := o.rng.IntN(100)
+	o.mu.Unlock()
+	if p.Delay > 0 {
+		time.Sleep(p.Delay)
+	}
+	switch {
+	case roll < p.Hang:
+		hangUp(w)
+		return
+	case roll < p.Hang+p.Fail:
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(500 + 3*(roll%2))
+		fmt.Fprint(w, "origin failure")
+		return
+	}
+	st := Stamp{Res: res, Ver: ver, By: map[string]string{}, Q: r.URL.RawQuery}
+	if r.Header.Get("X-Request-Id") != "" {
+		st.Rid = r.Header.Get("X-Request-Id")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	var vary []string
+	for _, d := range p.Dims {
+		v := dimValue(r, d.Name)
+		st.By[d.Name] = v
+		switch d.How {
+		case "vary":
+			vary = append(vary, dimHeader[d.Name])
+		case "private":
+			h.Set("Cache-Control", "private")
+		case "set-cookie":
+			h.Add("Set-Cookie", "minted="+v+"; Path=/")
+		}
+	}
+	gz := p.Gzip && AcceptsGzip(r.Header.Values("Accept-Encoding"))
+	if p.Gzip {
+		vary = append(vary, "Accept-Encoding")
+	}
+	if len(vary) > 0 {
+		h.Set("Vary", strings.Join(vary, ", "))
+	}
+	body := encodeStamp(st, p.Size)
+	if p.ETag {
+		tag := fmt.Sprintf(`"v%d-%x"`, ver, fnv(body))
+		h.Set("ETag", tag)
+		if inm := r.Header.Get("If-None-Match"); inm != "" && strings.Contains(inm, tag) {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	if gz {
+		body = gzipBytes(body)
+		h.Set("Content-Encoding", "gzip")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.Write(body)
+}
+
+// write bumps res's version. Its profile's Fail and Hang apply after the
+// bump: the write happened, but the client is not told so.
+func (o *Origin) write(w http.ResponseWriter, res string) {
+	o.mu.Lock()
+	o.ver[res]++
+	ver := o.ver[res]
+	p := o.profiles[res]
+	roll := o.rng.IntN(100)
+	o.mu.Unlock()
+	if !p.WriteFaults {
+		roll = 100
+	}
+	switch {
+	case roll < p.Hang:
+		hangUp(w)
+		return
+	case roll < p.Hang+p.Fail:
+		http.Error(w, "write failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(Stamp{Res: res, Ver: ver})
+}
+
+// MaxID is the largest ID the origin's bulk endpoint parses; a larger one
+// (bad-ids feature) fails the whole bulk call.
+const MaxID = 1<<31 - 1
+
+func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
+	var out []Stamp
+	o.mu.Lock()
+	for _, id := range strings.Split(r.URL.Query().Get("ids"), ",") {
+		n, err := strconv.ParseUint(id, 10, 64)
+		if err != nil || n > MaxID {
+			o.mu.Unlock()
+			// One id list, one answer: 400 or 500 by its hash, so
+			// both ways a bulk call fails are in the mix.
+			if fnv([]byte(r.URL.RawQuery))%2 == 0 {
+				http.Error(w, "bad id "+id, http.StatusBadRequest)
+			} else {
+				http.Error(w, "cannot parse "+id, http.StatusInternalServerError)
+			}
+			return
+		}
+		res := "u/" + strconv.FormatUint(n, 10)
+		out = append(out, Stamp{ID: strconv.FormatUint(n, 10), Res: res, Ver: o.ver[res]})
+	}
+	o.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+}
+
+// dimValue is the value of a dimension in a request as the origin reads
+// it: the last X-Forwarded-For element (the sidecar's peer), the sid
+// cookie of any Cookie line, the bearer token.
+func dimValue(r *http.Request, dim string) string {
+	switch dim {
+	case "addr":
+		xff := strings.Join(r.Header.Values("X-Forwarded-For"), ",")
+		if xff == "" {
+			host, _, _ := strings.Cut(r.RemoteAddr, ":")
+			return host
+		}
+		parts := strings.Split(xff, ",")
+		return strings.TrimSpace(parts[len(parts)-1])
+	case "cookie":
+		for _, c := range r.Cookies() {
+			if c.Name == "sid" {
+				return c.Value
+			}
+		}
+		return ""
+	case "auth":
+		for _, a := range r.Header.Values("Authorization") {
+			if v, ok := strings.CutPrefix(a, "Bearer "); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	return strings.Join(r.Header.Values(dimHeader[dim]), ", ")
+}
+
+// AcceptsGzip reports whether Accept-Encoding values accept gzip (a
+// q=0 refuses it; RFC 9110 §12.5.3).
+func AcceptsGzip(vals []string) bool {
+	for _, v := range vals {
+		for _, part := range strings.Split(v, ",") {
+			name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			name = strings.ToLower(strings.TrimSpace(name))
+			if name != "gzip" && name != "x-gzip" && name != "*" {
+				continue
+			}
+			q := strings.ReplaceAll(strings.ToLower(params), " ", "")
+			if q == "q=0" || strings.HasPrefix(q, "q=0.0") && strings.Trim(q[2:], "0.") == "" {
+				return false
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// encodeStamp pads the stamp to size bytes with letters from a PRNG seeded
+// by the stamp itself (one version and variant, one body: an ETag holds);
+// gzip takes them to about 60 %, so a body can be over max_body_bytes as
+// identity and under it as gzip.
+func encodeStamp(st Stamp, size int) []byte {
+	b, _ := json.Marshal(st)
+	if n := size - len(b) - len(`,"pad":""`); n > 0 {
+		r := rand.New(rand.NewPCG(uint64(fnv(b)), 1))
+		pad := make([]byte, n)
+		for i := range pad {
+			pad[i] = 'a' + byte(r.IntN(26))
+		}
+		st.Pad = string(pad)
+		b, _ = json.Marshal(st)
+	}
+	return b
+}
+
+func gzipBytes(b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	return buf.Bytes()
+}
+
+func fnv(b []byte) uint32 {
+	h := uint32(2166136261)
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	return h
+}
+
+func hangUp(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			c.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// sortedDims is for stable messages.
+func sortedDims(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

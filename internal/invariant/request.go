@@ -1,0 +1,226 @@
+package invariant
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// request is one drawn client request and what its answer is checked
+// against: the dimension values it sent, the resource the origin would
+// answer for, and its budget of upstream calls.
+type request struct {
+	kind    string // read, write, list
+	route   string // r, p, t, u
+	replica int
+	who     *identity
+	method  string
+	path    string // as sent, escaped
+	query   string // as sent, raw
+	hdr     http.Header
+	sent    map[string]string // dimension → value this request sent ("" none)
+	res     string
+	ids     []string // list
+	rid     string
+	budget  int
+}
+
+func (q *request) String() string {
+	u := q.path
+	if q.query != "" {
+		u += "?" + q.query
+	}
+	var h []string
+	for _, k := range []string{"Accept-Encoding", "Accept-Language", "X-Tenant", "Cookie", "Authorization", "Cache-Control"} {
+		if vs, ok := q.hdr[k]; ok {
+			v := strings.Join(vs, "|")
+			if len(v) > 40 {
+				v = v[:40] + "…"
+			}
+			h = append(h, k+"="+v)
+		}
+	}
+	return fmt.Sprintf("%s(%s)@replica%d %s %s [%s]", q.who.name, q.who.addr, q.replica, q.method, u, strings.Join(h, " "))
+}
+
+// drawRequest draws the next request; hot is the round's hot resource id.
+func (r *run) drawRequest(hot string) *request {
+	m := r.cfg.Mix
+	who := r.ids[r.rng.IntN(len(r.ids))]
+	q := &request{
+		who: who, replica: r.rng.IntN(len(r.cfg.Replicas)), method: http.MethodGet, hdr: http.Header{},
+		sent: map[string]string{"addr": who.addr, "cookie": "", "auth": "", "tenant": "", "lang": ""},
+		kind: "read", route: "r", budget: BudgetRead,
+	}
+	id := hot
+	if r.chance(35) {
+		id = fmt.Sprint(1 + r.rng.IntN(4))
+	}
+	roll := r.rng.IntN(100)
+	switch {
+	case m.Has("write") && roll < 12:
+		q.kind, q.method, q.budget = "write", http.MethodPatch, BudgetWrite
+		q.path = "/r/" + id
+		if m.Has("write-spelling") && r.chance(40) {
+			q.path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id, "//r/"+id, "/r/./"+id, "/r/"+id+";v=1", "/r/%2B"+id)
+		}
+	case roll < 18:
+		q.route = "t"
+		name := "plain"
+		if m.Has("write-non-utf8") && r.chance(60) {
+			name = "caf%E9"
+		}
+		q.path = "/t/" + name
+		if m.Has("write") && r.chance(25) {
+			q.kind, q.method, q.budget = "write", http.MethodPatch, BudgetWrite
+		}
+	case m.Has("batch") && roll < 28:
+		q.route = "u"
+		uid := fmt.Sprint(1 + r.rng.IntN(8))
+		if m.Has("bad-ids") && r.chance(15) {
+			uid = "99999999999999999999"
+		}
+		q.path = "/u/" + uid
+	case m.Has("batch") && roll < 32:
+		q.kind, q.route, q.path = "list", "u", "/u"
+		n := 1 + r.rng.IntN(40)
+		bad := 10
+		if r.chance(30) {
+			bad = 90
+		}
+		for i := 0; i < n; i++ {
+			uid := fmt.Sprint(1 + r.rng.IntN(64))
+			if m.Has("bad-ids") && r.chance(bad) {
+				uid = fmt.Sprintf("9%019d", r.rng.Uint64()%1e19)
+			}
+			q.ids = append(q.ids, uid)
+		}
+		q.query = "ids=" + strings.Join(q.ids, ",")
+		q.budget = BudgetList(len(q.ids))
+	case roll < 45:
+		q.route, q.path = "p", "/p/"+id
+		q.query = "fields=" + pick(r, "name", "email")
+		if m.Has("extra-param") && r.chance(50) {
+			q.query += "&callback=cb" + fmt.Sprint(r.rng.IntN(1000))
+		}
+	default:
+		q.path = "/r/" + id
+		if m.Has("path-spelling") && r.chance(15) {
+			q.path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id)
+		}
+		q.query = r.drawQuery()
+	}
+	if q.kind != "list" {
+		q.res = Resource(q.path)
+	}
+	r.drawHeaders(q)
+	return q
+}
+
+func pick(r *run, s ...string) string { return s[r.rng.IntN(len(s))] }
+
+func (r *run) drawQuery() string {
+	m := r.cfg.Mix
+	if !r.chance(35) {
+		return ""
+	}
+	parts := []string{"a=1", "b=2"}
+	if m.Has("query-order") && r.chance(50) {
+		parts = []string{"b=2", "a=1"}
+	}
+	if m.Has("query-repeat") && r.chance(50) {
+		if r.chance(50) {
+			parts = append(parts, "lang=fr", "lang=en")
+		} else {
+			parts = append(parts, "lang=en", "lang=fr")
+		}
+	}
+	if m.Has("query-escape") && r.chance(50) {
+		parts = append(parts, pick(r, "q=%zz", "q=%25zz", "c=1;d=2", "c=1%3Bd=2"))
+	}
+	return strings.Join(parts, "&")
+}
+
+func (r *run) drawHeaders(q *request) {
+	m := r.cfg.Mix
+	h := q.hdr
+	if m.Has("accept-encoding") {
+		if ae := pick(r, "", "gzip", "identity", "gzip;q=0", "gzip, br"); ae != "" {
+			h.Set("Accept-Encoding", ae)
+		}
+	}
+	if m.Has("accept-language") {
+		lang := pick(r, "", "en", "fr", "de")
+		if m.Has("long-accept-language") && r.chance(5) {
+			lang = strings.Repeat("en-GB;q=0.9, ", 500) + "fr"
+		}
+		if lang != "" {
+			h.Set("Accept-Language", lang)
+			q.sent["lang"] = lang
+		}
+	}
+	if m.Has("tenant") && q.who.tenant != "" && r.chance(70) {
+		h.Set("X-Tenant", q.who.tenant)
+		q.sent["tenant"] = q.who.tenant
+	}
+	if m.Has("cookie") && r.chance(25) {
+		h.Set("Cookie", "sid="+q.who.name)
+		if m.Has("cookie-empty-first") && q.route == "p" && r.chance(60) {
+			h["Cookie"] = []string{"", "sid=" + q.who.name}
+		}
+		q.sent["cookie"] = q.who.name
+	}
+	if m.Has("auth") && r.chance(15) {
+		h.Set("Authorization", "Bearer "+q.who.name)
+		if m.Has("cookie-empty-first") && q.route == "p" && r.chance(60) {
+			h["Authorization"] = []string{"", "Bearer " + q.who.name}
+		}
+		q.sent["auth"] = q.who.name
+	}
+	if m.Has("request-id") && r.chance(50) {
+		r.rid++
+		q.rid = fmt.Sprintf("rid-%d-%d", r.cfg.Seed, r.rid)
+		h.Set("X-Request-Id", q.rid)
+	}
+	if m.Has("no-cache") && r.chance(10) {
+		h.Set("Cache-Control", "no-cache")
+	}
+}
+
+// do sends q and checks its answer.
+func (r *run) do(ctx context.Context, q *request) {
+	u, err := url.Parse(r.cfg.Replicas[q.replica] + q.path)
+	if err != nil {
+		r.violate("harness", "%s: %v", q, err)
+		return
+	}
+	u.RawQuery = q.query
+	req, err := http.NewRequestWithContext(ctx, q.method, u.String(), nil)
+	if err != nil {
+		r.violate("harness", "%s: %v", q, err)
+		return
+	}
+	req.URL.RawQuery = q.query
+	req.Host = r.cfg.Host
+	for k, vs := range q.hdr {
+		req.Header[k] = vs
+	}
+	start := now()
+	resp, err := q.who.client.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.violate("transport", "%s: %v", q, err)
+		}
+		return
+	}
+	body, err := readBody(resp)
+	resp.Body.Close()
+	end := now()
+	if err != nil {
+		r.violate("garbled", "%s: reading the answer: %v", q, err)
+		return
+	}
+	r.check(q, resp, body, start, end)
+}

@@ -1,0 +1,261 @@
+package invariant
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config is one run: the replicas to drive (base URLs of their proxy
+// listeners, all in front of Origin) and what the checks need to know of
+// their config.
+type Config struct {
+	Seed     uint64
+	Rounds   int
+	Mix      Mix
+	Replicas []string
+	Origin   *Origin
+	Host     string // Host header of every request
+	// MaxLag is the replicas' coherence.max_lag; LagMargin is added to it
+	// before a peer's stale read counts (the replicas' clocks are this
+	// process's clock, and a read is timed from before it was sent to
+	// after the write's answer was read, so the margin only absorbs the
+	// replicas' own heartbeat granularity, never scheduling delay).
+	MaxLag, LagMargin time.Duration
+	// MaxBodyBytes is the replicas' cache.max_body_bytes: the profiles
+	// draw sizes either side of it.
+	MaxBodyBytes int
+}
+
+// Report is what a run did and found.
+type Report struct {
+	Requests   int // client requests sent
+	Rounds     int
+	Calls      int64 // origin requests received
+	Violations []Violation
+	// Checked counts the answers each version check applied to (own: a
+	// write through the same replica preceded the read; lag: one through
+	// the peer, more than max_lag before), so a run shows that its
+	// checks were live; Lists counts list requests answered 200, and
+	// MaxRound the most upstream calls one round used against its budget.
+	Checked                  map[string]int
+	MaxRound, MaxRoundBudget int64
+}
+
+// Violation is one broken invariant, with the request that showed it.
+type Violation struct {
+	Kind string // identity, coding, resource, query, own-write, max-lag, budget, garbled, bound
+	Msg  string
+}
+
+func (v Violation) String() string { return v.Kind + ": " + v.Msg }
+
+// Kinds counts the violations by kind.
+func (r *Report) Kinds() map[string]int {
+	m := map[string]int{}
+	for _, v := range r.Violations {
+		m[v.Kind]++
+	}
+	return m
+}
+
+// Budget of upstream calls, per client request: a read (per-ID batch read
+// included) may cost its own fetch plus one more (a learned-Vary retry, a
+// lease taken over); a write one; a list of n IDs 2 + 2·⌈log2 n⌉ (bulk
+// call plus isolation of a bad ID, issue 20.4). The harness sums the
+// budgets of a round's concurrent requests and compares the sum with the
+// calls the origin received during the round.
+const (
+	BudgetRead  = 2
+	BudgetWrite = 1
+)
+
+// BudgetList is the budget of a list request of n IDs.
+func BudgetList(n int) int {
+	b := 2
+	for m := 1; m < n; m *= 2 {
+		b += 2
+	}
+	return b
+}
+
+// identity is one client: its own source address and credentials.
+type identity struct {
+	name, addr, tenant string
+	client             *http.Client
+}
+
+func newIdentities() []*identity {
+	var ids []*identity
+	for i, n := range []string{"alice", "bob", "carol", "dave"} {
+		addr := fmt.Sprintf("127.0.0.%d", i+2)
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}, Timeout: 5 * time.Second}
+		tenants := []string{"acme", "globex", "initech", ""}
+		ids = append(ids, &identity{name: n, addr: addr, tenant: tenants[i], client: &http.Client{
+			Timeout: 20 * time.Second,
+			Transport: &http.Transport{
+				DialContext:         d.DialContext,
+				DisableCompression:  true, // the checks see the coding as sent
+				MaxIdleConnsPerHost: 32,
+			},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}})
+	}
+	return ids
+}
+
+// run is the state of one run.
+type run struct {
+	cfg Config
+	rng *rand.Rand
+	ids []*identity
+	rid int
+
+	mu   sync.Mutex
+	acks map[string][]ack
+	rep  Report
+}
+
+type ack struct {
+	path    string
+	ver     int
+	at      time.Time
+	replica int
+}
+
+// Run drives cfg.Rounds rounds of concurrent requests and checks every
+// answer. The sequence of requests is a function of the seed; the
+// interleaving is the scheduler's.
+func Run(ctx context.Context, cfg Config) Report {
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), ids: newIdentities(), acks: map[string][]ack{}}
+	r.rep.Checked = map[string]int{}
+	defer func() {
+		for _, id := range r.ids {
+			id.client.CloseIdleConnections()
+		}
+	}()
+	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
+		r.round(ctx)
+	}
+	r.rep.Calls = cfg.Origin.Calls.Load()
+	return r.rep
+}
+
+func (r *run) violate(kind, format string, a ...any) {
+	r.mu.Lock()
+	r.rep.Violations = append(r.rep.Violations, Violation{Kind: kind, Msg: fmt.Sprintf(format, a...)})
+	r.mu.Unlock()
+}
+
+// round draws the origin's profiles and a handful of requests, sends them
+// all at once, and checks the round's upstream calls against its budget.
+func (r *run) round(ctx context.Context) {
+	r.rep.Rounds++
+	hot := r.drawResources()
+	n := 1 + r.rng.IntN(10)
+	reqs := make([]*request, n)
+	budget := 0
+	for i := range reqs {
+		reqs[i] = r.drawRequest(hot)
+		budget += reqs[i].budget
+	}
+	before := r.cfg.Origin.Calls.Load()
+	var wg sync.WaitGroup
+	for _, q := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.do(ctx, q)
+		}()
+	}
+	wg.Wait()
+	r.rep.Requests += n
+	used := r.cfg.Origin.Calls.Load() - before
+	if r.rep.MaxRoundBudget == 0 || used*r.rep.MaxRoundBudget > r.rep.MaxRound*int64(budget) {
+		r.rep.MaxRound, r.rep.MaxRoundBudget = used, int64(budget)
+	}
+	if used > int64(budget) {
+		var what []string
+		for _, q := range reqs {
+			what = append(what, q.String())
+		}
+		r.violate("budget", "round of %d requests cost %d upstream calls, budget %d: %s", n, used, budget, strings.Join(what, " | "))
+	}
+}
+
+// drawResources gives every resource a fresh profile and returns the
+// round's hot resource id (most requests of the round go to it, so they
+// collapse).
+func (r *run) drawResources() string {
+	for id := 1; id <= 4; id++ {
+		r.cfg.Origin.SetProfile(fmt.Sprintf("r/%d", id), r.drawProfile(true))
+		r.cfg.Origin.SetProfile(fmt.Sprintf("p/%d", id), r.drawProfile(true))
+	}
+	for _, n := range tNames {
+		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawProfile(false))
+	}
+	return fmt.Sprint(1 + r.rng.IntN(4))
+}
+
+var tNames = []string{"plain", "caf%E9"}
+
+func (r *run) chance(pct int) bool { return r.rng.IntN(100) < pct }
+
+func (r *run) drawProfile(idents bool) Profile {
+	m := r.cfg.Mix
+	p := Profile{Size: 64 + r.rng.IntN(r.cfg.MaxBodyBytes/4), ETag: m.Has("304") && r.chance(50)}
+	dims := map[string]string{}
+	if idents {
+		if m.Has("vary") {
+			if m.Has("tenant") && r.chance(30) {
+				dims["tenant"] = "vary"
+			}
+			if m.Has("accept-language") && r.chance(30) {
+				dims["lang"] = "vary"
+			}
+		}
+		switch {
+		case m.Has("private") && r.chance(15):
+			dims["addr"] = "private"
+		case m.Has("vary-xff") && r.chance(15):
+			dims["addr"] = "vary"
+		case m.Has("set-cookie") && r.chance(12):
+			dims["addr"] = "set-cookie"
+		}
+		if m.Has("per-credential") && r.chance(20) {
+			if m.Has("cookie") && r.chance(50) {
+				dims["cookie"] = "none"
+			} else if m.Has("auth") {
+				dims["auth"] = "none"
+			}
+		}
+	}
+	for _, k := range sortedDims(dims) {
+		p.Dims = append(p.Dims, Dim{Name: k, How: dims[k]})
+	}
+	p.Gzip = m.Has("gzip") && r.chance(50)
+	switch {
+	case m.Has("large") && r.chance(15):
+		p.Size = r.cfg.MaxBodyBytes + 1 + r.rng.IntN(r.cfg.MaxBodyBytes)
+	case m.Has("large-identity") && r.chance(12):
+		// Over the bound as identity, about 75 % of it gzipped.
+		p.Size = r.cfg.MaxBodyBytes * 5 / 4
+		p.Gzip = true
+	}
+	if m.Has("slow") && r.chance(35) {
+		p.Delay = time.Duration(20+r.rng.IntN(200)) * time.Millisecond
+	}
+	if m.Has("5xx") && r.chance(12) {
+		p.Fail = 20 + r.rng.IntN(40)
+	}
+	if m.Has("hangup") && r.chance(6) {
+		p.Hang = 10 + r.rng.IntN(30)
+	}
+	p.WriteFaults = m.Has("write-fail")
+	return p
+}
