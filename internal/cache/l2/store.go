@@ -110,7 +110,7 @@ type Store struct {
 	up    atomic.Bool
 	fails atomic.Int32
 	okAt  atomic.Int64 // unix ns of the last call Redis answered
-	state sync.Mutex // orders transitions and their callbacks
+	state sync.Mutex   // orders transitions and their callbacks
 
 	queue   chan op
 	dropped atomic.Uint64
