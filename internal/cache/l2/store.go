@@ -92,6 +92,9 @@ type Options struct {
 	// Default: 4×Timeout, at least 500 ms, so that a renewal that takes
 	// up to Timeout still lands in time.
 	LeaseHold time.Duration
+	// ShardedPubSub (Cluster only): invalidations and heartbeats use
+	// SPUBLISH/SSUBSCRIBE on channels in one slot (subscribe.go).
+	ShardedPubSub bool
 	// MaxLag is coherence.max_lag: the store publishes a heartbeat every
 	// MaxLag/4 and Proven reports when one last came back (heartbeat.go).
 	// 0 = no heartbeats.
@@ -250,7 +253,7 @@ func (s *Store) key(kind, k string) string { return s.opts.Prefix + kind + k }
 
 func (s *Store) entryKey(k string) string { return s.key("e:", k) }
 func (s *Store) leaseKey(k string) string { return s.key("l:", k) }
-func (s *Store) channel() string          { return s.opts.Prefix + "invalidate" }
+func (s *Store) channel() string          { return s.channelPrefix() + "invalidate" }
 
 // admit is the breaker's gate, checked before any call to Redis.
 func (s *Store) admit() error {
