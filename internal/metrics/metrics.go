@@ -77,6 +77,7 @@ type Metrics struct {
 	isolations    *prometheus.CounterVec
 	overflows     *prometheus.CounterVec
 	takeovers     *prometheus.CounterVec
+	batch         batchVecs
 	invalidations *prometheus.CounterVec
 	late          prometheus.Counter
 	reloads       *prometheus.CounterVec
@@ -155,6 +156,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:      "lease_takeovers_total",
 			Help:      "Waits on another replica's fill lease that ended without its fill (the holder died or lost Redis), each followed by a takeover of the lease or a fetch of its own, by route.",
 		}, []string{"route"}),
+		batch: newBatchVecs(),
 		invalidations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "invalidations_total",
@@ -191,6 +193,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(
 			m.requests, m.requestDur, m.lookups, m.upstream, m.upstreamDur,
 			m.coalesced, m.batchSize, m.isolations, m.overflows, m.takeovers,
+			m.batch.quarantined, m.batch.evictions, m.batch.budget, m.batch.notStored,
 			m.invalidations, m.reloads, m.buildInfo,
 			m.state,
 		)
