@@ -247,7 +247,7 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 	row.ReachP50, _ = hist.quantile(0.50)
 	row.ReachP99, _ = hist.quantile(0.99)
 	for _, pe := range peers {
-		if pe.own.Load() == 0 && p.Protocol == ProtocolOwn {
+		if pe.own.Load() == 0 && p.Protocol != ProtocolShared {
 			return row, fmt.Errorf("peer %s heard none of its own beats", pe.id)
 		}
 	}

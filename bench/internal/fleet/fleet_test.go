@@ -13,7 +13,7 @@ import (
 // row otherwise) and every invalidation the writer published reached
 // every peer.
 func TestRunSmall(t *testing.T) {
-	for _, proto := range []string{ProtocolOwn, ProtocolShared} {
+	for _, proto := range []string{ProtocolOwn, ProtocolShared, ProtocolPing} {
 		rows := Run(context.Background(), Params{
 			Ns: []int{3}, Protocol: proto, MaxLag: 100 * time.Millisecond,
 			Writes: 20, Phase: 300 * time.Millisecond, Dir: t.TempDir(),

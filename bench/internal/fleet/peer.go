@@ -37,6 +37,10 @@ const (
 	ProtocolOwn = "own"
 	// ProtocolShared is 16d946c's: every replica beats on P invalidate.
 	ProtocolShared = "shared"
+	// ProtocolPing is the alternative the issue weighed and sidecache did
+	// not take (docs/coherence.md): the beat is a PING on the
+	// subscription connection, answered behind what is queued for it.
+	ProtocolPing = "ping"
 )
 
 func dialPeer(ctx context.Context, addr, prefix, protocol, id string, hist *histogram) (*peer, error) {
@@ -86,6 +90,10 @@ func (p *peer) beat(ctx context.Context, every time.Duration) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	if p.protocol == ProtocolPing {
+		p.ping(ctx, t)
+		return
+	}
 	rd := bufio.NewReader(p.pub)
 	ch := p.beatChannel()
 	if p.protocol == ProtocolShared {
@@ -97,6 +105,21 @@ func (p *peer) beat(ctx context.Context, every time.Duration) {
 			return
 		}
 		if _, err := rd.ReadSlice('\n'); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// ping beats with PINGs on the subscription connection; read counts the
+// pongs.
+func (p *peer) ping(ctx context.Context, t *time.Ticker) {
+	for seq := 1; ; seq++ {
+		if _, err := p.sub.Write(command("PING", fmt.Sprintf("beat:%d:%d", seq, time.Now().UnixNano()))); err != nil {
 			return
 		}
 		select {
@@ -119,6 +142,11 @@ func (p *peer) read() {
 		kind, ch, payload, err := readPush(rd)
 		if err != nil {
 			return
+		}
+		if kind == "pong" {
+			p.own.Add(1)
+			p.msgs.Add(1)
+			continue
 		}
 		if kind != "message" {
 			continue

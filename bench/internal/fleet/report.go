@@ -23,7 +23,7 @@ type Report struct {
 func (r *Report) Markdown() string {
 	var b strings.Builder
 	p := r.Params
-	fmt.Fprintf(&b, "# Fleet coherence — %s, emulated peers beat on %s\n\n", r.Label, map[string]string{ProtocolOwn: "their own channel", ProtocolShared: "the shared channel"}[p.Protocol])
+	fmt.Fprintf(&b, "# Fleet coherence — %s, emulated peers beat on %s\n\n", r.Label, map[string]string{ProtocolOwn: "their own channel", ProtocolShared: "the shared channel", ProtocolPing: "PINGs on their subscription connection (the real replicas beat on their own channel)"}[p.Protocol])
 	fmt.Fprintf(&b, "`%s` — %s, %d CPUs (%s), load average %s before, %s after.\n\n",
 		r.Command, r.Started.UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), runtime.GOARCH, r.LoadAvg[0], r.LoadAvg[1])
 	fmt.Fprintf(&b, "Each row: a fresh redis-server, %d real replicas (`%s`, idle: no HTTP requests) and N emulated peers, "+
