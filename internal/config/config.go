@@ -128,6 +128,12 @@ type Redis struct {
 	DB         int      `yaml:"db"`
 	Prefix     string   `yaml:"prefix"`
 	Timeout    Duration `yaml:"timeout"`
+	// ShardedPubSub (Redis Cluster only) moves invalidations and
+	// heartbeats to sharded pub/sub in one slot, where the heartbeat's
+	// ordering proof holds (docs/coherence.md). Replicas of a release
+	// without it do not hear sharded messages: turn it on once every
+	// replica runs a release that has it.
+	ShardedPubSub bool `yaml:"sharded_pubsub"`
 }
 
 type Route struct {

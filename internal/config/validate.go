@@ -204,6 +204,9 @@ func (v *checker) redis(path string, r *Redis) {
 		v.add(path+".db", "must be >= 0, and 0 for Redis Cluster")
 	}
 	v.positive(path+".timeout", r.Timeout)
+	if r.ShardedPubSub && !(r.Cluster || len(r.Addrs) > 1 && r.MasterName == "") {
+		v.add(path+".sharded_pubsub", "needs Redis Cluster (cluster: true)")
+	}
 }
 
 func (v *checker) routes(rs []Route) {
