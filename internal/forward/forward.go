@@ -300,6 +300,17 @@ func (f *Rules) Group(host string, h http.Header) string {
 	return b.String()
 }
 
+// Grouped reports whether requests of one batch group all send the same
+// value of the (canonical) header name in their bulk call: the group is
+// keyed on it. A bulk answer that varies on it holds, for every member,
+// the variant that member's own request would have got.
+func (f *Rules) Grouped(name string) bool {
+	if slices.Contains(f.keyed, name) && !Own(name) {
+		return true
+	}
+	return f.Forwards(name) && !f.never(name) && !ignoredInGroup(name)
+}
+
 // groupIgnored are forwarded request headers that do not change what the
 // upstream answers for an id, so requests differing only in them may share
 // a batch (the bulk call asks for JSON and decompresses itself). A header

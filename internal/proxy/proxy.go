@@ -128,6 +128,8 @@ type Handler struct {
 	// withheldLogged outlives reloads: a withheld header is logged once
 	// per route and name in the life of the process.
 	withheldLogged *forward.Logged
+	// gzips are gzip writers for split lists (splitlist.go).
+	gzips sync.Pool
 }
 
 // state is what a reload replaces as one: the upstream, the table and what
@@ -151,6 +153,9 @@ type routeState struct {
 	batcher *batcher              // batch routes only
 	bm      *metrics.BatchMetrics // batch routes only
 	fwd     *forwarding
+	// notStoredLogged are the reasons an element of a bulk answer was not
+	// stored that were logged already (element.go), at most five.
+	notStoredLogged sync.Map
 }
 
 // New builds a Handler.
