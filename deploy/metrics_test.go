@@ -52,10 +52,14 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_lease_takeovers_total": {"counter", map[string][]string{"route": nil}},
 	"sidecache_invalidations_total": {"counter", map[string][]string{
 		"source": {"write", "purge", "peer"}}},
-	"sidecache_invalidations_late_total": {"counter", nil},
-	"sidecache_l1_bytes":                 {"gauge", nil},
-	"sidecache_l1_items":                 {"gauge", nil},
-	"sidecache_l2_up":                    {"gauge", nil},
+	"sidecache_invalidations_late_total":             {"counter", nil},
+	"sidecache_invalidation_tags_skipped_total":      {"counter", nil},
+	"sidecache_invalidation_replay_pending":          {"gauge", nil},
+	"sidecache_invalidation_replays_abandoned_total": {"counter", nil},
+	"sidecache_tombstones_folded_total":              {"counter", nil},
+	"sidecache_l1_bytes":                             {"gauge", nil},
+	"sidecache_l1_items":                             {"gauge", nil},
+	"sidecache_l2_up":                                {"gauge", nil},
 	"sidecache_config_reloads_total": {"counter", map[string][]string{
 		"result": {"success", "error", "restart_required"}}},
 	"sidecache_build_info": {"gauge", map[string][]string{"version": nil, "goversion": nil}},

@@ -83,6 +83,7 @@ type Metrics struct {
 	reloads       *prometheus.CounterVec
 	buildInfo     *prometheus.GaugeVec
 	state         *stateCollector
+	bounds        bounds // invalidation.go
 
 	// Pre-resolved children for the label values known up front.
 	lookup        [len(tiers)][len(lookupResults)]prometheus.Counter
@@ -93,6 +94,8 @@ type Metrics struct {
 
 	routes sync.Map // route name -> *RouteMetrics
 	mu     sync.Mutex
+	reg    prometheus.Registerer // for the series only a tier brings (Tiers)
+	l2Reg  bool                  // the L2-only series are registered
 }
 
 // New builds every collector and registers it on reg. It panics if reg
@@ -170,7 +173,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:      "build_info",
 			Help:      "Always 1; the labels name the running build.",
 		}, []string{"version", "goversion"}),
-		state: newStateCollector(),
+		state:  newStateCollector(),
+		bounds: newBounds(),
 	}
 
 	// Lookups per tier and peer invalidations wait for Tiers: a process
@@ -190,10 +194,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.requests, m.requestDur, m.lookups, m.upstream, m.upstreamDur,
 			m.coalesced, m.batchSize, m.isolations, m.overflows, m.takeovers,
 			m.batch.quarantined, m.batch.evictions, m.batch.budget, m.batch.notStored,
-			m.invalidations, m.late, m.reloads, m.buildInfo,
+			m.invalidations, m.reloads, m.buildInfo,
 			m.state,
 		)
+		reg.MustRegister(m.bounds.collectors()...)
 	}
+	m.reg = reg
 	m.RouteShaped(PassRoute, Shape{Results: []Result{Pass}})
 	return m
 }
@@ -217,6 +223,11 @@ func (m *Metrics) Tiers(l1, l2 bool) {
 	}
 	if l2 {
 		m.invalid[indexOf(sources[:], SourcePeer)] = m.invalidations.WithLabelValues(SourcePeer)
+		if m.reg != nil && !m.l2Reg {
+			// Only a replica with L2 publishes and replays invalidations.
+			m.reg.MustRegister(append(m.bounds.l2Collectors(), m.late)...)
+			m.l2Reg = true
+		}
 	}
 }
 

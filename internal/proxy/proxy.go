@@ -204,6 +204,7 @@ func New(opts Options) (*Handler, error) {
 		timeout = 10 * time.Second
 	}
 	h.tombs = tombstone.New(tombWindow(timeout))
+	h.tombs.OnFold(h.m.TombstonesFolded)
 	st := h.withUpstream(&state{}, opts.Upstream, timeout)
 	h.state.Store(h.withRoutes(st, opts.Routes))
 	return h, nil
@@ -267,7 +268,7 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	if st.transport == nil {
 		st.transport = NewTransport(timeout, h.idle)
 	}
-	st.pass = h.newPassProxy(u, st.transport)
+	st.pass = h.newPassProxy(u, st.transport, timeout)
 	st.lean = nil
 	if h.transport == nil {
 		st.lean = lean.New(u, timeout, h.idle)
@@ -302,15 +303,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		x.rs = st.noRoute
-		defer x.invalidateURI()() // RFC 9111 §4.4, even with no route (invalidate.go)
-		x.pass(outPass, "no-route")
+		if httpcache.SafeMethod(r.Method) {
+			x.pass(outPass, "no-route")
+		} else {
+			x.write(outPass, "no-route") // RFC 9111 §4.4, and other spellings' routes (invalidate.go)
+		}
 		return
 	}
 	x.rs, x.params = st.routes[rt], params
 	h.traceRoute(r, rt)
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
-		x.write()
+		x.write(outWrite, "")
 	case h.cache == nil || !rt.Cacheable() && rt.Split == nil:
 		x.pass(outPass, "uncached-route")
 	case rt.Split != nil:

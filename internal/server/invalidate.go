@@ -11,6 +11,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cache/l2"
+	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/proxy"
 )
 
@@ -26,21 +27,46 @@ import (
 type invalidator struct {
 	l1 *l1.Store
 	l2 *l2.Store
+	m  *metrics.Metrics
 
-	mu      sync.Mutex
-	pending map[string]uint64 // tag -> the generation it was last added in
-	kick    chan struct{}     // wakes the replay loop
-	held    held              // what waits for the replay (hold.go)
+	mu       sync.Mutex
+	pending  map[string]pendingTag
+	bytes    int           // the pending tags' length
+	overflow bool          // tags were lost to the bound: purge L2 instead
+	kick     chan struct{} // wakes the replay loop
+	held     held          // what waits for the replay (hold.go)
 }
 
-// maxPending bounds the replay set; past it, the next replay purges L2 as a
-// whole, the only invalidation that still covers everything that was lost.
-const maxPending = 100_000
+// pendingTag is a tag waiting for the replay.
+type pendingTag struct {
+	gen   uint64 // the generation it was last added in (hold.go)
+	tries int    // failed replays while Redis answered
+}
 
-func newInvalidator(l1s *l1.Store, l2s *l2.Store, hold time.Duration, late func()) *invalidator {
+// The replay set's bounds. A write's tags come from its request, so a
+// flood of writes while Redis is unreachable could grow the set, and every
+// replay of it costs Redis a round trip of its size. It is de-duplicated
+// (a map), bounded in tags and bytes, sent in chunks, and a tag that keeps
+// failing while Redis answers (an error about that tag, not an outage) is
+// given up after maxTries replays, counted by
+// sidecache_invalidation_replays_abandoned_total. Tries are not counted
+// while the breaker says Redis is down: an outage must not drop the
+// invalidations it delayed. Past the bounds, the tags that do not fit are
+// lost, and the next replay purges L2 as a whole instead, the one
+// invalidation that still covers them (it empties the peers' L1s too, but
+// only after invalidations were really lost, never for a flood of writes
+// Redis took).
+const (
+	maxPending      = 100_000
+	maxPendingBytes = 16 << 20
+	maxTries        = 8
+	replayChunk     = 256 // tags per round trip
+)
+
+func newInvalidator(l1s *l1.Store, l2s *l2.Store, m *metrics.Metrics, hold time.Duration) *invalidator {
 	return &invalidator{
-		l1: l1s, l2: l2s, pending: map[string]uint64{}, kick: make(chan struct{}, 1),
-		held: held{hold: hold, late: late, sentCh: make(chan struct{})},
+		l1: l1s, l2: l2s, m: m, pending: map[string]pendingTag{}, kick: make(chan struct{}, 1),
+		held: held{hold: hold, late: m.InvalidationLate, sentCh: make(chan struct{})},
 	}
 }
 
@@ -78,8 +104,19 @@ func (v *invalidator) retryLater(tags []string) uint64 {
 	v.held.added++
 	gen := v.held.added
 	for _, t := range tags {
-		v.pending[t] = gen
+		if p, ok := v.pending[t]; ok {
+			p.gen = gen
+			v.pending[t] = p
+			continue
+		}
+		if len(v.pending) >= maxPending || v.bytes+len(t) > maxPendingBytes {
+			v.overflow = true
+			continue
+		}
+		v.pending[t] = pendingTag{gen: gen}
+		v.bytes += len(t)
 	}
+	v.m.ReplayPending(len(v.pending))
 	v.mu.Unlock()
 	select {
 	case v.kick <- struct{}{}:
@@ -114,38 +151,110 @@ func (v *invalidator) replay(stop <-chan struct{}, every time.Duration, log *slo
 	}
 }
 
-// flush sends the pending tags once, reporting whether none are left.
+// flush sends the pending tags once, in chunks, reporting whether none are
+// left. Once everything queued up to the generation it copied is out (or
+// given up), the writes held for it are released (hold.go).
 func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 	v.mu.Lock()
 	gen := v.held.added
+	overflow := v.overflow
 	tags := make([]string, 0, len(v.pending))
 	for tag := range v.pending {
 		tags = append(tags, tag)
 	}
 	v.mu.Unlock()
-	if len(tags) == 0 {
+	if len(tags) == 0 && !overflow {
 		v.published(gen)
 		return true
 	}
-	var err error
-	if len(tags) > maxPending {
-		err = v.l2.PurgeAll(ctx)
-	} else {
-		err = v.l2.InvalidateTags(ctx, tags...)
+	if overflow {
+		if err := v.l2.PurgeAll(ctx); err != nil {
+			return false
+		}
+		log.Warn("invalidations lost to the replay bound: purged l2", "tags", len(tags))
+		v.mu.Lock()
+		v.overflow = false
+		for _, tag := range tags {
+			v.forgetLocked(tag, gen)
+		}
+		v.m.ReplayPending(len(v.pending))
+		v.mu.Unlock()
+		v.publishedUpTo(gen)
+		return v.pendingCount() == 0
 	}
-	if err != nil {
-		return false
-	}
-	v.mu.Lock()
-	for _, tag := range tags {
-		if v.pending[tag] <= gen { // not added again since the copy
-			delete(v.pending, tag)
+	ok := true
+	for len(tags) > 0 {
+		chunk := tags[:min(len(tags), replayChunk)]
+		tags = tags[len(chunk):]
+		err := v.l2.InvalidateTags(ctx, chunk...)
+		// A failure while the breaker says Redis answers is about these
+		// tags: it counts towards giving them up.
+		counts := err != nil && v.l2.Up()
+		abandoned := 0
+		v.mu.Lock()
+		for _, tag := range chunk {
+			switch {
+			case err == nil:
+				v.forgetLocked(tag, gen)
+			case counts:
+				p, ok := v.pending[tag]
+				if !ok {
+					continue
+				}
+				if p.tries++; p.tries >= maxTries {
+					delete(v.pending, tag)
+					v.bytes -= len(tag)
+					abandoned++
+					continue
+				}
+				v.pending[tag] = p
+			}
+		}
+		v.m.ReplayPending(len(v.pending))
+		v.mu.Unlock()
+		if abandoned > 0 {
+			v.m.ReplayAbandoned(abandoned)
+			log.Warn("invalidations given up after repeated failures", "tags", abandoned, "tries", maxTries, "err", err)
+		}
+		if err != nil {
+			ok = false
+			if !v.l2.Up() {
+				break // down: the rest would fail the same way
+			}
 		}
 	}
+	if ok {
+		log.Debug("invalidations replayed after l2 was unreachable")
+	}
+	v.publishedUpTo(gen)
+	return ok && v.pendingCount() == 0
+}
+
+// forgetLocked drops a tag the replay published, unless it was queued
+// again after the replay copied generation gen (that write's epoch may
+// postdate the publish).
+func (v *invalidator) forgetLocked(tag string, gen uint64) {
+	if p, ok := v.pending[tag]; ok && p.gen <= gen {
+		delete(v.pending, tag)
+		v.bytes -= len(tag)
+	}
+}
+
+// publishedUpTo releases the writes of generation gen and earlier when no
+// tag of theirs is left pending.
+func (v *invalidator) publishedUpTo(gen uint64) {
+	v.mu.Lock()
+	for _, p := range v.pending {
+		if p.gen <= gen {
+			v.mu.Unlock()
+			return
+		}
+	}
+	over := v.overflow
 	v.mu.Unlock()
-	v.published(gen)
-	log.Debug("invalidations replayed after l2 was unreachable", "tags", len(tags))
-	return true
+	if !over {
+		v.published(gen)
+	}
 }
 
 func (v *invalidator) pendingCount() int {

@@ -35,6 +35,8 @@ const (
 type Invalidation struct {
 	Tags   []string `json:"tags,omitempty"`
 	Keys   []string `json:"keys,omitempty"`
+	Tags64 []string `json:"tags64,omitempty"` // tags that are not UTF-8 (wire.go)
+	Keys64 []string `json:"keys64,omitempty"`
 	All    bool     `json:"all,omitempty"`
 	Origin string   `json:"origin"`
 	Beat   *Beat    `json:"beat,omitempty"`
@@ -136,7 +138,7 @@ func globEscape(s string) string {
 
 func (s *Store) message(inv Invalidation) ([]byte, error) {
 	inv.Origin = s.origin
-	return json.Marshal(inv)
+	return json.Marshal(encodeWire(inv))
 }
 
 func (s *Store) publish(ctx context.Context, inv Invalidation) error {
@@ -225,6 +227,7 @@ func (s *Store) subscribe(ctx context.Context) {
 				s.log.Warn("ignoring malformed invalidation", "err", err)
 				continue
 			}
+			inv = decodeWire(inv)
 			switch {
 			case inv.Beat != nil:
 				if inv.Origin == s.origin {
