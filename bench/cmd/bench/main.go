@@ -115,6 +115,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&p.QueryTime, "query-time", 5*time.Millisecond, "demo: time per query")
 	fs.DurationVar(&p.PerRowTime, "per-row-time", 50*time.Microsecond, "demo: extra time per row of a bulk query")
 	fs.IntVar(&p.Records, "records", 10000, "demo: clients and users")
+	fs.BoolVar(&p.DemoFramework, "demo-framework", false, "demo: answer as a framework's defaults would (demo-upstream -framework: Vary: Accept-Encoding, gzip over 1 KiB, weak ETags)")
 	if err := fs.Parse(args); err != nil {
 		return p, err
 	}
