@@ -171,6 +171,7 @@ func TestBatchElementHeaders(t *testing.T) {
 	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
 		h := w.Header()
 		h.Set("Cache-Control", "public, max-age=60")
+		h.Set("Age", "30")
 		h.Set("X-App", "users-v2")
 		h.Set("Etag", `W/"list-etag"`)
 		h.Set("Vary", "Accept-Encoding")
@@ -186,6 +187,9 @@ func TestBatchElementHeaders(t *testing.T) {
 	tag := r.Header.Get("Etag")
 	if cc := r.Header.Get("Cache-Control"); cc != "public, max-age=60" {
 		t.Errorf("Cache-Control %q, want the bulk answer's", cc)
+	}
+	if age, _ := strconv.Atoi(r.Header.Get("Age")); age < 30 {
+		t.Errorf("Age %q, want the bulk answer's 30 carried over", r.Header.Get("Age"))
 	}
 	if r.Header.Get("X-App") != "users-v2" {
 		t.Errorf("X-App %q, want the bulk answer's", r.Header.Get("X-App"))

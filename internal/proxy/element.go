@@ -54,6 +54,9 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		x.notStored(reason, upstream)
 		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
 	}
+	if age, ok := upstream["Age"]; ok {
+		h["Age"] = age // admit reads the answer's age from it; the entry does not keep it
+	}
 	f := x.keep(ctx, status, h, body, requested)
 	if !f.stored && status == http.StatusOK {
 		x.notStored(notStoredUncacheable, upstream)
