@@ -256,3 +256,35 @@ func TestSplitListGzipAndETag(t *testing.T) {
 		t.Errorf("If-None-Match: %d, want 304", r304.StatusCode)
 	}
 }
+
+// TestBatchElementETagField: with batch.etag_field the app's own validator
+// for each element is its ETag, and revalidates; an element whose field is
+// not entity-tag text gets the sidecar's own.
+func TestBatchElementETagField(t *testing.T) {
+	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		var elems []string
+		for _, id := range ids {
+			rev := `"W/\"rev-` + id + `\""`
+			if id == "2" {
+				rev = `"has space"`
+			}
+			elems = append(elems, `{"id":"`+id+`","rev":`+rev+`}`)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, "["+strings.Join(elems, ",")+"]")
+	})
+	rt := userRoute(100, 5*time.Millisecond)
+	rt.Batch.ETagField = "rev"
+	e := newEnv(t, o.upstream, []testRoute{rt})
+	r, _ := e.get("/users/1")
+	if tag := r.Header.Get("Etag"); tag != `W/"rev-1"` {
+		t.Fatalf("ETag %q, want the app's W/\"rev-1\"", tag)
+	}
+	if r2, _ := e.do(http.MethodGet, "/users/1", http.Header{"If-None-Match": {`W/"rev-1"`}}); r2.StatusCode != http.StatusNotModified {
+		t.Errorf("If-None-Match with the app's tag: %d, want 304", r2.StatusCode)
+	}
+	r3, b3 := e.get("/users/2")
+	if tag := r3.Header.Get("Etag"); tag == "" || strings.Contains(tag, "space") || tag == `W/"rev-2"` {
+		t.Errorf("element with an unusable rev: ETag %q (body %q), want the sidecar's own", tag, b3)
+	}
+}

@@ -26,8 +26,9 @@ const (
 // keepElement is keep for one element of a bulk answer (nil: the id was
 // absent): the same admit and store as a per-ID fetch, under the member's
 // key, with the header the app would have sent for the element alone
-// (bulk.ElementHeader: the bulk answer's freshness and fields, a strong
-// ETag over the element's bytes).
+// (bulk.ElementHeader: the bulk answer's freshness and fields, the app's
+// own validator for the element when batch.etag_field names it, else a
+// strong ETag over the element's bytes).
 //
 // The bulk answer's Vary names request headers of the bulk call, which
 // carried the opener's headers (elementVary). Where every request of the
@@ -45,7 +46,11 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 	if reason == "" && httpcache.Private(upstream) {
 		reason = notStoredPrivate
 	}
-	h := bulk.ElementHeader(httpcache.StoredHeader(upstream), status, body, names)
+	etag := ""
+	if f := x.rs.rt.Batch.ETagField; f != "" && elem != nil {
+		etag, _ = bulk.ElementETag(elem, f)
+	}
+	h := bulk.ElementHeader(httpcache.StoredHeader(upstream), status, body, names, etag)
 	if reason != "" {
 		h["Cache-Control"] = []string{"private"}
 		if httpcache.HasDirective(upstream, "private") || httpcache.HasDirective(upstream, "no-store") {
