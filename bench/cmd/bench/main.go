@@ -127,6 +127,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&p.Fleet.Phase, "fleet-phase", 8*time.Second, "-fleet: length of the idle and of the write phase")
 	fs.DurationVar(&p.Fleet.MaxLag, "fleet-max-lag", time.Second, "-fleet: coherence.max_lag")
 	fs.StringVar(&p.FleetLabel, "fleet-label", "this tree", "-fleet: what -sidecache is, for the report (e.g. a commit)")
+	fs.BoolVar(&p.DemoFramework, "demo-framework", false, "demo: answer as a framework's defaults would (demo-upstream -framework: Vary: Accept-Encoding, gzip over 1 KiB, weak ETags)")
 	if err := fs.Parse(args); err != nil {
 		return p, err
 	}

@@ -99,10 +99,14 @@ func (l *Lab) StartBase(ctx context.Context) error {
 	}
 	l.demoAddr = "127.0.0.1:" + itoa(port)
 	l.demo = demoClient{base: "http://" + l.demoAddr}
-	pr, err := l.start("demo", l.p.Demo, "-listen", l.demoAddr,
+	args := []string{l.p.Demo, "-listen", l.demoAddr,
 		"-slots", itoa(l.p.Slots), "-query-time", l.p.QueryTime.String(),
 		"-per-row-time", l.p.PerRowTime.String(),
-		"-clients", itoa(l.p.Records), "-users", itoa(l.p.Records))
+		"-clients", itoa(l.p.Records), "-users", itoa(l.p.Records)}
+	if l.p.DemoFramework {
+		args = append(args, "-framework")
+	}
+	pr, err := l.start("demo", args...)
 	if err != nil {
 		return err
 	}
