@@ -34,6 +34,7 @@ type Params struct {
 	QueryTime  time.Duration
 	PerRowTime time.Duration
 	Records    int // clients = users in the demo
+	Users      int // users in the demo, if more than Records (the CPU table's cold ids)
 }
 
 // needsSidecar reports whether the run needs bin/sidecache.
