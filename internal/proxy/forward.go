@@ -82,6 +82,9 @@ func (x *exchange) outgoing(ctx context.Context, path, rawQuery string) *http.Re
 	// echoes a client's id would serve that client's text to all. The
 	// access log keeps both for correlation.
 	out.Header["X-Request-Id"] = []string{rand.Text()}
+	if x.h.via != nil {
+		out.Header["Via"] = x.h.via[:1:1] // ours alone: the client's is not forwarded here (forward.Own)
+	}
 	x.h.inject(ctx, out.Header)
 	pr := httputil.ProxyRequest{In: in, Out: out}
 	pr.SetURL(x.st.up)
