@@ -67,16 +67,20 @@ var (
 // never changes which body is cached. An empty array is a valid answer with
 // no elements.
 func Split(body []byte, idField string) (map[string][]byte, error) {
-	// Compacting first validates the whole body once and leaves elements
-	// free of whitespace, so the elements are then sliced out of it by a
-	// scan that need not check validity again (skipValue): no decode of
-	// the answer into values, and one copy of each element's raw bytes.
-	var buf bytes.Buffer
-	buf.Grow(len(body))
-	if err := json.Compact(&buf, body); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	// The body is validated once, and compacted if it has whitespace
+	// between tokens (most encoders send none), so the elements are then
+	// sliced out of it by a scan that need not check validity again
+	// (skipValue): no decode of the answer into values, and one copy of
+	// each element's raw bytes.
+	b := body
+	if !json.Valid(body) || spaced(body) {
+		var buf bytes.Buffer
+		buf.Grow(len(body))
+		if err := json.Compact(&buf, body); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		b = buf.Bytes()
 	}
-	b := buf.Bytes()
 	switch {
 	case string(b) == "null":
 		return nil, fmt.Errorf("%w: null", ErrShape)
@@ -100,6 +104,20 @@ func Split(body []byte, idField string) (map[string][]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// spaced reports whether the valid JSON b has whitespace outside its
+// strings, which json.Compact would remove.
+func spaced(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i) - 1
+		case ' ', '\t', '\n', '\r':
+			return true
+		}
+	}
+	return false
 }
 
 // elementID returns the id of one compact, valid array element (see Split).
