@@ -176,6 +176,7 @@ func TestParseErrors(t *testing.T) {
 		{"upgrade h2c", "upstream: {url: 'http://up:3000', allow_upgrades: [websocket, h2c]}", "t.yaml:1: upstream.allow_upgrades[1]: h2c is never forwarded (RFC 9113 §3.1 deprecates it)"},
 		{"via not a token", minimal + "server: {via: 'a b'}", `t.yaml:2: server.via: must be a token (letters, digits, !#$%&'*+-.^_` + "`" + `|~), got "a b"`},
 		{"negative write_timeout", minimal + "server: {write_timeout: -1s}", `t.yaml:2: server.write_timeout: invalid duration "-1s": must not be negative`},
+		{"key.host not a host", route("{name: a, path: /a, ttl: 1s, key: {host: 'a/b'}}"), `t.yaml:3: routes[0].key.host: "a/b" is neither request, none nor a host[:port]`},
 		{"route self-merge", minimal + "routes: [&r {<<: *r, name: x, path: /x, ttl: 1s}]", "t.yaml:2: routes[0]: merge key refers to itself"},
 	}
 	for _, tt := range tests {

@@ -29,6 +29,8 @@ type Stamp struct {
 	// echoed (request-id feature).
 	Q   string `json:"q,omitempty"`
 	Rid string `json:"rid,omitempty"`
+	// Fh is the X-Forwarded-Host the origin saw (host-spelling).
+	Fh  string `json:"fh,omitempty"`
 	Pad string `json:"pad,omitempty"`
 }
 
@@ -174,6 +176,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-Request-Id") != "" {
 		st.Rid = r.Header.Get("X-Request-Id")
 	}
+	st.Fh = r.Header.Get("X-Forwarded-Host")
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	var vary []string
