@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -144,7 +143,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	}
 	defer resp.Body.Close()
 	limit := min(x.h.maxBody*int64(len(ids)), 256<<20)
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	body, err := readAll(resp.Body, resp.ContentLength, limit)
 	took := x.h.now().Sub(t0)
 	x.rs.m.Upstream(resp.StatusCode, took)
 	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
