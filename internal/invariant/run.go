@@ -49,7 +49,7 @@ type Report struct {
 
 // Violation is one broken invariant, with the request that showed it.
 type Violation struct {
-	Kind string // identity, coding, resource, query, own-write, max-lag, budget, garbled, bound
+	Kind string // identity, coding, resource, query, own-write, max-lag, budget, resend, garbled, bound
 	Msg  string
 }
 
@@ -164,7 +164,9 @@ func (r *run) round(ctx context.Context) {
 		reqs[i] = r.drawRequest(hot)
 		budget += reqs[i].budget
 	}
-	before := r.cfg.Origin.Calls.Load()
+	o := r.cfg.Origin
+	o.NewRound()
+	before, resent := o.Calls.Load(), o.Resends.Load()
 	var wg sync.WaitGroup
 	for _, q := range reqs {
 		wg.Add(1)
@@ -175,7 +177,16 @@ func (r *run) round(ctx context.Context) {
 	}
 	wg.Wait()
 	r.rep.Requests += n
-	used := r.cfg.Origin.Calls.Load() - before
+	// A resend (the same request once more after the origin hung up on a
+	// reused connection, RFC 9112 §9.3.1) is not another upstream request
+	// of the client's: it is bounded by its own check (MaxSends per
+	// request id), not by the budget, which counts requests. Without that
+	// bound the sidecar's transport resent one fetch on every idle
+	// connection.
+	for _, id := range o.NewRound() {
+		r.violate("resend", "%s sent more than %d times", id, MaxSends)
+	}
+	used := (o.Calls.Load() - before) - (o.Resends.Load() - resent)
 	if r.rep.MaxRoundBudget == 0 || used*r.rep.MaxRoundBudget > r.rep.MaxRound*int64(budget) {
 		r.rep.MaxRound, r.rep.MaxRoundBudget = used, int64(budget)
 	}
