@@ -102,20 +102,14 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 		a.shareable = of.Shareable
 	}
 	negative, cacheable := httpcache.CacheableStatus(e.Status, rt.NegativeTTL)
-	names, star := cachekey.ParseVary(upstream)
-	if ce := upstream.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") && !slices.Contains(names, "Accept-Encoding") {
-		// Compressed without saying so in Vary: store it as the variant it
-		// is (RFC 9110 §12.5.3), so other clients never receive it.
-		names = append(names, "Accept-Encoding")
-		slices.Sort(names)
-	}
+	names, star := answerVary(upstream)
 	a.vary = names
 	if star {
 		a.shareable = false // Vary: * matches no other request (RFC 9110 §12.5.5)
 	}
-	if x.rs.fwd.withheld(x.r, names) {
-		// The answer varies on a header this request carried but the
-		// sidecar did not forward: the upstream answered another variant
+	if x.sentWithout(names) {
+		// The answer varies on a header this request carried but its
+		// fetch did not send: the upstream answered another variant
 		// than the one the key names. Neither kept nor shared (fetch
 		// learns the header and asks again when it can).
 		a.shareable = false
@@ -149,6 +143,44 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	// Fetched before a write to it was invalidated: serve, never keep.
 	a.store = a.store && !x.h.tombs.Stale(e, now)
 	return a
+}
+
+// answerVary is the request headers an upstream answer varies on: its Vary,
+// and Accept-Encoding when it is compressed without saying so — it is
+// then kept as the variant it is (RFC 9110 §12.5.3), so that other
+// clients never receive it. star: Vary: *.
+func answerVary(upstream http.Header) (names []string, star bool) {
+	names, star = cachekey.ParseVary(upstream)
+	if ce := upstream.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") && !slices.Contains(names, "Accept-Encoding") {
+		names = append(names, "Accept-Encoding")
+		slices.Sort(names)
+	}
+	return names, star
+}
+
+// passVariant remembers that the variant of this request an upstream
+// answer with header h is, was too large to keep (hit-for-pass, Varnish's
+// name), until the given time. Hit-for-pass is per variant: a URL whose
+// identity body is over max_body_bytes and whose gzip body fits is still
+// cached for the clients that accept gzip.
+func (x *exchange) passVariant(h http.Header, until time.Time) {
+	names, star := answerVary(h)
+	if star || len(names) == 0 {
+		x.h.hfp.Add(x.key, until)
+		return
+	}
+	x.h.hfp.AddVary(x.key, names, until)
+	x.h.hfp.Add(x.variantKey(names), until)
+}
+
+// passes reports whether this request's variant is remembered as too large
+// to keep (passVariant).
+func (x *exchange) passes() bool {
+	on, vary := x.h.hfp.Lookup(x.key, x.start)
+	if on && vary != nil {
+		on = x.h.hfp.Active(x.variantKey(vary), x.start)
+	}
+	return on
 }
 
 // originOf is the origin-freshness settings of rt, a freshness: origin
