@@ -1,11 +1,14 @@
 package main
 
 import (
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
+
+	"github.com/sidecache/sidecache/internal/tracing"
 )
 
 // runtimeSettings are the Go runtime's settings for a sidecar.
@@ -96,4 +99,19 @@ func applyRuntimeDefaults() {
 	if s.procs > 0 {
 		runtime.GOMAXPROCS(s.procs)
 	}
+}
+
+// runtimeAttrs are the start-up line's fields: GOMAXPROCS, the soft memory
+// limit ("none" rather than math.MaxInt64 when there is none), and whether
+// tracing is on and where its spans go.
+func runtimeAttrs(procs int, memLimit int64, getenv func(string) string) []any {
+	limit := any("none")
+	if memLimit != math.MaxInt64 {
+		limit = memLimit
+	}
+	trace := "off"
+	if on, err := tracing.Enabled(getenv); err == nil && on {
+		trace = "otlp " + tracing.Endpoint(getenv)
+	}
+	return []any{"gomaxprocs", procs, "memory_limit", limit, "tracing", trace}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"testing"
 )
@@ -68,5 +69,26 @@ func TestGOMAXPROCSDefault(t *testing.T) {
 				t.Errorf("go_sched_gomaxprocs_threads = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRuntimeLine (issue 22, item 8): the start-up line says "none" for
+// an unset memory limit, not math.MaxInt64, and whether and where traces go.
+func TestRuntimeLine(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	attrs := func(a []any) map[string]any {
+		out := map[string]any{}
+		for i := 0; i+1 < len(a); i += 2 {
+			out[a[i].(string)] = a[i+1]
+		}
+		return out
+	}
+	got := attrs(runtimeAttrs(1, math.MaxInt64, env(nil)))
+	if got["memory_limit"] != "none" || got["tracing"] != "off" || got["gomaxprocs"] != 1 {
+		t.Errorf("no limit, no tracing: %v", got)
+	}
+	got = attrs(runtimeAttrs(2, 900<<20, env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"})))
+	if got["memory_limit"] != int64(900<<20) || got["tracing"] != "otlp http://collector:4318/v1/traces" {
+		t.Errorf("limit and tracing on: %v", got)
 	}
 }

@@ -83,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	// What the runtime defaults (gc.go) left in force, for the operator who
 	// wonders why the sidecar never uses a second core.
-	log.Info("runtime", "gomaxprocs", runtime.GOMAXPROCS(0), "memory_limit", debug.SetMemoryLimit(-1))
+	log.Info("runtime", runtimeAttrs(runtime.GOMAXPROCS(0), debug.SetMemoryLimit(-1), os.Getenv)...)
 	// go-redis logs dial failures through a process-wide logger; during an
 	// outage that is one line per attempt, which the breaker already
 	// reports once. Keep them, at debug level.

@@ -17,6 +17,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -43,6 +44,11 @@ type Purger interface {
 	PurgeRoute(ctx context.Context, route string) (int, error)
 	PurgeAll(ctx context.Context) error
 }
+
+// ErrNotFound, wrapped by a Purger or Inspector, says the selector names
+// nothing that exists (an unknown route): the caller gets 404, not a 500
+// that the docs say to retry.
+var ErrNotFound = errors.New("not found")
 
 // Options configures Handler. Every field may be left zero.
 type Options struct {
@@ -99,7 +105,17 @@ func Handler(opts Options) http.Handler {
 		mux.Handle("/debug/pprof/symbol", h.withToken(http.HandlerFunc(pprof.Symbol)))
 		mux.Handle("/debug/pprof/trace", h.withToken(http.HandlerFunc(pprof.Trace)))
 	}
-	return mux
+	return noStore(mux)
+}
+
+// noStore marks every answer, the mux's own 404 and 405 included, as not
+// to be stored by any cache between the operator and this listener (RFC
+// 9111 §5.2.2.5): they describe the state of one moment.
+func noStore(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // withToken serves next only to a caller with the admin token.
@@ -200,6 +216,10 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
 		n, err = h.opts.Purger.PurgeRoute(ctx, val)
 	case "all":
 		err = h.opts.Purger.PurgeAll(ctx)
+	}
+	if errors.Is(err, ErrNotFound) {
+		h.writeError(w, http.StatusNotFound, fmt.Sprintf("no %s named %q", sel, val))
+		return
 	}
 	if err != nil {
 		h.opts.Logger.ErrorContext(ctx, "admin: purge failed", "selector", sel, "value", val, "err", err)

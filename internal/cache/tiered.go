@@ -40,6 +40,12 @@ type TieredOptions struct {
 	// bound (a replica without L2 has no peers to hear).
 	MaxLag time.Duration
 	Proven func() time.Time
+	// Floor, if set, is when the channel was last resubscribed after a
+	// gap: invalidations published before it may have been lost, so
+	// Proven vouches only for entries whose request left after it; older
+	// ones are served only while younger than MaxLag. This keeps L1 across
+	// a resubscribe instead of emptying it.
+	Floor func() time.Time
 }
 
 // Tiered is a Store made of a fast local tier (L1) in front of a shared one
@@ -50,6 +56,7 @@ type Tiered struct {
 	now     func() time.Time
 	maxLag  time.Duration
 	proven  func() time.Time
+	floor   func() time.Time
 }
 
 var _ Store = (*Tiered)(nil)
@@ -57,7 +64,7 @@ var _ Store = (*Tiered)(nil)
 // NewTiered composes l1 and l2. Pass an untyped nil for a missing tier: a
 // nil pointer of a concrete store type is a non-nil Store and will be used.
 func NewTiered(l1, l2 Store, opts TieredOptions) *Tiered {
-	t := &Tiered{l1: l1, l2: l2, observe: opts.Observe, now: opts.Now, maxLag: opts.MaxLag, proven: opts.Proven}
+	t := &Tiered{l1: l1, l2: l2, observe: opts.Observe, now: opts.Now, maxLag: opts.MaxLag, proven: opts.Proven, floor: opts.Floor}
 	if t.maxLag <= 0 {
 		t.proven = nil
 	}
@@ -219,14 +226,22 @@ func (t *Tiered) lookup(ctx context.Context, tier Tier, s Store, key string, now
 // a write's acknowledgement never gets the version the write replaced.
 // While the channel is proven within MaxLag, every invalidation of a write
 // acknowledged more than MaxLag ago has been applied here (and to L2), so
-// any entry may be served. Otherwise only an entry whose request left less
-// than MaxLag ago: it was fetched after any such write.
+// any entry may be served — any whose request left after the Floor, since
+// invalidations published before the last resubscribe may have been lost.
+// Otherwise only an entry whose request left less than MaxLag ago: it was
+// fetched after any such write.
 func (t *Tiered) coherent(e *Entry, now time.Time) bool {
 	if t.proven == nil {
 		return true
 	}
 	horizon := now.Add(-t.maxLag)
-	return t.proven().After(horizon) || e.StoredAt.After(horizon)
+	if e.StoredAt.After(horizon) {
+		return true
+	}
+	if t.floor != nil && e.StoredAt.Before(t.floor()) {
+		return false
+	}
+	return t.proven().After(horizon)
 }
 
 // Get implements Store through Lookup.

@@ -2,8 +2,11 @@
 //
 // A key must be injective over canonical requests: two requests that differ
 // in a component the route puts in the key never share a key, and requests
-// that differ only in spelling (query order, percent-encoding of unreserved
-// characters, host case) always do. Keys stay human-readable because
+// that differ only in spelling (the order of differently named query
+// parameters, percent-encoding of unreserved characters, hex and host case:
+// RFC 3986 §6.2.2) always do. Nothing else is merged: the values of a
+// repeated parameter keep their order, and a reserved character is not its
+// percent-encoding. Keys stay human-readable because
 // operators see them in logs and purge by them:
 //
 //	GET example.com/clients/1?fields=a accept-language=en
@@ -184,10 +187,21 @@ func validRawPath(raw, path string) bool {
 // pair is one query parameter, still percent-encoded.
 type pair struct{ k, v string }
 
-// appendQuery writes the chosen query parameters decoded (as url.ParseQuery
-// would, but lenient: a "%" not followed by two hex digits is a literal
-// "%", as in the WHATWG URL standard), sorted by name then value, and
-// re-encoded one way. Empty "&&" segments drop out; "a" equals "a=".
+// appendQuery writes the chosen query parameters in the normal form of RFC
+// 3986 §6.2.2, sorted by name only: a stable sort, so the values of a
+// repeated parameter keep the order the client gave them ("lang=fr&lang=en"
+// asks for something else than "lang=en&lang=fr" of an upstream that takes
+// the first one). Parameters with distinct names are reordered because
+// every application framework reads them as a map. Empty "&&" segments drop
+// out; "a" equals "a=".
+//
+// Each component is written token by token (see queryToken): only the
+// percent-encodings of unreserved bytes are decoded (§6.2.2.2); a reserved
+// byte and its percent-encoding stay apart (§2.2: "a=1;b=2" is not
+// "a=1%3Bb=2", and "+" is neither "%2B" nor "%20": the form-encoding reading
+// of "+" as a space is the application's, not the URI's), and an invalid escape
+// ("%zz") stays verbatim, apart from "%25zz": an upstream may refuse the
+// one and decode the other.
 func appendQuery(b []byte, raw string, o *Options) []byte {
 	var scratch [16]pair
 	ps := scratch[:0]
@@ -205,12 +219,7 @@ func appendQuery(b []byte, raw string, o *Options) []byte {
 	if len(ps) == 0 {
 		return b
 	}
-	slices.SortFunc(ps, func(x, y pair) int {
-		if c := compareDecoded(x.k, y.k); c != 0 {
-			return c
-		}
-		return compareDecoded(x.v, y.v)
-	})
+	slices.SortStableFunc(ps, func(x, y pair) int { return compareTokens(x.k, y.k) })
 	b = append(b, '?')
 	for i, p := range ps {
 		if i > 0 {
@@ -223,6 +232,60 @@ func appendQuery(b []byte, raw string, o *Options) []byte {
 	return b
 }
 
+// ForwardQuery is raw with only the parameters o puts in the key, each as
+// the client spelt it and in the client's order: what the upstream is sent
+// on the cached path, so that a parameter the key does not hold cannot
+// shape an answer stored for everyone (a JSONP "callback", a debug flag).
+// It returns raw itself when every parameter is kept, so the common case
+// allocates nothing.
+func ForwardQuery(raw string, o *Options) string {
+	if o == nil || o.AllQuery {
+		return raw
+	}
+	keep := 0
+	all := true
+	for s := raw; s != ""; {
+		var seg string
+		seg, s, _ = strings.Cut(s, "&")
+		if seg == "" {
+			all = false
+			continue
+		}
+		k, _, _ := strings.Cut(seg, "=")
+		if chosen(o.Query, k) {
+			keep++
+		} else {
+			all = false
+		}
+	}
+	if all {
+		return raw
+	}
+	if keep == 0 {
+		return ""
+	}
+	out := make([]byte, 0, len(raw))
+	for s := raw; s != ""; {
+		var seg string
+		seg, s, _ = strings.Cut(s, "&")
+		if seg == "" {
+			continue
+		}
+		if k, _, _ := strings.Cut(seg, "="); chosen(o.Query, k) {
+			if len(out) > 0 {
+				out = append(out, '&')
+			}
+			out = append(out, seg...)
+		}
+	}
+	return string(out)
+}
+
+// chosen reports whether the raw (encoded) parameter name is one of names.
+// The match is lenient, on the decoded name ("f%69elds" and "fields" are
+// both the parameter "fields" to every framework), so that whatever the
+// upstream would read as a keyed parameter is kept and forwarded; the key
+// then holds the name's normal form, spelling differences included.
 func chosen(names []string, rawKey string) bool {
 	for _, n := range names {
 		if equalDecoded(rawKey, n) {
@@ -233,7 +296,10 @@ func chosen(names []string, rawKey string) bool {
 }
 
 // decodeAt returns the byte a query string spells at s[i] and the index of
-// the next one.
+// the next one, decoding as application/x-www-form-urlencoded does ("+" is
+// a space) and leniently (a "%" without two hex digits is a literal "%",
+// as in the WHATWG URL standard). Only parameter names are matched this
+// way; the key itself is written by queryToken.
 func decodeAt(s string, i int) (byte, int) {
 	switch c := s[i]; c {
 	case '+':
@@ -248,12 +314,53 @@ func decodeAt(s string, i int) (byte, int) {
 	}
 }
 
-func compareDecoded(x, y string) int {
+// Token classes of a query component's normal form (queryToken).
+const (
+	tokLiteral = 0      // the byte itself
+	tokEscaped = 1 << 8 // "%XX": a percent-encoded byte (or one outside the URI grammar)
+	tokRaw     = 2 << 8 // "%_XX": a raw delimiter the key cannot hold literally, or an invalid "%"
+)
+
+// queryToken reads one token of the query component s at i and returns it
+// with the index of the next one. Two components are equivalent under RFC
+// 3986 §6.2.2 exactly when their token sequences are equal:
+//
+//   - an unreserved byte, raw or percent-encoded, is itself (§6.2.2.2);
+//   - another percent-encoded byte is tokEscaped, hex case aside (§6.2.2.1);
+//   - a raw sub-delim or ":", "@", "/", "?" is itself, apart from its
+//     encoding (§2.2) — "+" is not "%20" — except "=", which the key's
+//     grammar cannot hold in a value: tokRaw;
+//   - a "%" that starts no valid escape is tokRaw;
+//   - a byte outside the URI grammar (space, "|", non-ASCII…), which a
+//     lenient server let through ("[" and "]" included, which §3.4 leaves
+//     out of a query), is tokEscaped: the same as its percent-encoding,
+//     the mapping of RFC 3987 §3.1.
+func queryToken(s string, i int) (uint16, int) {
+	c := s[i]
+	switch {
+	case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+		d := unhex(s[i+1])<<4 | unhex(s[i+2])
+		if isUnreserved(d) {
+			return tokLiteral | uint16(d), i + 3
+		}
+		return tokEscaped | uint16(d), i + 3
+	case c == '%', c == '=':
+		return tokRaw | uint16(c), i + 1
+	case isUnreserved(c), strings.IndexByte("!$'()*+,/:;@?", c) >= 0:
+		return tokLiteral | uint16(c), i + 1
+	default:
+		return tokEscaped | uint16(c), i + 1
+	}
+}
+
+// compareTokens orders two query components by their token sequences; 0
+// means equivalent.
+func compareTokens(x, y string) int {
 	i, j := 0, 0
 	for i < len(x) && j < len(y) {
-		var a, b byte
-		a, i = decodeAt(x, i)
-		b, j = decodeAt(y, j)
+		var a, b uint16
+		a, i = queryToken(x, i)
+		b, j = queryToken(y, j)
 		if a != b {
 			if a < b {
 				return -1
@@ -287,12 +394,23 @@ func equalDecoded(raw, plain string) bool {
 	return j == len(plain)
 }
 
-// appendComponent decodes the query component s and writes it encoded.
+// appendComponent writes the query component s in its normal form, one
+// token at a time: a literal byte as itself (it is never one of the key's
+// separators SP & = |, nor "%"), tokEscaped as "%XX" and tokRaw as "%_XX"
+// (so "%zz" is written "%_25zz" and "%25zz" "%25zz").
+// No token's spelling is a prefix of another's, so the form is injective.
 func appendComponent(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
-		var c byte
-		c, i = decodeAt(s, i)
-		b = appendValueByte(b, c)
+		var t uint16
+		t, i = queryToken(s, i)
+		switch t &^ 0xff {
+		case tokLiteral:
+			b = append(b, byte(t))
+		case tokEscaped:
+			b = appendPct(b, byte(t))
+		default:
+			b = append(b, '%', '_', hexdigits[byte(t)>>4], hexdigits[byte(t)&15])
+		}
 	}
 	return b
 }
@@ -369,8 +487,9 @@ func appendDigest(b []byte, vals []string) []byte {
 	return hex.AppendEncode(b, sum[:16])
 }
 
+const hexdigits = "0123456789ABCDEF"
+
 func appendPct(b []byte, c byte) []byte {
-	const hexdigits = "0123456789ABCDEF"
 	return append(b, '%', hexdigits[c>>4], hexdigits[c&15])
 }
 
@@ -409,7 +528,7 @@ func pathEscapes(c byte) bool {
 	return !isUnreserved(c) && strings.IndexByte("$&+,/:;=@", c) < 0
 }
 
-// isValueLiteral keeps query and header text readable while escaping the
+// isValueLiteral keeps header text readable while escaping the
 // key's separators (SP & = |), "%" and "+", and everything not printable.
 func isValueLiteral(c byte) bool {
 	return isUnreserved(c) || strings.IndexByte("!$'()*,/:;@", c) >= 0

@@ -27,8 +27,8 @@ func fuzzReq(path, rawQuery, hval string) *http.Request {
 }
 
 // canonical is an independent, slow statement of what a key must
-// distinguish: the normal-form path, the decoded sorted chosen parameters,
-// and the trimmed header value.
+// distinguish: the normal-form path, the chosen parameters in normal form
+// sorted by name, and the trimmed header value.
 type canonical struct {
 	Path   string
 	Query  [][2]string
@@ -60,19 +60,46 @@ func canon(r *http.Request, names []string) canonical {
 			continue
 		}
 		k, v, _ := strings.Cut(seg, "=")
-		k, v = lenientUnescape(k), lenientUnescape(v)
-		if names == nil || slices.Contains(names, k) {
-			c.Query = append(c.Query, [2]string{k, v})
+		if names == nil || slices.Contains(names, lenientUnescape(k)) {
+			c.Query = append(c.Query, [2]string{normal(k), normal(v)})
 		}
 	}
-	slices.SortFunc(c.Query, func(x, y [2]string) int {
-		if x[0] != y[0] {
-			return strings.Compare(x[0], y[0])
-		}
-		return strings.Compare(x[1], y[1])
-	})
+	// By name only, stable: a repeated parameter's values keep their order.
+	slices.SortStableFunc(c.Query, func(x, y [2]string) int { return strings.Compare(x[0], y[0]) })
 	c.Header = strings.Trim(r.Header.Get("Accept-Language"), " \t\r\n")
 	return c
+}
+
+// normal spells a query component in RFC 3986 §6.2.2 normal form, one
+// token per input unit, each spelt so no two kinds can be confused:
+// "u:" an unreserved or allowed-literal byte, "e:" a percent-encoded byte
+// (or one outside the URI grammar, which RFC 3987 §3.1 maps to its
+// encoding), "r:" a raw "=" or a "%" that starts no valid escape.
+func normal(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			v, _ := strconv.ParseUint(s[i+1:i+3], 16, 8)
+			d := byte(v)
+			if isAlnum(d) || strings.ContainsRune("-._~", rune(d)) {
+				fmt.Fprintf(&b, "u:%c ", d)
+			} else {
+				fmt.Fprintf(&b, "e:%02x ", d)
+			}
+			i += 2
+			continue
+		}
+		switch {
+		case c == '%' || c == '=':
+			fmt.Fprintf(&b, "r:%02x ", c)
+		case c < 0x80 && (isAlnum(c) || strings.ContainsRune("-._~!$'()*+,/:;@?", rune(c))):
+			fmt.Fprintf(&b, "u:%c ", c)
+		default:
+			fmt.Fprintf(&b, "e:%02x ", c)
+		}
+	}
+	return b.String()
 }
 
 // lenientUnescape decodes a query component, taking a malformed "%" as a
@@ -100,6 +127,9 @@ func FuzzBuild(f *testing.F) {
 	f.Add("/x", "a=1%26b%3D2", "x y", "/x", "a=1&b=2", "x%20y")
 	f.Add("/%zz", "%zz=%", "|", "/%25zz", "%25zz=%25", "%7C")
 	f.Add("/a b", "q=a b&q=%C3%A9", "é", "/a%20b", "q=%C3%A9&q=a+b", "é")
+	f.Add("/x", "lang=fr&lang=en", "", "/x", "lang=en&lang=fr", "")
+	f.Add("/x", "q=%zz&a=1;b=2", "", "/x", "q=%25zz&a=1%3Bb=2", "")
+	f.Add("/x", "b=1&a=2&callback=x", "", "/x", "a=2&b=1", "")
 
 	all := &Options{AllQuery: true, Headers: []string{"Accept-Language"}}
 	some := &Options{Query: []string{"a", "b"}, Headers: []string{"Accept-Language"}}
@@ -119,12 +149,26 @@ func FuzzBuild(f *testing.F) {
 				t.Fatalf("canonical equal=%v but keys equal=%v\n%+v -> %q\n%+v -> %q", same, k1 == k2, c1, k1, c2, k2)
 			}
 
-			// Reordering the parameters never changes the key.
+			// Reordering the parameters changes the key exactly when it
+			// reorders the values of one name.
 			segs := strings.Split(q1, "&")
 			slices.Reverse(segs)
 			r3 := fuzzReq(p1, strings.Join(segs, "&"), h1)
-			if k3 := Build(r3, o); k3 != k1 {
-				t.Fatalf("reordered query %q changed key %q to %q", r3.URL.RawQuery, k1, k3)
+			if k3, c3 := Build(r3, o), canon(r3, names); reflect.DeepEqual(c1, c3) != (k1 == k3) {
+				t.Fatalf("reordered query %q: canonical equal=%v, keys %q, %q", r3.URL.RawQuery, reflect.DeepEqual(c1, c3), k1, k3)
+			}
+
+			// The query forwarded upstream holds exactly the keyed
+			// parameters, as the client spelt them.
+			fq := ForwardQuery(q1, o)
+			r4 := fuzzReq(p1, fq, h1)
+			if k4 := Build(r4, o); k4 != k1 {
+				t.Fatalf("forwarded query %q of %q keys as %q, not %q", fq, q1, k4, k1)
+			}
+			for _, seg := range strings.Split(fq, "&") {
+				if k, _, _ := strings.Cut(seg, "="); seg != "" && names != nil && !slices.Contains(names, lenientUnescape(k)) {
+					t.Fatalf("forwarded query %q of %q holds unkeyed %q", fq, q1, seg)
+				}
 			}
 		}
 	})
@@ -193,6 +237,18 @@ func FuzzNormalizeAcceptEncoding(f *testing.F) {
 		if AcceptsEncoding(n, "x-gzip") != AcceptsEncoding(n, "gzip") {
 			t.Fatalf("x-gzip and gzip differ under %q", n)
 		}
+		// The variant chosen and the codings forwarded are ones the
+		// client accepts, whatever the origin has used.
+		for used := range Codings(variantCodings + 1) {
+			if c := VariantCoding([]string{v}, used); c != Identity && (!accepts(v, c) || used.With(c) != used) {
+				t.Fatalf("Accept-Encoding %q, used %03b: variant %s", v, used, c)
+			}
+		}
+		for _, c := range strings.Split(ForwardAcceptEncoding([]string{v}), ",") {
+			if c != Identity && !accepts(v, c) {
+				t.Fatalf("Accept-Encoding %q forwarded as %q", v, ForwardAcceptEncoding([]string{v}))
+			}
+		}
 	})
 }
 
@@ -219,7 +275,7 @@ func BenchmarkBuild(b *testing.B) {
 		b.ReportAllocs()
 		names := []string{"Accept-Encoding"}
 		for b.Loop() {
-			_ = WithVary("GET api.example.com/clients/42", names, r.Header)
+			_ = WithVary("GET api.example.com/clients/42", names, r.Header, VariantCoding(r.Header["Accept-Encoding"], Codings(0).With("gzip")))
 		}
 	})
 }

@@ -9,10 +9,16 @@ import (
 
 // WithVary returns the secondary key of a response that carried Vary:
 // names (RFC 9111 §4.1): key followed by " |name=value" for each named
-// request header, or " |name" when the request lacks it. Accept-Encoding
-// is normalised so that equivalent headers share a variant; credentials
-// are hashed as in Build. names should come from ParseVary.
-func WithVary(key string, names []string, h http.Header) string {
+// request header, or " |name" when the request lacks it; credentials are
+// hashed as in Build. names should come from ParseVary.
+//
+// Accept-Encoding is not keyed on what the client sent but on one coding
+// (" |accept-encoding=gzip"): the one the variant is stored in, or, to
+// look one up, the one VariantCoding chooses for the request. Six
+// spellings of "gzip is fine" then share one variant, as Varnish and
+// Fastly normalise, and the variants per key are at most four (identity,
+// gzip, br, zstd) whatever clients send.
+func WithVary(key string, names []string, h http.Header, coding string) string {
 	if len(names) == 0 {
 		return key
 	}
@@ -20,9 +26,83 @@ func WithVary(key string, names []string, h http.Header) string {
 	b := append(scratch[:0], key...)
 	for _, n := range names {
 		b = append(b, " |"...)
-		b = appendHeader(b, textproto.CanonicalMIMEHeaderKey(n), h)
+		if canon := textproto.CanonicalMIMEHeaderKey(n); canon == "Accept-Encoding" {
+			b = append(b, "accept-encoding="...)
+			b = appendValue(b, coding)
+		} else {
+			b = appendHeader(b, canon, h)
+		}
 	}
 	return string(b)
+}
+
+// Codings is a set of the content-codings a variant may be stored in
+// besides identity: gzip, br and zstd (the ones every current browser and
+// HTTP library can decode; deflate's two readings make it a poor one to
+// share). The proxy keeps, per route, the set its origin has answered
+// with.
+type Codings uint8
+
+// variantCodings are the bits of Codings.
+const variantCodings = codingBr | codingGzip | codingZstd
+
+// Identity is the coding of an uncompressed variant, which every client
+// that accepts identity may be served.
+const Identity = "identity"
+
+// With adds coding (as StoredCoding names it) to s.
+func (s Codings) With(coding string) Codings {
+	return s | Codings(codingBit(coding)&variantCodings)
+}
+
+// VariantCoding is the coding of the variant a request whose
+// Accept-Encoding field lines are vals should be served, among the codings
+// the origin has used: the best one the client accepts (zstd, then br,
+// then gzip, for size), or identity. A stored identity variant answers
+// every client (RFC 9110 §12.5.3: identity is always acceptable unless
+// refused, which the sidecar does not honour, as NGINX and Go do not).
+func VariantCoding(vals []string, used Codings) string {
+	m := acceptEncodingMask(vals) & uint8(used)
+	switch {
+	case m&codingZstd != 0:
+		return "zstd"
+	case m&codingBr != 0:
+		return "br"
+	case m&codingGzip != 0:
+		return "gzip"
+	}
+	return Identity
+}
+
+// StoredCoding names the coding of an answer whose Content-Encoding is ce
+// as a variant key holds it: identity, gzip, br or zstd. ok is false for
+// any other coding, or a chain of several, which no variant names: such an
+// answer is not stored as a shared variant.
+func StoredCoding(ce string) (coding string, ok bool) {
+	ce = trimOWS(ce)
+	switch {
+	case ce == "" || strings.EqualFold(ce, Identity):
+		return Identity, true
+	case strings.ContainsRune(ce, ','):
+		return "", false
+	}
+	switch codingBit(ce) {
+	case codingGzip:
+		return "gzip", true
+	case codingBr:
+		return "br", true
+	case codingZstd:
+		return "zstd", true
+	}
+	return "", false
+}
+
+// ForwardAcceptEncoding is the Accept-Encoding the sidecar sends upstream
+// for a client whose field lines are vals: the codings a variant may be
+// stored in (br, gzip, zstd) that the client accepts, sorted, or identity.
+// The origin then never answers in a coding no variant can hold.
+func ForwardAcceptEncoding(vals []string) string {
+	return encodingSets[acceptEncodingMask(vals)&variantCodings]
 }
 
 // ParseVary returns the header names a response varies on (RFC 9110

@@ -120,46 +120,79 @@ func TestWithVary(t *testing.T) {
 		return h
 	}
 	tests := []struct {
-		name  string
-		names []string
-		h     http.Header
-		want  string
+		name   string
+		names  []string
+		h      http.Header
+		coding string
+		want   string
 	}{
-		{"no names", nil, hdr("Accept-Language", "en"), key},
-		{"values", names, hdr("Accept-Encoding", "gzip, br", "Accept-Language", "en"), key + " |accept-encoding=br,gzip |accept-language=en"},
-		{"absent", names, hdr(), key + " |accept-encoding=identity |accept-language"},
-		{"empty value", names, hdr("Accept-Language", ""), key + " |accept-encoding=identity |accept-language="},
-		{"lowercase names", []string{"accept-language"}, hdr("Accept-Language", "fr"), key + " |accept-language=fr"},
-		{"escaped", []string{"X-V"}, hdr("X-V", "a |b"), key + " |x-v=a%20%7Cb"},
+		{"no names", nil, hdr("Accept-Language", "en"), "gzip", key},
+		{"values", names, hdr("Accept-Encoding", "gzip, br", "Accept-Language", "en"), "br", key + " |accept-encoding=br |accept-language=en"},
+		{"coding, not the header", names, hdr("Accept-Encoding", "gzip, br", "Accept-Language", "en"), Identity, key + " |accept-encoding=identity |accept-language=en"},
+		{"absent", names, hdr(), Identity, key + " |accept-encoding=identity |accept-language"},
+		{"empty value", names, hdr("Accept-Language", ""), Identity, key + " |accept-encoding=identity |accept-language="},
+		{"lowercase names", []string{"accept-language"}, hdr("Accept-Language", "fr"), "gzip", key + " |accept-language=fr"},
+		{"escaped", []string{"X-V"}, hdr("X-V", "a |b"), "", key + " |x-v=a%20%7Cb"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := WithVary(key, tt.names, tt.h); got != tt.want {
+			if got := WithVary(key, tt.names, tt.h, tt.coding); got != tt.want {
 				t.Errorf("WithVary = %q, want %q", got, tt.want)
 			}
 		})
 	}
-
-	t.Run("equivalent encodings share a variant", func(t *testing.T) {
-		n := []string{"Accept-Encoding"}
-		a := WithVary(key, n, hdr("Accept-Encoding", "gzip, deflate, br"))
-		b := WithVary(key, n, hdr("Accept-Encoding", "BR;q=0.5,deflate", "Accept-Encoding", "x-gzip"))
-		c := WithVary(key, n, hdr("Accept-Encoding", "gzip"))
-		if a != b {
-			t.Errorf("equivalent Accept-Encoding: %q != %q", a, b)
-		}
-		if a == c {
-			t.Errorf("gzip-only client shares %q with a br client", c)
-		}
-	})
 	t.Run("variant never equals a primary key", func(t *testing.T) {
 		// A header-keyed primary key and a Vary key over the same header
 		// must stay apart.
 		r := req(t, "GET", "h", "/x", "Accept-Language", "en")
 		primary := Build(r, &Options{Headers: []string{"Accept-Language"}})
-		variant := WithVary(Build(r, nil), []string{"Accept-Language"}, r.Header)
+		variant := WithVary(Build(r, nil), []string{"Accept-Language"}, r.Header, Identity)
 		if primary == variant {
 			t.Errorf("primary and variant keys collide: %q", primary)
 		}
 	})
+}
+
+// Issue 24 item 3: a variant is keyed on the coding the sidecar would
+// serve — the best one the client accepts among those the origin has used
+// — so the six spellings a browser fleet sends share one variant while the
+// origin answers identity, and at most one per coding once it compresses.
+func TestVariantCoding(t *testing.T) {
+	spellings := []string{"", "gzip", "gzip, deflate", "gzip, deflate, br", "gzip, deflate, br, zstd", "br, gzip"}
+	for _, tc := range []struct {
+		used Codings
+		want []string
+	}{
+		{0, []string{Identity, Identity, Identity, Identity, Identity, Identity}},
+		{Codings(0).With("gzip"), []string{Identity, "gzip", "gzip", "gzip", "gzip", "gzip"}},
+		{Codings(0).With("gzip").With("br"), []string{Identity, "gzip", "gzip", "br", "br", "br"}},
+		{Codings(0).With("gzip").With("br").With("zstd"), []string{Identity, "gzip", "gzip", "br", "zstd", "br"}},
+	} {
+		for i, ae := range spellings {
+			if got := VariantCoding([]string{ae}, tc.used); got != tc.want[i] {
+				t.Errorf("used %03b, Accept-Encoding %q: %s, want %s", tc.used, ae, got, tc.want[i])
+			}
+		}
+	}
+	if got := VariantCoding([]string{"gzip;q=0, *"}, Codings(0).With("gzip").With("br")); got != "br" {
+		t.Errorf("a refused gzip chosen: %s", got)
+	}
+	if c := Codings(0).With("deflate").With("compress"); c != 0 {
+		t.Errorf("codings outside the variant set recorded: %03b", c)
+	}
+}
+
+func TestStoredCoding(t *testing.T) {
+	for ce, want := range map[string]string{"": Identity, " identity": Identity, "gzip": "gzip", "X-GZIP": "gzip", "br ": "br", "zstd": "zstd",
+		"deflate": "", "gzip, br": "", "compress": ""} {
+		got, ok := StoredCoding(ce)
+		if got != want || ok != (want != "") {
+			t.Errorf("StoredCoding(%q) = %q, %v; want %q", ce, got, ok, want)
+		}
+	}
+	for ae, want := range map[string]string{"": Identity, "deflate": Identity, "gzip, deflate, br": "br,gzip", "*": "br,gzip,zstd", "zstd;q=0, *": "br,gzip"} {
+		if got := ForwardAcceptEncoding([]string{ae}); got != want {
+			t.Errorf("ForwardAcceptEncoding(%q) = %q, want %q", ae, got, want)
+		}
+	}
 }

@@ -50,12 +50,21 @@ type Log struct {
 	Format string `yaml:"format"` // text | json
 	Level  string `yaml:"level"`  // debug | info | warn | error
 	Access bool   `yaml:"access"`
+	// RedactQuery names query parameters whose values the access log
+	// replaces with REDACTED (exact names, case-insensitive).
+	RedactQuery []string `yaml:"redact_query"`
 }
 
 // Coherence bounds how long any replica may serve a version older than an
 // acknowledged write, whatever Redis does.
 type Coherence struct {
 	MaxLag Duration `yaml:"max_lag"`
+	// WriteHold bounds how long a write's answer waits for its
+	// invalidation to be published when Redis did not take it at once
+	// (default max_lag; 0: never wait). The promise's clock starts at the
+	// answer, so an answer held until the publish keeps it; one answered
+	// past the hold is counted in sidecache_invalidations_late_total.
+	WriteHold Duration `yaml:"write_hold"`
 }
 
 type Upstream struct {

@@ -165,6 +165,7 @@ func TestParseErrors(t *testing.T) {
 			"t.yaml:3: routes[0].targeted_fields: only applies with freshness: origin"},
 		{"targeted_fields not a field name", route("{name: a, path: /a, freshness: origin, targeted_fields: ['a b']}"),
 			`t.yaml:3: routes[0].targeted_fields[0]: "a b" is not a header field name`},
+		{"empty redact_query name", minimal + "log: {redact_query: [token, ' ']}", "t.yaml:2: log.redact_query[1]: must not be empty"},
 		{"route self-merge", minimal + "routes: [&r {<<: *r, name: x, path: /x, ttl: 1s}]", "t.yaml:2: routes[0]: merge key refers to itself"},
 	}
 	for _, tt := range tests {

@@ -36,6 +36,7 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 	}
 	c.Log.Format, c.Log.Level = strings.ToLower(c.Log.Format), strings.ToLower(c.Log.Level)
 	dur(&c.Coherence.MaxLag, "coherence.max_lag", time.Second)
+	dur(&c.Coherence.WriteHold, "coherence.write_hold", c.Coherence.MaxLag.D())
 	dur(&c.Upstream.Timeout, "upstream.timeout", 10*time.Second)
 	if !isSet("upstream.max_idle_conns_per_host") {
 		c.Upstream.MaxIdleConnsPerHost = 256

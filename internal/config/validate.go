@@ -46,7 +46,13 @@ func (c *Config) validate() Errors {
 	}
 	v.oneOf("log.format", c.Log.Format, "text", "json")
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	for i, name := range c.Log.RedactQuery {
+		if strings.TrimSpace(name) == "" {
+			v.add(fmt.Sprintf("log.redact_query[%d]", i), "must not be empty")
+		}
+	}
 	v.positive("coherence.max_lag", c.Coherence.MaxLag)
+	v.nonNegative("coherence.write_hold", c.Coherence.WriteHold)
 	v.upstreamURL("upstream.url", c.Upstream.URL)
 	v.positive("upstream.timeout", c.Upstream.Timeout)
 	if c.Upstream.MaxIdleConnsPerHost <= 0 {

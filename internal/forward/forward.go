@@ -3,9 +3,10 @@
 //
 // What the upstream sees shapes an answer that is then stored for
 // everyone, so by default only what the key holds is forwarded: the
-// headers named in key.headers, the normalised Accept-Encoding, the
-// headers the route's answers were seen to Vary on (RFC 9111 §4.1), and
-// tracing headers. Anything else a client sends (X-Original-URL,
+// headers named in key.headers, the normalised Accept-Encoding and the
+// headers the route's answers were seen to Vary on (RFC 9111 §4.1); the
+// proxy then adds what it writes itself (Own: X-Forwarded-*, its request id
+// and trace context), never the client's copy of those. Anything else a client sends (X-Original-URL,
 // X-HTTP-Method-Override, a tenant header the operator forgot to key)
 // cannot poison the shared answer. A route with forward_headers: all
 // forwards everything, as a plain reverse proxy does.
@@ -39,6 +40,44 @@ type Config struct {
 	// none.
 	Never func(name string) bool
 	Log   *slog.Logger // nil: slog.Default()
+	// Logged remembers the withheld headers already logged; share one
+	// across reloads so each is logged once per process, not once per
+	// reload. nil: the Rules keep their own.
+	Logged *Logged
+}
+
+// Logged is the set of (route, header) pairs whose withholding has been
+// logged, bounded per route and in routes.
+type Logged struct {
+	mu     sync.Mutex
+	routes map[string]map[string]bool
+}
+
+// NewLogged returns an empty set.
+func NewLogged() *Logged { return &Logged{routes: map[string]map[string]bool{}} }
+
+// maxLoggedRoutes bounds the routes a Logged remembers (reloads may rename
+// routes any number of times).
+const maxLoggedRoutes = 1024
+
+// first reports whether (route, name) is new, and remembers it while the
+// bounds allow; past them nothing more is logged.
+func (l *Logged) first(route, name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	names := l.routes[route]
+	if names == nil {
+		if len(l.routes) >= maxLoggedRoutes {
+			return false
+		}
+		names = map[string]bool{}
+		l.routes[route] = names
+	}
+	if names[name] || len(names) >= maxLogged {
+		return false
+	}
+	names[name] = true
+	return true
 }
 
 // Rules are one route's forwarding rules. They are safe for concurrent
@@ -52,9 +91,13 @@ type Rules struct {
 	// learned are Vary'd header names seen on the route's answers
 	// (copy-on-write; at most maxLearned).
 	learned atomic.Pointer[[]string]
+	// codings are the content-codings (cachekey.Codings) the route's
+	// answers came in: the variants a request may be served from.
+	codings atomic.Uint32
 	mu      sync.Mutex
-	// logged are withheld header names already logged (at most maxLogged).
-	logged map[string]bool
+	// logged are withheld header names already logged (at most maxLogged
+	// per route).
+	logged *Logged
 	log    *slog.Logger
 }
 
@@ -63,13 +106,36 @@ const (
 	maxLogged  = 64
 )
 
-// tracingHeaders always reach the upstream: they identify a request, they
-// do not shape its answer.
+// tracingHeaders identify a request; they do not shape its answer. On the
+// cached path the upstream gets the sidecar's own (the fill's request id
+// and span), never the client's: an answer that echoes one is stored for
+// everyone, so a client's "<script>" request id must never reach it.
 var tracingHeaders = [...]string{"Traceparent", "Tracestate", "X-Request-Id"}
+
+// Own reports the (canonical) request headers the sidecar itself writes on
+// the upstream request: Forwarded, X-Forwarded-*, Via, its request id and
+// trace context. A client's copy never reaches the upstream on the cached
+// path, and an answer that varies on one of them (Vary: X-Forwarded-For)
+// varies on something no key can hold — the value depends on who asked,
+// not on what the key names — so it is not stored (RFC 9111 §4.1 asks the
+// cache to match what the request sent; here the sidecar sent it).
+func Own(name string) bool {
+	return name == "Forwarded" || name == "Via" || strings.HasPrefix(name, "X-Forwarded-") ||
+		slices.Contains(tracingHeaders[:], name)
+}
+
+// VariesOnOwn reports whether names (a parsed Vary) holds a header the
+// sidecar writes itself (Own).
+func VariesOnOwn(names []string) bool {
+	return slices.ContainsFunc(names, Own)
+}
 
 // New returns the rules c describes.
 func New(c Config) *Rules {
-	f := &Rules{route: c.Route, all: c.All, keyed: c.Keyed, never: c.Never, logged: map[string]bool{}, log: c.Log}
+	f := &Rules{route: c.Route, all: c.All, keyed: c.Keyed, never: c.Never, logged: c.Logged, log: c.Log}
+	if f.logged == nil {
+		f.logged = NewLogged()
+	}
 	if f.never == nil {
 		f.never = func(string) bool { return false }
 	}
@@ -80,18 +146,41 @@ func New(c Config) *Rules {
 	return f
 }
 
-// Forwards reports whether a (canonical) header reaches the upstream.
+// Forwards reports whether a client's (canonical) header reaches the
+// upstream. The headers the sidecar writes itself (Own) never do.
 func (f *Rules) Forwards(name string) bool {
-	return f.all || name == "Accept-Encoding" || slices.Contains(tracingHeaders[:], name) ||
+	if Own(name) {
+		return false
+	}
+	return f.all || name == "Accept-Encoding" ||
 		slices.Contains(f.keyed, name) || slices.Contains(*f.learned.Load(), name)
+}
+
+// Codings reports the content-codings the route's origin has answered in
+// (NoteCoding), for cachekey.VariantCoding.
+func (f *Rules) Codings() cachekey.Codings { return cachekey.Codings(f.codings.Load()) }
+
+// NoteCoding records that the origin answered in coding (as
+// cachekey.StoredCoding names it): from now on, clients that accept it
+// look for that variant first. The set only grows, and holds at most
+// three codings.
+func (f *Rules) NoteCoding(coding string) {
+	for {
+		old := f.codings.Load()
+		next := uint32(cachekey.Codings(old).With(coding))
+		if next == old || f.codings.CompareAndSwap(old, next) {
+			return
+		}
+	}
 }
 
 // Withheld reports whether an answer that varies on names was fetched
 // without one of them although the request header h carried it: the
-// upstream then answered another variant than the one the key names.
+// upstream then answered another variant than the one the key names. The
+// sidecar's own headers are not withheld ones (see VariesOnOwn).
 func (f *Rules) Withheld(h http.Header, names []string) bool {
 	for _, n := range names {
-		if _, sent := h[n]; sent && !f.Forwards(n) {
+		if _, sent := h[n]; sent && !Own(n) && !f.Forwards(n) {
 			return true
 		}
 	}
@@ -120,7 +209,7 @@ func SentWithout(h, sent http.Header, names []string) bool {
 func (f *Rules) LearnVary(h http.Header, names []string) bool {
 	learned := false
 	for _, n := range names {
-		if _, sent := h[n]; sent && !f.Forwards(n) {
+		if _, sent := h[n]; sent && !Own(n) && !f.Forwards(n) {
 			learned = f.learn(n) || learned
 		}
 	}
@@ -144,16 +233,17 @@ func (f *Rules) learn(name string) bool {
 }
 
 // Copy fills dst with what the route forwards of src, Accept-Encoding
-// normalised as the key holds it. Headers Never names are left out
+// reduced to the codings a variant may be stored in
+// (cachekey.ForwardAcceptEncoding). Headers Never names are left out
 // silently; other withheld ones are logged once per route and name.
 // Fields that src's Connection names are the caller's to remove.
 func (f *Rules) Copy(dst, src http.Header) {
 	var withheld []string
 	for k, vs := range src {
 		switch {
-		case f.never(k):
+		case f.never(k), Own(k):
 		case k == "Accept-Encoding":
-			dst[k] = []string{cachekey.NormalizeAcceptEncoding(strings.Join(vs, ","))}
+			dst[k] = []string{cachekey.ForwardAcceptEncoding(vs)}
 		case f.Forwards(k):
 			dst[k] = vs
 		default:
@@ -165,21 +255,38 @@ func (f *Rules) Copy(dst, src http.Header) {
 	}
 }
 
-// logWithheld tells the operator, once per route and header, that a header
-// was not forwarded: an app that needs X-Api-Key then answers 401, and the
-// log says why (fail closed, where forwarding it would have shared one
-// client's answer with clients without a key).
+// logWithheld tells the operator, once per route and header in the life of
+// the process, that a header was not forwarded: an app that needs X-Api-Key
+// then answers 401, and the log says why (fail closed, where forwarding it
+// would have shared one client's answer with clients without a key). A
+// header that cannot matter that way (quiet) is said at debug level only.
 func (f *Rules) logWithheld(names []string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, n := range names {
-		if f.logged[n] || len(f.logged) >= maxLogged {
+		if !f.logged.first(f.route, n) {
 			continue
 		}
-		f.logged[n] = true
+		if quiet(n) {
+			f.log.Debug("request header not forwarded on a cached route", "route", f.route, "header", n)
+			continue
+		}
 		f.log.Warn("request header not forwarded on a cached route; list it in key.headers (or set forward_headers: all) if the upstream needs it",
 			"route", f.route, "header", n)
 	}
+}
+
+// quiet reports whether withholding the (canonical) header is no news to
+// the operator: it describes the client or the request's path through
+// caches, not what the app should answer (User-Agent, Referer,
+// Cache-Control, Pragma, fetch metadata), or it negotiates content, which
+// an app that honours it declares with Vary — and a Vary'd header is
+// learned and forwarded from then on (LearnVary).
+func quiet(name string) bool {
+	switch name {
+	case "User-Agent", "Referer", "Cache-Control", "Pragma", "Dnt", "Priority",
+		"Upgrade-Insecure-Requests", "Accept", "Accept-Language", "Accept-Charset", "Origin":
+		return true
+	}
+	return strings.HasPrefix(name, "Sec-Fetch-") || strings.HasPrefix(name, "Sec-Ch-")
 }
 
 // Group is the batch group of a request to host with header h: the host
@@ -189,7 +296,7 @@ func (f *Rules) logWithheld(names []string) {
 func (f *Rules) Group(host string, h http.Header) string {
 	names := make([]string, 0, len(h))
 	for k := range h {
-		keyed := slices.Contains(f.keyed, k)
+		keyed := slices.Contains(f.keyed, k) && !Own(k)
 		if !keyed && (!f.Forwards(k) || f.never(k) || ignoredInGroup(k)) {
 			continue
 		}

@@ -27,8 +27,9 @@ func rules(all bool, log *bytes.Buffer) *forward.Rules {
 }
 
 // By default only what the key holds reaches the upstream, plus the
-// normalised Accept-Encoding and tracing; forward_headers: all forwards
-// everything but what is never forwarded.
+// normalised Accept-Encoding; forward_headers: all forwards everything but
+// what is never forwarded. The client's request id and trace context are
+// never forwarded, whatever the route says (the sidecar writes its own).
 func TestCopy(t *testing.T) {
 	src := http.Header{
 		"X-Tenant":        {"a"},
@@ -46,8 +47,8 @@ func TestCopy(t *testing.T) {
 		all  bool
 		want []string
 	}{
-		{"keyed only", false, []string{"Accept-Encoding", "Traceparent", "X-Request-Id", "X-Tenant"}},
-		{"all", true, []string{"Accept-Encoding", "Accept-Language", "Traceparent", "X-Original-Url", "X-Request-Id", "X-Tenant"}},
+		{"keyed only", false, []string{"Accept-Encoding", "X-Tenant"}},
+		{"all", true, []string{"Accept-Encoding", "Accept-Language", "X-Original-Url", "X-Tenant"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := http.Header{}
@@ -56,8 +57,8 @@ func TestCopy(t *testing.T) {
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("forwarded %q, want %q", got, tc.want)
 			}
-			if ae, want := dst.Get("Accept-Encoding"), cachekey.NormalizeAcceptEncoding(src.Get("Accept-Encoding")); ae != want {
-				t.Fatalf("Accept-Encoding %q, want it normalised as the key holds it: %q", ae, want)
+			if ae, want := dst.Get("Accept-Encoding"), cachekey.ForwardAcceptEncoding(src["Accept-Encoding"]); ae != want {
+				t.Fatalf("Accept-Encoding %q, want the storable codings the client accepts: %q", ae, want)
 			}
 		})
 	}
@@ -155,5 +156,33 @@ func TestGroup(t *testing.T) {
 	// Not forwarded without forward_headers: all, so it cannot split a batch.
 	if rules(false, nil).Group("h", http.Header{"Accept-Language": {"de"}}) != rules(false, nil).Group("h", nil) {
 		t.Fatal("a withheld header splits the batch")
+	}
+}
+
+// The headers the sidecar writes itself are never forwarded from the
+// client, never learned from a Vary, and make a Vary naming them one no
+// key can hold.
+func TestOwnHeaders(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		f := forward.New(forward.Config{Route: "r", All: all, Keyed: []string{"X-Request-Id"}})
+		h := http.Header{"X-Forwarded-For": {"6.6.6.6"}, "Via": {"1.1 evil"}, "Forwarded": {"for=1"},
+			"X-Request-Id": {"<script>"}, "Traceparent": {"00-1-2-01"}, "Tracestate": {"a=b"}}
+		dst := http.Header{}
+		f.Copy(dst, h)
+		if len(dst) != 0 {
+			t.Errorf("all=%v: forwarded the client's %v", all, slices.Sorted(maps.Keys(dst)))
+		}
+		names := slices.Sorted(maps.Keys(h))
+		if f.Withheld(h, names) || f.LearnVary(h, names) {
+			t.Errorf("all=%v: the sidecar's own headers read as withheld or learnable", all)
+		}
+		for _, n := range names {
+			if !forward.VariesOnOwn([]string{"Accept-Language", n}) {
+				t.Errorf("VariesOnOwn misses %s", n)
+			}
+		}
+	}
+	if forward.VariesOnOwn([]string{"Accept-Language", "X-Tenant"}) {
+		t.Error("VariesOnOwn on headers the client sends")
 	}
 }

@@ -29,17 +29,21 @@ func HasDirective(h http.Header, directive string) bool {
 // on that header (even public or s-maxage on the answer does not lift this:
 // the key would not see the credential); Range is passed through whole
 // rather than cached in parts.
+//
+// Every field line counts, not the first: an upstream reads them all
+// (RFC 9110 §5.3 joins them), so "Cookie:" (empty) followed by
+// "Cookie: session=…" is a credentialed request.
 func BypassReason(r *http.Request, keyHeaders []string) string {
-	if r.Header.Get("Authorization") != "" && !listed(keyHeaders, "Authorization") {
+	if Present(r.Header, "Authorization") && !listed(keyHeaders, "Authorization") {
 		return "authorization"
 	}
-	if r.Header.Get("Cookie") != "" && !listed(keyHeaders, "Cookie") {
+	if Present(r.Header, "Cookie") && !listed(keyHeaders, "Cookie") {
 		return "cookie"
 	}
-	if r.Header.Get("Range") != "" {
+	if Present(r.Header, "Range") {
 		return "range"
 	}
-	if r.Header.Get("If-Match") != "" || r.Header.Get("If-Unmodified-Since") != "" {
+	if Present(r.Header, "If-Match") || Present(r.Header, "If-Unmodified-Since") {
 		// Preconditions only the origin can evaluate (RFC 9111 §4.3.2):
 		// answering them from a stored copy would turn the origin's 412
 		// into a 200.
@@ -49,6 +53,18 @@ func BypassReason(r *http.Request, keyHeaders []string) string {
 		return "no-store"
 	}
 	return ""
+}
+
+// Present reports whether any field line of the canonical name carries a
+// value: unlike h.Get, which reads the first line only, an empty first line
+// does not hide a later one.
+func Present(h http.Header, canon string) bool {
+	for _, v := range h[canon] {
+		if strings.Trim(v, " \t") != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func listed(names []string, name string) bool {

@@ -153,3 +153,29 @@ func TestETagMatchWeak(t *testing.T) {
 		}
 	}
 }
+
+// Issue 20 item 8: an empty first Cookie or Authorization line does not
+// hide a credential on a later one.
+func TestBypassReasonReadsEveryLine(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  string
+	}{
+		{"Cookie", []string{"", "session=a"}, "cookie"},
+		{"Cookie", []string{" \t", "", "session=a"}, "cookie"},
+		{"Cookie", []string{""}, ""},
+		{"Authorization", []string{"", "Bearer x"}, "authorization"},
+		{"Range", []string{"", "bytes=0-1"}, "range"},
+		{"If-Match", []string{"", `"1"`}, "precondition"},
+	} {
+		r := &http.Request{Header: http.Header{tc.name: tc.lines}}
+		if got := BypassReason(r, nil); got != tc.want {
+			t.Errorf("%s %q: %q, want %q", tc.name, tc.lines, got, tc.want)
+		}
+	}
+	r := &http.Request{Header: http.Header{"Cookie": {"", "session=a"}}}
+	if got := BypassReason(r, []string{"Cookie"}); got != "" {
+		t.Errorf("keyed Cookie: %q", got)
+	}
+}

@@ -77,10 +77,13 @@ type Metrics struct {
 	isolations    *prometheus.CounterVec
 	overflows     *prometheus.CounterVec
 	takeovers     *prometheus.CounterVec
+	batch         batchVecs
 	invalidations *prometheus.CounterVec
+	late          prometheus.Counter
 	reloads       *prometheus.CounterVec
 	buildInfo     *prometheus.GaugeVec
 	state         *stateCollector
+	bounds        bounds // invalidation.go
 
 	// Pre-resolved children for the label values known up front.
 	lookup        [len(tiers)][len(lookupResults)]prometheus.Counter
@@ -91,6 +94,8 @@ type Metrics struct {
 
 	routes sync.Map // route name -> *RouteMetrics
 	mu     sync.Mutex
+	reg    prometheus.Registerer // for the series only a tier brings (Tiers)
+	l2Reg  bool                  // the L2-only series are registered
 }
 
 // New builds every collector and registers it on reg. It panics if reg
@@ -151,11 +156,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:      "lease_takeovers_total",
 			Help:      "Waits on another replica's fill lease that ended without its fill (the holder died or lost Redis), each followed by a takeover of the lease or a fetch of its own, by route.",
 		}, []string{"route"}),
+		batch: newBatchVecs(),
 		invalidations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "invalidations_total",
 			Help:      "Invalidations applied, by source (write, purge, peer).",
 		}, []string{"source"}),
+		late: newLateCounter(),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "config_reloads_total",
@@ -166,16 +173,16 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:      "build_info",
 			Help:      "Always 1; the labels name the running build.",
 		}, []string{"version", "goversion"}),
-		state: newStateCollector(),
+		state:  newStateCollector(),
+		bounds: newBounds(),
 	}
 
-	for i, t := range tiers {
-		for j, r := range lookupResults {
-			m.lookup[i][j] = m.lookups.WithLabelValues(t, r)
-		}
-	}
+	// Lookups per tier and peer invalidations wait for Tiers: a process
+	// without L2 never records them.
 	for i, s := range sources {
-		m.invalid[i] = m.invalidations.WithLabelValues(s)
+		if s != SourcePeer {
+			m.invalid[i] = m.invalidations.WithLabelValues(s)
+		}
 	}
 	m.reloadOK = m.reloads.WithLabelValues("success")
 	m.reloadFail = m.reloads.WithLabelValues("error")
@@ -186,12 +193,42 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(
 			m.requests, m.requestDur, m.lookups, m.upstream, m.upstreamDur,
 			m.coalesced, m.batchSize, m.isolations, m.overflows, m.takeovers,
+			m.batch.quarantined, m.batch.evictions, m.batch.budget, m.batch.notStored,
 			m.invalidations, m.reloads, m.buildInfo,
 			m.state,
 		)
+		reg.MustRegister(m.bounds.collectors()...)
 	}
-	m.Route(PassRoute)
+	m.reg = reg
+	m.RouteShaped(PassRoute, Shape{Results: []Result{Pass}})
 	return m
+}
+
+// Tiers creates the lookup series of the configured tiers, and the peer
+// invalidation series when there is an L2 (peers reach this replica only
+// through it). Call it once, before the first request.
+func (m *Metrics) Tiers(l1, l2 bool) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, t := range tiers {
+		if t == TierL1 && !l1 || t == TierL2 && !l2 {
+			continue
+		}
+		for j, r := range lookupResults {
+			m.lookup[i][j] = m.lookups.WithLabelValues(t, r)
+		}
+	}
+	if l2 {
+		m.invalid[indexOf(sources[:], SourcePeer)] = m.invalidations.WithLabelValues(SourcePeer)
+		if m.reg != nil && !m.l2Reg {
+			// Only a replica with L2 publishes and replays invalidations.
+			m.reg.MustRegister(append(m.bounds.l2Collectors(), m.late)...)
+			m.l2Reg = true
+		}
+	}
 }
 
 // defaultVersion is the main module's version as the Go toolchain stamped
@@ -215,8 +252,8 @@ func (m *Metrics) SetBuildInfo(version string) {
 }
 
 // Route returns the pre-resolved collectors of one route, creating (and
-// zero-initialising) its series on first use. Resolve it once when routes
-// are compiled and keep the pointer: this call does a map lookup.
+// zero-initialising) every series a route can have on first use. Resolve
+// it once and keep the pointer: this call does a map lookup.
 func (m *Metrics) Route(name string) *RouteMetrics {
 	if m == nil {
 		return nil
@@ -224,8 +261,18 @@ func (m *Metrics) Route(name string) *RouteMetrics {
 	if rm, ok := m.routes.Load(name); ok {
 		return rm.(*RouteMetrics)
 	}
-	rm, _ := m.routes.LoadOrStore(name, newRouteMetrics(m, name))
+	rm, _ := m.routes.LoadOrStore(name, newRouteMetrics(m, name, fullShape))
 	return rm.(*RouteMetrics)
+}
+
+// RouteShaped is Route creating at zero only the series of s: the ones the
+// route can move. Call it when routes are compiled (a reload may change a
+// route's shape; series already created stay).
+func (m *Metrics) RouteShaped(name string, s Shape) *RouteMetrics {
+	if m == nil {
+		return nil
+	}
+	return newRouteMetrics(m, name, s)
 }
 
 // Lookup counts one cache lookup. tier is TierL1 or TierL2; result is
@@ -236,7 +283,7 @@ func (m *Metrics) Lookup(tier, result string) {
 		return
 	}
 	i, j := indexOf(tiers[:], tier), indexOf(lookupResults[:], result)
-	if i < 0 || j < 0 {
+	if i < 0 || j < 0 || m.lookup[i][j] == nil {
 		m.lookups.WithLabelValues(tier, result).Inc()
 		return
 	}
@@ -249,7 +296,7 @@ func (m *Metrics) Invalidation(source string, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
-	if i := indexOf(sources[:], source); i >= 0 {
+	if i := indexOf(sources[:], source); i >= 0 && m.invalid[i] != nil {
 		m.invalid[i].Add(float64(n))
 		return
 	}

@@ -32,6 +32,7 @@ func exercise(m *Metrics) {
 func TestLint(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := New(reg)
+	m.Tiers(true, true)
 	exercise(m)
 
 	mfs, err := reg.Gather()
@@ -44,7 +45,7 @@ func TestLint(t *testing.T) {
 		"sidecache_upstream_duration_seconds", "sidecache_coalesced_requests_total",
 		"sidecache_batch_size", "sidecache_invalidations_total",
 		"sidecache_batch_isolations_total", "sidecache_batch_overflow_total",
-		"sidecache_lease_takeovers_total",
+		"sidecache_lease_takeovers_total", "sidecache_invalidations_late_total",
 		"sidecache_l1_bytes", "sidecache_l1_items", "sidecache_l2_up",
 		"sidecache_config_reloads_total", "sidecache_build_info",
 	}
@@ -194,6 +195,7 @@ func TestBatchSize(t *testing.T) {
 func TestPreinitialised(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
+	m.Tiers(true, true)
 	m.Route("client")
 
 	tests := []struct {
@@ -204,16 +206,16 @@ func TestPreinitialised(t *testing.T) {
 		{"sidecache_invalidations_total", len(sources)},
 		{"sidecache_config_reloads_total", 3}, // success, error, restart_required
 		{"sidecache_build_info", 1},
-		// Two routes: _pass (always) and client.
-		{"sidecache_requests_total", 2 * len(results)},
-		{"sidecache_request_duration_seconds", 2 * len(results)},
+		// Two routes: _pass (always, pass only) and client (every series).
+		{"sidecache_requests_total", 1 + len(results)},
+		{"sidecache_request_duration_seconds", 1 + len(results)},
 		{"sidecache_upstream_requests_total", 2 * len(classes)},
 		{"sidecache_upstream_duration_seconds", 2},
-		{"sidecache_coalesced_requests_total", 2},
-		{"sidecache_batch_size", 2},
-		{"sidecache_batch_isolations_total", 2},
-		{"sidecache_batch_overflow_total", 2},
-		{"sidecache_lease_takeovers_total", 2},
+		{"sidecache_coalesced_requests_total", 1},
+		{"sidecache_batch_size", 1},
+		{"sidecache_batch_isolations_total", 1},
+		{"sidecache_batch_overflow_total", 1},
+		{"sidecache_lease_takeovers_total", 1},
 		// Absent until their source is known.
 		{"sidecache_l1_bytes", 0},
 		{"sidecache_l2_up", 0},
@@ -228,6 +230,42 @@ func TestPreinitialised(t *testing.T) {
 				t.Errorf("%d series, want %d", n, tt.want)
 			}
 		})
+	}
+}
+
+// TestShapedRouteCreatesOnlyItsSeries: a route's shape decides which of its
+// series exist at zero; one outside the shape appears when it occurs, and
+// without L2 neither l2 lookups nor peer invalidations exist.
+func TestShapedRouteCreatesOnlyItsSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.Tiers(true, false)
+	w := m.RouteShaped("write", Shape{Results: []Result{Pass}})
+	for family, want := range map[string]int{
+		"sidecache_requests_total":           2, // _pass and write, result pass
+		"sidecache_coalesced_requests_total": 0,
+		"sidecache_batch_size":               0,
+		"sidecache_lease_takeovers_total":    0,
+		"sidecache_cache_lookups_total":      len(lookupResults), // l1 only
+		"sidecache_invalidations_total":      len(sources) - 1,   // no peer
+	} {
+		if n, err := gatherAndCount(reg, family); err != nil || n != want {
+			t.Errorf("%s: %d series (%v), want %d", family, n, err, want)
+		}
+	}
+	w.Request(Hit, 0)
+	w.BatchSize(3)
+	m.Invalidation(SourcePeer, 1)
+	m.Lookup(TierL2, LookupHit)
+	for family, want := range map[string]int{
+		"sidecache_requests_total":      3,
+		"sidecache_batch_size":          1,
+		"sidecache_invalidations_total": len(sources),
+		"sidecache_cache_lookups_total": len(lookupResults) + 1,
+	} {
+		if n, err := gatherAndCount(reg, family); err != nil || n != want {
+			t.Errorf("after use: %s: %d series (%v), want %d", family, n, err, want)
+		}
 	}
 }
 
@@ -447,4 +485,27 @@ func gatherAndCount(g prometheus.Gatherer, name string) (int, error) {
 		}
 	}
 	return 0, nil
+}
+
+// TestL2SeriesOnlyWithL2: the replay and write-hold series exist only on a
+// replica with L2, which alone publishes invalidations.
+func TestL2SeriesOnlyWithL2(t *testing.T) {
+	for _, l2 := range []bool{false, true} {
+		reg := prometheus.NewPedanticRegistry()
+		m := New(reg)
+		m.Tiers(true, l2)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, mf := range mfs {
+			got[mf.GetName()] = true
+		}
+		for _, name := range []string{"sidecache_invalidations_late_total", "sidecache_invalidation_replay_pending", "sidecache_invalidation_replays_abandoned_total"} {
+			if got[name] != l2 {
+				t.Errorf("l2=%v: family %s gathered %v", l2, name, got[name])
+			}
+		}
+	}
 }

@@ -42,20 +42,47 @@ type RouteMetrics struct {
 	takeovers   prometheus.Counter
 }
 
-func newRouteMetrics(m *Metrics, name string) *RouteMetrics {
+// Shape says which of a route's series can occur, so that only those are
+// created (at zero) up front: a series that cannot move is cardinality an
+// operator pays for with nothing to see. A series outside the shape that
+// occurs anyway is created on first use, so no count is ever lost.
+type Shape struct {
+	// Results the route can record in sidecache_requests_total.
+	Results []Result
+	// Coalesce: misses can wait on another request's upstream call.
+	Coalesce bool
+	// Batch: the route fetches by bulk upstream calls.
+	Batch bool
+	// Lease: fills take an L2 lease another replica may hold.
+	Lease bool
+}
+
+// fullShape is every series, for Route (tests and callers that do not
+// know the route's shape).
+var fullShape = Shape{Results: results[:], Coalesce: true, Batch: true, Lease: true}
+
+func newRouteMetrics(m *Metrics, name string, s Shape) *RouteMetrics {
 	rm := &RouteMetrics{
 		m:           m,
 		name:        name,
 		upstreamDur: m.upstreamDur.WithLabelValues(name),
-		coalesced:   m.coalesced.WithLabelValues(name),
-		batchSize:   m.batchSize.WithLabelValues(name),
-		isolations:  m.isolations.WithLabelValues(name),
-		overflows:   m.overflows.WithLabelValues(name),
-		takeovers:   m.takeovers.WithLabelValues(name),
 	}
-	for i, r := range results {
-		rm.requests[i] = m.requests.WithLabelValues(name, string(r))
-		rm.requestDur[i] = m.requestDur.WithLabelValues(name, string(r))
+	if s.Coalesce {
+		rm.coalesced = m.coalesced.WithLabelValues(name)
+	}
+	if s.Batch {
+		rm.batchSize = m.batchSize.WithLabelValues(name)
+		rm.isolations = m.isolations.WithLabelValues(name)
+		rm.overflows = m.overflows.WithLabelValues(name)
+	}
+	if s.Lease {
+		rm.takeovers = m.takeovers.WithLabelValues(name)
+	}
+	for _, r := range s.Results {
+		if i := resultIndex(r); i >= 0 {
+			rm.requests[i] = m.requests.WithLabelValues(name, string(r))
+			rm.requestDur[i] = m.requestDur.WithLabelValues(name, string(r))
+		}
 	}
 	for i, c := range classes {
 		rm.upstream[i] = m.upstream.WithLabelValues(name, c)
@@ -77,7 +104,7 @@ func (rm *RouteMetrics) Request(result Result, d time.Duration) {
 		return
 	}
 	i := resultIndex(result)
-	if i < 0 {
+	if i < 0 || rm.requests[i] == nil {
 		rm.m.requests.WithLabelValues(rm.name, string(result)).Inc()
 		rm.m.requestDur.WithLabelValues(rm.name, string(result)).Observe(d.Seconds())
 		return
@@ -114,12 +141,20 @@ func (rm *RouteMetrics) Coalesced() {
 	if rm == nil {
 		return
 	}
+	if rm.coalesced == nil {
+		rm.m.coalesced.WithLabelValues(rm.name).Inc()
+		return
+	}
 	rm.coalesced.Inc()
 }
 
 // BatchSize records the number of IDs in one bulk upstream call.
 func (rm *RouteMetrics) BatchSize(n int) {
 	if rm == nil {
+		return
+	}
+	if rm.batchSize == nil {
+		rm.m.batchSize.WithLabelValues(rm.name).Observe(float64(n))
 		return
 	}
 	rm.batchSize.Observe(float64(n))
@@ -167,6 +202,10 @@ func (rm *RouteMetrics) BatchIsolated(size int) {
 	if rm == nil {
 		return
 	}
+	if rm.isolations == nil {
+		rm.m.isolations.WithLabelValues(rm.name).Inc()
+		return
+	}
 	rm.isolations.Inc()
 }
 
@@ -177,6 +216,10 @@ func (rm *RouteMetrics) BatchOverflow() {
 	if rm == nil {
 		return
 	}
+	if rm.overflows == nil {
+		rm.m.overflows.WithLabelValues(rm.name).Inc()
+		return
+	}
 	rm.overflows.Inc()
 }
 
@@ -185,6 +228,10 @@ func (rm *RouteMetrics) BatchOverflow() {
 // the lease itself.
 func (rm *RouteMetrics) LeaseTakeover() {
 	if rm == nil {
+		return
+	}
+	if rm.takeovers == nil {
+		rm.m.takeovers.WithLabelValues(rm.name).Inc()
 		return
 	}
 	rm.takeovers.Inc()

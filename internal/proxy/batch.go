@@ -22,21 +22,39 @@ import (
 // hands out a body it could not attribute to an id with certainty.
 //
 // A failure that may be caused by some of the ids rather than by the
-// upstream being unwell is isolated (batch.ErrIsolate): the loader asks for
-// each half of the batch again, recursively, so the good ids still get
-// their elements. Those failures are a 4xx answer other than 408 and 429
+// upstream being unwell is isolated (batch.ErrIsolate): the loader asks
+// again for each client request's ids apart, and halves one request's ids,
+// within the request's call budget, so the good ids still get their
+// elements. Those failures are a 4xx answer other than 408 and 429
 // (bulk.Isolable) and a valid JSON answer of the wrong shape
-// (bulk.ErrShape). Everything else fails the whole batch at once, with no
-// retry, so a struggling upstream is not sent more calls: a 5xx, a 408 or
+// (bulk.ErrShape). A 500 may be either an id's fault (a framework answers
+// 500 for an id its database cannot parse) or the upstream's: it is
+// isolated while the upstream answers other calls (batch.ErrSuspect).
+// Everything else fails the whole batch at once, with no retry, so a
+// struggling upstream is not sent more calls: 502, 503, 504 (RFC 9110
+// §15.6.3-5 name the upstream's own state, never the request's), a 408 or
 // 429 (the upstream asks for less, not more), a timeout, a refused or cut
 // connection, broken JSON, an answer over the size bound.
 var errBulk = errors.New("bulk call failed")
+
+// defaultQuarantine is how long an id that failed a bulk call and then
+// failed alone is fetched alone when the route's negative_ttl is 0:
+// negative_ttl 0 promises that no failed answer is served from memory, and
+// the quarantine serves none (each of its ids still gets its own call), so
+// it still applies, for a short while.
+const defaultQuarantine = 10 * time.Second
 
 // bulkAnswer is one id's share of a bulk call.
 type bulkAnswer struct {
 	e      *cache.Entry
 	stored bool
 	link   spanLink // the bulk call (trace.go)
+	// upstream is this id's share of the bulk call's time (the call's
+	// time over its ids), for the access log.
+	upstream time.Duration
+	reqID    string // the bulk call's X-Request-Id
+	// refused: the upstream's own failing answer to a one-id call.
+	refused bool
 }
 
 // batcher is a route's loader: the opener's exchange rides along to make
@@ -45,8 +63,15 @@ type batcher = batch.Loader[*exchange, bulkAnswer]
 
 func (h *Handler) newBatcher(rs *routeState) *batcher {
 	b := rs.rt.Batch
+	quarantine := rs.rt.NegativeTTL
+	if quarantine <= 0 {
+		quarantine = defaultQuarantine
+	}
 	return batch.New(batch.Options{MaxSize: b.MaxSize, MaxWait: b.MaxWait, MaxInFlight: b.MaxInFlight,
-		OnBatch: rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow},
+		OnBatch: rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow,
+		Quarantine: quarantine, Now: h.now,
+		Refused:      func(v any) bool { return v.(bulkAnswer).refused },
+		OnQuarantine: rs.bm.Quarantined, OnEvict: rs.bm.QuarantineEvicted, OnBudget: rs.bm.BudgetExhausted},
 		func(ctx context.Context, x *exchange, ids []string) (map[string]bulkAnswer, error) {
 			return x.fetchBulkTraced(ctx, ids)
 		})
@@ -55,7 +80,7 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 // loadBatched answers one per-ID miss through the route's batcher.
 func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
-	ans, found, err := x.rs.batcher.Load(ctx, x.rs.fwd.group(x.r), x, id)
+	ans, found, err := x.rs.batcher.LoadAs(ctx, x.list, x.rs.fwd.group(x.r), x, id)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -65,7 +90,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if !found {
 		ans.e = notFoundEntry(x.h.now())
 	}
-	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link}, nil
+	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link, upstream: ans.upstream, reqID: ans.reqID}, nil
 }
 
 // forID is the exchange a client would have made for one id of the batch
@@ -76,7 +101,7 @@ func (x *exchange) forID(id string) *exchange {
 	c.r = perIDRequest(x.r, rt, id)
 	c.params = route.Params{{Key: rt.Batch.IDParam, Value: id}}
 	c.key = cachekey.Build(c.r, &rt.Key)
-	c.vnames, c.vkey = nil, ""
+	c.vnames, c.vcoding, c.vkey = nil, "", ""
 	return c
 }
 
@@ -116,17 +141,20 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	defer resp.Body.Close()
 	limit := min(x.h.maxBody*int64(len(ids)), 256<<20)
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	x.rs.m.Upstream(resp.StatusCode, x.h.now().Sub(t0))
+	took := x.h.now().Sub(t0)
+	x.rs.m.Upstream(resp.StatusCode, took)
 	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: read: %w", errBulk, err)
+	case resp.StatusCode == http.StatusInternalServerError:
+		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrSuspect, resp.StatusCode)
 	case !ok && !bulk.Isolable(resp.StatusCode):
 		return nil, fmt.Errorf("%w: status %d", errBulk, resp.StatusCode)
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
 	case !ok && len(ids) == 1:
-		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0)}}, nil
+		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), upstream: took, reqID: out.Header.Get("X-Request-Id"), refused: true}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
@@ -138,8 +166,12 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 		return nil, fmt.Errorf("%w: %w", errBulk, err)
 	}
 	res := make(map[string]bulkAnswer, len(ids))
+	share := took / time.Duration(len(ids))
 	for _, id := range ids {
-		res[id] = x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
+		a := x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
+		a.upstream = share
+		a.reqID = out.Header.Get("X-Request-Id")
+		res[id] = a
 	}
 	return res, nil
 }

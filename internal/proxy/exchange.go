@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
+	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/httpcache"
@@ -43,11 +44,15 @@ type exchange struct {
 	base candidate
 	// req memoises the request's directives (request.go).
 	req *httpcache.Directives
-	// vnames and vkey memoise the variant key (see variantKey).
-	vnames []string
-	vkey   string
+	// vnames, vcoding and vkey memoise the variant key (see variantKey).
+	vnames  []string
+	vcoding string
+	vkey    string
 	// interim relays the upstream's 1xx to this client (interim.go).
 	interim *relay.Interim
+	// list is the client request's account with the batcher when it is a
+	// list of ids (split.go); nil for a request of one id.
+	list *batch.Requester
 }
 
 // cached is the cached path for a GET or HEAD: answer from L1 when an entry
@@ -75,6 +80,12 @@ func (x *exchange) cached() {
 			return
 		case x.answers(c, needIfError):
 			held = c
+		}
+		if len(c.vkey) > x.h.maxKey {
+			// The request selects a variant whose key is over
+			// max_key_bytes: it passes through, as a long primary key does.
+			x.pass(outBypass, "key-too-long")
+			return
 		}
 		if c.vkey != "" {
 			flightKey = c.vkey
@@ -135,10 +146,17 @@ func (x *exchange) join(flightKey string, held candidate) {
 }
 
 // noteUpstream adds to the access log the upstream time of a flight this
-// request ran itself (a waiter's is the leader's to report).
+// request ran itself (a waiter's is the leader's to report), and the
+// request id of the upstream call whose answer it got (a waiter's too).
 func (x *exchange) noteUpstream(f *flight, leader bool) {
-	if x.rec != nil && leader && f != nil {
+	if x.rec == nil || f == nil {
+		return
+	}
+	if leader {
 		x.rec.Upstream += f.upstream
+	}
+	if f.reqID != "" {
+		x.rec.UpstreamRequestID = f.reqID
 	}
 }
 
@@ -172,15 +190,33 @@ func (x *exchange) revalidate(c candidate) {
 }
 
 // variantKey is the key of the variant this request selects among the
-// responses stored under a Vary of names (RFC 9111 §4.1).
+// responses stored under a Vary of names (RFC 9111 §4.1), with
+// Accept-Encoding normalised to the coding the sidecar would choose for it
+// (cachekey.VariantCoding).
 func (x *exchange) variantKey(names []string) string {
+	return x.variantKeyIn(names, cachekey.VariantCoding(x.r.Header["Accept-Encoding"], x.rs.fwd.rules.Codings()))
+}
+
+// variantKeyIn is the key of the variant in coding that this request's
+// other Vary'd headers select: where a response in that coding is stored
+// (keep), and the key a stored one must have to answer this request.
+func (x *exchange) variantKeyIn(names []string, coding string) string {
 	if len(names) == 0 {
 		return x.key
 	}
-	if x.vkey == "" || !slices.Equal(x.vnames, names) {
-		x.vnames, x.vkey = names, cachekey.WithVary(x.key, names, x.r.Header)
+	if !slices.Contains(names, "Accept-Encoding") {
+		coding = ""
+	}
+	if x.vkey == "" || x.vcoding != coding || !slices.Equal(x.vnames, names) {
+		x.vnames, x.vcoding, x.vkey = names, coding, cachekey.WithVary(x.key, names, x.r.Header, coding)
 	}
 	return x.vkey
+}
+
+// entryCoding is the coding of a stored or fetched response as a variant
+// key names it; ok is false for one no variant names.
+func entryCoding(e *cache.Entry) (string, bool) {
+	return cachekey.StoredCoding(e.Header.Get("Content-Encoding"))
 }
 
 // candidate is an entry together with the variant it is: the key it is

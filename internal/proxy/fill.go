@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,9 @@ type flight struct {
 	// revalidated: c is a stored entry the upstream confirmed (304).
 	revalidated bool
 	link        spanLink // the span waiters link to (trace.go)
+	// reqID is the X-Request-Id the sidecar sent on the upstream call
+	// that produced the answer, for the access log.
+	reqID string
 }
 
 // need is the freshness a waiter asks of the flight's answer: a fetched
@@ -71,7 +75,7 @@ func (x *exchange) fill(ctx context.Context) (*flight, error) {
 }
 
 func (x *exchange) fillUpstream(ctx context.Context, stale candidate) (*flight, error) {
-	if x.rs.batcher != nil && x.r.URL.RawQuery == "" {
+	if x.rs.batcher != nil && x.upstreamQuery() == "" {
 		return x.loadBatched(ctx)
 	}
 	// One deadline for waiting on another replica's lease and fetching
@@ -108,9 +112,25 @@ func (x *exchange) resolve(ctx context.Context, get func(context.Context, string
 	if e != nil && e.IsVariants() {
 		c.vary = e.Variants
 		c.vkey = x.variantKey(c.vary)
+		if len(c.vkey) > x.h.maxKey {
+			// No variant is stored under a key over max_key_bytes (keep),
+			// so there is nothing to read, and no 60 KB key to send.
+			c.e, c.tier = nil, ""
+			return c
+		}
 		c.e, c.tier, _ = get(ctx, c.vkey)
 		if c.e != nil && c.e.IsVariants() {
 			c.e = nil // a marker where a response belongs: a miss
+		}
+		if c.e == nil && slices.Contains(c.vary, "Accept-Encoding") {
+			// No variant in the coding chosen for this client: one in
+			// identity answers it as well (the origin answered some
+			// client uncompressed, under its compression threshold).
+			if ikey := x.variantKeyIn(c.vary, cachekey.Identity); ikey != c.vkey {
+				if e, tier, _ := get(ctx, ikey); e != nil && !e.IsVariants() {
+					c.e, c.tier, c.vkey = e, tier, ikey
+				}
+			}
 		}
 	}
 	return c
@@ -126,7 +146,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	out := x.withInterim(x.outgoing(fctx, x.r.URL.Path, x.r.URL.RawQuery))
+	out := x.withInterim(x.outgoing(fctx, x.r.URL.Path, x.upstreamQuery()))
 	x.addConditional(out)
 	t0 := x.h.now()
 	resp, err := x.st.transport.RoundTrip(out)
@@ -177,18 +197,22 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 				l.close()
 			}
 		})
-		return &flight{large: l, upstream: took}, nil
+		return &flight{large: l, upstream: took, reqID: out.Header.Get("X-Request-Id")}, nil
 	}
 	resp.Body.Close()
 	cancel()
 	if resp.StatusCode == http.StatusNotModified && x.base.e != nil {
-		return x.refreshed(ctx, resp.Header, t0, took)
+		f, err := x.refreshed(ctx, resp.Header, t0, took)
+		if f != nil {
+			f.reqID = out.Header.Get("X-Request-Id")
+		}
+		return f, err
 	}
 	if int64(len(body)) > x.h.maxBody {
 		return nil, classify(ctx.Err()) // the deadline won the race with stop
 	}
 	f := x.keep(ctx, resp.StatusCode, resp.Header, body, t0)
-	f.upstream = took
+	f.upstream, f.reqID = took, out.Header.Get("X-Request-Id")
 	return f, nil
 }
 
@@ -213,12 +237,21 @@ func (x *exchange) keep(ctx context.Context, code int, header http.Header, body 
 	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)
 	a.store = a.store && tagged
 	f := &flight{c: candidate{e: e, vary: a.vary, private: !a.shareable}}
+	coding, known := entryCoding(e)
+	if known && coding != cachekey.Identity {
+		x.rs.fwd.rules.NoteCoding(coding) // clients accepting it look there first
+	}
 	key := x.key
 	if len(a.vary) > 0 {
-		key = x.variantKey(a.vary)
+		// The variant is keyed on the coding it is in, not on what the
+		// client asked: an identity answer serves every client.
+		key = x.variantKeyIn(a.vary, coding)
 		f.c.vkey = key
+		a.store = a.store && (known || !slices.Contains(a.vary, "Accept-Encoding"))
 	}
-	if !a.store {
+	if !a.store || len(key) > x.h.maxKey {
+		// max_key_bytes bounds variant keys too: a 60 KB Accept-Language
+		// must not become a 60 KB key in L1 and Redis.
 		return f
 	}
 	a.apply(e)

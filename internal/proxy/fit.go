@@ -8,6 +8,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 )
@@ -52,8 +53,14 @@ func (x *exchange) answers(c candidate, n need) bool {
 			return false
 		}
 	}
-	if len(c.vary) > 0 && x.variantKey(c.vary) != c.vkey {
-		return false
+	if len(c.vary) > 0 {
+		// Another variant, unless only the coding differs: a variant in
+		// any coding the client accepts answers it (AcceptsStored below),
+		// so a stored identity answer serves every client.
+		coding, ok := entryCoding(e)
+		if !ok && slices.Contains(c.vary, "Accept-Encoding") || x.variantKeyIn(c.vary, coding) != c.vkey {
+			return false
+		}
 	}
 	return cachekey.AcceptsStored(x.r.Header, e.Header) && !x.h.tombs.Stale(e, now)
 }
@@ -106,6 +113,12 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	a.vary = names
 	if star {
 		a.shareable = false // Vary: * matches no other request (RFC 9110 §12.5.5)
+	}
+	if forward.VariesOnOwn(names) {
+		// The answer varies on a header the sidecar wrote (the caller's
+		// address in X-Forwarded-For, its own request id): no key holds
+		// that value, so the answer is this client's alone.
+		a.shareable = false
 	}
 	if x.sentWithout(names) {
 		// The answer varies on a header this request carried but its
@@ -162,7 +175,9 @@ func answerVary(upstream http.Header) (names []string, star bool) {
 // answer with header h is, was too large to keep (hit-for-pass, Varnish's
 // name), until the given time. Hit-for-pass is per variant: a URL whose
 // identity body is over max_body_bytes and whose gzip body fits is still
-// cached for the clients that accept gzip.
+// cached for the clients that accept gzip. Both the variant the answer is
+// (its coding) and the one this client asked for are remembered: an
+// origin that answered a gzip client uncompressed will again.
 func (x *exchange) passVariant(h http.Header, until time.Time) {
 	names, star := answerVary(h)
 	if star || len(names) == 0 {
@@ -170,17 +185,30 @@ func (x *exchange) passVariant(h http.Header, until time.Time) {
 		return
 	}
 	x.h.hfp.AddVary(x.key, names, until)
-	x.h.hfp.Add(x.variantKey(names), until)
+	x.h.hfp.Add(x.variantKeyIn(names, x.askedCoding()), until)
+	if coding, ok := cachekey.StoredCoding(h.Get("Content-Encoding")); ok {
+		x.h.hfp.Add(x.variantKeyIn(names, coding), until)
+	}
 }
 
-// passes reports whether this request's variant is remembered as too large
-// to keep (passVariant).
+// passes reports whether the variant this request asks for is remembered
+// as too large to keep (passVariant).
 func (x *exchange) passes() bool {
 	on, vary := x.h.hfp.Lookup(x.key, x.start)
 	if on && vary != nil {
-		on = x.h.hfp.Active(x.variantKey(vary), x.start)
+		on = x.h.hfp.Active(x.variantKeyIn(vary, x.askedCoding()), x.start)
 	}
 	return on
+}
+
+// askedCoding is the coding of the variant this request's fetch asks the
+// origin for first: the best one it accepts of those a variant may be
+// stored in, whichever the origin has used so far (variantKey looks only
+// among those, so a gzip client reads an identity variant until the origin
+// has answered in gzip once).
+func (x *exchange) askedCoding() string {
+	every := cachekey.Codings(0).With("gzip").With("br").With("zstd")
+	return cachekey.VariantCoding(x.r.Header["Accept-Encoding"], every)
 }
 
 // originOf is the origin-freshness settings of rt, a freshness: origin

@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 
+	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
@@ -18,9 +20,9 @@ import (
 // group); these methods bind them to the request.
 type forwarding struct{ rules *forward.Rules }
 
-func newForwarding(rt *route.Route, log *slog.Logger) *forwarding {
+func newForwarding(rt *route.Route, log *slog.Logger, logged *forward.Logged) *forwarding {
 	return &forwarding{forward.New(forward.Config{
-		Route: rt.Name, All: rt.ForwardAll, Keyed: rt.Key.Headers, Never: neverForwarded, Log: log,
+		Route: rt.Name, All: rt.ForwardAll, Keyed: rt.Key.Headers, Never: neverForwarded, Log: log, Logged: logged,
 	})}
 }
 
@@ -50,8 +52,9 @@ func (f *forwarding) learnVary(r *http.Request, names []string) bool {
 
 // copyHeaders fills dst with what the route forwards of src. Hop-by-hop and
 // conditional fields never go (the cache answers conditionals itself and
-// wants a full response to store), nor do a client's Forwarded and
-// X-Forwarded-* (replaced, as on pass-through, never trusted).
+// wants a full response to store), nor do a client's Forwarded,
+// X-Forwarded-*, Via, request id and trace context (forward.Own: the
+// sidecar writes its own, never trusting the client's).
 func (f *forwarding) copyHeaders(dst, src http.Header) {
 	f.rules.Copy(dst, src)
 	httpcache.RemoveHopHeaders(dst)
@@ -63,6 +66,13 @@ func (f *forwarding) group(r *http.Request) string { return f.rules.Group(r.Host
 func neverForwarded(k string) bool {
 	return httpcache.IsHopHeader(k) || httpcache.IsConditionalHeader(k) ||
 		k == "Forwarded" || strings.HasPrefix(k, "X-Forwarded-")
+}
+
+// upstreamQuery is the query the cached path sends upstream: the
+// parameters the key holds, as the client spelt them; the others are
+// dropped as unkeyed headers are (cachekey.ForwardQuery).
+func (x *exchange) upstreamQuery() string {
+	return cachekey.ForwardQuery(x.r.URL.RawQuery, &x.rs.rt.Key)
 }
 
 // outgoing builds the upstream GET for the cached path with
@@ -79,6 +89,11 @@ func (x *exchange) outgoing(ctx context.Context, path, rawQuery string) *http.Re
 		Header: make(http.Header, len(in.Header)+3), Host: in.Host,
 	}).WithContext(ctx)
 	x.rs.fwd.copyHeaders(out.Header, in.Header)
+	// The sidecar's own request id and trace context, never the client's
+	// (forward.Own): the answer is stored for everyone, and one that
+	// echoes a client's id would serve that client's text to all. The
+	// access log keeps both for correlation.
+	out.Header["X-Request-Id"] = []string{rand.Text()}
 	x.h.inject(ctx, out.Header)
 	pr := httputil.ProxyRequest{In: in, Out: out}
 	pr.SetURL(x.st.up)

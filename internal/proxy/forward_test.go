@@ -53,8 +53,10 @@ var hostile = http.Header{
 	"Accept-Language":        {"de"},
 }
 
-// On a cached route, only what the key holds reaches the upstream (and
-// tracing); Forwarded and X-Forwarded-* are replaced as on pass-through.
+// On a cached route, only what the key holds reaches the upstream;
+// Forwarded and X-Forwarded-* are replaced as on pass-through, and the
+// request id and trace context are the sidecar's, never the client's
+// (issue 20 item 7b).
 func TestCachedPathForwardsOnlyKeyedHeaders(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -62,10 +64,10 @@ func TestCachedPathForwardsOnlyKeyedHeaders(t *testing.T) {
 		reached []string
 		dropped []string
 	}{
-		{name: "keyed (default)", reached: []string{"Accept-Language", "Traceparent", "X-Request-Id"},
-			dropped: []string{"X-Original-Url", "X-Http-Method-Override", "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Forwarded-Server", "X-Host", "X-Tenant", "Forwarded"}},
+		{name: "keyed (default)", reached: []string{"Accept-Language"},
+			dropped: []string{"X-Original-Url", "X-Http-Method-Override", "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Forwarded-Server", "X-Host", "X-Tenant", "Forwarded", "Traceparent"}},
 		{name: "forward_headers: all", all: true, reached: []string{"X-Tenant", "X-Original-Url", "Accept-Language"},
-			dropped: []string{"Forwarded", "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Forwarded-Server"}},
+			dropped: []string{"Forwarded", "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Forwarded-Server", "Traceparent"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{}
@@ -87,6 +89,9 @@ func TestCachedPathForwardsOnlyKeyedHeaders(t *testing.T) {
 						if v := got.Get(k); v != "" {
 							t.Errorf("%s: %s = %q reached the upstream", path, k, v)
 						}
+					}
+					if id := got.Get("X-Request-Id"); id == "" || id == hostile.Get("X-Request-Id") {
+						t.Errorf("%s: X-Request-Id = %q, want the sidecar's own", path, id)
 					}
 				}
 				// Both paths: the sidecar's own view of the client, never

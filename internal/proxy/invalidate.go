@@ -3,117 +3,131 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"slices"
 
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
-// Invalidation by URI (RFC 9111 §4.4): a non-error answer to an unsafe
-// method invalidates the target URI, and the URIs in the answer's Location
-// and Content-Location when they share its origin, whichever route those
-// URIs match — not only the route the write matched, and also when no route
-// matched the write at all.
+// A write invalidates what it may have changed, and only that; anyone can
+// send one, so what it costs is bounded.
 //
-// Every stored entry carries the implicit tag surrogate.URITag(path) (see
-// tagEntry), so a URI invalidation is a tag invalidation: it reaches this
-// replica's L1 before the client sees the answer, then L2's epochs and the
-// peers' L1s, with the tombstones and coherence rules every tag
-// invalidation has. The tag is derived from the decoded path alone, so it
-// drops every query string, every variant and every Host of that path:
-// coarser than the key, which costs misses, never a stale answer.
+// When: only once the upstream has had its say. A write route's invalidate
+// tags drop after a 2xx (or a 101: an upgraded connection may carry writes
+// of its own); its URIs (RFC 9111 §4.4) after a 2xx or 3xx. A write whose
+// request provably reached the upstream — it was written whole — but whose
+// answer never came (a timeout, a connection reset after sending) may have
+// been applied, and invalidates as a 2xx would the target's tags. A write
+// the upstream refused (4xx, 405, 5xx) or never received whole (the client
+// hung up mid-body, the dial failed) invalidates nothing. A client that
+// hangs up after sending a whole write does not cancel it: the upstream's
+// answer still decides, within upstream.timeout (see detachWrite).
 //
-// What a flood of writes costs is bounded: at most three tags per write
-// (target, Location, Content-Location), each only when its path is one a
+// What: lenient for invalidation (internal/spelling). The write's path,
+// its canonical spelling and its folded spelling are each matched against
+// the route table, so `PATCH /Clients/05/` drops the `client:5` tags of the
+// write route `/clients/{id:[1-9][0-9]*}`, even though its literal
+// spelling matches no route. Every stored entry carries the URI tag of its
+// folded path (see tagEntry), so the write's URI tag reaches the entry
+// whatever spelling either used.
+//
+// How much: at most three URIs per write (target, Location,
+// Content-Location), each tagged only when a spelling of it is one a
 // cacheable route could have stored (anything else has no entry to drop,
-// and costs no Redis round trip), each no longer than max_key_bytes (a
-// longer path has no entry either); the tombstones are bounded by bytes,
-// and an epoch key Redis evicts reads as a miss.
+// and costs no Redis round trip); no tag longer than max_key_bytes (no
+// stored entry has one: tagEntry refuses them, strict for storage); the
+// tombstones are bounded by bytes, and an epoch key Redis evicts reads as
+// a miss.
 
-func nothing() {}
-
-// invalidateURI makes the answer to x's unsafe request invalidate its URIs
-// before the client sees it: it puts a writer in front of x.w that acts
-// when the status is written. The returned func must run when the request
-// is done (defer x.invalidateURI()()): a request answered nothing — the
-// client left before the upstream answered — may still have been applied,
-// and it then invalidates the target URI. It keeps no reference to x, so
-// the exchange stays on the stack.
-func (x *exchange) invalidateURI() func() {
-	if httpcache.SafeMethod(x.r.Method) || x.h.inv == nil || x.h.cache == nil {
-		return nothing
-	}
-	u := &uriWriter{ResponseWriter: x.w, h: x.h, st: x.st, r: x.r}
-	x.w = u
-	return u.finish
+// writeInv is an unsafe request's invalidation, waiting for the upstream's
+// answer. It keeps no reference to the exchange, so that stays on the
+// stack.
+type writeInv struct {
+	h      *Handler
+	st     *state
+	r      *http.Request
+	route  []string // the write routes' invalidate tags, over every spelling
+	routes []string // their names, for the log
+	uri    bool     // an unsafe method: its URIs are invalidated too
 }
 
-// uriWriter is the ResponseWriter of an unsafe request's pass-through.
-type uriWriter struct {
-	http.ResponseWriter
-	h    *Handler
-	st   *state
-	r    *http.Request
-	done bool // the final status was written
+// writeInvalidation is x's invalidation, nil when x's request invalidates
+// nothing whatever the answer.
+func (x *exchange) writeInvalidation() *writeInv {
+	if x.h.inv == nil {
+		return nil
+	}
+	w := &writeInv{h: x.h, st: x.st, r: x.r, uri: !httpcache.SafeMethod(x.r.Method) && x.h.cache != nil}
+	var params route.Params
+	for _, p := range spelling.Candidates(x.r.URL.Path) {
+		rt, ps, ok := x.st.table.MatchAppend(params[:0], x.r.Method, p)
+		if !ok || len(rt.Invalidate) == 0 {
+			continue
+		}
+		params = ps
+		for _, t := range expand(rt.Invalidate, ps) {
+			if !slices.Contains(w.route, t) {
+				w.route = append(w.route, t)
+			}
+		}
+		if !slices.Contains(w.routes, rt.Name) {
+			w.routes = append(w.routes, rt.Name)
+		}
+	}
+	if len(w.route) == 0 && !w.uri {
+		return nil
+	}
+	return w
 }
 
-// Unwrap lets http.ResponseController (ReverseProxy's flushes and
-// upgrades) reach the connection.
-func (u *uriWriter) Unwrap() http.ResponseWriter { return u.ResponseWriter }
-
-func (u *uriWriter) WriteHeader(code int) {
-	if !u.done && code >= 200 {
-		u.done = true
-		u.invalidate(code)
+// after applies the invalidation for the upstream's answer: its status
+// and header, or code 0 when the request was sent whole and no answer came.
+// It is not called for a request that never reached the upstream whole.
+func (w *writeInv) after(code int, answer http.Header) {
+	var tags []string
+	if code == 0 || code == http.StatusSwitchingProtocols || code >= 200 && code <= 299 {
+		tags = append(tags, w.route...)
 	}
-	u.ResponseWriter.WriteHeader(code)
-}
-
-func (u *uriWriter) Write(b []byte) (int, error) {
-	if !u.done {
-		u.done = true
-		u.invalidate(http.StatusOK)
+	if w.uri {
+		for _, t := range surrogate.Invalidated(code, w.r.URL, answer, w.stored, w.r.Host, w.st.up.Host) {
+			if !slices.Contains(tags, t) {
+				tags = append(tags, t)
+			}
+		}
 	}
-	return u.ResponseWriter.Write(b)
-}
-
-func (u *uriWriter) finish() {
-	if !u.done {
-		u.done = true
-		u.invalidate(0)
+	kept := tags[:0]
+	for _, t := range tags {
+		if len(t) <= w.h.maxKey {
+			kept = append(kept, t)
+		}
 	}
+	if n := len(tags) - len(kept); n > 0 {
+		w.h.m.InvalidationSkipped(n)
+	}
+	if len(kept) == 0 {
+		return
+	}
+	w.h.Invalidated(kept...)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.r.Context()), w.st.timeout)
+	defer cancel()
+	if err := w.h.inv.InvalidateTags(ctx, kept...); err != nil {
+		w.h.log.Warn("invalidate after write", "method", w.r.Method, "routes", w.routes, "tags", len(kept), "err", err)
+	}
+	w.h.m.Invalidation("write", len(kept))
 }
 
 // stored reports whether an entry could exist for path: within the key
 // bound, and a path a cacheable route takes.
-func (u *uriWriter) stored(path string) bool {
-	return len(path) <= u.h.maxKey && u.cacheablePath(path)
-}
-
-// cacheablePath reports whether a GET or HEAD of path would reach a route
-// that stores entries (split routes store none of their own).
-func (u *uriWriter) cacheablePath(path string) bool {
+func (w *writeInv) stored(path string) bool {
+	if len(path) > w.h.maxKey {
+		return false
+	}
 	for _, m := range [...]string{http.MethodGet, http.MethodHead} {
-		if rt, _, ok := u.st.table.MatchAppend(nil, m, path); ok && rt.Cacheable() {
+		if rt, _, ok := w.st.table.MatchAppend(nil, m, path); ok && rt.Cacheable() {
 			return true
 		}
 	}
 	return false
-}
-
-// invalidate drops the URI tags an answer of status code invalidates
-// (surrogate.Invalidated; the request's Host and the upstream's are its
-// origin) here and everywhere, as a write route's invalidation does (see
-// write).
-func (u *uriWriter) invalidate(code int) {
-	tags := surrogate.Invalidated(code, u.r.URL, u.Header(), u.stored, u.r.Host, u.st.up.Host)
-	if len(tags) == 0 {
-		return
-	}
-	u.h.Invalidated(tags...)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(u.r.Context()), u.st.timeout)
-	defer cancel()
-	if err := u.h.inv.InvalidateTags(ctx, tags...); err != nil {
-		u.h.log.Warn("invalidate uri after write", "method", u.r.Method, "tags", tags, "err", err)
-	}
-	u.h.m.Invalidation("write", len(tags))
 }

@@ -53,7 +53,7 @@ func (t tagHeaders) carryOver(merged, update http.Header, old []string) {
 }
 
 // tagEntry completes the tags of e, an answer fetched for x: the implicit
-// URI tag of x's path (invalidate.go) and the keys the upstream named in
+// URI tags of x's path (invalidate.go) and the keys the upstream named in
 // its tag headers, which it then strips from e's header (when configured).
 // It reports false when the upstream's keys are over the bounds: e may
 // answer its request but must not be stored.
@@ -63,10 +63,19 @@ func (t tagHeaders) carryOver(merged, update http.Header, old []string) {
 // costs a miss where under-invalidating would serve a purged answer.
 func (x *exchange) tagEntry(e *cache.Entry, upstream http.Header) bool {
 	var ok bool
-	e.Tags, ok = x.h.tagh.s.AppendKeys(append(e.Tags, surrogate.URITag(x.r.URL.Path)), upstream)
+	e.Tags, ok = x.h.tagh.s.AppendKeys(surrogate.EntryURITags(e.Tags, x.r.URL.Path), upstream)
 	x.h.tagh.s.StripFrom(e.Header)
 	if !ok {
 		x.h.log.Debug("upstream tags over bounds: not stored", "route", x.rs.rt.Name, "path", x.r.URL.Path)
+		return false
 	}
-	return ok
+	// Strict for storage: a write skips a tag longer than max_key_bytes
+	// (writeInv.after), so no entry may carry one.
+	for _, t := range e.Tags {
+		if len(t) > x.h.maxKey {
+			x.h.log.Debug("tag over max_key_bytes: not stored", "route", x.rs.rt.Name, "bytes", len(t))
+			return false
+		}
+	}
+	return true
 }

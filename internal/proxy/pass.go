@@ -5,9 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
@@ -15,34 +17,18 @@ import (
 	"github.com/sidecache/sidecache/internal/metrics"
 )
 
-// write forwards an unsafe request and, after a 2xx, drops the route's
-// invalidate tags before the client sees the answer, so a client always
-// reads its own write (RFC 9111 §4.4 asks the same of a cache). A write
-// whose outcome is unknown — the upstream timed out, the connection broke
-// after the request was sent, or the connection was upgraded to another
-// protocol that may carry writes of its own — may have been applied, so it
-// invalidates too.
-func (x *exchange) write() {
-	defer x.invalidateURI()() // RFC 9111 §4.4: the URIs, whichever route they match (invalidate.go)
-	rt := x.rs.rt
-	if len(rt.Invalidate) == 0 || x.h.inv == nil {
-		x.passWith(outWrite, "", nil)
+// write forwards a request a route or its method may make invalidate
+// (every unsafe method, and a route with invalidate tags), and applies the
+// invalidation the upstream's answer calls for (invalidate.go) before the
+// client sees that answer, so a client always reads its own write (RFC
+// 9111 §4.4 asks the same of a cache).
+func (x *exchange) write(o outcome, detail string) {
+	inv := x.writeInvalidation()
+	if inv == nil {
+		x.passWith(o, detail, nil)
 		return
 	}
-	tags := expand(rt.Invalidate, x.params)
-	h, r, timeout := x.h, x.r, x.st.timeout
-	x.passWith(outWrite, "", func(code int) {
-		if code != 0 && code != http.StatusSwitchingProtocols && (code < 200 || code > 299) {
-			return
-		}
-		h.Invalidated(tags...)
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), timeout)
-		defer cancel()
-		if err := h.inv.InvalidateTags(ctx, tags...); err != nil {
-			h.log.Warn("invalidate after write", "route", rt.Name, "tags", tags, "err", err)
-		}
-		h.m.Invalidation("write", len(tags))
-	})
+	x.passWith(o, detail, inv.after)
 }
 
 // pass streams the request to the upstream and back, untouched but for
@@ -58,10 +44,18 @@ type passInfo struct {
 	rm    *metrics.RouteMetrics
 	start time.Time
 	st    status
-	after func(code int) // the upstream's status, 0 when unknown (an error)
+	// after is told the upstream's answer to a write, or code 0 when the
+	// request was sent whole and no answer came; nil for other requests.
+	after func(code int, answer http.Header)
+	// in is the client's context: a write's own is detached from it.
+	in context.Context
+	// sent: the request was written to the upstream whole at least once
+	// (httptrace's WroteRequest), so it may have been applied.
+	sent atomic.Bool
+	stop func() // ends a write's detached context
 }
 
-func (x *exchange) passWith(o outcome, detail string, after func(code int)) {
+func (x *exchange) passWith(o outcome, detail string, after func(code int, answer http.Header)) {
 	st := x.status(o, nil, 0)
 	if detail != "" {
 		st.detail = detail
@@ -71,18 +65,24 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int)) {
 	if after == nil && x.h.tr == nil && x.st.lean.Takes(x.r) {
 		x.leanPass(st)
 	} else {
-		pi := &passInfo{rec: x.rec, rm: x.rs.m, start: x.start, st: st, after: after}
+		pi := &passInfo{rec: x.rec, rm: x.rs.m, start: x.start, st: st, after: after, in: x.r.Context()}
 		x.st.pass.ServeHTTP(x.h.tagh.interim(x.w), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
+		if pi.stop != nil {
+			pi.stop()
+		}
 	}
-	x.rs.m.Request(outcomes[o].result, x.h.now().Sub(x.start))
+	x.count(outcomes[o].result)
 }
 
-func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper) *httputil.ReverseProxy {
+func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout time.Duration) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)
 			pr.SetXForwarded()
 			h.inject(pr.Out.Context(), pr.Out.Header)
+			if pi, _ := pr.In.Context().Value(passCtxKey{}).(*passInfo); pi != nil && pi.after != nil {
+				pr.Out = detachWrite(pr.Out, pi, timeout)
+			}
 		},
 		Transport: transport,
 		// 0: ReverseProxy already flushes at once for streams (unknown
@@ -101,7 +101,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper) *httput
 				pi.rec.Upstream = took
 			}
 			if pi.after != nil {
-				pi.after(resp.StatusCode)
+				pi.after(resp.StatusCode, resp.Header)
 			}
 			st := pi.st
 			st.fwdStatus = resp.StatusCode
@@ -112,26 +112,63 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper) *httput
 			pi, _ := r.Context().Value(passCtxKey{}).(*passInfo)
 			clientLeft := r.Context().Err() != nil
 			if pi != nil {
+				clientLeft = pi.in.Err() != nil
 				if !clientLeft {
 					pi.rm.Upstream(0, h.now().Sub(pi.start))
 				}
-				if pi.after != nil {
-					pi.after(0) // a write with an unknown outcome may have been applied
+				if pi.after != nil && pi.sent.Load() {
+					pi.after(0, nil) // sent whole, no answer: it may have been applied
 				}
 			}
 			if clientLeft {
 				return // there is no one to answer
 			}
-			h.log.Warn("upstream", "method", r.Method, "path", r.URL.Path, "err", err)
-			st := status{fwd: "bypass"}
+			st, route := status{fwd: "bypass"}, metrics.PassRoute
 			if pi != nil {
-				st = pi.st
+				st, route = pi.st, pi.rm.Name()
 			}
-			writeUpstreamError(w, classify(err), st)
+			ue := classify(err)
+			h.logUpstream(r, route, ue.code, err)
+			writeUpstreamError(w, ue, st)
 		},
 		ErrorLog:   slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 		BufferPool: h.bufs,
 	}
+}
+
+// detachWrite is out, a write's upstream request, made to outlive its
+// client: a client that hangs up after sending a whole write does not
+// cancel it, so the upstream's own answer decides whether it invalidates
+// (a 405 does not), rather than a cancellation that leaves the outcome
+// unknown. The upstream gets timeout more once the client has gone. It
+// also records in pi when the request has been written whole (a request
+// cut before that cannot have been applied).
+func detachWrite(out *http.Request, pi *passInfo, timeout time.Duration) *http.Request {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(out.Context()))
+	var mu sync.Mutex
+	var timer *time.Timer
+	unhook := context.AfterFunc(pi.in, func() {
+		mu.Lock()
+		timer = time.AfterFunc(timeout, cancel)
+		mu.Unlock()
+	})
+	pi.stop = func() {
+		unhook()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				pi.sent.Store(true)
+			}
+		},
+	})
+	return out.WithContext(ctx)
 }
 
 // bufferPool recycles copy buffers; without it every pass-through response

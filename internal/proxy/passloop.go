@@ -22,8 +22,9 @@ func (x *exchange) leanPass(st status) {
 			return // there is no one to answer
 		}
 		x.rs.m.Upstream(0, x.h.now().Sub(x.start))
-		x.h.log.Warn("upstream", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeUpstreamError(w, classify(err), st)
+		ue := classify(err)
+		x.h.logUpstream(r, x.rs.m.Name(), ue.code, err)
+		writeUpstreamError(w, ue, st)
 		return
 	}
 	took := x.h.now().Sub(x.start)

@@ -36,9 +36,11 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
+	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/hitforpass"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/lean"
+	"github.com/sidecache/sidecache/internal/lograte"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/tombstone"
@@ -122,6 +124,10 @@ type Handler struct {
 	refreshing sync.Map
 	tombs      *tombstone.Set
 	tagh       tagHeaders
+	upLog      *lograte.Limiter // upstream failure lines (upstreamlog.go)
+	// withheldLogged outlives reloads: a withheld header is logged once
+	// per route and name in the life of the process.
+	withheldLogged *forward.Logged
 }
 
 // state is what a reload replaces as one: the upstream, the table and what
@@ -142,7 +148,8 @@ type state struct {
 type routeState struct {
 	rt      *route.Route
 	m       *metrics.RouteMetrics
-	batcher *batcher // batch routes only
+	batcher *batcher              // batch routes only
+	bm      *metrics.BatchMetrics // batch routes only
 	fwd     *forwarding
 }
 
@@ -184,12 +191,15 @@ func New(opts Options) (*Handler, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	h.upLog = newUpstreamLog(h.now)
+	h.withheldLogged = forward.NewLogged()
 	h.setTracing(opts.TracerProvider)
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
 	h.tombs = tombstone.New(tombWindow(timeout))
+	h.tombs.OnFold(h.m.TombstonesFolded)
 	st := h.withUpstream(&state{}, opts.Upstream, timeout)
 	h.state.Store(h.withRoutes(st, opts.Routes))
 	return h, nil
@@ -253,7 +263,7 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	if st.transport == nil {
 		st.transport = NewTransport(timeout, h.idle)
 	}
-	st.pass = h.newPassProxy(u, st.transport)
+	st.pass = h.newPassProxy(u, st.transport, timeout)
 	st.lean = nil
 	if h.transport == nil {
 		st.lean = lean.New(u, timeout, h.idle)
@@ -266,13 +276,14 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	st.table = t
 	st.routes = make(map[*route.Route]*routeState, len(t.Routes()))
 	for _, rt := range t.Routes() {
-		rs := &routeState{rt: rt, m: h.m.Route(rt.Name), fwd: newForwarding(rt, h.log)}
+		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, shape(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged)}
 		if rt.Batch != nil {
+			rs.bm = rs.m.Batch()
 			rs.batcher = h.newBatcher(rs)
 		}
 		st.routes[rt] = rs
 	}
-	st.noRoute = &routeState{m: h.m.Route(metrics.PassRoute)}
+	st.noRoute = &routeState{m: h.m.RouteShaped(metrics.PassRoute, metrics.Shape{Results: []metrics.Result{metrics.Pass}})}
 	return &st
 }
 
@@ -287,15 +298,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		x.rs = st.noRoute
-		defer x.invalidateURI()() // RFC 9111 §4.4, even with no route (invalidate.go)
-		x.pass(outPass, "no-route")
+		if httpcache.SafeMethod(r.Method) {
+			x.pass(outPass, "no-route")
+		} else {
+			x.write(outPass, "no-route") // RFC 9111 §4.4, and other spellings' routes (invalidate.go)
+		}
 		return
 	}
 	x.rs, x.params = st.routes[rt], params
 	h.traceRoute(r, rt)
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
-		x.write()
+		x.write(outWrite, "")
 	case h.cache == nil || !rt.Cacheable() && rt.Split == nil:
 		x.pass(outPass, "uncached-route")
 	case rt.Split != nil:

@@ -66,5 +66,5 @@ func (x *exchange) onlyIfCached() {
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	x.w.WriteHeader(http.StatusGatewayTimeout)
 	_, _ = x.w.Write([]byte("not cached\n"))
-	x.rs.m.Request(metrics.Miss, x.h.now().Sub(x.start))
+	x.count(metrics.Miss)
 }

@@ -104,18 +104,30 @@ func (x *exchange) respondFlight(f *flight, leader bool) {
 	x.respond(o, f.c.e, s)
 }
 
+// count records the request's result in the route's metrics and, with
+// the access log on, in its record, so that the log's route and result are
+// the metrics' labels (_pass, pass), not the Cache-Status spelling.
+func (x *exchange) count(r metrics.Result) {
+	x.rs.m.Request(r, x.h.now().Sub(x.start))
+	if x.rec != nil {
+		x.rec.Route, x.rec.Result = x.rs.m.Name(), string(r)
+	}
+}
+
 // respond writes an entry with its Cache-Status member and counts the
 // request under the outcome's result.
 func (x *exchange) respond(o outcome, e *cache.Entry, s status) {
 	x.writeEntry(e, s, outcomes[o].fromCache)
-	x.rs.m.Request(outcomes[o].result, x.h.now().Sub(x.start))
+	x.count(outcomes[o].result)
 }
 
 // fail answers an upstream failure that no stale copy could cover.
 func (x *exchange) fail(err error) {
 	s := x.status(outError, nil, 0)
-	writeUpstreamError(x.w, classify(err), s)
-	x.rs.m.Request(outcomes[outError].result, x.h.now().Sub(x.start))
+	ue := classify(err)
+	x.h.logUpstream(x.r, x.rs.m.Name(), ue.code, err)
+	writeUpstreamError(x.w, ue, s)
+	x.count(outcomes[outError].result)
 }
 
 // writeEntry answers from an entry: the stored header, Age when it came
@@ -186,5 +198,5 @@ func (x *exchange) streamLarge(l *largeBody) {
 			x.h.bufs.Put(buf)
 		}
 	}
-	x.rs.m.Request(outcomes[outTooLarge].result, x.h.now().Sub(x.start))
+	x.count(outcomes[outTooLarge].result)
 }

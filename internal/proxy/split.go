@@ -77,6 +77,9 @@ func (x *exchange) perID(target *routeState, ids []string) map[string]*part {
 	parts := make(map[string]*part, len(ids))
 	proto := x.detach()
 	proto.rs = target
+	// One account for the whole list: its ids may cost the upstream at
+	// most batch.Budget(n) calls, whatever it answers (issue 20 item 4).
+	proto.list = target.batcher.Requester(len(ids))
 	var scratch route.Params
 	for _, id := range ids {
 		var ok bool
@@ -111,7 +114,7 @@ func (x *exchange) badIDList(err error) {
 		_, _ = fmt.Fprintf(x.w, "%s in ?%s= (comma-separated, at most %d distinct ids)\n",
 			strings.TrimPrefix(err.Error(), "bulk: "), sp.Param, sp.MaxIDs)
 	}
-	x.rs.m.Request(outcomes[outBypass].result, x.h.now().Sub(x.start))
+	x.count(outcomes[outBypass].result)
 }
 
 // readAll reads every id's entry — L1, then the L2 misses in one round
@@ -178,8 +181,10 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 		if p.err != nil {
 			s := x.status(outError, nil, 0)
 			s.detail = "split"
-			writeUpstreamError(x.w, classify(p.err), s)
-			x.rs.m.Request(outcomes[outError].result, x.h.now().Sub(x.start))
+			ue := classify(p.err)
+			x.h.logUpstream(x.r, x.rs.m.Name(), ue.code, p.err)
+			writeUpstreamError(x.w, ue, s)
+			x.count(outcomes[outError].result)
 			return
 		}
 		if p.e.Status != http.StatusOK {
@@ -212,5 +217,5 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 	if x.r.Method != http.MethodHead {
 		_, _ = x.w.Write(body)
 	}
-	x.rs.m.Request(outcomes[o].result, x.h.now().Sub(x.start))
+	x.count(outcomes[o].result)
 }

@@ -132,11 +132,13 @@ func (p Params) Get(name string) string {
 // trailing wildcard).
 func (r *Route) ParamNames() []string { return slices.Clone(r.pat.names) }
 
-// Allows reports whether the route serves method. Methods are listed
-// exactly: a route for GET alone does not take HEAD.
+// Allows reports whether the route serves method. A route for GET serves
+// HEAD too, from the same entry: a HEAD is a GET without the body (RFC 9110
+// §9.3.2), and a cache answers it from the stored GET response (RFC 9111
+// §4), as Varnish and NGINX do. Other methods are listed exactly.
 func (r *Route) Allows(method string) bool {
 	for _, m := range r.Methods {
-		if m == method {
+		if m == method || m == http.MethodGet && method == http.MethodHead {
 			return true
 		}
 	}
@@ -428,16 +430,19 @@ func resolveSplit(t *Table, r *Route) error {
 	return nil
 }
 
-// MarshalJSON writes the route for GET /routes: durations as Go duration
-// strings, templates as written, the split target by name.
+// MarshalJSON writes the route for GET /routes: every effective field
+// under its config name (docs/admin-api.md), durations as Go duration
+// strings, templates as written, the split target by name. Fields the
+// operator cannot set (the batch's id param, derived from the path) are
+// left out, so a reload can be confirmed field by field against the file.
 func (r *Route) MarshalJSON() ([]byte, error) {
 	type batchJSON struct {
-		Path    string `json:"path"`
-		Param   string `json:"param"`
-		IDField string `json:"id_field"`
-		IDParam string `json:"id_param"`
-		MaxSize int    `json:"max_size"`
-		MaxWait string `json:"max_wait"`
+		Path        string `json:"path"`
+		Param       string `json:"param"`
+		IDField     string `json:"id_field"`
+		MaxSize     int    `json:"max_size"`
+		MaxWait     string `json:"max_wait"`
+		MaxInFlight int    `json:"max_in_flight"`
 	}
 	type splitJSON struct {
 		Param  string `json:"param"`
@@ -453,6 +458,10 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		StaleWhileRevalidate string           `json:"stale_while_revalidate"`
 		StaleIfError         string           `json:"stale_if_error"`
 		NegativeTTL          string           `json:"negative_ttl"`
+		Freshness            string           `json:"freshness"`
+		MaxTTL               string           `json:"max_ttl"`
+		TargetedFields       []string         `json:"targeted_fields"`
+		ForwardHeaders       string           `json:"forward_headers"`
 		Key                  cachekey.Options `json:"key"`
 		Tags                 []Template       `json:"tags,omitempty"`
 		Invalidate           []Template       `json:"invalidate,omitempty"`
@@ -463,13 +472,28 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		Name: r.Name, Methods: r.Methods, Pattern: r.Pattern, Params: r.pat.names,
 		TTL: r.TTL.String(), StaleWhileRevalidate: r.StaleWhileRevalidate.String(),
 		StaleIfError: r.StaleIfError.String(), NegativeTTL: r.NegativeTTL.String(),
-		Key: r.Key, Tags: r.Tags, Invalidate: r.Invalidate, Cacheable: r.Cacheable(),
+		Freshness: "route", MaxTTL: time.Duration(0).String(), TargetedFields: []string{},
+		ForwardHeaders: "keyed",
+		Key:            r.Key, Tags: r.Tags, Invalidate: r.Invalidate, Cacheable: r.Cacheable(),
+	}
+	if o := r.Origin; o != nil {
+		v.Freshness, v.MaxTTL = "origin", o.MaxTTL.String()
+		if o.Targets != nil {
+			v.TargetedFields = o.Targets
+		}
+	}
+	if r.ForwardAll {
+		v.ForwardHeaders = "all"
 	}
 	if b := r.Batch; b != nil {
-		v.Batch = &batchJSON{b.Path, b.Param, b.IDField, b.IDParam, b.MaxSize, b.MaxWait.String()}
+		v.Batch = &batchJSON{b.Path, b.Param, b.IDField, b.MaxSize, b.MaxWait.String(), b.MaxInFlight}
 	}
 	if s := r.Split; s != nil {
-		v.Split = &splitJSON{s.Param, s.RouteName, s.MaxIDs}
+		maxIDs := s.MaxIDs
+		if maxIDs <= 0 {
+			maxIDs = DefaultSplitMaxIDs
+		}
+		v.Split = &splitJSON{s.Param, s.RouteName, maxIDs}
 	}
 	return json.Marshal(v)
 }

@@ -87,8 +87,10 @@ func TestMatch(t *testing.T) {
 		route        string // "" for no match
 		params       Params
 	}{
-		{"GET", "/clients/me", "me", nil},                       // first match wins over the param route
-		{"HEAD", "/clients/me", "client", Params{{"id", "me"}}}, // "me" lacks HEAD: skipped
+		{"GET", "/clients/me", "me", nil},  // first match wins over the param route
+		{"HEAD", "/clients/me", "me", nil}, // a GET route serves HEAD (RFC 9110 §9.3.2)
+		{"HEAD", "/jobs", "jobs", nil},
+		{"HEAD", "/n/12", "numeric", Params{{"n", "12"}}},
 		{"GET", "/clients/42", "client", Params{{"id", "42"}}},
 		{"PUT", "/clients/42", "client-write", Params{{"id", "42"}}},
 		{"PATCH", "/clients/42", "", nil},
@@ -254,7 +256,7 @@ func TestRoutesJSON(t *testing.T) {
 		{"key", client["key"], map[string]any{"query": []any{"fields"}, "headers": []any{"Accept-Language"}}},
 		{"cacheable", client["cacheable"], true},
 		{"invalidate", got[1]["invalidate"], []any{"client:{id}"}},
-		{"batch", user["batch"], map[string]any{"path": "/users", "param": "ids", "id_field": "id", "id_param": "id", "max_size": float64(100), "max_wait": "2ms"}},
+		{"batch", user["batch"], map[string]any{"path": "/users", "param": "ids", "id_field": "id", "max_size": float64(100), "max_wait": "2ms", "max_in_flight": float64(0)}},
 		{"split", list["split"], map[string]any{"param": "ids", "route": "user", "max_ids": float64(DefaultSplitMaxIDs)}},
 		{"methods", user["methods"], []any{"GET", "HEAD"}},
 	}

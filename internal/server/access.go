@@ -2,23 +2,33 @@ package server
 
 import (
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
+	"github.com/sidecache/sidecache/internal/config"
+	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/tracing"
 )
 
 // cacheName is this cache's member name in Cache-Status (RFC 9211 §2).
 const cacheName = "sidecache"
 
-// accessLog wraps the proxy handler and, while on reports true (log.access,
-// reloadable), logs one line per request: the equivalent of NGINX's access
-// log with $upstream_cache_status. Off, it costs the call to on.
-func accessLog(next http.Handler, on func() bool, log *slog.Logger) http.Handler {
+// statusClientClosed is NGINX's 499: the client went away before the
+// answer was written, so nothing was sent (no status is in RFC 9110 for it).
+const statusClientClosed = 499
+
+// accessLog wraps the proxy handler and, while cfg().Access is on
+// (log.access, reloadable), logs one line per request: the equivalent of
+// NGINX's access log with $upstream_cache_status, $request_time and
+// $upstream_response_time (seconds, as decimals). Off, it costs the call
+// to cfg.
+func accessLog(next http.Handler, cfg func() config.Log, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !on() {
+		lc := cfg()
+		if !lc.Access {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -27,23 +37,54 @@ func accessLog(next http.Handler, on func() bool, log *slog.Logger) http.Handler
 		rw := &recorder{ResponseWriter: w}
 		next.ServeHTTP(rw, r.WithContext(ctx))
 		status := rw.status
-		if status == 0 {
+		switch {
+		case status == 0 && r.Context().Err() != nil:
+			status = statusClientClosed // the client left before any answer
+		case status == 0:
 			status = http.StatusOK // the handler wrote nothing: net/http sends 200
 		}
 		result, detail := cacheStatus(w.Header().Values("Cache-Status"))
+		if rec.Result != "" {
+			result = rec.Result // the metrics' label (pass, not bypass)
+		}
+		route := rec.Route
+		if route == "" {
+			route = metrics.PassRoute
+		}
 		log.LogAttrs(ctx, slog.LevelInfo, "access",
 			slog.String("method", r.Method),
+			slog.String("host", r.Host),
 			slog.String("path", r.URL.Path),
-			slog.String("route", rec.Route),
+			slog.String("query", accesslog.RedactQuery(r.URL.RawQuery, lc.RedactQuery)),
+			slog.String("client", clientAddr(r.RemoteAddr)),
+			slog.String("user_agent", r.UserAgent()),
+			slog.String("request_id", r.Header.Get("X-Request-ID")),
+			slog.String("route", route),
 			slog.Int("status", status),
 			slog.String("cache", result),
 			slog.String("cache_detail", detail),
-			slog.Duration("duration", time.Since(start)),
-			slog.Duration("upstream", rec.Upstream),
+			slog.Float64("duration", seconds(time.Since(start))),
+			slog.Float64("upstream", seconds(rec.Upstream)),
 			slog.Int64("bytes", rw.bytes),
+			slog.String("request_id", r.Header.Get("X-Request-Id")),
+			slog.String("upstream_request_id", rec.UpstreamRequestID),
 			tracing.LogAttr(ctx),
 		)
 	})
+}
+
+// seconds is d in seconds to the microsecond, as NGINX writes
+// $request_time (to the millisecond) and a log pipeline reads a number.
+func seconds(d time.Duration) float64 { return float64(d.Microseconds()) / 1e6 }
+
+// clientAddr is the peer's address without the port (NGINX's
+// $remote_addr); the sidecar's own peer, not X-Forwarded-For, which the
+// client may write.
+func clientAddr(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
 }
 
 // cacheStatus reads this cache's member of a Cache-Status field: the last

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
+	"github.com/sidecache/sidecache/internal/config"
 )
 
 // TestAccessLogReadsWhatTheHandlerRecorded: the route and the upstream time
@@ -21,15 +22,20 @@ func TestAccessLogReadsWhatTheHandlerRecorded(t *testing.T) {
 	var buf bytes.Buffer
 	h := accessLog(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rec := accesslog.FromContext(r.Context()); rec != nil {
-			rec.Route, rec.Upstream = "client", 1500*time.Microsecond
+			rec.Route, rec.Upstream, rec.UpstreamRequestID = "client", 1500*time.Microsecond, "up-1"
 		}
 		w.Header().Set("Cache-Status", `origin-cdn; hit; detail=edge, sidecache; fwd=stale; fwd-status=503; collapsed; detail="l2"`)
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = io.WriteString(w, "hello")
-	}), func() bool { return true }, NewLogger(&buf, "json", slog.LevelInfo))
+	}), func() config.Log { return config.Log{Access: true} }, NewLogger(&buf, "json", slog.LevelInfo))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	resp, err := http.Post(srv.URL+"/clients/9?a=b", "text/plain", nil)
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/clients/9?a=b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Request-Id", "client-1")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +47,10 @@ func TestAccessLogReadsWhatTheHandlerRecorded(t *testing.T) {
 	}
 	want := map[string]any{
 		"msg": "access", "method": "POST", "path": "/clients/9", "route": "client", "status": 202.0,
-		"cache": "stale", "cache_detail": "collapsed,l2", "upstream": 1.5e6, "bytes": 5.0,
+		"cache": "stale", "cache_detail": "collapsed,l2", "upstream": 0.0015, "query": "a=b", "bytes": 5.0,
+		// The client's id and the one sent upstream, which differ on the
+		// cached path (issue 20 item 7b).
+		"request_id": "client-1", "upstream_request_id": "up-1",
 	}
 	for k, v := range want {
 		if line[k] != v {

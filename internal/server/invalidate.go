@@ -2,14 +2,16 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/admin"
+	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cache/l2"
+	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/proxy"
 )
 
@@ -25,18 +27,47 @@ import (
 type invalidator struct {
 	l1 *l1.Store
 	l2 *l2.Store
+	m  *metrics.Metrics
 
-	mu      sync.Mutex
-	pending map[string]struct{}
-	kick    chan struct{} // wakes the replay loop
+	mu       sync.Mutex
+	pending  map[string]pendingTag
+	bytes    int           // the pending tags' length
+	overflow bool          // tags were lost to the bound: purge L2 instead
+	kick     chan struct{} // wakes the replay loop
+	held     held          // what waits for the replay (hold.go)
 }
 
-// maxPending bounds the replay set; past it, the next replay purges L2 as a
-// whole, the only invalidation that still covers everything that was lost.
-const maxPending = 100_000
+// pendingTag is a tag waiting for the replay.
+type pendingTag struct {
+	gen   uint64 // the generation it was last added in (hold.go)
+	tries int    // failed replays while Redis answered
+}
 
-func newInvalidator(l1s *l1.Store, l2s *l2.Store) *invalidator {
-	return &invalidator{l1: l1s, l2: l2s, pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
+// The replay set's bounds. A write's tags come from its request, so a
+// flood of writes while Redis is unreachable could grow the set, and every
+// replay of it costs Redis a round trip of its size. It is de-duplicated
+// (a map), bounded in tags and bytes, sent in chunks, and a tag that keeps
+// failing while Redis answers (an error about that tag, not an outage) is
+// given up after maxTries replays, counted by
+// sidecache_invalidation_replays_abandoned_total. Tries are not counted
+// while the breaker says Redis is down: an outage must not drop the
+// invalidations it delayed. Past the bounds, the tags that do not fit are
+// lost, and the next replay purges L2 as a whole instead, the one
+// invalidation that still covers them (it empties the peers' L1s too, but
+// only after invalidations were really lost, never for a flood of writes
+// Redis took).
+const (
+	maxPending      = 100_000
+	maxPendingBytes = 16 << 20
+	maxTries        = 8
+	replayChunk     = 256 // tags per round trip
+)
+
+func newInvalidator(l1s *l1.Store, l2s *l2.Store, m *metrics.Metrics, hold time.Duration) *invalidator {
+	return &invalidator{
+		l1: l1s, l2: l2s, m: m, pending: map[string]pendingTag{}, kick: make(chan struct{}, 1),
+		held: held{hold: hold, late: m.InvalidationLate, sentCh: make(chan struct{})},
+	}
 }
 
 func (v *invalidator) InvalidateTags(ctx context.Context, tags ...string) error {
@@ -55,22 +86,43 @@ func (v *invalidator) invalidate(ctx context.Context, tags ...string) (int, erro
 		return n, nil
 	}
 	if err := v.l2.InvalidateTags(ctx, tags...); err != nil {
-		v.retryLater(tags)
-		return n, fmt.Errorf("invalidate: will retry: %w", err)
+		if v.await(ctx, v.retryLater(tags)) {
+			return n, nil // published by the replay within coherence.write_hold
+		}
+		return n, fmt.Errorf("invalidate: answered before it was published, will retry: %w", err)
 	}
 	return n, nil
 }
 
-func (v *invalidator) retryLater(tags []string) {
+// retryLater queues tags for the replay loop and returns their generation
+// (hold.go).
+func (v *invalidator) retryLater(tags []string) uint64 {
 	v.mu.Lock()
-	for _, t := range tags {
-		v.pending[t] = struct{}{}
+	if v.held.sent == v.held.added {
+		v.held.since = time.Now()
 	}
+	v.held.added++
+	gen := v.held.added
+	for _, t := range tags {
+		if p, ok := v.pending[t]; ok {
+			p.gen = gen
+			v.pending[t] = p
+			continue
+		}
+		if len(v.pending) >= maxPending || v.bytes+len(t) > maxPendingBytes {
+			v.overflow = true
+			continue
+		}
+		v.pending[t] = pendingTag{gen: gen}
+		v.bytes += len(t)
+	}
+	v.m.ReplayPending(len(v.pending))
 	v.mu.Unlock()
 	select {
 	case v.kick <- struct{}{}:
 	default:
 	}
+	return gen
 }
 
 // replay retries the pending tags every interval (or at once when kicked)
@@ -99,33 +151,110 @@ func (v *invalidator) replay(stop <-chan struct{}, every time.Duration, log *slo
 	}
 }
 
-// flush sends the pending tags once, reporting whether none are left.
+// flush sends the pending tags once, in chunks, reporting whether none are
+// left. Once everything queued up to the generation it copied is out (or
+// given up), the writes held for it are released (hold.go).
 func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 	v.mu.Lock()
+	gen := v.held.added
+	overflow := v.overflow
 	tags := make([]string, 0, len(v.pending))
 	for tag := range v.pending {
 		tags = append(tags, tag)
 	}
 	v.mu.Unlock()
-	if len(tags) == 0 {
+	if len(tags) == 0 && !overflow {
+		v.published(gen)
 		return true
 	}
-	var err error
-	if len(tags) > maxPending {
-		err = v.l2.PurgeAll(ctx)
-	} else {
-		err = v.l2.InvalidateTags(ctx, tags...)
+	if overflow {
+		if err := v.l2.PurgeAll(ctx); err != nil {
+			return false
+		}
+		log.Warn("invalidations lost to the replay bound: purged l2", "tags", len(tags))
+		v.mu.Lock()
+		v.overflow = false
+		for _, tag := range tags {
+			v.forgetLocked(tag, gen)
+		}
+		v.m.ReplayPending(len(v.pending))
+		v.mu.Unlock()
+		v.publishedUpTo(gen)
+		return v.pendingCount() == 0
 	}
-	if err != nil {
-		return false
+	ok := true
+	for len(tags) > 0 {
+		chunk := tags[:min(len(tags), replayChunk)]
+		tags = tags[len(chunk):]
+		err := v.l2.InvalidateTags(ctx, chunk...)
+		// A failure while the breaker says Redis answers is about these
+		// tags: it counts towards giving them up.
+		counts := err != nil && v.l2.Up()
+		abandoned := 0
+		v.mu.Lock()
+		for _, tag := range chunk {
+			switch {
+			case err == nil:
+				v.forgetLocked(tag, gen)
+			case counts:
+				p, ok := v.pending[tag]
+				if !ok {
+					continue
+				}
+				if p.tries++; p.tries >= maxTries {
+					delete(v.pending, tag)
+					v.bytes -= len(tag)
+					abandoned++
+					continue
+				}
+				v.pending[tag] = p
+			}
+		}
+		v.m.ReplayPending(len(v.pending))
+		v.mu.Unlock()
+		if abandoned > 0 {
+			v.m.ReplayAbandoned(abandoned)
+			log.Warn("invalidations given up after repeated failures", "tags", abandoned, "tries", maxTries, "err", err)
+		}
+		if err != nil {
+			ok = false
+			if !v.l2.Up() {
+				break // down: the rest would fail the same way
+			}
+		}
 	}
-	v.mu.Lock()
-	for _, tag := range tags {
+	if ok {
+		log.Debug("invalidations replayed after l2 was unreachable")
+	}
+	v.publishedUpTo(gen)
+	return ok && v.pendingCount() == 0
+}
+
+// forgetLocked drops a tag the replay published, unless it was queued
+// again after the replay copied generation gen (that write's epoch may
+// postdate the publish).
+func (v *invalidator) forgetLocked(tag string, gen uint64) {
+	if p, ok := v.pending[tag]; ok && p.gen <= gen {
 		delete(v.pending, tag)
+		v.bytes -= len(tag)
 	}
+}
+
+// publishedUpTo releases the writes of generation gen and earlier when no
+// tag of theirs is left pending.
+func (v *invalidator) publishedUpTo(gen uint64) {
+	v.mu.Lock()
+	for _, p := range v.pending {
+		if p.gen <= gen {
+			v.mu.Unlock()
+			return
+		}
+	}
+	over := v.overflow
 	v.mu.Unlock()
-	log.Debug("invalidations replayed after l2 was unreachable", "tags", len(tags))
-	return true
+	if !over {
+		v.published(gen)
+	}
 }
 
 func (v *invalidator) pendingCount() int {
@@ -144,6 +273,13 @@ func (s *Server) peerInvalidation(inv l2.Invalidation) {
 	// began before the peer's write from being stored (in L2) afterwards.
 	n := 0
 	switch {
+	case inv.All && inv.Gap:
+		// The subscription was rebuilt: messages may have been lost. L1
+		// stays, and no tombstone either (it would refuse every entry for
+		// its window): the tiers stop trusting the proof for entries whose
+		// request left before the gap's end (l2's Floor) and serve those
+		// only while younger than max_lag, which the promise allows.
+		n = 1
 	case inv.All:
 		h.InvalidatedAll()
 		if s.l1 != nil {
@@ -172,12 +308,10 @@ func (p *purger) PurgeTag(ctx context.Context, tag string) (int, error) {
 
 func (p *purger) PurgeRoute(ctx context.Context, route string) (int, error) {
 	if p.s.proxy.Routes().Route(route) == nil {
-		return 0, fmt.Errorf("purge: %w: %q", errUnknownRoute, route)
+		return 0, fmt.Errorf("purge: route %q: %w", route, admin.ErrNotFound)
 	}
 	return p.purgeTags(ctx, proxy.RouteTag(route))
 }
-
-var errUnknownRoute = errors.New("unknown route")
 
 func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
 	p.s.proxy.Invalidated(tags...)
@@ -189,12 +323,35 @@ func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
 	return n, nil
 }
 
+// PurgeKey deletes key from both tiers and reports 1 when a tier held it,
+// 0 when none did (so a typo in a key is not answered "purged"). A tier that
+// cannot be read is still told to delete; its error is returned.
 func (p *purger) PurgeKey(ctx context.Context, key string) (int, error) {
 	p.s.m.Invalidation("purge", 1)
-	if err := p.s.tiers.Delete(ctx, key); err != nil {
-		return 0, fmt.Errorf("purge: %w", err)
+	found := 0
+	for _, st := range p.s.stores() {
+		if e, ok, _ := st.Get(ctx, key); ok && e != nil {
+			found = 1
+		}
 	}
-	return 1, nil
+	if err := p.s.tiers.Delete(ctx, key); err != nil {
+		return found, fmt.Errorf("purge: %w", err)
+	}
+	return found, nil
+}
+
+// stores are the configured tiers, L1 first, read directly: not through
+// Tiered, whose lookups count in the metrics, promote into L1 and hide
+// entries the coherence bound refuses.
+func (s *Server) stores() []cache.Store {
+	var out []cache.Store
+	if s.l1 != nil {
+		out = append(out, s.l1)
+	}
+	if s.l2 != nil {
+		out = append(out, s.l2)
+	}
+	return out
 }
 
 func (p *purger) PurgeAll(ctx context.Context) error {

@@ -49,6 +49,7 @@ func (s *Server) Reload() error {
 	applied.Routes = cfg.Routes
 	applied.Admin.Token = cfg.Admin.Token
 	applied.Log.Level, applied.Log.Access = cfg.Log.Level, cfg.Log.Access
+	applied.Log.RedactQuery = cfg.Log.RedactQuery
 	applied.ShutdownTimeout, applied.ShutdownDelay = cfg.ShutdownTimeout, cfg.ShutdownDelay
 	up, err := url.Parse(cfg.Upstream.URL)
 	if err != nil {

@@ -2,9 +2,11 @@ package server
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/config"
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 )
 
@@ -26,7 +28,13 @@ func compileRoutes(rs []config.Route) (*route.Table, error) {
 			Invalidate:           r.Invalidate,
 		}
 		if r.Freshness == "origin" {
-			s.Origin = &route.Origin{MaxTTL: r.MaxTTL.D(), Targets: r.TargetedFields}
+			// nil means the default list: spelled out, so GET /routes
+			// shows the fields actually obeyed.
+			targets := r.TargetedFields
+			if targets == nil {
+				targets = slices.Clone(httpcache.DefaultTargets)
+			}
+			s.Origin = &route.Origin{MaxTTL: r.MaxTTL.D(), Targets: targets}
 		}
 		if b := r.Batch; b != nil {
 			s.Batch = &route.Batch{Path: b.Path, Param: b.Param, IDField: b.IDField, MaxSize: b.MaxSize, MaxWait: b.MaxWait.D(), MaxInFlight: b.MaxInFlight}

@@ -125,10 +125,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		Now:     opts.Now,
 	}
 	if s.l2 != nil {
-		topts.MaxLag, topts.Proven = cfg.Coherence.MaxLag.D(), s.l2.Proven
+		topts.MaxLag, topts.Proven, topts.Floor = cfg.Coherence.MaxLag.D(), s.l2.Proven, s.l2.Floor
 	}
 	s.tiers = cache.NewTiered(l1s, l2s, topts)
-	s.inv = newInvalidator(s.l1, s.l2)
+	s.m.Tiers(l1s != nil, l2s != nil)
+	s.inv = newInvalidator(s.l1, s.l2, s.m, cfg.Coherence.WriteHold.D())
 
 	table, err := compileRoutes(cfg.Routes)
 	if err != nil {
@@ -176,7 +177,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if access == nil {
 		access = s.log
 	}
-	s.proxySrv = s.httpServer(tracing.Handler(accessLog(s.proxy, func() bool { return s.cfg.Load().Log.Access }, access), tp), cfg.Server)
+	s.proxySrv = s.httpServer(tracing.Handler(accessLog(s.proxy, func() config.Log { return s.cfg.Load().Log }, access), tp), cfg.Server)
 	s.adminSrv = s.httpServer(admin.Handler(admin.Options{
 		TokenFunc: func() string { return s.cfg.Load().Admin.Token }, // reloadable
 		Gatherer:  s.reg,

@@ -3,7 +3,10 @@ package surrogate
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+
+	"github.com/sidecache/sidecache/internal/spelling"
 )
 
 // uriTagPrefix starts the implicit URI tag; tags starting with "_" are
@@ -70,21 +73,24 @@ func SameOriginPath(base *url.URL, ref string, hosts ...string) (string, bool) {
 }
 
 // Invalidated is the URI tags the answer to an unsafe request for target
-// invalidates (RFC 9111 §4.4); code is the answer's final status, 0 when
-// none was written (the client left before the upstream answered: the
-// write may still have been applied):
+// invalidates (RFC 9111 §4.4); code is the upstream's final status, 0 when
+// the request reached the upstream whole and no answer came (a timeout, a
+// connection reset after sending: the write may have been applied):
 //
 //   - 2xx or 3xx: the target URI, and the URIs in the answer's Location and
 //     Content-Location when they have the request's origin (SameOriginPath
 //     with hosts);
-//   - 0, 502 or 504 (a cache's own answer to a write whose outcome is
-//     unknown: a timeout, a broken connection): the target alone, as a
-//     route's invalidation does;
+//   - 0, or a gateway's 502 or 504 (the upstream is itself a proxy that
+//     could not tell): the target alone, as a route's invalidation does;
 //   - anything else: none.
 //
-// A path is tagged only when stored reports that an entry could exist for
-// it (a cacheable route's path, within the key bound), so a flood of
-// writes costs nothing where nothing is stored; each tag is listed once.
+// Lenient for invalidation: a URI is tagged under its folded spelling
+// (FoldedURITag, the tag every stored entry carries) and under each
+// spelling a route could have stored it by (the tag entries stored before
+// folded tags existed carry). A path is tagged only when stored reports
+// that an entry could exist for one of its spellings (a cacheable route's
+// path, within the key bound), so a flood of writes costs nothing where
+// nothing is stored; each tag is listed once.
 func Invalidated(code int, target *url.URL, answer http.Header, stored func(path string) bool, hosts ...string) []string {
 	switch {
 	case code >= 200 && code < 400:
@@ -104,16 +110,41 @@ func Invalidated(code int, target *url.URL, answer http.Header, stored func(path
 }
 
 func addPath(tags []string, path string, stored func(string) bool) []string {
-	if path == "" || !stored(path) {
+	if path == "" {
 		return tags
 	}
-	t := URITag(path)
-	for _, have := range tags {
-		if have == t {
-			return tags
+	found := false
+	for _, p := range spelling.Candidates(path) {
+		if stored(p) {
+			found = true
+			tags = addTag(tags, URITag(p))
 		}
 	}
+	if found {
+		tags = addTag(tags, FoldedURITag(path))
+	}
+	return tags
+}
+
+func addTag(tags []string, t string) []string {
+	if slices.Contains(tags, t) {
+		return tags
+	}
 	return append(tags, t)
+}
+
+// FoldedURITag is the URI tag of path's folded spelling (spelling.Fold):
+// the one tag every spelling of a resource shares, carried by every stored
+// entry, so that a write under any spelling reaches the entry stored under
+// the canonical one.
+func FoldedURITag(path string) string { return URITag(spelling.Fold(path)) }
+
+// EntryURITags appends to tags the URI tags of an entry stored for path:
+// its folded tag, and its literal one when that differs (a replica of the
+// previous release, during a rolling deploy, invalidates the literal one).
+func EntryURITags(tags []string, path string) []string {
+	tags = addTag(tags, FoldedURITag(path))
+	return addTag(tags, URITag(path))
 }
 
 // normHost lower-cases a host and drops a default port; the scheme the

@@ -3,6 +3,7 @@
 package tombstone
 
 import (
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,31 +19,52 @@ import (
 // stored nor served. A tombstone only needs to outlive the longest fetch
 // plus the L2 write queue, so they are kept for a short window.
 //
-// Tags come from requests (client:{id}), so a burst of writes to distinct
-// IDs would grow the set without bound. It is bounded by bytes instead: past
-// the budget the oldest tombstones are folded into the purge-of-everything
-// stamp, which refuses a superset of what they refused, so the bound costs
-// some misses and never a stale answer.
+// Tags come from requests (client:{id}), so anyone who can send writes
+// could grow the set. Two things bound it without ever costing more than
+// misses:
+//
+//   - a tombstone holds a 64-bit hash of its tag (maphash, seeded per
+//     Set), not the tag: it costs the same for a 3-byte tag and a 4 KiB
+//     one, and a collision refuses an innocent entry, never serves a
+//     stale one;
+//   - past the byte budget, the oldest tombstones are folded into a fixed
+//     array of time stamps indexed by the same hash (a time-stamped Bloom
+//     filter with one function): what they refused is still refused,
+//     together with the entries whose tags share their bucket. A flood
+//     costs some misses on this replica, and never empties the cache, here
+//     or on the peers (whose sets fill from the same published tags).
 type Set struct {
 	window   time.Duration
 	maxBytes int64
+	seed     maphash.Seed
 	live     atomic.Int64 // number of tombstones, for a lock-free fast path
 	mu       sync.RWMutex
-	tags     map[string]*node
+	tags     map[uint64]*node
 	order    list      // tombstones by time of invalidation, oldest first
-	bytes    int64     // what the tombstones are charged, see nodeBytes
+	bytes    int64     // what the tombstones are charged, nodeBytes each
 	all      time.Time // a purge of everything
+	// folded holds, per hash bucket, the latest invalidation folded into
+	// it (unix ns; 0: none); foldedAt is the latest fold, so the whole
+	// array is known to be expired once foldedAt is.
+	folded   *[foldBuckets]int64
+	foldedAt time.Time
+	onFold   func(n int)
 }
 
-// DefaultMaxBytes is the budget New gives a Set: some 30,000 tombstones of
-// short tags, or 1,000 of 4 KiB ones, within one window.
+// DefaultMaxBytes is the budget New gives a Set: some 50,000 tombstones,
+// whatever their tags' length, within one window.
 const DefaultMaxBytes = 4 << 20
 
-// nodeOverhead is what one tombstone costs beyond its tag: the node and
-// its map slot.
-const nodeOverhead = 96
+// nodeBytes is what one tombstone costs: the node and its map slot.
+const nodeBytes = 80
 
-func nodeBytes(tag string) int64 { return int64(len(tag)) + nodeOverhead }
+// foldBuckets is the size of the overflow filter: 512 KiB of stamps,
+// allocated at the first fold. With n distinct tags folded within a
+// window, an innocent entry with k tags is refused with a probability of
+// about k·n/foldBuckets: a flood must get some 50,000 writes answered 2xx
+// within one window to fill the budget, and as many again to refuse most
+// entries.
+const foldBuckets = 1 << 16
 
 // New keeps tombstones for window, the longest fetch plus the write
 // queue's lag, within DefaultMaxBytes.
@@ -50,8 +72,14 @@ func New(window time.Duration) *Set { return NewBounded(window, DefaultMaxBytes)
 
 // NewBounded is New with a byte budget of its own.
 func NewBounded(window time.Duration, maxBytes int64) *Set {
-	return &Set{window: window, maxBytes: maxBytes, tags: map[string]*node{}}
+	return &Set{window: window, maxBytes: maxBytes, seed: maphash.MakeSeed(), tags: map[uint64]*node{}}
 }
+
+// OnFold sets a function told how many tombstones each prune folded into
+// the overflow filter (a metric). Set it before the first Add.
+func (t *Set) OnFold(f func(n int)) { t.onFold = f }
+
+func (t *Set) hash(tag string) uint64 { return maphash.String(t.seed, tag) }
 
 // Add records that tags were invalidated at now. It costs O(1) per tag,
 // amortised: expired tombstones leave from the old end of the list, each
@@ -63,17 +91,18 @@ func (t *Set) Add(now time.Time, tags ...string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, tag := range tags {
-		if n := t.tags[tag]; n != nil {
+		h := t.hash(tag)
+		if n := t.tags[h]; n != nil {
 			if now.After(n.at) {
 				n.at = now
 			}
 			t.order.moveToBack(n)
 			continue
 		}
-		n := &node{tag: tag, at: now}
-		t.tags[tag] = n
+		n := &node{h: h, at: now}
+		t.tags[h] = n
 		t.order.pushBack(n)
-		t.bytes += nodeBytes(tag)
+		t.bytes += nodeBytes
 	}
 	t.pruneLocked(now)
 }
@@ -89,16 +118,29 @@ func (t *Set) AddAll(now time.Time) {
 }
 
 // pruneLocked drops tombstones past the window, folds the oldest into the
-// purge-of-everything stamp while over budget, and recounts live.
+// overflow filter while over budget, and recounts live.
 func (t *Set) pruneLocked(now time.Time) {
 	for n := t.order.front(); n != nil && now.Sub(n.at) > t.window; n = t.order.front() {
 		t.removeLocked(n)
 	}
+	folded := 0
 	for n := t.order.front(); n != nil && t.bytes > t.maxBytes; n = t.order.front() {
-		if n.at.After(t.all) {
-			t.all = n.at
+		if t.folded == nil {
+			t.folded = new([foldBuckets]int64)
+		}
+		b := &t.folded[n.h%foldBuckets]
+		*b = max(*b, n.at.UnixNano())
+		if n.at.After(t.foldedAt) {
+			t.foldedAt = n.at
 		}
 		t.removeLocked(n)
+		folded++
+	}
+	if folded > 0 && t.onFold != nil {
+		t.onFold(folded)
+	}
+	if t.folded != nil && now.Sub(t.foldedAt) > t.window {
+		t.folded, t.foldedAt = nil, time.Time{}
 	}
 	if !t.all.IsZero() && now.Sub(t.all) > t.window {
 		t.all = time.Time{}
@@ -107,13 +149,16 @@ func (t *Set) pruneLocked(now time.Time) {
 	if !t.all.IsZero() {
 		n++
 	}
+	if t.folded != nil {
+		n++
+	}
 	t.live.Store(n)
 }
 
 func (t *Set) removeLocked(n *node) {
 	t.order.remove(n)
-	delete(t.tags, n.tag)
-	t.bytes -= nodeBytes(n.tag)
+	delete(t.tags, n.h)
+	t.bytes -= nodeBytes
 }
 
 // Len is the number of tag tombstones kept, for tests and metrics.
@@ -146,8 +191,17 @@ func (t *Set) Stale(e *cache.Entry, now time.Time) bool {
 		return true
 	}
 	for _, tag := range e.Tags {
-		if n := t.tags[tag]; n != nil && now.Sub(n.at) <= t.window && !e.StoredAt.After(n.at) {
+		h := t.hash(tag)
+		if n := t.tags[h]; n != nil && now.Sub(n.at) <= t.window && !e.StoredAt.After(n.at) {
 			return true
+		}
+		if t.folded != nil {
+			if at := t.folded[h%foldBuckets]; at != 0 {
+				ft := time.Unix(0, at)
+				if now.Sub(ft) <= t.window && !e.StoredAt.After(ft) {
+					return true
+				}
+			}
 		}
 	}
 	return false
@@ -155,7 +209,7 @@ func (t *Set) Stale(e *cache.Entry, now time.Time) bool {
 
 // node is one tombstone in the map and in the list.
 type node struct {
-	tag        string
+	h          uint64
 	at         time.Time
 	prev, next *node
 }

@@ -62,21 +62,25 @@ func BenchmarkStaleNone(b *testing.B) {
 }
 
 // Past its byte budget the set folds its oldest tombstones into the
-// purge-of-everything stamp: what they refused is still refused (with
-// some innocent entries of the same age), and the set stops growing.
-func TestBudgetFoldsOldestIntoPurgeAll(t *testing.T) {
+// overflow filter: what they refused is still refused, and the set stops
+// growing. Entries with other tags are not refused (but for the rare one
+// sharing a bucket): on 16d946c the fold was a purge of everything, and
+// every innocent entry below was refused.
+func TestBudgetFoldsOldestIntoFilter(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	entry := func(requested time.Duration, tags ...string) *cache.Entry {
 		return &cache.Entry{StoredAt: at(requested), Tags: tags}
 	}
-	// Room for three one-letter tags.
+	// Room for three tombstones, whatever their tags' length.
 	s := tombstone.NewBounded(10*time.Second, 3*(1+96))
+	folded := 0
+	s.OnFold(func(n int) { folded += n })
 	for i, tag := range []string{"a", "b", "c", "d"} {
 		s.Add(at(time.Duration(i+1)*time.Second), tag)
 	}
-	if s.Len() != 3 {
-		t.Fatalf("Len = %d, want 3 within the budget", s.Len())
+	if s.Len() != 3 || folded != 1 {
+		t.Fatalf("Len = %d, folded %d; want 3 within the budget and 1 folded", s.Len(), folded)
 	}
 	now := 5 * time.Second
 	for _, tc := range []struct {
@@ -84,7 +88,6 @@ func TestBudgetFoldsOldestIntoPurgeAll(t *testing.T) {
 		stale bool
 	}{
 		{entry(0, "a"), true},                      // folded, still refused
-		{entry(500*time.Millisecond, "x"), true},   // the price: older than the fold
 		{entry(1500*time.Millisecond, "a"), false}, // after a's invalidation
 		{entry(1500*time.Millisecond, "b"), true},  // b is still a tombstone
 		{entry(3500*time.Millisecond, "d"), true},
@@ -92,6 +95,17 @@ func TestBudgetFoldsOldestIntoPurgeAll(t *testing.T) {
 		if got := s.Stale(tc.e, at(now)); got != tc.stale {
 			t.Errorf("Stale(stored %v, tags %v) = %v, want %v", tc.e.StoredAt.Sub(t0), tc.e.Tags, got, tc.stale)
 		}
+	}
+	refused := 0
+	const innocent = 1000
+	for i := range innocent {
+		if s.Stale(entry(500*time.Millisecond, fmt.Sprintf("x%d", i)), at(now)) {
+			refused++
+		}
+	}
+	// One folded tag in 65,536 buckets: about none of 1,000 share it.
+	if refused > innocent/100 {
+		t.Errorf("%d of %d entries with other tags refused after one tombstone was folded", refused, innocent)
 	}
 }
 
@@ -117,17 +131,32 @@ func TestReAddExtendsAndExpiredLeave(t *testing.T) {
 }
 
 // A flood of writes to distinct long IDs within one window stays within
-// the budget.
+// the budget, and a tombstone costs the same whatever its tag's length:
+// 10,000 tags of 4 KiB fit in 1 MiB without folding (on 16d946c, which kept
+// the tags, 1 MiB held 250 of them and the rest became a purge of
+// everything).
 func TestDistinctTagFloodStaysWithinBudget(t *testing.T) {
 	const budget = 1 << 20
 	s := tombstone.NewBounded(time.Minute, budget)
+	folded := 0
+	s.OnFold(func(n int) { folded += n })
 	now := time.Now()
-	pad := strings.Repeat("x", 1<<10)
-	for i := range 10000 {
+	pad := strings.Repeat("9", 4<<10)
+	const n = 10000
+	for i := range n {
 		s.Add(now, fmt.Sprintf("client:%s%d", pad, i))
 	}
-	if max := budget / (1 << 10); s.Len() > max {
-		t.Fatalf("Len = %d after 10 MB of distinct tags, want at most %d", s.Len(), max)
+	if s.Len() != n || folded != 0 {
+		t.Fatalf("Len = %d, folded %d after %d long tags; want all kept", s.Len(), folded, n)
+	}
+	if s.Stale(&cache.Entry{StoredAt: now.Add(-time.Second), Tags: []string{"client:7"}}, now) {
+		t.Fatal("an entry of another tag is refused")
+	}
+	for i := range 3 * n {
+		s.Add(now, fmt.Sprintf("more:%d", i))
+	}
+	if max := budget / 80; s.Len() > max {
+		t.Fatalf("Len = %d, want at most %d", s.Len(), max)
 	}
 }
 

@@ -82,6 +82,24 @@ func Enabled(getenv func(string) string) (bool, error) {
 	return true, nil
 }
 
+// Endpoint is the URL spans are posted to while tracing is on, as the
+// OTLP/HTTP exporter derives it (OTLP exporter specification, "Endpoint
+// URLs for OTLP/HTTP"): the traces endpoint as given, else the general
+// endpoint with "/v1/traces" appended, else http://localhost:4318/v1/traces.
+// The start-up line shows it, so an operator sees where spans go.
+func Endpoint(getenv func(string) string) string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if e := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")); e != "" {
+		return e
+	}
+	if e := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); e != "" {
+		return strings.TrimSuffix(e, "/") + "/v1/traces"
+	}
+	return "http://localhost:4318/v1/traces"
+}
+
 // New builds the TracerProvider the environment asks for, exporting over
 // OTLP/HTTP through a batch span processor. It returns a nil provider and
 // a no-op shutdown when tracing is off. shutdown flushes the spans still

@@ -12,13 +12,25 @@ import (
 // Redis is paused, down or partitioned away, a peer's write may be answered
 // to its client and this replica's L1 (and L2, whose epochs the peer could
 // not raise) keeps the old version. So each replica publishes its own
-// heartbeat on the channel every MaxLag/4 and watches for it to come back.
-// Redis delivers a channel's messages in the order it ran the PUBLISHes,
-// and the subscriber applies each invalidation before it reads the next
-// message; so once a heartbeat sent at time h is back, every invalidation
-// published before h has been applied here. Proven returns the latest such
-// h. The cache tiers use it to stop serving entries older than
-// coherence.max_lag while the proof is older than that (cache.Tiered).
+// heartbeat every MaxLag/4 on its own beat channel, P beat:<origin>, which
+// it subscribes on the same connection as the invalidation channel, and
+// watches for it to come back. Redis runs PUBLISHes one at a time and
+// appends each delivery to the subscribing connection's output in that
+// order, whatever the channel; the subscriber applies each invalidation
+// before it reads the next message; so once a heartbeat sent at time h is
+// back, every invalidation published before h has been applied here.
+// Proven returns the latest such h. The cache tiers use it to stop serving
+// entries older than coherence.max_lag while the proof is older than that
+// (cache.Tiered).
+//
+// A replica hears only its own beats, never its peers': each receives 4
+// beats a second and the invalidations, whatever the fleet's size N, where
+// beats on the shared channel cost every replica 4·N messages a second and
+// Redis 4·N² deliveries (docs/coherence.md has the figures). A peer's beat
+// proved nothing here anyway: only this replica's own beat, published on a
+// path that can fail on its own, tells that this replica's channel works.
+// Replicas of the previous release still beat on the shared channel; a
+// beat on the shared channel is ignored.
 //
 // After a gap (a heartbeat lost, the subscription rebuilt) the proof does
 // not advance until heartbeats have come back for proofGrace (3/4 MaxLag)
@@ -26,6 +38,12 @@ import (
 // MaxLag/8 (internal/server), each attempt bounded by two Timeouts, and
 // must have had the time to do so. That holds while Timeout < 5/16 MaxLag
 // (100 ms and 1 s by default).
+//
+// A rebuilt subscription also sets the floor (Floor): invalidations
+// published while it was down are lost, so the proof covers only entries
+// whose request left after the new subscription was confirmed. Older
+// entries stay in L1 and are served while they are younger than MaxLag,
+// which needs no proof (cache.Tiered), instead of L1 being emptied.
 
 // Beat is one heartbeat: its sequence number and when it was sent (unix
 // ns, on the sender's clock; only the sender reads it).
@@ -40,6 +58,22 @@ type proof struct {
 	last   uint64    // the last sequence number heard
 	streak time.Time // when the first beat of the current unbroken run was sent
 	proven time.Time
+	floor  time.Time // when the current subscription was confirmed after a gap
+	beats  uint64    // own beats heard, for Proof
+}
+
+// Proof is the state of this replica's proof that it hears the channel,
+// for /readyz and tests.
+type Proof struct {
+	// Proven: every invalidation published before it has been applied
+	// here (zero: never proven).
+	Proven time.Time
+	// Floor: entries whose request left before it are not covered by
+	// Proven (messages may have been lost before the subscription it
+	// dates was confirmed). Zero: no gap since New.
+	Floor time.Time
+	// Beats counts this replica's own heartbeats that came back.
+	Beats uint64
 }
 
 // proofGrace is how long heartbeats must come back in a row after a gap
@@ -55,6 +89,32 @@ func (s *Store) Proven() time.Time {
 	return s.proof.proven
 }
 
+// Floor is Proof().Floor: entries whose request left before it are covered
+// by Proven only while younger than MaxLag.
+func (s *Store) Floor() time.Time {
+	s.proof.mu.Lock()
+	defer s.proof.mu.Unlock()
+	return s.proof.floor
+}
+
+// Proof returns the proof's state.
+func (s *Store) Proof() Proof {
+	p := &s.proof
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Proof{Proven: p.proven, Floor: p.floor, Beats: p.beats}
+}
+
+// gap records that the subscription was rebuilt and confirmed at t.
+func (s *Store) gap(t time.Time) {
+	p := &s.proof
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t.After(p.floor) {
+		p.floor = t
+	}
+}
+
 // heard records one of this replica's heartbeats coming back.
 func (s *Store) heard(b Beat) {
 	p := &s.proof
@@ -68,12 +128,14 @@ func (s *Store) heard(b Beat) {
 		p.streak = sent
 	}
 	p.last = b.Seq
+	p.beats++
 	if sent.Sub(p.streak) >= s.proofGrace() && sent.After(p.proven) {
 		p.proven = sent
 	}
 }
 
-// heartbeat publishes a Beat every MaxLag/4 until Close. It ignores the
+// heartbeat publishes a Beat on this replica's beat channel every MaxLag/4
+// until Close. It ignores the
 // breaker: the beats coming back are how this replica learns that the
 // channel works again. A beat that fails is not retried; the next one has
 // the next number, and the gap restarts the streak.
@@ -88,7 +150,7 @@ func (s *Store) heartbeat() {
 	for {
 		seq++
 		ctx, cancel := s.withTimeout(context.Background())
-		_ = s.publish(ctx, Invalidation{Beat: &Beat{Seq: seq, Sent: time.Now().UnixNano()}})
+		_ = s.publishOn(ctx, s.beatChannel(), Invalidation{Beat: &Beat{Seq: seq, Sent: time.Now().UnixNano()}})
 		cancel()
 		select {
 		case <-s.stop:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -15,8 +16,9 @@ import (
 // Subscriber timing: a subscription quiet for idleCheck sends a PING to
 // prove the connection alive, and is rebuilt after maxUnanswered PINGs in
 // a row get no answer (a peer gone without closing the socket). A false
-// alarm costs every L1 entry, hence the patience. retryEvery spaces
-// resubscribe attempts while Redis is down.
+// alarm costs the proof for the L1 entries older than MaxLag (see Floor),
+// hence the patience. retryEvery is the first wait between resubscribe
+// attempts while Redis is down; retryDelay backs off from it.
 const (
 	idleCheck     = time.Second
 	maxUnanswered = 3
@@ -28,13 +30,17 @@ const (
 // Keys are cache keys as the proxy knows them (without prefix); a tag
 // invalidation carries only Tags, which peers resolve through their own L1
 // tag index. Beat is a heartbeat (see heartbeat.go), never delivered to
-// OnInvalidate.
+// OnInvalidate. Gap is never sent: the subscriber sets it, with All, when
+// it rebuilt the subscription (messages may have been lost; see Floor).
 type Invalidation struct {
 	Tags   []string `json:"tags,omitempty"`
 	Keys   []string `json:"keys,omitempty"`
+	Tags64 []string `json:"tags64,omitempty"` // tags that are not UTF-8 (wire.go)
+	Keys64 []string `json:"keys64,omitempty"`
 	All    bool     `json:"all,omitempty"`
 	Origin string   `json:"origin"`
 	Beat   *Beat    `json:"beat,omitempty"`
+	Gap    bool     `json:"-"`
 }
 
 // InvalidateTags raises the epoch of each tag (epoch.go), so that no
@@ -132,19 +138,11 @@ func globEscape(s string) string {
 
 func (s *Store) message(inv Invalidation) ([]byte, error) {
 	inv.Origin = s.origin
-	return json.Marshal(inv)
+	return json.Marshal(encodeWire(inv))
 }
 
 func (s *Store) publish(ctx context.Context, inv Invalidation) error {
-	msg, err := s.message(inv)
-	if err != nil {
-		return err
-	}
-	cctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	err = s.rdb.Publish(cctx, s.channel(), msg).Err()
-	s.done(ctx, err)
-	return err
+	return s.publishOn(ctx, s.channel(), inv)
 }
 
 // subscribe listens on the channel until ctx ends. go-redis redials and
@@ -154,7 +152,7 @@ func (s *Store) publish(ctx context.Context, inv Invalidation) error {
 // full invalidation after any gap, since messages sent meanwhile are lost.
 func (s *Store) subscribe(ctx context.Context) {
 	defer s.wg.Done()
-	ps := s.rdb.Subscribe(ctx, s.channel())
+	ps := s.sub.Subscribe(ctx, s.channels()...)
 	s.psMu.Lock()
 	s.ps = ps
 	s.psMu.Unlock()
@@ -169,7 +167,7 @@ func (s *Store) subscribe(ctx context.Context) {
 	}()
 
 	gap := false // a message may have been missed since the last subscribe
-	unanswered := 0
+	unanswered, failed := 0, 0
 	for ctx.Err() == nil {
 		msg, err := ps.ReceiveTimeout(ctx, idleCheck)
 		if ctx.Err() != nil {
@@ -204,20 +202,24 @@ func (s *Store) subscribe(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(retryEvery):
+			case <-time.After(retryDelay(failed, rand.Int64N)):
 			}
+			failed++
 			continue
 		}
 
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				s.subscribed.Store(true)
+			if m.Kind != "subscribe" || m.Count < len(s.channels()) {
+				continue // not every channel confirmed yet
 			}
-			if m.Kind == "subscribe" && gap {
+			s.subscribed.Store(true)
+			failed = 0
+			if gap {
 				gap = false
-				s.log.Info("invalidation channel resubscribed; dropping L1")
-				s.deliver(Invalidation{All: true})
+				s.gap(time.Now())
+				s.log.Info("invalidation channel resubscribed; older L1 entries now need to be younger than max_lag")
+				s.deliver(Invalidation{All: true, Gap: true})
 			}
 		case *redis.Message:
 			var inv Invalidation
@@ -225,6 +227,7 @@ func (s *Store) subscribe(ctx context.Context) {
 				s.log.Warn("ignoring malformed invalidation", "err", err)
 				continue
 			}
+			inv = decodeWire(inv)
 			switch {
 			case inv.Beat != nil:
 				if inv.Origin == s.origin {
@@ -244,7 +247,7 @@ func (s *Store) resubscribe(ctx context.Context, old *redis.PubSub) *redis.PubSu
 	if ctx.Err() != nil {
 		return nil
 	}
-	s.ps = s.rdb.Subscribe(ctx, s.channel())
+	s.ps = s.sub.Subscribe(ctx, s.channels()...)
 	return s.ps
 }
 

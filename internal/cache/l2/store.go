@@ -12,7 +12,8 @@
 //	P e:<key>       string   header (request time, tags) + cache.Marshal, PX = lifetime
 //	P v:<tag>       string   the tag's epoch: unix ms of its last invalidation (epoch.go)
 //	P l:<key>       string   lease token, PX = lease hold, renewed (lease.go)
-//	P invalidate    channel  JSON Invalidation messages and heartbeats
+//	P invalidate    channel  JSON Invalidation messages (and old releases' heartbeats)
+//	P beat:<origin> channel  one replica's own heartbeats (heartbeat.go)
 package l2
 
 import (
@@ -101,6 +102,7 @@ type Options struct {
 // invalidation, purge and leases.
 type Store struct {
 	rdb    redis.UniversalClient
+	sub    redis.UniversalClient // the subscription's, with its own timeouts (subscribe.go)
 	opts   Options
 	log    *slog.Logger
 	origin string // this replica's id in published messages
@@ -162,6 +164,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 
 	s := &Store{
 		rdb:    redis.NewUniversalClient(clientOptions(opts)),
+		sub:    redis.NewUniversalClient(subOptions(opts)),
 		opts:   opts,
 		log:    log.With("component", "l2"),
 		origin: hex.EncodeToString(id),
@@ -237,7 +240,7 @@ func (s *Store) Close() error {
 		close(s.stop)
 		s.cancel()
 		s.wg.Wait()
-		err = s.rdb.Close()
+		err = errors.Join(s.rdb.Close(), s.sub.Close())
 	})
 	return err
 }

@@ -1,0 +1,69 @@
+package l2
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The subscription's connection is not a command's: it is dialled once and
+// then lives for hours, and while it is down this replica can prove
+// nothing. Dialling it under the 100 ms command Timeout failed over and
+// over on a loaded host, and every failure was retried at a fixed 100 ms by
+// every replica at once: hundreds of replicas made a reconnection storm
+// that kept Redis busy. So it has its own client with timeouts sized for a
+// dial that may wait in a full accept queue (subTimeout), and failed
+// attempts back off with jitter (retryDelay).
+
+// retryCap bounds the wait between resubscribe attempts, so a replica
+// hears the channel again within about a second of Redis answering.
+const retryCap = time.Second
+
+// subTimeout bounds the subscription's dial, handshake and writes: MaxLag
+// (the proof needs 3/4 of it after the subscription is back anyway), at
+// least a second, and never less than the command Timeout.
+func subTimeout(o Options) time.Duration {
+	return max(o.MaxLag, time.Second, o.Timeout)
+}
+
+// subOptions are clientOptions with the subscription's timeouts.
+func subOptions(o Options) *redis.UniversalOptions {
+	u := clientOptions(o)
+	d := subTimeout(o)
+	u.DialTimeout, u.ReadTimeout, u.WriteTimeout, u.PoolTimeout = d, d, d, d
+	return u
+}
+
+// retryDelay is the wait before resubscribe attempt n+1 after n failures
+// in a row: retryEvery doubled per failure up to retryCap, of which a
+// random upper half (rnd(k) returns a number in [0, k)), so that replicas
+// that lost Redis together do not redial together.
+func retryDelay(n int, rnd func(int64) int64) time.Duration {
+	d := retryEvery
+	for i := 0; i < n && d < retryCap; i++ {
+		d *= 2
+	}
+	d = min(d, retryCap)
+	return d/2 + time.Duration(rnd(int64(d/2)+1))
+}
+
+// beatChannel is where this replica publishes its heartbeats (heartbeat.go).
+func (s *Store) beatChannel() string { return s.opts.Prefix + "beat:" + s.origin }
+
+// channels are what the subscriber listens to, on one connection: the
+// shared invalidation channel and this replica's own beat channel.
+func (s *Store) channels() []string { return []string{s.channel(), s.beatChannel()} }
+
+// publishOn publishes inv on channel, bounded by Timeout.
+func (s *Store) publishOn(ctx context.Context, channel string, inv Invalidation) error {
+	msg, err := s.message(inv)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	err = s.rdb.Publish(cctx, channel, msg).Err()
+	s.done(ctx, err)
+	return err
+}
