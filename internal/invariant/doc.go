@@ -47,7 +47,7 @@
 //
 //	go test ./internal/invariant                       # fixed seeds (make test)
 //	INVARIANT_FEATURES=all go test ./internal/invariant # every feature, gated ones too
-//	go test -run - -fuzz FuzzInvariants -fuzztime 5m ./internal/invariant
+//	go test -run - -fuzz FuzzInvariants -fuzztime 5m -parallel 1 ./internal/invariant
 //	make soak-invariants DURATION=10m                  # seed after seed
 //
 // INVARIANT_FEATURES is "all", or a comma list that adds (name, +name) or

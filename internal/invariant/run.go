@@ -250,7 +250,8 @@ func (r *run) drawProfile(idents bool) Profile {
 		p.Size = r.cfg.MaxBodyBytes * 5 / 4
 		p.Gzip = true
 	}
-	if m.Has("slow") && r.chance(35) {
+	if m.Has("slow") && r.chance(35) || p.Size > r.cfg.MaxBodyBytes && r.chance(70) {
+		// A large body is slow to make, so requests collapse onto it.
 		p.Delay = time.Duration(20+r.rng.IntN(200)) * time.Millisecond
 	}
 	if m.Has("5xx") && r.chance(12) {
