@@ -58,6 +58,17 @@ routes:
     key:
       query: [fields]
     tags: ["p:{id}"]
+  - name: n
+    path: /n/{id:[1-9][0-9]*}
+    ttl: 5m
+    freshness: origin
+    request_no_cache: refresh
+    stale_if_error: 10m
+    tags: ["n:{id}"]
+  - name: n-write
+    methods: [PATCH]
+    path: /n/{id:[1-9][0-9]*}
+    invalidate: ["n:{id}"]
   - name: t
     path: /t/{name}
     ttl: 5m
@@ -66,6 +77,11 @@ routes:
     methods: [PATCH]
     path: /t/{name}
     invalidate: ["t:{name}"]
+  - name: h
+    path: /h/{id:[1-9][0-9]*}
+    ttl: 5m
+    key:
+      host: svc.invariant
   - name: u
     path: /u/{id:[1-9][0-9]*}
     ttl: 5m

@@ -29,6 +29,8 @@ type Stamp struct {
 	// echoed (request-id feature).
 	Q   string `json:"q,omitempty"`
 	Rid string `json:"rid,omitempty"`
+	// Fh is the X-Forwarded-Host the origin saw (host-spelling).
+	Fh  string `json:"fh,omitempty"`
 	Pad string `json:"pad,omitempty"`
 }
 
@@ -59,11 +61,18 @@ type Profile struct {
 	Delay time.Duration
 	Fail  int  // percent of reads answered 500/503
 	Hang  int  // percent of reads hung up on
+	Trunc int  // percent of reads whose chunked body is broken off halfway
+	Hints int  // 103 Early Hints sent before each read's answer
 	ETag  bool // send an ETag; If-None-Match answered 304 when it matches
 	// WriteFaults: writes fail (Fail) or hang up (Hang) too, after the
 	// version was bumped, so the client is not told of a write that
 	// happened.
 	WriteFaults bool
+	// Refuse: percent of writes answered 405 or 409 without a bump.
+	Refuse int
+	// GzipFrom: with Gzip, bodies shorter than this go out identity (still
+	// with Vary: Accept-Encoding), as Express's compression() does.
+	GzipFrom int
 }
 
 // Origin is the scripted service behind the replicas. Resources are
@@ -157,10 +166,17 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "origin failure")
 		return
 	}
+	for range p.Hints {
+		w.Header().Set("Link", "</r.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+	}
+	clear(w.Header())
+	trunc := roll >= p.Hang+p.Fail && roll < p.Hang+p.Fail+p.Trunc
 	st := Stamp{Res: res, Ver: ver, By: map[string]string{}, Q: r.URL.RawQuery}
 	if r.Header.Get("X-Request-Id") != "" {
 		st.Rid = r.Header.Get("X-Request-Id")
 	}
+	st.Fh = r.Header.Get("X-Forwarded-Host")
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	var vary []string
@@ -192,9 +208,15 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if gz {
+	if gz && len(body) >= p.GzipFrom {
 		body = gzipBytes(body)
 		h.Set("Content-Encoding", "gzip")
+	}
+	if trunc {
+		// No Content-Length: chunked, and the last chunk never comes.
+		w.Write(body[:len(body)/2])
+		http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.Write(body)
@@ -204,6 +226,11 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 // bump: the write happened, but the client is not told so.
 func (o *Origin) write(w http.ResponseWriter, res string) {
 	o.mu.Lock()
+	if p := o.profiles[res]; p.Refuse > 0 && o.rng.IntN(100) < p.Refuse {
+		o.mu.Unlock()
+		http.Error(w, "refused", pickCode(res))
+		return
+	}
 	o.ver[res]++
 	ver := o.ver[res]
 	p := o.profiles[res]
@@ -222,6 +249,14 @@ func (o *Origin) write(w http.ResponseWriter, res string) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(Stamp{Res: res, Ver: ver})
+}
+
+// pickCode is a refusal's status: 405 or 409, fixed per resource.
+func pickCode(res string) int {
+	if len(res)%2 == 0 {
+		return http.StatusMethodNotAllowed
+	}
+	return http.StatusConflict
 }
 
 // MaxID is the largest ID the origin's bulk endpoint parses; a larger one

@@ -2,10 +2,17 @@ package invariant
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"strings"
+	"sync/atomic"
+
+	"github.com/sidecache/sidecache/internal/relay"
 )
 
 // request is one drawn client request and what its answer is checked
@@ -24,7 +31,9 @@ type request struct {
 	res     string
 	ids     []string // list
 	rid     string
+	host    string // Host header; "" is the run's Host
 	budget  int
+	hangup  bool // write-hangup: the client leaves once the request is sent
 }
 
 func (q *request) String() string {
@@ -66,6 +75,10 @@ func (r *run) drawRequest(hot string) *request {
 		if m.Has("write-spelling") && r.chance(40) {
 			q.path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id, "//r/"+id, "/r/./"+id, "/r/"+id+";v=1", "/r/%2B"+id)
 		}
+		q.hangup = m.Has("write-hangup") && r.chance(15)
+		if m.Has("no-cache") && r.chance(20) {
+			q.path = "/n/" + id // the route that honours no-cache
+		}
 	case roll < 18:
 		q.route = "t"
 		name := "plain"
@@ -99,12 +112,19 @@ func (r *run) drawRequest(hot string) *request {
 		}
 		q.query = "ids=" + strings.Join(q.ids, ",")
 		q.budget = BudgetList(len(q.ids))
+	case m.Has("no-cache") && roll < 38:
+		// freshness: origin, request_no_cache: refresh: no-cache reads
+		// are forced refreshes, one per key at a time.
+		q.route, q.path = "n", "/n/"+id
 	case roll < 45:
 		q.route, q.path = "p", "/p/"+id
 		q.query = "fields=" + pick(r, "name", "email")
 		if m.Has("extra-param") && r.chance(50) {
 			q.query += "&callback=cb" + fmt.Sprint(r.rng.IntN(1000))
 		}
+	case m.Has("host-spelling") && roll >= 92:
+		q.route, q.path = "h", "/h/"+id
+		q.host = pick(r, r.cfg.Host, "svc", "svc.ns.svc.cluster.local", strings.ToUpper(r.cfg.Host))
 	default:
 		q.path = "/r/" + id
 		if m.Has("path-spelling") && r.chance(15) {
@@ -147,7 +167,11 @@ func (r *run) drawHeaders(q *request) {
 	m := r.cfg.Mix
 	h := q.hdr
 	if m.Has("accept-encoding") {
-		if ae := pick(r, "", "gzip", "identity", "gzip;q=0", "gzip, br"); ae != "" {
+		choices := []string{"", "gzip", "identity", "gzip;q=0", "gzip, br"}
+		if m.Has("accept-encoding-spellings") {
+			choices = append(choices, "gzip, deflate", "gzip, deflate, br", "gzip, deflate, br, zstd", "br, gzip")
+		}
+		if ae := pick(r, choices...); ae != "" {
 			h.Set("Accept-Encoding", ae)
 		}
 	}
@@ -185,7 +209,14 @@ func (r *run) drawHeaders(q *request) {
 		h.Set("X-Request-Id", q.rid)
 	}
 	if m.Has("no-cache") && r.chance(10) {
-		h.Set("Cache-Control", "no-cache")
+		switch pick(r, "no-cache", "max-age=0", "pragma") {
+		case "pragma":
+			h.Set("Pragma", "no-cache")
+		case "max-age=0":
+			h.Set("Cache-Control", "max-age=0")
+		default:
+			h.Set("Cache-Control", "no-cache")
+		}
 	}
 }
 
@@ -197,6 +228,11 @@ func (r *run) do(ctx context.Context, q *request) {
 		return
 	}
 	u.RawQuery = q.query
+	var hints atomic.Int64
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{Got1xxResponse: func(int, textproto.MIMEHeader) error {
+		hints.Add(1)
+		return nil
+	}})
 	req, err := http.NewRequestWithContext(ctx, q.method, u.String(), nil)
 	if err != nil {
 		r.violate("harness", "%s: %v", q, err)
@@ -204,20 +240,45 @@ func (r *run) do(ctx context.Context, q *request) {
 	}
 	req.URL.RawQuery = q.query
 	req.Host = r.cfg.Host
+	if q.host != "" {
+		req.Host = q.host
+	}
 	for k, vs := range q.hdr {
 		req.Header[k] = vs
 	}
+	if q.hangup {
+		hctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		req = req.WithContext(httptrace.WithClientTrace(hctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { cancel() },
+		}))
+	}
 	start := now()
 	resp, err := q.who.client.Do(req)
+	if q.hangup {
+		if err == nil {
+			resp.Body.Close() // answered before the hang-up: not acknowledged either
+		}
+		return
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			r.violate("transport", "%s: %v", q, err)
 		}
 		return
 	}
+	if n := hints.Load(); n > relay.MaxRelayed {
+		r.violate("interim", "%s: %d 1xx relayed, at most %d", q, n, relay.MaxRelayed)
+	}
 	body, err := readBody(resp)
 	resp.Body.Close()
 	end := now()
+	if err != nil && r.cfg.Mix.Has("truncate") && errors.Is(err, io.ErrUnexpectedEOF) {
+		// A body the origin broke off reaches the client broken (RFC
+		// 9112 §8): the right outcome. One that reads whole but short
+		// fails its stamp's JSON below.
+		return
+	}
 	if err != nil {
 		r.violate("garbled", "%s: reading the answer: %v", q, err)
 		return

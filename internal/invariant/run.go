@@ -242,6 +242,9 @@ func (r *run) drawProfile(idents bool) Profile {
 		p.Dims = append(p.Dims, Dim{Name: k, How: dims[k]})
 	}
 	p.Gzip = m.Has("gzip") && r.chance(50)
+	if p.Gzip && m.Has("gzip-threshold") && r.chance(50) {
+		p.GzipFrom = 1 << 10
+	}
 	switch {
 	case m.Has("large") && r.chance(15):
 		p.Size = r.cfg.MaxBodyBytes + 1 + r.rng.IntN(r.cfg.MaxBodyBytes)
@@ -260,6 +263,15 @@ func (r *run) drawProfile(idents bool) Profile {
 	if m.Has("hangup") && r.chance(6) {
 		p.Hang = 10 + r.rng.IntN(30)
 	}
+	if m.Has("truncate") && r.chance(8) {
+		p.Trunc = 20 + r.rng.IntN(40)
+	}
+	if m.Has("1xx-flood") && r.chance(8) {
+		p.Hints = 20
+	}
 	p.WriteFaults = m.Has("write-fail")
+	if m.Has("write-refused") && r.chance(20) {
+		p.Refuse = 30 + r.rng.IntN(40)
+	}
 	return p
 }

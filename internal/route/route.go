@@ -42,6 +42,11 @@ type Spec struct {
 	// Origin, when set, takes freshness from the origin's headers
 	// (freshness: origin); nil keeps the route's ttl.
 	Origin *Origin
+	// RequestNoCache is what a client's no-cache (Cache-Control: no-cache
+	// or max-age=0, Pragma: no-cache) does: "refresh" fetches anew, "ignore"
+	// answers from the cache as if it were absent; "": refresh with Origin
+	// (RFC 9111 §5.2.1), ignore without (as NGINX and Varnish do).
+	RequestNoCache string
 }
 
 // Origin is the origin-freshness mode of a route (RFC 9111 §4.2): TTL is
@@ -68,6 +73,9 @@ type Route struct {
 	Key cachekey.Options
 	// ForwardAll: see Spec.ForwardAll.
 	ForwardAll bool
+	// RefreshOnRequest: a client's no-cache refreshes (Spec.RequestNoCache
+	// resolved).
+	RefreshOnRequest bool
 	// Tags label the entries this route stores; Invalidate are dropped
 	// after a 2xx answer to one of its unsafe methods.
 	Tags, Invalidate []Template
@@ -253,6 +261,7 @@ func compileOne(s *Spec) (*Route, []error) {
 		NegativeTTL:          s.NegativeTTL,
 		ForwardAll:           s.ForwardAll,
 		Origin:               s.Origin,
+		RefreshOnRequest:     s.RequestNoCache == "refresh" || s.RequestNoCache == "" && s.Origin != nil,
 	}
 
 	pat, err := parsePattern(s.Pattern)
@@ -344,7 +353,7 @@ func keyOptions(o cachekey.Options) (cachekey.Options, error) {
 	if o.AllQuery && len(o.Query) > 0 {
 		return o, errors.New("key: all query params and a query list are exclusive")
 	}
-	out := cachekey.Options{AllQuery: o.AllQuery}
+	out := cachekey.Options{AllQuery: o.AllQuery, NoHost: o.NoHost, Host: strings.ToLower(o.Host)}
 	if len(o.Query) > 0 {
 		out.Query = slices.Compact(slices.Sorted(slices.Values(o.Query)))
 	}
@@ -430,6 +439,13 @@ func resolveSplit(t *Table, r *Route) error {
 	return nil
 }
 
+// keyJSON is a route's key block as the config spells it: the cachekey
+// options and key.host (request, none or the canonical host).
+type keyJSON struct {
+	cachekey.Options
+	Host string `json:"host"`
+}
+
 // MarshalJSON writes the route for GET /routes: every effective field
 // under its config name (docs/admin-api.md), durations as Go duration
 // strings, templates as written, the split target by name. Fields the
@@ -450,31 +466,38 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		MaxIDs int    `json:"max_ids"`
 	}
 	v := struct {
-		Name                 string           `json:"name"`
-		Methods              []string         `json:"methods"`
-		Pattern              string           `json:"path"`
-		Params               []string         `json:"params,omitempty"`
-		TTL                  string           `json:"ttl"`
-		StaleWhileRevalidate string           `json:"stale_while_revalidate"`
-		StaleIfError         string           `json:"stale_if_error"`
-		NegativeTTL          string           `json:"negative_ttl"`
-		Freshness            string           `json:"freshness"`
-		MaxTTL               string           `json:"max_ttl"`
-		TargetedFields       []string         `json:"targeted_fields"`
-		ForwardHeaders       string           `json:"forward_headers"`
-		Key                  cachekey.Options `json:"key"`
-		Tags                 []Template       `json:"tags,omitempty"`
-		Invalidate           []Template       `json:"invalidate,omitempty"`
-		Batch                *batchJSON       `json:"batch,omitempty"`
-		Split                *splitJSON       `json:"split,omitempty"`
-		Cacheable            bool             `json:"cacheable"`
+		Name                 string     `json:"name"`
+		Methods              []string   `json:"methods"`
+		Pattern              string     `json:"path"`
+		Params               []string   `json:"params,omitempty"`
+		TTL                  string     `json:"ttl"`
+		StaleWhileRevalidate string     `json:"stale_while_revalidate"`
+		StaleIfError         string     `json:"stale_if_error"`
+		NegativeTTL          string     `json:"negative_ttl"`
+		Freshness            string     `json:"freshness"`
+		MaxTTL               string     `json:"max_ttl"`
+		TargetedFields       []string   `json:"targeted_fields"`
+		ForwardHeaders       string     `json:"forward_headers"`
+		RequestNoCache       string     `json:"request_no_cache"`
+		Key                  keyJSON    `json:"key"`
+		Tags                 []Template `json:"tags,omitempty"`
+		Invalidate           []Template `json:"invalidate,omitempty"`
+		Batch                *batchJSON `json:"batch,omitempty"`
+		Split                *splitJSON `json:"split,omitempty"`
+		Cacheable            bool       `json:"cacheable"`
 	}{
 		Name: r.Name, Methods: r.Methods, Pattern: r.Pattern, Params: r.pat.names,
 		TTL: r.TTL.String(), StaleWhileRevalidate: r.StaleWhileRevalidate.String(),
 		StaleIfError: r.StaleIfError.String(), NegativeTTL: r.NegativeTTL.String(),
 		Freshness: "route", MaxTTL: time.Duration(0).String(), TargetedFields: []string{},
-		ForwardHeaders: "keyed",
-		Key:            r.Key, Tags: r.Tags, Invalidate: r.Invalidate, Cacheable: r.Cacheable(),
+		ForwardHeaders: "keyed", RequestNoCache: "ignore",
+		Key: keyJSON{r.Key, "request"}, Tags: r.Tags, Invalidate: r.Invalidate, Cacheable: r.Cacheable(),
+	}
+	switch {
+	case r.Key.NoHost:
+		v.Key.Host = "none"
+	case r.Key.Host != "":
+		v.Key.Host = r.Key.Host
 	}
 	if o := r.Origin; o != nil {
 		v.Freshness, v.MaxTTL = "origin", o.MaxTTL.String()
@@ -484,6 +507,9 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 	}
 	if r.ForwardAll {
 		v.ForwardHeaders = "all"
+	}
+	if r.RefreshOnRequest {
+		v.RequestNoCache = "refresh"
 	}
 	if b := r.Batch; b != nil {
 		v.Batch = &batchJSON{b.Path, b.Param, b.IDField, b.MaxSize, b.MaxWait.String(), b.MaxInFlight}

@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sidecache/sidecache/bench/internal/fleet"
 	"github.com/sidecache/sidecache/bench/internal/lab"
 	"github.com/sidecache/sidecache/bench/internal/load"
 	"github.com/sidecache/sidecache/bench/internal/report"
@@ -43,6 +44,9 @@ type options struct {
 	// CPU runs only the CPU-per-request table (lab.RunCPU).
 	CPU     bool
 	CPUOpts lab.CPUParams
+	// Fleet runs only the fleet coherence table (fleet.Run).
+	Fleet      fleet.Params
+	FleetLabel string
 }
 
 func main() {
@@ -115,8 +119,26 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&p.QueryTime, "query-time", 5*time.Millisecond, "demo: time per query")
 	fs.DurationVar(&p.PerRowTime, "per-row-time", 50*time.Microsecond, "demo: extra time per row of a bulk query")
 	fs.IntVar(&p.Records, "records", 10000, "demo: clients and users")
+	var fleetNs string
+	fs.StringVar(&fleetNs, "fleet", "", "measure only coherence across a fleet: emulated peers per row, `N,...` (e.g. 10,200,1000); writes FLEET-<stamp>-<protocol>.md under -out")
+	fs.IntVar(&p.Fleet.Real, "fleet-real", 3, "-fleet: real sidecache replicas beside the emulated peers")
+	fs.StringVar(&p.Fleet.Protocol, "fleet-protocol", fleet.ProtocolOwn, "-fleet: the emulated peers' heartbeats: own (this release), shared (16d946c and before) or ping (a PING on the subscription connection: the alternative not taken)")
+	fs.IntVar(&p.Fleet.Writes, "fleet-writes", 20, "-fleet: invalidations/s in the write phase")
+	fs.DurationVar(&p.Fleet.Phase, "fleet-phase", 8*time.Second, "-fleet: length of the idle and of the write phase")
+	fs.DurationVar(&p.Fleet.MaxLag, "fleet-max-lag", time.Second, "-fleet: coherence.max_lag")
+	fs.StringVar(&p.FleetLabel, "fleet-label", "this tree", "-fleet: what -sidecache is, for the report (e.g. a commit)")
 	if err := fs.Parse(args); err != nil {
 		return p, err
+	}
+	for _, s := range splitList(fleetNs) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return p, fmt.Errorf("bad peer count %q in -fleet", s)
+		}
+		p.Fleet.Ns = append(p.Fleet.Ns, n)
+	}
+	if p.Fleet.Protocol != fleet.ProtocolOwn && p.Fleet.Protocol != fleet.ProtocolShared && p.Fleet.Protocol != fleet.ProtocolPing {
+		return p, fmt.Errorf("-fleet-protocol %q: want own, shared or ping", p.Fleet.Protocol)
 	}
 	if p.Quick {
 		set := map[string]bool{}
@@ -187,6 +209,9 @@ func splitList(s string) []string {
 func run(ctx context.Context, p options) (int, error) {
 	if p.CPU {
 		return runCPU(ctx, p)
+	}
+	if len(p.Fleet.Ns) > 0 {
+		return runFleet(ctx, p)
 	}
 	if err := lab.Preflight(p.Params); err != nil {
 		return 2, err
@@ -263,5 +288,33 @@ func runCPU(ctx context.Context, p options) (int, error) {
 	}
 	fmt.Print(rep.Markdown())
 	log.Printf("report: %s", strings.Join(paths, ", "))
+	return 0, nil
+}
+
+// runFleet is the -fleet mode: fleet.Run, then its report.
+func runFleet(ctx context.Context, p options) (int, error) {
+	if _, err := os.Stat(p.Sidecache); err != nil {
+		return 2, fmt.Errorf("-sidecache: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "sidecache-fleet-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(dir)
+	p.Fleet.Sidecache, p.Fleet.Dir = p.Sidecache, dir
+	rep := &fleet.Report{Params: p.Fleet, Label: p.FleetLabel, Started: time.Now(),
+		Command: "bench " + strings.Join(os.Args[1:], " ")}
+	rep.LoadAvg[0] = fleet.LoadAvg()
+	rep.Rows = fleet.Run(ctx, p.Fleet)
+	rep.LoadAvg[1] = fleet.LoadAvg()
+	if ctx.Err() != nil {
+		return 130, ctx.Err()
+	}
+	path, err := rep.Write(p.Out)
+	if err != nil {
+		return 1, err
+	}
+	fmt.Print(rep.Markdown())
+	log.Printf("report: %s", path)
 	return 0, nil
 }
