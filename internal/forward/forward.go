@@ -192,9 +192,13 @@ func (f *Rules) Withheld(h http.Header, names []string) bool {
 // sent, the header the fetch actually carried upstream: what the route
 // forwards now may have been learned after that fetch left, and the
 // upstream answered what it was sent (RFC 9111 §4.1).
+//
+// The headers the sidecar writes itself (Own) are not withheld ones: no
+// fetch ever sends the client's, and VariesOnOwn keeps such an answer to
+// its client.
 func SentWithout(h, sent http.Header, names []string) bool {
 	for _, n := range names {
-		if _, carried := h[n]; carried {
+		if _, carried := h[n]; carried && !Own(n) {
 			if _, went := sent[n]; !went {
 				return true
 			}
