@@ -184,6 +184,9 @@ type Batch struct {
 	MaxSize int      `yaml:"max_size"`
 	MaxWait Duration `yaml:"max_wait"`
 	IDField string   `yaml:"id_field"`
+	// ETagField names the field of each element that holds the app's
+	// validator for it; empty: the sidecar makes one over the bytes.
+	ETagField string `yaml:"etag_field"`
 	// MaxInFlight bounds the bulk calls of one group at once; while they
 	// run, new IDs accumulate for the next call.
 	MaxInFlight int `yaml:"max_in_flight"`

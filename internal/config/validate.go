@@ -315,6 +315,9 @@ func (v *checker) route(p string, r *Route) {
 		if b.IDField == "" {
 			v.add(bp+".id_field", "required")
 		}
+		if b.ETagField != "" && b.ETagField == b.IDField {
+			v.add(bp+".etag_field", "must differ from id_field (an ID is not a version)")
+		}
 		if b.MaxSize <= 0 {
 			v.add(bp+".max_size", "must be > 0")
 		}

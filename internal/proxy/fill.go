@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -182,7 +181,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 			return x.fetch(ctx)
 		}
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, x.h.maxBody+1))
+	body, err := readAll(resp.Body, resp.ContentLength, x.h.maxBody)
 	took := x.h.now().Sub(t0)
 	x.rs.m.Upstream(resp.StatusCode, took)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -110,7 +111,9 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&p.CPU, "cpu", false, "measure only CPU µs per request (hit and pass-through) at a fixed -cpu-rate; writes CPU-<stamp>.md and cpu-latest.md under -out")
 	fs.IntVar(&p.CPUOpts.Rate, "cpu-rate", 3000, "-cpu: open-loop req/s, below every server's saturation")
 	fs.IntVar(&p.CPUOpts.Workers, "cpu-workers", 64, "-cpu: connections of the load generator")
-	var cpuSidecars string
+	fs.IntVar(&p.CPUOpts.SplitRate, "cpu-split-rate", 300, "-cpu: open-loop req/s of the split row (-bulk ids each)")
+	var cpuSidecars, cpuRows string
+	fs.StringVar(&cpuRows, "cpu-rows", strings.Join(lab.CPURows(), ","), "-cpu: rows to measure (hit: L1 hit and peers; pass: pass-through and peers; batch: batched misses; split: GET /users?ids=… half cached; l2: L2 hit with Redis's CPU and a plain GET beside it)")
 	fs.StringVar(&cpuSidecars, "cpu-sidecars", "", "-cpu: more sidecache binaries to measure, `name=path,...` (e.g. before=bin/sidecache-79708f5)")
 	fs.BoolVar(&p.Quick, "quick", os.Getenv("BENCH_QUICK") == "1", "shrink everything to finish in under 2 minutes (also BENCH_QUICK=1)")
 	fs.StringVar(&p.Sidecache, "sidecache", "bin/sidecache", "sidecar binary")
@@ -127,6 +130,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&p.Fleet.Phase, "fleet-phase", 8*time.Second, "-fleet: length of the idle and of the write phase")
 	fs.DurationVar(&p.Fleet.MaxLag, "fleet-max-lag", time.Second, "-fleet: coherence.max_lag")
 	fs.StringVar(&p.FleetLabel, "fleet-label", "this tree", "-fleet: what -sidecache is, for the report (e.g. a commit)")
+	fs.BoolVar(&p.DemoFramework, "demo-framework", false, "demo: answer as a framework's defaults would (demo-upstream -framework: Vary: Accept-Encoding, gzip over 1 KiB, weak ETags)")
 	if err := fs.Parse(args); err != nil {
 		return p, err
 	}
@@ -161,8 +165,17 @@ func parseFlags(args []string) (options, error) {
 		return p, err
 	}
 	p.CPUOpts.Time, p.CPUOpts.Rounds = p.Duration, p.PeerRounds
-	if p.CPU && (p.CPUOpts.Rate < 1 || p.CPUOpts.Workers < 1) {
-		return p, errors.New("need -cpu-rate >= 1 and -cpu-workers >= 1")
+	if p.CPU && (p.CPUOpts.Rate < 1 || p.CPUOpts.SplitRate < 1 || p.CPUOpts.Workers < 1) {
+		return p, errors.New("need -cpu-rate >= 1, -cpu-split-rate >= 1 and -cpu-workers >= 1")
+	}
+	for _, r := range splitList(cpuRows) {
+		if !slices.Contains(lab.CPURows(), r) {
+			return p, fmt.Errorf("unknown row %q in -cpu-rows (known: %s)", r, strings.Join(lab.CPURows(), ","))
+		}
+		p.CPUOpts.Rows = append(p.CPUOpts.Rows, r)
+	}
+	if p.CPU && len(p.CPUOpts.Rows) == 0 {
+		return p, errors.New("-cpu-rows is empty")
 	}
 	if p.Rows, err = load.PickWorkloads(splitList(rows)); err != nil {
 		return p, err
@@ -266,6 +279,14 @@ func runCPU(ctx context.Context, p options) (int, error) {
 	}
 	if err := lab.Preflight(p.Params); err != nil {
 		return 2, err
+	}
+	if slices.Contains(p.CPUOpts.Rows, "l2") {
+		if _, err := exec.LookPath("redis-server"); err != nil {
+			return 2, errors.New("redis-server not on PATH: the l2 row needs it (apt-get install redis-server), or leave l2 out of -cpu-rows")
+		}
+	}
+	if slices.Contains(p.CPUOpts.Rows, "batch") || slices.Contains(p.CPUOpts.Rows, "split") {
+		p.Users = lab.ColdUsers // misses on ids never asked before
 	}
 	dir, err := os.MkdirTemp("", "sidecache-bench-")
 	if err != nil {
