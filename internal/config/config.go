@@ -148,7 +148,12 @@ type Route struct {
 	TargetedFields []string `yaml:"targeted_fields"`
 	// ForwardHeaders is "keyed" (only headers the key or Vary sees, tracing
 	// and the sidecar's own X-Forwarded-*) or "all".
-	ForwardHeaders string   `yaml:"forward_headers"`
+	ForwardHeaders string `yaml:"forward_headers"`
+	// RequestNoCache is what a client's Cache-Control: no-cache or
+	// max-age=0 (or Pragma: no-cache) does: "refresh" (fetch anew; the
+	// default with freshness: origin, RFC 9111 §5.2.1) or "ignore" (the
+	// default with freshness: route, as NGINX and Varnish do).
+	RequestNoCache string   `yaml:"request_no_cache"`
 	Key            Key      `yaml:"key"`
 	Tags           []string `yaml:"tags"`
 	Invalidate     []string `yaml:"invalidate"`

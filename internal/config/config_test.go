@@ -165,6 +165,8 @@ func TestParseErrors(t *testing.T) {
 			"t.yaml:3: routes[0].targeted_fields: only applies with freshness: origin"},
 		{"targeted_fields not a field name", route("{name: a, path: /a, freshness: origin, targeted_fields: ['a b']}"),
 			`t.yaml:3: routes[0].targeted_fields[0]: "a b" is not a header field name`},
+		{"request_no_cache unknown", route("{name: a, path: /a, ttl: 1s, request_no_cache: honor}"),
+			`t.yaml:3: routes[0].request_no_cache: must be one of ignore, refresh, got "honor"`},
 		{"empty redact_query name", minimal + "log: {redact_query: [token, ' ']}", "t.yaml:2: log.redact_query[1]: must not be empty"},
 		// Issue 21, item 11: an upstream that is the sidecar itself loops.
 		{"upstream is the listener", "listen: 127.0.0.1:8080\nupstream: {url: 'http://localhost:8080'}",

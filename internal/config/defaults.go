@@ -92,6 +92,12 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 		if r.ForwardHeaders == "" {
 			r.ForwardHeaders = "keyed"
 		}
+		if r.RequestNoCache == "" {
+			r.RequestNoCache = "ignore"
+			if r.Freshness == "origin" {
+				r.RequestNoCache = "refresh"
+			}
+		}
 		if b := r.Batch; b != nil {
 			if !isSet(p + ".batch.max_size") {
 				b.MaxSize = 100

@@ -258,6 +258,7 @@ func (v *checker) route(p string, r *Route) {
 	// "" is the default (route, keyed) for a Config built in code.
 	v.oneOf(p+".freshness", r.Freshness, "", "route", "origin")
 	v.oneOf(p+".forward_headers", r.ForwardHeaders, "", "keyed", "all")
+	v.oneOf(p+".request_no_cache", r.RequestNoCache, "", "ignore", "refresh")
 	v.nonNegative(p+".max_ttl", r.MaxTTL)
 	if r.MaxTTL > 0 && r.Freshness != "origin" {
 		v.add(p+".max_ttl", "only applies with freshness: origin")

@@ -85,6 +85,16 @@ func RefreshRequested(r *http.Request) bool {
 	return len(r.Header.Values("Cache-Control")) == 0 && strings.EqualFold(strings.TrimSpace(r.Header.Get("Pragma")), "no-cache")
 }
 
+// MaxAgeZero reports a request's Cache-Control: max-age=0 (RFC 9111
+// §5.2.1.1): no stored response is fresh enough for it.
+func MaxAgeZero(r *http.Request) bool {
+	if len(r.Header.Values("Cache-Control")) == 0 {
+		return false
+	}
+	d := Parse(r.Header, "Cache-Control")
+	return d.MaxAge.Set && d.MaxAge.D == 0
+}
+
 // SafeMethod reports the methods that never invalidate stored responses
 // (RFC 9110 §9.2.1, RFC 9111 §4.4).
 func SafeMethod(m string) bool {

@@ -56,6 +56,17 @@ routes:
     key:
       query: [fields]
     tags: ["p:{id}"]
+  - name: n
+    path: /n/{id:[1-9][0-9]*}
+    ttl: 5m
+    freshness: origin
+    request_no_cache: refresh
+    stale_if_error: 10m
+    tags: ["n:{id}"]
+  - name: n-write
+    methods: [PATCH]
+    path: /n/{id:[1-9][0-9]*}
+    invalidate: ["n:{id}"]
   - name: t
     path: /t/{name}
     ttl: 5m

@@ -66,6 +66,11 @@ type Profile struct {
 	// version was bumped, so the client is not told of a write that
 	// happened.
 	WriteFaults bool
+	// Refuse: percent of writes answered 405 or 409 without a bump.
+	Refuse int
+	// GzipFrom: with Gzip, bodies shorter than this go out identity (still
+	// with Vary: Accept-Encoding), as Express's compression() does.
+	GzipFrom int
 }
 
 // Origin is the scripted service behind the replicas. Resources are
@@ -200,7 +205,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if gz {
+	if gz && len(body) >= p.GzipFrom {
 		body = gzipBytes(body)
 		h.Set("Content-Encoding", "gzip")
 	}
@@ -218,6 +223,11 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 // bump: the write happened, but the client is not told so.
 func (o *Origin) write(w http.ResponseWriter, res string) {
 	o.mu.Lock()
+	if p := o.profiles[res]; p.Refuse > 0 && o.rng.IntN(100) < p.Refuse {
+		o.mu.Unlock()
+		http.Error(w, "refused", pickCode(res))
+		return
+	}
 	o.ver[res]++
 	ver := o.ver[res]
 	p := o.profiles[res]
@@ -236,6 +246,14 @@ func (o *Origin) write(w http.ResponseWriter, res string) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(Stamp{Res: res, Ver: ver})
+}
+
+// pickCode is a refusal's status: 405 or 409, fixed per resource.
+func pickCode(res string) int {
+	if len(res)%2 == 0 {
+		return http.StatusMethodNotAllowed
+	}
+	return http.StatusConflict
 }
 
 // MaxID is the largest ID the origin's bulk endpoint parses; a larger one

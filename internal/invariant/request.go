@@ -32,6 +32,7 @@ type request struct {
 	ids     []string // list
 	rid     string
 	budget  int
+	hangup  bool // write-hangup: the client leaves once the request is sent
 }
 
 func (q *request) String() string {
@@ -73,6 +74,10 @@ func (r *run) drawRequest(hot string) *request {
 		if m.Has("write-spelling") && r.chance(40) {
 			q.path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id, "//r/"+id, "/r/./"+id, "/r/"+id+";v=1", "/r/%2B"+id)
 		}
+		q.hangup = m.Has("write-hangup") && r.chance(15)
+		if m.Has("no-cache") && r.chance(20) {
+			q.path = "/n/" + id // the route that honours no-cache
+		}
 	case roll < 18:
 		q.route = "t"
 		name := "plain"
@@ -106,6 +111,10 @@ func (r *run) drawRequest(hot string) *request {
 		}
 		q.query = "ids=" + strings.Join(q.ids, ",")
 		q.budget = BudgetList(len(q.ids))
+	case m.Has("no-cache") && roll < 38:
+		// freshness: origin, request_no_cache: refresh: no-cache reads
+		// are forced refreshes, one per key at a time.
+		q.route, q.path = "n", "/n/"+id
 	case roll < 45:
 		q.route, q.path = "p", "/p/"+id
 		q.query = "fields=" + pick(r, "name", "email")
@@ -154,7 +163,11 @@ func (r *run) drawHeaders(q *request) {
 	m := r.cfg.Mix
 	h := q.hdr
 	if m.Has("accept-encoding") {
-		if ae := pick(r, "", "gzip", "identity", "gzip;q=0", "gzip, br"); ae != "" {
+		choices := []string{"", "gzip", "identity", "gzip;q=0", "gzip, br"}
+		if m.Has("accept-encoding-spellings") {
+			choices = append(choices, "gzip, deflate", "gzip, deflate, br", "gzip, deflate, br, zstd", "br, gzip")
+		}
+		if ae := pick(r, choices...); ae != "" {
 			h.Set("Accept-Encoding", ae)
 		}
 	}
@@ -192,7 +205,14 @@ func (r *run) drawHeaders(q *request) {
 		h.Set("X-Request-Id", q.rid)
 	}
 	if m.Has("no-cache") && r.chance(10) {
-		h.Set("Cache-Control", "no-cache")
+		switch pick(r, "no-cache", "max-age=0", "pragma") {
+		case "pragma":
+			h.Set("Pragma", "no-cache")
+		case "max-age=0":
+			h.Set("Cache-Control", "max-age=0")
+		default:
+			h.Set("Cache-Control", "no-cache")
+		}
 	}
 }
 
@@ -219,8 +239,21 @@ func (r *run) do(ctx context.Context, q *request) {
 	for k, vs := range q.hdr {
 		req.Header[k] = vs
 	}
+	if q.hangup {
+		hctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		req = req.WithContext(httptrace.WithClientTrace(hctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { cancel() },
+		}))
+	}
 	start := now()
 	resp, err := q.who.client.Do(req)
+	if q.hangup {
+		if err == nil {
+			resp.Body.Close() // answered before the hang-up: not acknowledged either
+		}
+		return
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			r.violate("transport", "%s: %v", q, err)

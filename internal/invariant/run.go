@@ -239,6 +239,9 @@ func (r *run) drawProfile(idents bool) Profile {
 		p.Dims = append(p.Dims, Dim{Name: k, How: dims[k]})
 	}
 	p.Gzip = m.Has("gzip") && r.chance(50)
+	if p.Gzip && m.Has("gzip-threshold") && r.chance(50) {
+		p.GzipFrom = 1 << 10
+	}
 	switch {
 	case m.Has("large") && r.chance(15):
 		p.Size = r.cfg.MaxBodyBytes + 1 + r.rng.IntN(r.cfg.MaxBodyBytes)
@@ -263,5 +266,8 @@ func (r *run) drawProfile(idents bool) Profile {
 		p.Hints = 20
 	}
 	p.WriteFaults = m.Has("write-fail")
+	if m.Has("write-refused") && r.chance(20) {
+		p.Refuse = 30 + r.rng.IntN(40)
+	}
 	return p
 }

@@ -29,8 +29,12 @@ type exchange struct {
 	start  time.Time
 	rec    *accesslog.Record // nil unless the access log is on
 	// refresh: the client asked not to be served a stored response
-	// (no-cache), or this is a background revalidation.
+	// (no-cache, on a route that honours it), or this is a background
+	// revalidation.
 	refresh bool
+	// arrival stamps a forced refresh's arrival (coalesce.Ordered); 0
+	// for every other request.
+	arrival uint64
 	// own: fetch for this client alone, skipping the lookups and the
 	// cluster lease (the flight's answer was not for it).
 	own bool
@@ -57,7 +61,7 @@ type exchange struct {
 // fits, otherwise join (or lead) the one flight for the key and respond
 // with what it produced.
 func (x *exchange) cached() {
-	x.refresh = httpcache.RefreshRequested(x.r)
+	x.refresh = x.rs.rt.RefreshOnRequest && (httpcache.RefreshRequested(x.r) || httpcache.MaxAgeZero(x.r))
 	if !x.refresh && x.rs.rt.Origin != nil && x.directives().OnlyIfCached {
 		x.onlyIfCached()
 		return
@@ -65,7 +69,23 @@ func (x *exchange) cached() {
 	var held candidate // a stale copy, kept for stale-if-error
 	flightKey := x.key
 	if x.refresh {
+		// A forced refresh joins only one that started after it arrived
+		// (join), so the arrival is stamped before anything else.
+		x.arrival = x.h.refreshes.Arrive()
 		flightKey += "\x00refresh"
+		// RFC 5861 §4: a stale-if-error copy answers an upstream failure
+		// "regardless of other freshness information" — the request's
+		// no-cache included.
+		c := x.lookup(x.r.Context(), false)
+		if x.answers(c, needIfError) {
+			held = c
+		}
+		// max-age=0 (§5.2.1.1) takes a stored response once validated:
+		// with a validator that refresh is conditional, and a 304 renews
+		// it. no-cache and Pragma fetch the whole answer again (SPEC).
+		if !httpcache.RefreshRequested(x.r) {
+			x.base = x.validatable(c)
+		}
 	} else {
 		c := x.lookup(x.r.Context(), true)
 		switch {
@@ -97,7 +117,20 @@ func (x *exchange) cached() {
 func (x *exchange) join(flightKey string, held candidate) {
 	ctx := x.r.Context()
 	closeInterim := x.relayInterim()
-	f, leader, err := x.h.flights.Do(ctx, flightKey, x.detach().fillTraced)
+	var (
+		f      *flight
+		leader bool
+		err    error
+	)
+	if x.arrival != 0 {
+		// A forced refresh: at most one per key in flight on this
+		// replica, and never one that started before this request
+		// arrived (coalesce.Ordered), so a flood of no-cache costs the
+		// upstream one call at a time per key.
+		f, leader, err = x.h.refreshes.Do(ctx, flightKey, x.arrival, x.detach().fillTraced)
+	} else {
+		f, leader, err = x.h.flights.Do(ctx, flightKey, x.detach().fillTraced)
+	}
 	closeInterim()
 	if ctx.Err() != nil {
 		return // the client left while waiting; the flight goes on for others

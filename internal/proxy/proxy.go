@@ -43,6 +43,7 @@ import (
 	"github.com/sidecache/sidecache/internal/lograte"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/tombstone"
 )
 
@@ -127,8 +128,11 @@ type Handler struct {
 
 	state   atomic.Pointer[state]
 	flights coalesce.Group[*flight]
-	hfp     hitforpass.Set
-	bufs    bufferPool // copy buffers for pass-through and large bodies
+	// refreshes are the forced refreshes (a client's no-cache): one per
+	// key at a time, joined only by requests that arrived before it began.
+	refreshes coalesce.Ordered[*flight]
+	hfp       hitforpass.Set
+	bufs      bufferPool // copy buffers for pass-through and large bodies
 	// refreshing holds the keys with a stale-while-revalidate refresh
 	// under way, so a burst of stale hits starts one goroutine, not many.
 	refreshing sync.Map
@@ -343,6 +347,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.pass(outPass, "uncached-route")
 	case rt.Split != nil:
 		x.split()
+	case !canonicalSpelling(r.URL.Path, params):
+		x.pass(outBypass, "non-canonical") // strict for storage (internal/spelling)
 	default:
 		if reason := httpcache.BypassReason(r, rt.Key.Headers); reason != "" {
 			x.pass(outBypass, reason)
@@ -358,6 +364,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			x.cached()
 		}
 	}
+}
+
+// canonicalSpelling reports whether a read is spelled the one way the
+// cache stores it: no empty or dot segments, no ";params", no number with
+// a sign or leading zeros in a route param. Any other spelling passes
+// through uncached, so one resource is one entry and one set of tags; a
+// write under any spelling still invalidates it (invalidate.go).
+func canonicalSpelling(path string, params route.Params) bool {
+	if !spelling.CanonicalPath(path) {
+		return false
+	}
+	for _, p := range params {
+		if !spelling.CanonicalParam(p.Value) {
+			return false
+		}
+	}
+	return true
 }
 
 // Invalidated records that tags were invalidated now (by a write here, a

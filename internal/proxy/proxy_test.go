@@ -190,7 +190,9 @@ func TestClientNoCacheRefreshes(t *testing.T) {
 		fmt.Fprintf(w, "v%d", n)
 		mu.Unlock()
 	})
-	e := newEnv(t, up, []testRoute{clientRoute})
+	rt := clientRoute
+	rt.RequestNoCache = "refresh" // the default only in origin mode (nocache_test.go)
+	e := newEnv(t, up, []testRoute{rt})
 	_, b1 := e.get("/clients/1")
 	r2, b2 := e.do("GET", "/clients/1", http.Header{"Cache-Control": {"no-cache"}})
 	_, b3 := e.get("/clients/1")

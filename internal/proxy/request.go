@@ -13,15 +13,21 @@ import (
 // routes only: there the origin's freshness is the contract, and a client
 // may ask for a fresher (max-age, min-fresh) or accept a staler (max-stale)
 // copy, or none from the network at all (only-if-cached). On a route-mode
-// route the operator's ttl is the contract and they are ignored, except
-// no-cache and no-store, which every route honours (see refreshRequested
-// and bypassReason).
+// route the operator's ttl is the contract and they are ignored. A
+// client's no-cache, max-age=0 or Pragma: no-cache forces a refresh only
+// where the route's request_no_cache says refresh (the default in origin
+// mode; in route mode they are ignored, as NGINX and Varnish ignore them),
+// so that no client can turn the cache off for everyone (exchange.cached);
+// no-store bypasses on every route (httpcache.BypassReason).
 
 // directives are the request's Cache-Control directives, read once; only
 // on an origin-mode route.
 func (x *exchange) directives() *httpcache.Directives {
 	if x.req == nil {
 		d := httpcache.Parse(x.r.Header, "Cache-Control")
+		if !x.rs.rt.RefreshOnRequest && d.MaxAge.Set && d.MaxAge.D == 0 {
+			d.MaxAge = httpcache.Delta{} // request_no_cache: ignore
+		}
 		x.req = &d
 	}
 	return x.req

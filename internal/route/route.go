@@ -42,6 +42,11 @@ type Spec struct {
 	// Origin, when set, takes freshness from the origin's headers
 	// (freshness: origin); nil keeps the route's ttl.
 	Origin *Origin
+	// RequestNoCache is what a client's no-cache (Cache-Control: no-cache
+	// or max-age=0, Pragma: no-cache) does: "refresh" fetches anew, "ignore"
+	// answers from the cache as if it were absent; "": refresh with Origin
+	// (RFC 9111 §5.2.1), ignore without (as NGINX and Varnish do).
+	RequestNoCache string
 }
 
 // Origin is the origin-freshness mode of a route (RFC 9111 §4.2): TTL is
@@ -68,6 +73,9 @@ type Route struct {
 	Key cachekey.Options
 	// ForwardAll: see Spec.ForwardAll.
 	ForwardAll bool
+	// RefreshOnRequest: a client's no-cache refreshes (Spec.RequestNoCache
+	// resolved).
+	RefreshOnRequest bool
 	// Tags label the entries this route stores; Invalidate are dropped
 	// after a 2xx answer to one of its unsafe methods.
 	Tags, Invalidate []Template
@@ -253,6 +261,7 @@ func compileOne(s *Spec) (*Route, []error) {
 		NegativeTTL:          s.NegativeTTL,
 		ForwardAll:           s.ForwardAll,
 		Origin:               s.Origin,
+		RefreshOnRequest:     s.RequestNoCache == "refresh" || s.RequestNoCache == "" && s.Origin != nil,
 	}
 
 	pat, err := parsePattern(s.Pattern)
@@ -462,6 +471,7 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		MaxTTL               string           `json:"max_ttl"`
 		TargetedFields       []string         `json:"targeted_fields"`
 		ForwardHeaders       string           `json:"forward_headers"`
+		RequestNoCache       string           `json:"request_no_cache"`
 		Key                  cachekey.Options `json:"key"`
 		Tags                 []Template       `json:"tags,omitempty"`
 		Invalidate           []Template       `json:"invalidate,omitempty"`
@@ -473,8 +483,8 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		TTL: r.TTL.String(), StaleWhileRevalidate: r.StaleWhileRevalidate.String(),
 		StaleIfError: r.StaleIfError.String(), NegativeTTL: r.NegativeTTL.String(),
 		Freshness: "route", MaxTTL: time.Duration(0).String(), TargetedFields: []string{},
-		ForwardHeaders: "keyed",
-		Key:            r.Key, Tags: r.Tags, Invalidate: r.Invalidate, Cacheable: r.Cacheable(),
+		ForwardHeaders: "keyed", RequestNoCache: "ignore",
+		Key: r.Key, Tags: r.Tags, Invalidate: r.Invalidate, Cacheable: r.Cacheable(),
 	}
 	if o := r.Origin; o != nil {
 		v.Freshness, v.MaxTTL = "origin", o.MaxTTL.String()
@@ -484,6 +494,9 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 	}
 	if r.ForwardAll {
 		v.ForwardHeaders = "all"
+	}
+	if r.RefreshOnRequest {
+		v.RequestNoCache = "refresh"
 	}
 	if b := r.Batch; b != nil {
 		v.Batch = &batchJSON{b.Path, b.Param, b.IDField, b.MaxSize, b.MaxWait.String(), b.MaxInFlight}

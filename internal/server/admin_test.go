@@ -136,7 +136,8 @@ routes:
 	}
 	for field, v := range map[string]any{
 		"freshness": "origin", "max_ttl": "1h0m0s", "forward_headers": "all",
-		"targeted_fields": []any{"CDN-Cache-Control", "Surrogate-Control"},
+		"request_no_cache": "refresh", // origin mode's default
+		"targeted_fields":  []any{"CDN-Cache-Control", "Surrogate-Control"},
 	} {
 		if !reflect.DeepEqual(user[field], v) {
 			t.Errorf("route user: %s = %#v, want %#v", field, user[field], v)
@@ -144,6 +145,9 @@ routes:
 	}
 	if b := user["batch"].(map[string]any); b["max_in_flight"] != float64(3) || b["max_size"] != float64(100) {
 		t.Errorf("route user: batch %v, want max_in_flight 3 and the default max_size 100", b)
+	}
+	if v := byName["users"]["request_no_cache"]; v != "ignore" {
+		t.Errorf("route users: request_no_cache %v, want route mode's default ignore", v)
 	}
 	if s := byName["users"]["split"].(map[string]any); s["max_ids"] != float64(1000) {
 		t.Errorf("route users: split.max_ids %v, want the effective default 1000", s["max_ids"])

@@ -24,6 +24,7 @@ func compileRoutes(rs []config.Route) (*route.Table, error) {
 			NegativeTTL:          r.NegativeTTL.D(),
 			Key:                  cachekey.Options{Query: r.Key.Query, AllQuery: r.Key.Query == nil, Headers: r.Key.Headers},
 			ForwardAll:           r.ForwardHeaders == "all",
+			RequestNoCache:       r.RequestNoCache,
 			Tags:                 r.Tags,
 			Invalidate:           r.Invalidate,
 		}

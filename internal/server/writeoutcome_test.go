@@ -64,29 +64,6 @@ func newWriteOrigin(t testing.TB, code int) *writeOrigin {
 	return o
 }
 
-// metric sums the samples of the series named name whose labels contain
-// every one of labels, on r's admin listener.
-func metric(t testing.TB, r *replica, name string, labels ...string) float64 {
-	t.Helper()
-	_, _, m := r.do(t, http.MethodGet, "admin:/metrics")
-	var n float64
-	for _, line := range strings.Split(m, "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(line, l)
-		}
-		if ok {
-			var v float64
-			fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
-			n += v
-		}
-	}
-	return n
-}
-
 // hangUp sends a PATCH to r on a raw connection and closes it without
 // reading an answer: whole (body of len(body)), or announcing more body
 // than it sends (cut mid-body).
@@ -271,4 +248,27 @@ func TestLongIDWriteFloodKeepsEveryReplicasCache(t *testing.T) {
 	if limit := len("sidecache:v:") + 4<<10; longest > limit {
 		t.Errorf("longest epoch key %d bytes, want at most %d (max_key_bytes)", longest, limit)
 	}
+}
+
+// metric sums the samples of the series named name whose labels contain
+// every one of labels, on r's admin listener.
+func metric(t testing.TB, r *replica, name string, labels ...string) float64 {
+	t.Helper()
+	_, _, m := r.do(t, http.MethodGet, "admin:/metrics")
+	var n float64
+	for _, line := range strings.Split(m, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if ok {
+			var v float64
+			fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
+			n += v
+		}
+	}
+	return n
 }
