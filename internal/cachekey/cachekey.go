@@ -39,6 +39,28 @@ type Options struct {
 	// Headers lists request headers whose values join the key, in this
 	// order (route.Compile sorts and canonicalises them).
 	Headers []string `json:"headers,omitempty"`
+	// Host, when set, is the host every request is keyed under instead of
+	// its own: one service reached as svc, svc.ns and
+	// svc.ns.svc.cluster.local shares one entry (key.host: <name>).
+	Host string `json:"-"`
+	// NoHost keys on no host at all (key.host: none); Host is then unused.
+	NoHost bool `json:"-"`
+}
+
+// KeyHost is the host a request with Host header host is keyed under by o
+// ("" for NoHost). The proxy sends the upstream this host (as
+// X-Forwarded-Host) on the cached path, so the key holds what the upstream
+// saw.
+func (o *Options) KeyHost(host string) string {
+	switch {
+	case o == nil:
+		return host
+	case o.NoHost:
+		return ""
+	case o.Host != "":
+		return o.Host
+	}
+	return host
 }
 
 // Build returns the key of r under o; a nil o keys on method, host and path
@@ -59,7 +81,7 @@ func Build(r *http.Request, o *Options) string {
 	if host == "" && r.URL != nil {
 		host = r.URL.Host
 	}
-	b = appendHost(b, host)
+	b = appendHost(b, o.KeyHost(host))
 
 	if r.URL == nil {
 		b = append(b, '/')

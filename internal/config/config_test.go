@@ -159,6 +159,8 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:3: routes[0].invalidate[0]: {x} is not a param of path "/a/{id}"`},
 		{"split to itself", route("{name: a, path: /a, split: {param: ids, route: a}}"), "t.yaml:3: routes[0].split.route: must name another route"},
 		{"wrong type string", "listen: [a]", `t.yaml:1: listen: expected a string, got a list`},
+		{"etag_field is id_field", route("{name: a, path: '/a/{id}', ttl: 1s, batch: {path: /a, param: ids, id_field: id, etag_field: id}}"),
+			"t.yaml:3: routes[0].batch.etag_field: must differ from id_field (an ID is not a version)"},
 		{"batch path with wildcard", route("{name: a, path: '/a/*', ttl: 1s, batch: {path: /a, param: ids, id_field: id}}"),
 			"t.yaml:3: routes[0].path: batch needs exactly one {param} in the path (the ID), found 1"},
 		{"targeted_fields outside origin mode", route("{name: a, path: /a, ttl: 1s, targeted_fields: [CDN-Cache-Control]}"),
@@ -176,6 +178,7 @@ func TestParseErrors(t *testing.T) {
 		{"upgrade h2c", "upstream: {url: 'http://up:3000', allow_upgrades: [websocket, h2c]}", "t.yaml:1: upstream.allow_upgrades[1]: h2c is never forwarded (RFC 9113 §3.1 deprecates it)"},
 		{"via not a token", minimal + "server: {via: 'a b'}", `t.yaml:2: server.via: must be a token (letters, digits, !#$%&'*+-.^_` + "`" + `|~), got "a b"`},
 		{"negative write_timeout", minimal + "server: {write_timeout: -1s}", `t.yaml:2: server.write_timeout: invalid duration "-1s": must not be negative`},
+		{"key.host not a host", route("{name: a, path: /a, ttl: 1s, key: {host: 'a/b'}}"), `t.yaml:3: routes[0].key.host: "a/b" is neither request, none nor a host[:port]`},
 		{"route self-merge", minimal + "routes: [&r {<<: *r, name: x, path: /x, ttl: 1s}]", "t.yaml:2: routes[0]: merge key refers to itself"},
 	}
 	for _, tt := range tests {

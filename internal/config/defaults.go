@@ -98,6 +98,14 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 				r.RequestNoCache = "refresh"
 			}
 		}
+		switch lower := strings.ToLower(r.Key.Host); lower {
+		case "":
+			r.Key.Host = "request"
+		case "request", "none":
+			r.Key.Host = lower
+		default:
+			r.Key.Host = lower // hosts compare case-insensitively (RFC 3986 §3.2.2)
+		}
 		if b := r.Batch; b != nil {
 			if !isSet(p + ".batch.max_size") {
 				b.MaxSize = 100

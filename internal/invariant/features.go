@@ -35,6 +35,7 @@ var Features = []Feature{
 	{Name: "accept-encoding-spellings", On: true, Note: "Accept-Encoding spelt as browsers do (gzip, deflate / gzip, deflate, br / …, zstd / br, gzip): one variant per coding served"},
 	{Name: "query-repeat", On: true, Gate: "20.10", Note: "a repeated parameter's values in another order (lang=fr&lang=en vs lang=en&lang=fr)"},
 	{Name: "query-escape", On: true, Gate: "20.10", Note: "invalid escapes and ';' kept verbatim (q=%zz vs q=%25zz, a=1;b=2 vs a=1%3Bb=2)"},
+	{Name: "host-spelling", On: true, Note: "reads of /h/{id} (key.host: svc.invariant) as Host svc, svc.ns.svc.cluster.local, SVC.Invariant; one shared entry, so the upstream must only ever see the canonical X-Forwarded-Host"},
 	{Name: "path-spelling", On: true, Note: "reads spelled /r/05, /r/5/, /R/5 (pass through: not the anchored route's spelling)"},
 	{Name: "write", On: true, Note: "PATCH /r/{id} bumps the resource's version; the client records what was acknowledged"},
 	{Name: "write-spelling", On: true, Gate: "20.11", Note: "writes spelled /r/05, /r/5/, /R/5, //r/5 that the origin takes for /r/5"},
@@ -47,6 +48,7 @@ var Features = []Feature{
 	{Name: "long-accept-language", On: true, Gate: "20.13", Note: "a 6 KiB Accept-Language on a route that varies on it (key over max_key_bytes)"},
 	{Name: "batch", On: true, Note: "per-ID reads of the batch route /u/{id} (merged into bulk calls)"},
 	{Name: "bad-ids", On: true, Gate: "20.4", Note: "batch IDs that match the pattern but overflow the origin's int (bulk answers 400/500)"},
+	{Name: "bulk-vary-gzip", On: true, Gate: "24.1", Note: "bulk answers as behind compression(): Vary: Accept-Encoding always, gzip when accepted (elements must still be identity, shared)"},
 
 	// What the origin does, drawn per resource per round and per request.
 	{Name: "vary", Gate: "20.9", Note: "answers vary on a random subset of Accept-Encoding, Accept-Language, X-Tenant"},

@@ -31,6 +31,7 @@ type request struct {
 	res     string
 	ids     []string // list
 	rid     string
+	host    string // Host header; "" is the run's Host
 	budget  int
 	hangup  bool // write-hangup: the client leaves once the request is sent
 }
@@ -121,6 +122,9 @@ func (r *run) drawRequest(hot string) *request {
 		if m.Has("extra-param") && r.chance(50) {
 			q.query += "&callback=cb" + fmt.Sprint(r.rng.IntN(1000))
 		}
+	case m.Has("host-spelling") && roll >= 92:
+		q.route, q.path = "h", "/h/"+id
+		q.host = pick(r, r.cfg.Host, "svc", "svc.ns.svc.cluster.local", strings.ToUpper(r.cfg.Host))
 	default:
 		q.path = "/r/" + id
 		if m.Has("path-spelling") && r.chance(15) {
@@ -236,6 +240,9 @@ func (r *run) do(ctx context.Context, q *request) {
 	}
 	req.URL.RawQuery = q.query
 	req.Host = r.cfg.Host
+	if q.host != "" {
+		req.Host = q.host
+	}
 	for k, vs := range q.hdr {
 		req.Header[k] = vs
 	}

@@ -112,6 +112,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 			OnStateChange: s.l2State,
 			OnInvalidate:  s.peerInvalidation,
 			MaxLag:        cfg.Coherence.MaxLag.D(),
+			ShardedPubSub: c.Redis.ShardedPubSub,
 		})
 		if err != nil {
 			s.closeTiers()
@@ -127,6 +128,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	}
 	if s.l2 != nil {
 		topts.MaxLag, topts.Proven, topts.Floor = cfg.Coherence.MaxLag.D(), s.l2.Proven, s.l2.Floor
+		topts.Refused = func(t cache.Tier) { s.m.CoherenceRefused(string(t)) }
 	}
 	s.tiers = cache.NewTiered(l1s, l2s, topts)
 	s.m.Tiers(l1s != nil, l2s != nil)
@@ -187,6 +189,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		Gatherer:  s.reg,
 		Ready:     s,
 		Purger:    &purger{s: s},
+		Inspector: &inspector{s: s},
 		Routes:    func() any { return s.proxy.Routes().Routes() },
 		Logger:    s.log.With("component", "admin"),
 		PProf:     cfg.Admin.PProf,
@@ -345,12 +348,28 @@ func (s *Server) Ready() (bool, map[string]string) {
 		if !s.l2.Up() {
 			d["l2"] = "degraded"
 		}
+		d["coherence"] = s.coherence()
 	}
 	if s.draining.Load() {
 		d["state"] = "draining"
 		return false, d
 	}
 	return true, d
+}
+
+// coherence says whether this replica can prove it hears its peers'
+// invalidations (docs/admin-api.md, GET /readyz): "proven", or "unproven"
+// while only entries younger than coherence.max_lag may be served. It stays
+// ready either way: answering from the upstream is slower, not wrong.
+func (s *Server) coherence() string {
+	now := time.Now()
+	if s.opts.Now != nil {
+		now = s.opts.Now()
+	}
+	if s.l2.Proven().After(now.Add(-s.cfg.Load().Coherence.MaxLag.D())) {
+		return "proven"
+	}
+	return "unproven"
 }
 
 // Metrics is the registry the admin listener exposes (for tests).
