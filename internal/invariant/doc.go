@@ -36,7 +36,8 @@
 //     Accept-Encoding accepts identity only);
 //   - budget: the upstream calls of a round of concurrent requests stay
 //     within the sum of their budgets (BudgetRead, BudgetWrite,
-//     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs);
+//     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs; see BudgetRead for why a read may
+//     cost 3);
 //   - collateral: a per-ID read of an ID the origin parses never fails
 //     because a bad ID shared its bulk call;
 //   - bound: after the run, no Redis key is longer than max_key_bytes
@@ -46,7 +47,7 @@
 //
 //	go test ./internal/invariant                       # fixed seeds (make test)
 //	INVARIANT_FEATURES=all go test ./internal/invariant # every feature, gated ones too
-//	go test -run - -fuzz FuzzInvariants -fuzztime 5m ./internal/invariant
+//	go test -run - -fuzz FuzzInvariants -fuzztime 5m -parallel 1 ./internal/invariant
 //	make soak-invariants DURATION=10m                  # seed after seed
 //
 // INVARIANT_FEATURES is "all", or a comma list that adds (name, +name) or
