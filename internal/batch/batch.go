@@ -9,8 +9,14 @@
 // after MaxWait at most.
 //
 // A failed call need not fail every id in it: a fetch that marks its error
-// with ErrIsolate has the batch retried in halves until only the ids that
-// fail alone get an error (see Load).
+// with ErrIsolate (or ErrSuspect, while the upstream answers) has the ids
+// of each client request fetched again apart from the others', and one
+// request's ids retried in halves, within a budget per client request, so
+// that another client's good ids never fail for a bad id and no request
+// costs the upstream more than ⌊2 + 2·log₂ n⌋ calls for its n ids (see
+// Load and Requester). An id that failed alone after making a shared call
+// fail is quarantined for a while: it is fetched in a call of its own and
+// joins no batch.
 package batch
 
 import (
@@ -44,10 +50,26 @@ var ErrPanicked = errors.New("batch: fetch panicked")
 // ids that do not cause the failure get their values and each id that fails
 // on its own gets the error of its own one-id fetch.
 //
-// Errors that say the upstream is unwell (5xx, timeout, refused connection)
-// must not wrap it: they fail the whole batch at once, with no retry, so a
-// struggling upstream is not sent more calls.
+// Errors that say the upstream is unwell (502, 503, 504, timeout, refused
+// connection) must wrap neither it nor ErrSuspect: they fail the whole
+// batch at once, with no retry, so a struggling upstream is not sent more
+// calls.
 var ErrIsolate = errors.New("batch: isolate")
+
+// ErrSuspect, wrapped by an error a FetchFunc returns, says the failure may
+// be caused by some of the ids or by the upstream: a 500 (RFC 9110
+// §15.6.1, an unexpected condition, which an id the upstream's database
+// cannot parse raises as readily as a broken database does). It is
+// isolated as ErrIsolate is while the upstream is not judged down. The
+// Loader judges it down when a round of isolation calls across client
+// requests all failed, and up again at the next answer that is not such a
+// failure: a down upstream is sent one round of retries, at most one per
+// client request, and then none until it answers again.
+var ErrSuspect = errors.New("batch: suspect")
+
+// ErrBudget is wrapped by the error of an id left unfetched because its
+// client request spent its calls (see Requester).
+var ErrBudget = errors.New("batch: request's upstream call budget spent")
 
 // Options bound a batch.
 type Options struct {
@@ -79,6 +101,26 @@ type Options struct {
 	// OnOverflow, if set, is called for each Load fetched alone because
 	// MaxGroups groups exist.
 	OnOverflow func()
+
+	// Quarantine is how long an id that made a shared call fail, and then
+	// failed alone, is fetched in a call of its own rather than joining a
+	// batch. 0 disables the quarantine.
+	Quarantine time.Duration
+	// MaxQuarantined bounds the ids quarantined at once; when full, the
+	// oldest is forgotten. Values below 1 mean DefaultMaxQuarantined.
+	MaxQuarantined int
+	// Refused, if set, reports whether the value a one-id call found is
+	// the upstream refusing the id (the proxy: its own 4xx answer), which
+	// quarantines the id as an error would.
+	Refused func(v any) bool
+	// OnQuarantine, if set, is told the number of ids quarantined whenever
+	// it changes, and OnEvict each id forgotten to make room.
+	OnQuarantine func(n int)
+	OnEvict      func()
+	// OnBudget, if set, is told the number of ids failed with ErrBudget.
+	OnBudget func(ids int)
+	// Now is the clock of the quarantine; nil means time.Now.
+	Now func() time.Time
 }
 
 // FetchFunc fetches ids in one call. arg is the one given by the Load that
@@ -96,6 +138,12 @@ type Loader[A, V any] struct {
 	groups map[[sha256.Size]byte]*group[A, V]
 	closed bool
 	wg     sync.WaitGroup // batches not yet answered
+	q      *quarantine
+	// down: the last round of ErrSuspect isolation failed throughout,
+	// and no call has been answered since; ErrSuspect is not isolated.
+	down bool
+	// serial numbers batches, to count each list request once per call.
+	serial uint64
 }
 
 // group is the state of one group. Guarded by Loader.mu.
@@ -117,15 +165,34 @@ type batch[A, V any] struct {
 	res     []*result[V] // res[i] is the outcome of ids[i]
 	timer   *time.Timer  // nil for isolation halves and lone batches
 	expired bool         // MaxWait is up
+	// retry: an isolation call, of owner's ids only (nil: one-id requests').
+	retry  bool
+	owner  *Requester
+	round  *round
+	alone  bool   // a quarantined id's call of its own
+	serial uint64 // first calls only
 }
 
 // result is the outcome of one id of a batch, shared by all its waiters.
-// Its fields are written once before done is closed and only read after.
+// Its fields are written once before done is closed and only read after;
+// solo and reqs, the client requests waiting on it, are guarded by
+// Loader.mu and read only by the run of a failed call.
 type result[V any] struct {
-	done  chan struct{}
-	v     V
-	found bool
-	err   error
+	done   chan struct{}
+	v      V
+	found  bool
+	err    error
+	solo   bool         // a one-id client request waits on it
+	reqs   []*Requester // the list requests waiting on it
+	serial uint64       // its first batch's
+}
+
+// round is one isolation round of an ErrSuspect failure: the calls of each
+// client request's ids apart. If none is answered, the upstream is down.
+type round struct {
+	pending  int
+	answered bool
+	failed   []string // its one-id calls that failed
 }
 
 // New returns a Loader that fetches with fetch.
@@ -137,7 +204,14 @@ func New[A, V any](opts Options, fetch FetchFunc[A, V]) *Loader[A, V] {
 	if opts.MaxGroups < 1 {
 		opts.MaxGroups = DefaultMaxGroups
 	}
-	return &Loader[A, V]{opts: opts, fetch: fetch, groups: make(map[[sha256.Size]byte]*group[A, V])}
+	if opts.MaxQuarantined < 1 {
+		opts.MaxQuarantined = DefaultMaxQuarantined
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Loader[A, V]{opts: opts, fetch: fetch, groups: make(map[[sha256.Size]byte]*group[A, V]),
+		q: newQuarantine(opts.Quarantine, opts.MaxQuarantined)}
 }
 
 // Load returns the value for id, fetched together with the other ids loaded
@@ -159,20 +233,32 @@ func New[A, V any](opts Options, fetch FetchFunc[A, V]) *Loader[A, V] {
 // derived from that caller's ctx with context.WithoutCancel: no waiter's
 // leaving cancels a fetch the others need, so fetch must bound itself.
 //
-// If fetch fails with an error wrapping ErrIsolate, the batch is split in
-// two halves that are queued, ahead of newer batches, and fetched the same
-// way; a one-id fetch that fails gives its error to that id's waiters as
-// returned. With b of the n ids failing, a batch costs at most
-// 2·b·⌈log₂ n⌉ calls past the first, and never more than 2n−2. Other errors
+// If fetch fails with an error wrapping ErrIsolate (or ErrSuspect, while
+// the upstream is not judged down), the batch's ids are fetched again, one
+// call per client request waiting on them, queued ahead of newer batches;
+// a call holding one list request's ids that fails again is halved,
+// recursively, while the request has calls left (Requester). A one-id call
+// that fails gives its error to that id's waiters as returned, and
+// quarantines the id (Options.Quarantine). So a client request of n ids
+// costs the upstream at most Budget(n) calls whatever it answers (once its
+// ⌈n/MaxSize⌉ first calls fit in it), another request's good ids wait one
+// more call at most for a bad id, and the whole isolation of a batch of
+// requests costs at most one call per request past the first. Other errors
 // (and panics, as ErrPanicked) fail every id of the failing fetch.
 //
 // found is false when the fetch answer lacks id. A waiter whose ctx ends
 // leaves with ctx.Err(); its id stays in the batch, which goes on.
 func (l *Loader[A, V]) Load(ctx context.Context, group string, arg A, id string) (v V, found bool, err error) {
+	return l.LoadAs(ctx, nil, group, arg, id)
+}
+
+// LoadAs is Load for one id of the client request req (nil: a request of
+// that one id), whose account bounds the calls its ids cause (Requester).
+func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string, arg A, id string) (v V, found bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	r, err := l.join(ctx, sha256.Sum256([]byte(group)), arg, id)
+	r, err := l.join(ctx, req, sha256.Sum256([]byte(group)), arg, id)
 	if err != nil {
 		return v, false, err
 	}
@@ -185,12 +271,16 @@ func (l *Loader[A, V]) Load(ctx context.Context, group string, arg A, id string)
 }
 
 // join adds id to the open batch of the group keyed key, opening the group
-// or the batch if needed, and starts what may start.
-func (l *Loader[A, V]) join(ctx context.Context, key [sha256.Size]byte, arg A, id string) (*result[V], error) {
+// or the batch if needed, and starts what may start. A quarantined id gets
+// a batch of its own instead, if req may still cause a call.
+func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key [sha256.Size]byte, arg A, id string) (*result[V], error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return nil, ErrClosed
+	}
+	if l.q.has(id, l.opts.Now()) {
+		return l.joinAloneLocked(ctx, req, arg, id), nil
 	}
 	g := l.groups[key]
 	lone := false
@@ -208,18 +298,27 @@ func (l *Loader[A, V]) join(ctx context.Context, key [sha256.Size]byte, arg A, i
 		}
 	}
 	if r := g.pending[id]; r != nil {
+		if !req.join(r.serial) {
+			return l.overBudgetLocked(id), nil
+		}
+		r.addRequester(req)
 		return r, nil
 	}
 	b := g.open
+	if b != nil && !req.join(b.serial) || b == nil && req != nil && !req.join(l.serial+1) {
+		return l.overBudgetLocked(id), nil
+	}
 	if b == nil {
-		b = &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx)}
+		l.serial++
+		b = &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), serial: l.serial}
 		l.wg.Add(1)
 		g.open = b
 		if !lone {
 			b.timer = time.AfterFunc(l.opts.MaxWait, func() { l.expire(b) })
 		}
 	}
-	r := &result[V]{done: make(chan struct{})}
+	r := &result[V]{done: make(chan struct{}), serial: b.serial}
+	r.addRequester(req)
 	b.ids = append(b.ids, id)
 	b.res = append(b.res, r)
 	g.pending[id] = r
@@ -228,6 +327,42 @@ func (l *Loader[A, V]) join(ctx context.Context, key [sha256.Size]byte, arg A, i
 	}
 	l.pumpLocked(g)
 	return r, nil
+}
+
+// joinAloneLocked fetches a quarantined id in a batch of its own, in a
+// group of its own that is never registered, or fails it with ErrBudget
+// when req (a list request) has no call left. l.mu must be held.
+func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, arg A, id string) *result[V] {
+	if req != nil && !req.afford(1) {
+		return l.overBudgetLocked(id)
+	}
+	r := &result[V]{done: make(chan struct{})}
+	g := &group[A, V]{pending: make(map[string]*result[V])}
+	b := &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), ids: []string{id}, res: []*result[V]{r}, alone: true}
+	l.wg.Add(1)
+	g.ready = append(g.ready, b)
+	l.pumpLocked(g)
+	return r
+}
+
+// overBudgetLocked is the result of a Load whose list request has no call
+// left. l.mu must be held.
+func (l *Loader[A, V]) overBudgetLocked(id string) *result[V] {
+	r := &result[V]{done: make(chan struct{}), err: fmt.Errorf("%w: id %q", ErrBudget, id)}
+	close(r.done)
+	if l.opts.OnBudget != nil {
+		l.opts.OnBudget(1)
+	}
+	return r
+}
+
+// addRequester records that req waits on r. l.mu must be held.
+func (r *result[V]) addRequester(req *Requester) {
+	if req == nil {
+		r.solo = true
+	} else if len(r.reqs) < 8 { // enough to pick an owner (see partition)
+		r.reqs = append(r.reqs, req)
+	}
 }
 
 // expire marks b's MaxWait as up, if b still accepts ids.
@@ -275,35 +410,16 @@ func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
 	}
 }
 
-// run makes b's fetch, then answers its ids or queues its halves.
+// run makes b's fetch, then answers its ids or queues their retries.
 func (l *Loader[A, V]) run(b *batch[A, V]) {
 	defer l.wg.Done()
 	m, err := l.call(b)
-	split := err != nil && len(b.ids) > 1 && errors.Is(err, ErrIsolate) && !errors.Is(err, ErrPanicked)
-	if !split {
-		for i, r := range b.res {
-			if err != nil {
-				r.err = err
-			} else {
-				r.v, r.found = m[b.ids[i]]
-			}
-			close(r.done)
-		}
-	} else if l.opts.OnIsolate != nil {
-		l.opts.OnIsolate(len(b.ids))
-	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	g := b.g
 	g.inFlight--
-	if split {
-		mid := len(b.ids) / 2
-		h1 := &batch[A, V]{g: g, arg: b.arg, ctx: b.ctx, ids: b.ids[:mid], res: b.res[:mid]}
-		h2 := &batch[A, V]{g: g, arg: b.arg, ctx: b.ctx, ids: b.ids[mid:], res: b.res[mid:]}
-		l.wg.Add(2)
-		g.ready = append([]*batch[A, V]{h1, h2}, g.ready...)
-	}
+	l.settleLocked(b, m, err)
 	l.pumpLocked(g)
 	if g.open == nil && len(g.ready) == 0 && g.inFlight == 0 && l.groups[g.key] == g {
 		delete(l.groups, g.key)

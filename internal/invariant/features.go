@@ -45,7 +45,7 @@ var Features = []Feature{
 	{Name: "no-cache", On: true, Note: "request Cache-Control: no-cache / max-age=0 / Pragma: no-cache (ignored on route-mode routes, one refresh at a time where honoured)"},
 	{Name: "long-accept-language", Gate: "20.13", Note: "a 6 KiB Accept-Language on a route that varies on it (key over max_key_bytes)"},
 	{Name: "batch", On: true, Note: "per-ID reads of the batch route /u/{id} (merged into bulk calls)"},
-	{Name: "bad-ids", Gate: "20.4", Note: "batch IDs that match the pattern but overflow the origin's int (bulk answers 400/500)"},
+	{Name: "bad-ids", On: true, Gate: "20.4", Note: "batch IDs that match the pattern but overflow the origin's int (bulk answers 400/500)"},
 
 	// What the origin does, drawn per resource per round and per request.
 	{Name: "vary", Gate: "20.9", Note: "answers vary on a random subset of Accept-Encoding, Accept-Language, X-Tenant"},

@@ -37,8 +37,14 @@ func newBounds() bounds {
 	}
 }
 
+// collectors are the bounds every replica can hit; l2Collectors those of
+// the replay of failed L2 invalidations, registered only with L2 (Tiers).
 func (b bounds) collectors() []prometheus.Collector {
-	return []prometheus.Collector{b.skipped, b.abandoned, b.pending, b.folded}
+	return []prometheus.Collector{b.skipped, b.folded}
+}
+
+func (b bounds) l2Collectors() []prometheus.Collector {
+	return []prometheus.Collector{b.abandoned, b.pending}
 }
 
 // InvalidationSkipped counts n tags a write skipped as too long.

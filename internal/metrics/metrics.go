@@ -77,6 +77,7 @@ type Metrics struct {
 	isolations    *prometheus.CounterVec
 	overflows     *prometheus.CounterVec
 	takeovers     *prometheus.CounterVec
+	batch         batchVecs
 	invalidations *prometheus.CounterVec
 	late          prometheus.Counter
 	reloads       *prometheus.CounterVec
@@ -93,6 +94,8 @@ type Metrics struct {
 
 	routes sync.Map // route name -> *RouteMetrics
 	mu     sync.Mutex
+	reg    prometheus.Registerer // for the series only a tier brings (Tiers)
+	l2Reg  bool                  // the L2-only series are registered
 }
 
 // New builds every collector and registers it on reg. It panics if reg
@@ -153,6 +156,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:      "lease_takeovers_total",
 			Help:      "Waits on another replica's fill lease that ended without its fill (the holder died or lost Redis), each followed by a takeover of the lease or a fetch of its own, by route.",
 		}, []string{"route"}),
+		batch: newBatchVecs(),
 		invalidations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "invalidations_total",
@@ -189,11 +193,13 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(
 			m.requests, m.requestDur, m.lookups, m.upstream, m.upstreamDur,
 			m.coalesced, m.batchSize, m.isolations, m.overflows, m.takeovers,
-			m.invalidations, m.late, m.reloads, m.buildInfo,
+			m.batch.quarantined, m.batch.evictions, m.batch.budget, m.batch.notStored,
+			m.invalidations, m.reloads, m.buildInfo,
 			m.state,
 		)
 		reg.MustRegister(m.bounds.collectors()...)
 	}
+	m.reg = reg
 	m.RouteShaped(PassRoute, Shape{Results: []Result{Pass}})
 	return m
 }
@@ -217,6 +223,11 @@ func (m *Metrics) Tiers(l1, l2 bool) {
 	}
 	if l2 {
 		m.invalid[indexOf(sources[:], SourcePeer)] = m.invalidations.WithLabelValues(SourcePeer)
+		if m.reg != nil && !m.l2Reg {
+			// Only a replica with L2 publishes and replays invalidations.
+			m.reg.MustRegister(append(m.bounds.l2Collectors(), m.late)...)
+			m.l2Reg = true
+		}
 	}
 }
 

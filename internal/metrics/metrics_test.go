@@ -32,6 +32,7 @@ func exercise(m *Metrics) {
 func TestLint(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := New(reg)
+	m.Tiers(true, true)
 	exercise(m)
 
 	mfs, err := reg.Gather()
@@ -484,4 +485,27 @@ func gatherAndCount(g prometheus.Gatherer, name string) (int, error) {
 		}
 	}
 	return 0, nil
+}
+
+// TestL2SeriesOnlyWithL2: the replay and write-hold series exist only on a
+// replica with L2, which alone publishes invalidations.
+func TestL2SeriesOnlyWithL2(t *testing.T) {
+	for _, l2 := range []bool{false, true} {
+		reg := prometheus.NewPedanticRegistry()
+		m := New(reg)
+		m.Tiers(true, l2)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, mf := range mfs {
+			got[mf.GetName()] = true
+		}
+		for _, name := range []string{"sidecache_invalidations_late_total", "sidecache_invalidation_replay_pending", "sidecache_invalidation_replays_abandoned_total"} {
+			if got[name] != l2 {
+				t.Errorf("l2=%v: family %s gathered %v", l2, name, got[name])
+			}
+		}
+	}
 }

@@ -22,15 +22,27 @@ import (
 // hands out a body it could not attribute to an id with certainty.
 //
 // A failure that may be caused by some of the ids rather than by the
-// upstream being unwell is isolated (batch.ErrIsolate): the loader asks for
-// each half of the batch again, recursively, so the good ids still get
-// their elements. Those failures are a 4xx answer other than 408 and 429
+// upstream being unwell is isolated (batch.ErrIsolate): the loader asks
+// again for each client request's ids apart, and halves one request's ids,
+// within the request's call budget, so the good ids still get their
+// elements. Those failures are a 4xx answer other than 408 and 429
 // (bulk.Isolable) and a valid JSON answer of the wrong shape
-// (bulk.ErrShape). Everything else fails the whole batch at once, with no
-// retry, so a struggling upstream is not sent more calls: a 5xx, a 408 or
+// (bulk.ErrShape). A 500 may be either an id's fault (a framework answers
+// 500 for an id its database cannot parse) or the upstream's: it is
+// isolated while the upstream answers other calls (batch.ErrSuspect).
+// Everything else fails the whole batch at once, with no retry, so a
+// struggling upstream is not sent more calls: 502, 503, 504 (RFC 9110
+// §15.6.3-5 name the upstream's own state, never the request's), a 408 or
 // 429 (the upstream asks for less, not more), a timeout, a refused or cut
 // connection, broken JSON, an answer over the size bound.
 var errBulk = errors.New("bulk call failed")
+
+// defaultQuarantine is how long an id that failed a bulk call and then
+// failed alone is fetched alone when the route's negative_ttl is 0:
+// negative_ttl 0 promises that no failed answer is served from memory, and
+// the quarantine serves none (each of its ids still gets its own call), so
+// it still applies, for a short while.
+const defaultQuarantine = 10 * time.Second
 
 // bulkAnswer is one id's share of a bulk call.
 type bulkAnswer struct {
@@ -41,6 +53,8 @@ type bulkAnswer struct {
 	// time over its ids), for the access log.
 	upstream time.Duration
 	reqID    string // the bulk call's X-Request-Id
+	// refused: the upstream's own failing answer to a one-id call.
+	refused bool
 }
 
 // batcher is a route's loader: the opener's exchange rides along to make
@@ -49,8 +63,15 @@ type batcher = batch.Loader[*exchange, bulkAnswer]
 
 func (h *Handler) newBatcher(rs *routeState) *batcher {
 	b := rs.rt.Batch
+	quarantine := rs.rt.NegativeTTL
+	if quarantine <= 0 {
+		quarantine = defaultQuarantine
+	}
 	return batch.New(batch.Options{MaxSize: b.MaxSize, MaxWait: b.MaxWait, MaxInFlight: b.MaxInFlight,
-		OnBatch: rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow},
+		OnBatch: rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow,
+		Quarantine: quarantine, Now: h.now,
+		Refused:      func(v any) bool { return v.(bulkAnswer).refused },
+		OnQuarantine: rs.bm.Quarantined, OnEvict: rs.bm.QuarantineEvicted, OnBudget: rs.bm.BudgetExhausted},
 		func(ctx context.Context, x *exchange, ids []string) (map[string]bulkAnswer, error) {
 			return x.fetchBulkTraced(ctx, ids)
 		})
@@ -59,7 +80,7 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 // loadBatched answers one per-ID miss through the route's batcher.
 func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
-	ans, found, err := x.rs.batcher.Load(ctx, x.rs.fwd.group(x.r), x, id)
+	ans, found, err := x.rs.batcher.LoadAs(ctx, x.list, x.rs.fwd.group(x.r), x, id)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -126,12 +147,14 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: read: %w", errBulk, err)
+	case resp.StatusCode == http.StatusInternalServerError:
+		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrSuspect, resp.StatusCode)
 	case !ok && !bulk.Isolable(resp.StatusCode):
 		return nil, fmt.Errorf("%w: status %d", errBulk, resp.StatusCode)
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
 	case !ok && len(ids) == 1:
-		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), upstream: took, reqID: out.Header.Get("X-Request-Id")}}, nil
+		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), upstream: took, reqID: out.Header.Get("X-Request-Id"), refused: true}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}

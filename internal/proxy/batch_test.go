@@ -134,8 +134,10 @@ func TestBatchMissingIDs(t *testing.T) {
 // unwell (5xx, 408, 429, timeout, refused or cut connection, broken JSON),
 // every waiter gets a bare 502, nothing is stored, not even a 404 under
 // negative_ttl, and no id is asked for twice: no isolation retries against
-// a struggling upstream. (Failures one id may cause are isolated instead:
-// see TestBatchIsolates*.)
+// a struggling upstream. A 500, which an id may cause too, gets one round
+// of retries, one per client request, and no more once every retry failed
+// (the upstream is then judged down). (Failures one id may cause are
+// isolated instead: see TestBatchIsolates*.)
 func TestBatchFailures(t *testing.T) {
 	const secret = "SECRET-stack-trace-db01"
 	body := func(s string) func(http.ResponseWriter, *http.Request) {
@@ -154,6 +156,7 @@ func TestBatchFailures(t *testing.T) {
 		refused bool
 	}{
 		{"status 500", status(500), false},
+		{"status 502", status(502), false},
 		{"status 503", status(503), false},
 		{"status 408", status(408), false},
 		{"status 429", status(429), false},
@@ -210,11 +213,23 @@ func TestBatchFailures(t *testing.T) {
 			// Isolation retries count as fetches: ids summed over every
 			// fetch made is the number of ids only when none was retried.
 			fetches, ids := histogram(t, e.reg, "sidecache_batch_size", "route", "user")
-			if ids != float64(len(paths)) {
-				t.Errorf("%d fetches asked for %v ids in all, want each of the %d ids asked for once", fetches, ids, len(paths))
+			asks, isolations := len(paths), 0.0
+			if tc.name == "status 500" {
+				asks, isolations = 2*len(paths), 1 // one round: each request's id once more
 			}
-			if n := counter(t, e.reg, "sidecache_batch_isolations_total", "route", "user"); n != 0 {
-				t.Errorf("sidecache_batch_isolations_total = %v, want 0 (this failure is not isolated)", n)
+			if ids != float64(asks) {
+				t.Errorf("%d fetches asked for %v ids in all, want %d", fetches, ids, asks)
+			}
+			if n := counter(t, e.reg, "sidecache_batch_isolations_total", "route", "user"); n != isolations {
+				t.Errorf("sidecache_batch_isolations_total = %v, want %v", n, isolations)
+			}
+			if tc.name == "status 500" {
+				// Judged down: a second batch failing alike is not retried.
+				before := len(o.snapshot())
+				fetchAll(e, userPaths(6, 10), nil)
+				if c := len(o.snapshot()) - before; c != 1 {
+					t.Errorf("second batch against an upstream down with 500s: %d bulk calls, want 1", c)
+				}
 			}
 			before := len(o.snapshot())
 			if before == 0 && !tc.refused {

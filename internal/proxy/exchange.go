@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
+	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/httpcache"
@@ -49,6 +50,9 @@ type exchange struct {
 	vkey    string
 	// interim relays the upstream's 1xx to this client (interim.go).
 	interim *relay.Interim
+	// list is the client request's account with the batcher when it is a
+	// list of ids (split.go); nil for a request of one id.
+	list *batch.Requester
 }
 
 // cached is the cached path for a GET or HEAD: answer from L1 when an entry

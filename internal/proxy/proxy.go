@@ -152,7 +152,8 @@ type state struct {
 type routeState struct {
 	rt      *route.Route
 	m       *metrics.RouteMetrics
-	batcher *batcher // batch routes only
+	batcher *batcher              // batch routes only
+	bm      *metrics.BatchMetrics // batch routes only
 	fwd     *forwarding
 }
 
@@ -281,6 +282,7 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	for _, rt := range t.Routes() {
 		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, shape(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged)}
 		if rt.Batch != nil {
+			rs.bm = rs.m.Batch()
 			rs.batcher = h.newBatcher(rs)
 		}
 		st.routes[rt] = rs

@@ -36,7 +36,9 @@ func replayFixture(t *testing.T) (*invalidator, *prometheus.Registry, *redistest
 		}
 	}
 	reg := prometheus.NewRegistry()
-	return newInvalidator(nil, s, 0, metrics.New(reg)), reg, rs
+	m := metrics.New(reg)
+	m.Tiers(false, true)
+	return newInvalidator(nil, s, m, 0), reg, rs
 }
 
 // Issue 20 item 3: the replay set is de-duplicated, and a tag whose L2

@@ -3,36 +3,12 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/redistest"
 )
-
-// metric sums the series of one family whose line contains every one of
-// the label pairs given.
-func metric(t *testing.T, r *replica, family string, labels ...string) float64 {
-	t.Helper()
-	_, _, m := r.do(t, http.MethodGet, "admin:/metrics")
-	var n float64
-	for _, line := range strings.Split(m, "\n") {
-		if !strings.HasPrefix(line, family+"{") && !strings.HasPrefix(line, family+" ") {
-			continue
-		}
-		match := true
-		for _, l := range labels {
-			match = match && strings.Contains(line, l)
-		}
-		if match {
-			var v float64
-			fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
-			n += v
-		}
-	}
-	return n
-}
 
 // TestResubscribeKeepsL1: a subscription lost and rebuilt (here Redis drops
 // the replica's pub/sub connection) no longer empties L1: an entry fetched

@@ -249,3 +249,26 @@ func TestLongIDWriteFloodKeepsEveryReplicasCache(t *testing.T) {
 		t.Errorf("longest epoch key %d bytes, want at most %d (max_key_bytes)", longest, limit)
 	}
 }
+
+// metric sums the samples of the series named name whose labels contain
+// every one of labels, on r's admin listener.
+func metric(t testing.TB, r *replica, name string, labels ...string) float64 {
+	t.Helper()
+	_, _, m := r.do(t, http.MethodGet, "admin:/metrics")
+	var n float64
+	for _, line := range strings.Split(m, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if ok {
+			var v float64
+			fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
+			n += v
+		}
+	}
+	return n
+}

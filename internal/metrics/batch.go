@@ -1,0 +1,105 @@
+package metrics
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// batchVecs are the collectors only batch routes have series in: a route
+// gets its series when the proxy asks for its BatchMetrics, so routes that
+// do not batch add none (issue 22: series for routes that batch only).
+type batchVecs struct {
+	quarantined *prometheus.GaugeVec
+	evictions   *prometheus.CounterVec
+	budget      *prometheus.CounterVec
+	notStored   *prometheus.CounterVec
+}
+
+func newBatchVecs() batchVecs {
+	return batchVecs{
+		quarantined: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace,
+			Name:      "batch_quarantined",
+			Help:      "IDs that made a bulk call fail and then failed alone, now fetched in calls of their own instead of joining batches, by route.",
+		}, []string{"route"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "batch_quarantine_evictions_total",
+			Help:      "Quarantined IDs forgotten early because the quarantine was full, by route.",
+		}, []string{"route"}),
+		budget: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "batch_budget_exhausted_total",
+			Help:      "IDs of a list request answered 502 without an upstream call because the request had spent its upstream call budget, by route.",
+		}, []string{"route"}),
+		notStored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "batch_not_stored_total",
+			Help:      "Elements of bulk answers that were not stored, by route and reason.",
+		}, []string{"route", "reason"}),
+	}
+}
+
+// BatchMetrics are one batch route's series.
+type BatchMetrics struct {
+	quarantined prometheus.Gauge
+	evictions   prometheus.Counter
+	budget      prometheus.Counter
+	notStored   *prometheus.CounterVec // curried with the route
+	mu          sync.Mutex
+	reasons     map[string]prometheus.Counter
+}
+
+// Batch returns the route's batch series, creating them. Call it for
+// batch routes only.
+func (rm *RouteMetrics) Batch() *BatchMetrics {
+	if rm == nil {
+		return nil
+	}
+	v := rm.m.batch
+	return &BatchMetrics{
+		quarantined: v.quarantined.WithLabelValues(rm.name),
+		evictions:   v.evictions.WithLabelValues(rm.name),
+		budget:      v.budget.WithLabelValues(rm.name),
+		notStored:   v.notStored.MustCurryWith(prometheus.Labels{"route": rm.name}),
+		reasons:     map[string]prometheus.Counter{},
+	}
+}
+
+// Quarantined sets the number of ids quarantined.
+func (bm *BatchMetrics) Quarantined(n int) {
+	if bm != nil {
+		bm.quarantined.Set(float64(n))
+	}
+}
+
+// QuarantineEvicted counts one id forgotten to make room.
+func (bm *BatchMetrics) QuarantineEvicted() {
+	if bm != nil {
+		bm.evictions.Inc()
+	}
+}
+
+// BudgetExhausted counts ids failed because their request spent its calls.
+func (bm *BatchMetrics) BudgetExhausted(ids int) {
+	if bm != nil {
+		bm.budget.Add(float64(ids))
+	}
+}
+
+// NotStored counts one element not stored for reason, one of a small
+// fixed set the proxy names.
+func (bm *BatchMetrics) NotStored(reason string) {
+	if bm == nil {
+		return
+	}
+	bm.mu.Lock()
+	c := bm.reasons[reason]
+	if c == nil {
+		c = bm.notStored.WithLabelValues(reason)
+		bm.reasons[reason] = c
+	}
+	bm.mu.Unlock()
+	c.Inc()
+}
