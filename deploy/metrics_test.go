@@ -48,6 +48,7 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_batch_quarantine_evictions_total": {"counter", map[string][]string{"route": nil}},
 	"sidecache_batch_budget_exhausted_total":     {"counter", map[string][]string{"route": nil}},
 	"sidecache_lease_takeovers_total":            {"counter", map[string][]string{"route": nil}},
+	"sidecache_coherence_refused_total":          {"counter", map[string][]string{"tier": {"l1", "l2"}}},
 	"sidecache_invalidations_total": {"counter", map[string][]string{
 		"source": {"write", "purge", "peer"}}},
 	"sidecache_invalidations_late_total":             {"counter", nil},

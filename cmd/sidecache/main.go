@@ -3,6 +3,7 @@
 //	sidecache -config PATH        run (default config/sidecache.yaml)
 //	sidecache -config PATH -check validate the config, print problems, exit 0/1
 //	sidecache -version
+//	sidecache admin COMMAND       the admin API from the pod (admin.go)
 package main
 
 import (
@@ -33,6 +34,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "admin" {
+		return runAdmin(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("sidecache", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { usage(fs) }

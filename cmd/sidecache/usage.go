@@ -11,7 +11,7 @@ import (
 const docsIndex = `Documentation (in the sidecache repository):
   README.md               overview, quick start, failure modes
   docs/configuration.md   every config field: type, default, reload behaviour
-  docs/admin-api.md       /metrics, /healthz, /readyz, /routes, POST /purge, pprof
+  docs/admin-api.md       /metrics, /healthz, /readyz, /routes, /cache, POST /purge, pprof, sidecache admin
   docs/metrics.md         every metric, its labels, what to alert on
   docs/tracing.md         OpenTelemetry traces, on with OTEL_EXPORTER_OTLP_ENDPOINT
 `
@@ -22,7 +22,8 @@ func usage(fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Usage:\n")
 	fmt.Fprintf(w, "  sidecache -config PATH          run (default PATH: config/sidecache.yaml)\n")
 	fmt.Fprintf(w, "  sidecache -config PATH -check   validate the config, print every problem, exit 0 or 1\n")
-	fmt.Fprintf(w, "  sidecache -version\n\n")
+	fmt.Fprintf(w, "  sidecache -version\n")
+	fmt.Fprintf(w, "  sidecache admin routes|ready|inspect URL|purge -tag T   the admin API (sidecache admin -h)\n\n")
 	fmt.Fprint(w, docsIndex)
 	fmt.Fprintf(w, "\nFlags:\n")
 	fs.PrintDefaults()

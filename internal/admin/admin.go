@@ -3,8 +3,8 @@
 //
 // The listener is reachable by whatever scrapes metrics and probes health,
 // which in Kubernetes means the pod network. So only what is read-only and
-// harmless is open: /metrics, /healthz, /readyz and /routes. Purge and
-// profiling need the bearer token, and profiling is off unless enabled:
+// harmless is open: /metrics, /healthz, /readyz and /routes. Purge, cache
+// inspection and profiling need the bearer token, and profiling is off unless enabled:
 // a profile exposes memory contents and costs CPU.
 //
 // Everything is mounted on a private ServeMux. net/http/pprof registers
@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -42,7 +43,18 @@ type Purger interface {
 	PurgeTag(ctx context.Context, tag string) (int, error)
 	PurgeKey(ctx context.Context, key string) (int, error)
 	PurgeRoute(ctx context.Context, route string) (int, error)
+	// PurgeURL drops every entry of the URL's path: all its hosts, queries
+	// and variants (lenient, as invalidation is).
+	PurgeURL(ctx context.Context, target *url.URL) (int, error)
 	PurgeAll(ctx context.Context) error
+}
+
+// Inspector backs GET /cache: what the cache holds for one URL, as a
+// JSON-encodable value (docs/admin-api.md). h carries the request headers
+// the operator gives (key.headers, or the ones a Vary picks a variant by).
+// An error wrapping ErrNotFound is a 404 (no route takes the URL).
+type Inspector interface {
+	Inspect(ctx context.Context, target *url.URL, h http.Header) (any, error)
 }
 
 // ErrNotFound, wrapped by a Purger or Inspector, says the selector names
@@ -64,6 +76,8 @@ type Options struct {
 	Ready Readiness
 	// Purger backs POST /purge; nil answers 501.
 	Purger Purger
+	// Inspector backs GET /cache; nil answers 501.
+	Inspector Inspector
 	// Routes returns the value encoded as JSON on GET /routes; nil gives [].
 	Routes func() any
 	// Logger receives errors that are not shown to clients; nil discards.
@@ -97,6 +111,7 @@ func Handler(opts Options) http.Handler {
 	mux.HandleFunc("GET /readyz", h.readyz)
 	mux.HandleFunc("GET /routes", h.routes)
 	mux.HandleFunc("POST /purge", h.purge)
+	mux.HandleFunc("GET /cache", h.inspect)
 
 	if opts.PProf {
 		mux.Handle("/debug/pprof/", h.withToken(http.HandlerFunc(pprof.Index)))
@@ -185,7 +200,47 @@ func (h *handler) routes(w http.ResponseWriter, r *http.Request) {
 	h.writeJSON(w, http.StatusOK, v)
 }
 
-// purge answers POST /purge?tag=T | key=K | route=R | all=1. The order of
+// inspect answers GET /cache?url=U[&header=Name:%20value...]: what the
+// cache holds for U, in which tier, how old, for how long, under which tags
+// and variants. Behind the token: keys and tags name what clients asked for.
+func (h *handler) inspect(w http.ResponseWriter, r *http.Request) {
+	if h.refuse(w, r, "inspect") {
+		return
+	}
+	if h.opts.Inspector == nil {
+		h.writeError(w, http.StatusNotImplemented, "inspect is not available")
+		return
+	}
+	q := r.URL.Query()
+	raw := q.Get("url")
+	u, err := url.Parse(raw)
+	if raw == "" || err != nil || !u.IsAbs() || u.Host == "" {
+		h.writeError(w, http.StatusBadRequest, "url must be absolute, with the host clients use: http://host/path?query")
+		return
+	}
+	hdr := http.Header{}
+	for _, kv := range q["header"] {
+		name, value, ok := strings.Cut(kv, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			h.writeError(w, http.StatusBadRequest, "header must be Name: value")
+			return
+		}
+		hdr.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	}
+	v, err := h.opts.Inspector.Inspect(r.Context(), u, hdr)
+	if errors.Is(err, ErrNotFound) {
+		h.writeError(w, http.StatusNotFound, err.Error())
+		return
+	}
+	if err != nil {
+		h.opts.Logger.ErrorContext(r.Context(), "admin: inspect failed", "url", raw, "err", err)
+		h.writeError(w, http.StatusInternalServerError, "inspect failed")
+		return
+	}
+	h.writeJSON(w, http.StatusOK, v)
+}
+
+// purge answers POST /purge?tag=T | key=K | route=R | url=U | all=1. The order of
 // checks is deliberate: a caller without the token learns nothing about
 // selectors or whether purging is wired up.
 func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
@@ -214,6 +269,13 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
 		n, err = h.opts.Purger.PurgeKey(ctx, val)
 	case "route":
 		n, err = h.opts.Purger.PurgeRoute(ctx, val)
+	case "url":
+		var u *url.URL
+		if u, err = url.Parse(val); err != nil || u.Path == "" {
+			h.writeError(w, http.StatusBadRequest, "url must be a URL with a path")
+			return
+		}
+		n, err = h.opts.Purger.PurgeURL(ctx, u)
 	case "all":
 		err = h.opts.Purger.PurgeAll(ctx)
 	}
@@ -265,13 +327,13 @@ func (h *handler) authorize(r *http.Request) string {
 func selector(r *http.Request) (name, value, problem string) {
 	q := r.URL.Query()
 	var found []string
-	for _, s := range [...]string{"tag", "key", "route", "all"} {
+	for _, s := range [...]string{"tag", "key", "route", "url", "all"} {
 		if _, ok := q[s]; ok {
 			found = append(found, s)
 		}
 	}
 	if len(found) != 1 {
-		return "", "", "exactly one of tag, key, route or all=1 is required"
+		return "", "", "exactly one of tag, key, route, url or all=1 is required"
 	}
 	name = found[0]
 	vals := q[name]

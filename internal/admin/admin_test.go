@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,9 @@ func (p *recorder) PurgeKey(_ context.Context, key string) (int, error) {
 }
 func (p *recorder) PurgeRoute(_ context.Context, route string) (int, error) {
 	return p.record("route:" + route)
+}
+func (p *recorder) PurgeURL(_ context.Context, u *url.URL) (int, error) {
+	return p.record("url:" + u.String())
 }
 func (p *recorder) PurgeAll(context.Context) error {
 	_, err := p.record("all")

@@ -66,3 +66,33 @@ func TestUnprovenChannelServesOnlyEntriesYoungerThanMaxLag(t *testing.T) {
 		t.Fatalf("proof fresh: hits %v, want all 7", got)
 	}
 }
+
+// TestRefusedCountsEachRefusal: every stored entry the bound refuses is
+// reported once per tier that held it, on every lookup path; a young entry
+// or an absent key is not a refusal.
+func TestRefusedCountsEachRefusal(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_000_000, 0)
+	const lag = time.Second
+	l1s, l2s := newMem(), newMem()
+	refused := map[cache.Tier]int{}
+	tr := cache.NewTiered(l1s, l2s, cache.TieredOptions{
+		Now:     func() time.Time { return now },
+		MaxLag:  lag,
+		Proven:  func() time.Time { return now.Add(-2 * lag) },
+		Refused: func(t cache.Tier) { refused[t]++ },
+	})
+	old := &cache.Entry{Status: 200, StoredAt: now.Add(-2 * lag), TTL: time.Hour}
+	young := &cache.Entry{Status: 200, StoredAt: now, TTL: time.Hour}
+	_ = l1s.Set(ctx, "old", old)
+	_ = l2s.Set(ctx, "old", old)
+	_ = l2s.Set(ctx, "old2", old)
+	_ = l1s.Set(ctx, "young", young)
+	tr.Lookup(ctx, "old")                                 // l1 and l2 refuse
+	tr.Lookup(ctx, "young")                               // a hit
+	tr.Lookup(ctx, "absent")                              // a plain miss
+	tr.LookupMany(ctx, []string{"old2", "young", "nope"}) // l2 refuses old2
+	if refused[cache.TierL1] != 1 || refused[cache.TierL2] != 2 {
+		t.Errorf("refused %v, want l1:1 l2:2", refused)
+	}
+}

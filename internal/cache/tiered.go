@@ -46,6 +46,10 @@ type TieredOptions struct {
 	// ones are served only while younger than MaxLag. This keeps L1 across
 	// a resubscribe instead of emptying it.
 	Floor func() time.Time
+	// Refused, if set, is called for every entry a tier held that the
+	// MaxLag bound refused (it also counts as that tier's miss), so an
+	// operator sees what unproven coherence costs.
+	Refused func(tier Tier)
 }
 
 // Tiered is a Store made of a fast local tier (L1) in front of a shared one
@@ -57,6 +61,7 @@ type Tiered struct {
 	maxLag  time.Duration
 	proven  func() time.Time
 	floor   func() time.Time
+	refused func(Tier)
 }
 
 var _ Store = (*Tiered)(nil)
@@ -64,7 +69,10 @@ var _ Store = (*Tiered)(nil)
 // NewTiered composes l1 and l2. Pass an untyped nil for a missing tier: a
 // nil pointer of a concrete store type is a non-nil Store and will be used.
 func NewTiered(l1, l2 Store, opts TieredOptions) *Tiered {
-	t := &Tiered{l1: l1, l2: l2, observe: opts.Observe, now: opts.Now, maxLag: opts.MaxLag, proven: opts.Proven, floor: opts.Floor}
+	t := &Tiered{l1: l1, l2: l2, observe: opts.Observe, now: opts.Now, maxLag: opts.MaxLag, proven: opts.Proven, floor: opts.Floor, refused: opts.Refused}
+	if t.refused == nil {
+		t.refused = func(Tier) {}
+	}
 	if t.maxLag <= 0 {
 		t.proven = nil
 	}
@@ -174,6 +182,9 @@ func (t *Tiered) LookupMany(ctx context.Context, keys []string) ([]*Entry, []Tie
 		e := es[j]
 		if e == nil || e.Remaining(now) == 0 || !t.coherent(e, now) {
 			t.observe(TierL2, ResultMiss)
+			if e != nil && e.Remaining(now) > 0 {
+				t.refused(TierL2)
+			}
 			continue
 		}
 		t.observe(TierL2, ResultHit)
@@ -212,8 +223,12 @@ func (t *Tiered) lookup(ctx context.Context, tier Tier, s Store, key string, now
 	case err != nil:
 		t.observe(tier, ResultError)
 		return nil, fmt.Errorf("cache: %s get: %w", tier, err)
-	case !ok || e == nil || e.Remaining(now) == 0 || !t.coherent(e, now):
+	case !ok || e == nil || e.Remaining(now) == 0:
 		t.observe(tier, ResultMiss)
+		return nil, nil
+	case !t.coherent(e, now):
+		t.observe(tier, ResultMiss)
+		t.refused(tier)
 		return nil, nil
 	default:
 		t.observe(tier, ResultHit)

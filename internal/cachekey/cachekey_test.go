@@ -191,3 +191,24 @@ func TestBuildAllocs(t *testing.T) {
 		t.Errorf("Build allocates %v times per call, want 1", n)
 	}
 }
+
+// TestKeyHost (issue 22, item 9): a route of a single-host service keys on
+// one canonical host, or none, whatever Host the client spelled.
+func TestKeyHost(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		host string
+		want string
+	}{
+		{Options{}, "svc.ns", "GET svc.ns/a"},
+		{Options{Host: "svc"}, "svc.ns.svc.cluster.local", "GET svc/a"},
+		{Options{Host: "svc"}, "SVC", "GET svc/a"},
+		{Options{NoHost: true}, "svc.ns", "GET /a"},
+		{Options{NoHost: true, Host: "ignored"}, "x", "GET /a"},
+	} {
+		r, _ := http.NewRequest(http.MethodGet, "http://"+c.host+"/a", nil)
+		if got := Build(r, &c.o); got != c.want {
+			t.Errorf("Build(%+v, Host %s) = %q, want %q", c.o, c.host, got, c.want)
+		}
+	}
+}

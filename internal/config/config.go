@@ -35,6 +35,16 @@ type Server struct {
 	ReadTimeout    Duration `yaml:"read_timeout"`
 	IdleTimeout    Duration `yaml:"idle_timeout"`
 	MaxHeaderBytes Size     `yaml:"max_header_bytes"`
+	// WriteTimeout is NGINX's send_timeout: the longest time between two
+	// writes to a client that made progress; past it the connection is
+	// closed and the upstream request it relays cancelled. 0: none.
+	WriteTimeout Duration `yaml:"write_timeout"`
+	// Via is the pseudonym added to Via on forwarded requests
+	// (RFC 9110 §7.6.3); a request that arrives carrying it is a loop and
+	// is answered 508. "" turns both off.
+	Via string `yaml:"via"`
+	// AllowTrace forwards TRACE; off (the default), TRACE is answered 405.
+	AllowTrace bool `yaml:"allow_trace"`
 }
 
 type Admin struct {
@@ -72,6 +82,13 @@ type Upstream struct {
 	Timeout Duration `yaml:"timeout"`
 	// MaxIdleConnsPerHost sizes the keep-alive pool to the upstream.
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+	// MaxHeaderBytes bounds the bytes of one answer's header sections,
+	// its 1xx answers' included (http.Transport's MaxResponseHeaderBytes).
+	MaxHeaderBytes Size `yaml:"max_header_bytes"`
+	// AllowUpgrades are the Upgrade protocols (RFC 9110 §7.8) a client
+	// may tunnel to the upstream, e.g. [websocket]; none by default. h2c
+	// is never allowed (RFC 9113 §3.1).
+	AllowUpgrades []string `yaml:"allow_upgrades"`
 }
 
 type Cache struct {
@@ -149,6 +166,10 @@ type Key struct {
 	// an empty list means none.
 	Query   []string `yaml:"query"`
 	Headers []string `yaml:"headers"`
+	// Host is "request" (the request's Host is in the key; the default),
+	// "none" (no host in the key), or the one canonical host name every
+	// request of the route is keyed under.
+	Host string `yaml:"host"`
 }
 
 type Batch struct {

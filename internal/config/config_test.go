@@ -168,6 +168,15 @@ func TestParseErrors(t *testing.T) {
 		{"request_no_cache unknown", route("{name: a, path: /a, ttl: 1s, request_no_cache: honor}"),
 			`t.yaml:3: routes[0].request_no_cache: must be one of ignore, refresh, got "honor"`},
 		{"empty redact_query name", minimal + "log: {redact_query: [token, ' ']}", "t.yaml:2: log.redact_query[1]: must not be empty"},
+		// Issue 21, item 11: an upstream that is the sidecar itself loops.
+		{"upstream is the listener", "listen: 127.0.0.1:8080\nupstream: {url: 'http://localhost:8080'}",
+			"t.yaml:2: upstream.url: http://localhost:8080 is the sidecar's own listen (127.0.0.1:8080): every request would loop"},
+		{"upstream is the admin listener", "admin: {listen: ':9090'}\nupstream: {url: 'http://10.0.0.7:9090/api'}",
+			"t.yaml:2: upstream.url: http://10.0.0.7:9090/api is the sidecar's own admin.listen (:9090): every request would loop"},
+		{"upgrade h2c", "upstream: {url: 'http://up:3000', allow_upgrades: [websocket, h2c]}", "t.yaml:1: upstream.allow_upgrades[1]: h2c is never forwarded (RFC 9113 §3.1 deprecates it)"},
+		{"via not a token", minimal + "server: {via: 'a b'}", `t.yaml:2: server.via: must be a token (letters, digits, !#$%&'*+-.^_` + "`" + `|~), got "a b"`},
+		{"negative write_timeout", minimal + "server: {write_timeout: -1s}", `t.yaml:2: server.write_timeout: invalid duration "-1s": must not be negative`},
+		{"key.host not a host", route("{name: a, path: /a, ttl: 1s, key: {host: 'a/b'}}"), `t.yaml:3: routes[0].key.host: "a/b" is neither request, none nor a host[:port]`},
 		{"route self-merge", minimal + "routes: [&r {<<: *r, name: x, path: /x, ttl: 1s}]", "t.yaml:2: routes[0]: merge key refers to itself"},
 	}
 	for _, tt := range tests {

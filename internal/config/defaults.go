@@ -28,6 +28,10 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 	if !isSet("server.max_header_bytes") {
 		c.Server.MaxHeaderBytes = 64 << 10
 	}
+	dur(&c.Server.WriteTimeout, "server.write_timeout", 60*time.Second)
+	if !isSet("server.via") {
+		c.Server.Via = "sidecache"
+	}
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
 	}
@@ -40,6 +44,9 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 	dur(&c.Upstream.Timeout, "upstream.timeout", 10*time.Second)
 	if !isSet("upstream.max_idle_conns_per_host") {
 		c.Upstream.MaxIdleConnsPerHost = 256
+	}
+	if !isSet("upstream.max_header_bytes") {
+		c.Upstream.MaxHeaderBytes = 10 << 20
 	}
 	if !isSet("cache.max_body_bytes") {
 		c.Cache.MaxBodyBytes = 8 << 20
@@ -90,6 +97,14 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 			if r.Freshness == "origin" {
 				r.RequestNoCache = "refresh"
 			}
+		}
+		switch lower := strings.ToLower(r.Key.Host); lower {
+		case "":
+			r.Key.Host = "request"
+		case "request", "none":
+			r.Key.Host = lower
+		default:
+			r.Key.Host = lower // hosts compare case-insensitively (RFC 3986 §3.2.2)
 		}
 		if b := r.Batch; b != nil {
 			if !isSet(p + ".batch.max_size") {

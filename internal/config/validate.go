@@ -44,6 +44,10 @@ func (c *Config) validate() Errors {
 	if c.Server.MaxHeaderBytes <= 0 {
 		v.add("server.max_header_bytes", "must be > 0")
 	}
+	v.nonNegative("server.write_timeout", c.Server.WriteTimeout)
+	if c.Server.Via != "" && !isToken(c.Server.Via) {
+		v.add("server.via", "must be a token (letters, digits, !#$%%&'*+-.^_`|~), got %q", c.Server.Via)
+	}
 	v.oneOf("log.format", c.Log.Format, "text", "json")
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	for i, name := range c.Log.RedactQuery {
@@ -58,6 +62,19 @@ func (c *Config) validate() Errors {
 	if c.Upstream.MaxIdleConnsPerHost <= 0 {
 		v.add("upstream.max_idle_conns_per_host", "must be > 0")
 	}
+	if c.Upstream.MaxHeaderBytes <= 0 {
+		v.add("upstream.max_header_bytes", "must be > 0")
+	}
+	for i, p := range c.Upstream.AllowUpgrades {
+		path := fmt.Sprintf("upstream.allow_upgrades[%d]", i)
+		switch name, _, _ := strings.Cut(p, "/"); {
+		case !isToken(name):
+			v.add(path, "must be an Upgrade protocol token, got %q", p)
+		case strings.EqualFold(name, "h2c"):
+			v.add(path, "h2c is never forwarded (RFC 9113 §3.1 deprecates it)")
+		}
+	}
+	v.loop(c)
 	if c.Cache.MaxBodyBytes <= 0 {
 		v.add("cache.max_body_bytes", "must be > 0")
 	}
@@ -97,6 +114,51 @@ func (v *checker) hostPort(path, s string, dial bool) {
 	case dial && host == "":
 		v.add(path, "missing host in %q", s)
 	}
+}
+
+// loop refuses an upstream that is one of the sidecar's own listeners:
+// every request would come back to it, each opening another connection,
+// until file descriptors ran out.
+func (v *checker) loop(c *Config) {
+	u, err := url.Parse(c.Upstream.URL)
+	if err != nil || u.Host == "" {
+		return // upstream.url's own error
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	for _, l := range []struct{ path, addr string }{{"listen", c.Listen}, {"admin.listen", c.Admin.Listen}} {
+		if SameAddress(l.addr, u.Hostname(), port) {
+			v.add("upstream.url", "%s is the sidecar's own %s (%s): every request would loop", c.Upstream.URL, l.path, l.addr)
+		}
+	}
+}
+
+// SameAddress reports whether a listen address (host:port) would accept a
+// connection to host:port: the same port, and the same host, or a listen
+// host that is every interface, or both on loopback. A port of 0 (chosen
+// at start) matches nothing; server checks the bound address again.
+func SameAddress(listen, host, port string) bool {
+	lh, lp, err := net.SplitHostPort(listen)
+	if err != nil || lp != port || lp == "0" {
+		return false
+	}
+	if lh == "" || lh == "0.0.0.0" || lh == "::" || strings.EqualFold(lh, host) {
+		return true
+	}
+	return loopback(lh) && loopback(host)
+}
+
+func loopback(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (v *checker) oneOf(path, got string, want ...string) {
@@ -219,6 +281,13 @@ func (v *checker) route(p string, r *Route) {
 	v.nonNegative(p+".stale_while_revalidate", r.StaleWhileRevalidate)
 	v.nonNegative(p+".stale_if_error", r.StaleIfError)
 	v.nonNegative(p+".negative_ttl", r.NegativeTTL)
+	switch h := r.Key.Host; h {
+	case "request", "none":
+	default:
+		if u, err := url.Parse("http://" + h + "/"); err != nil || u.Host != h || strings.ContainsAny(h, "@/?#") {
+			v.add(p+".key.host", "%q is neither request, none nor a host[:port]", h)
+		}
+	}
 	for j, h := range r.Key.Headers {
 		if !isToken(h) {
 			v.add(fmt.Sprintf("%s.key.headers[%d]", p, j), "invalid header name %q", h)

@@ -117,6 +117,13 @@ func (r *run) checkStamp(q *request, resp *http.Response, st Stamp, start, end t
 	if strings.HasPrefix(st.Rid, "rid-") && st.Rid != q.rid {
 		r.violate("unkeyed", "%s: answer echoes X-Request-Id %q of another request (%s)", q, st.Rid, cs)
 	}
+	// key.host shares one entry between every spelling of the host, so
+	// the upstream may only have seen the canonical one — unless the
+	// request bypassed the cache, whose answer is its own and never stored.
+	own := q.host == "" || st.Fh == q.host && strings.Contains(cs, "fwd=bypass")
+	if q.route == "h" && st.Fh != strings.ToLower(r.cfg.Host) && !own {
+		r.violate("unkeyed", "%s: answer shaped by X-Forwarded-Host %q, want the keyed %q (%s)", q, st.Fh, r.cfg.Host, cs)
+	}
 	if q.kind != "write" {
 		switch q.route {
 		case "r":

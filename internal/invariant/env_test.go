@@ -75,6 +75,11 @@ routes:
     methods: [PATCH]
     path: /t/{name}
     invalidate: ["t:{name}"]
+  - name: h
+    path: /h/{id:[1-9][0-9]*}
+    ttl: 5m
+    key:
+      host: svc.invariant
   - name: u
     path: /u/{id:[1-9][0-9]*}
     ttl: 5m

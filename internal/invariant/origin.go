@@ -29,6 +29,8 @@ type Stamp struct {
 	// echoed (request-id feature).
 	Q   string `json:"q,omitempty"`
 	Rid string `json:"rid,omitempty"`
+	// Fh is the X-Forwarded-Host the origin saw (host-spelling).
+	Fh  string `json:"fh,omitempty"`
 	Pad string `json:"pad,omitempty"`
 }
 
@@ -59,6 +61,8 @@ type Profile struct {
 	Delay time.Duration
 	Fail  int  // percent of reads answered 500/503
 	Hang  int  // percent of reads hung up on
+	Trunc int  // percent of reads whose chunked body is broken off halfway
+	Hints int  // 103 Early Hints sent before each read's answer
 	ETag  bool // send an ETag; If-None-Match answered 304 when it matches
 	// WriteFaults: writes fail (Fail) or hang up (Hang) too, after the
 	// version was bumped, so the client is not told of a write that
@@ -66,6 +70,9 @@ type Profile struct {
 	WriteFaults bool
 	// Refuse: percent of writes answered 405 or 409 without a bump.
 	Refuse int
+	// GzipFrom: with Gzip, bodies shorter than this go out identity (still
+	// with Vary: Accept-Encoding), as Express's compression() does.
+	GzipFrom int
 }
 
 // Origin is the scripted service behind the replicas. Resources are
@@ -75,7 +82,8 @@ type Profile struct {
 // resource's version. Bulk: GET /u?ids=1,2 answers a JSON array of stamps.
 type Origin struct {
 	*httptest.Server
-	Calls atomic.Int64 // every request received
+	Calls  atomic.Int64 // every request received
+	Writes atomic.Int64 // every PATCH received
 
 	mu       sync.Mutex
 	ver      map[string]int
@@ -128,6 +136,9 @@ func Resource(path string) string {
 
 func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	o.Calls.Add(1)
+	if r.Method == http.MethodPatch {
+		o.Writes.Add(1)
+	}
 	if r.URL.Path == "/u" {
 		o.bulk(w, r)
 		return
@@ -159,10 +170,17 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "origin failure")
 		return
 	}
+	for range p.Hints {
+		w.Header().Set("Link", "</r.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+	}
+	clear(w.Header())
+	trunc := roll >= p.Hang+p.Fail && roll < p.Hang+p.Fail+p.Trunc
 	st := Stamp{Res: res, Ver: ver, By: map[string]string{}, Q: r.URL.RawQuery}
 	if r.Header.Get("X-Request-Id") != "" {
 		st.Rid = r.Header.Get("X-Request-Id")
 	}
+	st.Fh = r.Header.Get("X-Forwarded-Host")
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	var vary []string
@@ -194,9 +212,15 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if gz {
+	if gz && len(body) >= p.GzipFrom {
 		body = gzipBytes(body)
 		h.Set("Content-Encoding", "gzip")
+	}
+	if trunc {
+		// No Content-Length: chunked, and the last chunk never comes.
+		w.Write(body[:len(body)/2])
+		http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.Write(body)

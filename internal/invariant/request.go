@@ -2,11 +2,17 @@ package invariant
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"strings"
+	"sync/atomic"
+
+	"github.com/sidecache/sidecache/internal/relay"
 )
 
 // request is one drawn client request and what its answer is checked
@@ -25,6 +31,7 @@ type request struct {
 	res     string
 	ids     []string // list
 	rid     string
+	host    string // Host header; "" is the run's Host
 	budget  int
 	hangup  bool // write-hangup: the client leaves once the request is sent
 }
@@ -115,6 +122,9 @@ func (r *run) drawRequest(hot string) *request {
 		if m.Has("extra-param") && r.chance(50) {
 			q.query += "&callback=cb" + fmt.Sprint(r.rng.IntN(1000))
 		}
+	case m.Has("host-spelling") && roll >= 92:
+		q.route, q.path = "h", "/h/"+id
+		q.host = pick(r, r.cfg.Host, "svc", "svc.ns.svc.cluster.local", strings.ToUpper(r.cfg.Host))
 	default:
 		q.path = "/r/" + id
 		if m.Has("path-spelling") && r.chance(15) {
@@ -157,7 +167,11 @@ func (r *run) drawHeaders(q *request) {
 	m := r.cfg.Mix
 	h := q.hdr
 	if m.Has("accept-encoding") {
-		if ae := pick(r, "", "gzip", "identity", "gzip;q=0", "gzip, br"); ae != "" {
+		choices := []string{"", "gzip", "identity", "gzip;q=0", "gzip, br"}
+		if m.Has("accept-encoding-spellings") {
+			choices = append(choices, "gzip, deflate", "gzip, deflate, br", "gzip, deflate, br, zstd", "br, gzip")
+		}
+		if ae := pick(r, choices...); ae != "" {
 			h.Set("Accept-Encoding", ae)
 		}
 	}
@@ -214,6 +228,11 @@ func (r *run) do(ctx context.Context, q *request) {
 		return
 	}
 	u.RawQuery = q.query
+	var hints atomic.Int64
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{Got1xxResponse: func(int, textproto.MIMEHeader) error {
+		hints.Add(1)
+		return nil
+	}})
 	req, err := http.NewRequestWithContext(ctx, q.method, u.String(), nil)
 	if err != nil {
 		r.violate("harness", "%s: %v", q, err)
@@ -221,6 +240,9 @@ func (r *run) do(ctx context.Context, q *request) {
 	}
 	req.URL.RawQuery = q.query
 	req.Host = r.cfg.Host
+	if q.host != "" {
+		req.Host = q.host
+	}
 	for k, vs := range q.hdr {
 		req.Header[k] = vs
 	}
@@ -245,9 +267,18 @@ func (r *run) do(ctx context.Context, q *request) {
 		}
 		return
 	}
+	if n := hints.Load(); n > relay.MaxRelayed {
+		r.violate("interim", "%s: %d 1xx relayed, at most %d", q, n, relay.MaxRelayed)
+	}
 	body, err := readBody(resp)
 	resp.Body.Close()
 	end := now()
+	if err != nil && r.cfg.Mix.Has("truncate") && errors.Is(err, io.ErrUnexpectedEOF) {
+		// A body the origin broke off reaches the client broken (RFC
+		// 9112 §8): the right outcome. One that reads whole but short
+		// fails its stamp's JSON below.
+		return
+	}
 	if err != nil {
 		r.violate("garbled", "%s: reading the answer: %v", q, err)
 		return

@@ -119,6 +119,10 @@ type run struct {
 	mu   sync.Mutex
 	acks map[string][]ack
 	rep  Report
+	// patches counts the PATCHes sent: a round ends only once the origin
+	// has received them all, so a write whose client hung up (and which
+	// the sidecar still forwards) counts in its own round's budget.
+	patches int64
 }
 
 type ack struct {
@@ -174,6 +178,18 @@ func (r *run) round(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	for _, q := range reqs {
+		if q.method == http.MethodPatch {
+			r.patches++
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); r.cfg.Origin.Writes.Load() < r.patches; {
+		if time.Now().After(deadline) {
+			r.patches = r.cfg.Origin.Writes.Load() // never forwarded: resync
+			break
+		}
+		time.Sleep(time.Millisecond) // a hung-up write still on its way
+	}
 	r.rep.Requests += n
 	used := r.cfg.Origin.Calls.Load() - before
 	if r.rep.MaxRoundBudget == 0 || used*r.rep.MaxRoundBudget > r.rep.MaxRound*int64(budget) {
@@ -239,6 +255,9 @@ func (r *run) drawProfile(idents bool) Profile {
 		p.Dims = append(p.Dims, Dim{Name: k, How: dims[k]})
 	}
 	p.Gzip = m.Has("gzip") && r.chance(50)
+	if p.Gzip && m.Has("gzip-threshold") && r.chance(50) {
+		p.GzipFrom = 1 << 10
+	}
 	switch {
 	case m.Has("large") && r.chance(15):
 		p.Size = r.cfg.MaxBodyBytes + 1 + r.rng.IntN(r.cfg.MaxBodyBytes)
@@ -255,6 +274,12 @@ func (r *run) drawProfile(idents bool) Profile {
 	}
 	if m.Has("hangup") && r.chance(6) {
 		p.Hang = 10 + r.rng.IntN(30)
+	}
+	if m.Has("truncate") && r.chance(8) {
+		p.Trunc = 20 + r.rng.IntN(40)
+	}
+	if m.Has("1xx-flood") && r.chance(8) {
+		p.Hints = 20
 	}
 	p.WriteFaults = m.Has("write-fail")
 	if m.Has("write-refused") && r.chance(20) {

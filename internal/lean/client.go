@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -55,6 +56,7 @@ type Client struct {
 	host    string // the Host field (the upstream's, as ReverseProxy's SetURL)
 	base    *url.URL
 	timeout time.Duration // response-header timeout
+	maxHdr  int64         // bytes of an answer's header sections, 1xx included
 	dialer  net.Dialer
 	max     int // idle connections kept
 
@@ -67,11 +69,18 @@ type Client struct {
 // IdleConnTimeout), rather than writing to one the upstream likely closed.
 const idleTimeout = 90 * time.Second
 
+// DefaultMaxHeaderBytes bounds an answer's header sections when New is
+// given no bound: http.Transport's default MaxResponseHeaderBytes.
+const DefaultMaxHeaderBytes = 10 << 20
+
 // New returns a client for upstream, or nil when upstream is not plain
 // HTTP (https, or with user info: ReverseProxy's transport handles those).
 // timeout bounds the wait for an answer's header and a dial; maxIdle is the
-// number of idle connections kept (256 when <= 0).
-func New(upstream *url.URL, timeout time.Duration, maxIdle int) *Client {
+// number of idle connections kept (256 when <= 0); maxHeader bounds the
+// bytes of one answer's header sections, its 1xx answers' included, as
+// http.Transport's MaxResponseHeaderBytes does (DefaultMaxHeaderBytes when
+// <= 0).
+func New(upstream *url.URL, timeout time.Duration, maxIdle int, maxHeader int64) *Client {
 	if upstream.Scheme != "http" || upstream.User != nil {
 		return nil
 	}
@@ -82,8 +91,11 @@ func New(upstream *url.URL, timeout time.Duration, maxIdle int) *Client {
 	if maxIdle <= 0 {
 		maxIdle = 256
 	}
+	if maxHeader <= 0 {
+		maxHeader = DefaultMaxHeaderBytes
+	}
 	return &Client{
-		addr: addr, host: upstream.Host, base: upstream, timeout: timeout, max: maxIdle,
+		addr: addr, host: upstream.Host, base: upstream, timeout: timeout, max: maxIdle, maxHdr: maxHeader,
 		dialer: net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second},
 	}
 }
@@ -145,10 +157,15 @@ func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx
 		return nil, err
 	}
 	// The response-header timeout, and the client leaving, both end the
-	// wait by a deadline in the past.
+	// wait by a deadline in the past. The watch on ctx stays on while the
+	// body is read (Conn.stop): a client that leaves mid-body ends the
+	// upstream request too, as ReverseProxy's does.
 	_ = c.c.SetReadDeadline(time.Now().Add(cl.timeout))
-	stop := context.AfterFunc(ctx, func() { _ = c.c.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
+	c.deadline = true
+	c.stop = context.AfterFunc(ctx, func() { _ = c.c.SetReadDeadline(time.Unix(1, 0)) })
+	// One bound for every header section of the answer, as http.Transport
+	// without a 1xx hook: a flood of 1xx cannot read more than one header.
+	c.lr.n = cl.maxHdr
 	for {
 		resp, err := http.ReadResponse(c.br, r)
 		if err != nil {
@@ -158,21 +175,29 @@ func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx
 			return nil, err
 		}
 		switch {
+		case resp.StatusCode < 100:
+			// Three digits, but no status (RFC 9110 §15): the answer
+			// cannot be relayed (a ResponseWriter panics on it).
+			return nil, fmt.Errorf("upstream status %d out of range", resp.StatusCode)
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			return nil, errors.New("upstream switched protocols on a request that did not ask to upgrade")
-		case resp.StatusCode >= 100 && resp.StatusCode < 200:
+		case resp.StatusCode < 200:
 			if on1xx != nil {
 				on1xx(resp.StatusCode, resp.Header)
 			}
 			continue
 		}
-		if !stop() {
-			return nil, ctx.Err() // the client left as the header arrived
-		}
+		c.lr.n = math.MaxInt64 // the body is bounded by its framing, not here
 		if resp.ContentLength < 0 || resp.ContentLength > int64(c.br.Buffered()) {
 			// A long download that has started is not cut. A body already
-			// read whole needs no call: the next request sets its own.
+			// read whole keeps the deadline until Put clears it.
 			_ = c.c.SetReadDeadline(time.Time{})
+			c.deadline = false
+			if ctx.Err() != nil {
+				// The client left before the deadline was cleared: the
+				// watch has fired, or is about to set it again.
+				return nil, ctx.Err()
+			}
 		}
 		c.keep = !resp.Close
 		resp.Request = nil
@@ -184,10 +209,18 @@ func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx
 // end. A connection the answer asked to close, with bytes past the answer,
 // or beyond the pool's size, is closed instead.
 func (cl *Client) Put(c *Conn) {
-	if !c.keep || c.br.Buffered() > 0 {
-		// More than the answer announced: never read as the next answer.
+	if !c.unwatch() || !c.keep || c.br.Buffered() > 0 {
+		// The client left as the body ended (the read deadline may be
+		// set in the past any moment), or
+		// more than the answer announced: never read as the next answer.
 		c.Close()
 		return
+	}
+	if c.deadline {
+		// Idle connections live their idle time: a deadline left from
+		// the header's wait would fail the reuse check once it passed.
+		_ = c.c.SetReadDeadline(time.Time{})
+		c.deadline = false
 	}
 	c.used = time.Now()
 	cl.mu.Lock()
@@ -241,5 +274,7 @@ func (cl *Client) get(ctx context.Context) (c *Conn, reused bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	return &Conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 4<<10)}, false, nil
+	c = &Conn{c: nc, lr: limitReader{c: nc}, bw: bufio.NewWriterSize(nc, 4<<10)}
+	c.br = bufio.NewReaderSize(&c.lr, 4<<10)
+	return c, false, nil
 }

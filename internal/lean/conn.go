@@ -12,10 +12,18 @@ import (
 // Close.
 type Conn struct {
 	c    net.Conn
+	lr   limitReader // under br: bounds the header sections read
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	used time.Time // last returned to the pool
 	keep bool      // the last answer did not ask to close
+	// deadline: a read deadline is still set (the answer's body was read
+	// whole with the header), cleared before the connection idles.
+	deadline bool
+	// stop ends the watch on the client's request (RoundTrip's ctx): until
+	// then, the client leaving breaks the body's read, so the upstream sees
+	// the request end on every path, not only while the header is awaited.
+	stop func() bool
 
 	// unsolicited's peek, made on first reuse.
 	rc   syscall.RawConn
@@ -26,7 +34,42 @@ type Conn struct {
 // Close closes the connection: after a failure, or a body not read to its
 // end. Closing it, never the body, which would drain the rest of a stream
 // that may not end.
-func (c *Conn) Close() { c.c.Close() }
+func (c *Conn) Close() {
+	c.unwatch()
+	c.c.Close()
+}
+
+// unwatch stops the watch on the client's request; false when it has
+// fired (or is firing): the read deadline may be in the past.
+func (c *Conn) unwatch() bool {
+	stop := c.stop
+	c.stop = nil
+	return stop == nil || stop()
+}
+
+// limitReader is the connection as the answer's reader sees it: at most n
+// bytes while header sections are read, as http.Transport bounds them
+// (MaxResponseHeaderBytes), so an upstream's header line that never ends
+// costs a bounded buffer and a 502, not all the memory it cares to send.
+type limitReader struct {
+	c net.Conn
+	n int64
+}
+
+// errHeaderTooLarge: the upstream's header sections went past the bound.
+var errHeaderTooLarge = errors.New("upstream response headers exceed the limit")
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.c.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
 
 // unsolicited reports bytes the upstream sent on the idle connection after
 // the answer it was asked for, or a connection it closed: read as the next

@@ -98,7 +98,7 @@ func TestRequestWriting(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			u, _ := url.Parse(up.URL + tc.base)
-			cl := lean.New(u, 5e9, 0)
+			cl := lean.New(u, 5e9, 0, 0)
 			r := httptest.NewRequest("GET", tc.target, nil)
 			for k, vs := range tc.header {
 				r.Header[k] = vs

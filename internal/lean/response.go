@@ -18,10 +18,17 @@ import (
 // where Write lets a small answer leave in one. A body of unknown length
 // or an event stream is flushed after every read, as ReverseProxy does, so
 // a stream reaches the client as it comes.
-func WriteResponse(w http.ResponseWriter, resp *http.Response, buf []byte) error {
+//
+// trailers (nil: none) removes, from the announced names and again from
+// the trailers that came, the fields the client must not get as trailers
+// (RFC 9110 §6.5.1), as the caller removes them from the header.
+func WriteResponse(w http.ResponseWriter, resp *http.Response, buf []byte, trailers func(http.Header)) error {
 	dst := w.Header()
 	for k, vs := range resp.Header {
 		dst[k] = vs
+	}
+	if len(resp.Trailer) > 0 && trailers != nil {
+		trailers(resp.Trailer)
 	}
 	announced := len(resp.Trailer)
 	if announced > 0 {
@@ -34,6 +41,9 @@ func WriteResponse(w http.ResponseWriter, resp *http.Response, buf []byte) error
 	w.WriteHeader(resp.StatusCode)
 	if err := copyBody(w, resp, buf); err != nil {
 		return err
+	}
+	if len(resp.Trailer) > 0 && trailers != nil {
+		trailers(resp.Trailer) // those that came unannounced too
 	}
 	if len(resp.Trailer) > 0 {
 		_ = http.NewResponseController(w).Flush() // chunked, so trailers can follow

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/lean"
 )
 
@@ -35,6 +36,13 @@ func TestWriteResponse(t *testing.T) {
 			name: "unannounced trailers",
 			head: "HTTP/1.1 200 OK\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\nX-Sum: 42\r\nX-Late: 1\r\n\r\n",
 			body: "body", trailer: http.Header{"X-Sum": {"42"}, "X-Late": {"1"}},
+		},
+		{
+			// RFC 9110 §6.5.1: framing, auth, cookies, Content-* never
+			// come as trailers, announced or not.
+			name: "forbidden trailers dropped",
+			head: "HTTP/1.1 200 OK\r\nTrailer: X-Sum, Set-Cookie\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\nX-Sum: 42\r\nSet-Cookie: s=1\r\nContent-Type: text/html\r\nLocation: /x\r\n\r\n",
+			body: "body", trailer: http.Header{"X-Sum": {"42"}, "Set-Cookie": nil, "Content-Type": nil, "Location": nil},
 		},
 		{
 			name:  "unknown length streamed",
@@ -76,7 +84,7 @@ func TestWriteResponse(t *testing.T) {
 					w.WriteHeader(http.StatusBadGateway)
 					return
 				}
-				if err := lean.WriteResponse(w, resp, make([]byte, 32<<10)); err != nil {
+				if err := lean.WriteResponse(w, resp, make([]byte, 32<<10), httpcache.RemoveForbiddenTrailers); err != nil {
 					c.Close()
 					panic(http.ErrAbortHandler)
 				}
@@ -122,6 +130,12 @@ func TestWriteResponse(t *testing.T) {
 				t.Errorf("body %q, %v; want %q", string(got)+string(rest), err, tc.body)
 			}
 			for k, want := range tc.trailer {
+				if want == nil {
+					if v, ok := resp.Trailer[k]; ok {
+						t.Errorf("forbidden trailer %s relayed: %q", k, v)
+					}
+					continue
+				}
 				if v := resp.Trailer.Get(k); v != want[0] {
 					t.Errorf("trailer %s %q, want %q (trailers %v)", k, v, want[0], resp.Trailer)
 				}

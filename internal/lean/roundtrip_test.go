@@ -30,7 +30,7 @@ func TestNew(t *testing.T) {
 		{"http://u:p@up", false},
 	} {
 		u, _ := url.Parse(tc.url)
-		if got := lean.New(u, time.Second, 0) != nil; got != tc.want {
+		if got := lean.New(u, time.Second, 0, 0) != nil; got != tc.want {
 			t.Errorf("New(%s) != nil: %v, want %v", tc.url, got, tc.want)
 		}
 	}
@@ -39,7 +39,7 @@ func TestNew(t *testing.T) {
 // Only replayable requests without a body, an upgrade or an Expect take
 // the lean way (RFC 9110 §9.2.2: they may be sent twice).
 func TestTakes(t *testing.T) {
-	cl := lean.New(&url.URL{Scheme: "http", Host: "up"}, time.Second, 0)
+	cl := lean.New(&url.URL{Scheme: "http", Host: "up"}, time.Second, 0, 0)
 	for _, tc := range []struct {
 		name string
 		r    func() *http.Request

@@ -77,6 +77,7 @@ type Metrics struct {
 	isolations    *prometheus.CounterVec
 	overflows     *prometheus.CounterVec
 	takeovers     *prometheus.CounterVec
+	refused       *prometheus.CounterVec
 	batch         batchVecs
 	invalidations *prometheus.CounterVec
 	late          prometheus.Counter
@@ -87,6 +88,7 @@ type Metrics struct {
 
 	// Pre-resolved children for the label values known up front.
 	lookup        [len(tiers)][len(lookupResults)]prometheus.Counter
+	refusedBy     [len(tiers)]prometheus.Counter
 	invalid       [len(sources)]prometheus.Counter
 	reloadOK      prometheus.Counter
 	reloadFail    prometheus.Counter
@@ -156,6 +158,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:      "lease_takeovers_total",
 			Help:      "Waits on another replica's fill lease that ended without its fill (the holder died or lost Redis), each followed by a takeover of the lease or a fetch of its own, by route.",
 		}, []string{"route"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "coherence_refused_total",
+			Help:      "Stored entries a tier held but the coherence bound refused (older than coherence.max_lag while this replica cannot prove it hears its peers' invalidations), by tier; each is also a lookup miss.",
+		}, []string{"tier"}),
 		batch: newBatchVecs(),
 		invalidations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
@@ -194,7 +201,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.requests, m.requestDur, m.lookups, m.upstream, m.upstreamDur,
 			m.coalesced, m.batchSize, m.isolations, m.overflows, m.takeovers,
 			m.batch.quarantined, m.batch.evictions, m.batch.budget, m.batch.notStored,
-			m.invalidations, m.reloads, m.buildInfo,
+			m.refused, m.invalidations, m.reloads, m.buildInfo,
 			m.state,
 		)
 		reg.MustRegister(m.bounds.collectors()...)
@@ -205,8 +212,8 @@ func New(reg prometheus.Registerer) *Metrics {
 }
 
 // Tiers creates the lookup series of the configured tiers, and the peer
-// invalidation series when there is an L2 (peers reach this replica only
-// through it). Call it once, before the first request.
+// invalidation and coherence series when there is an L2 (peers reach this
+// replica only through it). Call it once, before the first request.
 func (m *Metrics) Tiers(l1, l2 bool) {
 	if m == nil {
 		return
@@ -228,7 +235,27 @@ func (m *Metrics) Tiers(l1, l2 bool) {
 			m.reg.MustRegister(append(m.bounds.l2Collectors(), m.late)...)
 			m.l2Reg = true
 		}
+		// The coherence bound exists only with L2 (peers to hear).
+		for i, t := range tiers {
+			if t == TierL1 && !l1 {
+				continue
+			}
+			m.refusedBy[i] = m.refused.WithLabelValues(t)
+		}
 	}
+}
+
+// CoherenceRefused counts one stored entry of tier refused by the
+// coherence bound (coherence.max_lag).
+func (m *Metrics) CoherenceRefused(tier string) {
+	if m == nil {
+		return
+	}
+	if i := indexOf(tiers[:], tier); i >= 0 && m.refusedBy[i] != nil {
+		m.refusedBy[i].Inc()
+		return
+	}
+	m.refused.WithLabelValues(tier).Inc()
 }
 
 // defaultVersion is the main module's version as the Go toolchain stamped

@@ -50,6 +50,8 @@ type exchange struct {
 	vkey    string
 	// interim relays the upstream's 1xx to this client (interim.go).
 	interim *relay.Interim
+	// gate counts the 1xx the lean pass-through relays (passloop.go).
+	gate relay.Gate
 	// list is the client request's account with the batcher when it is a
 	// list of ids (split.go); nil for a request of one id.
 	list *batch.Requester

@@ -156,6 +156,12 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		resp.Body.Close()
 		err = &upstreamErr{code: http.StatusBadGateway, err: errors.New("unrequested 101 Switching Protocols")}
 	}
+	if err == nil && resp.StatusCode < 100 {
+		// Three digits but no status (RFC 9110 §15): nothing to store or
+		// relay (a ResponseWriter panics on it).
+		resp.Body.Close()
+		err = &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("upstream status %d out of range", resp.StatusCode)}
+	}
 	if err != nil {
 		cancel()
 		x.rs.m.Upstream(0, x.h.now().Sub(t0))

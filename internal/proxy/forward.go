@@ -18,12 +18,15 @@ import (
 // forwarding holds a route's forwarding rules (internal/forward: which
 // request headers reach the upstream on the cached path, and the batch
 // group); these methods bind them to the request.
-type forwarding struct{ rules *forward.Rules }
+type forwarding struct {
+	rules *forward.Rules
+	key   *cachekey.Options // the route's key: its host rule (key.host)
+}
 
 func newForwarding(rt *route.Route, log *slog.Logger, logged *forward.Logged) *forwarding {
-	return &forwarding{forward.New(forward.Config{
+	return &forwarding{rules: forward.New(forward.Config{
 		Route: rt.Name, All: rt.ForwardAll, Keyed: rt.Key.Headers, Never: neverForwarded, Log: log, Logged: logged,
-	})}
+	}), key: &rt.Key}
 }
 
 // withheld reports whether an answer that varies on names was fetched
@@ -49,7 +52,10 @@ func (f *forwarding) copyHeaders(dst, src http.Header) {
 }
 
 // group is the batch group of a request (forward.Rules.Group).
-func (f *forwarding) group(r *http.Request) string { return f.rules.Group(r.Host, r.Header) }
+// The host is the one the key holds (key.host).
+func (f *forwarding) group(r *http.Request) string {
+	return f.rules.Group(f.key.KeyHost(r.Host), r.Header)
+}
 
 func neverForwarded(k string) bool {
 	return httpcache.IsHopHeader(k) || httpcache.IsConditionalHeader(k) ||
@@ -82,10 +88,24 @@ func (x *exchange) outgoing(ctx context.Context, path, rawQuery string) *http.Re
 	// echoes a client's id would serve that client's text to all. The
 	// access log keeps both for correlation.
 	out.Header["X-Request-Id"] = []string{rand.Text()}
+	if x.h.via != nil {
+		out.Header["Via"] = x.h.via[:1:1] // ours alone: the client's is not forwarded here (forward.Own)
+	}
 	x.h.inject(ctx, out.Header)
 	pr := httputil.ProxyRequest{In: in, Out: out}
 	pr.SetURL(x.st.up)
 	pr.SetXForwarded()
+	// What reaches the upstream is what the key holds: with key.host set,
+	// the upstream is told the canonical host (or none), never the one
+	// this client spelled, which the shared entry does not record.
+	if rt := x.rs.rt; rt != nil && (rt.Key.NoHost || rt.Key.Host != "") {
+		k := rt.Key
+		if h := k.KeyHost(in.Host); h != "" {
+			out.Header.Set("X-Forwarded-Host", h)
+		} else {
+			out.Header.Del("X-Forwarded-Host")
+		}
+	}
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header.Set("User-Agent", "") // as ReverseProxy: do not add Go's
 	}

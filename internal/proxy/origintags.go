@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/relay"
 	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
@@ -21,30 +22,33 @@ func newTagHeaders(o TagHeaders) tagHeaders { return tagHeaders{surrogate.New(o)
 // about to receive.
 func (t tagHeaders) stripFrom(h http.Header) { t.s.StripFrom(h) }
 
-// interim is w for httputil.ReverseProxy, whose Got1xxResponse hook copies
-// a 1xx answer's fields straight into w's header (ModifyResponse sees only
-// the final answer): the tag headers are stripped before each 1xx leaves.
+// interimGuard is w for httputil.ReverseProxy, whose Got1xxResponse hook
+// copies a 1xx answer's fields straight into w's header (ModifyResponse
+// sees only the final answer): each 1xx passes r's relay.Gate (none to an
+// HTTP/1.0 client, a bounded number) and leaves without the tag headers.
 // Unwrap keeps ResponseController's Flush and Hijack working through it.
-func (t tagHeaders) interim(w http.ResponseWriter) http.ResponseWriter {
-	if !t.s.Strips() {
-		return w
-	}
-	return interimStripper{w, t}
+func (h *Handler) interimGuard(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+	return &interimWriter{ResponseWriter: w, r: r, t: h.tagh}
 }
 
-type interimStripper struct {
+type interimWriter struct {
 	http.ResponseWriter
-	t tagHeaders
+	r    *http.Request
+	t    tagHeaders
+	gate relay.Gate
 }
 
-func (s interimStripper) WriteHeader(code int) {
-	if code >= 100 && code < 200 {
+func (s *interimWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		if !s.gate.Admit(s.r, s.Header()) {
+			return // ReverseProxy clears the 1xx's fields after
+		}
 		s.t.stripFrom(s.Header())
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
-func (s interimStripper) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+func (s *interimWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // carryOver keeps a revalidated entry's upstream keys when the 304 names
 // none (surrogate.Headers.CarryOver).

@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
@@ -71,7 +73,7 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int, answe
 			// client is gone mid-body: the detached context ends anyway.
 			defer pi.end()
 		}
-		x.st.pass.ServeHTTP(x.h.tagh.interim(x.w), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
+		x.st.pass.ServeHTTP(x.h.interimGuard(x.w, x.r), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
 	}
 	x.count(outcomes[o].result)
 }
@@ -92,6 +94,14 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 		// response costs a syscall each and halved pass-through throughput.
 		FlushInterval: 0,
 		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode < 100 {
+				// Three digits but no status (RFC 9110 §15): a 502 and
+				// the connection closed (ReverseProxy closes the body
+				// unread), not a ResponseWriter's panic.
+				return fmt.Errorf("upstream status %d out of range", resp.StatusCode)
+			}
+			h.filterTrailers(resp)
+			h.addVia(resp.Header)
 			pi, _ := resp.Request.Context().Value(passCtxKey{}).(*passInfo)
 			if pi == nil {
 				return nil
@@ -143,6 +153,35 @@ func (pi *passInfo) end() {
 	if pi.stop != nil {
 		pi.stop()
 	}
+}
+
+// filterTrailers applies h.trailers to the trailers ReverseProxy will
+// relay: the names announced now, the ones that came when the body ends
+// (the Transport fills resp.Trailer at its EOF, before ReverseProxy copies
+// it). An upgraded connection's body is left as it is: ReverseProxy needs
+// it to be the connection.
+func (h *Handler) filterTrailers(resp *http.Response) {
+	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil || resp.Body == http.NoBody {
+		return
+	}
+	h.trailers(resp.Trailer)
+	if resp.ContentLength < 0 { // only a chunked answer has trailers
+		resp.Body = &trailerFilter{ReadCloser: resp.Body, resp: resp, f: h.trailers}
+	}
+}
+
+type trailerFilter struct {
+	io.ReadCloser
+	resp *http.Response
+	f    func(http.Header)
+}
+
+func (b *trailerFilter) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && len(b.resp.Trailer) > 0 {
+		b.f(b.resp.Trailer)
+	}
+	return n, err
 }
 
 // detachWrite is out, a write's upstream request, made to outlive its

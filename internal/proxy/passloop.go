@@ -35,8 +35,9 @@ func (x *exchange) leanPass(st status) {
 	x.h.tagh.stripFrom(resp.Header)
 	st.fwdStatus = resp.StatusCode
 	resp.Header["Cache-Status"] = []string{httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String())}
+	x.h.addVia(resp.Header)
 	buf := x.h.bufs.Get()
-	err = lean.WriteResponse(w, resp, buf)
+	err = lean.WriteResponse(w, resp, buf, x.h.trailers)
 	x.h.bufs.Put(buf)
 	if err != nil {
 		c.Close()
@@ -50,9 +51,27 @@ func (x *exchange) leanPass(st status) {
 	x.st.lean.Put(c)
 }
 
+// addVia appends the sidecar's member to an answer's Via (RFC 9110
+// §7.6.3: a proxy sends Via in each message it forwards, responses too),
+// after the upstream's own. The stored or received slice is never
+// appended to in place (capped), and an answer without Via gets the
+// shared read-only one: no allocation on the common path.
+func (h *Handler) addVia(hdr http.Header) {
+	if h.via == nil {
+		return
+	}
+	if v := hdr["Via"]; len(v) > 0 {
+		hdr["Via"] = append(v[:len(v):len(v)], h.via[0])
+		return
+	}
+	hdr["Via"] = h.via[:1:1]
+}
+
 // relay1xx passes an upstream's 1xx on to the client at once
 // (RFC 9110 §15.2), without the tag headers, and keeps none of its fields
-// for the final answer (relay.Write).
+// for the final answer (relay.Write); within the request's relay.Gate.
 func (x *exchange) relay1xx(code int, h http.Header) {
-	relay.Write(x.w, code, h, x.h.tagh.stripFrom)
+	if x.gate.Admit(x.r, h) {
+		relay.Write(x.w, code, h, x.h.tagh.stripFrom)
+	}
 }

@@ -86,17 +86,26 @@ type Options struct {
 	MaxBodyBytes        int64
 	MaxKeyBytes         int // longer cache keys pass through uncached; 0: 4 KiB
 	MaxIdleConnsPerHost int
-	Transport           http.RoundTripper // nil: NewTransport
-	Routes              *route.Table
-	Cache               Cache       // nil: nothing is cached
-	Invalidator         Invalidator // nil: writes invalidate nothing
-	Leaser              Leaser      // nil: coalescing is per replica
-	TagHeaders          TagHeaders  // upstream headers naming surrogate keys (origintags.go)
-	LeaseTTL            time.Duration
-	Metrics             *metrics.Metrics // nil: a private registry
-	Logger              *slog.Logger
-	Now                 func() time.Time
-	TracerProvider      trace.TracerProvider // nil: no spans (internal/tracing builds one)
+	// MaxHeaderBytes bounds the bytes of one upstream answer's header
+	// sections, its 1xx answers' included (upstream.max_header_bytes);
+	// 0: http.Transport's 10 MiB.
+	MaxHeaderBytes int64
+	// Via is the sidecar's pseudonym: a cached route's upstream request
+	// carries "Via: 1.1 <Via>" (RFC 9110 §7.6.3), so that a loop back to
+	// a sidecar is refused there (internal/edge). Pass-through requests
+	// get it from edge.Guard, after the client's own Via. "": none.
+	Via            string
+	Transport      http.RoundTripper // nil: NewTransport
+	Routes         *route.Table
+	Cache          Cache       // nil: nothing is cached
+	Invalidator    Invalidator // nil: writes invalidate nothing
+	Leaser         Leaser      // nil: coalescing is per replica
+	TagHeaders     TagHeaders  // upstream headers naming surrogate keys (origintags.go)
+	LeaseTTL       time.Duration
+	Metrics        *metrics.Metrics // nil: a private registry
+	Logger         *slog.Logger
+	Now            func() time.Time
+	TracerProvider trace.TracerProvider // nil: no spans (internal/tracing builds one)
 }
 
 // Handler is the proxy. It is safe for concurrent use; SetRoutes and
@@ -106,6 +115,7 @@ type Handler struct {
 	maxBody   int64
 	maxKey    int
 	idle      int
+	maxHdr    int64
 	transport http.RoundTripper // fixed by Options; nil: one per upstream config
 	cache     Cache
 	inv       Invalidator
@@ -128,7 +138,13 @@ type Handler struct {
 	refreshing sync.Map
 	tombs      *tombstone.Set
 	tagh       tagHeaders
-	upLog      *lograte.Limiter // upstream failure lines (upstreamlog.go)
+	// trailers filters an upstream's trailers as its header is filtered:
+	// the fields that may not be trailers (RFC 9110 §6.5.1) and the tag
+	// headers. One func for the handler's life, so the lean path passes it
+	// without allocating.
+	trailers func(http.Header)
+	via      []string         // the cached path's Via field; nil: none (read-only)
+	upLog    *lograte.Limiter // upstream failure lines (upstreamlog.go)
 	// withheldLogged outlives reloads: a withheld header is logged once
 	// per route and name in the life of the process.
 	withheldLogged *forward.Logged
@@ -169,6 +185,7 @@ func New(opts Options) (*Handler, error) {
 		maxBody:   opts.MaxBodyBytes,
 		maxKey:    opts.MaxKeyBytes,
 		idle:      opts.MaxIdleConnsPerHost,
+		maxHdr:    opts.MaxHeaderBytes,
 		transport: opts.Transport,
 		cache:     opts.Cache,
 		inv:       opts.Invalidator,
@@ -183,6 +200,9 @@ func New(opts Options) (*Handler, error) {
 	if h.maxBody <= 0 {
 		h.maxBody = 8 << 20
 	}
+	if h.maxHdr <= 0 {
+		h.maxHdr = lean.DefaultMaxHeaderBytes
+	}
 	if h.maxKey <= 0 {
 		h.maxKey = 4 << 10
 	}
@@ -194,6 +214,13 @@ func New(opts Options) (*Handler, error) {
 	}
 	if h.now == nil {
 		h.now = time.Now
+	}
+	if opts.Via != "" {
+		h.via = []string{"1.1 " + opts.Via}
+	}
+	h.trailers = func(t http.Header) {
+		httpcache.RemoveForbiddenTrailers(t)
+		h.tagh.stripFrom(t)
 	}
 	h.upLog = newUpstreamLog(h.now)
 	h.withheldLogged = forward.NewLogged()
@@ -214,20 +241,22 @@ func New(opts Options) (*Handler, error) {
 func tombWindow(timeout time.Duration) time.Duration { return timeout + 10*time.Second }
 
 // NewTransport is a keep-alive pool sized for one upstream on loopback. The
-// response-header timeout makes a hung upstream answer 504 on pass-through.
-func NewTransport(timeout time.Duration, idlePerHost int) *http.Transport {
+// response-header timeout makes a hung upstream answer 504 on pass-through;
+// maxHeader bounds an answer's header bytes (0: the Transport's 10 MiB).
+func NewTransport(timeout time.Duration, idlePerHost int, maxHeader int64) *http.Transport {
 	if idlePerHost <= 0 {
 		idlePerHost = 256
 	}
 	return &http.Transport{
-		Proxy:                 nil, // a sidecar talks to its own pod, never through a proxy
-		DialContext:           (&net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          idlePerHost * 2,
-		MaxIdleConnsPerHost:   idlePerHost,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: timeout,
-		ExpectContinueTimeout: time.Second,
-		ForceAttemptHTTP2:     false,
+		Proxy:                  nil, // a sidecar talks to its own pod, never through a proxy
+		DialContext:            (&net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:           idlePerHost * 2,
+		MaxIdleConnsPerHost:    idlePerHost,
+		IdleConnTimeout:        90 * time.Second,
+		ResponseHeaderTimeout:  timeout,
+		MaxResponseHeaderBytes: maxHeader,
+		ExpectContinueTimeout:  time.Second,
+		ForceAttemptHTTP2:      false,
 	}
 }
 
@@ -265,12 +294,12 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	st := *old
 	st.up, st.timeout, st.transport = u, timeout, h.transport
 	if st.transport == nil {
-		st.transport = NewTransport(timeout, h.idle)
+		st.transport = NewTransport(timeout, h.idle, h.maxHdr)
 	}
 	st.pass = h.newPassProxy(u, st.transport, timeout)
 	st.lean = nil
 	if h.transport == nil {
-		st.lean = lean.New(u, timeout, h.idle)
+		st.lean = lean.New(u, timeout, h.idle, h.maxHdr)
 	}
 	return &st
 }

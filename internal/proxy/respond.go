@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -159,6 +160,7 @@ func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
 }
 
 func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, fromCache bool) {
+	x.h.addVia(dst) // after the stored Via, never into it (addVia)
 	// A fetched answer that arrived with an age keeps it (RFC 9111 §5.1:
 	// a cache passes the age of the caches before it on, plus its own);
 	// under a second is only Date's rounding, not worth an Age: 0.
@@ -171,12 +173,21 @@ func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, f
 // streamLarge answers with a response too large to keep: the client that
 // claims it streams the part already read, then the rest; any other client
 // passes through with its own fetch.
+//
+// The client leaving ends the upstream request at once, as on the other
+// pass-through paths, and a body the upstream broke off (or one the client
+// stopped taking) aborts the client's connection: a chunked answer's last
+// chunk, or a kept-alive connection after a short Content-Length, would
+// let the client and any cache in front take a short body for the whole
+// one (RFC 9112 §8).
 func (x *exchange) streamLarge(l *largeBody) {
 	if !l.claim() {
 		x.pass(outTooLarge, "")
 		return
 	}
 	defer l.close()
+	stop := context.AfterFunc(x.r.Context(), l.cancel)
+	defer stop()
 	resp := l.resp
 	dst := x.w.Header()
 	for k, v := range resp.Header {
@@ -186,16 +197,21 @@ func (x *exchange) streamLarge(l *largeBody) {
 	x.h.tagh.stripFrom(dst)
 	s := x.status(outTooLarge, nil, resp.StatusCode)
 	dst.Set("Cache-Status", httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), s.String()))
+	x.h.addVia(dst)
 	if resp.ContentLength >= 0 {
 		dst.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
 	x.w.WriteHeader(resp.StatusCode)
+	var err error
 	if x.r.Method != http.MethodHead {
-		if _, err := x.w.Write(l.prefix); err == nil {
+		if _, err = x.w.Write(l.prefix); err == nil {
 			buf := x.h.bufs.Get()
-			_, _ = io.CopyBuffer(x.w, resp.Body, buf)
+			_, err = io.CopyBuffer(x.w, resp.Body, buf)
 			x.h.bufs.Put(buf)
 		}
 	}
 	x.count(outcomes[outTooLarge].result)
+	if err != nil && x.r.Context().Value(http.ServerContextKey) != nil {
+		panic(http.ErrAbortHandler) // deferred: the upstream's body closed
+	}
 }

@@ -19,18 +19,51 @@ import (
 	"github.com/sidecache/sidecache/internal/httpcache"
 )
 
+// MaxRelayed and MaxRelayedBytes bound the interim responses one request
+// relays: 103 Early Hints is meant to come once or twice (RFC 8297 §2),
+// and its fields are bounded as a request's header is by default.
+const (
+	MaxRelayed      = 8
+	MaxRelayedBytes = 64 << 10
+)
+
+// Gate is one request's count of relayed interim responses. Its zero
+// value is ready.
+type Gate struct {
+	n     int
+	bytes int64
+}
+
+// Admit reports whether a 1xx of fields h may be relayed to r's client,
+// and counts it when it may.
+func (g *Gate) Admit(r *http.Request, h http.Header) bool {
+	if !r.ProtoAtLeast(1, 1) || g.n >= MaxRelayed {
+		return false
+	}
+	b := httpcache.HeaderBytes(h)
+	if g.bytes+b > MaxRelayedBytes {
+		return false
+	}
+	g.n++
+	g.bytes += b
+	return true
+}
+
 // Interim relays 1xx responses to one client's ResponseWriter.
 type Interim struct {
 	mu    sync.Mutex
 	w     http.ResponseWriter
+	r     *http.Request
 	open  bool
+	gate  Gate
 	strip func(http.Header)
 }
 
-// New opens a relay to w. strip removes the fields the client must not see
-// beyond the hop-by-hop ones (the upstream's surrogate keys); nil: none.
-func New(w http.ResponseWriter, strip func(http.Header)) *Interim {
-	return &Interim{w: w, open: true, strip: strip}
+// New opens a relay to w, r's ResponseWriter. strip removes the fields the
+// client must not see beyond the hop-by-hop ones (the upstream's surrogate
+// keys); nil: none.
+func New(w http.ResponseWriter, r *http.Request, strip func(http.Header)) *Interim {
+	return &Interim{w: w, r: r, open: true, strip: strip}
 }
 
 // Close shuts the relay for good; it is safe to call more than once.
@@ -59,7 +92,7 @@ func (ir *Interim) Got(code int, header textproto.MIMEHeader) error {
 	}
 	ir.mu.Lock()
 	defer ir.mu.Unlock()
-	if ir.open {
+	if ir.open && ir.gate.Admit(ir.r, http.Header(header)) {
 		Write(ir.w, code, http.Header(header), ir.strip)
 	}
 	return nil

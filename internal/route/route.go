@@ -353,7 +353,7 @@ func keyOptions(o cachekey.Options) (cachekey.Options, error) {
 	if o.AllQuery && len(o.Query) > 0 {
 		return o, errors.New("key: all query params and a query list are exclusive")
 	}
-	out := cachekey.Options{AllQuery: o.AllQuery}
+	out := cachekey.Options{AllQuery: o.AllQuery, NoHost: o.NoHost, Host: strings.ToLower(o.Host)}
 	if len(o.Query) > 0 {
 		out.Query = slices.Compact(slices.Sorted(slices.Values(o.Query)))
 	}
@@ -439,6 +439,13 @@ func resolveSplit(t *Table, r *Route) error {
 	return nil
 }
 
+// keyJSON is a route's key block as the config spells it: the cachekey
+// options and key.host (request, none or the canonical host).
+type keyJSON struct {
+	cachekey.Options
+	Host string `json:"host"`
+}
+
 // MarshalJSON writes the route for GET /routes: every effective field
 // under its config name (docs/admin-api.md), durations as Go duration
 // strings, templates as written, the split target by name. Fields the
@@ -459,32 +466,38 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		MaxIDs int    `json:"max_ids"`
 	}
 	v := struct {
-		Name                 string           `json:"name"`
-		Methods              []string         `json:"methods"`
-		Pattern              string           `json:"path"`
-		Params               []string         `json:"params,omitempty"`
-		TTL                  string           `json:"ttl"`
-		StaleWhileRevalidate string           `json:"stale_while_revalidate"`
-		StaleIfError         string           `json:"stale_if_error"`
-		NegativeTTL          string           `json:"negative_ttl"`
-		Freshness            string           `json:"freshness"`
-		MaxTTL               string           `json:"max_ttl"`
-		TargetedFields       []string         `json:"targeted_fields"`
-		ForwardHeaders       string           `json:"forward_headers"`
-		RequestNoCache       string           `json:"request_no_cache"`
-		Key                  cachekey.Options `json:"key"`
-		Tags                 []Template       `json:"tags,omitempty"`
-		Invalidate           []Template       `json:"invalidate,omitempty"`
-		Batch                *batchJSON       `json:"batch,omitempty"`
-		Split                *splitJSON       `json:"split,omitempty"`
-		Cacheable            bool             `json:"cacheable"`
+		Name                 string     `json:"name"`
+		Methods              []string   `json:"methods"`
+		Pattern              string     `json:"path"`
+		Params               []string   `json:"params,omitempty"`
+		TTL                  string     `json:"ttl"`
+		StaleWhileRevalidate string     `json:"stale_while_revalidate"`
+		StaleIfError         string     `json:"stale_if_error"`
+		NegativeTTL          string     `json:"negative_ttl"`
+		Freshness            string     `json:"freshness"`
+		MaxTTL               string     `json:"max_ttl"`
+		TargetedFields       []string   `json:"targeted_fields"`
+		ForwardHeaders       string     `json:"forward_headers"`
+		RequestNoCache       string     `json:"request_no_cache"`
+		Key                  keyJSON    `json:"key"`
+		Tags                 []Template `json:"tags,omitempty"`
+		Invalidate           []Template `json:"invalidate,omitempty"`
+		Batch                *batchJSON `json:"batch,omitempty"`
+		Split                *splitJSON `json:"split,omitempty"`
+		Cacheable            bool       `json:"cacheable"`
 	}{
 		Name: r.Name, Methods: r.Methods, Pattern: r.Pattern, Params: r.pat.names,
 		TTL: r.TTL.String(), StaleWhileRevalidate: r.StaleWhileRevalidate.String(),
 		StaleIfError: r.StaleIfError.String(), NegativeTTL: r.NegativeTTL.String(),
 		Freshness: "route", MaxTTL: time.Duration(0).String(), TargetedFields: []string{},
 		ForwardHeaders: "keyed", RequestNoCache: "ignore",
-		Key: r.Key, Tags: r.Tags, Invalidate: r.Invalidate, Cacheable: r.Cacheable(),
+		Key: keyJSON{r.Key, "request"}, Tags: r.Tags, Invalidate: r.Invalidate, Cacheable: r.Cacheable(),
+	}
+	switch {
+	case r.Key.NoHost:
+		v.Key.Host = "none"
+	case r.Key.Host != "":
+		v.Key.Host = r.Key.Host
 	}
 	if o := r.Origin; o != nil {
 		v.Freshness, v.MaxTTL = "origin", o.MaxTTL.String()

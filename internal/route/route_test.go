@@ -253,7 +253,7 @@ func TestRoutesJSON(t *testing.T) {
 		{"negative", client["negative_ttl"], "10s"},
 		{"tags", client["tags"], []any{"client:{id}"}},
 		{"params", client["params"], []any{"id"}},
-		{"key", client["key"], map[string]any{"query": []any{"fields"}, "headers": []any{"Accept-Language"}}},
+		{"key", client["key"], map[string]any{"query": []any{"fields"}, "headers": []any{"Accept-Language"}, "host": "request"}},
 		{"cacheable", client["cacheable"], true},
 		{"invalidate", got[1]["invalidate"], []any{"client:{id}"}},
 		{"batch", user["batch"], map[string]any{"path": "/users", "param": "ids", "id_field": "id", "max_size": float64(100), "max_wait": "2ms", "max_in_flight": float64(0)}},

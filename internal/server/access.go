@@ -58,7 +58,8 @@ func accessLog(next http.Handler, cfg func() config.Log, log *slog.Logger) http.
 			slog.String("query", accesslog.RedactQuery(r.URL.RawQuery, lc.RedactQuery)),
 			slog.String("client", clientAddr(r.RemoteAddr)),
 			slog.String("user_agent", r.UserAgent()),
-			slog.String("request_id", r.Header.Get("X-Request-ID")),
+			slog.String("request_id", r.Header.Get("X-Request-Id")),
+			slog.String("upstream_request_id", rec.UpstreamRequestID),
 			slog.String("route", route),
 			slog.Int("status", status),
 			slog.String("cache", result),
@@ -66,8 +67,6 @@ func accessLog(next http.Handler, cfg func() config.Log, log *slog.Logger) http.
 			slog.Float64("duration", seconds(time.Since(start))),
 			slog.Float64("upstream", seconds(rec.Upstream)),
 			slog.Int64("bytes", rw.bytes),
-			slog.String("request_id", r.Header.Get("X-Request-Id")),
-			slog.String("upstream_request_id", rec.UpstreamRequestID),
 			tracing.LogAttr(ctx),
 		)
 	})

@@ -63,7 +63,7 @@ const (
 	replayChunk     = 256 // tags per round trip
 )
 
-func newInvalidator(l1s *l1.Store, l2s *l2.Store, m *metrics.Metrics, hold time.Duration) *invalidator {
+func newInvalidator(l1s *l1.Store, l2s *l2.Store, hold time.Duration, m *metrics.Metrics) *invalidator {
 	return &invalidator{
 		l1: l1s, l2: l2s, m: m, pending: map[string]pendingTag{}, kick: make(chan struct{}, 1),
 		held: held{hold: hold, late: m.InvalidationLate, sentCh: make(chan struct{})},
@@ -105,8 +105,7 @@ func (v *invalidator) retryLater(tags []string) uint64 {
 	gen := v.held.added
 	for _, t := range tags {
 		if p, ok := v.pending[t]; ok {
-			p.gen = gen
-			v.pending[t] = p
+			v.pending[t] = pendingTag{gen: gen, tries: p.tries}
 			continue
 		}
 		if len(v.pending) >= maxPending || v.bytes+len(t) > maxPendingBytes {
@@ -152,21 +151,15 @@ func (v *invalidator) replay(stop <-chan struct{}, every time.Duration, log *slo
 }
 
 // flush sends the pending tags once, in chunks, reporting whether none are
-// left. Once everything queued up to the generation it copied is out (or
-// given up), the writes held for it are released (hold.go).
+// left.
 func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 	v.mu.Lock()
-	gen := v.held.added
-	overflow := v.overflow
+	gen, overflow := v.held.added, v.overflow
 	tags := make([]string, 0, len(v.pending))
 	for tag := range v.pending {
 		tags = append(tags, tag)
 	}
 	v.mu.Unlock()
-	if len(tags) == 0 && !overflow {
-		v.published(gen)
-		return true
-	}
 	if overflow {
 		if err := v.l2.PurgeAll(ctx); err != nil {
 			return false
@@ -174,87 +167,82 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 		log.Warn("invalidations lost to the replay bound: purged l2", "tags", len(tags))
 		v.mu.Lock()
 		v.overflow = false
-		for _, tag := range tags {
-			v.forgetLocked(tag, gen)
-		}
-		v.m.ReplayPending(len(v.pending))
+		v.forgetLocked(tags, gen)
 		v.mu.Unlock()
-		v.publishedUpTo(gen)
+		v.published(gen)
 		return v.pendingCount() == 0
+	}
+	if len(tags) == 0 {
+		v.published(gen)
+		return true
 	}
 	ok := true
 	for len(tags) > 0 {
 		chunk := tags[:min(len(tags), replayChunk)]
 		tags = tags[len(chunk):]
 		err := v.l2.InvalidateTags(ctx, chunk...)
-		// A failure while the breaker says Redis answers is about these
-		// tags: it counts towards giving them up.
-		counts := err != nil && v.l2.Up()
-		abandoned := 0
+		if err == nil {
+			v.mu.Lock()
+			v.forgetLocked(chunk, gen)
+			v.mu.Unlock()
+			continue
+		}
+		ok = false
+		if !v.l2.Up() {
+			break // an outage: the rest would fail the same way, and no try counts
+		}
+		// Redis answers, and refused these tags: count the try.
+		var gaveUp []string
 		v.mu.Lock()
 		for _, tag := range chunk {
-			switch {
-			case err == nil:
-				v.forgetLocked(tag, gen)
-			case counts:
-				p, ok := v.pending[tag]
-				if !ok {
-					continue
-				}
+			if p, in := v.pending[tag]; in {
 				if p.tries++; p.tries >= maxTries {
-					delete(v.pending, tag)
-					v.bytes -= len(tag)
-					abandoned++
-					continue
+					gaveUp = append(gaveUp, tag)
 				}
 				v.pending[tag] = p
 			}
 		}
-		v.m.ReplayPending(len(v.pending))
+		v.forgetLocked(gaveUp, ^uint64(0))
 		v.mu.Unlock()
-		if abandoned > 0 {
-			v.m.ReplayAbandoned(abandoned)
-			log.Warn("invalidations given up after repeated failures", "tags", abandoned, "tries", maxTries, "err", err)
+		if len(gaveUp) > 0 {
+			v.m.ReplayAbandoned(len(gaveUp))
+			log.Warn("invalidations given up after repeated failures", "tags", len(gaveUp), "tries", maxTries, "err", err)
 		}
-		if err != nil {
-			ok = false
-			if !v.l2.Up() {
-				break // down: the rest would fail the same way
-			}
-		}
+	}
+	if v.pendingUpTo(gen) == 0 {
+		// Every tag of the copy was published or given up: the writes
+		// waiting on them are answered (hold.go).
+		v.published(gen)
 	}
 	if ok {
 		log.Debug("invalidations replayed after l2 was unreachable")
 	}
-	v.publishedUpTo(gen)
 	return ok && v.pendingCount() == 0
 }
 
-// forgetLocked drops a tag the replay published, unless it was queued
-// again after the replay copied generation gen (that write's epoch may
-// postdate the publish).
-func (v *invalidator) forgetLocked(tag string, gen uint64) {
-	if p, ok := v.pending[tag]; ok && p.gen <= gen {
-		delete(v.pending, tag)
-		v.bytes -= len(tag)
-	}
-}
-
-// publishedUpTo releases the writes of generation gen and earlier when no
-// tag of theirs is left pending.
-func (v *invalidator) publishedUpTo(gen uint64) {
-	v.mu.Lock()
-	for _, p := range v.pending {
-		if p.gen <= gen {
-			v.mu.Unlock()
-			return
+// forgetLocked drops tags from the replay set unless they were added again
+// after generation gen (the copy being replayed).
+func (v *invalidator) forgetLocked(tags []string, gen uint64) {
+	for _, tag := range tags {
+		if p, ok := v.pending[tag]; ok && p.gen <= gen {
+			delete(v.pending, tag)
+			v.bytes -= len(tag)
 		}
 	}
-	over := v.overflow
-	v.mu.Unlock()
-	if !over {
-		v.published(gen)
+	v.m.ReplayPending(len(v.pending))
+}
+
+// pendingUpTo counts the tags queued in generation gen or before.
+func (v *invalidator) pendingUpTo(gen uint64) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	for _, p := range v.pending {
+		if p.gen <= gen {
+			n++
+		}
 	}
+	return n
 }
 
 func (v *invalidator) pendingCount() int {

@@ -37,8 +37,8 @@ func replayFixture(t *testing.T) (*invalidator, *prometheus.Registry, *redistest
 	}
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	m.Tiers(false, true)
-	return newInvalidator(nil, s, m, 0), reg, rs
+	m.Tiers(false, true) // the replay series exist only with L2
+	return newInvalidator(nil, s, 0, m), reg, rs
 }
 
 // Issue 20 item 3: the replay set is de-duplicated, and a tag whose L2

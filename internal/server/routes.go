@@ -10,6 +10,19 @@ import (
 	"github.com/sidecache/sidecache/internal/route"
 )
 
+// keyOptions maps a route's key block to cachekey's options.
+func keyOptions(k config.Key) cachekey.Options {
+	o := cachekey.Options{Query: k.Query, AllQuery: k.Query == nil, Headers: k.Headers}
+	switch k.Host {
+	case "", "request":
+	case "none":
+		o.NoHost = true
+	default:
+		o.Host = k.Host
+	}
+	return o
+}
+
 // compileRoutes maps config routes to the route package's own specs.
 func compileRoutes(rs []config.Route) (*route.Table, error) {
 	specs := make([]route.Spec, 0, len(rs))
@@ -22,7 +35,7 @@ func compileRoutes(rs []config.Route) (*route.Table, error) {
 			StaleWhileRevalidate: r.StaleWhileRevalidate.D(),
 			StaleIfError:         r.StaleIfError.D(),
 			NegativeTTL:          r.NegativeTTL.D(),
-			Key:                  cachekey.Options{Query: r.Key.Query, AllQuery: r.Key.Query == nil, Headers: r.Key.Headers},
+			Key:                  keyOptions(r.Key),
 			ForwardAll:           r.ForwardHeaders == "all",
 			RequestNoCache:       r.RequestNoCache,
 			Tags:                 r.Tags,

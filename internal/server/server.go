@@ -24,6 +24,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cache/l2"
 	"github.com/sidecache/sidecache/internal/config"
+	"github.com/sidecache/sidecache/internal/edge"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/proxy"
 	"github.com/sidecache/sidecache/internal/tracing"
@@ -126,10 +127,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	}
 	if s.l2 != nil {
 		topts.MaxLag, topts.Proven, topts.Floor = cfg.Coherence.MaxLag.D(), s.l2.Proven, s.l2.Floor
+		topts.Refused = func(t cache.Tier) { s.m.CoherenceRefused(string(t)) }
 	}
 	s.tiers = cache.NewTiered(l1s, l2s, topts)
 	s.m.Tiers(l1s != nil, l2s != nil)
-	s.inv = newInvalidator(s.l1, s.l2, s.m, cfg.Coherence.WriteHold.D())
+	s.inv = newInvalidator(s.l1, s.l2, cfg.Coherence.WriteHold.D(), s.m)
 
 	table, err := compileRoutes(cfg.Routes)
 	if err != nil {
@@ -147,6 +149,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		MaxBodyBytes:        cfg.Cache.MaxBodyBytes.Bytes(),
 		MaxKeyBytes:         int(cfg.Cache.MaxKeyBytes.Bytes()),
 		MaxIdleConnsPerHost: cfg.Upstream.MaxIdleConnsPerHost,
+		MaxHeaderBytes:      cfg.Upstream.MaxHeaderBytes.Bytes(),
+		Via:                 cfg.Server.Via,
 		Routes:              table,
 		Invalidator:         s.inv,
 		TagHeaders:          proxy.TagHeaders{Names: cfg.Cache.TagHeaders, Strip: cfg.Cache.StripTagHeaders == nil || *cfg.Cache.StripTagHeaders},
@@ -177,12 +181,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if access == nil {
 		access = s.log
 	}
-	s.proxySrv = s.httpServer(tracing.Handler(accessLog(s.proxy, func() config.Log { return s.cfg.Load().Log }, access), tp), cfg.Server)
+	guard := edge.NewGuard(s.proxy, edge.Options{Via: cfg.Server.Via, AllowTrace: cfg.Server.AllowTrace, Upgrades: cfg.Upstream.AllowUpgrades})
+	s.proxySrv = s.httpServer(tracing.Handler(accessLog(guard, func() config.Log { return s.cfg.Load().Log }, access), tp), cfg.Server)
 	s.adminSrv = s.httpServer(admin.Handler(admin.Options{
 		TokenFunc: func() string { return s.cfg.Load().Admin.Token }, // reloadable
 		Gatherer:  s.reg,
 		Ready:     s,
 		Purger:    &purger{s: s},
+		Inspector: &inspector{s: s},
 		Routes:    func() any { return s.proxy.Routes().Routes() },
 		Logger:    s.log.With("component", "admin"),
 		PProf:     cfg.Admin.PProf,
@@ -194,10 +200,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 // both: a request whose headers or body trickle in is cut at the deadline
 // (and the upstream request it feeds is cancelled with it), an idle
 // keep-alive connection is closed, and a header block over the limit is
-// answered 431 (RFC 6585 §5).
+// answered 431 (RFC 6585 §5). A client that stops reading is cut at
+// write_timeout (the listener's connections, internal/edge), and the
+// connection reaches the handler (edge.ConnContext) for the framing the
+// handler could not otherwise see.
 func (s *Server) httpServer(h http.Handler, c config.Server) *http.Server {
 	return &http.Server{
 		Handler:           h,
+		ConnContext:       edge.ConnContext,
 		ReadHeaderTimeout: c.ReadHeaderTimeout.D(),
 		ReadTimeout:       c.ReadTimeout.D(),
 		IdleTimeout:       c.IdleTimeout.D(),
@@ -227,6 +237,19 @@ func (s *Server) Listen() error {
 		s.proxyLn.Close()
 		return fmt.Errorf("server: admin.listen: %w", err)
 	}
+	// Again with the bound addresses (a port chosen at start, a host
+	// name resolved): an upstream that is one of our listeners loops.
+	if u, err := url.Parse(cfg.Upstream.URL); err == nil && u.Port() != "" {
+		for _, ln := range []net.Listener{s.proxyLn, s.adminLn} {
+			if config.SameAddress(ln.Addr().String(), u.Hostname(), u.Port()) {
+				s.proxyLn.Close()
+				s.adminLn.Close()
+				return fmt.Errorf("server: upstream.url %s is the sidecar's own listener %s: every request would loop", cfg.Upstream.URL, ln.Addr())
+			}
+		}
+	}
+	wt := cfg.Server.WriteTimeout.D()
+	s.proxyLn, s.adminLn = edge.Listener(s.proxyLn, wt), edge.Listener(s.adminLn, wt)
 	return nil
 }
 
@@ -324,12 +347,28 @@ func (s *Server) Ready() (bool, map[string]string) {
 		if !s.l2.Up() {
 			d["l2"] = "degraded"
 		}
+		d["coherence"] = s.coherence()
 	}
 	if s.draining.Load() {
 		d["state"] = "draining"
 		return false, d
 	}
 	return true, d
+}
+
+// coherence says whether this replica can prove it hears its peers'
+// invalidations (docs/admin-api.md, GET /readyz): "proven", or "unproven"
+// while only entries younger than coherence.max_lag may be served. It stays
+// ready either way: answering from the upstream is slower, not wrong.
+func (s *Server) coherence() string {
+	now := time.Now()
+	if s.opts.Now != nil {
+		now = s.opts.Now()
+	}
+	if s.l2.Proven().After(now.Add(-s.cfg.Load().Coherence.MaxLag.D())) {
+		return "proven"
+	}
+	return "unproven"
 }
 
 // Metrics is the registry the admin listener exposes (for tests).

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,6 +233,23 @@ func (s *Store) DeleteTags(tags ...string) int {
 		}
 	}
 	return n
+}
+
+// KeysWithTag returns up to max keys stored under tag, sorted, and whether
+// there were more: the admin API lists with it every entry of one URI (its
+// hosts, queries and variants) from the tag index, without a scan.
+func (s *Store) KeysWithTag(tag string, max int) (keys []string, more bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drainLocked()
+	for key := range s.tags[tag] {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	if len(keys) > max {
+		return keys[:max], true
+	}
+	return keys, false
 }
 
 // Clear drops every entry.

@@ -1,0 +1,189 @@
+// Package edge is what the sidecar's listeners do before a request reaches
+// the proxy: the client's side of the HTTP edge, where one client must not
+// hold resources forever nor confuse a front proxy.
+//
+//   - conn.go: each accepted connection bounds the time between two
+//     successful writes (NGINX's send_timeout), so a client that stops
+//     reading cannot pin an upstream request, and notes a header section
+//     that carried both Content-Length and Transfer-Encoding, which
+//     net/http drops before any handler can see it (RFC 9112 §6.1);
+//   - guard.go: the request rules net/http does not apply — framing the
+//     server must answer and close (RFC 9112 §6.1), Max-Forwards and TRACE
+//     (RFC 9110 §7.6.2, §9.3.8), loops (Via, RFC 9110 §7.6.3) and upgrades
+//     (RFC 9110 §7.8, RFC 9113 §3.1).
+//
+// It knows nothing of routes or caching; internal/server wires it around
+// the proxy on both listeners.
+package edge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Listener wraps ln so that every connection it accepts bounds its writes
+// (writeTimeout between two writes that made progress; 0: none) and notes
+// ambiguous framing for Guard. Pair it with ConnContext on the http.Server.
+func Listener(ln net.Listener, writeTimeout time.Duration) net.Listener {
+	return &listener{Listener: ln, wt: writeTimeout}
+}
+
+type listener struct {
+	net.Listener
+	wt time.Duration
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{Conn: c, wt: l.wt}, nil
+}
+
+// Conn is one client connection accepted by Listener.
+type Conn struct {
+	net.Conn
+	wt time.Duration
+	// both: a header section on this connection carried Content-Length
+	// and Transfer-Encoding together (scan, read on the connection's
+	// goroutine; loaded by the handler's).
+	both atomic.Bool
+	// te: a header section on this connection carried Transfer-Encoding,
+	// which net/http deletes from an HTTP/1.0 request (and ignores).
+	te   atomic.Bool
+	scan scanner
+}
+
+type connKey struct{}
+
+// ConnContext is http.Server's ConnContext: it makes the connection
+// reachable from its requests (FromContext).
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if ec, ok := c.(*Conn); ok {
+		return context.WithValue(ctx, connKey{}, ec)
+	}
+	return ctx
+}
+
+// FromContext is the connection a request came on; nil when it did not
+// come through Listener.
+func FromContext(ctx context.Context) *Conn {
+	c, _ := ctx.Value(connKey{}).(*Conn)
+	return c
+}
+
+// AmbiguousFraming reports whether a header section read on c carried both
+// Content-Length and Transfer-Encoding (RFC 9112 §6.1).
+func (c *Conn) AmbiguousFraming() bool { return c.both.Load() }
+
+// SawTransferEncoding reports whether a header section read on c carried
+// Transfer-Encoding.
+func (c *Conn) SawTransferEncoding() bool { return c.te.Load() }
+
+func (c *Conn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		both, te := c.scan.feed(p[:n])
+		if both {
+			c.both.Store(true)
+		}
+		if te {
+			c.te.Store(true)
+		}
+	}
+	return n, err
+}
+
+// Write writes p with NGINX send_timeout semantics: the deadline is the
+// time between two writes that made progress, not the whole response, so
+// a long download to a client that reads goes on, and one to a client
+// that stopped reading ends after wt. Then the connection is closed: the
+// handler's next write fails, and the upstream request it relays ends
+// with it (every pass-through path aborts on a failed write).
+func (c *Conn) Write(p []byte) (int, error) {
+	if c.wt <= 0 {
+		return c.Conn.Write(p)
+	}
+	written := 0
+	for {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.wt))
+		n, err := c.Conn.Write(p[written:])
+		written += n
+		if err == nil {
+			return written, nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return written, err
+		}
+		if n == 0 {
+			c.Conn.Close()
+			return written, err
+		}
+		// Progress within the window: the client reads, slowly. A new
+		// window for the rest.
+	}
+}
+
+// scanner finds, in the bytes a connection reads, a header section with
+// both a Content-Length and a Transfer-Encoding field line, which net/http
+// accepts (Transfer-Encoding wins) after deleting Content-Length, so no
+// handler could tell. It looks at the start of every line: a body's bytes
+// may only make it see fields that are not there (the request is then
+// answered and the connection closed, no worse), never hide one a header
+// section has, since a header section's lines all start lines.
+type scanner struct {
+	line   [len("transfer-encoding:")]byte
+	n      int  // bytes of the current line kept (up to len(line))
+	cl, te bool // in the current section
+}
+
+var (
+	clName = []byte("content-length:")
+	teName = []byte("transfer-encoding:")
+)
+
+// feed scans p and reports whether a section with both fields, or with
+// Transfer-Encoding, ended in it. It jumps from line end to line end
+// (bytes.IndexByte) and looks at no more than a field name's length of
+// each line, so a body costs little more than the search for '\n'.
+func (s *scanner) feed(p []byte) (both, te bool) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		seg := p
+		if i >= 0 {
+			seg = p[:i]
+		}
+		if s.n < len(s.line) {
+			k := copy(s.line[s.n:], seg)
+			for j := s.n; j < s.n+k; j++ {
+				if c := s.line[j]; 'A' <= c && c <= 'Z' {
+					s.line[j] = c + 'a' - 'A'
+				}
+			}
+			s.n += k
+		}
+		if i < 0 {
+			return both, te
+		}
+		switch {
+		case s.n == 0 || s.n == 1 && s.line[0] == '\r':
+			// An empty line ends a section.
+			both = both || s.cl && s.te
+			te = te || s.te
+			s.cl, s.te = false, false
+		case s.n >= len(clName) && string(s.line[:len(clName)]) == string(clName):
+			s.cl = true
+		case s.n >= len(teName) && string(s.line[:len(teName)]) == string(teName):
+			s.te = true
+		}
+		s.n = 0
+		p = p[i+1:]
+	}
+	return both, te
+}

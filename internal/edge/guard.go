@@ -1,0 +1,193 @@
+package edge
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Options are the request rules' settings.
+type Options struct {
+	// Via is the pseudonym the sidecar adds to Via (RFC 9110 §7.6.3) on
+	// the requests it forwards; a request that already carries it came
+	// back round a loop and is answered 508. "" adds none and checks none.
+	Via string
+	// AllowTrace forwards TRACE, which reflects the request — its
+	// credentials included — back to whoever can make a client send it;
+	// off, TRACE is answered 405 (as NGINX does).
+	AllowTrace bool
+	// Upgrades are the protocols (Upgrade tokens, RFC 9110 §7.8, compared
+	// without case) a client may ask the upstream to switch to; any other
+	// Upgrade is removed from the request, which then goes on as an
+	// ordinary one. h2c is never forwarded (RFC 9113 §3.1).
+	Upgrades []string
+}
+
+// Guard applies the request rules of the package doc, then hands the
+// request to next.
+type Guard struct {
+	next http.Handler
+	o    Options
+	via  []string // "1.1 <pseudonym>", the field value on its own
+}
+
+// NewGuard returns a Guard in front of next.
+func NewGuard(next http.Handler, o Options) *Guard {
+	g := &Guard{next: next, o: o}
+	if o.Via != "" {
+		g.via = []string{"1.1 " + o.Via}
+	}
+	return g
+}
+
+func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.ambiguous(r) {
+		// RFC 9112 §6.1: a request with both Content-Length and
+		// Transfer-Encoding, or Transfer-Encoding in HTTP/1.0, has
+		// framing a front proxy may read otherwise than we did; NGINX
+		// answers 400 and closes, and so do we (see README).
+		refuse(w, http.StatusBadRequest, "ambiguous message framing\n")
+		return
+	}
+	if g.o.Via != "" && viaHas(r.Header["Via"], g.o.Via) {
+		// RFC 9110 §7.6.3: our own pseudonym on the way in is a loop
+		// (the upstream, or something behind it, is the sidecar).
+		refuse(w, http.StatusLoopDetected, "loop detected\n")
+		return
+	}
+	if r.Method == http.MethodTrace && !g.o.AllowTrace {
+		w.Header().Set("Allow", "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE")
+		refuse(w, http.StatusMethodNotAllowed, "TRACE not allowed\n")
+		return
+	}
+	if (r.Method == http.MethodTrace || r.Method == http.MethodOptions) && g.maxForwards(w, r) {
+		return
+	}
+	if _, ok := r.Header["Upgrade"]; ok {
+		g.upgrade(r)
+	}
+	if g.via != nil {
+		if v, ok := r.Header["Via"]; ok {
+			r.Header["Via"] = append(v[:len(v):len(v)], g.via[0])
+		} else {
+			r.Header["Via"] = g.via[:1:1] // shared, read-only: appending copies
+		}
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// ambiguous reports a request whose framing RFC 9112 §6.1 says to treat as
+// faulty: Transfer-Encoding on HTTP/1.0, or with a Content-Length. net/http
+// deletes the field the handler would need to tell (Transfer-Encoding on
+// HTTP/1.0, Content-Length beside Transfer-Encoding), so the connection's
+// scan of its header sections tells instead.
+func (g *Guard) ambiguous(r *http.Request) bool {
+	if r.ProtoAtLeast(1, 1) && len(r.TransferEncoding) == 0 {
+		return false // the common case: nothing to look up
+	}
+	c := FromContext(r.Context())
+	if c == nil {
+		return false
+	}
+	if !r.ProtoAtLeast(1, 1) {
+		return c.SawTransferEncoding()
+	}
+	return c.AmbiguousFraming()
+}
+
+// refuse answers code with a short text and closes the connection after.
+func refuse(w http.ResponseWriter, code int, text string) {
+	h := w.Header()
+	h.Set("Connection", "close")
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write([]byte(text))
+}
+
+// maxForwards applies Max-Forwards to a TRACE or OPTIONS (RFC 9110
+// §7.6.2): at 0 the sidecar is the final recipient and answers itself
+// (true); above it, the value forwarded is one less.
+func (g *Guard) maxForwards(w http.ResponseWriter, r *http.Request) bool {
+	v, ok := r.Header["Max-Forwards"]
+	if !ok || len(v) == 0 {
+		return false
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(v[0]), 10, 31)
+	if err != nil {
+		return false // not a count: forwarded as it came, as NGINX does
+	}
+	if n > 0 {
+		r.Header["Max-Forwards"] = []string{strconv.FormatUint(n-1, 10)}
+		return false
+	}
+	if r.Method == http.MethodOptions {
+		w.Header().Set("Allow", "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE")
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+		return true
+	}
+	// TRACE (allowed): the request as received, without the fields that
+	// carry credentials (RFC 9110 §9.3.8 SHOULD).
+	h := r.Header.Clone()
+	for _, k := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
+		h.Del(k)
+	}
+	w.Header().Set("Content-Type", "message/http")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(r.Method + " " + r.RequestURI + " " + r.Proto + "\r\nHost: " + r.Host + "\r\n"))
+	_ = h.Write(w)
+	_, _ = w.Write([]byte("\r\n"))
+	return true
+}
+
+// upgrade removes from r an Upgrade the config does not allow, with its
+// Connection token, so the request goes on as an ordinary one (a server
+// may ignore Upgrade, RFC 9110 §7.8). h2c's HTTP2-Settings goes with it.
+func (g *Guard) upgrade(r *http.Request) {
+	var kept []string
+	for _, f := range r.Header["Upgrade"] {
+		for _, p := range strings.Split(f, ",") {
+			p = strings.TrimSpace(p)
+			name, _, _ := strings.Cut(p, "/")
+			if p != "" && !strings.EqualFold(name, "h2c") && slices.ContainsFunc(g.o.Upgrades, func(a string) bool { return strings.EqualFold(a, name) }) {
+				kept = append(kept, p)
+			}
+		}
+	}
+	r.Header.Del("HTTP2-Settings")
+	if len(kept) > 0 {
+		r.Header["Upgrade"] = []string{strings.Join(kept, ", ")}
+		return
+	}
+	r.Header.Del("Upgrade")
+	var conn []string
+	for _, f := range r.Header["Connection"] {
+		for _, t := range strings.Split(f, ",") {
+			if t = strings.TrimSpace(t); t != "" && !strings.EqualFold(t, "upgrade") && !strings.EqualFold(t, "http2-settings") {
+				conn = append(conn, t)
+			}
+		}
+	}
+	if len(conn) > 0 {
+		r.Header["Connection"] = []string{strings.Join(conn, ", ")}
+	} else {
+		r.Header.Del("Connection")
+	}
+}
+
+// viaHas reports whether a Via field names pseudonym as a received-by
+// (RFC 9110 §7.6.3: "1.1 name" or "name" after the protocol, with an
+// optional comment).
+func viaHas(vs []string, pseudonym string) bool {
+	for _, f := range vs {
+		for _, hop := range strings.Split(f, ",") {
+			fields := strings.Fields(hop)
+			if len(fields) >= 2 && strings.EqualFold(fields[1], pseudonym) {
+				return true
+			}
+		}
+	}
+	return false
+}
