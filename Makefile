@@ -12,7 +12,7 @@ DURATION ?= 10m
 soak-invariants:
 	INVARIANT_SOAK=$(DURATION) $(GO) test -count=1 -run '^TestSoak$$' -timeout 0 -v ./internal/invariant
 
-.PHONY: run test test-all build vet fmt-check tidy-check lint test-go test-timing test-deploy test-bench bench bench-quick bench-cpu image image-engine clean
+.PHONY: run test test-all build vet fmt-check tidy-check lint test-go test-timing test-deploy test-bench bench bench-quick bench-cpu bench-fleet image image-engine clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sidecache ./cmd/sidecache
@@ -95,6 +95,21 @@ bench-cpu: build $(BIN)/bench
 	  extra="-cpu-sidecars before-$(CPU_BEFORE)=$(BIN)/sidecache-$(CPU_BEFORE)"; \
 	fi; \
 	$(BIN)/bench -cpu -out bench/results $$extra $(CPU_ARGS)
+
+# Coherence across a fleet (bench/README.md): real replicas plus emulated
+# peers on one Redis, FLEET-<stamp>-own.md in bench/results (≈ 1.5 min).
+# FLEET_BEFORE=<rev> also runs the shared-channel protocol with a sidecache
+# built from that commit, e.g. make bench-fleet FLEET_BEFORE=16d946c.
+FLEET_NS ?= 10,200,500,1000
+FLEET_BEFORE ?=
+bench-fleet: build $(BIN)/bench
+	@set -e; \
+	if [ -n "$(FLEET_BEFORE)" ]; then \
+	  tmp=$$(mktemp -d); git archive $(FLEET_BEFORE) | tar -x -C $$tmp; \
+	  (cd $$tmp && $(GO) build -trimpath -o $(CURDIR)/$(BIN)/sidecache-$(FLEET_BEFORE) ./cmd/sidecache); rm -rf $$tmp; \
+	  $(BIN)/bench -fleet 10,50,200,400 -fleet-protocol shared -sidecache $(BIN)/sidecache-$(FLEET_BEFORE) -fleet-label "$(FLEET_BEFORE) (before)" -out bench/results; \
+	fi; \
+	$(BIN)/bench -fleet $(FLEET_NS) -fleet-label "$$(git rev-parse --short HEAD)" -out bench/results
 
 # The image without a daemon: static binaries laid on an empty base by
 # deploy/cmd/image (go-containerregistry), written as a docker-archive

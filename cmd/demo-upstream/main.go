@@ -1,7 +1,7 @@
 // Command demo-upstream runs the stand-in DB-backed service of package demo,
 // for trying sidecache by hand and for the benchmark (make bench).
 //
-//	demo-upstream -listen 127.0.0.1:3000 -slots 10 -query-time 5ms
+//	demo-upstream -listen 127.0.0.1:3000 -slots 10 -query-time 5ms [-framework]
 package main
 
 import (
@@ -38,6 +38,7 @@ func run() error {
 	flag.IntVar(&opts.Slots, "slots", 10, "concurrent queries (\"DB connections\")")
 	flag.DurationVar(&opts.QueryTime, "query-time", 5*time.Millisecond, "time each query holds its slot (negative: none)")
 	flag.DurationVar(&opts.PerRowTime, "per-row-time", 50*time.Microsecond, "extra time per ID of a bulk query or row of a list (negative: none)")
+	flag.BoolVar(&opts.Framework, "framework", false, "answer as a framework's defaults would (Express + compression()): Vary: Accept-Encoding, gzip over 1 KiB, weak ETags, case-insensitive routes, lenient int IDs, 500 for a non-int4 ID")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", flag.Args())
@@ -54,8 +55,8 @@ func run() error {
 	srv := &http.Server{Handler: demo.New(opts), ReadHeaderTimeout: 10 * time.Second}
 	// One line on start, with the real address: with -listen :0 this is
 	// how a script learns the port.
-	log.Printf("listening on http://%s (slots=%d query-time=%s per-row-time=%s clients=%d users=%d)",
-		ln.Addr(), opts.Slots, opts.QueryTime, opts.PerRowTime, opts.Clients, opts.Users)
+	log.Printf("listening on http://%s (slots=%d query-time=%s per-row-time=%s clients=%d users=%d framework=%v)",
+		ln.Addr(), opts.Slots, opts.QueryTime, opts.PerRowTime, opts.Clients, opts.Users, opts.Framework)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

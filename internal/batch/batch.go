@@ -135,7 +135,7 @@ type Loader[A, V any] struct {
 	fetch FetchFunc[A, V]
 
 	mu     sync.Mutex
-	groups map[[sha256.Size]byte]*group[A, V]
+	groups map[groupKey]*group[A, V]
 	closed bool
 	wg     sync.WaitGroup // batches not yet answered
 	q      *quarantine
@@ -146,9 +146,31 @@ type Loader[A, V any] struct {
 	serial uint64
 }
 
+// maxGroupKey is the longest group kept as its own map key. A longer one
+// is keyed by its SHA-256, so the keys of MaxGroups groups hold at most
+// MaxGroups·maxGroupKey bytes whatever the clients send; the usual group
+// (a host and a credential) is shorter and costs no hash on each Load.
+const maxGroupKey = 256
+
+// groupKey names a group: the group itself, or its SHA-256 when longer
+// than maxGroupKey (hashed, so a group that happens to be 32 bytes long
+// never meets a hash).
+type groupKey struct {
+	s      string
+	hashed bool
+}
+
+func keyOf(group string) groupKey {
+	if len(group) <= maxGroupKey {
+		return groupKey{s: group}
+	}
+	sum := sha256.Sum256([]byte(group))
+	return groupKey{s: string(sum[:]), hashed: true}
+}
+
 // group is the state of one group. Guarded by Loader.mu.
 type group[A, V any] struct {
-	key      [sha256.Size]byte
+	key      groupKey
 	open     *batch[A, V]          // accepting ids; at most one
 	ready    []*batch[A, V]        // closed to ids, waiting for a slot, oldest first
 	pending  map[string]*result[V] // ids of open and ready batches
@@ -210,7 +232,7 @@ func New[A, V any](opts Options, fetch FetchFunc[A, V]) *Loader[A, V] {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Loader[A, V]{opts: opts, fetch: fetch, groups: make(map[[sha256.Size]byte]*group[A, V]),
+	return &Loader[A, V]{opts: opts, fetch: fetch, groups: make(map[groupKey]*group[A, V]),
 		q: newQuarantine(opts.Quarantine, opts.MaxQuarantined)}
 }
 
@@ -219,8 +241,9 @@ func New[A, V any](opts Options, fetch FetchFunc[A, V]) *Loader[A, V] {
 //
 // group names the callers that may share an upstream call: the proxy passes
 // its forwarded headers, so one client's credentials never answer another's
-// request. Different groups never share a batch. The loader keeps only a
-// SHA-256 of group, so a long group string costs nothing past the call.
+// request. Different groups never share a batch. The loader keeps a group
+// of up to 256 bytes as it is and a longer one as its SHA-256 (keyOf), so
+// a long group string costs nothing past the call.
 //
 // Load joins the open batch of group or opens one. The batch closes when it
 // holds MaxSize distinct ids, or when MaxWait is up and no call of the group
@@ -258,7 +281,7 @@ func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string,
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	r, err := l.join(ctx, req, sha256.Sum256([]byte(group)), arg, id)
+	r, err := l.join(ctx, req, keyOf(group), arg, id)
 	if err != nil {
 		return v, false, err
 	}
@@ -273,7 +296,7 @@ func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string,
 // join adds id to the open batch of the group keyed key, opening the group
 // or the batch if needed, and starts what may start. A quarantined id gets
 // a batch of its own instead, if req may still cause a call.
-func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key [sha256.Size]byte, arg A, id string) (*result[V], error) {
+func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, arg A, id string) (*result[V], error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

@@ -67,31 +67,57 @@ var (
 // never changes which body is cached. An empty array is a valid answer with
 // no elements.
 func Split(body []byte, idField string) (map[string][]byte, error) {
-	// Compacting first validates the whole body once and leaves elements
-	// free of whitespace, which keeps scanning them for idField simple.
-	var buf bytes.Buffer
-	buf.Grow(len(body))
-	if err := json.Compact(&buf, body); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	// The body is validated once, and compacted if it has whitespace
+	// between tokens (most encoders send none), so the elements are then
+	// sliced out of it by a scan that need not check validity again
+	// (skipValue): no decode of the answer into values, and one copy of
+	// each element's raw bytes.
+	b := body
+	if !json.Valid(body) || spaced(body) {
+		var buf bytes.Buffer
+		buf.Grow(len(body))
+		if err := json.Compact(&buf, body); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		b = buf.Bytes()
 	}
-	var elems []json.RawMessage // each a copy, as RawMessage.UnmarshalJSON makes one
-	if err := json.Unmarshal(buf.Bytes(), &elems); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrShape, err)
-	}
-	if elems == nil { // the body was null
+	switch {
+	case string(b) == "null":
 		return nil, fmt.Errorf("%w: null", ErrShape)
+	case b[0] != '[':
+		return nil, fmt.Errorf("%w: not an array", ErrShape)
 	}
-	out := make(map[string][]byte, len(elems))
-	for i, e := range elems {
+	out := make(map[string][]byte, bytes.Count(b, []byte(`},{`))+1)
+	for i, n := 1, 0; b[i] != ']'; n++ {
+		end := skipValue(b, i)
+		e := b[i:end]
 		id, err := elementID(e, idField)
 		if err != nil {
-			return nil, fmt.Errorf("%w: element %d: %w", ErrShape, i, err)
+			return nil, fmt.Errorf("%w: element %d: %w", ErrShape, n, err)
 		}
 		if _, dup := out[id]; !dup {
-			out[id] = e
+			out[id] = bytes.Clone(e) // its own copy: a cached element does not pin the answer
+		}
+		i = end
+		if b[i] == ',' {
+			i++
 		}
 	}
 	return out, nil
+}
+
+// spaced reports whether the valid JSON b has whitespace outside its
+// strings, which json.Compact would remove.
+func spaced(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i = skipString(b, i) - 1
+		case ' ', '\t', '\n', '\r':
+			return true
+		}
+	}
+	return false
 }
 
 // elementID returns the id of one compact, valid array element (see Split).
@@ -103,6 +129,8 @@ func elementID(e []byte, idField string) (string, error) {
 	switch {
 	case v == nil:
 		return "", fmt.Errorf("no %q field", idField)
+	case v[0] == '"' && plainASCII(v[1:len(v)-1]):
+		return string(v[1 : len(v)-1]), nil
 	case v[0] == '"':
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
@@ -138,12 +166,18 @@ func field(obj []byte, name string) []byte {
 	return val
 }
 
+// plainASCII reports whether the inside of a JSON string is its own
+// text: no escape, and no byte that decoding could replace (non-ASCII may
+// be invalid UTF-8, which encoding/json turns into U+FFFD).
+func plainASCII(raw []byte) bool {
+	return bytes.IndexFunc(raw, func(r rune) bool { return r == '\\' || r >= 0x80 }) < 0
+}
+
 // keyIs reports whether the quoted JSON string key decodes to name. Only
 // keys with escapes or non-ASCII bytes are decoded, so that invalid UTF-8
 // is replaced exactly as encoding/json would.
 func keyIs(key []byte, name string) bool {
-	raw := key[1 : len(key)-1]
-	if bytes.IndexFunc(raw, func(r rune) bool { return r == '\\' || r >= 0x80 }) < 0 {
+	if raw := key[1 : len(key)-1]; plainASCII(raw) {
 		return string(raw) == name
 	}
 	var s string

@@ -128,6 +128,12 @@ type Redis struct {
 	DB         int      `yaml:"db"`
 	Prefix     string   `yaml:"prefix"`
 	Timeout    Duration `yaml:"timeout"`
+	// ShardedPubSub (Redis Cluster only) moves invalidations and
+	// heartbeats to sharded pub/sub in one slot, where the heartbeat's
+	// ordering proof holds (docs/coherence.md). Replicas of a release
+	// without it do not hear sharded messages: turn it on once every
+	// replica runs a release that has it.
+	ShardedPubSub bool `yaml:"sharded_pubsub"`
 }
 
 type Route struct {
@@ -178,6 +184,9 @@ type Batch struct {
 	MaxSize int      `yaml:"max_size"`
 	MaxWait Duration `yaml:"max_wait"`
 	IDField string   `yaml:"id_field"`
+	// ETagField names the field of each element that holds the app's
+	// validator for it; empty: the sidecar makes one over the bytes.
+	ETagField string `yaml:"etag_field"`
 	// MaxInFlight bounds the bulk calls of one group at once; while they
 	// run, new IDs accumulate for the next call.
 	MaxInFlight int `yaml:"max_in_flight"`

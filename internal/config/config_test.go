@@ -159,6 +159,8 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:3: routes[0].invalidate[0]: {x} is not a param of path "/a/{id}"`},
 		{"split to itself", route("{name: a, path: /a, split: {param: ids, route: a}}"), "t.yaml:3: routes[0].split.route: must name another route"},
 		{"wrong type string", "listen: [a]", `t.yaml:1: listen: expected a string, got a list`},
+		{"etag_field is id_field", route("{name: a, path: '/a/{id}', ttl: 1s, batch: {path: /a, param: ids, id_field: id, etag_field: id}}"),
+			"t.yaml:3: routes[0].batch.etag_field: must differ from id_field (an ID is not a version)"},
 		{"batch path with wildcard", route("{name: a, path: '/a/*', ttl: 1s, batch: {path: /a, param: ids, id_field: id}}"),
 			"t.yaml:3: routes[0].path: batch needs exactly one {param} in the path (the ID), found 1"},
 		{"targeted_fields outside origin mode", route("{name: a, path: /a, ttl: 1s, targeted_fields: [CDN-Cache-Control]}"),

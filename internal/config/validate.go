@@ -204,6 +204,9 @@ func (v *checker) redis(path string, r *Redis) {
 		v.add(path+".db", "must be >= 0, and 0 for Redis Cluster")
 	}
 	v.positive(path+".timeout", r.Timeout)
+	if r.ShardedPubSub && !(r.Cluster || len(r.Addrs) > 1 && r.MasterName == "") {
+		v.add(path+".sharded_pubsub", "needs Redis Cluster (cluster: true)")
+	}
 }
 
 func (v *checker) routes(rs []Route) {
@@ -311,6 +314,9 @@ func (v *checker) route(p string, r *Route) {
 		}
 		if b.IDField == "" {
 			v.add(bp+".id_field", "required")
+		}
+		if b.ETagField != "" && b.ETagField == b.IDField {
+			v.add(bp+".etag_field", "must differ from id_field (an ID is not a version)")
 		}
 		if b.MaxSize <= 0 {
 			v.add(bp+".max_size", "must be > 0")

@@ -16,6 +16,9 @@
 //	GET    /_demo/counts                calls per endpoint (takes no slot)
 //	POST   /_demo/reset                 zero the counts, restore every row (takes no slot)
 //
+// With Options.Framework the same endpoints answer as Express 5 with
+// compression() in front of PostgreSQL would by default (see framework).
+//
 // Request headers for failure tests: X-Demo-Delay: 50ms adds that much to
 // the query (holding the slot, as a slow query would); X-Demo-Fail: 503
 // runs the query, then answers that status.
@@ -48,6 +51,11 @@ type Options struct {
 	PerRowTime time.Duration
 	// Clients and Users are the row counts; IDs run 1..N (default 10000).
 	Clients, Users int
+	// Framework answers as a common web framework's defaults would
+	// (framework.go): Vary: Accept-Encoding and gzip above 1 KiB, weak
+	// ETags, case-insensitive routes with an optional trailing slash,
+	// leniently parsed integer IDs, 500 for one that is not an int4.
+	Framework bool
 }
 
 func (o Options) withDefaults() Options {
@@ -86,6 +94,7 @@ type Server struct {
 	slots  chan struct{}
 	tables map[string]table
 	counts map[string]*atomic.Int64 // fixed at New; values atomic
+	front  http.Handler             // mux, or mux in framework's clothes
 
 	mu   sync.Mutex
 	rows map[rowKey]row // rows changed since start or reset
@@ -101,6 +110,10 @@ func New(opts Options) *Server {
 		tables: tables(opts.Clients, opts.Users),
 		counts: make(map[string]*atomic.Int64),
 		rows:   make(map[rowKey]row),
+	}
+	s.front = s.mux
+	if opts.Framework {
+		s.front = framework{s.mux}
 	}
 	for _, name := range []string{"clients", "users"} {
 		t := s.tables[name]
@@ -120,7 +133,7 @@ func New(opts Options) *Server {
 	return s
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.front.ServeHTTP(w, r) }
 
 // Counts returns the calls per endpoint since start or the last Reset,
 // keyed by route pattern ("GET /clients/{id}"), every endpoint present.

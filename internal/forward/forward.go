@@ -263,10 +263,11 @@ func (f *Rules) logWithheld(names []string) {
 // caches, not what the app should answer (User-Agent, Referer,
 // Cache-Control, Pragma, fetch metadata), or it negotiates content, which
 // an app that honours it declares with Vary — and a Vary'd header is
-// learned and forwarded from then on (LearnVary).
+// learned and forwarded from then on (LearnVary). Content-Length frames a
+// request body the cached path never sends (a GET with Content-Length: 0).
 func quiet(name string) bool {
 	switch name {
-	case "User-Agent", "Referer", "Cache-Control", "Pragma", "Dnt", "Priority",
+	case "User-Agent", "Referer", "Cache-Control", "Pragma", "Dnt", "Priority", "Content-Length",
 		"Upgrade-Insecure-Requests", "Accept", "Accept-Language", "Accept-Charset", "Origin":
 		return true
 	}
@@ -298,6 +299,17 @@ func (f *Rules) Group(host string, h http.Header) string {
 		}
 	}
 	return b.String()
+}
+
+// Grouped reports whether requests of one batch group all send the same
+// value of the (canonical) header name in their bulk call: the group is
+// keyed on it. A bulk answer that varies on it holds, for every member,
+// the variant that member's own request would have got.
+func (f *Rules) Grouped(name string) bool {
+	if slices.Contains(f.keyed, name) && !Own(name) {
+		return true
+	}
+	return f.Forwards(name) && !f.never(name) && !ignoredInGroup(name)
 }
 
 // groupIgnored are forwarded request headers that do not change what the

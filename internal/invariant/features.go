@@ -48,6 +48,7 @@ var Features = []Feature{
 	{Name: "long-accept-language", On: true, Gate: "20.13", Note: "a 6 KiB Accept-Language on a route that varies on it (key over max_key_bytes)"},
 	{Name: "batch", On: true, Note: "per-ID reads of the batch route /u/{id} (merged into bulk calls)"},
 	{Name: "bad-ids", On: true, Gate: "20.4", Note: "batch IDs that match the pattern but overflow the origin's int (bulk answers 400/500)"},
+	{Name: "bulk-vary-gzip", On: true, Gate: "24.1", Note: "bulk answers as behind compression(): Vary: Accept-Encoding always, gzip when accepted (elements must still be identity, shared)"},
 
 	// What the origin does, drawn per resource per round and per request.
 	{Name: "vary", Gate: "20.9", Note: "answers vary on a random subset of Accept-Encoding, Accept-Language, X-Tenant"},

@@ -267,9 +267,17 @@ func pickCode(res string) int {
 // (bad-ids feature) fails the whole bulk call.
 const MaxID = 1<<31 - 1
 
+// BulkProfile is the profile name of the bulk endpoint; its Gzip answers
+// as Express's compression() does: Vary: Accept-Encoding on every answer,
+// gzip when the request accepts it.
+const BulkProfile = "u/*"
+
 func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	var out []Stamp
 	o.mu.Lock()
+	if o.profiles[BulkProfile].Gzip {
+		w.Header().Set("Vary", "Accept-Encoding")
+	}
 	for _, id := range strings.Split(r.URL.Query().Get("ids"), ",") {
 		n, err := strconv.ParseUint(id, 10, 64)
 		if err != nil || n > MaxID {
@@ -286,8 +294,15 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		res := "u/" + strconv.FormatUint(n, 10)
 		out = append(out, Stamp{ID: strconv.FormatUint(n, 10), Res: res, Ver: o.ver[res]})
 	}
+	gz := o.profiles[BulkProfile].Gzip && AcceptsGzip(r.Header.Values("Accept-Encoding"))
 	o.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	if gz {
+		b, _ := json.Marshal(out)
+		w.Header().Set("Content-Encoding", "gzip")
+		_, _ = w.Write(gzipBytes(b))
+		return
+	}
 	json.NewEncoder(w).Encode(out)
 }
 

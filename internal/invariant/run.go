@@ -212,6 +212,9 @@ func (r *run) drawResources() string {
 		r.cfg.Origin.SetProfile(fmt.Sprintf("r/%d", id), r.drawProfile(true))
 		r.cfg.Origin.SetProfile(fmt.Sprintf("p/%d", id), r.drawProfile(true))
 	}
+	// The bulk endpoint's profile: only its Gzip (compression()-shaped
+	// answers) is read.
+	r.cfg.Origin.SetProfile(BulkProfile, Profile{Gzip: r.cfg.Mix.Has("bulk-vary-gzip") && r.chance(60)})
 	for _, n := range tNames {
 		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawProfile(false))
 	}

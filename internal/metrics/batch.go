@@ -51,20 +51,25 @@ type BatchMetrics struct {
 	reasons     map[string]prometheus.Counter
 }
 
-// Batch returns the route's batch series, creating them. Call it for
-// batch routes only.
-func (rm *RouteMetrics) Batch() *BatchMetrics {
+// Batch returns the route's batch series, creating them, with one
+// not-stored series per reason the proxy can name (so a dashboard or alert
+// reads 0, not an absent series). Call it for batch routes only.
+func (rm *RouteMetrics) Batch(reasons ...string) *BatchMetrics {
 	if rm == nil {
 		return nil
 	}
 	v := rm.m.batch
-	return &BatchMetrics{
+	bm := &BatchMetrics{
 		quarantined: v.quarantined.WithLabelValues(rm.name),
 		evictions:   v.evictions.WithLabelValues(rm.name),
 		budget:      v.budget.WithLabelValues(rm.name),
 		notStored:   v.notStored.MustCurryWith(prometheus.Labels{"route": rm.name}),
 		reasons:     map[string]prometheus.Counter{},
 	}
+	for _, r := range reasons {
+		bm.reasons[r] = bm.notStored.WithLabelValues(r)
+	}
+	return bm
 }
 
 // Quarantined sets the number of ids quarantined.

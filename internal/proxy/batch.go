@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -55,6 +53,11 @@ type bulkAnswer struct {
 	reqID    string // the bulk call's X-Request-Id
 	// refused: the upstream's own failing answer to a one-id call.
 	refused bool
+	// private: for the requests of this call only (keepElement); vary
+	// and vkey: the variant it is, when stored as one.
+	private bool
+	vary    []string
+	vkey    string
 }
 
 // batcher is a route's loader: the opener's exchange rides along to make
@@ -90,7 +93,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if !found {
 		ans.e = notFoundEntry(x.h.now())
 	}
-	return &flight{c: candidate{e: ans.e, private: httpcache.Private(ans.e.Header)}, stored: ans.stored, batched: true, link: ans.link, upstream: ans.upstream, reqID: ans.reqID}, nil
+	return &flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true, link: ans.link, upstream: ans.upstream, reqID: ans.reqID}, nil
 }
 
 // forID is the exchange a client would have made for one id of the batch
@@ -140,7 +143,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	}
 	defer resp.Body.Close()
 	limit := min(x.h.maxBody*int64(len(ids)), 256<<20)
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	body, err := readAll(resp.Body, resp.ContentLength, limit)
 	took := x.h.now().Sub(t0)
 	x.rs.m.Upstream(resp.StatusCode, took)
 	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
@@ -182,47 +185,12 @@ func ownAnswer(resp *http.Response, body []byte, requested time.Time) *cache.Ent
 	return &cache.Entry{Status: resp.StatusCode, Header: httpcache.StoredHeader(resp.Header), Body: body, StoredAt: requested}
 }
 
-// keepElement is keep for one element of a bulk answer (nil: the id was
-// absent). A bulk answer that varies on request headers is private per id:
-// it was fetched with the opener's headers, and the batch's other requests
-// may differ in ones the grouping ignores. A private answer stays private
-// per id, and the clients are told so (RFC 9111 §5.2.2.7).
-func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.Header, requested time.Time) bulkAnswer {
-	e := notFoundEntry(requested)
-	if elem != nil {
-		ct := upstream.Get("Content-Type")
-		if ct == "" {
-			ct = "application/json"
-		}
-		e = &cache.Entry{Status: http.StatusOK, Header: http.Header{"Content-Type": {ct}}, Body: elem, StoredAt: requested}
-	}
-	e.Tags = entryTags(x.rs.rt, x.params)
-	tagged := x.tagEntry(e, upstream) // URI tag, the bulk answer's surrogate keys (origintags.go)
-	a := x.admit(e, upstream)
-	a.store = a.store && tagged
-	if len(a.vary) > 0 {
-		a.shareable, a.store = false, false
-	}
-	if !a.shareable {
-		e.Header["Cache-Control"] = []string{"private"}
-		if httpcache.HasDirective(upstream, "private") || httpcache.HasDirective(upstream, "no-store") {
-			e.Header["Cache-Control"] = slices.Clone(upstream.Values("Cache-Control"))
-		}
-	}
-	if !a.store {
-		return bulkAnswer{e: e}
-	}
-	a.apply(e)
-	if err := x.h.cache.Set(ctx, x.key, e); err != nil {
-		x.h.log.Debug("cache set", "route", x.rs.rt.Name, "key", x.key, "err", err)
-		return bulkAnswer{e: e}
-	}
-	return bulkAnswer{e: e, stored: true}
-}
+// notFoundBody is the body of an id absent from the bulk answer.
+var notFoundBody = []byte(`{"error":"not found"}`)
 
 func notFoundEntry(now time.Time) *cache.Entry {
 	return &cache.Entry{Status: http.StatusNotFound, StoredAt: now,
-		Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"not found"}`)}
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: notFoundBody}
 }
 
 // perIDRequest is the request a client would have sent for one id of a

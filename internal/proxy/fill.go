@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -167,7 +166,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		x.rs.m.Upstream(0, x.h.now().Sub(t0))
 		return nil, classify(deadlineFirst(ctx, err))
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, x.h.maxBody+1))
+	body, err := readAll(resp.Body, resp.ContentLength, x.h.maxBody)
 	took := x.h.now().Sub(t0)
 	x.rs.m.Upstream(resp.StatusCode, took)
 	if err != nil {

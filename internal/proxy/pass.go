@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
+	"net/textproto"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/metrics"
+	"github.com/sidecache/sidecache/internal/relay"
 )
 
 // write forwards a request a route or its method may make invalidate
@@ -87,6 +89,13 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 			if pi, _ := pr.In.Context().Value(passCtxKey{}).(*passInfo); pi != nil && pi.after != nil {
 				pr.Out = detachWrite(pr.Out, pi, timeout)
 			}
+			// ReverseProxy's own 1xx hook resets the Transport's header
+			// bound at each 1xx; this one (older, so its error wins)
+			// bounds them all together (relay.Budget).
+			budget := relay.NewBudget(h.maxHdr)
+			pr.Out = pr.Out.WithContext(httptrace.WithClientTrace(pr.Out.Context(), &httptrace.ClientTrace{
+				Got1xxResponse: func(_ int, hdr textproto.MIMEHeader) error { return budget.Spend(http.Header(hdr)) },
+			}))
 		},
 		Transport: transport,
 		// 0: ReverseProxy already flushes at once for streams (unknown

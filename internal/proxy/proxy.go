@@ -148,6 +148,8 @@ type Handler struct {
 	// withheldLogged outlives reloads: a withheld header is logged once
 	// per route and name in the life of the process.
 	withheldLogged *forward.Logged
+	// gzips are gzip writers for split lists (splitlist.go).
+	gzips sync.Pool
 }
 
 // state is what a reload replaces as one: the upstream, the table and what
@@ -171,6 +173,9 @@ type routeState struct {
 	batcher *batcher              // batch routes only
 	bm      *metrics.BatchMetrics // batch routes only
 	fwd     *forwarding
+	// notStoredLogged are the reasons an element of a bulk answer was not
+	// stored that were logged already (element.go), at most five.
+	notStoredLogged sync.Map
 }
 
 // New builds a Handler.
@@ -311,7 +316,7 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	for _, rt := range t.Routes() {
 		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, shape(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged)}
 		if rt.Batch != nil {
-			rs.bm = rs.m.Batch()
+			rs.bm = rs.m.Batch(notStoredReasons[:]...)
 			rs.batcher = h.newBatcher(rs)
 		}
 		st.routes[rt] = rs

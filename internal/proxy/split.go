@@ -172,7 +172,7 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 	misses := len(parts) - hits
 	elems := make([][]byte, 0, len(parts))
-	ct, priv := "", false
+	ct, cc, priv, first := "", "", false, true
 	for _, id := range ids {
 		p := parts[id]
 		if p == nil {
@@ -194,6 +194,11 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 			ct = p.e.Header.Get("Content-Type")
 		}
 		priv = priv || httpcache.Private(p.e.Header)
+		if c := p.e.Header.Get("Cache-Control"); first {
+			cc, first = c, false
+		} else if c != cc {
+			cc = ""
+		}
 		elems = append(elems, p.e.Body)
 	}
 	if ct == "" {
@@ -206,16 +211,6 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 	body := bulk.Join(elems)
 	s := x.status(o, nil, 0)
 	s.detail = `"split hits=` + strconv.Itoa(hits) + ` misses=` + strconv.Itoa(misses) + `"`
-	hd := x.w.Header()
-	hd.Set("Content-Type", ct)
-	if priv {
-		hd.Set("Cache-Control", "private")
-	}
-	hd.Set("Content-Length", strconv.Itoa(len(body)))
-	hd.Set("Cache-Status", s.String())
-	x.w.WriteHeader(http.StatusOK)
-	if x.r.Method != http.MethodHead {
-		_, _ = x.w.Write(body)
-	}
+	x.writeList(body, ct, cc, priv, s)
 	x.count(outcomes[o].result)
 }

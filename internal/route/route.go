@@ -97,6 +97,9 @@ type Batch struct {
 	Path    string
 	Param   string
 	IDField string
+	// ETagField names the element field holding the app's validator for
+	// the element (bulk.ElementETag); "": one over the element's bytes.
+	ETagField string
 	// IDParam is the route's one path param, the id; Compile fills it.
 	IDParam string
 	MaxSize int           // 0: the batch package's default
@@ -456,6 +459,7 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		Path        string `json:"path"`
 		Param       string `json:"param"`
 		IDField     string `json:"id_field"`
+		ETagField   string `json:"etag_field,omitempty"`
 		MaxSize     int    `json:"max_size"`
 		MaxWait     string `json:"max_wait"`
 		MaxInFlight int    `json:"max_in_flight"`
@@ -512,7 +516,7 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		v.RequestNoCache = "refresh"
 	}
 	if b := r.Batch; b != nil {
-		v.Batch = &batchJSON{b.Path, b.Param, b.IDField, b.MaxSize, b.MaxWait.String(), b.MaxInFlight}
+		v.Batch = &batchJSON{b.Path, b.Param, b.IDField, b.ETagField, b.MaxSize, b.MaxWait.String(), b.MaxInFlight}
 	}
 	if s := r.Split; s != nil {
 		maxIDs := s.MaxIDs

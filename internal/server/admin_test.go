@@ -75,7 +75,7 @@ routes:
     max_ttl: 1h
     forward_headers: all
     tags: ["user:{id}"]
-    batch: {path: /users, param: ids, id_field: id, max_in_flight: 3}
+    batch: {path: /users, param: ids, id_field: id, etag_field: version, max_in_flight: 3}
   - name: users
     path: /users
     split: {param: ids, route: user}
@@ -143,7 +143,7 @@ routes:
 			t.Errorf("route user: %s = %#v, want %#v", field, user[field], v)
 		}
 	}
-	if b := user["batch"].(map[string]any); b["max_in_flight"] != float64(3) || b["max_size"] != float64(100) {
+	if b := user["batch"].(map[string]any); b["max_in_flight"] != float64(3) || b["max_size"] != float64(100) || b["etag_field"] != "version" {
 		t.Errorf("route user: batch %v, want max_in_flight 3 and the default max_size 100", b)
 	}
 	if v := byName["users"]["request_no_cache"]; v != "ignore" {

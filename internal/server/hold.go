@@ -37,6 +37,35 @@ type held struct {
 	added, sent uint64
 	sentCh      chan struct{}
 	since       time.Time // when the oldest unpublished generation was added
+
+	// lost holds the tags the replay gave up, with the generation each was
+	// last added in, for the writers waiting on them: released by the
+	// replay like the others, they were not published. Cleared when no
+	// writer waits.
+	lost    map[string]uint64
+	waiting int
+}
+
+// gaveUp records that the replay gave up tag, last added in gen; v.mu held.
+func (v *invalidator) gaveUpLocked(tag string, gen uint64) {
+	if v.held.waiting == 0 {
+		return
+	}
+	if v.held.lost == nil {
+		v.held.lost = map[string]uint64{}
+	}
+	v.held.lost[tag] = max(v.held.lost[tag], gen)
+}
+
+// lostSince reports whether one of tags, queued at gen, was given up
+// since; v.mu held.
+func (v *invalidator) lostSinceLocked(tags []string, gen uint64) bool {
+	for _, t := range tags {
+		if g, ok := v.held.lost[t]; ok && g >= gen {
+			return true
+		}
+	}
+	return false
 }
 
 // published records that every tag queued up to generation gen is out.
@@ -56,13 +85,22 @@ func (v *invalidator) published(gen uint64) {
 	v.held.sentCh = make(chan struct{})
 }
 
-// await holds the caller until generation gen is published, the hold has
-// passed, or ctx ends (the request's own deadline), reporting whether it
-// was published; a false is counted late.
-func (v *invalidator) await(ctx context.Context, gen uint64) bool {
+// await holds the caller until tags, queued at generation gen, are
+// published, the hold has passed, or ctx ends (the request's own
+// deadline), reporting whether they were published; a false is counted
+// late, and so is a release for tags the replay gave up.
+func (v *invalidator) await(ctx context.Context, gen uint64, tags []string) bool {
 	v.mu.Lock()
 	wait := time.Until(v.held.since.Add(v.held.hold))
+	v.held.waiting++
 	v.mu.Unlock()
+	defer func() {
+		v.mu.Lock()
+		if v.held.waiting--; v.held.waiting == 0 {
+			v.held.lost = nil
+		}
+		v.mu.Unlock()
+	}()
 	if wait <= 0 {
 		v.lateOne()
 		return false
@@ -72,7 +110,12 @@ func (v *invalidator) await(ctx context.Context, gen uint64) bool {
 	for {
 		v.mu.Lock()
 		done, ch := v.held.sent >= gen, v.held.sentCh
+		lost := done && v.lostSinceLocked(tags, gen)
 		v.mu.Unlock()
+		if lost {
+			v.lateOne()
+			return false
+		}
 		if done {
 			return true
 		}

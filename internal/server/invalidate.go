@@ -86,7 +86,7 @@ func (v *invalidator) invalidate(ctx context.Context, tags ...string) (int, erro
 		return n, nil
 	}
 	if err := v.l2.InvalidateTags(ctx, tags...); err != nil {
-		if v.await(ctx, v.retryLater(tags)) {
+		if v.await(ctx, v.retryLater(tags), tags) {
 			return n, nil // published by the replay within coherence.write_hold
 		}
 		return n, fmt.Errorf("invalidate: answered before it was published, will retry: %w", err)
@@ -197,6 +197,7 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 		for _, tag := range chunk {
 			if p, in := v.pending[tag]; in {
 				if p.tries++; p.tries >= maxTries {
+					v.gaveUpLocked(tag, p.gen) // its held writers are late (hold.go)
 					gaveUp = append(gaveUp, tag)
 				}
 				v.pending[tag] = p

@@ -44,3 +44,52 @@ func TestResubscribeKeepsL1(t *testing.T) {
 		t.Fatal("the read after the resubscribe reached the upstream")
 	}
 }
+
+// TestHitsReturnAfterRedisRestart: Redis is killed, the replicas notice
+// (breaker open) and go on from L1 and the upstream; once Redis answers
+// again every replica resubscribes (with backoff, no storm) and serves L1
+// hits. The times are logged, not asserted (a shared machine): README's
+// failure table quotes them.
+func TestHitsReturnAfterRedisRestart(t *testing.T) {
+	rs := redistest.Start(t)
+	o := newOrigin(t)
+	var rs3 []*replica
+	for range 3 {
+		rs3 = append(rs3, startReplica(t, o.URL, l2Block(false, rs.Addr())))
+	}
+	for _, r := range rs3 {
+		r.get(t, "/clients/1")
+	}
+	rs.Kill()
+	for i, r := range rs3 {
+		eventually(t, 10*time.Second, fmt.Sprintf("replica %d sees Redis down", i), func() bool {
+			return metric(t, r, "sidecache_l2_up") == 0
+		})
+	}
+	peer := make([]float64, len(rs3))
+	for i, r := range rs3 {
+		peer[i] = metric(t, r, "sidecache_invalidations_total", `source="peer"`)
+	}
+	rs.Restart()
+	answered := time.Now()
+	hit := make([]time.Duration, len(rs3))
+	resub := make([]time.Duration, len(rs3))
+	eventually(t, 10*time.Second, "every replica serves a hit and resubscribed", func() bool {
+		done := true
+		for i, r := range rs3 {
+			if hit[i] == 0 {
+				if _, cs := r.get(t, "/clients/1"); strings.Contains(cs, "hit") {
+					hit[i] = time.Since(answered)
+				}
+			}
+			if resub[i] == 0 && metric(t, r, "sidecache_invalidations_total", `source="peer"`) > peer[i] {
+				resub[i] = time.Since(answered)
+			}
+			done = done && hit[i] > 0 && resub[i] > 0
+		}
+		return done
+	})
+	for i := range rs3 {
+		t.Logf("replica %d: first L1 hit %v, resubscribed %v after Redis answered", i, hit[i].Round(time.Millisecond), resub[i].Round(time.Millisecond))
+	}
+}

@@ -112,6 +112,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 			OnStateChange: s.l2State,
 			OnInvalidate:  s.peerInvalidation,
 			MaxLag:        cfg.Coherence.MaxLag.D(),
+			ShardedPubSub: c.Redis.ShardedPubSub,
 		})
 		if err != nil {
 			s.closeTiers()

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -27,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sidecache/sidecache/bench/internal/fleet"
 	"github.com/sidecache/sidecache/bench/internal/lab"
 	"github.com/sidecache/sidecache/bench/internal/load"
 	"github.com/sidecache/sidecache/bench/internal/report"
@@ -43,6 +45,9 @@ type options struct {
 	// CPU runs only the CPU-per-request table (lab.RunCPU).
 	CPU     bool
 	CPUOpts lab.CPUParams
+	// Fleet runs only the fleet coherence table (fleet.Run).
+	Fleet      fleet.Params
+	FleetLabel string
 }
 
 func main() {
@@ -106,7 +111,9 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&p.CPU, "cpu", false, "measure only CPU µs per request (hit and pass-through) at a fixed -cpu-rate; writes CPU-<stamp>.md and cpu-latest.md under -out")
 	fs.IntVar(&p.CPUOpts.Rate, "cpu-rate", 3000, "-cpu: open-loop req/s, below every server's saturation")
 	fs.IntVar(&p.CPUOpts.Workers, "cpu-workers", 64, "-cpu: connections of the load generator")
-	var cpuSidecars string
+	fs.IntVar(&p.CPUOpts.SplitRate, "cpu-split-rate", 300, "-cpu: open-loop req/s of the split row (-bulk ids each)")
+	var cpuSidecars, cpuRows string
+	fs.StringVar(&cpuRows, "cpu-rows", strings.Join(lab.CPURows(), ","), "-cpu: rows to measure (hit: L1 hit and peers; pass: pass-through and peers; batch: batched misses; split: GET /users?ids=… half cached; l2: L2 hit with Redis's CPU and a plain GET beside it)")
 	fs.StringVar(&cpuSidecars, "cpu-sidecars", "", "-cpu: more sidecache binaries to measure, `name=path,...` (e.g. before=bin/sidecache-79708f5)")
 	fs.BoolVar(&p.Quick, "quick", os.Getenv("BENCH_QUICK") == "1", "shrink everything to finish in under 2 minutes (also BENCH_QUICK=1)")
 	fs.StringVar(&p.Sidecache, "sidecache", "bin/sidecache", "sidecar binary")
@@ -115,8 +122,27 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&p.QueryTime, "query-time", 5*time.Millisecond, "demo: time per query")
 	fs.DurationVar(&p.PerRowTime, "per-row-time", 50*time.Microsecond, "demo: extra time per row of a bulk query")
 	fs.IntVar(&p.Records, "records", 10000, "demo: clients and users")
+	var fleetNs string
+	fs.StringVar(&fleetNs, "fleet", "", "measure only coherence across a fleet: emulated peers per row, `N,...` (e.g. 10,200,1000); writes FLEET-<stamp>-<protocol>.md under -out")
+	fs.IntVar(&p.Fleet.Real, "fleet-real", 3, "-fleet: real sidecache replicas beside the emulated peers")
+	fs.StringVar(&p.Fleet.Protocol, "fleet-protocol", fleet.ProtocolOwn, "-fleet: the emulated peers' heartbeats: own (this release), shared (16d946c and before) or ping (a PING on the subscription connection: the alternative not taken)")
+	fs.IntVar(&p.Fleet.Writes, "fleet-writes", 20, "-fleet: invalidations/s in the write phase")
+	fs.DurationVar(&p.Fleet.Phase, "fleet-phase", 8*time.Second, "-fleet: length of the idle and of the write phase")
+	fs.DurationVar(&p.Fleet.MaxLag, "fleet-max-lag", time.Second, "-fleet: coherence.max_lag")
+	fs.StringVar(&p.FleetLabel, "fleet-label", "this tree", "-fleet: what -sidecache is, for the report (e.g. a commit)")
+	fs.BoolVar(&p.DemoFramework, "demo-framework", false, "demo: answer as a framework's defaults would (demo-upstream -framework: Vary: Accept-Encoding, gzip over 1 KiB, weak ETags)")
 	if err := fs.Parse(args); err != nil {
 		return p, err
+	}
+	for _, s := range splitList(fleetNs) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return p, fmt.Errorf("bad peer count %q in -fleet", s)
+		}
+		p.Fleet.Ns = append(p.Fleet.Ns, n)
+	}
+	if p.Fleet.Protocol != fleet.ProtocolOwn && p.Fleet.Protocol != fleet.ProtocolShared && p.Fleet.Protocol != fleet.ProtocolPing {
+		return p, fmt.Errorf("-fleet-protocol %q: want own, shared or ping", p.Fleet.Protocol)
 	}
 	if p.Quick {
 		set := map[string]bool{}
@@ -139,8 +165,17 @@ func parseFlags(args []string) (options, error) {
 		return p, err
 	}
 	p.CPUOpts.Time, p.CPUOpts.Rounds = p.Duration, p.PeerRounds
-	if p.CPU && (p.CPUOpts.Rate < 1 || p.CPUOpts.Workers < 1) {
-		return p, errors.New("need -cpu-rate >= 1 and -cpu-workers >= 1")
+	if p.CPU && (p.CPUOpts.Rate < 1 || p.CPUOpts.SplitRate < 1 || p.CPUOpts.Workers < 1) {
+		return p, errors.New("need -cpu-rate >= 1, -cpu-split-rate >= 1 and -cpu-workers >= 1")
+	}
+	for _, r := range splitList(cpuRows) {
+		if !slices.Contains(lab.CPURows(), r) {
+			return p, fmt.Errorf("unknown row %q in -cpu-rows (known: %s)", r, strings.Join(lab.CPURows(), ","))
+		}
+		p.CPUOpts.Rows = append(p.CPUOpts.Rows, r)
+	}
+	if p.CPU && len(p.CPUOpts.Rows) == 0 {
+		return p, errors.New("-cpu-rows is empty")
 	}
 	if p.Rows, err = load.PickWorkloads(splitList(rows)); err != nil {
 		return p, err
@@ -187,6 +222,9 @@ func splitList(s string) []string {
 func run(ctx context.Context, p options) (int, error) {
 	if p.CPU {
 		return runCPU(ctx, p)
+	}
+	if len(p.Fleet.Ns) > 0 {
+		return runFleet(ctx, p)
 	}
 	if err := lab.Preflight(p.Params); err != nil {
 		return 2, err
@@ -242,6 +280,14 @@ func runCPU(ctx context.Context, p options) (int, error) {
 	if err := lab.Preflight(p.Params); err != nil {
 		return 2, err
 	}
+	if slices.Contains(p.CPUOpts.Rows, "l2") {
+		if _, err := exec.LookPath("redis-server"); err != nil {
+			return 2, errors.New("redis-server not on PATH: the l2 row needs it (apt-get install redis-server), or leave l2 out of -cpu-rows")
+		}
+	}
+	if slices.Contains(p.CPUOpts.Rows, "batch") || slices.Contains(p.CPUOpts.Rows, "split") {
+		p.Users = lab.ColdUsers // misses on ids never asked before
+	}
 	dir, err := os.MkdirTemp("", "sidecache-bench-")
 	if err != nil {
 		return 1, err
@@ -263,5 +309,33 @@ func runCPU(ctx context.Context, p options) (int, error) {
 	}
 	fmt.Print(rep.Markdown())
 	log.Printf("report: %s", strings.Join(paths, ", "))
+	return 0, nil
+}
+
+// runFleet is the -fleet mode: fleet.Run, then its report.
+func runFleet(ctx context.Context, p options) (int, error) {
+	if _, err := os.Stat(p.Sidecache); err != nil {
+		return 2, fmt.Errorf("-sidecache: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "sidecache-fleet-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(dir)
+	p.Fleet.Sidecache, p.Fleet.Dir = p.Sidecache, dir
+	rep := &fleet.Report{Params: p.Fleet, Label: p.FleetLabel, Started: time.Now(),
+		Command: "bench " + strings.Join(os.Args[1:], " ")}
+	rep.LoadAvg[0] = fleet.LoadAvg()
+	rep.Rows = fleet.Run(ctx, p.Fleet)
+	rep.LoadAvg[1] = fleet.LoadAvg()
+	if ctx.Err() != nil {
+		return 130, ctx.Err()
+	}
+	path, err := rep.Write(p.Out)
+	if err != nil {
+		return 1, err
+	}
+	fmt.Print(rep.Markdown())
+	log.Printf("report: %s", path)
 	return 0, nil
 }

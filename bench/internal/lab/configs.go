@@ -42,8 +42,10 @@ type sidecarPorts struct {
 
 // sidecarYAML writes the config of mode (format: docs/configuration.md).
 func sidecarYAML(mode string, p sidecarPorts) (string, error) {
-	var cached, batched bool
+	var cached, batched, l1off bool
 	switch mode {
+	case "l2-reader": // the CPU table's L2 hit: L1 off, entries from Redis only
+		cached, l1off = true, true
 	case "pass":
 	case "cache":
 		cached = true
@@ -69,6 +71,8 @@ func sidecarYAML(mode string, p sidecarPorts) (string, error) {
 	w("  max_body_bytes: 8MiB")
 	w("  l1:")
 	switch {
+	case l1off:
+		w("    max_bytes: 0")
 	case cached:
 		w("    max_bytes: 256MiB")
 	case batched:
@@ -88,6 +92,9 @@ func sidecarYAML(mode string, p sidecarPorts) (string, error) {
 		return b.String(), nil
 	}
 	ttl := "5m"
+	if l1off {
+		ttl = "1h" // the entries stored before the first round outlive the run
+	}
 	if !cached {
 		ttl = "1ms" // caching off: nothing is stored anyway (no tier), this only satisfies validation
 	}
@@ -154,7 +161,7 @@ func sidecarYAML(mode string, p sidecarPorts) (string, error) {
 // upstream's default 127.0.0.1:3000 and Redis's default 127.0.0.1:6379.
 func PrintConfig(w io.Writer, mode string) error {
 	sp := sidecarPorts{listen: "127.0.0.1:8080", admin: "127.0.0.1:9090", upstream: "127.0.0.1:3000"}
-	if mode == "cache" || mode == "cache+batch" {
+	if mode == "cache" || mode == "cache+batch" || mode == "l2-reader" {
 		sp.redis = "127.0.0.1:6379"
 	}
 	y, err := sidecarYAML(mode, sp)

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -20,12 +20,21 @@ import (
 // one fixed, unsaturated rate, so what differs between them is the CPU each
 // spends per request, not how many requests each could squeeze in.
 type CPUParams struct {
-	Rate    int           // open-loop req/s
-	Workers int           // connections of the load generator
-	Rounds  int           // interleaved rounds; the median is reported
-	Extra   []CPUSidecar  // more sidecache binaries (e.g. a build of an older commit)
-	Time    time.Duration // measured time per cell
+	Rate      int           // open-loop req/s
+	SplitRate int           // open-loop req/s of the split row (each request holds Bulk ids)
+	Workers   int           // connections of the load generator
+	Rounds    int           // interleaved rounds; the median is reported
+	Extra     []CPUSidecar  // more sidecache binaries (e.g. a build of an older commit)
+	Time      time.Duration // measured time per cell
+	Rows      []string      // CPURows to run; empty: all
 }
+
+// CPURows are the -cpu-rows names: the L1 hit and the pass-through on
+// GET /clients/{id}, and the paths only sidecache has — batched misses,
+// the split of a bulk read, the L2 hit (with Redis's plain GET beside it).
+func CPURows() []string { return []string{"hit", "pass", "batch", "split", "l2"} }
+
+func (cp CPUParams) row(name string) bool { return len(cp.Rows) == 0 || slices.Contains(cp.Rows, name) }
 
 // CPUSidecar is one more sidecache binary, or the same with more
 // environment, measured beside -sidecache.
@@ -54,38 +63,75 @@ func ParseCPUSidecars(s string) ([]CPUSidecar, error) {
 type CPUResult struct {
 	Test, Server string
 	// PerReq is the CPU time (user + system) of the server's processes
-	// per answered request, one value per round, sorted.
-	PerReq  []time.Duration
-	TPS     float64 // achieved rate of the median round
-	Errors  int     // over every round
-	Missing string  // why not measured
+	// per answered request, one value per round, sorted. Empty for a
+	// Redis-only row (RedisOnly).
+	PerReq []time.Duration
+	// RedisPerReq is Redis's CPU (INFO cpu) per answered request, one
+	// value per round, sorted; empty for rows that do not use Redis.
+	RedisPerReq []time.Duration
+	RedisOnly   bool      // a plain Redis client, no sidecar
+	PerBulk     []float64 // requests answered per upstream bulk call, per round, sorted
+	IDs         int       // ids per request (the split row), for µs per id
+	HitShare    float64   // Cache-Status hits over answers, median round
+	TPS         float64   // achieved rate of the median round
+	Errors      int       // over every round
+	Missing     string    // why not measured
+	Note        string    // how the row was set up (value size, ...)
 }
 
 // Median is the median round's CPU per request (the lower middle one).
-func (r CPUResult) Median() time.Duration {
-	if len(r.PerReq) == 0 {
+func (r CPUResult) Median() time.Duration { return median(r.PerReq) }
+
+// RedisMedian is the median round's Redis CPU per request.
+func (r CPUResult) RedisMedian() time.Duration { return median(r.RedisPerReq) }
+
+func median[T time.Duration | float64](v []T) T {
+	if len(v) == 0 {
 		return 0
 	}
-	return r.PerReq[(len(r.PerReq)-1)/2]
+	return v[(len(v)-1)/2]
+}
+
+// cpuEntry is one server on one path.
+type cpuEntry struct {
+	row, test, server string
+	start             func() (*sut, error)
+	fill              bool                                            // GET /clients/1..keys once before the warm-up
+	rate              int                                             // 0: CPUParams.Rate
+	next              func() load.Request                             // nil: GET /clients/{id}
+	prep              func(*sut) error                                // before the warm-up and before every round
+	redis             string                                          // Redis address whose CPU counts too
+	bulk              bool                                            // count the demo's bulk calls (GET /users)
+	ids               int                                             // ids per request
+	cell              func(time.Duration) (ok, failed int, err error) // a Redis-only cell instead of an HTTP attack
+	note              func() string
+}
+
+// cellOut is what one measured cell gives.
+type cellOut struct {
+	ok, errors    int
+	tps, hitShare float64
+	cpu, redisCPU time.Duration
+	bulkCalls     int64
+	firstErr      string
 }
 
 // RunCPU measures CPU per request on the hit path (every key cached) and
 // the pass-through path (a route-less proxy in front of the bare Go
 // server, so the upstream's cost is not the proxy's) for sidecache, the
-// extra sidecache binaries, and the installed peers. The CPU is the
-// servers' own: utime + stime of the process and its descendants (NGINX's
-// workers, Varnish's child) from /proc, read before and after each cell.
+// extra sidecache binaries, and the installed peers; then sidecache's own
+// paths (cpuRowEntries). The CPU is the servers' own: utime + stime of
+// the process and its descendants (NGINX's workers, Varnish's child) from
+// /proc, read before and after each cell, and Redis's from INFO cpu.
 func (l *Lab) RunCPU(ctx context.Context, cp CPUParams) ([]CPUResult, error) {
-	log.Printf("cpu per request at %d req/s, %v per cell, %d rounds", cp.Rate, cp.Time, cp.Rounds)
-	bare, err := l.startBare(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("bare Go server: %w", err)
-	}
-	defer l.stopSUT(bare)
-	type entry struct {
-		test, server string
-		start        func() (*sut, error)
-		fill         bool
+	log.Printf("cpu per request at %d req/s, %v per cell, %d rounds, rows %v", cp.Rate, cp.Time, cp.Rounds, cp.Rows)
+	var bare *sut
+	if cp.row("hit") || cp.row("pass") {
+		var err error
+		if bare, err = l.startBare(ctx); err != nil {
+			return nil, fmt.Errorf("bare Go server: %w", err)
+		}
+		defer l.stopSUT(bare)
 	}
 	// The current build at its default (one core, cmd/sidecache/gc.go) and
 	// with two, the machine's cores, as older builds ran: what the default
@@ -94,37 +140,53 @@ func (l *Lab) RunCPU(ctx context.Context, cp CPUParams) ([]CPUResult, error) {
 		{Name: "sidecache", Bin: l.p.Sidecache},
 		{Name: "sidecache GOMAXPROCS=2", Bin: l.p.Sidecache, Env: []string{"GOMAXPROCS=2"}},
 	}, cp.Extra...)
-	var entries []entry
-	for _, sc := range sidecars {
-		entries = append(entries, entry{"hit", sc.Name + " (L1 hit)", func() (*sut, error) {
-			return l.startSidecarBin(ctx, sc, "cache", l.demoAddr, "")
-		}, true})
+	var entries []cpuEntry
+	if cp.row("hit") {
+		for _, sc := range sidecars {
+			entries = append(entries, cpuEntry{row: "hit", test: "hit", server: sc.Name + " (L1 hit)", start: func() (*sut, error) {
+				return l.startSidecarBin(ctx, sc, "cache", l.demoAddr, "")
+			}, fill: true})
+		}
+		entries = append(entries,
+			cpuEntry{row: "hit", test: "hit", server: "nginx proxy_cache", start: func() (*sut, error) { return l.startNginx(ctx, l.demoAddr, true) }, fill: true},
+			cpuEntry{row: "hit", test: "hit", server: "varnish", start: func() (*sut, error) { return l.startVarnish(ctx, l.demoAddr) }, fill: true},
+			cpuEntry{row: "hit", test: "hit", server: "bare Go (from memory)", start: func() (*sut, error) { return bare, nil }},
+			// net/http's own floor on one core, beside sidecache's default.
+			cpuEntry{row: "hit", test: "hit", server: "bare Go GOMAXPROCS=1 (from memory)", start: func() (*sut, error) { return l.startBare(ctx, "GOMAXPROCS=1") }},
+			cpuEntry{row: "hit", test: "hit", server: "fasthttp L1 hit (prototype)", start: func() (*sut, error) { return l.startFastHit(ctx, l.demoAddr) }, fill: true})
 	}
-	entries = append(entries,
-		entry{"hit", "nginx proxy_cache", func() (*sut, error) { return l.startNginx(ctx, l.demoAddr, true) }, true},
-		entry{"hit", "varnish", func() (*sut, error) { return l.startVarnish(ctx, l.demoAddr) }, true},
-		entry{"hit", "bare Go (from memory)", func() (*sut, error) { return bare, nil }, false},
-		// net/http's own floor on one core, beside sidecache's default.
-		entry{"hit", "bare Go GOMAXPROCS=1 (from memory)", func() (*sut, error) { return l.startBare(ctx, "GOMAXPROCS=1") }, false},
-		entry{"hit", "fasthttp L1 hit (prototype)", func() (*sut, error) { return l.startFastHit(ctx, l.demoAddr) }, true})
-	for _, sc := range sidecars {
-		entries = append(entries, entry{"pass", sc.Name + " (no routes)", func() (*sut, error) {
-			return l.startSidecarBin(ctx, sc, "pass", bare.addr, "")
-		}, false})
+	if cp.row("pass") {
+		for _, sc := range sidecars {
+			entries = append(entries, cpuEntry{row: "pass", test: "pass", server: sc.Name + " (no routes)", start: func() (*sut, error) {
+				return l.startSidecarBin(ctx, sc, "pass", bare.addr, "")
+			}})
+		}
+		entries = append(entries,
+			cpuEntry{row: "pass", test: "pass", server: "nginx proxy_pass", start: func() (*sut, error) { return l.startNginx(ctx, bare.addr, false) }})
 	}
-	entries = append(entries,
-		entry{"pass", "nginx proxy_pass", func() (*sut, error) { return l.startNginx(ctx, bare.addr, false) }, false})
+	more, err := l.cpuRowEntries(ctx, cp, sidecars)
+	if err != nil {
+		return nil, err
+	}
+	entries = append(entries, more...)
 
 	w, _ := load.PickWorkloads([]string{"clients-get"})
-	attack := func(s *sut, d time.Duration) *load.Outcome {
-		a := l.attack(s.addr, w[0], d, cp.Rate)
+	attack := func(e cpuEntry, s *sut, d time.Duration) *load.Outcome {
+		a := l.attack(s.addr, w[0], d, cmp.Or(e.rate, cp.Rate))
 		a.Workers = cp.Workers
+		if e.next != nil {
+			a.Next, a.OK = e.next, func(code int) bool { return code == 200 }
+		}
 		return a.Run(ctx)
 	}
 	results := make([]CPUResult, len(entries))
 	suts := make([]*sut, len(entries))
 	for i, e := range entries {
-		results[i] = CPUResult{Test: e.test, Server: e.server}
+		results[i] = CPUResult{Test: e.test, Server: e.server, IDs: e.ids, RedisOnly: e.cell != nil}
+		if e.cell != nil {
+			suts[i] = &sut{}
+			continue
+		}
 		s, err := e.start()
 		switch {
 		case errors.Is(err, errNotInstalled):
@@ -144,47 +206,124 @@ func (l *Lab) RunCPU(ctx context.Context, cp CPUParams) ([]CPUResult, error) {
 				continue
 			}
 		}
+		if e.prep != nil {
+			if err := e.prep(s); err != nil {
+				results[i].Missing = err.Error()
+				continue
+			}
+		}
 		if l.p.Warmup > 0 {
-			attack(s, l.p.Warmup)
+			attack(e, s, l.p.Warmup)
 		}
 		suts[i] = s
 	}
-	var tps [][]float64 = make([][]float64, len(entries))
+	tps := make([][]float64, len(entries))
+	hits := make([][]float64, len(entries))
 	for round := 1; round <= cp.Rounds && ctx.Err() == nil; round++ {
 		for i, s := range suts {
 			if s == nil || ctx.Err() != nil {
 				continue
 			}
-			pids := s.pids()
-			before, err := cpuTime(pids)
+			e := entries[i]
+			out, err := l.cpuCell(ctx, e, s, cp.Time, attack)
+			if err == nil && out.ok == 0 {
+				err = errors.New("no request answered: " + out.firstErr)
+			}
 			if err != nil {
 				results[i].Missing = err.Error()
 				suts[i] = nil
 				continue
 			}
-			out := attack(s, cp.Time)
-			after, _ := cpuTime(pids)
-			if out.OK == 0 {
-				results[i].Missing = "no request answered: " + out.FirstErr
-				suts[i] = nil
-				continue
+			r := &results[i]
+			if !r.RedisOnly {
+				r.PerReq = append(r.PerReq, out.cpu/time.Duration(out.ok))
 			}
-			per := (after - before) / time.Duration(out.OK)
-			results[i].PerReq = append(results[i].PerReq, per)
-			results[i].Errors += out.Errors
-			tps[i] = append(tps[i], out.TPS())
-			log.Printf("  round %d %-5s %-28s %6.1f µs/req  %6.0f req/s  errors %d",
-				round, results[i].Test, results[i].Server, us(per), out.TPS(), out.Errors)
+			if e.redis != "" {
+				r.RedisPerReq = append(r.RedisPerReq, out.redisCPU/time.Duration(out.ok))
+			}
+			if e.bulk && out.bulkCalls > 0 {
+				r.PerBulk = append(r.PerBulk, float64(out.ok)/float64(out.bulkCalls))
+			}
+			r.Errors += out.errors
+			tps[i] = append(tps[i], out.tps)
+			hits[i] = append(hits[i], out.hitShare)
+			log.Printf("  round %d %-12s %-36s %6.1f µs/req  redis %5.1f µs/req  %6.0f req/s  hits %3.0f%%  errors %d",
+				round, r.Test, r.Server, us(out.cpu)/float64(out.ok), us(out.redisCPU)/float64(out.ok), out.tps, 100*out.hitShare, out.errors)
 		}
 	}
 	for i := range results {
 		slices.Sort(results[i].PerReq)
-		if len(tps[i]) > 0 {
-			sort.Float64s(tps[i])
-			results[i].TPS = tps[i][(len(tps[i])-1)/2]
+		slices.Sort(results[i].RedisPerReq)
+		slices.Sort(results[i].PerBulk)
+		slices.Sort(tps[i])
+		slices.Sort(hits[i])
+		results[i].TPS, results[i].HitShare = median(tps[i]), median(hits[i])
+		if entries[i].note != nil && results[i].Missing == "" {
+			results[i].Note = entries[i].note()
 		}
 	}
 	return results, ctx.Err()
+}
+
+// cpuCell runs one measured cell of e: its preparation, then the load,
+// with the CPU counters (and the demo's bulk calls) read on each side.
+func (l *Lab) cpuCell(ctx context.Context, e cpuEntry, s *sut, d time.Duration,
+	attack func(cpuEntry, *sut, time.Duration) *load.Outcome) (cellOut, error) {
+	var out cellOut
+	if e.prep != nil {
+		if err := e.prep(s); err != nil {
+			return out, err
+		}
+	}
+	pids := s.pids()
+	var before, rBefore time.Duration
+	var counts map[string]int64
+	var err error
+	if e.cell == nil {
+		if before, err = cpuTime(pids); err != nil {
+			return out, err
+		}
+	}
+	if e.redis != "" {
+		if rBefore, err = redisCPU(ctx, e.redis); err != nil {
+			return out, err
+		}
+	}
+	if e.bulk {
+		if counts, err = l.demo.counts(ctx); err != nil {
+			return out, err
+		}
+	}
+	if e.cell != nil {
+		begin := time.Now()
+		if out.ok, out.errors, err = e.cell(d); err != nil {
+			return out, err
+		}
+		out.tps = float64(out.ok) / time.Since(begin).Seconds()
+	} else {
+		o := attack(e, s, d)
+		out.ok, out.errors, out.tps, out.firstErr = o.OK, o.Errors, o.TPS(), o.FirstErr
+		if o.OK > 0 {
+			out.hitShare = float64(o.Hits) / float64(o.OK)
+		}
+		after, _ := cpuTime(pids)
+		out.cpu = after - before
+	}
+	if e.redis != "" {
+		after, err := redisCPU(ctx, e.redis)
+		if err != nil {
+			return out, err
+		}
+		out.redisCPU = after - rBefore
+	}
+	if e.bulk {
+		after, err := l.demo.counts(ctx)
+		if err != nil {
+			return out, err
+		}
+		out.bulkCalls = after["GET /users"] - counts["GET /users"]
+	}
+	return out, nil
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

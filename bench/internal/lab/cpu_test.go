@@ -3,7 +3,10 @@ package lab
 import (
 	"os"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseStat(t *testing.T) {
@@ -45,5 +48,41 @@ func TestParseCPUSidecars(t *testing.T) {
 	}
 	if _, err := ParseCPUSidecars("nobin"); err == nil {
 		t.Error("an entry without = was accepted")
+	}
+}
+
+func TestParseRedisCPU(t *testing.T) {
+	info := "# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:0.250000\r\nused_cpu_sys_children:9.000000\r\n"
+	got, err := parseRedisCPU(info)
+	if err != nil || got != 1750*time.Millisecond {
+		t.Errorf("parseRedisCPU = %v, %v; want 1.75s", got, err)
+	}
+	if _, err := parseRedisCPU("# CPU\r\nused_cpu_sys:1.0\r\n"); err == nil {
+		t.Error("INFO without used_cpu_user accepted")
+	}
+}
+
+// splitPath: the first half of the ids are warm keys, the rest cold ids
+// never handed out before, all distinct.
+func TestSplitPath(t *testing.T) {
+	cold := newColdIDs(100)
+	seen := map[string]bool{}
+	for range 50 {
+		ids := strings.Split(strings.TrimPrefix(splitPath(20, 100, cold), "/users?ids="), ",")
+		if len(ids) != 20 {
+			t.Fatalf("%d ids, want 20", len(ids))
+		}
+		for i, id := range ids {
+			n, err := strconv.Atoi(id)
+			if err != nil || i < 10 && (n < 1 || n > 100) || i >= 10 && n <= 100 {
+				t.Fatalf("id %d = %q", i, id)
+			}
+			if i >= 10 {
+				if seen[id] {
+					t.Fatalf("cold id %s handed out twice", id)
+				}
+				seen[id] = true
+			}
+		}
 	}
 }

@@ -76,20 +76,7 @@ func (l *Lab) StopAll() {
 // configuration runs) and the demo upstream.
 func (l *Lab) StartBase(ctx context.Context) error {
 	if l.p.needsRedis() {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		l.redisAddr = "127.0.0.1:" + itoa(port)
-		pr, err := l.start("redis", "redis-server", "--port", itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", l.dir, "--protected-mode", "no")
-		if err != nil {
-			return err
-		}
-		if err := pr.waitReady(ctx, 10*time.Second, func(ctx context.Context) error {
-			_, err := redisCmd(ctx, l.redisAddr, "PING")
-			return err
-		}); err != nil {
+		if err := l.startRedis(ctx); err != nil {
 			return err
 		}
 	}
@@ -99,14 +86,36 @@ func (l *Lab) StartBase(ctx context.Context) error {
 	}
 	l.demoAddr = "127.0.0.1:" + itoa(port)
 	l.demo = demoClient{base: "http://" + l.demoAddr}
-	pr, err := l.start("demo", l.p.Demo, "-listen", l.demoAddr,
+	args := []string{l.p.Demo, "-listen", l.demoAddr,
 		"-slots", itoa(l.p.Slots), "-query-time", l.p.QueryTime.String(),
 		"-per-row-time", l.p.PerRowTime.String(),
-		"-clients", itoa(l.p.Records), "-users", itoa(l.p.Records))
+		"-clients", itoa(l.p.Records), "-users", itoa(max(l.p.Users, l.p.Records))}
+	if l.p.DemoFramework {
+		args = append(args, "-framework")
+	}
+	pr, err := l.start("demo", args...)
 	if err != nil {
 		return err
 	}
 	return pr.waitReady(ctx, 10*time.Second, httpStatus(l.demo.base+"/_demo/counts", 200))
+}
+
+// startRedis starts the run's private redis-server.
+func (l *Lab) startRedis(ctx context.Context) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	l.redisAddr = "127.0.0.1:" + itoa(port)
+	pr, err := l.start("redis", "redis-server", "--port", itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", l.dir, "--protected-mode", "no")
+	if err != nil {
+		return err
+	}
+	return pr.waitReady(ctx, 10*time.Second, func(ctx context.Context) error {
+		_, err := redisCmd(ctx, l.redisAddr, "PING")
+		return err
+	})
 }
 
 // sut is one server under test.
@@ -163,7 +172,7 @@ func (l *Lab) startSidecarBin(ctx context.Context, sc CPUSidecar, mode, upstream
 	if out, err := exec.CommandContext(ctx, bin, "-config", path, "-check").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%s -check rejected the generated config (%v):\n%s\n--- config ---\n%s", bin, err, out, yaml)
 	}
-	if redis != "" {
+	if redis != "" && mode != "l2-reader" { // the readers read what was stored before they started
 		if _, err := redisCmd(ctx, redis, "FLUSHALL"); err != nil {
 			return nil, fmt.Errorf("flush redis: %w", err)
 		}

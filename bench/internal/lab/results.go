@@ -34,6 +34,11 @@ type Params struct {
 	QueryTime  time.Duration
 	PerRowTime time.Duration
 	Records    int // clients = users in the demo
+	Users      int // users in the demo, if more than Records (the CPU table's cold ids)
+	// DemoFramework runs the demo as a framework's defaults would answer
+	// (demo-upstream -framework: Vary: Accept-Encoding, gzip over 1 KiB,
+	// weak ETags, lenient routes and IDs).
+	DemoFramework bool
 }
 
 // needsSidecar reports whether the run needs bin/sidecache.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,21 +52,46 @@ func (r *CPUReport) Markdown() string {
 		"over %v at a fixed open-loop %d req/s (vegeta, %d connections), divided by the requests answered. "+
 		"GET /clients/{id} over %d keys (bodies of the demo's client records, 600 B–1 KB). "+
 		"Hit: every key cached first. Pass: a proxy without routes in front of the bare Go server. "+
+		"Batched miss: GET /users/{id} on ids never asked before, batching on (max_size 100, max_wait 2ms), L1 only, purged before each round. "+
+		"Split: GET /users?ids=… of %d ids at %d req/s, half of them cached before each round, half never asked before. "+
+		"L2 hit: GET /clients/{id} on a replica with L1 off, every entry stored in Redis by another replica (L1 off too). "+
 		"Median of %d interleaved rounds, with the spread (min–max).",
-		r.CPU.Time, r.CPU.Rate, r.CPU.Workers, r.Params.Keys, r.CPU.Rounds)
+		r.CPU.Time, r.CPU.Rate, r.CPU.Workers, r.Params.Keys, r.Params.Bulk, r.CPU.SplitRate, r.CPU.Rounds)
 	w("")
 	w("Machine: %s, %d CPUs, %s; %s; nginx %s; varnish %s.", r.Machine.CPU, r.Machine.NumCPU, r.Machine.Kernel,
 		r.Machine.Go, orDash(r.Machine.Nginx), orDash(r.Machine.Varnish))
 	w("")
-	w("| path | server | CPU µs/request | spread | achieved req/s | errors |")
-	w("|---|---|---:|---|---:|---:|")
+	w("| path | server | CPU µs/request | spread | µs/id | requests per bulk call | Redis µs/request | hits | achieved req/s | errors |")
+	w("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
 	for _, c := range r.Results {
-		if len(c.PerReq) == 0 {
-			w("| %s | %s | — | not measured (%s) | | |", c.Test, c.Server, c.Missing)
+		if c.Missing != "" && len(c.PerReq) == 0 && len(c.RedisPerReq) == 0 {
+			w("| %s | %s | — | not measured (%s) | | | | | | |", c.Test, c.Server, c.Missing)
 			continue
 		}
-		w("| %s | %s | %.1f | %.1f–%.1f | %.0f | %d |", c.Test, c.Server, usf(c.Median()),
-			usf(c.PerReq[0]), usf(c.PerReq[len(c.PerReq)-1]), c.TPS, c.Errors)
+		cpu, spread, perID, bulk, redis, hits := "—", "", "", "", "", ""
+		if len(c.PerReq) > 0 {
+			cpu = fmt.Sprintf("%.1f", usf(c.Median()))
+			spread = fmt.Sprintf("%.1f–%.1f", usf(c.PerReq[0]), usf(c.PerReq[len(c.PerReq)-1]))
+			if c.IDs > 1 {
+				perID = fmt.Sprintf("%.1f", usf(c.Median())/float64(c.IDs))
+			}
+			if c.IDs <= 1 { // a split answer is one of many ids, not a hit
+				hits = fmt.Sprintf("%.0f %%", 100*c.HitShare)
+			}
+		}
+		if len(c.PerBulk) > 0 {
+			bulk = fmt.Sprintf("%.1f", c.PerBulk[(len(c.PerBulk)-1)/2])
+		}
+		if len(c.RedisPerReq) > 0 {
+			redis = fmt.Sprintf("%.1f (%.1f–%.1f)", usf(c.RedisMedian()), usf(c.RedisPerReq[0]), usf(c.RedisPerReq[len(c.RedisPerReq)-1]))
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %d |", c.Test, c.Server, cpu, spread, perID, bulk, redis, hits, c.TPS, c.Errors)
+	}
+	for _, c := range r.Results {
+		if c.Note != "" {
+			w("")
+			w("%s: %s.", c.Server, c.Note)
+		}
 	}
 	w("")
 	find := func(test, prefix string) time.Duration {
@@ -95,8 +121,59 @@ func (r *CPUReport) Markdown() string {
 		w("| %s | %s | %s | %s |", n, ratio(pass, hit), ratio(hit, find("hit", "nginx")), ratio(pass, find("pass", "nginx")))
 	}
 	w("")
+	var rows []string             // the rows only sidecache has, when measured
+	for _, c := range r.Results { // sidecars measured on these rows only
+		if n, _, ok := strings.Cut(c.Server, " ("); ok && !c.RedisOnly && c.Test != "hit" && c.Test != "pass" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	for _, n := range names {
+		batch, split, l2 := find("batched miss", n+" ("), find("split", n+" ("), find("l2 hit", n+" (")
+		if batch == 0 && split == 0 && l2 == 0 {
+			continue
+		}
+		hit := find("hit", n+" (")
+		var perID time.Duration
+		if split > 0 {
+			perID = split / time.Duration(max(r.bulk(), 1))
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s |", n, ratio(batch, hit), ratio(perID, hit),
+			ratio(l2, hit), ratio(r.redisOf(n+" (L2 hit"), r.redisOf("redis GET, paced")), ratio(r.redisOf(n+" (L2 hit"), r.redisOf("redis-benchmark"))))
+	}
+	if len(rows) > 0 {
+		w("| sidecar | batched miss ÷ hit (goal ≤ 1.3×) | split per id ÷ hit | L2 hit ÷ L1 hit (goal ≤ 1.5×) | Redis per L2 hit ÷ paced GET (goal ≤ 1.5×) | Redis per L2 hit ÷ redis-benchmark GET |")
+		w("|---|---:|---:|---:|---:|---:|")
+		for _, row := range rows {
+			w("%s", row)
+		}
+		w("")
+		w("Split per id is the whole request's CPU over its ids, half of them cached and half fetched in shared bulk calls. " +
+			"Redis's CPU is its process's (INFO cpu), heartbeats and pub/sub of the replicas included.")
+		w("")
+	}
 	w("Numbers from a machine running other work are noisy: read the spread, and the ratios within one run.")
 	return b.String()
+}
+
+// bulk is the ids per split request.
+func (r *CPUReport) bulk() int {
+	for _, c := range r.Results {
+		if c.Test == "split" && c.IDs > 0 {
+			return c.IDs
+		}
+	}
+	return r.Params.Bulk
+}
+
+// redisOf is the median Redis CPU per request of the first row whose
+// server starts with prefix.
+func (r *CPUReport) redisOf(prefix string) time.Duration {
+	for _, c := range r.Results {
+		if strings.HasPrefix(c.Server, prefix) && len(c.RedisPerReq) > 0 {
+			return c.RedisMedian()
+		}
+	}
+	return 0
 }
 
 func usf(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -178,7 +178,11 @@ func (r *Report) markdown(chart string) string {
 	w("| load | vegeta %s (library): closed loop, rate 0 (no pacing), %d workers (`Workers` = `MaxWorkers`), keep-alive, %d connections, 30s timeout; each worker sends as soon as it is answered |", r.Machine.Vegeta, p.Workers, p.Workers)
 	w("| keys | %d IDs, %s distribution |", p.Keys, p.Dist)
 	w("| bulk request | %d distinct IDs |", p.Bulk)
-	w("| demo upstream | %d slots (\"DB connections\"), %s per query, +%s per bulk row, %d clients and users |", p.Slots, p.QueryTime, p.PerRowTime, p.Records)
+	demoMode := ""
+	if p.DemoFramework {
+		demoMode = "; framework mode (`-framework`: Vary: Accept-Encoding, gzip over 1 KiB, weak ETags)"
+	}
+	w("| demo upstream | %d slots (\"DB connections\"), %s per query, +%s per bulk row, %d clients and users%s |", p.Slots, p.QueryTime, p.PerRowTime, p.Records, demoMode)
 	w("| data | reset before each row, and again after its warm-up; sidecar cache purged before each row |")
 	w("")
 	w("## Machine")

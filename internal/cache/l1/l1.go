@@ -65,7 +65,7 @@ type Store struct {
 	// leave dead items in grave for the next holder of mu to unindex.
 	mu   sync.Mutex
 	keys map[string]*item
-	tags map[string]map[string]struct{}
+	tags map[string]keySet
 
 	graveMu sync.Mutex
 	grave   []*item
@@ -110,7 +110,7 @@ func New(opts Options) (*Store, error) {
 		now:      opts.Now,
 		maxBytes: opts.MaxBytes,
 		keys:     make(map[string]*item),
-		tags:     make(map[string]map[string]struct{}),
+		tags:     make(map[string]keySet),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -225,8 +225,8 @@ func (s *Store) DeleteTags(tags ...string) int {
 	s.drainLocked()
 	n := 0
 	for _, tag := range tags {
-		// retireLocked deletes from this very map; Go allows that in range.
-		for key := range s.tags[tag] {
+		set := s.tags[tag]
+		for _, key := range set.list() { // a copy: retireLocked removes from the set
 			s.retireLocked(s.keys[key])
 			s.c.Del(key)
 			n++
@@ -242,9 +242,8 @@ func (s *Store) KeysWithTag(tag string, max int) (keys []string, more bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drainLocked()
-	for key := range s.tags[tag] {
-		keys = append(keys, key)
-	}
+	set := s.tags[tag]
+	keys = set.list()
 	slices.Sort(keys)
 	if len(keys) > max {
 		return keys[:max], true
@@ -316,11 +315,8 @@ func (s *Store) indexLocked(it *item) {
 	s.keys[it.key] = it
 	for _, tag := range it.e.Tags {
 		set := s.tags[tag]
-		if set == nil {
-			set = make(map[string]struct{})
-			s.tags[tag] = set
-		}
-		set[it.key] = struct{}{}
+		set.add(it.key)
+		s.tags[tag] = set
 	}
 	s.bytes.Add(it.cost)
 	s.items.Add(1)
@@ -340,10 +336,12 @@ func (s *Store) unindexLocked(it *item) {
 	}
 	delete(s.keys, it.key)
 	for _, tag := range it.e.Tags {
-		if set := s.tags[tag]; set != nil {
-			delete(set, it.key)
-			if len(set) == 0 {
+		if set, ok := s.tags[tag]; ok {
+			set.remove(it.key)
+			if set.empty() {
 				delete(s.tags, tag)
+			} else {
+				s.tags[tag] = set
 			}
 		}
 	}
@@ -366,7 +364,7 @@ func (s *Store) resetLocked() {
 		s.kill(it)
 	}
 	s.keys = make(map[string]*item)
-	s.tags = make(map[string]map[string]struct{})
+	s.tags = make(map[string]keySet)
 	s.graveMu.Lock()
 	s.grave = nil
 	s.graveMu.Unlock()

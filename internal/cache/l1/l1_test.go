@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -87,16 +88,16 @@ func checkIndex(t *testing.T, s *Store) {
 		}
 		bytes += it.cost
 		for _, tag := range it.e.Tags {
-			if _, ok := s.tags[tag][key]; !ok {
+			if set := s.tags[tag]; !slices.Contains(set.list(), key) {
 				t.Errorf("key %q missing under its tag %q", key, tag)
 			}
 		}
 	}
 	for tag, set := range s.tags {
-		if len(set) == 0 {
+		if set.empty() {
 			t.Errorf("empty set kept for tag %q", tag)
 		}
-		for key := range set {
+		for _, key := range set.list() {
 			if s.keys[key] == nil {
 				t.Errorf("tag %q names unindexed key %q", tag, key)
 			}

@@ -73,7 +73,7 @@ func (s *Store) InvalidateTags(ctx context.Context, tags ...string) error {
 	for _, t := range tags {
 		pipe.Eval(cctx, bumpScript, []string{s.epochKey(t)}, now, epochFloor.Milliseconds())
 	}
-	pub := pipe.Publish(cctx, s.channel(), msg)
+	pub := s.publishIn(cctx, pipe, s.channel(), msg)
 	_, err = pipe.Exec(cctx)
 	s.done(ctx, err)
 	if err == nil {
@@ -152,7 +152,7 @@ func (s *Store) publish(ctx context.Context, inv Invalidation) error {
 // full invalidation after any gap, since messages sent meanwhile are lost.
 func (s *Store) subscribe(ctx context.Context) {
 	defer s.wg.Done()
-	ps := s.sub.Subscribe(ctx, s.channels()...)
+	ps := s.subscribeAll(ctx)
 	s.psMu.Lock()
 	s.ps = ps
 	s.psMu.Unlock()
@@ -210,7 +210,18 @@ func (s *Store) subscribe(ctx context.Context) {
 
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind != "subscribe" || m.Count < len(s.channels()) {
+			if m.Kind == "sunsubscribe" && m.Count == 0 {
+				// Cluster moved the slot (failover, resharding) and
+				// dropped the shard subscription: start over.
+				s.log.Warn("invalidation subscription dropped by the cluster, resubscribing")
+				s.subscribed.Store(false)
+				gap, unanswered = true, 0
+				if ps = s.resubscribe(ctx, ps); ps == nil {
+					return
+				}
+				continue
+			}
+			if (m.Kind != "subscribe" && m.Kind != "ssubscribe") || m.Count < len(s.channels()) {
 				continue // not every channel confirmed yet
 			}
 			s.subscribed.Store(true)
@@ -247,7 +258,7 @@ func (s *Store) resubscribe(ctx context.Context, old *redis.PubSub) *redis.PubSu
 	if ctx.Err() != nil {
 		return nil
 	}
-	s.ps = s.sub.Subscribe(ctx, s.channels()...)
+	s.ps = s.subscribeAll(ctx)
 	return s.ps
 }
 

@@ -92,6 +92,9 @@ type Options struct {
 	// Default: 4×Timeout, at least 500 ms, so that a renewal that takes
 	// up to Timeout still lands in time.
 	LeaseHold time.Duration
+	// ShardedPubSub (Cluster only): invalidations and heartbeats use
+	// SPUBLISH/SSUBSCRIBE on channels in one slot (subscribe.go).
+	ShardedPubSub bool
 	// MaxLag is coherence.max_lag: the store publishes a heartbeat every
 	// MaxLag/4 and Proven reports when one last came back (heartbeat.go).
 	// 0 = no heartbeats.
@@ -109,7 +112,8 @@ type Store struct {
 
 	up    atomic.Bool
 	fails atomic.Int32
-	state sync.Mutex // orders transitions and their callbacks
+	okAt  atomic.Int64 // unix ns of the last call Redis answered
+	state sync.Mutex   // orders transitions and their callbacks
 
 	queue   chan op
 	dropped atomic.Uint64
@@ -249,7 +253,7 @@ func (s *Store) key(kind, k string) string { return s.opts.Prefix + kind + k }
 
 func (s *Store) entryKey(k string) string { return s.key("e:", k) }
 func (s *Store) leaseKey(k string) string { return s.key("l:", k) }
-func (s *Store) channel() string          { return s.opts.Prefix + "invalidate" }
+func (s *Store) channel() string          { return s.channelPrefix() + "invalidate" }
 
 // admit is the breaker's gate, checked before any call to Redis.
 func (s *Store) admit() error {
@@ -268,6 +272,7 @@ func (s *Store) admit() error {
 func (s *Store) done(parent context.Context, err error) {
 	if err == nil || errors.Is(err, redis.Nil) {
 		s.fails.Store(0)
+		s.okAt.Store(time.Now().UnixNano())
 		return
 	}
 	if parent.Err() != nil || !unavailable(err) {
@@ -319,7 +324,10 @@ func (s *Store) setUp(up bool, cause error) {
 // success closes it. While it is closed a failure counts like any other, so
 // a store that serves no traffic (every read an L1 hit, or an idle pod)
 // still notices an outage: sidecache_l2_up and /readyz must not say "up"
-// about a Redis that is gone just because nobody asked it anything.
+// about a Redis that is gone just because nobody asked it anything. While
+// the breaker is closed and some call (a heartbeat, every MaxLag/4) was
+// answered within the interval, the PING is skipped: it would prove
+// nothing more, and across a fleet it is 2·N commands a second for Redis.
 func (s *Store) probe() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.ProbeInterval)
@@ -331,6 +339,9 @@ func (s *Store) probe() {
 		case <-t.C:
 		}
 		up := s.up.Load()
+		if up && time.Since(time.Unix(0, s.okAt.Load())) < s.opts.ProbeInterval {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 		err := s.rdb.Ping(ctx).Err()
 		cancel()

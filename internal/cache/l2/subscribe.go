@@ -49,7 +49,44 @@ func retryDelay(n int, rnd func(int64) int64) time.Duration {
 }
 
 // beatChannel is where this replica publishes its heartbeats (heartbeat.go).
-func (s *Store) beatChannel() string { return s.opts.Prefix + "beat:" + s.origin }
+func (s *Store) beatChannel() string { return s.channelPrefix() + "beat:" + s.origin }
+
+// Sharded pub/sub (Options.ShardedPubSub, Redis Cluster). With classic
+// pub/sub a Cluster node forwards every PUBLISH over the cluster bus to
+// every other node, and go-redis sends PUBLISH to any node: a peer's
+// invalidation published on node A reaches this replica's node X over the
+// bus, while its own beat published elsewhere may be delivered first, so
+// the proof could run ahead of what was applied. SPUBLISH runs on the
+// owner of the channel's slot only, and the hash tag puts the invalidation
+// channel and every beat channel in one slot: one node runs all of them in
+// order and delivers them on the one connection that SSUBSCRIBEd both, as
+// a single Redis does.
+func (s *Store) sharded() bool { return s.opts.ShardedPubSub && s.isCluster() }
+
+// channelPrefix starts every channel name: the key prefix, in sharded mode
+// inside a hash tag that names one slot for all of them.
+func (s *Store) channelPrefix() string {
+	if s.sharded() {
+		return "{" + s.opts.Prefix + "coherence}"
+	}
+	return s.opts.Prefix
+}
+
+// subscribeAll subscribes the subscription client to channels().
+func (s *Store) subscribeAll(ctx context.Context) *redis.PubSub {
+	if s.sharded() {
+		return s.sub.SSubscribe(ctx, s.channels()...)
+	}
+	return s.sub.Subscribe(ctx, s.channels()...)
+}
+
+// publishIn queues a publish of msg on channel in pipe.
+func (s *Store) publishIn(ctx context.Context, pipe redis.Pipeliner, channel string, msg []byte) *redis.IntCmd {
+	if s.sharded() {
+		return pipe.SPublish(ctx, channel, msg)
+	}
+	return pipe.Publish(ctx, channel, msg)
+}
 
 // channels are what the subscriber listens to, on one connection: the
 // shared invalidation channel and this replica's own beat channel.
@@ -63,7 +100,11 @@ func (s *Store) publishOn(ctx context.Context, channel string, inv Invalidation)
 	}
 	cctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	err = s.rdb.Publish(cctx, channel, msg).Err()
+	if s.sharded() {
+		err = s.rdb.SPublish(cctx, channel, msg).Err()
+	} else {
+		err = s.rdb.Publish(cctx, channel, msg).Err()
+	}
 	s.done(ctx, err)
 	return err
 }

@@ -1,0 +1,66 @@
+package fleet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"testing"
+	"time"
+)
+
+// TestRunSmall runs the emulator end to end on a private redis-server,
+// without real replicas: every peer hears its own beats (Run fails the
+// row otherwise) and every invalidation the writer published reached
+// every peer.
+func TestRunSmall(t *testing.T) {
+	for _, proto := range []string{ProtocolOwn, ProtocolShared, ProtocolPing} {
+		rows := Run(context.Background(), Params{
+			Ns: []int{3}, Protocol: proto, MaxLag: 100 * time.Millisecond,
+			Writes: 20, Phase: 300 * time.Millisecond, Dir: t.TempDir(),
+		})
+		if len(rows) != 1 || rows[0].Err != "" {
+			t.Fatalf("%s: rows %+v", proto, rows)
+		}
+		r := rows[0]
+		if r.Published == 0 || r.Delivered != 3*r.Published {
+			t.Fatalf("%s: %d published, %d delivered to 3 peers", proto, r.Published, r.Delivered)
+		}
+		if r.ReachP99 == 0 || r.ReachP50 > r.ReachP99 {
+			t.Fatalf("%s: reach p50 %s p99 %s", proto, r.ReachP50, r.ReachP99)
+		}
+	}
+}
+
+// TestReadPush parses what Redis sends a subscriber.
+func TestReadPush(t *testing.T) {
+	in := "*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n" +
+		"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$5\r\nhe\r\no\r\n"
+	rd := bufio.NewReader(bytes.NewBufferString(in))
+	kind, ch, _, err := readPush(rd)
+	if err != nil || kind != "subscribe" || ch != "c" {
+		t.Fatalf("first push: %q %q %v", kind, ch, err)
+	}
+	kind, ch, payload, err := readPush(rd)
+	if err != nil || kind != "message" || ch != "c" || string(payload) != "he\r\no" {
+		t.Fatalf("second push: %q %q %q %v", kind, ch, payload, err)
+	}
+	if _, _, _, err := readPush(rd); err == nil {
+		t.Fatal("no error at the end of input")
+	}
+	if got := string(command("PUBLISH", "c", "x")); got != "*3\r\n$7\r\nPUBLISH\r\n$1\r\nc\r\n$1\r\nx\r\n" {
+		t.Fatalf("command: %q", got)
+	}
+}
+
+// TestHistogram: quantiles are bucket upper bounds, in order.
+func TestHistogram(t *testing.T) {
+	var h histogram
+	for i := 1; i <= 100; i++ {
+		h.add(time.Duration(i) * time.Millisecond)
+	}
+	p50, n := h.quantile(0.5)
+	p99, _ := h.quantile(0.99)
+	if n != 100 || p50 < 50*time.Millisecond || p50 > 51*time.Millisecond || p99 < 99*time.Millisecond || p99 > 100*time.Millisecond {
+		t.Fatalf("n %d p50 %s p99 %s", n, p50, p99)
+	}
+}

@@ -1,0 +1,226 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// respConn is a minimal RESP2 client (INFO, SCAN, STRLEN, SET, GET): the
+// bench module keeps no Redis client library, and the plain-GET reference
+// must cost Redis what any client's GET costs, nothing more.
+type respConn struct {
+	c net.Conn
+	r *bufio.Reader
+	w *bufio.Writer
+}
+
+func dialRESP(ctx context.Context, addr string) (*respConn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &respConn{c: c, r: bufio.NewReader(c), w: bufio.NewWriter(c)}, nil
+}
+
+func (c *respConn) Close() error { return c.c.Close() }
+
+// do sends one command as an array of bulk strings and reads its reply:
+// a string (simple or bulk), an int64, nil, or a []any; an error reply is
+// returned as an error.
+func (c *respConn) do(args ...string) (any, error) {
+	c.c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c.w, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(c.w, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if err := c.w.Flush(); err != nil {
+		return nil, err
+	}
+	return c.read()
+}
+
+func (c *respConn) read() (any, error) {
+	line, err := c.r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return nil, errors.New("redis: empty reply line")
+	}
+	body := line[1:]
+	switch line[0] {
+	case '+':
+		return body, nil
+	case '-':
+		return nil, errors.New("redis: " + body)
+	case ':':
+		return strconv.ParseInt(body, 10, 64)
+	case '$':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < 0 {
+			return nil, err
+		}
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(c.r, b); err != nil {
+			return nil, err
+		}
+		return string(b[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < 0 {
+			return nil, err
+		}
+		out := make([]any, n)
+		for i := range out {
+			if out[i], err = c.read(); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("redis: unexpected reply %q", line)
+}
+
+// redisCPU is Redis's own CPU time so far, user + system over all its
+// threads, from INFO cpu (used_cpu_sys, used_cpu_user: seconds with
+// microsecond precision).
+func redisCPU(ctx context.Context, addr string) (time.Duration, error) {
+	c, err := dialRESP(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	v, err := c.do("INFO", "cpu")
+	if err != nil {
+		return 0, err
+	}
+	info, _ := v.(string)
+	return parseRedisCPU(info)
+}
+
+func parseRedisCPU(info string) (time.Duration, error) {
+	var total float64
+	n := 0
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || k != "used_cpu_sys" && k != "used_cpu_user" {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO cpu %s: %w", k, err)
+		}
+		total += f
+		n++
+	}
+	if n != 2 {
+		return 0, errors.New("INFO cpu lacks used_cpu_sys or used_cpu_user")
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}
+
+// meanValueSize is the mean length of up to 50 values whose keys match
+// pattern: the size the plain-GET reference stores, so both read the same
+// bytes.
+func meanValueSize(ctx context.Context, addr, pattern string) (int, error) {
+	c, err := dialRESP(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	var keys []string
+	for cursor := "0"; len(keys) < 50; {
+		v, err := c.do("SCAN", cursor, "MATCH", pattern, "COUNT", "1000")
+		if err != nil {
+			return 0, err
+		}
+		a, _ := v.([]any)
+		if len(a) != 2 {
+			return 0, errors.New("SCAN: unexpected reply")
+		}
+		for _, k := range a[1].([]any) {
+			keys = append(keys, k.(string))
+		}
+		if cursor = a[0].(string); cursor == "0" {
+			break
+		}
+	}
+	if len(keys) == 0 {
+		return 0, fmt.Errorf("no key matches %s", pattern)
+	}
+	total := 0
+	for _, k := range keys[:min(len(keys), 50)] {
+		v, err := c.do("STRLEN", k)
+		if err != nil {
+			return 0, err
+		}
+		n, _ := v.(int64)
+		total += int(n)
+	}
+	return total / min(len(keys), 50), nil
+}
+
+// pacedGets issues GET of keys (round robin) at rate per second for d,
+// spread over conns connections, each waiting for its reply before its
+// next command: a plain client at the same open-loop rate as the HTTP
+// cells. It returns the replies that held a value and the failures.
+func pacedGets(ctx context.Context, addr string, keys []string, rate, conns int, d time.Duration) (ok, failed int, err error) {
+	var cs []*respConn
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	for range conns {
+		c, err := dialRESP(ctx, addr)
+		if err != nil {
+			return 0, 0, err
+		}
+		cs = append(cs, c)
+	}
+	tokens := make(chan int, rate) // a second's worth: lateness queues here, as vegeta's does
+	go func() {
+		defer close(tokens)
+		start, sent := time.Now(), 0
+		total := int(d.Seconds() * float64(rate))
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for sent < total {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				due := min(total, int(now.Sub(start).Seconds()*float64(rate)))
+				for ; sent < due; sent++ {
+					tokens <- sent
+				}
+			}
+		}
+	}()
+	var nOK, nFail atomic.Int64
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() {
+			for k := range tokens {
+				if v, err := c.do("GET", keys[k%len(keys)]); err == nil && v != nil {
+					nOK.Add(1)
+				} else {
+					nFail.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return int(nOK.Load()), int(nFail.Load()), ctx.Err()
+}

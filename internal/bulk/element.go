@@ -1,0 +1,116 @@
+package bulk
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// representation are the fields of a bulk answer that describe the bytes
+// of the whole array, not of one element (RFC 9110 §8: representation
+// metadata and validators), and Set-Cookie, which was minted for the
+// client whose request opened the batch. An element never carries them.
+var representation = [...]string{
+	"Content-Length", "Content-Encoding", "Content-Range", "Content-Location",
+	"Etag", "Digest", "Content-Digest", "Repr-Digest", "Content-Md5", "Vary", "Set-Cookie",
+}
+
+// ElementHeader is the header of one element of a bulk answer whose stored
+// header (hop-by-hop fields, Age and Content-Length removed) is h: what the
+// app said of the whole answer that holds for each element — its freshness
+// (Cache-Control, Expires, Date; RFC 9111 §4.2), Content-Type, Last-Modified
+// (an element changed no later than the array) and its other fields —
+// without the fields that describe the array's bytes (representation).
+// vary, if not empty, becomes the element's Vary. A 200 element gets etag
+// as its ETag, or, if etag is "", a strong one over its bytes (ETag), so
+// clients can revalidate it and get 304s. h is modified and returned.
+func ElementHeader(h http.Header, status int, body []byte, vary []string, etag string) http.Header {
+	for _, k := range representation {
+		delete(h, k)
+	}
+	if status != http.StatusOK || h.Get("Content-Type") == "" {
+		h["Content-Type"] = []string{"application/json"}
+	}
+	if status != http.StatusOK {
+		delete(h, "Last-Modified")
+	} else {
+		if etag == "" {
+			etag = ETag(body)
+		}
+		h["Etag"] = []string{etag}
+	}
+	if len(vary) > 0 {
+		h["Vary"] = []string{strings.Join(vary, ", ")}
+	}
+	return h
+}
+
+// ETag is a strong entity tag for body (RFC 9110 §8.8.3): 96 bits of its
+// SHA-256, so it changes whenever a byte does, as a strong validator must.
+func ETag(body []byte) string {
+	sum := sha256.Sum256(body)
+	var b [2 + 16]byte
+	b[0] = '"'
+	base64.RawURLEncoding.Encode(b[1:17], sum[:12])
+	b[17] = '"'
+	return string(b[:])
+}
+
+// maxETag bounds an app's per-element validator: longer ones are ignored.
+const maxETag = 256
+
+// ElementETag is the app's own validator for one element (batch.etag_field):
+// the value of the top-level field name of elem, a compact, valid JSON
+// object as Split returns it. A string that is already an entity-tag
+// (`"v7"`, `W/"v7"`, RFC 9110 §8.8.3) is used as is; any other string or a
+// number v becomes the strong tag "v". ok is false when the field is
+// absent, empty, not a string or number, longer than 256 bytes, or holds a
+// character an entity-tag cannot (a space, a quote, a control character,
+// non-ASCII): the caller then makes its own over the bytes.
+func ElementETag(elem []byte, name string) (tag string, ok bool) {
+	if len(elem) < 2 || elem[0] != '{' {
+		return "", false
+	}
+	v := field(elem, name)
+	var s string
+	switch {
+	case v == nil:
+		return "", false
+	case v[0] == '"':
+		if json.Unmarshal(v, &s) != nil {
+			return "", false
+		}
+	case v[0] == '-' || '0' <= v[0] && v[0] <= '9':
+		s = string(v)
+	default:
+		return "", false
+	}
+	if len(s) == 0 || len(s) > maxETag {
+		return "", false
+	}
+	if opaque, _ := strings.CutPrefix(s, "W/"); isOpaqueTag(opaque) {
+		return s, true
+	}
+	if !isETagc(s) {
+		return "", false
+	}
+	return `"` + s + `"`, true
+}
+
+// isOpaqueTag reports whether s is a quoted opaque-tag: DQUOTE *etagc DQUOTE.
+func isOpaqueTag(s string) bool {
+	return len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' && isETagc(s[1:len(s)-1])
+}
+
+// isETagc reports whether every byte of s is an etagc (%x21 / %x23-7E; the
+// obs-text range is refused, so a tag is plain ASCII).
+func isETagc(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c == '"' || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/bulk"
+	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/forward"
+	"github.com/sidecache/sidecache/internal/httpcache"
+)
+
+// Why an element of a bulk answer was not stored: the reason label of
+// sidecache_batch_not_stored_total (docs/configuration.md, "Batching").
+const (
+	notStoredVaryStar       = "vary-star"        // Vary: *
+	notStoredVaryPerRequest = "vary-per-request" // Vary names a header each request of the batch may send differently
+	notStoredVaryWithheld   = "vary-withheld"    // Vary names a header the opener sent but the route withheld (learned now)
+	notStoredPrivate        = "private"          // private, no-store or Set-Cookie on the bulk answer
+	notStoredUncacheable    = "uncacheable"      // admit refused it: no-cache, no freshness, too large, tags over bounds
+)
+
+var notStoredReasons = [...]string{notStoredVaryStar, notStoredVaryPerRequest, notStoredVaryWithheld, notStoredPrivate, notStoredUncacheable}
+
+// keepElement is keep for one element of a bulk answer (nil: the id was
+// absent): the same admit and store as a per-ID fetch, under the member's
+// key, with the header the app would have sent for the element alone
+// (bulk.ElementHeader: the bulk answer's freshness and fields, the app's
+// own validator for the element when batch.etag_field names it, else a
+// strong ETag over the element's bytes).
+//
+// The bulk answer's Vary names request headers of the bulk call, which
+// carried the opener's headers (elementVary). Where every request of the
+// batch sent the same value, the element is shared and stored as the
+// variant that value selects; where they may differ, it is for the
+// requests of this call only, and the clients are told so (private, RFC
+// 9111 §5.2.2.7), as for a bulk answer marked private. Each element not
+// stored is counted by reason, and each reason logged once per route.
+func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.Header, requested time.Time) bulkAnswer {
+	status, body := http.StatusOK, elem
+	if elem == nil {
+		status, body = http.StatusNotFound, notFoundBody
+	}
+	names, reason := x.elementVary(upstream)
+	if reason == "" && httpcache.Private(upstream) {
+		reason = notStoredPrivate
+	}
+	etag := ""
+	if f := x.rs.rt.Batch.ETagField; f != "" && elem != nil {
+		etag, _ = bulk.ElementETag(elem, f)
+	}
+	h := bulk.ElementHeader(httpcache.StoredHeader(upstream), status, body, names, etag)
+	if reason != "" {
+		h["Cache-Control"] = []string{"private"}
+		if httpcache.HasDirective(upstream, "private") || httpcache.HasDirective(upstream, "no-store") {
+			h["Cache-Control"] = slices.Clone(upstream.Values("Cache-Control"))
+		}
+		x.notStored(reason, upstream)
+		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
+	}
+	if age, ok := upstream["Age"]; ok {
+		h["Age"] = age // admit reads the answer's age from it; the entry does not keep it
+	}
+	f := x.keep(ctx, status, h, body, requested)
+	if !f.stored && status == http.StatusOK {
+		x.notStored(notStoredUncacheable, upstream)
+	}
+	return bulkAnswer{e: f.c.e, stored: f.stored, private: f.c.private, vary: f.c.vary, vkey: f.c.vkey}
+}
+
+// elementVary sorts the names of a bulk answer's Vary (issue 24 item 1)
+// into those the elements are stored as variants of, or a reason they
+// cannot be shared:
+//
+//   - Accept-Encoding and Accept: the bulk call sends its own (none, and
+//     application/json), the same for every request of the batch; the
+//     transport undoes the coding, so each element is identity-coded and
+//     answers every client (RFC 9110 §12.5.3). Express's compression()
+//     adds Vary: Accept-Encoding to every answer: this is that case.
+//   - a header the batch group is keyed on (forward.Rules.Grouped): every
+//     request of the batch sent the same value; the element is stored as
+//     that variant, keyed as a per-ID fetch's would be.
+//   - a header the route withholds: the bulk call did not send it. If the
+//     opener's request carried it, the upstream answered another variant
+//     than the opener's (vary-withheld); the route forwards it from now on
+//     (groups then split on it). Else the element is the variant of its
+//     absence, stored as such.
+//   - "*", a header the sidecar writes (forward.Own), one forwarded with
+//     the opener's value but not part of the group (User-Agent, Referer,
+//     Via), or one never forwarded: the requests of the batch may differ
+//     in it, so no member's key can hold the element.
+func (x *exchange) elementVary(upstream http.Header) (names []string, reason string) {
+	all, star := cachekey.ParseVary(upstream)
+	if star {
+		return nil, notStoredVaryStar
+	}
+	rules := x.rs.fwd.rules
+	for _, n := range all {
+		switch {
+		case n == "Accept-Encoding" || n == "Accept":
+		case forward.Own(n) || neverForwarded(n):
+			return nil, notStoredVaryPerRequest
+		case rules.Grouped(n):
+			names = append(names, n)
+		case rules.Forwards(n):
+			return nil, notStoredVaryPerRequest
+		default:
+			if _, sent := x.r.Header[n]; sent {
+				x.rs.fwd.learnVary(x.r, []string{n})
+				return nil, notStoredVaryWithheld
+			}
+			names = append(names, n)
+		}
+	}
+	return names, ""
+}
+
+// notStored counts an element not stored and logs the reason once per
+// route (routeState.notStoredLogged).
+func (x *exchange) notStored(reason string, upstream http.Header) {
+	x.rs.bm.NotStored(reason)
+	if _, seen := x.rs.notStoredLogged.LoadOrStore(reason, true); !seen {
+		x.h.log.Warn("batch route: elements of bulk answers not stored",
+			"route", x.rs.rt.Name, "reason", reason, "vary", upstream.Values("Vary"), "cache_control", upstream.Values("Cache-Control"))
+	}
+}
