@@ -70,10 +70,12 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int, answe
 		x.leanPass(st)
 	} else {
 		pi := &passInfo{rec: x.rec, rm: x.rs.m, start: x.start, st: st, after: after, in: x.r.Context()}
-		x.st.pass.ServeHTTP(x.h.interimGuard(x.w, x.r), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
-		if pi.stop != nil {
-			pi.stop()
+		if after != nil {
+			// ReverseProxy panics with http.ErrAbortHandler when the
+			// client is gone mid-body: the detached context ends anyway.
+			defer pi.end()
 		}
+		x.st.pass.ServeHTTP(x.h.interimGuard(x.w, x.r), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
 	}
 	x.count(outcomes[o].result)
 }
@@ -152,6 +154,13 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 		},
 		ErrorLog:   slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 		BufferPool: h.bufs,
+	}
+}
+
+// end ends a write's detached context (detachWrite), if it has one.
+func (pi *passInfo) end() {
+	if pi.stop != nil {
+		pi.stop()
 	}
 }
 
