@@ -12,7 +12,7 @@ DURATION ?= 10m
 soak-invariants:
 	INVARIANT_SOAK=$(DURATION) $(GO) test -count=1 -run '^TestSoak$$' -timeout 0 -v ./internal/invariant
 
-.PHONY: run test test-all build vet fmt-check tidy-check lint test-go test-timing test-deploy test-bench bench bench-quick bench-cpu bench-fleet image image-engine clean
+.PHONY: run test test-all build vet fmt-check tidy-check lint test-go test-timing test-deploy test-bench bench bench-quick bench-cpu bench-fleet image image-demo image-engine clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sidecache ./cmd/sidecache
@@ -127,8 +127,16 @@ image:
 	  -tar ../$(BIN)/sidecache-$(VERSION)-$(IMAGE_ARCH).tar -layout ../$(BIN)/oci/sidecache-$(VERSION)-$(IMAGE_ARCH)
 	@echo "image: $(BIN)/sidecache-$(VERSION)-$(IMAGE_ARCH).tar ($(IMAGE_REPO):$(VERSION))"
 
+# The example app's image: the sidecar plus demo-upstream (never production).
+image-demo: image
+	cd deploy && $(GO) run ./cmd/image -demo -bin ../$(BIN)/image/$(IMAGE_ARCH) -arch $(IMAGE_ARCH) \
+	  -version $(VERSION) -tag $(IMAGE_REPO)-demo:$(VERSION) \
+	  -tar ../$(BIN)/sidecache-demo-$(VERSION)-$(IMAGE_ARCH).tar
+	@echo "image: $(BIN)/sidecache-demo-$(VERSION)-$(IMAGE_ARCH).tar ($(IMAGE_REPO)-demo:$(VERSION))"
+
 image-engine:
 	$(CONTAINER_ENGINE) build --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO):$(VERSION) .
+	$(CONTAINER_ENGINE) build --target demo --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO)-demo:$(VERSION) .
 
 FORCE:
 
