@@ -82,10 +82,12 @@ bench: build $(BIN)/bench
 bench-quick: build $(BIN)/bench
 	BENCH_QUICK=1 $(BIN)/bench -out $(BENCH_QUICK_OUT)
 
-# CPU µs per request (hit and pass-through) at a fixed 3,000 req/s for
-# sidecache and the installed peers: bench/results/cpu-latest.md (≈ 5 min).
+# CPU µs per request at a fixed 3,000 req/s for sidecache and the
+# installed peers — hit, pass-through, batched miss, split, L2 hit (with
+# Redis's CPU): bench/results/cpu-latest.md (≈ 10 min). Some rows only:
+# make bench-cpu CPU_ARGS='-cpu-rows batch,split,l2'.
 # CPU_BEFORE=<rev> also measures a sidecache built from that commit
-# (git archive into a temp dir), e.g. make bench-cpu CPU_BEFORE=79708f5.
+# (git archive into a temp dir), e.g. make bench-cpu CPU_BEFORE=16d946c.
 CPU_BEFORE ?=
 bench-cpu: build $(BIN)/bench
 	@set -e; extra=""; \
