@@ -82,7 +82,8 @@ type Profile struct {
 // resource's version. Bulk: GET /u?ids=1,2 answers a JSON array of stamps.
 type Origin struct {
 	*httptest.Server
-	Calls atomic.Int64 // every request received
+	Calls  atomic.Int64 // every request received
+	Writes atomic.Int64 // every PATCH received
 
 	mu       sync.Mutex
 	ver      map[string]int
@@ -135,6 +136,9 @@ func Resource(path string) string {
 
 func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	o.Calls.Add(1)
+	if r.Method == http.MethodPatch {
+		o.Writes.Add(1)
+	}
 	if r.URL.Path == "/u" {
 		o.bulk(w, r)
 		return

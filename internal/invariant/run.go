@@ -122,6 +122,10 @@ type run struct {
 	mu   sync.Mutex
 	acks map[string][]ack
 	rep  Report
+	// patches counts the PATCHes sent: a round ends only once the origin
+	// has received them all, so a write whose client hung up (and which
+	// the sidecar still forwards) counts in its own round's budget.
+	patches int64
 }
 
 type ack struct {
@@ -177,6 +181,18 @@ func (r *run) round(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	for _, q := range reqs {
+		if q.method == http.MethodPatch {
+			r.patches++
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); r.cfg.Origin.Writes.Load() < r.patches; {
+		if time.Now().After(deadline) {
+			r.patches = r.cfg.Origin.Writes.Load() // never forwarded: resync
+			break
+		}
+		time.Sleep(time.Millisecond) // a hung-up write still on its way
+	}
 	r.rep.Requests += n
 	used := r.cfg.Origin.Calls.Load() - before
 	if r.rep.MaxRoundBudget == 0 || used*r.rep.MaxRoundBudget > r.rep.MaxRound*int64(budget) {
