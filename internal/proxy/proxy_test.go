@@ -463,11 +463,15 @@ func TestStaleWhileRevalidate(t *testing.T) {
 		mu.Unlock()
 		fmt.Fprintf(w, "v%d", me)
 	})
+	// The proxy's clock, moved past the TTL by the test: with a 50 ms TTL
+	// on the wall clock, a loaded machine let the refreshed v2 go stale
+	// before the test read it, and v3, v4… followed.
+	c := &clock{}
 	rt := clientRoute
-	rt.TTL, rt.StaleWhileRevalidate = 50*time.Millisecond, time.Minute
-	e := newEnv(t, up, []testRoute{rt})
+	rt.TTL, rt.StaleWhileRevalidate = time.Minute, time.Hour
+	e := newEnv(t, up, []testRoute{rt}, withClock(c))
 	e.get("/clients/1")
-	time.Sleep(80 * time.Millisecond)
+	c.advance(rt.TTL + time.Second)
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Add(1)
