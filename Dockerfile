@@ -1,10 +1,12 @@
 # syntax=docker/dockerfile:1
 #
-# sidecache image: the sidecar and the demo upstream, both static, on
-# distroless/static as a non-root user. The example Kubernetes app runs
-# /usr/local/bin/demo-upstream from this same image.
+# sidecache image: the sidecar, static, on distroless/static as a non-root
+# user. The last stage is the production image and the default target; the
+# "demo" target adds the demo upstream (/usr/local/bin/demo-upstream), which
+# the example Kubernetes app runs, and is never what production pulls.
 #
 #   docker build --build-arg VERSION=$(git describe --tags --always) -t sidecache:dev .
+#   docker build --target demo --build-arg VERSION=… -t sidecache-demo:dev .
 #   podman build (or buildah bud) takes the same arguments: every base image
 #   name is fully qualified, so no registry search list is consulted.
 #   Without any engine: make image (deploy/cmd/image).
@@ -35,14 +37,28 @@ RUN --mount=type=cache,target=/go/pkg/mod \
       -ldflags="-s -w -X main.version=${VERSION}" \
       -o /out/ ./cmd/sidecache ./cmd/demo-upstream
 
+# The demo image: the sidecar plus the demo upstream, for the example app
+# (deploy/kubernetes/example) and a kind or minikube trial.
+FROM gcr.io/distroless/static-debian12:nonroot AS demo
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="sidecache-demo" \
+      org.opencontainers.image.description="sidecache with its demo upstream, for examples; not for production" \
+      org.opencontainers.image.version="${VERSION}"
+COPY --from=build /out/sidecache /out/demo-upstream /usr/local/bin/
+USER 65532:65532
+EXPOSE 8080 9090 3000
+ENTRYPOINT ["/usr/local/bin/sidecache"]
+CMD ["-config", "/etc/sidecache/sidecache.yaml"]
+
+# The production image (the default target): the sidecar alone.
 # distroless/static: CA certificates, tzdata and /etc/passwd with the
 # "nonroot" user (65532), and nothing else — no shell, no package manager.
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM gcr.io/distroless/static-debian12:nonroot AS sidecache
 ARG VERSION=dev
 LABEL org.opencontainers.image.title="sidecache" \
       org.opencontainers.image.description="Reverse-proxy caching sidecar with a two-tier (in-process + Redis) cache" \
       org.opencontainers.image.version="${VERSION}"
-COPY --from=build /out/sidecache /out/demo-upstream /usr/local/bin/
+COPY --from=build /out/sidecache /usr/local/bin/
 # Numeric, so Kubernetes' runAsNonRoot can verify it without a passwd lookup.
 USER 65532:65532
 # 8080: proxy listener, 9090: admin (/metrics, /healthz, /readyz).

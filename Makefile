@@ -12,7 +12,7 @@ DURATION ?= 10m
 soak-invariants:
 	INVARIANT_SOAK=$(DURATION) $(GO) test -count=1 -run '^TestSoak$$' -timeout 0 -v ./internal/invariant
 
-.PHONY: run test test-all build vet fmt-check tidy-check lint test-go test-timing test-deploy test-bench bench bench-quick bench-cpu bench-fleet image image-engine clean
+.PHONY: run test test-all build vet fmt-check tidy-check lint test-go test-timing test-deploy test-bench bench bench-quick bench-cpu bench-fleet image image-demo image-engine clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/sidecache ./cmd/sidecache
@@ -82,10 +82,12 @@ bench: build $(BIN)/bench
 bench-quick: build $(BIN)/bench
 	BENCH_QUICK=1 $(BIN)/bench -out $(BENCH_QUICK_OUT)
 
-# CPU µs per request (hit and pass-through) at a fixed 3,000 req/s for
-# sidecache and the installed peers: bench/results/cpu-latest.md (≈ 5 min).
+# CPU µs per request at a fixed 3,000 req/s for sidecache and the
+# installed peers — hit, pass-through, batched miss, split, L2 hit (with
+# Redis's CPU): bench/results/cpu-latest.md (≈ 10 min). Some rows only:
+# make bench-cpu CPU_ARGS='-cpu-rows batch,split,l2'.
 # CPU_BEFORE=<rev> also measures a sidecache built from that commit
-# (git archive into a temp dir), e.g. make bench-cpu CPU_BEFORE=79708f5.
+# (git archive into a temp dir), e.g. make bench-cpu CPU_BEFORE=16d946c.
 CPU_BEFORE ?=
 bench-cpu: build $(BIN)/bench
 	@set -e; extra=""; \
@@ -127,8 +129,16 @@ image:
 	  -tar ../$(BIN)/sidecache-$(VERSION)-$(IMAGE_ARCH).tar -layout ../$(BIN)/oci/sidecache-$(VERSION)-$(IMAGE_ARCH)
 	@echo "image: $(BIN)/sidecache-$(VERSION)-$(IMAGE_ARCH).tar ($(IMAGE_REPO):$(VERSION))"
 
+# The example app's image: the sidecar plus demo-upstream (never production).
+image-demo: image
+	cd deploy && $(GO) run ./cmd/image -demo -bin ../$(BIN)/image/$(IMAGE_ARCH) -arch $(IMAGE_ARCH) \
+	  -version $(VERSION) -tag $(IMAGE_REPO)-demo:$(VERSION) \
+	  -tar ../$(BIN)/sidecache-demo-$(VERSION)-$(IMAGE_ARCH).tar
+	@echo "image: $(BIN)/sidecache-demo-$(VERSION)-$(IMAGE_ARCH).tar ($(IMAGE_REPO)-demo:$(VERSION))"
+
 image-engine:
 	$(CONTAINER_ENGINE) build --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO):$(VERSION) .
+	$(CONTAINER_ENGINE) build --target demo --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO)-demo:$(VERSION) .
 
 FORCE:
 

@@ -40,6 +40,15 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("FROM %s: want a fully qualified name (docker.io/library/…, gcr.io/…)", m[1])
 		}
 	}
+	// The final stage (the default target, what production builds) is the
+	// sidecar alone; the demo upstream is only in the "demo" target.
+	last := df[strings.LastIndex(df, "\nFROM "):]
+	if strings.Contains(last, "demo-upstream") {
+		t.Error("the Dockerfile's final (production) stage installs demo-upstream")
+	}
+	if !regexp.MustCompile(`(?m)^FROM \S+ AS demo$`).MatchString(df) {
+		t.Error("the Dockerfile has no demo target for the example app")
+	}
 	// The final stage's user: numeric and not root, so the kubelet can
 	// enforce runAsNonRoot.
 	users := regexp.MustCompile(`(?m)^USER\s+(\S+)`).FindAllStringSubmatch(df, -1)

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -37,6 +38,7 @@ type rendered struct {
 	secrets         []corev1.Secret
 	namespaces      []corev1.Namespace
 	pdbs            []policyv1.PodDisruptionBudget
+	netpols         []networkingv1.NetworkPolicy
 	podMonitors     []podMonitor
 	prometheusRules []prometheusRule
 }
@@ -104,6 +106,9 @@ func render(t *testing.T, dir string) *rendered {
 		case "policy/v1/PodDisruptionBudget":
 			out.pdbs = append(out.pdbs, policyv1.PodDisruptionBudget{})
 			target = &out.pdbs[len(out.pdbs)-1]
+		case "networking.k8s.io/v1/NetworkPolicy":
+			out.netpols = append(out.netpols, networkingv1.NetworkPolicy{})
+			target = &out.netpols[len(out.netpols)-1]
 		case "monitoring.coreos.com/v1/PodMonitor":
 			out.podMonitors = append(out.podMonitors, podMonitor{})
 			target = &out.podMonitors[len(out.podMonitors)-1]

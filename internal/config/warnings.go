@@ -9,10 +9,11 @@ import (
 // each starting with its field path. -check prints them and still exits 0.
 //
 // An unconstrained param that a tag or invalidate template names lets one ID be
-// spelled many ways: PATCH /clients/07 updates client 7 upstream but drops
-// tag client:07, so /clients/7 stays stale for its TTL. Anchoring the param
-// ({id:[1-9][0-9]*}) makes a non-canonical spelling match no cached or
-// invalidating route at all.
+// spelled many ways (ABC, abc). Writes are safe either way — a write is
+// matched under its canonical and folded spellings too, and every entry
+// carries its folded URI tag (internal/spelling) — but a purge by tag
+// (POST /purge?tag=item:abc) finds only the spelling it names. Anchoring
+// the param ({id:[1-9][0-9]*}) leaves one spelling to cache and purge.
 func (c *Config) Warnings() []string {
 	var out []string
 	for i, r := range c.Routes {
@@ -24,7 +25,7 @@ func (c *Config) Warnings() []string {
 				continue // a tag without the param is one tag whatever the spelling
 			}
 			out = append(out, fmt.Sprintf(
-				"routes[%d].path: param {%s} of %q is unconstrained on a route with tags or invalidate: two spellings of one ID (7, 07) name two tags; anchor it, e.g. {%s:[1-9][0-9]*}",
+				"routes[%d].path: param {%s} of %q is unconstrained on a route with tags or invalidate: two spellings of one ID (ABC, abc) name two tags, and a purge by tag finds one; anchor it, e.g. {%s:[1-9][0-9]*}",
 				i, name, r.Path, name))
 		}
 	}

@@ -187,6 +187,26 @@ func (f *Rules) Withheld(h http.Header, names []string) bool {
 	return false
 }
 
+// SentWithout reports whether an answer that varies on names was fetched
+// without one of them although the request header h carried it, judged by
+// sent, the header the fetch actually carried upstream: what the route
+// forwards now may have been learned after that fetch left, and the
+// upstream answered what it was sent (RFC 9111 §4.1).
+//
+// The headers the sidecar writes itself (Own) are not withheld ones: no
+// fetch ever sends the client's, and VariesOnOwn keeps such an answer to
+// its client.
+func SentWithout(h, sent http.Header, names []string) bool {
+	for _, n := range names {
+		if _, carried := h[n]; carried && !Own(n) {
+			if _, went := sent[n]; !went {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // LearnVary forwards, from now on, every header of names that the request
 // header h carried but the route withheld; it reports whether it learned
 // one, so the caller can fetch again with it.

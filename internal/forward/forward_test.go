@@ -186,3 +186,25 @@ func TestOwnHeaders(t *testing.T) {
 		t.Error("VariesOnOwn on headers the client sends")
 	}
 }
+
+// SentWithout judges an answer by the header its fetch sent (issue 20.9):
+// a header learned after the fetch left does not make it the client's
+// variant, and the sidecar's own headers are never the client's to send.
+func TestSentWithout(t *testing.T) {
+	client := http.Header{"X-Tenant": {"globex"}, "Accept-Language": {"fr"}, "Forwarded": {"for=1.2.3.4"}}
+	for _, c := range []struct {
+		sent  http.Header
+		names []string
+		want  bool
+	}{
+		{http.Header{}, []string{"X-Tenant"}, true},
+		{http.Header{"X-Tenant": {"globex"}}, []string{"X-Tenant"}, false},
+		{http.Header{"X-Tenant": {"globex"}}, []string{"Accept-Language", "X-Tenant"}, true},
+		{http.Header{}, []string{"X-Api-Key"}, false}, // the client sent none
+		{http.Header{}, []string{"Forwarded"}, false}, // the sidecar's own
+	} {
+		if got := forward.SentWithout(client, c.sent, c.names); got != c.want {
+			t.Errorf("SentWithout(sent %v, vary %v) = %v, want %v", c.sent, c.names, got, c.want)
+		}
+	}
+}

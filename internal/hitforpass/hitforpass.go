@@ -32,8 +32,12 @@ type Set struct {
 }
 
 // passUntil is one remembered key; its address tells a current ref from a
-// stale one.
-type passUntil struct{ until time.Time }
+// stale one. vary is set on a URL's key whose too-large answer varied on
+// these request headers: then only the variants added themselves pass.
+type passUntil struct {
+	until time.Time
+	vary  []string
+}
 
 type passRef struct {
 	key string
@@ -47,33 +51,58 @@ const (
 	passOverhead = 128
 )
 
-func passBytes(key string) int64 { return int64(len(key)) + passOverhead }
+func passBytes(key string, vary []string) int64 {
+	n := int64(len(key)) + passOverhead
+	for _, v := range vary {
+		n += int64(len(v)) + 16
+	}
+	return n
+}
 
-// Active reports whether key was added with an until after now; an expired
-// key is forgotten.
+// Active reports whether key was added with an until after now, as a whole
+// (Add, not AddVary); an expired key is forgotten.
 func (p *Set) Active(key string, now time.Time) bool {
+	on, vary := p.Lookup(key, now)
+	return on && vary == nil
+}
+
+// Lookup reports whether key is remembered until after now, and, when it
+// was added with AddVary, the request headers its answers vary on: the
+// caller then asks again for the key of the request's own variant. An
+// expired key is forgotten.
+func (p *Set) Lookup(key string, now time.Time) (bool, []string) {
 	v, ok := p.m.Load(key)
 	if !ok {
-		return false
+		return false, nil
 	}
 	pu := v.(*passUntil)
 	if now.Before(pu.until) {
-		return true
+		return true, pu.vary
 	}
 	p.mu.Lock()
 	p.removeLocked(key, pu)
 	p.mu.Unlock()
-	return false
+	return false, nil
 }
 
 // Add remembers key until the given time, replacing an earlier add of it.
-func (p *Set) Add(key string, until time.Time) {
-	pu := &passUntil{until: until}
+func (p *Set) Add(key string, until time.Time) { p.add(key, nil, until) }
+
+// AddVary remembers until the given time that key's answer was too large
+// and varied on vary (RFC 9111 §4.1): hit-for-pass is per variant, so
+// only the variants the caller adds with Add pass through, and a
+// request for another variant of the URL is still cached.
+func (p *Set) AddVary(key string, vary []string, until time.Time) { p.add(key, vary, until) }
+
+func (p *Set) add(key string, vary []string, until time.Time) {
+	pu := &passUntil{until: until, vary: vary}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, replaced := p.m.Swap(key, pu); !replaced {
+	if old, replaced := p.m.Swap(key, pu); !replaced {
 		p.live++
-		p.bytes += passBytes(key)
+		p.bytes += passBytes(key, vary)
+	} else {
+		p.bytes += passBytes(key, vary) - passBytes(key, old.(*passUntil).vary)
 	}
 	p.order = append(p.order, passRef{key, pu})
 	for p.bytes > maxBytes && len(p.order) > 0 {
@@ -100,6 +129,6 @@ func (p *Set) Add(key string, until time.Time) {
 func (p *Set) removeLocked(key string, pu *passUntil) {
 	if p.m.CompareAndDelete(key, pu) {
 		p.live--
-		p.bytes -= passBytes(key)
+		p.bytes -= passBytes(key, pu.vary)
 	}
 }

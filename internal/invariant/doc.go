@@ -36,7 +36,8 @@
 //     Accept-Encoding accepts identity only);
 //   - budget: the upstream calls of a round of concurrent requests stay
 //     within the sum of their budgets (BudgetRead, BudgetWrite,
-//     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs), resends apart;
+//     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs), resends apart (see
+//     BudgetRead);
 //   - resend: no upstream request (one X-Request-Id) reaches the origin
 //     more than MaxSends times: once, and once more after a hang-up on a
 //     reused connection (RFC 9112 §9.3.1);
@@ -49,7 +50,7 @@
 //
 //	go test ./internal/invariant                       # fixed seeds (make test)
 //	INVARIANT_FEATURES=all go test ./internal/invariant # every feature, gated ones too
-//	go test -run - -fuzz FuzzInvariants -fuzztime 5m ./internal/invariant
+//	go test -run - -fuzz FuzzInvariants -fuzztime 5m -parallel 1 ./internal/invariant
 //	make soak-invariants DURATION=10m                  # seed after seed
 //
 // INVARIANT_FEATURES is "all", or a comma list that adds (name, +name) or

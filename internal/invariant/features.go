@@ -51,15 +51,15 @@ var Features = []Feature{
 	{Name: "bulk-vary-gzip", On: true, Gate: "24.1", Note: "bulk answers as behind compression(): Vary: Accept-Encoding always, gzip when accepted (elements must still be identity, shared)"},
 
 	// What the origin does, drawn per resource per round and per request.
-	{Name: "vary", Gate: "20.9", Note: "answers vary on a random subset of Accept-Encoding, Accept-Language, X-Tenant"},
+	{Name: "vary", On: true, Note: "answers vary on a random subset of Accept-Encoding, Accept-Language, X-Tenant"},
 	{Name: "vary-xff", On: true, Gate: "20.2", Note: "per-IP answers that say Vary: X-Forwarded-For (a header the sidecar writes)"},
 	{Name: "private", On: true, Note: "per-IP answers with Cache-Control: private"},
 	{Name: "set-cookie", On: true, Note: "answers with a Set-Cookie minted for the caller's address"},
 	{Name: "per-credential", On: true, Note: "answers per Cookie / Authorization with no Cache-Control (the bypass must keep them)"},
 	{Name: "gzip", On: true, Note: "gzip when accepted, with Vary: Accept-Encoding"},
 	{Name: "gzip-threshold", On: true, Note: "Vary: Accept-Encoding on every answer but gzip only from 1 KiB, as Express's compression(): small answers are identity to all"},
-	{Name: "large", Gate: "20.1", Note: "bodies over max_body_bytes (streamed uncached), some private, some gzip"},
-	{Name: "large-identity", Gate: "20.12", Note: "bodies whose identity form is over max_body_bytes and whose gzip form fits"},
+	{Name: "large", On: true, Note: "bodies over max_body_bytes (streamed uncached), some private, some gzip"},
+	{Name: "large-identity", On: true, Note: "bodies whose identity form is over max_body_bytes and whose gzip form fits"},
 	{Name: "slow", On: true, Note: "answers delayed 20-250 ms, so concurrent requests collapse"},
 	{Name: "5xx", On: true, Note: "500/503 answers"},
 	{Name: "304", On: true, Note: "ETags; If-None-Match answered 304 when the version still matches"},

@@ -34,7 +34,7 @@ func TestInvariants(t *testing.T) {
 // FuzzInvariants runs one short sequence per input on one environment per
 // fuzz worker: the input's bytes seed the draws.
 //
-//	go test -run - -fuzz FuzzInvariants -fuzztime 5m ./internal/invariant
+//	go test -run - -fuzz FuzzInvariants -fuzztime 5m -parallel 1 ./internal/invariant
 func FuzzInvariants(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s, uint8(8))

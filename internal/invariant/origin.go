@@ -82,7 +82,8 @@ type Profile struct {
 // resource's version. Bulk: GET /u?ids=1,2 answers a JSON array of stamps.
 type Origin struct {
 	*httptest.Server
-	Calls atomic.Int64 // every request received
+	Calls  atomic.Int64 // every request received
+	Writes atomic.Int64 // every PATCH received
 	// Resends counts the calls that repeat an earlier call's
 	// X-Request-Id (one per upstream request: the sidecar's own, or the
 	// client's on pass-through): the same request sent once more after
@@ -167,6 +168,9 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		o.mu.Unlock()
+	}
+	if r.Method == http.MethodPatch {
+		o.Writes.Add(1)
 	}
 	if r.URL.Path == "/u" {
 		o.bulk(w, r)

@@ -96,11 +96,11 @@ func (r *run) drawRequest(hot string) *request {
 			uid = "99999999999999999999"
 		}
 		q.path = "/u/" + uid
-	case m.Has("batch") && roll < 32:
+	case m.Has("batch") && roll < 34:
 		q.kind, q.route, q.path = "list", "u", "/u"
 		n := 1 + r.rng.IntN(40)
 		bad := 10
-		if r.chance(30) {
+		if r.chance(50) {
 			bad = 90
 		}
 		for i := 0; i < n; i++ {

@@ -160,8 +160,8 @@ func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx
 	// wait by a deadline in the past. The watch on ctx stays on while the
 	// body is read (Conn.stop): a client that leaves mid-body ends the
 	// upstream request too, as ReverseProxy's does.
-	_ = c.c.SetReadDeadline(time.Now().Add(cl.timeout))
-	c.deadline = true
+	c.deadline = time.Now().Add(cl.timeout)
+	_ = c.c.SetReadDeadline(c.deadline)
 	c.stop = context.AfterFunc(ctx, func() { _ = c.c.SetReadDeadline(time.Unix(1, 0)) })
 	// One bound for every header section of the answer, as http.Transport
 	// without a 1xx hook: a flood of 1xx cannot read more than one header.
@@ -190,9 +190,9 @@ func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx
 		c.lr.n = math.MaxInt64 // the body is bounded by its framing, not here
 		if resp.ContentLength < 0 || resp.ContentLength > int64(c.br.Buffered()) {
 			// A long download that has started is not cut. A body already
-			// read whole keeps the deadline until Put clears it.
+			// read whole keeps the deadline (see get).
 			_ = c.c.SetReadDeadline(time.Time{})
-			c.deadline = false
+			c.deadline = time.Time{}
 			if ctx.Err() != nil {
 				// The client left before the deadline was cleared: the
 				// watch has fired, or is about to set it again.
@@ -211,16 +211,10 @@ func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx
 func (cl *Client) Put(c *Conn) {
 	if !c.unwatch() || !c.keep || c.br.Buffered() > 0 {
 		// The client left as the body ended (the read deadline may be
-		// set in the past any moment), or
-		// more than the answer announced: never read as the next answer.
+		// set in the past any moment), or the answer asked to close, or
+		// bytes past it: never read as the next answer.
 		c.Close()
 		return
-	}
-	if c.deadline {
-		// Idle connections live their idle time: a deadline left from
-		// the header's wait would fail the reuse check once it passed.
-		_ = c.c.SetReadDeadline(time.Time{})
-		c.deadline = false
 	}
 	c.used = time.Now()
 	cl.mu.Lock()
@@ -263,6 +257,13 @@ func (cl *Client) get(ctx context.Context) (c *Conn, reused bool, err error) {
 		c := cl.idle[n-1]
 		cl.idle = cl.idle[:n-1]
 		cl.mu.Unlock()
+		if !c.deadline.IsZero() && !now.Before(c.deadline) {
+			// Idle connections live their idle time: a deadline left
+			// from the header's wait, now passed, would fail the peek.
+			// Cleared only then, so back-to-back requests pay nothing.
+			_ = c.c.SetReadDeadline(time.Time{})
+			c.deadline = time.Time{}
+		}
 		// The peek is a syscall: made outside the lock, so other requests
 		// do not wait on it.
 		if now.Sub(c.used) < idleTimeout && !c.unsolicited() {

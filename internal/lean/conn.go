@@ -17,9 +17,10 @@ type Conn struct {
 	bw   *bufio.Writer
 	used time.Time // last returned to the pool
 	keep bool      // the last answer did not ask to close
-	// deadline: a read deadline is still set (the answer's body was read
-	// whole with the header), cleared before the connection idles.
-	deadline bool
+	// deadline: the read deadline still set (the answer's body was read
+	// whole with the header); zero: none. Cleared when the connection is
+	// reused after it passed, so an idle connection lives its idle time.
+	deadline time.Time
 	// stop ends the watch on the client's request (RoundTrip's ctx): until
 	// then, the client leaving breaks the body's read, so the upstream sees
 	// the request end on every path, not only while the header is awaited.

@@ -169,6 +169,18 @@ func TestEdgesEveryPath(t *testing.T) {
 			client: getBody, want: "502", closes: true,
 		},
 		{
+			name: "1xx without end",
+			serve: func(c net.Conn, _ string) {
+				hint := "HTTP/1.1 103 Early Hints\r\nX-Pad: " + strings.Repeat("a", 64<<10) + "\r\n\r\n"
+				for {
+					if _, err := io.WriteString(c, hint); err != nil {
+						return
+					}
+				}
+			},
+			client: getBody, want: "502", closes: true,
+		},
+		{
 			name: "1xx flood",
 			serve: func(c net.Conn, _ string) {
 				for range flood {

@@ -40,6 +40,10 @@ type exchange struct {
 	own bool
 	// retried: fetched once more after learning a Vary'd header.
 	retried bool
+	// sent is the header of the upstream request whose answer is being
+	// judged (fetch sets it): an answer is judged by what its fetch
+	// carried, not by what the route forwards by the time it arrives.
+	sent http.Header
 	// base is a stored entry the fetch revalidates (revalidate.go).
 	base candidate
 	// req memoises the request's directives (request.go).
@@ -146,7 +150,16 @@ func (x *exchange) join(flightKey string, held candidate) {
 		x.noteUpstream(f, leader)
 	}
 	if err == nil && f.large != nil {
-		x.streamLarge(f.large)
+		// An answer too large to keep is never judged by answers: it
+		// goes only to the client whose request fetched it (it may be
+		// private, carry that client's Set-Cookie or a coding only it
+		// accepts); every other client of the flight passes through
+		// with its own fetch.
+		if leader {
+			x.streamLarge(f.large)
+		} else {
+			x.pass(outTooLarge, "")
+		}
 		return
 	}
 	if held.e == nil && f != nil && x.answers(f.stale, needIfError) {

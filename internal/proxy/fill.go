@@ -166,6 +166,21 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		x.rs.m.Upstream(0, x.h.now().Sub(t0))
 		return nil, classify(deadlineFirst(ctx, err))
 	}
+	x.sent = out.Header
+	if names, _ := cachekey.ParseVary(resp.Header); !x.retried && x.sentWithout(names) {
+		// The answer varies on a header the request carried and this
+		// fetch did not send: it is another variant than the one the key
+		// names, large or not. Forward the header from now on (another
+		// request may just have taught it) and ask once more.
+		x.rs.fwd.learnVary(x.r, names)
+		if !x.rs.fwd.withheld(x.r, names) {
+			resp.Body.Close()
+			cancel()
+			x.rs.m.Upstream(resp.StatusCode, x.h.now().Sub(t0))
+			x.retried = true
+			return x.fetch(ctx)
+		}
+	}
 	body, err := readAll(resp.Body, resp.ContentLength, x.h.maxBody)
 	took := x.h.now().Sub(t0)
 	x.rs.m.Upstream(resp.StatusCode, took)
@@ -175,10 +190,19 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		return nil, classify(deadlineFirst(ctx, err))
 	}
 	if int64(len(body)) > x.h.maxBody && stop() {
-		// Remember for a while that this key streams through (Varnish's
-		// hit-for-pass), so the next requests go straight to pass-through.
-		x.h.hfp.Add(x.key, x.h.now().Add(min(x.rs.rt.TTL, 2*time.Minute)))
-		return &flight{large: newLargeBody(resp, body, cancel), upstream: took, reqID: out.Header.Get("X-Request-Id")}, nil
+		// Remember for a while that this variant streams through
+		// (Varnish's hit-for-pass), so its next requests go straight to
+		// pass-through; other variants of the URL are still cached.
+		x.passVariant(resp.Header, x.h.now().Add(min(x.rs.rt.TTL, 2*time.Minute)))
+		l := newLargeBody(resp, body, cancel)
+		// Only this request's client may stream it (join): if that client
+		// has left, nobody will, so let the upstream go at once.
+		context.AfterFunc(x.r.Context(), func() {
+			if l.claim() {
+				l.close()
+			}
+		})
+		return &flight{large: l, upstream: took, reqID: out.Header.Get("X-Request-Id")}, nil
 	}
 	resp.Body.Close()
 	cancel()
@@ -191,12 +215,6 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	}
 	if int64(len(body)) > x.h.maxBody {
 		return nil, classify(ctx.Err()) // the deadline won the race with stop
-	}
-	if names, _ := cachekey.ParseVary(resp.Header); !x.retried && x.rs.fwd.learnVary(x.r, names) {
-		// The answer varies on a header the route withheld: forward it
-		// from now on, and ask once more for the variant the key names.
-		x.retried = true
-		return x.fetch(ctx)
 	}
 	f := x.keep(ctx, resp.StatusCode, resp.Header, body, t0)
 	f.upstream, f.reqID = took, out.Header.Get("X-Request-Id")
@@ -254,10 +272,13 @@ func (x *exchange) keep(ctx context.Context, code int, header http.Header, body 
 }
 
 // largeBody is an upstream response too large to keep, already partly
-// read. Exactly one client streams it — the prefix, then the rest — so one
-// client request never costs two upstream fetches; every other client of
-// the flight passes through with its own fetch. If nobody claims it (every
-// client left), it is closed after a grace period.
+// read. Only the client whose request fetched it streams it — the prefix,
+// then the rest — so one client request never costs two upstream fetches,
+// and an answer that is private, carries that client's Set-Cookie or a
+// coding only it accepts never reaches another (it skips answers); every
+// other client of the flight passes through with its own fetch. If that
+// client has left, it is closed at once; if nobody claims it, after a
+// grace period.
 type largeBody struct {
 	claimed atomic.Bool
 	resp    *http.Response

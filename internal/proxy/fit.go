@@ -109,13 +109,7 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 		a.shareable = of.Shareable
 	}
 	negative, cacheable := httpcache.CacheableStatus(e.Status, rt.NegativeTTL)
-	names, star := cachekey.ParseVary(upstream)
-	if ce := upstream.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") && !slices.Contains(names, "Accept-Encoding") {
-		// Compressed without saying so in Vary: store it as the variant it
-		// is (RFC 9110 §12.5.3), so other clients never receive it.
-		names = append(names, "Accept-Encoding")
-		slices.Sort(names)
-	}
+	names, star := answerVary(upstream)
 	a.vary = names
 	if star {
 		a.shareable = false // Vary: * matches no other request (RFC 9110 §12.5.5)
@@ -126,9 +120,9 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 		// that value, so the answer is this client's alone.
 		a.shareable = false
 	}
-	if x.rs.fwd.withheld(x.r, names) {
-		// The answer varies on a header this request carried but the
-		// sidecar did not forward: the upstream answered another variant
+	if x.sentWithout(names) {
+		// The answer varies on a header this request carried but its
+		// fetch did not send: the upstream answered another variant
 		// than the one the key names. Neither kept nor shared (fetch
 		// learns the header and asks again when it can).
 		a.shareable = false
@@ -162,6 +156,59 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	// Fetched before a write to it was invalidated: serve, never keep.
 	a.store = a.store && !x.h.tombs.Stale(e, now)
 	return a
+}
+
+// answerVary is the request headers an upstream answer varies on: its Vary,
+// and Accept-Encoding when it is compressed without saying so — it is
+// then kept as the variant it is (RFC 9110 §12.5.3), so that other
+// clients never receive it. star: Vary: *.
+func answerVary(upstream http.Header) (names []string, star bool) {
+	names, star = cachekey.ParseVary(upstream)
+	if ce := upstream.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") && !slices.Contains(names, "Accept-Encoding") {
+		names = append(names, "Accept-Encoding")
+		slices.Sort(names)
+	}
+	return names, star
+}
+
+// passVariant remembers that the variant of this request an upstream
+// answer with header h is, was too large to keep (hit-for-pass, Varnish's
+// name), until the given time. Hit-for-pass is per variant: a URL whose
+// identity body is over max_body_bytes and whose gzip body fits is still
+// cached for the clients that accept gzip. Both the variant the answer is
+// (its coding) and the one this client asked for are remembered: an
+// origin that answered a gzip client uncompressed will again.
+func (x *exchange) passVariant(h http.Header, until time.Time) {
+	names, star := answerVary(h)
+	if star || len(names) == 0 {
+		x.h.hfp.Add(x.key, until)
+		return
+	}
+	x.h.hfp.AddVary(x.key, names, until)
+	x.h.hfp.Add(x.variantKeyIn(names, x.askedCoding()), until)
+	if coding, ok := cachekey.StoredCoding(h.Get("Content-Encoding")); ok {
+		x.h.hfp.Add(x.variantKeyIn(names, coding), until)
+	}
+}
+
+// passes reports whether the variant this request asks for is remembered
+// as too large to keep (passVariant).
+func (x *exchange) passes() bool {
+	on, vary := x.h.hfp.Lookup(x.key, x.start)
+	if on && vary != nil {
+		on = x.h.hfp.Active(x.variantKeyIn(vary, x.askedCoding()), x.start)
+	}
+	return on
+}
+
+// askedCoding is the coding of the variant this request's fetch asks the
+// origin for first: the best one it accepts of those a variant may be
+// stored in, whichever the origin has used so far (variantKey looks only
+// among those, so a gzip client reads an identity variant until the origin
+// has answered in gzip once).
+func (x *exchange) askedCoding() string {
+	every := cachekey.Codings(0).With("gzip").With("br").With("zstd")
+	return cachekey.VariantCoding(x.r.Header["Accept-Encoding"], every)
 }
 
 // originOf is the origin-freshness settings of rt, a freshness: origin

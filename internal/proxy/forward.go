@@ -35,6 +35,18 @@ func (f *forwarding) withheld(r *http.Request, names []string) bool {
 	return f.rules.Withheld(r.Header, names)
 }
 
+// sentWithout reports whether an answer that varies on names was fetched
+// without one of them although the request carried it, judged by what the
+// fetch sent (x.sent) when there was one of the request's own, else by the
+// route's current rules (a bulk call carries the opener's headers, whose
+// forwarded set is the route's).
+func (x *exchange) sentWithout(names []string) bool {
+	if x.sent != nil {
+		return forward.SentWithout(x.r.Header, x.sent, names)
+	}
+	return x.rs.fwd.withheld(x.r, names)
+}
+
 // learnVary forwards, from now on, every header of names that the request
 // carried but the route withheld; it reports whether it learned one.
 func (f *forwarding) learnVary(r *http.Request, names []string) bool {

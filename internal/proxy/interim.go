@@ -18,7 +18,7 @@ import (
 // closes it for good. The relay is carried by the exchange copies made
 // after it, background refreshes included, which find it closed.
 func (x *exchange) relayInterim() func() {
-	ir := relay.New(x.w, x.r, x.h.tagh.stripFrom)
+	ir := relay.New(x.w, x.r, x.h.tagh.stripFrom, x.h.maxHdr)
 	x.interim = ir
 	return ir.Close
 }

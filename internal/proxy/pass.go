@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
+	"net/textproto"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/metrics"
+	"github.com/sidecache/sidecache/internal/relay"
 )
 
 // write forwards a request a route or its method may make invalidate
@@ -68,10 +70,12 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int, answe
 		x.leanPass(st)
 	} else {
 		pi := &passInfo{rec: x.rec, rm: x.rs.m, start: x.start, st: st, after: after, in: x.r.Context()}
-		x.st.pass.ServeHTTP(x.h.interimGuard(x.w, x.r), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
-		if pi.stop != nil {
-			pi.stop()
+		if after != nil {
+			// ReverseProxy panics with http.ErrAbortHandler when the
+			// client is gone mid-body: the detached context ends anyway.
+			defer pi.end()
 		}
+		x.st.pass.ServeHTTP(x.h.interimGuard(x.w, x.r), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
 	}
 	x.count(outcomes[o].result)
 }
@@ -85,6 +89,13 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 			if pi, _ := pr.In.Context().Value(passCtxKey{}).(*passInfo); pi != nil && pi.after != nil {
 				pr.Out = detachWrite(pr.Out, pi, timeout)
 			}
+			// ReverseProxy's own 1xx hook resets the Transport's header
+			// bound at each 1xx; this one (older, so its error wins)
+			// bounds them all together (relay.Budget).
+			budget := relay.NewBudget(h.maxHdr)
+			pr.Out = pr.Out.WithContext(httptrace.WithClientTrace(pr.Out.Context(), &httptrace.ClientTrace{
+				Got1xxResponse: func(_ int, hdr textproto.MIMEHeader) error { return budget.Spend(http.Header(hdr)) },
+			}))
 		},
 		Transport: transport,
 		// 0: ReverseProxy already flushes at once for streams (unknown
@@ -143,6 +154,13 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 		},
 		ErrorLog:   slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 		BufferPool: h.bufs,
+	}
+}
+
+// end ends a write's detached context (detachWrite), if it has one.
+func (pi *passInfo) end() {
+	if pi.stop != nil {
+		pi.stop()
 	}
 }
 

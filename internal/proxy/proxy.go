@@ -368,7 +368,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case len(x.key) > h.maxKey:
 			x.pass(outBypass, "key-too-long")
-		case h.hfp.Active(x.key, x.start):
+		case x.passes():
 			x.pass(outBypass, "hit-for-pass")
 		default:
 			x.cached()

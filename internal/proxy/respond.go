@@ -170,9 +170,10 @@ func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, f
 	dst["Cache-Status"] = []string{httpcache.AppendCacheStatus(e.Header.Get("Cache-Status"), st.String())}
 }
 
-// streamLarge answers with a response too large to keep: the client that
-// claims it streams the part already read, then the rest; any other client
-// passes through with its own fetch.
+// streamLarge answers the client whose request fetched a response too large
+// to keep: it streams the part already read, then the rest. When the body
+// is no longer there to claim (the grace period ended), it passes through
+// with a fetch of its own.
 //
 // The client leaving ends the upstream request at once, as on the other
 // pass-through paths, and a body the upstream broke off (or one the client

@@ -10,11 +10,13 @@
 package relay
 
 import (
+	"errors"
 	"maps"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sidecache/sidecache/internal/httpcache"
 )
@@ -32,6 +34,34 @@ const (
 type Gate struct {
 	n     int
 	bytes int64
+}
+
+// ErrTooMuch fails a fetch whose interim responses, relayed or not, went
+// past the header bound: http.Transport resets its header bound at each
+// 1xx a trace hook sees, so without this an upstream's endless 1xx would
+// be read until the response-header timeout.
+var ErrTooMuch = errors.New("relay: upstream 1xx responses exceed the header limit")
+
+// Budget bounds the bytes of all the 1xx answers of one fetch. Safe for
+// concurrent use (a trace hook may run on the transport's goroutine).
+type Budget struct {
+	max  int64
+	seen atomic.Int64
+}
+
+// NewBudget bounds a fetch's 1xx answers to max bytes of fields.
+func NewBudget(max int64) *Budget { return &Budget{max: max} }
+
+// Spend counts h and returns ErrTooMuch once the fetch's 1xx are over the
+// bound. A nil Budget bounds nothing.
+func (b *Budget) Spend(h http.Header) error {
+	if b == nil {
+		return nil
+	}
+	if b.seen.Add(httpcache.HeaderBytes(h)) > b.max {
+		return ErrTooMuch
+	}
+	return nil
 }
 
 // Admit reports whether a 1xx of fields h may be relayed to r's client,
@@ -56,14 +86,15 @@ type Interim struct {
 	r     *http.Request
 	open  bool
 	gate  Gate
+	spent *Budget
 	strip func(http.Header)
 }
 
 // New opens a relay to w, r's ResponseWriter. strip removes the fields the
 // client must not see beyond the hop-by-hop ones (the upstream's surrogate
-// keys); nil: none.
-func New(w http.ResponseWriter, r *http.Request, strip func(http.Header)) *Interim {
-	return &Interim{w: w, r: r, open: true, strip: strip}
+// keys); nil: none. maxBytes bounds the fetch's 1xx answers in all (Budget).
+func New(w http.ResponseWriter, r *http.Request, strip func(http.Header), maxBytes int64) *Interim {
+	return &Interim{w: w, r: r, open: true, strip: strip, spent: NewBudget(maxBytes)}
 }
 
 // Close shuts the relay for good; it is safe to call more than once.
@@ -89,6 +120,9 @@ func (ir *Interim) Attach(out *http.Request) *http.Request {
 func (ir *Interim) Got(code int, header textproto.MIMEHeader) error {
 	if code == http.StatusContinue || code == http.StatusSwitchingProtocols {
 		return nil
+	}
+	if err := ir.spent.Spend(http.Header(header)); err != nil {
+		return err
 	}
 	ir.mu.Lock()
 	defer ir.mu.Unlock()

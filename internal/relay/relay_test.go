@@ -31,7 +31,7 @@ func serve(t *testing.T, strip func(http.Header), steps []step) ([]interim, http
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Final", "kept") // set before the 1xx, sent with the 200 only
-		ir := New(w, r, strip)
+		ir := New(w, r, strip, 1<<20)
 		for _, s := range steps {
 			if s.close {
 				ir.Close()
@@ -132,7 +132,7 @@ func TestAttach(t *testing.T) {
 func serve2(t *testing.T, up *httptest.Server) ([]interim, http.Header) {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ir := New(w, r, nil)
+		ir := New(w, r, nil, 1<<20)
 		out, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, up.URL, nil)
 		resp, err := up.Client().Do(ir.Attach(out))
 		ir.Close()

@@ -1,5 +1,5 @@
-// Command image lays the static sidecache and demo-upstream binaries on an
-// empty base and writes a container image, with no Docker daemon, registry
+// Command image lays the static sidecache binary (and, with -demo, the
+// demo-upstream one) on an empty base and writes a container image, with no Docker daemon, registry
 // or base image pull: the same layout as the Dockerfile's distroless stage
 // (binaries in /usr/local/bin, a non-root user 65532, the sidecar as the
 // entrypoint), plus the build machine's CA bundle so an https upstream
@@ -43,7 +43,10 @@ const (
 )
 
 type options struct {
-	BinDir  string // holds sidecache and demo-upstream, built static for Arch
+	BinDir string // holds sidecache (and demo-upstream for Demo), built static for Arch
+	// Demo adds demo-upstream: the image the example app runs, never the
+	// production one (which carries the sidecar alone).
+	Demo    bool
 	Version string
 	Arch    string
 	CACerts string // CA bundle to install; "" for none
@@ -57,7 +60,8 @@ func main() {
 	flag.StringVar(&o.Version, "version", "dev", "image version label (the binaries carry their own)")
 	flag.StringVar(&o.Arch, "arch", runtime.GOARCH, "the binaries' GOARCH")
 	flag.StringVar(&o.CACerts, "ca-certs", "/etc/ssl/certs/ca-certificates.crt", "CA bundle to install as /etc/ssl/certs/ca-certificates.crt; empty for none")
-	flag.StringVar(&o.Tag, "tag", "", "repository:tag recorded in the tarball (default sidecache:VERSION)")
+	flag.StringVar(&o.Tag, "tag", "", "repository:tag recorded in the tarball (default sidecache:VERSION, sidecache-demo:VERSION with -demo)")
+	flag.BoolVar(&o.Demo, "demo", false, "also install demo-upstream (the example app's image, not for production)")
 	flag.StringVar(&tarOut, "tar", "", "write a docker-archive tarball to `file`")
 	flag.StringVar(&layoutOut, "layout", "", "write an OCI image layout to `dir`")
 	flag.Parse()
@@ -81,7 +85,7 @@ func main() {
 func writeTar(path string, o options, img v1.Image) error {
 	tag := o.Tag
 	if tag == "" {
-		tag = "sidecache:" + o.Version
+		tag = title(o) + ":" + o.Version
 	}
 	ref, err := name.NewTag(tag)
 	if err != nil {
@@ -96,6 +100,28 @@ func writeLayout(dir string, img v1.Image) error {
 		return fmt.Errorf("layout: %w", err)
 	}
 	return p.AppendImage(img)
+}
+
+// binaries are the commands the image installs.
+func binaries(o options) []string {
+	if o.Demo {
+		return []string{"sidecache", "demo-upstream"}
+	}
+	return []string{"sidecache"}
+}
+
+func title(o options) string {
+	if o.Demo {
+		return "sidecache-demo"
+	}
+	return "sidecache"
+}
+
+func description(o options) string {
+	if o.Demo {
+		return "sidecache with its demo upstream, for examples; not for production"
+	}
+	return "Reverse-proxy caching sidecar with a two-tier (in-process + Redis) cache"
 }
 
 // build returns the image: one layer on an empty base, and a config whose
@@ -129,8 +155,8 @@ func build(o options) (v1.Image, error) {
 		Env:          []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
 		ExposedPorts: map[string]struct{}{"8080/tcp": {}, "9090/tcp": {}}, // proxy, admin
 		Labels: map[string]string{
-			"org.opencontainers.image.title":       "sidecache",
-			"org.opencontainers.image.description": "Reverse-proxy caching sidecar with a two-tier (in-process + Redis) cache",
+			"org.opencontainers.image.title":       title(o),
+			"org.opencontainers.image.description": description(o),
 			"org.opencontainers.image.version":     o.Version,
 		},
 	}
@@ -182,7 +208,7 @@ func rootfs(o options) ([]byte, error) {
 			return nil, err
 		}
 	}
-	for _, b := range []string{"sidecache", "demo-upstream"} {
+	for _, b := range binaries(o) {
 		data, err := os.ReadFile(filepath.Join(o.BinDir, b))
 		if err != nil {
 			return nil, fmt.Errorf("binary: %w", err)

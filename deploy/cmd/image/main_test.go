@@ -94,10 +94,11 @@ func TestImageRunsTheSidecarAsNonRoot(t *testing.T) {
 	if !strings.Contains(string(files["etc/passwd"]), ":65532:65532:") {
 		t.Errorf("/etc/passwd names no user 65532:\n%s", files["etc/passwd"])
 	}
-	for _, b := range []string{"usr/local/bin/sidecache", "usr/local/bin/demo-upstream"} {
-		if modes[b]&0o005 != 0o005 {
-			t.Errorf("%s: mode %o, want readable and executable by any user", b, modes[b])
-		}
+	if modes["usr/local/bin/sidecache"]&0o005 != 0o005 {
+		t.Errorf("sidecache: mode %o, want readable and executable by any user", modes["usr/local/bin/sidecache"])
+	}
+	if _, ok := files["usr/local/bin/demo-upstream"]; ok {
+		t.Error("the production image ships demo-upstream")
 	}
 	exe := filepath.Join(t.TempDir(), "sidecache")
 	if err := os.WriteFile(exe, files["usr/local/bin/sidecache"], 0o755); err != nil {
@@ -106,6 +107,42 @@ func TestImageRunsTheSidecarAsNonRoot(t *testing.T) {
 	v, err := exec.Command(exe, "-version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(v), "sidecache "+testVersion+" ") {
 		t.Errorf("sidecache -version from the image: %q, %v; want it to start with %q", v, err, "sidecache "+testVersion)
+	}
+}
+
+// TestDemoImageAddsTheDemoUpstream (issue 22, item 6): -demo is the
+// example app's image: both binaries, named sidecache-demo.
+func TestDemoImageAddsTheDemoUpstream(t *testing.T) {
+	bin := t.TempDir()
+	for _, b := range []string{"sidecache", "demo-upstream"} {
+		if err := os.WriteFile(filepath.Join(bin, b), []byte("#!"+b), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, demo := range []bool{false, true} {
+		img, err := build(options{BinDir: bin, Version: "v1", Arch: "amd64", Demo: demo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]bool{}
+		tr := tar.NewReader(mutate.Extract(img))
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			names[h.Name] = true
+		}
+		cf, _ := img.ConfigFile()
+		if names["usr/local/bin/demo-upstream"] != demo || !names["usr/local/bin/sidecache"] {
+			t.Errorf("demo=%v: binaries %v", demo, names)
+		}
+		if want := map[bool]string{false: "sidecache", true: "sidecache-demo"}[demo]; cf.Config.Labels["org.opencontainers.image.title"] != want {
+			t.Errorf("demo=%v: title %q, want %q", demo, cf.Config.Labels["org.opencontainers.image.title"], want)
+		}
 	}
 }
 
