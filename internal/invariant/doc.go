@@ -36,8 +36,11 @@
 //     Accept-Encoding accepts identity only);
 //   - budget: the upstream calls of a round of concurrent requests stay
 //     within the sum of their budgets (BudgetRead, BudgetWrite,
-//     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs; see BudgetRead for why a read may
-//     cost 3);
+//     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs), resends apart (see
+//     BudgetRead);
+//   - resend: no upstream request (one X-Request-Id) reaches the origin
+//     more than MaxSends times: once, and once more after a hang-up on a
+//     reused connection (RFC 9112 §9.3.1);
 //   - collateral: a per-ID read of an ID the origin parses never fails
 //     because a bad ID shared its bulk call;
 //   - bound: after the run, no Redis key is longer than max_key_bytes

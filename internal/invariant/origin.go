@@ -84,16 +84,27 @@ type Origin struct {
 	*httptest.Server
 	Calls  atomic.Int64 // every request received
 	Writes atomic.Int64 // every PATCH received
+	// Resends counts the calls that repeat an earlier call's
+	// X-Request-Id (one per upstream request: the sidecar's own, or the
+	// client's on pass-through): the same request sent once more after
+	// the origin hung up on a reused connection (RFC 9112 §9.3.1).
+	Resends atomic.Int64
 
 	mu       sync.Mutex
 	ver      map[string]int
 	profiles map[string]Profile
 	rng      *rand.Rand
+	sent     map[string]int // X-Request-Id → calls, this round
+	overSent []string       // ids sent more than MaxSends times
 }
+
+// MaxSends is the most calls one upstream request (one X-Request-Id) may
+// make: its own and one resend.
+const MaxSends = 2
 
 // NewOrigin starts the origin; the caller closes it.
 func NewOrigin(seed uint64) *Origin {
-	o := &Origin{ver: map[string]int{}, profiles: map[string]Profile{}, rng: rand.New(rand.NewPCG(seed, 7))}
+	o := &Origin{ver: map[string]int{}, profiles: map[string]Profile{}, sent: map[string]int{}, rng: rand.New(rand.NewPCG(seed, 7))}
 	o.Server = httptest.NewServer(http.HandlerFunc(o.serve))
 	return o
 }
@@ -134,8 +145,30 @@ func Resource(path string) string {
 	return segs[0] + "/" + id
 }
 
+// NewRound forgets the request ids seen so far (a resend follows its
+// first send within the client request that caused both) and returns the
+// ids sent more than MaxSends times since the last call.
+func (o *Origin) NewRound() (overSent []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	clear(o.sent)
+	overSent, o.overSent = o.overSent, nil
+	return overSent
+}
+
 func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	o.Calls.Add(1)
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		o.mu.Lock()
+		o.sent[id]++
+		if n := o.sent[id]; n > 1 {
+			o.Resends.Add(1)
+			if n == MaxSends+1 {
+				o.overSent = append(o.overSent, r.Method+" "+r.URL.RequestURI()+" X-Request-Id "+id)
+			}
+		}
+		o.mu.Unlock()
+	}
 	if r.Method == http.MethodPatch {
 		o.Writes.Add(1)
 	}

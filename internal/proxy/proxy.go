@@ -42,6 +42,7 @@ import (
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/lograte"
 	"github.com/sidecache/sidecache/internal/metrics"
+	"github.com/sidecache/sidecache/internal/resend"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/tombstone"
@@ -285,7 +286,7 @@ func (h *Handler) SetUpstream(u *url.URL, timeout time.Duration) error {
 	// last.
 	h.tombs.Widen(tombWindow(timeout))
 	h.state.Store(h.withUpstream(old, u, timeout))
-	if t, ok := old.transport.(*http.Transport); ok && h.transport == nil {
+	if t, ok := old.transport.(interface{ CloseIdleConnections() }); ok && h.transport == nil {
 		t.CloseIdleConnections()
 	}
 	old.lean.CloseIdle()
@@ -301,6 +302,10 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	if st.transport == nil {
 		st.transport = NewTransport(timeout, h.idle, h.maxHdr)
 	}
+	// One resend after a reused connection closed unanswered, never one
+	// per idle connection (internal/resend); the lean loop has the same
+	// bound of its own.
+	st.transport = resend.Once(st.transport)
 	st.pass = h.newPassProxy(u, st.transport, timeout)
 	st.lean = nil
 	if h.transport == nil {
