@@ -276,8 +276,8 @@ func TestSuspectDownUpstream(t *testing.T) {
 		t.Errorf("%d calls for the first batch, want 1 + one round of 4", c)
 	}
 	loadBatch(t, l, "5", "6", "7", "8")
-	if c := f.calls.Load(); c != 6 {
-		t.Errorf("%d calls after a second batch, want 6: judged down, no retries", c)
+	if c := f.calls.Load(); c != 10 {
+		t.Errorf("%d calls after a second batch, want 10: judged down, still one call per request (never halved), so a victim is never failed by another's id", c)
 	}
 	f.down.Store(false)
 	f.bad = map[string]bool{"12": true}
@@ -287,6 +287,25 @@ func TestSuspectDownUpstream(t *testing.T) {
 		if got[id].err != nil {
 			t.Errorf("%s got %v once the upstream answered again", id, got[id].err)
 		}
+	}
+}
+
+// TestDownJudgementSparesVictims: two bad ids failing together make a
+// round nobody answered — the loader judges the upstream down — yet a
+// victim's good id sharing the next call with a bad one still gets its
+// value (the harness found this: a good /u/4 answered 502 after two
+// attackers' ids failed as a round).
+func TestDownJudgementSparesVictims(t *testing.T) {
+	f := &suspectFetch{bad: map[string]bool{"90": true, "91": true, "92": true}}
+	l := New(Options{MaxSize: 2, MaxWait: never, Quarantine: time.Minute}, f.fetch)
+	defer l.Close()
+	loadBatch(t, l, "90", "91") // a round of two bad ids: judged down
+	got := loadBatch(t, l, "92", "7")
+	if o := got["7"]; o.err != nil || o.v != "v:7" {
+		t.Errorf("victim 7 got (%q, %v) after two bad ids judged the upstream down", o.v, o.err)
+	}
+	if got["92"].err == nil {
+		t.Error("bad id 92 answered")
 	}
 }
 

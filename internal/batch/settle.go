@@ -47,6 +47,19 @@ func (l *Loader[A, V]) settleLocked(b *batch[A, V], m map[string]V, err error) {
 		l.answerLocked(b, m, now)
 		return
 	}
+	if suspect && l.down && !b.retry && len(b.ids) > 1 {
+		// Judged down, but a round of bad ids alone (two attackers)
+		// judges so too: a shared call is still split once per client
+		// request, never halved, so a victim's ids get a call of their
+		// own and fail only if that fails too. Each request pays one call
+		// of its budget: a down upstream sees at most twice its unbatched
+		// load, never a search.
+		if l.opts.OnIsolate != nil {
+			l.opts.OnIsolate(len(b.ids))
+		}
+		l.partitionLocked(b, err, suspect, false)
+		return
+	}
 	if !try || len(b.ids) == 1 {
 		if try && (b.retry || b.alone) {
 			l.quarantineLocked(b.ids[0], now) // it failed alone after failing a shared call
@@ -61,7 +74,7 @@ func (l *Loader[A, V]) settleLocked(b *batch[A, V], m map[string]V, err error) {
 		l.halveLocked(b, err)
 		return
 	}
-	l.partitionLocked(b, err, suspect)
+	l.partitionLocked(b, err, suspect, true)
 }
 
 // answerLocked gives each id of b its value. A one-id retry or quarantined
@@ -119,9 +132,9 @@ func (l *Loader[A, V]) failBudgetLocked(res []*result[V], err error) {
 // request with the fewest ids in b, so a victim's id never rides with an
 // attacker's list. A list request pays one call of its budget; one without
 // calls left has its ids failed. If b held one request's ids only, they are
-// halved instead. The retries of a suspect failure form a round: if none is
-// answered, the upstream is judged down.
-func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect bool) {
+// halved instead (with halve; else they fail). The retries of a suspect
+// failure form a round: if none is answered, the upstream is judged down.
+func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve bool) {
 	type part struct {
 		owner *Requester
 		ids   []string
@@ -155,6 +168,10 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect bool) 
 		p.ids, p.res = append(p.ids, b.ids[i]), append(p.res, r)
 	}
 	if len(parts) == 1 {
+		if !halve {
+			failLocked(b.res, err)
+			return
+		}
 		b.owner = parts[0].owner
 		l.halveLocked(b, err)
 		return
