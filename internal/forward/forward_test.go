@@ -208,3 +208,25 @@ func TestSentWithout(t *testing.T) {
 		}
 	}
 }
+
+// Only a withheld header that can shape an answer is a WARN: headers that
+// describe the client or frame a body the cached path never sends
+// (User-Agent, Accept, Cache-Control, Content-Length of a bodiless GET) are
+// said at debug level only.
+func TestWithheldWarnsOnlyForHeadersThatMatter(t *testing.T) {
+	var log bytes.Buffer
+	f := rules(false, &log)
+	f.Copy(http.Header{}, http.Header{
+		"X-Api-Key": {"k"}, "User-Agent": {"curl/8"}, "Accept": {"*/*"},
+		"Cache-Control": {"max-age=0"}, "Content-Length": {"0"},
+	})
+	var warned []string
+	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		if _, h, ok := strings.Cut(line, "header="); ok && strings.Contains(line, "level=WARN") {
+			warned = append(warned, h)
+		}
+	}
+	if !slices.Equal(warned, []string{"X-Api-Key"}) {
+		t.Errorf("WARNed for %v, want X-Api-Key only", warned)
+	}
+}
