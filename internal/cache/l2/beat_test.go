@@ -3,10 +3,8 @@ package l2
 import (
 	"context"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -94,7 +92,7 @@ func TestReplicaHearsNoPeerBeats(t *testing.T) {
 // survives beats on a channel of its own.
 func TestOwnBeatsStopWhilePeersFlow(t *testing.T) {
 	srv := redistest.Start(t)
-	up := startOneWayRelay(t, srv.Addr())
+	up := startRelay(t, srv.Addr())
 	lag := 400 * time.Millisecond
 	a := newReplica(t, []string{srv.Addr()}, lagged(lag))
 	b := newReplica(t, []string{up.addr()}, lagged(lag))
@@ -150,90 +148,5 @@ func TestOwnBeatsStopWhilePeersFlow(t *testing.T) {
 	now = p0.Add(lag + time.Millisecond)
 	if got, _, _ := tiers.Lookup(ctx, "k"); got != nil {
 		t.Fatal("entry older than max_lag served once B's own beats stopped")
-	}
-}
-
-// oneWay relays TCP to target; holdUp stops the client-to-server direction
-// only, as a half-broken path does: the replica still hears Redis.
-type oneWay struct {
-	ln   net.Listener
-	mu   sync.Mutex
-	cond *sync.Cond
-	held bool
-}
-
-func startOneWayRelay(t *testing.T, target string) *oneWay {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &oneWay{ln: ln}
-	r.cond = sync.NewCond(&r.mu)
-	var wg sync.WaitGroup
-	var conns []net.Conn
-	var cmu sync.Mutex
-	t.Cleanup(func() {
-		_ = ln.Close()
-		r.mu.Lock()
-		r.held = false
-		r.cond.Broadcast()
-		r.mu.Unlock()
-		cmu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		cmu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			cmu.Lock()
-			conns = append(conns, c, u)
-			cmu.Unlock()
-			wg.Go(func() { r.pipe(u, c, true) })
-			wg.Go(func() { r.pipe(c, u, false) })
-		}
-	})
-	return r
-}
-
-func (r *oneWay) addr() string { return r.ln.Addr().String() }
-
-func (r *oneWay) holdUp() {
-	r.mu.Lock()
-	r.held = true
-	r.mu.Unlock()
-}
-
-func (r *oneWay) pipe(dst, src net.Conn, upward bool) {
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if upward {
-			r.mu.Lock()
-			for r.held {
-				r.cond.Wait()
-			}
-			r.mu.Unlock()
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
 	}
 }

@@ -63,15 +63,18 @@ func TestNetworkPartition(t *testing.T) {
 	}
 }
 
-// relay forwards TCP connections to a target and can hold all traffic.
+// relay forwards TCP connections to a target and can hold all traffic
+// (hold), or only the client-to-server direction (holdUp), as a
+// half-broken path does: the client still hears the server.
 type relay struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cond  *sync.Cond
-	held  bool
-	conns []net.Conn
+	mu     sync.Mutex
+	cond   *sync.Cond
+	held   bool
+	upOnly bool // held applies to the client-to-server direction only
+	conns  []net.Conn
 }
 
 func startRelay(t *testing.T, target string) *relay {
@@ -106,8 +109,8 @@ func startRelay(t *testing.T, target string) *relay {
 			r.mu.Lock()
 			r.conns = append(r.conns, c, u)
 			r.mu.Unlock()
-			wg.Go(func() { r.pipe(u, c) })
-			wg.Go(func() { r.pipe(c, u) })
+			wg.Go(func() { r.pipe(u, c, true) })
+			wg.Go(func() { r.pipe(c, u, false) })
 		}
 	})
 	return r
@@ -117,7 +120,13 @@ func (r *relay) addr() string { return r.ln.Addr().String() }
 
 func (r *relay) hold() {
 	r.mu.Lock()
-	r.held = true
+	r.held, r.upOnly = true, false
+	r.mu.Unlock()
+}
+
+func (r *relay) holdUp() {
+	r.mu.Lock()
+	r.held, r.upOnly = true, true
 	r.mu.Unlock()
 }
 
@@ -128,14 +137,15 @@ func (r *relay) release() {
 	r.mu.Unlock()
 }
 
-func (r *relay) pipe(dst, src net.Conn) {
+// pipe copies src to dst; upward is the client-to-server direction.
+func (r *relay) pipe(dst, src net.Conn, upward bool) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		r.mu.Lock()
-		for r.held {
+		for r.held && (upward || !r.upOnly) {
 			r.cond.Wait()
 		}
 		r.mu.Unlock()
