@@ -48,6 +48,11 @@ var Features = []Feature{
 	{Name: "long-accept-language", On: true, Gate: "20.13", Note: "a 6 KiB Accept-Language on a route that varies on it (key over max_key_bytes)"},
 	{Name: "batch", On: true, Note: "per-ID reads of the batch route /u/{id} (merged into bulk calls)"},
 	{Name: "bad-ids", On: true, Gate: "20.4", Note: "batch IDs that match the pattern but overflow the origin's int (bulk answers 400/500)"},
+	{Name: "if-none-match", On: true, Note: "GET with If-None-Match naming ETags of the client's own copies (weak or strong, lists, a stale tag, *), on plain, batch one-id and split list routes: a 304 must keep a copy the client may have now"},
+	{Name: "if-none-match-foreign", On: true, Note: "If-None-Match naming ETags another identity received, its private and per-identity answers included: a 304 must never confirm a validator of an answer this client could not get (no ETag oracle)"},
+	{Name: "if-modified-since", On: true, Note: "GET with If-Modified-Since: a copy's Last-Modified (else Date) of the client's own variant, or a date far past / future; a 304 must never keep a copy older than a write the client saw, or than max_lag"},
+	{Name: "if-unmodified-since", On: true, Note: "GET with If-Unmodified-Since: a precondition only the origin may evaluate (never a 304 or a stored answer's verdict)"},
+	{Name: "batch-etag-field", On: true, Note: "reads and writes of /e/{id}, a batch route with batch.etag_field: the element's ETag is the app's field (bare, weak, a number, or not a tag at all)"},
 	{Name: "bulk-vary-gzip", On: true, Gate: "24.1", Note: "bulk answers as behind compression(): Vary: Accept-Encoding always, gzip when accepted (elements must still be identity, shared)"},
 
 	// What the origin does, drawn per resource per round and per request.
@@ -62,7 +67,8 @@ var Features = []Feature{
 	{Name: "large-identity", On: true, Note: "bodies whose identity form is over max_body_bytes and whose gzip form fits"},
 	{Name: "slow", On: true, Note: "answers delayed 20-250 ms, so concurrent requests collapse"},
 	{Name: "5xx", On: true, Note: "500/503 answers"},
-	{Name: "304", On: true, Note: "ETags; If-None-Match answered 304 when the version still matches"},
+	{Name: "304", On: true, Note: "ETags (one per version, variant, Vary and Cache-Control); If-None-Match answered 304 when it matches (weak comparison, *)"},
+	{Name: "last-modified", On: true, Note: "Last-Modified (the write's second rounded up, sent once Date reaches it, so it names one version); If-Modified-Since answered 304 when it holds and no If-None-Match was sent"},
 	{Name: "hangup", On: true, Note: "the origin closes the connection without answering"},
 	{Name: "truncate", On: true, Gate: "21.3", Note: "the origin breaks a chunked body off halfway (no last chunk): the client must see it broken, never whole"},
 	{Name: "1xx-flood", On: true, Gate: "21.4", Note: "the origin sends 20 103 Early Hints before its answer: at most relay.MaxRelayed reach a client"},

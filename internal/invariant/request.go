@@ -34,6 +34,8 @@ type request struct {
 	host    string // Host header; "" is the run's Host
 	budget  int
 	hangup  bool // write-hangup: the client leaves once the request is sent
+	// cond is the conditional this request sent (conditional.go).
+	cond cond
 }
 
 func (q *request) String() string {
@@ -42,7 +44,7 @@ func (q *request) String() string {
 		u += "?" + q.query
 	}
 	var h []string
-	for _, k := range []string{"Accept-Encoding", "Accept-Language", "X-Tenant", "Cookie", "Authorization", "Cache-Control"} {
+	for _, k := range []string{"Accept-Encoding", "Accept-Language", "X-Tenant", "Cookie", "Authorization", "Cache-Control", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"} {
 		if vs, ok := q.hdr[k]; ok {
 			v := strings.Join(vs, "|")
 			if len(v) > 40 {
@@ -125,6 +127,12 @@ func (r *run) drawRequest(hot string) *request {
 	case m.Has("host-spelling") && roll >= 92:
 		q.route, q.path = "h", "/h/"+id
 		q.host = pick(r, r.cfg.Host, "svc", "svc.ns.svc.cluster.local", strings.ToUpper(r.cfg.Host))
+	case m.Has("batch-etag-field") && roll >= 86:
+		// batch.etag_field: the element's ETag is the app's own field.
+		q.route, q.path = "e", "/e/"+fmt.Sprint(1+r.rng.IntN(8))
+		if m.Has("write") && r.chance(20) {
+			q.kind, q.method, q.budget = "write", http.MethodPatch, BudgetWrite
+		}
 	default:
 		q.path = "/r/" + id
 		if m.Has("path-spelling") && r.chance(15) {
@@ -136,6 +144,9 @@ func (r *run) drawRequest(hot string) *request {
 		q.res = Resource(q.path)
 	}
 	r.drawHeaders(q)
+	if q.method == http.MethodGet {
+		r.drawConditional(q)
+	}
 	return q
 }
 

@@ -128,7 +128,10 @@ type run struct {
 
 	mu   sync.Mutex
 	acks map[string][]ack
-	rep  Report
+	// copies are the answers with validators the clients received, by
+	// resource (conditional.go), for later conditional requests.
+	copies map[string][]*copyOf
+	rep    Report
 	// patches counts the PATCHes sent: a round ends only once the origin
 	// has received them all, so a write whose client hung up (and which
 	// the sidecar still forwards) counts in its own round's budget.
@@ -146,7 +149,7 @@ type ack struct {
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), ids: newIdentities(), acks: map[string][]ack{}}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), ids: newIdentities(), acks: map[string][]ack{}, copies: map[string][]*copyOf{}}
 	r.rep.Checked = map[string]int{}
 	defer func() {
 		for _, id := range r.ids {
@@ -249,6 +252,12 @@ func (r *run) chance(pct int) bool { return r.rng.IntN(100) < pct }
 func (r *run) drawProfile(idents bool) Profile {
 	m := r.cfg.Mix
 	p := Profile{Size: 64 + r.rng.IntN(r.cfg.MaxBodyBytes/4), ETag: m.Has("304") && r.chance(50)}
+	if m.Has("if-none-match") {
+		p.WeakETag = r.chance(30)
+	}
+	if m.Has("last-modified") {
+		p.LastMod = r.chance(50)
+	}
 	dims := map[string]string{}
 	if idents {
 		if m.Has("vary") {
