@@ -251,6 +251,14 @@ func (r *run) checkNotModified(q *request, resp *http.Response, start, end time.
 	if kept.cc && len(c.inmSent) > 0 && resp.Header.Get("Cache-Control") == "" {
 		r.violate("not-modified", "%s: 304 without the Cache-Control its 200 had (RFC 9110 §15.4.5) (%s)", q, cs)
 	}
+	r.mu.Lock()
+	switch {
+	case q.kind == "list":
+		r.rep.Checked["304-list"]++
+	case kept.who != q.who.name:
+		r.rep.Checked["304-foreign"]++
+	}
+	r.mu.Unlock()
 	if kept.list != nil || q.kind == "list" {
 		for _, st := range kept.list {
 			if !containsID(q.ids, st.ID) || st.Res != q.route+"/"+st.ID {
