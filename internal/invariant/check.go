@@ -68,13 +68,17 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 			}
 		}
 	}
-	if q.route == "u" && q.kind == "read" && resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotModified && Resource(q.path) != "" && goodID(q.path) {
+	if q.route == "u" && q.kind == "read" && resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotModified && resp.StatusCode != http.StatusPartialContent && Resource(q.path) != "" && goodID(q.path) {
 		// The origin never fails a good ID: only a bad one can make
 		// its bulk call fail, and that must not cost the others.
 		r.violate("collateral", "%s: a good ID answered %d (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
 	}
 	if resp.StatusCode == http.StatusNotModified {
 		r.checkNotModified(q, resp, start, end)
+		return
+	}
+	if resp.StatusCode == http.StatusPartialContent && q.hdr.Get("Range") == "" {
+		r.violate("range", "%s: 206 (%s) to a request without Range (%s)", q, resp.Header.Get("Content-Range"), resp.Header.Get("Cache-Status"))
 		return
 	}
 	switch {

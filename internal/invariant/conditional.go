@@ -81,8 +81,12 @@ func (r *run) drawConditional(q *request) {
 		}
 	}
 	h := q.hdr
+	inm := 14
+	if q.kind == "list" {
+		inm = 60 // lists are few and their answers fewer: revalidate most
+	}
 	switch {
-	case m.Has("if-none-match") && roll < 14:
+	case m.Has("if-none-match") && roll < inm:
 		cands := ownTagged
 		if m.Has("if-none-match-foreign") && (len(ownTagged) == 0 || style < 50) {
 			cands = append(foreignTagged, ownTagged...)
@@ -117,7 +121,7 @@ func (r *run) drawConditional(q *request) {
 		} else {
 			h.Set("If-None-Match", strings.Join(tags, ", "))
 		}
-	case m.Has("if-modified-since") && roll < 26:
+	case m.Has("if-modified-since") && roll < inm+12:
 		q.cond.imsAny = true
 		var mine []*copyOf
 		for _, c := range own {
@@ -141,7 +145,7 @@ func (r *run) drawConditional(q *request) {
 		default:
 			h.Set("If-Modified-Since", now().Add(-time.Minute).UTC().Format(http.TimeFormat))
 		}
-	case m.Has("if-unmodified-since") && roll < 30:
+	case m.Has("if-unmodified-since") && roll < inm+16:
 		q.cond.ius = true
 		h.Set("If-Unmodified-Since", now().UTC().Format(http.TimeFormat))
 	}

@@ -53,6 +53,13 @@ var Features = []Feature{
 	{Name: "if-modified-since", On: true, Note: "GET with If-Modified-Since: a copy's Last-Modified (else Date) of the client's own variant, or a date far past / future; a 304 must never keep a copy older than a write the client saw, or than max_lag"},
 	{Name: "if-unmodified-since", On: true, Note: "GET with If-Unmodified-Since: a precondition only the origin may evaluate (never a 304 or a stored answer's verdict)"},
 	{Name: "batch-etag-field", On: true, Note: "reads and writes of /e/{id}, a batch route with batch.etag_field: the element's ETag is the app's field (bare, weak, a number, or not a tag at all)"},
+	{Name: "duplicate-headers", On: true, Note: "Accept-Language, X-Tenant, Accept-Encoding (and If-None-Match lists) as two field lines, one of them empty or another value: one list to the origin (RFC 9110 §5.3), so one key"},
+	{Name: "accept-encoding-q", On: true, Note: "odd Accept-Encoding lists and qvalues (gzip;q=0.001, *;q=0, *, gzip;q=0, GZIP, x-gzip, gzip;Q=0, identity;q=0, gzip): never a coding refused"},
+	{Name: "range", On: true, Note: "Range on reads (one range, several, suffix, open); the origin answers 206 to one: a part must never reach a client that did not ask for it"},
+	{Name: "absolute-form", On: true, Note: "request targets in absolute-form (GET http://svc.invariant/r/5, host spellings on /h): the authority is the Host (RFC 9112 §3.2.2), keyed and forwarded as such"},
+	{Name: "percent-path", On: true, Note: "paths with escaped unreserved characters (/r/%35, /%72/5, /r/%2e/5) that the origin decodes, and /r/5%2F that it does not; on reads and writes"},
+	{Name: "chunked-write", On: true, Note: "writes with a chunked body and trailers (Surrogate-Key, Cache-Control: no-store): trailers shape nothing"},
+	{Name: "expect", On: true, Note: "writes with a body behind Expect: 100-continue"},
 	{Name: "bulk-vary-gzip", On: true, Gate: "24.1", Note: "bulk answers as behind compression(): Vary: Accept-Encoding always, gzip when accepted (elements must still be identity, shared)"},
 
 	// What the origin does, drawn per resource per round and per request.

@@ -133,7 +133,7 @@ func Resource(path string) string {
 		if i := strings.IndexByte(s, ';'); i >= 0 {
 			s = s[:i]
 		}
-		switch s {
+		switch decodeUnreserved(s) {
 		case "", ".":
 			continue
 		case "..":
@@ -142,7 +142,7 @@ func Resource(path string) string {
 			}
 			continue
 		}
-		segs = append(segs, strings.ToLower(s))
+		segs = append(segs, strings.ToLower(decodeUnreserved(s)))
 	}
 	if len(segs) != 2 {
 		return ""
@@ -152,6 +152,31 @@ func Resource(path string) string {
 		id = strconv.FormatUint(n, 10)
 	}
 	return segs[0] + "/" + id
+}
+
+// decodeUnreserved decodes the percent-escapes of unreserved characters
+// (RFC 3986 §6.2.2.2: %35 is "5", %2e "."), as Express's router does
+// before matching; other escapes (%2F, %E9) stay as they are.
+func decodeUnreserved(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil && unreserved(byte(v)) {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
 }
 
 // NewRound forgets the request ids seen so far (a resend follows its
@@ -273,6 +298,17 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if gz && len(body) >= p.GzipFrom {
 		body = gzipBytes(body)
 		h.Set("Content-Encoding", "gzip")
+	}
+	if rg := r.Header.Get("Range"); rg != "" && h.Get("Content-Encoding") == "" {
+		if from, to, ok := oneRange(rg, len(body)); ok {
+			// A part is not the resource: a cache that stored it as the
+			// whole would hand other clients a body without a stamp.
+			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, to, len(body)))
+			h.Set("Content-Length", strconv.Itoa(to-from+1))
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(body[from : to+1])
+			return
+		}
 	}
 	if trunc {
 		// No Content-Length: chunked, and the last chunk never comes.
@@ -399,6 +435,37 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(out)
 }
 
+// oneRange reads a single "bytes=a-b" / "bytes=a-" / "bytes=-n" range of a
+// body of n bytes (RFC 9110 §14.1.2); several ranges, or none that fits,
+// are answered whole (the origin may ignore Range, §14.2).
+func oneRange(v string, n int) (from, to int, ok bool) {
+	spec, found := strings.CutPrefix(v, "bytes=")
+	if !found || strings.Contains(spec, ",") {
+		return 0, 0, false
+	}
+	a, b, _ := strings.Cut(spec, "-")
+	switch {
+	case a == "":
+		k, err := strconv.Atoi(b)
+		if err != nil || k <= 0 {
+			return 0, 0, false
+		}
+		from, to = max(0, n-k), n-1
+	default:
+		f, err := strconv.Atoi(a)
+		if err != nil {
+			return 0, 0, false
+		}
+		from, to = f, n-1
+		if b != "" {
+			if t, err := strconv.Atoi(b); err == nil && t < n {
+				to = t
+			}
+		}
+	}
+	return from, to, from <= to && to < n
+}
+
 // elementTag is the /e route's etag_field value for id at version ver,
 // in each spelling an app may use: a bare version, an entity-tag (weak),
 // a number, and text that is no entity-tag (a space: the sidecar must
@@ -443,27 +510,41 @@ func dimValue(r *http.Request, dim string) string {
 		}
 		return ""
 	}
-	return strings.Join(r.Header.Values(dimHeader[dim]), ", ")
+	return joinLines(r.Header.Values(dimHeader[dim]))
 }
 
-// AcceptsGzip reports whether Accept-Encoding values accept gzip (a
-// q=0 refuses it; RFC 9110 §12.5.3).
+// AcceptsGzip reports whether Accept-Encoding values accept gzip: its own
+// member (gzip or x-gzip) decides if there is one, else "*"; a q of 0
+// refuses (RFC 9110 §12.5.3, §12.4.2: qvalues are case-insensitive).
 func AcceptsGzip(vals []string) bool {
+	own, star := "", ""
 	for _, v := range vals {
 		for _, part := range strings.Split(v, ",") {
 			name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-			name = strings.ToLower(strings.TrimSpace(name))
-			if name != "gzip" && name != "x-gzip" && name != "*" {
-				continue
-			}
 			q := strings.ReplaceAll(strings.ToLower(params), " ", "")
-			if q == "q=0" || strings.HasPrefix(q, "q=0.0") && strings.Trim(q[2:], "0.") == "" {
-				return false
+			if q == "" {
+				q = "q=1"
 			}
-			return true
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "gzip", "x-gzip":
+				if own == "" {
+					own = q
+				}
+			case "*":
+				if star == "" {
+					star = q
+				}
+			}
 		}
 	}
-	return false
+	q := own
+	if q == "" {
+		q = star
+	}
+	if q == "" {
+		return false
+	}
+	return !(q == "q=0" || strings.HasPrefix(q, "q=0.") && strings.Trim(q[2:], "0.") == "")
 }
 
 // encodeStamp pads the stamp to size bytes with letters from a PRNG seeded

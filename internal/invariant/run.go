@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -98,6 +99,7 @@ func BudgetList(n int) int {
 type identity struct {
 	name, addr, tenant string
 	client             *http.Client
+	proxied            *http.Client // absolute-form: the replica as its proxy
 }
 
 func newIdentities() []*identity {
@@ -106,15 +108,20 @@ func newIdentities() []*identity {
 		addr := fmt.Sprintf("127.0.0.%d", i+2)
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}, Timeout: 5 * time.Second}
 		tenants := []string{"acme", "globex", "initech", ""}
-		ids = append(ids, &identity{name: n, addr: addr, tenant: tenants[i], client: &http.Client{
-			Timeout: 20 * time.Second,
-			Transport: &http.Transport{
-				DialContext:         d.DialContext,
-				DisableCompression:  true, // the checks see the coding as sent
-				MaxIdleConnsPerHost: 32,
-			},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}})
+		newClient := func(proxy func(*http.Request) (*url.URL, error)) *http.Client {
+			return &http.Client{
+				Timeout: 20 * time.Second,
+				Transport: &http.Transport{
+					DialContext:           d.DialContext,
+					Proxy:                 proxy,
+					DisableCompression:    true, // the checks see the coding as sent
+					MaxIdleConnsPerHost:   32,
+					ExpectContinueTimeout: 5 * time.Second,
+				},
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			}
+		}
+		ids = append(ids, &identity{name: n, addr: addr, tenant: tenants[i], client: newClient(nil), proxied: newClient(viaProxy)})
 	}
 	return ids
 }
@@ -125,6 +132,8 @@ type run struct {
 	rng *rand.Rand
 	ids []*identity
 	rid int
+	// lists are id lists drawn before, sent again (drawRequest).
+	lists [][]string
 
 	mu   sync.Mutex
 	acks map[string][]ack
@@ -154,6 +163,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	defer func() {
 		for _, id := range r.ids {
 			id.client.CloseIdleConnections()
+			id.proxied.CloseIdleConnections()
 		}
 	}()
 	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
