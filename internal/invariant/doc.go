@@ -35,6 +35,19 @@
 // pool changes what a request sends, never how many draws it takes, so a
 // seed still fixes the sequence of draws.
 //
+// # HTTP edges (edges.go)
+//
+// Issue 21's edge inputs that can shape an answer on the cached path are
+// drawn at low rates: the same header as two field lines (one empty, or
+// another value: the origin reads one list, RFC 9110 §5.3), odd
+// Accept-Encoding lists and qvalues, Range (the origin answers 206 to one
+// range: a part must never reach a client that did not ask for one),
+// absolute-form targets (RFC 9112 §3.2.2), percent-encoded path spellings
+// the origin decodes (/r/%35 is /r/5 to it, as RFC 3986 §6.2.2.2 says) on
+// reads and writes, and writes with a chunked body and trailers or behind
+// Expect: 100-continue. The report's Checked counts the answers each got,
+// by status, so a run shows they reached the replicas.
+//
 // # Invariants (check.go)
 //
 //   - identity: never another identity's per-address, per-credential,
