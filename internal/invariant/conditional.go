@@ -203,6 +203,7 @@ func (r *run) remember(q *request, resp *http.Response, st *Stamp, list []Stamp)
 func (r *run) checkNotModified(q *request, resp *http.Response, start, end time.Time) {
 	r.mu.Lock()
 	r.rep.Checked["304"]++
+	r.rep.Checked["304-"+q.route]++
 	r.mu.Unlock()
 	cs := resp.Header.Get("Cache-Status")
 	c := &q.cond
