@@ -116,9 +116,17 @@ func (r *run) drawConditional(q *request) {
 			}
 		}
 		q.cond.inmSent = tags
-		if m.Has("duplicate-headers") && len(tags) > 1 && style%2 == 0 {
+		switch {
+		case m.Has("duplicate-headers") && style%7 == 3:
+			// An empty first line, and a date that would make any copy
+			// current: If-None-Match is still there, so the date must
+			// be ignored (RFC 9110 §13.2.2) and only a named tag may
+			// make a 304.
+			h["If-None-Match"] = append([]string{""}, tags...)
+			h.Set("If-Modified-Since", now().Add(24*time.Hour).UTC().Format(http.TimeFormat))
+		case m.Has("duplicate-headers") && len(tags) > 1 && style%2 == 0:
 			h["If-None-Match"] = tags // one field line each (RFC 9110 §5.3)
-		} else {
+		default:
 			h.Set("If-None-Match", strings.Join(tags, ", "))
 		}
 	case m.Has("if-modified-since") && roll < inm+12:
