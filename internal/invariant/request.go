@@ -289,7 +289,7 @@ func (r *run) do(ctx context.Context, q *request) {
 		req.Header[k] = vs
 	}
 	if q.hangup {
-		hctx, cancel := context.WithCancel(ctx)
+		hctx, cancel := context.WithCancel(req.Context()) // keeps proxyKey
 		defer cancel()
 		req = req.WithContext(httptrace.WithClientTrace(hctx, &httptrace.ClientTrace{
 			WroteRequest: func(httptrace.WroteRequestInfo) { cancel() },
