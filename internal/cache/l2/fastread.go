@@ -40,16 +40,18 @@ import (
 // miss) hold for this read as they do for the script. Cluster mode reads
 // the epochs in other slots and keeps getChecked's two round trips.
 
-// Bounds of the guess table. The tags come from routes and from upstream
-// answers, and the keys from requests, so an attacker can fill the table:
-// it holds at most guessSlots guesses of at most maxGuessTags tags of
-// maxGuessBytes in all (a few MiB at worst), and a key whose tags exceed
-// that is always read by the script.
+// Bounds of the guess table. The keys come from requests and the tags
+// from routes, paths (the URI tag) and upstream answers, so an attacker can
+// fill the table: it holds at most guessSlots guesses and guessBytes of
+// epoch keys (plus the maps' own overhead, about 1 MiB when full), and a
+// key with more than maxGuessTags tags or maxGuessBytes of them is always
+// read by the script.
 const (
 	guessShards   = 16
 	guessSlots    = 1 << 14
+	guessBytes    = 4 << 20
 	maxGuessTags  = 16
-	maxGuessBytes = 256
+	maxGuessBytes = 2 << 10
 )
 
 // guesses maps a key's hash to the epoch keys of the tags it was last
@@ -60,8 +62,9 @@ type guesses struct {
 }
 
 type guessShard struct {
-	mu sync.RWMutex
-	m  map[uint64][]string // epoch keys, prefixed; never modified once stored
+	mu    sync.RWMutex
+	m     map[uint64][]string // epoch keys, prefixed; never modified once stored
+	bytes int                 // cost of what m holds
 }
 
 func newGuesses() *guesses {
@@ -70,6 +73,16 @@ func newGuesses() *guesses {
 		g.shards[i].m = make(map[uint64][]string)
 	}
 	return g
+}
+
+// cost is what a guess is charged against guessBytes: its strings and
+// their headers.
+func cost(eks []string) int {
+	n := 24 + 16*len(eks)
+	for _, k := range eks {
+		n += len(k)
+	}
+	return n
 }
 
 func (g *guesses) shard(key string) (*guessShard, uint64) {
@@ -87,32 +100,39 @@ func (g *guesses) get(key string) (eks []string, ok bool) {
 	return eks, ok
 }
 
-// put records eks as key's guess. A full shard drops one guess first, an
-// arbitrary one (map iteration order), which is enough to bound it: a
+// put records eks as key's guess. A full shard drops guesses first,
+// arbitrary ones (map iteration order), which is enough to bound it: a
 // dropped guess costs one script read.
 func (g *guesses) put(key string, eks []string) {
+	c := cost(eks)
 	sh, h := g.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if _, ok := sh.m[h]; !ok && len(sh.m) >= guessSlots/guessShards {
-		for k := range sh.m {
-			delete(sh.m, k)
+	if old, ok := sh.m[h]; ok {
+		delete(sh.m, h)
+		sh.bytes -= cost(old)
+	}
+	for k, old := range sh.m {
+		if len(sh.m) < guessSlots/guessShards && sh.bytes+c <= guessBytes/guessShards {
 			break
 		}
+		delete(sh.m, k)
+		sh.bytes -= cost(old)
 	}
 	sh.m[h] = eks
+	sh.bytes += c
 }
 
-// len is the number of guesses held, for tests.
-func (g *guesses) len() int {
-	n := 0
+// size is the number of guesses held and their cost, for tests.
+func (g *guesses) size() (n, bytes int) {
 	for i := range g.shards {
 		sh := &g.shards[i]
 		sh.mu.RLock()
 		n += len(sh.m)
+		bytes += sh.bytes
 		sh.mu.RUnlock()
 	}
-	return n
+	return n, bytes
 }
 
 // learn records tags as key's guess, if they are within the bounds.

@@ -161,9 +161,9 @@ func TestGuessedReadChecksEveryHeaderTag(t *testing.T) {
 }
 
 // TestGuessesBounded: the keys and tags that fill the table come from
-// requests; it never holds more than guessSlots guesses, a key with too
-// many tag bytes gets none (and is read by the script), and a key whose
-// guess was dropped is still read right.
+// requests; it never holds more than guessSlots guesses or guessBytes, a
+// key with too many tag bytes gets none (and is read by the script), and a
+// key whose guess was dropped is still read right.
 func TestGuessesBounded(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newReplica(t, []string{srv.Addr()})
@@ -171,10 +171,17 @@ func TestGuessesBounded(t *testing.T) {
 	rc := raw(t, srv.Addr())
 	ctx := context.Background()
 	for i := range 3 * guessSlots {
-		a.learn(fmt.Sprint("junk", i), []string{fmt.Sprint("tag", i)})
+		a.learn(fmt.Sprint("short", i), []string{fmt.Sprint("tag", i)})
 	}
-	if n := a.guesses.len(); n > guessSlots || n < guessSlots/2 {
+	if n, _ := a.guesses.size(); n > guessSlots || n < guessSlots/2 {
 		t.Fatalf("%d guesses held after %d keys; want at most %d (and most of them)", n, 3*guessSlots, guessSlots)
+	}
+	big := strings.Repeat("x", maxGuessBytes/2-8)
+	for i := range 3 * guessBytes / maxGuessBytes {
+		a.learn(fmt.Sprint("big", i), []string{fmt.Sprint(i, big), fmt.Sprint(big, i)})
+	}
+	if n, size := a.guesses.size(); size > guessBytes || size < guessBytes/2 {
+		t.Fatalf("%d guesses of %d bytes held after %d of about %d; want at most %d (and most of them)", n, size, 3*guessBytes/maxGuessBytes, maxGuessBytes, guessBytes)
 	}
 
 	long := strings.Repeat("x", maxGuessBytes+1)
