@@ -285,3 +285,68 @@ func TestRelayFailover(t *testing.T) {
 		}
 	}
 }
+
+// TestRelaySentinelFailover subscribes replica A on the read replica that
+// Sentinel manages, then kills the master: the read replica is promoted,
+// A's subscription on it stays, A's beats (now published on it, the new
+// master) prove its channel again, and a writer's invalidation reaches A.
+func TestRelaySentinelFailover(t *testing.T) {
+	sn := redistest.StartSentinel(t, "sidecache")
+	sentinel := func(o *Options) {
+		o.MasterName = sn.Name()
+		o.Timeout = time.Second
+	}
+	lag := 400 * time.Millisecond
+	w := newReplica(t, sn.SentinelAddrs(), sentinel)
+	a := newReplica(t, sn.SentinelAddrs(), sentinel, lagged(lag), onRelays(sn.Replica().Addr()))
+	w.waitUp(t)
+	a.waitUp(t)
+	waitProven(t, a)
+	if got, want := [2]int64{subscribers(t, sn.Master().Addr()), subscribers(t, sn.Replica().Addr())}, [2]int64{1, 1}; got != want {
+		t.Fatalf("subscribers on master, read replica = %v, want %v", got, want)
+	}
+
+	sn.Master().Kill()
+	killed := time.Now()
+	eventually(t, 30*time.Second, func() error {
+		if addr, err := sn.MasterAddr(); err != nil || addr != sn.Replica().Addr() {
+			return fmt.Errorf("master = %q, %v", addr, err)
+		}
+		return nil
+	})
+	eventually(t, 30*time.Second, func() error {
+		if p := a.Proven(); !p.After(killed) {
+			return fmt.Errorf("proof %s, not past the master's death", p)
+		}
+		return nil
+	})
+	if n := subscribers(t, sn.Replica().Addr()); n < 1 {
+		t.Fatalf("%d subscribers on the promoted read replica, want A's", n)
+	}
+	ctx := context.Background()
+	eventually(t, 15*time.Second, func() error { return w.InvalidateTags(ctx, "z") })
+	for {
+		inv := a.nextInvalidation(t, 10*time.Second)
+		if len(inv.Tags) == 1 && inv.Tags[0] == "z" {
+			break
+		}
+		if !inv.All {
+			t.Fatalf("A got %+v, want z", inv)
+		}
+	}
+}
+
+// TestRelayRefusedOnCluster: a Cluster forwards PUBLISH to replica nodes
+// over the cluster bus, not the replication stream, so New refuses read
+// replicas there (config validation says so first).
+func TestRelayRefusedOnCluster(t *testing.T) {
+	for _, o := range []Options{
+		{Addrs: []string{"127.0.0.1:1"}, Cluster: true, SubscribeAddrs: []string{"127.0.0.1:2"}},
+		{Addrs: []string{"127.0.0.1:1", "127.0.0.1:3"}, SubscribeAddrs: []string{"127.0.0.1:2"}},
+	} {
+		if s, err := New(context.Background(), o); err == nil {
+			_ = s.Close()
+			t.Fatalf("New(%+v) accepted subscribe addrs on a Cluster", o)
+		}
+	}
+}
