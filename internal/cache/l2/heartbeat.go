@@ -138,6 +138,18 @@ func (s *Store) published(seq uint64) {
 	p.acked = append(p.acked, seq)
 }
 
+// unheard is how many of this replica's beats the master acknowledged
+// that have not come back (at least maxAcked once some were forgotten).
+func (s *Store) unheard() int {
+	p := &s.proof
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ackedLost {
+		return maxAcked
+	}
+	return len(p.acked)
+}
+
 // forgetAcked is called when a subscription is confirmed: beats published
 // before it may not reach it, and their loss is the gap's (Floor), not
 // one that heard should report.

@@ -169,6 +169,15 @@ func (s *Store) subscribe(ctx context.Context) {
 	gap := false // a message may have been missed since the last subscribe
 	unanswered, failed := 0, 0
 	for ctx.Err() == nil {
+		if s.relayStalled() {
+			s.log.Warn("own heartbeats stopped coming back through this read replica")
+			s.subscribed.Store(false)
+			gap, unanswered = true, 0
+			if ps = s.resubscribe(ctx, ps, true); ps == nil {
+				return
+			}
+			continue
+		}
 		msg, err := ps.ReceiveTimeout(ctx, idleCheck)
 		if ctx.Err() != nil {
 			return

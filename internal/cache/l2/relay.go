@@ -19,14 +19,14 @@ import (
 // comes back through the read replica, every invalidation the master ran
 // before the beat has been delivered on the same connection before it. A
 // read replica that lags delays the beat as much as the invalidations; one
-// cut from its master stops delivering both, and the proof stalls. One
-// that resynchronised in full (its backlog could not cover a long cut)
-// skipped part of the stream without closing its subscribers'
-// connections: heard() notices that from this replica's own beats that the
-// master acknowledged but that never came back, and sets the floor as a
-// rebuilt subscription does. The master then runs one PUBLISH per message
-// and sends the stream once per read replica; each read replica delivers
-// to its share of the fleet.
+// cut from its master stops delivering both, and the proof stalls (until
+// the replica moves on: relayStall). One that resynchronised in full (its
+// backlog could not cover a long cut) skipped part of the stream without
+// closing its subscribers' connections: heard() notices that from this
+// replica's own beats that the master acknowledged but that never came
+// back, and sets the floor as a rebuilt subscription does. The master
+// then runs one PUBLISH per message and sends the stream once per read
+// replica; each read replica delivers to its share of the fleet.
 //
 // Cluster mode is refused: there a PUBLISH reaches other nodes, replicas
 // included, over the cluster bus, which has no backlog and no order with
@@ -35,6 +35,13 @@ import (
 // relayFailures is how many failed subscription attempts in a row move a
 // replica to the next read replica in SubscribeAddrs.
 const relayFailures = 3
+
+// relayStall is how many of this replica's beats the master acknowledged
+// may fail to come back through its read replica (4·MaxLag of beats)
+// before it moves to the next one: that read replica is cut from the
+// master or far behind it. Patient, since a move costs a gap (the floor)
+// and, when the master itself is slow, every read replica lags alike.
+const relayStall = 16
 
 // firstRelay is where a replica's subscription starts: a hash of its
 // origin, so a fleet spreads evenly over the n read replicas and each
@@ -59,6 +66,13 @@ func (s *Store) newSub() redis.UniversalClient {
 		o.Addrs, o.MasterName, o.IsClusterMode = []string{s.opts.SubscribeAddrs[s.relay]}, "", false
 	}
 	return redis.NewUniversalClient(o)
+}
+
+// relayStalled reports whether the subscription should leave its read
+// replica although the connection works: its own beats, taken by the
+// master, stopped coming back (relayStall). Only with another to go to.
+func (s *Store) relayStalled() bool {
+	return s.relayed() && len(s.opts.SubscribeAddrs) > 1 && s.subscribed.Load() && s.unheard() >= relayStall
 }
 
 // nextRelay moves the subscription's client to the next read replica in

@@ -350,3 +350,42 @@ func TestRelayRefusedOnCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayStalledMovesOn cuts replica A's read replica from the master
+// (REPLICAOF NO ONE): its connection works and answers PINGs, but A's
+// beats, which the master takes, stop coming back. After relayStall of
+// them A moves to the other read replica, and proves its channel there
+// (with the floor past the cut, as after any move).
+func TestRelayStalledMovesOn(t *testing.T) {
+	m := redistest.Start(t, redistest.NoSyncDelay()...)
+	rs := []*redistest.Server{redistest.StartReplica(t, m.Addr()), redistest.StartReplica(t, m.Addr())}
+	lag := 200 * time.Millisecond
+	a := newReplica(t, []string{m.Addr()}, lagged(lag), onRelays(rs[0].Addr(), rs[1].Addr()))
+	waitProven(t, a)
+	first, other := rs[0], rs[1]
+	if subscribers(t, first.Addr()) == 0 {
+		first, other = other, first
+	}
+	if err := raw(t, first.Addr()).Do(context.Background(), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	eventually(t, 30*time.Second, func() error {
+		if n := subscribers(t, other.Addr()); n != 1 {
+			return fmt.Errorf("%d subscribers on the other read replica", n)
+		}
+		return nil
+	})
+	if n := subscribers(t, first.Addr()); n != 0 {
+		t.Fatalf("%d subscribers left on the cut read replica", n)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if p := a.Proven(); !p.After(cut) {
+			return fmt.Errorf("proof %s, not past the cut at %s", p, cut)
+		}
+		return nil
+	})
+	if f := a.Floor(); !f.After(cut) {
+		t.Fatalf("floor %s not past the cut at %s", f, cut)
+	}
+}
