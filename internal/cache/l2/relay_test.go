@@ -359,7 +359,7 @@ func TestRelayRefusedOnCluster(t *testing.T) {
 func TestRelayStalledMovesOn(t *testing.T) {
 	m := redistest.Start(t, redistest.NoSyncDelay()...)
 	rs := []*redistest.Server{redistest.StartReplica(t, m.Addr()), redistest.StartReplica(t, m.Addr())}
-	lag := 200 * time.Millisecond
+	lag := 400 * time.Millisecond
 	a := newReplica(t, []string{m.Addr()}, lagged(lag), onRelays(rs[0].Addr(), rs[1].Addr()))
 	waitProven(t, a)
 	first, other := rs[0], rs[1]
