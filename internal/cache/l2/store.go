@@ -149,7 +149,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if len(opts.Addrs) == 0 {
 		return nil, errors.New("l2: no redis address")
 	}
-	if len(opts.SubscribeAddrs) > 0 && (opts.Cluster || len(opts.Addrs) > 1 && opts.MasterName == "") {
+	if len(opts.SubscribeAddrs) > 0 && (opts.Cluster || len(opts.Addrs) > 1) && opts.MasterName == "" {
 		return nil, errors.New("l2: subscribe addrs need a single master or Sentinel, not a Cluster")
 	}
 	if opts.Timeout <= 0 {
