@@ -33,7 +33,11 @@ type Params struct {
 	// (the relay tier, cache.l2.redis.subscribe_addrs): every subscription
 	// sits on one of them, every PUBLISH stays on the master.
 	Relays int
-	Dir    string // scratch directory (logs, configs)
+	// RelayHub makes the relays replicas of one more read replica (the
+	// hub, which carries no subscription) instead of the master, so the
+	// master feeds one replication link whatever Relays is.
+	RelayHub bool
+	Dir      string // scratch directory (logs, configs)
 }
 
 // Row is one N's figures.
@@ -50,6 +54,7 @@ type Row struct {
 	// RelayBaseline each read replica's, replicating an idle master.
 	Baseline      float64
 	RelayBaseline []float64
+	HubBaseline   float64
 	Err           string
 }
 
@@ -65,6 +70,7 @@ type Phase struct {
 	// and RelayUsPerMsg the mean read replica's CPU µs per delivery.
 	RelayCPU      []float64
 	RelayUsPerMsg float64
+	HubCPU        float64 // with RelayHub: the hub's CPU, % of a core
 	ReplicaCPU    float64 // % of a core, mean of the real replicas
 	BenchCPU      float64 // % of a core: the emulated peers and the writer
 	MachineBusy   float64 // % of all cores busy, every process on the machine
@@ -93,6 +99,7 @@ type snapshot struct {
 	at                time.Time
 	redisCPU, redisOp float64
 	relayCPU          []float64
+	hubCPU            float64
 	replicas          time.Duration
 	bench             time.Duration
 	busy, total       float64
@@ -116,7 +123,7 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 	if err := until(ctx, 10*time.Second, func() error { _, err := redisDo(ctx, addr, "PING"); return err }); err != nil {
 		return row, fmt.Errorf("redis: %w", err)
 	}
-	relays, stopRelays, err := startRelays(ctx, p, n, port)
+	relays, hub, stopRelays, err := startRelays(ctx, p, n, port)
 	defer stopRelays()
 	if err != nil {
 		return row, err
@@ -127,6 +134,10 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 	}
 	redisCPU := func() float64 { return cpuOf(addr) }
 	t0, c0 := time.Now(), redisCPU()
+	h0 := 0.0
+	if hub != "" {
+		h0 = cpuOf(hub)
+	}
 	r0 := make([]float64, len(relays))
 	for i, ra := range relays {
 		r0[i] = cpuOf(ra)
@@ -136,6 +147,9 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 	row.Baseline = 100 * (redisCPU() - c0) / secs
 	for i, ra := range relays {
 		row.RelayBaseline = append(row.RelayBaseline, 100*(cpuOf(ra)-r0[i])/secs)
+	}
+	if hub != "" {
+		row.HubBaseline = 100 * (cpuOf(hub) - h0) / secs
 	}
 	// subAddr is where emulated peer i subscribes: the master, or one
 	// relay each in turn (the real replicas hash their id over them).
@@ -215,6 +229,9 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 		for _, ra := range relays {
 			s.relayCPU = append(s.relayCPU, cpuOf(ra))
 		}
+		if hub != "" {
+			s.hubCPU = cpuOf(hub)
+		}
 		s.redisOp = st["total_commands_processed"]
 		for _, c := range replicas {
 			s.replicas += procCPU(c.cmd.Process.Pid)
@@ -245,6 +262,9 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 			}
 			if ph.Deliveries > 0 {
 				ph.RelayUsPerMsg = sum / 100 / ph.Deliveries * 1e6
+			}
+			if hub != "" {
+				ph.HubCPU = max(100*(b.hubCPU-a.hubCPU)/secs-row.HubBaseline, 0)
 			}
 		}
 		if work > 0 {
@@ -375,47 +395,60 @@ coherence:
 }
 
 // startRelays starts p.Relays read replicas of the master on
-// masterPort and returns their addresses once each has synced, and a
-// function that stops them.
-func startRelays(ctx context.Context, p Params, n, masterPort int) ([]string, func(), error) {
-	var addrs []string
+// masterPort (or of a hub, one more read replica of the master, with
+// p.RelayHub) and returns their addresses once each has synced, the hub's
+// ("" without), and a function that stops them all.
+func startRelays(ctx context.Context, p Params, n, masterPort int) (relays []string, hub string, stop func(), err error) {
 	var procs []*child
-	stop := func() {
+	stop = func() {
 		for _, c := range procs {
 			c.stop()
 		}
 	}
-	for i := range p.Relays {
+	replica := func(name string, maxClients, of int) (string, error) {
 		port, err := freePort()
 		if err != nil {
-			return nil, stop, err
+			return "", err
 		}
 		a := "127.0.0.1:" + strconv.Itoa(port)
-		c, err := start(p.Dir, fmt.Sprintf("relay-%d-%d", n, i), "redis-server", "--port", strconv.Itoa(port),
+		c, err := start(p.Dir, name, "redis-server", "--port", strconv.Itoa(port),
 			"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no",
-			"--maxclients", strconv.Itoa(2*n/p.Relays+100), "--dir", p.Dir,
-			"--replicaof", "127.0.0.1", strconv.Itoa(masterPort))
+			"--maxclients", strconv.Itoa(maxClients), "--dir", p.Dir, "--repl-diskless-sync-delay", "0",
+			"--replicaof", "127.0.0.1", strconv.Itoa(of))
 		if err != nil {
-			return nil, stop, err
+			return "", err
 		}
 		procs = append(procs, c)
-		addrs = append(addrs, a)
-	}
-	for _, a := range addrs {
-		if err := until(ctx, 30*time.Second, func() error {
+		return a, until(ctx, 30*time.Second, func() error {
 			rep, err := redisDo(ctx, a, "INFO", "replication")
 			if err != nil {
 				return err
 			}
 			if !strings.Contains(rep, "master_link_status:up") {
-				return fmt.Errorf("relay %s not in sync", a)
+				return fmt.Errorf("read replica %s not in sync", a)
 			}
 			return nil
-		}); err != nil {
-			return nil, stop, err
-		}
+		})
 	}
-	return addrs, stop, nil
+	if p.Relays == 0 {
+		return nil, "", stop, nil
+	}
+	of := masterPort
+	if p.RelayHub {
+		if hub, err = replica(fmt.Sprintf("hub-%d", n), 100, masterPort); err != nil {
+			return nil, "", stop, err
+		}
+		_, port, _ := strings.Cut(hub, ":")
+		of, _ = strconv.Atoi(port)
+	}
+	for i := range p.Relays {
+		a, err := replica(fmt.Sprintf("relay-%d-%d", n, i), 2*n/p.Relays+100, of)
+		if err != nil {
+			return nil, "", stop, err
+		}
+		relays = append(relays, a)
+	}
+	return relays, hub, stop, nil
 }
 
 func until(ctx context.Context, within time.Duration, f func() error) error {

@@ -36,6 +36,10 @@ func (r *Report) Markdown() string {
 			"peers' in turn and the real replicas' by `cache.l2.redis.subscribe_addrs`; every PUBLISH (beats, "+
 			"invalidations) runs on the master. *Redis* columns below are the master's, and its µs per msg is per "+
 			"command (it delivers nothing); the relays' own table follows.\n\n", p.Relays)
+		if p.RelayHub {
+			b.WriteString("The relays replicate from a **hub**, one more read replica of the master that carries no " +
+				"subscription, so the master feeds one replication link.\n\n")
+		}
 	}
 	b.WriteString("The machine is shared (other processes run alongside): *machine busy* is every process's CPU over all cores " +
 		"during the phase. Redis CPU per message (Redis CPU time ÷ (messages delivered + commands run)) is the figure " +
@@ -60,14 +64,18 @@ func (r *Report) Markdown() string {
 			row.Busy.BenchCPU, row.Busy.MachineBusy, kb(row.Busy.OutBufMax))
 	}
 	if p.Relays > 0 {
-		b.WriteString("\n| N emulated | relay CPU idle, each | relay µs per delivery idle | relay CPU writing, each | relay µs per delivery writing | relay baseline, each |\n")
-		b.WriteString("|---|---|---|---|---|---|\n")
+		b.WriteString("\n| N emulated | relay CPU idle, each | relay µs per delivery idle | relay CPU writing, each | relay µs per delivery writing | relay baseline, each | hub CPU idle / writing |\n")
+		b.WriteString("|---|---|---|---|---|---|---|\n")
 		for _, row := range r.Rows {
 			if row.Err != "" {
 				continue
 			}
-			fmt.Fprintf(&b, "| %d | %s | %.2f | %s | %.2f | %s |\n", row.N, pcts(row.Idle.RelayCPU), row.Idle.RelayUsPerMsg,
-				pcts(row.Busy.RelayCPU), row.Busy.RelayUsPerMsg, pcts(row.RelayBaseline))
+			hub := "—"
+			if p.RelayHub {
+				hub = fmt.Sprintf("%.1f %% / %.1f %%", row.Idle.HubCPU, row.Busy.HubCPU)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %.2f | %s | %.2f | %s | %s |\n", row.N, pcts(row.Idle.RelayCPU), row.Idle.RelayUsPerMsg,
+				pcts(row.Busy.RelayCPU), row.Busy.RelayUsPerMsg, pcts(row.RelayBaseline), hub)
 		}
 	}
 	b.WriteString("\nColumns: *deliveries/s* counts the messages every subscriber (emulated and real) received, " +
@@ -109,6 +117,9 @@ func (r *Report) Write(dir string) (string, error) {
 	name := "FLEET-" + r.Started.UTC().Format("2006-01-02-1504") + "-" + r.Params.Protocol
 	if k := r.Params.Relays; k > 0 {
 		name += "-relay" + strconv.Itoa(k)
+		if r.Params.RelayHub {
+			name += "-hub"
+		}
 	}
 	name += ".md"
 	path := filepath.Join(dir, name)
