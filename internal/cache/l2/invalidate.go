@@ -169,6 +169,15 @@ func (s *Store) subscribe(ctx context.Context) {
 	gap := false // a message may have been missed since the last subscribe
 	unanswered, failed := 0, 0
 	for ctx.Err() == nil {
+		if s.relayStalled() {
+			s.log.Warn("own heartbeats stopped coming back through this read replica")
+			s.subscribed.Store(false)
+			gap, unanswered = true, 0
+			if ps = s.resubscribe(ctx, ps, true); ps == nil {
+				return
+			}
+			continue
+		}
 		msg, err := ps.ReceiveTimeout(ctx, idleCheck)
 		if ctx.Err() != nil {
 			return
@@ -189,7 +198,8 @@ func (s *Store) subscribe(ctx context.Context) {
 			s.log.Warn("invalidation subscription unresponsive, resubscribing")
 			s.subscribed.Store(false)
 			gap, unanswered = true, 0
-			if ps = s.resubscribe(ctx, ps); ps == nil {
+			// On a read replica, the next one: this one may be stuck.
+			if ps = s.resubscribe(ctx, ps, s.relayed()); ps == nil {
 				return
 			}
 			continue
@@ -205,6 +215,12 @@ func (s *Store) subscribe(ctx context.Context) {
 			case <-time.After(retryDelay(failed, rand.Int64N)):
 			}
 			failed++
+			if s.relayed() && failed%relayFailures == 0 {
+				// This read replica does not answer: try the next.
+				if ps = s.resubscribe(ctx, ps, true); ps == nil {
+					return
+				}
+			}
 			continue
 		}
 
@@ -216,7 +232,7 @@ func (s *Store) subscribe(ctx context.Context) {
 				s.log.Warn("invalidation subscription dropped by the cluster, resubscribing")
 				s.subscribed.Store(false)
 				gap, unanswered = true, 0
-				if ps = s.resubscribe(ctx, ps); ps == nil {
+				if ps = s.resubscribe(ctx, ps, false); ps == nil {
 					return
 				}
 				continue
@@ -225,6 +241,7 @@ func (s *Store) subscribe(ctx context.Context) {
 				continue // not every channel confirmed yet
 			}
 			s.subscribed.Store(true)
+			s.forgetAcked()
 			failed = 0
 			if gap {
 				gap = false
@@ -241,8 +258,9 @@ func (s *Store) subscribe(ctx context.Context) {
 			inv = decodeWire(inv)
 			switch {
 			case inv.Beat != nil:
-				if inv.Origin == s.origin {
-					s.heard(*inv.Beat)
+				if inv.Origin == s.origin && s.heard(*inv.Beat, time.Now()) {
+					s.log.Warn("own heartbeats that Redis took never came back; older L1 entries now need to be younger than max_lag")
+					s.deliver(Invalidation{All: true, Gap: true})
 				}
 			case inv.Origin != s.origin:
 				s.deliver(inv)
@@ -251,12 +269,17 @@ func (s *Store) subscribe(ctx context.Context) {
 	}
 }
 
-func (s *Store) resubscribe(ctx context.Context, old *redis.PubSub) *redis.PubSub {
+// resubscribe replaces the subscription with a new one, on the next read
+// replica when moveRelay (relay.go).
+func (s *Store) resubscribe(ctx context.Context, old *redis.PubSub, moveRelay bool) *redis.PubSub {
 	s.psMu.Lock()
 	defer s.psMu.Unlock()
 	_ = old.Close()
 	if ctx.Err() != nil {
 		return nil
+	}
+	if moveRelay {
+		s.nextRelay()
 	}
 	s.ps = s.subscribeAll(ctx)
 	return s.ps
