@@ -152,6 +152,12 @@ func (s *Store) getChecked(ctx context.Context, key string) ([]byte, error) {
 	if !s.isCluster() {
 		return s.getGuessed(ctx, key)
 	}
+	if eks, ok := s.guesses.get(key); ok {
+		b, v, err := s.getGuessedCluster(ctx, key, eks)
+		if err != nil || v != verdictUnknown {
+			return b, err
+		}
+	}
 	b, err := s.rdb.Get(ctx, s.entryKey(key)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
@@ -159,6 +165,7 @@ func (s *Store) getChecked(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.learnHeader(key, b)
 	vals, err := s.epochsOf(ctx, [][]byte{b})
 	if err != nil {
 		return nil, err

@@ -37,8 +37,9 @@ import (
 // missing or forged guess costs a round trip, never a stale answer, and
 // the guarantees of epoch.go (an invalidated entry is a miss from the
 // moment its epoch was raised; an entry whose epoch key was evicted is a
-// miss) hold for this read as they do for the script. Cluster mode reads
-// the epochs in other slots and keeps getChecked's two round trips.
+// miss) hold for this read as they do for the script. In Cluster, where
+// the epoch keys live in other slots, the same test runs on one pipeline of
+// GETs (getGuessedCluster) instead of getChecked's two round trips.
 
 // Bounds of the guess table. The keys come from requests and the tags
 // from routes, paths (the URI tag) and upstream answers, so an attacker can
@@ -240,6 +241,36 @@ func (s *Store) judge(vals []any, eks []string) ([]byte, verdict) {
 	default:
 		return nil, vd
 	}
+}
+
+// getGuessedCluster is getGuessed in Cluster, where the epoch keys live in
+// other slots than the entry and one MGET cannot name them all: the GET of
+// the entry and of each guessed epoch key go in one pipeline, which
+// go-redis runs on their nodes in parallel — one round trip where the
+// unguessed read makes two. It is not atomic, and need not be: an epoch
+// raised before the read began is seen whichever of the GETs runs first,
+// and one raised meanwhile belongs to a write that had not answered when
+// the read began. Its error is the first failure other than a missing key.
+func (s *Store) getGuessedCluster(ctx context.Context, key string, eks []string) ([]byte, verdict, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, 1+len(eks))
+	cmds[0] = pipe.Get(ctx, s.entryKey(key))
+	for i, k := range eks {
+		cmds[1+i] = pipe.Get(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx)
+	vals := make([]any, len(cmds))
+	for i, c := range cmds {
+		v, err := c.Result()
+		switch {
+		case err == nil:
+			vals[i] = v
+		case !errors.Is(err, redis.Nil):
+			return nil, verdictRefuse, err
+		}
+	}
+	b, v := s.judge(vals, eks)
+	return b, v, nil
 }
 
 // getScripted reads key with readScript and learns its header's tags.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -270,5 +271,78 @@ func TestHeaderParsing(t *testing.T) {
 		if at != tc.at || string(lines) != tc.lines || ok != tc.ok {
 			t.Errorf("header(%q) = %d, %q, %v; want %d, %q, %v", tc.in, at, lines, ok, tc.at, tc.lines, tc.ok)
 		}
+	}
+}
+
+// trips counts the round trips a client makes: commands sent alone and
+// pipelines (one each, whatever nodes they span).
+type trips struct{ n atomic.Int64 }
+
+func (h *trips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *trips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestClusterGuessedRead: in Cluster a replica that knows a key's tags
+// reads the entry and their epochs in one round trip (one pipeline across
+// the nodes), else in two; and refuses as the two-trip read does: a tag it
+// did not guess that was invalidated, an epoch key gone.
+func TestClusterGuessedRead(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	a := newReplica(t, cl.Addrs())
+	b := newReplica(t, cl.Addrs())
+	ctx := context.Background()
+	h := &trips{}
+	b.rdb.AddHook(h)
+	store := func(tags ...string) {
+		t.Helper()
+		if err := a.Set(ctx, "k", entry("v", time.Minute, tags...)); err != nil {
+			t.Fatal(err)
+		}
+		a.flush(t)
+	}
+	read := func() (bool, int64) {
+		t.Helper()
+		before := h.n.Load()
+		_, ok := b.mustGet(t, "k")
+		return ok, h.n.Load() - before
+	}
+
+	store("client:1", "route:client")
+	for _, want := range []int64{2, 1} { // unknown, then guessed
+		if hit, n := read(); !hit || n != want {
+			t.Fatalf("hit=%v in %d round trips, want a hit in %d", hit, n, want)
+		}
+	}
+	store("client:1", "route:client", "user:7") // not guessed by b
+	if err := a.InvalidateTags(ctx, "user:7"); err != nil {
+		t.Fatal(err)
+	}
+	if hit, n := read(); hit || n != 3 {
+		t.Fatalf("tag not guessed and invalidated: hit=%v in %d round trips, want a miss in 3 (the guess, then the two-trip read)", hit, n)
+	}
+	store("client:1", "route:client", "user:8")
+	if hit, _ := read(); !hit {
+		t.Fatal("tag not guessed, current: a miss")
+	}
+	if hit, n := read(); !hit || n != 1 {
+		t.Fatalf("tag learned: hit=%v in %d round trips, want a hit in 1", hit, n)
+	}
+	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), DisableIdentity: true})
+	t.Cleanup(func() { _ = rc.Close() })
+	if err := rc.Del(ctx, "test:v:user:8").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if hit, n := read(); hit || n != 1 {
+		t.Fatalf("epoch key gone: hit=%v in %d round trips, want a miss in 1", hit, n)
 	}
 }
