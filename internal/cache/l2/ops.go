@@ -40,8 +40,8 @@ type op struct {
 }
 
 // Get reads key from Redis, checked against its tags' epochs (epoch.go) in
-// the same round trip: an entry invalidated since its request left is a
-// miss. A missing key is a miss; a value that does not decode (another
+// the same round trip (fastread.go: one MGET once the key's tags are
+// known): an entry invalidated since its request left is a miss. A missing key is a miss; a value that does not decode (another
 // codec version, garbage) is a miss too, logged and deleted. An error means
 // L2 could not answer within Timeout or is down.
 func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error) {
@@ -63,8 +63,9 @@ func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error)
 
 // GetMany reads several keys in one pipeline: one round trip (one per
 // node in a Cluster, where the keys may live in different slots, plus one
-// for the epochs), where a loop of Get would make one per key. A nil
-// element is a miss.
+// for the epochs), where a loop of Get would make one per key. A key whose
+// header names a tag this replica did not guess costs one more (the
+// script; fastread.go). A nil element is a miss.
 func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, error) {
 	out := make([]*cache.Entry, len(keys))
 	if len(keys) == 0 {
