@@ -148,8 +148,11 @@ func (s *Store) publish(ctx context.Context, inv Invalidation) error {
 // subscribe listens on the channel until ctx ends. go-redis redials and
 // resubscribes a PubSub whose connection failed, on the next receive; this
 // loop adds what it does not do: a PING on a quiet connection, so a dead
-// peer is noticed, a fresh PubSub when the PING goes unanswered, and a
-// full invalidation after any gap, since messages sent meanwhile are lost.
+// peer is noticed, a fresh PubSub when the PING goes unanswered, when the
+// cluster drops the subscription (sunsubscribe: the slot moved) and when
+// Redis refuses the subscription on a sound connection (MOVED to the
+// slot's new owner), and a full invalidation after any gap, since
+// messages sent meanwhile are lost.
 func (s *Store) subscribe(ctx context.Context) {
 	defer s.wg.Done()
 	ps := s.subscribeAll(ctx)
@@ -209,15 +212,27 @@ func (s *Store) subscribe(ctx context.Context) {
 				s.log.Warn("invalidation subscription lost", "err", err)
 			}
 			gap = true
+			s.reloadSlots()
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(retryDelay(failed, rand.Int64N)):
 			}
 			failed++
-			if s.relayed() && failed%relayFailures == 0 {
+			var rerr redis.Error
+			switch {
+			case s.relayed() && failed%relayFailures == 0:
 				// This read replica does not answer: try the next.
 				if ps = s.resubscribe(ctx, ps, true); ps == nil {
+					return
+				}
+			case errors.As(err, &rerr):
+				// Redis refused the subscription (MOVED: the slot
+				// has moved since the client last asked; CLUSTERDOWN;
+				// LOADING). The connection is sound but subscribed
+				// to nothing, and go-redis only redials a broken
+				// one: start over, where the slot lives now.
+				if ps = s.resubscribe(ctx, ps, false); ps == nil {
 					return
 				}
 			}
@@ -232,6 +247,7 @@ func (s *Store) subscribe(ctx context.Context) {
 				s.log.Warn("invalidation subscription dropped by the cluster, resubscribing")
 				s.subscribed.Store(false)
 				gap, unanswered = true, 0
+				s.reloadSlots()
 				if ps = s.resubscribe(ctx, ps, false); ps == nil {
 					return
 				}
