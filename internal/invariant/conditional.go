@@ -65,7 +65,7 @@ func (r *run) drawConditional(q *request) {
 	r.mu.Lock()
 	pool := r.copies[copyKey(q)]
 	r.mu.Unlock()
-	var own, foreign, ownTagged, foreignTagged []*copyOf
+	var own, ownTagged, foreignTagged []*copyOf
 	for _, c := range pool {
 		switch {
 		case c.etag == "":
@@ -76,8 +76,6 @@ func (r *run) drawConditional(q *request) {
 		}
 		if c.who == q.who.name {
 			own = append(own, c)
-		} else {
-			foreign = append(foreign, c)
 		}
 	}
 	h := q.hdr
