@@ -170,8 +170,9 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	}
 	res := make(map[string]bulkAnswer, len(ids))
 	share := took / time.Duration(len(ids))
+	heads := x.elementHeads(resp.Header)
 	for _, id := range ids {
-		a := x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
+		a := x.forID(id).keepElement(ctx, parts[id], resp.Header, heads, t0)
 		a.upstream = share
 		a.reqID = out.Header.Get("X-Request-Id")
 		res[id] = a
