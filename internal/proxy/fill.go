@@ -236,7 +236,7 @@ func deadlineFirst(ctx context.Context, err error) error {
 // entry's age counts from then (RFC 9111 §4.2.3), and an invalidation after
 // it means the answer may predate the write.
 func (x *exchange) keep(ctx context.Context, code int, header http.Header, body []byte, requested time.Time) *flight {
-	e := &cache.Entry{Status: code, Header: httpcache.StoredHeader(header), Body: body, StoredAt: requested, Tags: entryTags(x.rs.rt, x.params)}
+	e := &cache.Entry{Status: code, Header: httpcache.StoredHeader(header), Body: body, StoredAt: requested, Tags: entryTags(x.rs, x.params)}
 	tagged := x.tagEntry(e, header) // URI tag, upstream surrogate keys (origintags.go)
 	a := x.admit(e, header)
 	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)
