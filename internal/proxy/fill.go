@@ -236,7 +236,14 @@ func deadlineFirst(ctx context.Context, err error) error {
 // entry's age counts from then (RFC 9111 §4.2.3), and an invalidation after
 // it means the answer may predate the write.
 func (x *exchange) keep(ctx context.Context, code int, header http.Header, body []byte, requested time.Time) *flight {
-	e := &cache.Entry{Status: code, Header: httpcache.StoredHeader(header), Body: body, StoredAt: requested, Tags: entryTags(x.rs, x.params)}
+	return x.keepAs(ctx, code, header, httpcache.StoredHeader(header), body, requested)
+}
+
+// keepAs is keep with the entry's header already made: stored, which
+// tagEntry may strip; header, the answer's, is only read, and may be
+// stored itself when nothing strips it.
+func (x *exchange) keepAs(ctx context.Context, code int, header, stored http.Header, body []byte, requested time.Time) *flight {
+	e := &cache.Entry{Status: code, Header: stored, Body: body, StoredAt: requested, Tags: entryTags(x.rs, x.params)}
 	tagged := x.tagEntry(e, header) // URI tag, upstream surrogate keys (origintags.go)
 	a := x.admit(e, header)
 	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)
