@@ -58,12 +58,12 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		x.notStored(reason, upstream)
 		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
 	}
-	var f *flight
+	var f flight
 	if age, ok := upstream["Age"]; ok || x.h.tagh.s.Strips() {
 		if ok {
 			h["Age"] = age // admit reads the answer's age from it; the entry does not keep it
 		}
-		f = x.keep(ctx, status, h, body, requested)
+		f = *x.keep(ctx, status, h, body, requested)
 	} else {
 		// h is already what the entry keeps (StoredHeader of it would
 		// be a copy of it), and nothing strips it: it is both the
