@@ -59,15 +59,15 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
 	}
 	var f flight
-	if age, ok := upstream["Age"]; ok || x.h.tagh.s.Strips() {
+	if age, ok := upstream["Age"]; ok || x.h.tagh.s.StripsFrom(h) {
 		if ok {
 			h["Age"] = age // admit reads the answer's age from it; the entry does not keep it
 		}
 		f = *x.keep(ctx, status, h, body, requested)
 	} else {
 		// h is already what the entry keeps (StoredHeader of it would
-		// be a copy of it), and nothing strips it: it is both the
-		// answer admit reads and the entry's header.
+		// be a copy of it), and it has no field tagEntry strips: it is
+		// both the answer admit reads and the entry's header.
 		f = x.keepAs(ctx, status, h, h, body, requested)
 	}
 	if !f.stored && status == http.StatusOK {
