@@ -129,6 +129,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&fleetNs, "fleet", "", "measure only coherence across a fleet: emulated peers per row, `N,...` (e.g. 10,200,1000); writes FLEET-<stamp>-<protocol>.md under -out")
 	fs.IntVar(&p.Fleet.Real, "fleet-real", 3, "-fleet: real sidecache replicas beside the emulated peers")
 	fs.StringVar(&p.Fleet.Protocol, "fleet-protocol", fleet.ProtocolOwn, "-fleet: the emulated peers' heartbeats: own (this release), shared (16d946c and before) or ping (a PING on the subscription connection: the alternative not taken)")
+	fs.IntVar(&p.Fleet.Relays, "fleet-relays", 0, "-fleet: read replicas of the Redis master carrying every subscription (the relay tier, cache.l2.redis.subscribe_addrs); 0: all on the master")
+	fs.BoolVar(&p.Fleet.RelayHub, "fleet-relay-hub", false, "-fleet-relays: the relays replicate from one more read replica (a hub, no subscriptions) instead of the master")
 	fs.IntVar(&p.Fleet.Writes, "fleet-writes", 20, "-fleet: invalidations/s in the write phase")
 	fs.DurationVar(&p.Fleet.Phase, "fleet-phase", 8*time.Second, "-fleet: length of the idle and of the write phase")
 	fs.DurationVar(&p.Fleet.MaxLag, "fleet-max-lag", time.Second, "-fleet: coherence.max_lag")

@@ -68,6 +68,31 @@ func TestHistogram(t *testing.T) {
 	}
 }
 
+// TestRunRelays puts every subscription on 2 read replicas of a hub, a read
+// replica of the master: every peer still hears its own beats, published
+// on the master, and every invalidation, and the row reports each relay's
+// CPU.
+func TestRunRelays(t *testing.T) {
+	rows := Run(context.Background(), Params{
+		Ns: []int{4}, Protocol: ProtocolOwn, MaxLag: 100 * time.Millisecond, Relays: 2, RelayHub: true,
+		Writes: 20, Phase: 300 * time.Millisecond, Dir: t.TempDir(),
+	})
+	if len(rows) != 1 || rows[0].Err != "" {
+		t.Fatalf("rows %+v", rows)
+	}
+	r := rows[0]
+	if r.Published == 0 || r.Delivered != 4*r.Published {
+		t.Fatalf("%d published, %d delivered to 4 peers", r.Published, r.Delivered)
+	}
+	if len(r.Idle.RelayCPU) != 2 || len(r.Busy.RelayCPU) != 2 || len(r.RelayBaseline) != 2 {
+		t.Fatalf("relay CPU idle %v busy %v baseline %v, want 2 each", r.Idle.RelayCPU, r.Busy.RelayCPU, r.RelayBaseline)
+	}
+	rep := (&Report{Params: Params{Relays: 2, RelayHub: true, Protocol: ProtocolOwn}, Rows: rows}).Markdown()
+	if !bytes.Contains([]byte(rep), []byte("relay CPU idle, each")) || !bytes.Contains([]byte(rep), []byte("**hub**")) {
+		t.Fatalf("report has no relay table:\n%s", rep)
+	}
+}
+
 // TestRunRestartSmall runs -fleet-restart end to end with two real
 // replicas (the sidecache binary built from this tree) and a 1 s pause:
 // every stage has reads, no read errs, and after Redis answers every
