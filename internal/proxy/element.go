@@ -26,11 +26,12 @@ const (
 var notStoredReasons = [...]string{notStoredVaryStar, notStoredVaryPerRequest, notStoredVaryWithheld, notStoredPrivate, notStoredUncacheable}
 
 // keepElement is keep for one element of a bulk answer (nil: the id was
-// absent), whose shared headers are heads (elementHeads): the same admit and store as a per-ID fetch, under the member's
-// key, with the header the app would have sent for the element alone
-// (bulk.ElementHeader: the bulk answer's freshness and fields, the app's
-// own validator for the element when batch.etag_field names it, else a
-// strong ETag over the element's bytes).
+// absent), with what the answer's elements share in heads: the same admit
+// and store as a per-ID fetch, under the member's key, with the header the
+// app would have sent for the element alone (bulk.ElementHeader: the bulk
+// answer's freshness and fields, the app's own validator for the element
+// when batch.etag_field names it, else a strong ETag over the element's
+// bytes).
 //
 // The bulk answer's Vary names request headers of the bulk call, which
 // carried the opener's headers (elementVary). Where every request of the
