@@ -134,6 +134,12 @@ type Redis struct {
 	// without it do not hear sharded messages: turn it on once every
 	// replica runs a release that has it.
 	ShardedPubSub bool `yaml:"sharded_pubsub"`
+	// SubscribeAddrs are read replicas of the master (host:port) that
+	// carry the replicas' subscriptions, the relay tier: every PUBLISH
+	// stays on the master, which reaches them through replication, and
+	// each delivers to its share of the fleet (docs/coherence.md). Not
+	// with Redis Cluster.
+	SubscribeAddrs []string `yaml:"subscribe_addrs"`
 }
 
 type Route struct {

@@ -207,6 +207,19 @@ func (v *checker) redis(path string, r *Redis) {
 	if r.ShardedPubSub && !(r.Cluster || len(r.Addrs) > 1 && r.MasterName == "") {
 		v.add(path+".sharded_pubsub", "needs Redis Cluster (cluster: true)")
 	}
+	for i, a := range r.SubscribeAddrs {
+		v.hostPort(fmt.Sprintf("%s.subscribe_addrs[%d]", path, i), a, true)
+	}
+	switch {
+	case len(r.SubscribeAddrs) == 0:
+	case r.Cluster || len(r.Addrs) > 1 && r.MasterName == "":
+		// A Cluster sends PUBLISH to other nodes, replicas included, over
+		// the cluster bus, not the replication stream: no backlog, no order
+		// with what other nodes publish, so the proof would not hold.
+		v.add(path+".subscribe_addrs", "not with Redis Cluster: there PUBLISH reaches replicas over the cluster bus, without the replication stream's order the heartbeat proof needs")
+	case r.ShardedPubSub:
+		v.add(path+".subscribe_addrs", "cannot be combined with sharded_pubsub (Cluster only)")
+	}
 }
 
 func (v *checker) routes(rs []Route) {

@@ -138,3 +138,15 @@ func TestReadReply(t *testing.T) {
 		})
 	}
 }
+
+func TestStartReplica(t *testing.T) {
+	m := Start(t, NoSyncDelay()...)
+	r := StartReplica(t, m.Addr())
+	if _, err := do(m.Addr(), "SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Now().Add(readyWithin), func() (bool, string) {
+		got, err := do(r.Addr(), "GET", "k")
+		return err == nil && got == "v", fmt.Sprint(got, err)
+	})
+}

@@ -100,19 +100,20 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	}
 	if c := cfg.Cache.L2; c != nil {
 		st, err := l2.New(ctx, l2.Options{
-			Addrs:         c.Redis.Addrs,
-			MasterName:    c.Redis.MasterName,
-			Cluster:       c.Redis.Cluster,
-			Username:      c.Redis.Username,
-			Password:      c.Redis.Password,
-			DB:            c.Redis.DB,
-			Prefix:        c.Redis.Prefix,
-			Timeout:       c.Redis.Timeout.D(),
-			Logger:        s.log.With("tier", "l2"),
-			OnStateChange: s.l2State,
-			OnInvalidate:  s.peerInvalidation,
-			MaxLag:        cfg.Coherence.MaxLag.D(),
-			ShardedPubSub: c.Redis.ShardedPubSub,
+			Addrs:          c.Redis.Addrs,
+			MasterName:     c.Redis.MasterName,
+			Cluster:        c.Redis.Cluster,
+			Username:       c.Redis.Username,
+			Password:       c.Redis.Password,
+			DB:             c.Redis.DB,
+			Prefix:         c.Redis.Prefix,
+			Timeout:        c.Redis.Timeout.D(),
+			Logger:         s.log.With("tier", "l2"),
+			OnStateChange:  s.l2State,
+			OnInvalidate:   s.peerInvalidation,
+			MaxLag:         cfg.Coherence.MaxLag.D(),
+			ShardedPubSub:  c.Redis.ShardedPubSub,
+			SubscribeAddrs: c.Redis.SubscribeAddrs,
 		})
 		if err != nil {
 			s.closeTiers()

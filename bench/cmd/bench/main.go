@@ -48,6 +48,9 @@ type options struct {
 	// Fleet runs only the fleet coherence table (fleet.Run).
 	Fleet      fleet.Params
 	FleetLabel string
+	// Restart runs only the reconnection measurement (fleet.RunRestart)
+	// when Restart.Real > 0.
+	Restart fleet.RestartParams
 }
 
 func main() {
@@ -126,9 +129,17 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&fleetNs, "fleet", "", "measure only coherence across a fleet: emulated peers per row, `N,...` (e.g. 10,200,1000); writes FLEET-<stamp>-<protocol>.md under -out")
 	fs.IntVar(&p.Fleet.Real, "fleet-real", 3, "-fleet: real sidecache replicas beside the emulated peers")
 	fs.StringVar(&p.Fleet.Protocol, "fleet-protocol", fleet.ProtocolOwn, "-fleet: the emulated peers' heartbeats: own (this release), shared (16d946c and before) or ping (a PING on the subscription connection: the alternative not taken)")
+	fs.IntVar(&p.Fleet.Relays, "fleet-relays", 0, "-fleet: read replicas of the Redis master carrying every subscription (the relay tier, cache.l2.redis.subscribe_addrs); 0: all on the master")
+	fs.BoolVar(&p.Fleet.RelayHub, "fleet-relay-hub", false, "-fleet-relays: the relays replicate from one more read replica (a hub, no subscriptions) instead of the master")
 	fs.IntVar(&p.Fleet.Writes, "fleet-writes", 20, "-fleet: invalidations/s in the write phase")
 	fs.DurationVar(&p.Fleet.Phase, "fleet-phase", 8*time.Second, "-fleet: length of the idle and of the write phase")
 	fs.DurationVar(&p.Fleet.MaxLag, "fleet-max-lag", time.Second, "-fleet: coherence.max_lag")
+	fs.IntVar(&p.Restart.Real, "fleet-restart", 0, "measure only how `R` real replicas reading from cache recover from a Redis stop (writes RESTART-<stamp>-<mode>.md under -out)")
+	fs.StringVar(&p.Restart.Mode, "fleet-restart-mode", fleet.RestartPause, "-fleet-restart: pause (SIGSTOP/SIGCONT, data kept) or kill (restarted empty)")
+	fs.DurationVar(&p.Restart.Stop, "fleet-stop", 5*time.Second, "-fleet-restart: how long Redis does not answer")
+	fs.DurationVar(&p.Restart.After, "fleet-after", 8*time.Second, "-fleet-restart: how long reads go on after Redis answers again")
+	fs.IntVar(&p.Restart.Keys, "fleet-keys", 10, "-fleet-restart: keys each replica reads, round robin")
+	fs.IntVar(&p.Restart.Rate, "fleet-rate", 20, "-fleet-restart: reads a second per replica")
 	fs.StringVar(&p.FleetLabel, "fleet-label", "this tree", "-fleet: what -sidecache is, for the report (e.g. a commit)")
 	fs.BoolVar(&p.DemoFramework, "demo-framework", false, "demo: answer as a framework's defaults would (demo-upstream -framework: Vary: Accept-Encoding, gzip over 1 KiB, weak ETags)")
 	if err := fs.Parse(args); err != nil {
@@ -223,6 +234,9 @@ func run(ctx context.Context, p options) (int, error) {
 	if p.CPU {
 		return runCPU(ctx, p)
 	}
+	if p.Restart.Real > 0 {
+		return runRestart(ctx, p)
+	}
 	if len(p.Fleet.Ns) > 0 {
 		return runFleet(ctx, p)
 	}
@@ -309,6 +323,41 @@ func runCPU(ctx context.Context, p options) (int, error) {
 	}
 	fmt.Print(rep.Markdown())
 	log.Printf("report: %s", strings.Join(paths, ", "))
+	return 0, nil
+}
+
+// runRestart is the -fleet-restart mode: fleet.RunRestart, then its report.
+func runRestart(ctx context.Context, p options) (int, error) {
+	if _, err := os.Stat(p.Sidecache); err != nil {
+		return 2, fmt.Errorf("-sidecache: %w", err)
+	}
+	if p.Restart.Mode != fleet.RestartPause && p.Restart.Mode != fleet.RestartKill {
+		return 2, fmt.Errorf("-fleet-restart-mode %q: want pause or kill", p.Restart.Mode)
+	}
+	dir, err := os.MkdirTemp("", "sidecache-restart-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(dir)
+	p.Restart.Sidecache, p.Restart.Dir, p.Restart.MaxLag = p.Sidecache, dir, p.Fleet.MaxLag
+	p.Restart.Keys = max(p.Restart.Keys, 1)
+	started, command := time.Now(), "bench "+strings.Join(os.Args[1:], " ")
+	var load [2]string
+	load[0] = fleet.LoadAvg()
+	res := fleet.RunRestart(ctx, p.Restart)
+	load[1] = fleet.LoadAvg()
+	if ctx.Err() != nil {
+		return 130, ctx.Err()
+	}
+	path, err := res.Write(p.Out, command, p.FleetLabel, started, load)
+	if err != nil {
+		return 1, err
+	}
+	fmt.Print(res.Markdown(command, p.FleetLabel, started, load))
+	log.Printf("report: %s", path)
+	if res.Err != "" {
+		return 1, errors.New(res.Err)
+	}
 	return 0, nil
 }
 

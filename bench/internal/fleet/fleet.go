@@ -29,7 +29,15 @@ type Params struct {
 	MaxLag    time.Duration // coherence.max_lag of every replica
 	Writes    int           // invalidations/s in the write phase
 	Phase     time.Duration // length of each phase
-	Dir       string        // scratch directory (logs, configs)
+	// Relays, if > 0, starts that many read replicas of the Redis master
+	// (the relay tier, cache.l2.redis.subscribe_addrs): every subscription
+	// sits on one of them, every PUBLISH stays on the master.
+	Relays int
+	// RelayHub makes the relays replicas of one more read replica (the
+	// hub, which carries no subscription) instead of the master, so the
+	// master feeds one replication link whatever Relays is.
+	RelayHub bool
+	Dir      string // scratch directory (logs, configs)
 }
 
 // Row is one N's figures.
@@ -42,9 +50,12 @@ type Row struct {
 	// Published·N expected, after a drain of up to 5 s.
 	Published, Delivered int64
 	ReachP50, ReachP99   time.Duration
-	// Baseline is Redis' CPU (% of a core) with no client: its timers.
-	Baseline float64
-	Err      string
+	// Baseline is Redis' CPU (% of a core) with no client: its timers;
+	// RelayBaseline each read replica's, replicating an idle master.
+	Baseline      float64
+	RelayBaseline []float64
+	HubBaseline   float64
+	Err           string
 }
 
 // Phase is what one phase measured.
@@ -54,7 +65,12 @@ type Phase struct {
 	Commands      float64 // Redis commands processed per second
 	Deliveries    float64 // messages per second received by every subscriber (emulated peers' mean × all subscribers)
 	PerPeer       float64 // messages per second received by one emulated peer
-	RedisUsPerMsg float64 // Redis CPU µs per (delivery + command)
+	RedisUsPerMsg float64 // Redis CPU µs per (delivery + command); with relays, the master's per command
+	// RelayCPU is each read replica's CPU (% of a core) with Relays > 0,
+	// and RelayUsPerMsg the mean read replica's CPU µs per delivery.
+	RelayCPU      []float64
+	RelayUsPerMsg float64
+	HubCPU        float64 // with RelayHub: the hub's CPU, % of a core
 	ReplicaCPU    float64 // % of a core, mean of the real replicas
 	BenchCPU      float64 // % of a core: the emulated peers and the writer
 	MachineBusy   float64 // % of all cores busy, every process on the machine
@@ -82,6 +98,8 @@ func Run(ctx context.Context, p Params) []Row {
 type snapshot struct {
 	at                time.Time
 	redisCPU, redisOp float64
+	relayCPU          []float64
+	hubCPU            float64
 	replicas          time.Duration
 	bench             time.Duration
 	busy, total       float64
@@ -97,7 +115,7 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	rs, err := start(p.Dir, fmt.Sprintf("redis-%d", n), "redis-server", "--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no",
-		"--maxclients", strconv.Itoa(2*n+100), "--dir", p.Dir)
+		"--maxclients", strconv.Itoa(2*n+100), "--dir", p.Dir, "--repl-diskless-sync-delay", "0")
 	if err != nil {
 		return row, err
 	}
@@ -105,13 +123,42 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 	if err := until(ctx, 10*time.Second, func() error { _, err := redisDo(ctx, addr, "PING"); return err }); err != nil {
 		return row, fmt.Errorf("redis: %w", err)
 	}
-	redisCPU := func() float64 {
+	relays, hub, stopRelays, err := startRelays(ctx, p, n, port)
+	defer stopRelays()
+	if err != nil {
+		return row, err
+	}
+	cpuOf := func(addr string) float64 {
 		cpu, _ := info(ctx, addr, "cpu")
 		return cpu["used_cpu_sys"] + cpu["used_cpu_user"]
 	}
+	redisCPU := func() float64 { return cpuOf(addr) }
 	t0, c0 := time.Now(), redisCPU()
+	h0 := 0.0
+	if hub != "" {
+		h0 = cpuOf(hub)
+	}
+	r0 := make([]float64, len(relays))
+	for i, ra := range relays {
+		r0[i] = cpuOf(ra)
+	}
 	sleep(ctx, max(p.Phase/2, time.Second))
-	row.Baseline = 100 * (redisCPU() - c0) / time.Since(t0).Seconds()
+	secs := time.Since(t0).Seconds()
+	row.Baseline = 100 * (redisCPU() - c0) / secs
+	for i, ra := range relays {
+		row.RelayBaseline = append(row.RelayBaseline, 100*(cpuOf(ra)-r0[i])/secs)
+	}
+	if hub != "" {
+		row.HubBaseline = 100 * (cpuOf(hub) - h0) / secs
+	}
+	// subAddr is where emulated peer i subscribes: the master, or one
+	// relay each in turn (the real replicas hash their id over them).
+	subAddr := func(i int) string {
+		if len(relays) == 0 {
+			return addr
+		}
+		return relays[i%len(relays)]
+	}
 
 	var replicas []*child
 	defer func() {
@@ -120,7 +167,7 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 		}
 	}()
 	for i := range p.Real {
-		c, err := startReplica(p, addr, fmt.Sprintf("replica-%d-%d", n, i))
+		c, err := startReplica(p, addr, relays, fmt.Sprintf("replica-%d-%d", n, i))
 		if err != nil {
 			return row, err
 		}
@@ -135,21 +182,32 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 	defer wg.Wait()
 	defer cancel()
 	for i := range n {
-		pe, err := dialPeer(pctx, addr, prefix, p.Protocol, fmt.Sprintf("emu%05d", i), hist)
+		pe, err := dialPeer(pctx, subAddr(i), addr, prefix, p.Protocol, fmt.Sprintf("emu%05d", i), hist)
 		if err != nil {
 			return row, fmt.Errorf("peer %d: %w", i, err)
 		}
 		peers = append(peers, pe)
 		pe.run(pctx, max(p.MaxLag/4, time.Millisecond), &wg)
 	}
-	want := strconv.Itoa(n + p.Real)
 	if err := until(ctx, 30*time.Second, func() error {
-		got, err := redisDo(ctx, addr, "PUBSUB", "NUMSUB", prefix+"invalidate")
-		if err != nil {
-			return err
+		total := 0
+		for _, a := range append([]string{addr}, relays...) {
+			got, err := redisDo(ctx, a, "PUBSUB", "NUMSUB", prefix+"invalidate")
+			if err != nil {
+				return err
+			}
+			f := strings.Fields(got)
+			if len(f) != 2 {
+				return fmt.Errorf("PUBSUB NUMSUB answered %v", f)
+			}
+			k, _ := strconv.Atoi(f[1])
+			if a == addr && len(relays) > 0 && k != 0 {
+				return fmt.Errorf("%d subscribers on the master, want all on the relays", k)
+			}
+			total += k
 		}
-		if f := strings.Fields(got); len(f) != 2 || f[1] != want {
-			return fmt.Errorf("subscribers %v, want %s", f, want)
+		if total != n+p.Real {
+			return fmt.Errorf("subscribers %d, want %d", total, n+p.Real)
 		}
 		return nil
 	}); err != nil {
@@ -168,6 +226,12 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 			return s, err
 		}
 		s.redisCPU = cpu["used_cpu_sys"] + cpu["used_cpu_user"]
+		for _, ra := range relays {
+			s.relayCPU = append(s.relayCPU, cpuOf(ra))
+		}
+		if hub != "" {
+			s.hubCPU = cpuOf(hub)
+		}
 		s.redisOp = st["total_commands_processed"]
 		for _, c := range replicas {
 			s.replicas += procCPU(c.cmd.Process.Pid)
@@ -187,7 +251,23 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 			ph.PerPeer = float64(b.msgs-a.msgs) / float64(n) / secs
 			ph.Deliveries = ph.PerPeer * float64(n+p.Real)
 		}
-		if work := ph.Deliveries + ph.Commands; work > 0 {
+		work := ph.Deliveries + ph.Commands
+		if len(relays) > 0 {
+			work = ph.Commands // the relays deliver
+			var sum float64
+			for i := range relays {
+				c := max(100*(b.relayCPU[i]-a.relayCPU[i])/secs-row.RelayBaseline[i], 0)
+				ph.RelayCPU = append(ph.RelayCPU, c)
+				sum += c
+			}
+			if ph.Deliveries > 0 {
+				ph.RelayUsPerMsg = sum / 100 / ph.Deliveries * 1e6
+			}
+			if hub != "" {
+				ph.HubCPU = max(100*(b.hubCPU-a.hubCPU)/secs-row.HubBaseline, 0)
+			}
+		}
+		if work > 0 {
 			ph.RedisUsPerMsg = ph.RedisCPU / 100 / work * 1e6
 		}
 		if p.Real > 0 {
@@ -280,7 +360,7 @@ func write(ctx context.Context, addr string, rate int) int64 {
 
 // startReplica runs one real sidecache on Redis, idle: no request reaches
 // it, so its CPU is what coherence costs it.
-func startReplica(p Params, addr, name string) (*child, error) {
+func startReplica(p Params, addr string, relays []string, name string) (*child, error) {
 	var ports [3]int
 	for i := range ports {
 		port, err := freePort()
@@ -299,9 +379,10 @@ cache:
   l2:
     redis:
       addrs: [%s]
+      subscribe_addrs: [%s]
 coherence:
   max_lag: %s
-`, ports[0], ports[1], ports[2], addr, p.MaxLag)
+`, ports[0], ports[1], ports[2], addr, strings.Join(relays, ", "), p.MaxLag)
 	path := filepath.Join(p.Dir, name+".yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		return nil, err
@@ -311,6 +392,63 @@ coherence:
 		return nil, err
 	}
 	return c, nil
+}
+
+// startRelays starts p.Relays read replicas of the master on
+// masterPort (or of a hub, one more read replica of the master, with
+// p.RelayHub) and returns their addresses once each has synced, the hub's
+// ("" without), and a function that stops them all.
+func startRelays(ctx context.Context, p Params, n, masterPort int) (relays []string, hub string, stop func(), err error) {
+	var procs []*child
+	stop = func() {
+		for _, c := range procs {
+			c.stop()
+		}
+	}
+	replica := func(name string, maxClients, of int) (string, error) {
+		port, err := freePort()
+		if err != nil {
+			return "", err
+		}
+		a := "127.0.0.1:" + strconv.Itoa(port)
+		c, err := start(p.Dir, name, "redis-server", "--port", strconv.Itoa(port),
+			"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no",
+			"--maxclients", strconv.Itoa(maxClients), "--dir", p.Dir, "--repl-diskless-sync-delay", "0",
+			"--replicaof", "127.0.0.1", strconv.Itoa(of))
+		if err != nil {
+			return "", err
+		}
+		procs = append(procs, c)
+		return a, until(ctx, 30*time.Second, func() error {
+			rep, err := redisDo(ctx, a, "INFO", "replication")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(rep, "master_link_status:up") {
+				return fmt.Errorf("read replica %s not in sync", a)
+			}
+			return nil
+		})
+	}
+	if p.Relays == 0 {
+		return nil, "", stop, nil
+	}
+	of := masterPort
+	if p.RelayHub {
+		if hub, err = replica(fmt.Sprintf("hub-%d", n), 100, masterPort); err != nil {
+			return nil, "", stop, err
+		}
+		_, port, _ := strings.Cut(hub, ":")
+		of, _ = strconv.Atoi(port)
+	}
+	for i := range p.Relays {
+		a, err := replica(fmt.Sprintf("relay-%d-%d", n, i), 2*n/p.Relays+100, of)
+		if err != nil {
+			return nil, "", stop, err
+		}
+		relays = append(relays, a)
+	}
+	return relays, hub, stop, nil
 }
 
 func until(ctx context.Context, within time.Duration, f func() error) error {

@@ -43,13 +43,15 @@ const (
 	ProtocolPing = "ping"
 )
 
-func dialPeer(ctx context.Context, addr, prefix, protocol, id string, hist *histogram) (*peer, error) {
+// dialPeer subscribes on subAddr (the master, or a relay: one of its read
+// replicas) and publishes its beats on pubAddr (the master).
+func dialPeer(ctx context.Context, subAddr, pubAddr, prefix, protocol, id string, hist *histogram) (*peer, error) {
 	var d net.Dialer
-	sub, err := d.DialContext(ctx, "tcp", addr)
+	sub, err := d.DialContext(ctx, "tcp", subAddr)
 	if err != nil {
 		return nil, err
 	}
-	pub, err := d.DialContext(ctx, "tcp", addr)
+	pub, err := d.DialContext(ctx, "tcp", pubAddr)
 	if err != nil {
 		sub.Close()
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -30,6 +31,16 @@ func (r *Report) Markdown() string {
 		"`coherence.max_lag` %s (beats every %s). Idle phase %s (heartbeats only), then a write phase of %s "+
 		"at %d invalidations/s published by the bench.\n\n",
 		p.Real, p.Sidecache, p.MaxLag, p.MaxLag/4, p.Phase, p.Phase, p.Writes)
+	if p.Relays > 0 {
+		fmt.Fprintf(&b, "**Relay tier**: %d read replicas of the master (`--replicaof`) carry every subscription, the emulated "+
+			"peers' in turn and the real replicas' by `cache.l2.redis.subscribe_addrs`; every PUBLISH (beats, "+
+			"invalidations) runs on the master. *Redis* columns below are the master's, and its µs per msg is per "+
+			"command (it delivers nothing); the relays' own table follows.\n\n", p.Relays)
+		if p.RelayHub {
+			b.WriteString("The relays replicate from a **hub**, one more read replica of the master that carries no " +
+				"subscription, so the master feeds one replication link.\n\n")
+		}
+	}
 	b.WriteString("The machine is shared (other processes run alongside): *machine busy* is every process's CPU over all cores " +
 		"during the phase. Redis CPU per message (Redis CPU time ÷ (messages delivered + commands run)) is the figure " +
 		"contention distorts least; whole-percentage figures move with the neighbours. Redis CPU is counted above " +
@@ -52,12 +63,36 @@ func (r *Report) Markdown() string {
 			row.Busy.RedisCPU, row.Busy.Deliveries, deliv, ms(row.ReachP50), ms(row.ReachP99), row.Busy.ReplicaCPU,
 			row.Busy.BenchCPU, row.Busy.MachineBusy, kb(row.Busy.OutBufMax))
 	}
+	if p.Relays > 0 {
+		b.WriteString("\n| N emulated | relay CPU idle, each | relay µs per delivery idle | relay CPU writing, each | relay µs per delivery writing | relay baseline, each | hub CPU idle / writing |\n")
+		b.WriteString("|---|---|---|---|---|---|---|\n")
+		for _, row := range r.Rows {
+			if row.Err != "" {
+				continue
+			}
+			hub := "—"
+			if p.RelayHub {
+				hub = fmt.Sprintf("%.1f %% / %.1f %%", row.Idle.HubCPU, row.Busy.HubCPU)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %.2f | %s | %.2f | %s | %s |\n", row.N, pcts(row.Idle.RelayCPU), row.Idle.RelayUsPerMsg,
+				pcts(row.Busy.RelayCPU), row.Busy.RelayUsPerMsg, pcts(row.RelayBaseline), hub)
+		}
+	}
 	b.WriteString("\nColumns: *deliveries/s* counts the messages every subscriber (emulated and real) received, " +
 		"from the emulated peers' mean; *per replica* is what one subscriber received; *reach* is from the writer's " +
 		"PUBLISH to an emulated peer reading the message (100 µs buckets); *replica CPU* is the mean over the real " +
 		"replicas, from the scheduler's per-thread nanoseconds; *bench CPU* is the emulated peers and the writer " +
 		"together; *max output buffer* is Redis' largest per-client output buffer at the end of the write phase.\n")
 	return b.String()
+}
+
+// pcts renders one percentage per relay.
+func pcts(v []float64) string {
+	f := make([]string, len(v))
+	for i, x := range v {
+		f[i] = fmt.Sprintf("%.1f %%", x)
+	}
+	return strings.Join(f, ", ")
 }
 
 func ms(d time.Duration) string {
@@ -79,7 +114,14 @@ func (r *Report) Write(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	name := "FLEET-" + r.Started.UTC().Format("2006-01-02-1504") + "-" + r.Params.Protocol + ".md"
+	name := "FLEET-" + r.Started.UTC().Format("2006-01-02-1504") + "-" + r.Params.Protocol
+	if k := r.Params.Relays; k > 0 {
+		name += "-relay" + strconv.Itoa(k)
+		if r.Params.RelayHub {
+			name += "-hub"
+		}
+	}
+	name += ".md"
 	path := filepath.Join(dir, name)
 	return path, os.WriteFile(path, []byte(r.Markdown()), 0o644)
 }

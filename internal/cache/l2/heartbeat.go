@@ -60,7 +60,16 @@ type proof struct {
 	proven time.Time
 	floor  time.Time // when the current subscription was confirmed after a gap
 	beats  uint64    // own beats heard, for Proof
+	// acked are the sequence numbers above last whose PUBLISH the master
+	// acknowledged, oldest first, at most maxAcked; ackedLost: some were
+	// forgotten to respect that bound.
+	acked     []uint64
+	ackedLost bool
 }
+
+// maxAcked bounds proof.acked: 16 s of beats at the default max_lag that
+// never came back. Past it a skip in the sequence counts as a loss.
+const maxAcked = 64
 
 // Proof is the state of this replica's proof that it hears the channel,
 // for /readyz and tests.
@@ -115,15 +124,73 @@ func (s *Store) gap(t time.Time) {
 	}
 }
 
-// heard records one of this replica's heartbeats coming back.
-func (s *Store) heard(b Beat) {
+// published records that the master acknowledged heartbeat seq.
+func (s *Store) published(seq uint64) {
+	p := &s.proof
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if seq <= p.last {
+		return // heard already
+	}
+	if len(p.acked) == maxAcked {
+		p.acked, p.ackedLost = p.acked[1:], true
+	}
+	p.acked = append(p.acked, seq)
+}
+
+// unheard is how many of this replica's beats the master acknowledged
+// that have not come back (at least maxAcked once some were forgotten).
+func (s *Store) unheard() int {
+	p := &s.proof
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ackedLost {
+		return maxAcked
+	}
+	return len(p.acked)
+}
+
+// forgetAcked is called when a subscription is confirmed: beats published
+// before it may not reach it, and their loss is the gap's (Floor), not
+// one that heard should report.
+func (s *Store) forgetAcked() {
+	p := &s.proof
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.acked, p.ackedLost = nil, false
+}
+
+// heard records one of this replica's heartbeats coming back, at now. It
+// reports whether a beat published before it was acknowledged by the
+// master and never came back on a subscription that stayed up: Redis
+// delivers on a connection in the order it ran the PUBLISHes, and beats are
+// published one after another, so such a beat was lost on the way, and the
+// invalidations published around it may have been too. That happens on a
+// read replica that resynchronised in full (relay.go), and nowhere else
+// without the connection closing; it then sets the floor at now, as a
+// rebuilt subscription does (see gap).
+func (s *Store) heard(b Beat, now time.Time) (lost bool) {
 	p := &s.proof
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if b.Seq <= p.last {
-		return // late: a later one was heard already
+		return false // late: a later one was heard already
 	}
 	sent := time.Unix(0, b.Sent)
+	if b.Seq != p.last+1 {
+		lost = p.ackedLost && p.last > 0
+		for _, a := range p.acked {
+			lost = lost || a > p.last && a < b.Seq
+		}
+	}
+	i := 0
+	for i < len(p.acked) && p.acked[i] <= b.Seq {
+		i++
+	}
+	p.acked, p.ackedLost = p.acked[i:], false
+	if lost && now.After(p.floor) {
+		p.floor = now
+	}
 	if b.Seq != p.last+1 || p.streak.IsZero() {
 		p.streak = sent
 	}
@@ -132,6 +199,7 @@ func (s *Store) heard(b Beat) {
 	if sent.Sub(p.streak) >= s.proofGrace() && sent.After(p.proven) {
 		p.proven = sent
 	}
+	return lost
 }
 
 // heartbeat publishes a Beat on this replica's beat channel every MaxLag/4
@@ -150,7 +218,9 @@ func (s *Store) heartbeat() {
 	for {
 		seq++
 		ctx, cancel := s.withTimeout(context.Background())
-		_ = s.publishOn(ctx, s.beatChannel(), Invalidation{Beat: &Beat{Seq: seq, Sent: time.Now().UnixNano()}})
+		if s.publishOn(ctx, s.beatChannel(), Invalidation{Beat: &Beat{Seq: seq, Sent: time.Now().UnixNano()}}) == nil {
+			s.published(seq)
+		}
 		cancel()
 		select {
 		case <-s.stop:

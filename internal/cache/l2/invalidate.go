@@ -148,8 +148,11 @@ func (s *Store) publish(ctx context.Context, inv Invalidation) error {
 // subscribe listens on the channel until ctx ends. go-redis redials and
 // resubscribes a PubSub whose connection failed, on the next receive; this
 // loop adds what it does not do: a PING on a quiet connection, so a dead
-// peer is noticed, a fresh PubSub when the PING goes unanswered, and a
-// full invalidation after any gap, since messages sent meanwhile are lost.
+// peer is noticed, a fresh PubSub when the PING goes unanswered, when the
+// cluster drops the subscription (sunsubscribe: the slot moved) and when
+// Redis refuses the subscription on a sound connection (MOVED to the
+// slot's new owner), and a full invalidation after any gap, since
+// messages sent meanwhile are lost.
 func (s *Store) subscribe(ctx context.Context) {
 	defer s.wg.Done()
 	ps := s.subscribeAll(ctx)
@@ -169,6 +172,15 @@ func (s *Store) subscribe(ctx context.Context) {
 	gap := false // a message may have been missed since the last subscribe
 	unanswered, failed := 0, 0
 	for ctx.Err() == nil {
+		if s.relayStalled() {
+			s.log.Warn("own heartbeats stopped coming back through this read replica")
+			s.subscribed.Store(false)
+			gap, unanswered = true, 0
+			if ps = s.resubscribe(ctx, ps, true); ps == nil {
+				return
+			}
+			continue
+		}
 		msg, err := ps.ReceiveTimeout(ctx, idleCheck)
 		if ctx.Err() != nil {
 			return
@@ -189,7 +201,8 @@ func (s *Store) subscribe(ctx context.Context) {
 			s.log.Warn("invalidation subscription unresponsive, resubscribing")
 			s.subscribed.Store(false)
 			gap, unanswered = true, 0
-			if ps = s.resubscribe(ctx, ps); ps == nil {
+			// On a read replica, the next one: this one may be stuck.
+			if ps = s.resubscribe(ctx, ps, s.relayed()); ps == nil {
 				return
 			}
 			continue
@@ -199,12 +212,30 @@ func (s *Store) subscribe(ctx context.Context) {
 				s.log.Warn("invalidation subscription lost", "err", err)
 			}
 			gap = true
+			s.reloadSlots()
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(retryDelay(failed, rand.Int64N)):
 			}
 			failed++
+			var rerr redis.Error
+			switch {
+			case s.relayed() && failed%relayFailures == 0:
+				// This read replica does not answer: try the next.
+				if ps = s.resubscribe(ctx, ps, true); ps == nil {
+					return
+				}
+			case errors.As(err, &rerr):
+				// Redis refused the subscription (MOVED: the slot
+				// has moved since the client last asked; CLUSTERDOWN;
+				// LOADING). The connection is sound but subscribed
+				// to nothing, and go-redis only redials a broken
+				// one: start over, where the slot lives now.
+				if ps = s.resubscribe(ctx, ps, false); ps == nil {
+					return
+				}
+			}
 			continue
 		}
 
@@ -216,7 +247,8 @@ func (s *Store) subscribe(ctx context.Context) {
 				s.log.Warn("invalidation subscription dropped by the cluster, resubscribing")
 				s.subscribed.Store(false)
 				gap, unanswered = true, 0
-				if ps = s.resubscribe(ctx, ps); ps == nil {
+				s.reloadSlots()
+				if ps = s.resubscribe(ctx, ps, false); ps == nil {
 					return
 				}
 				continue
@@ -225,6 +257,7 @@ func (s *Store) subscribe(ctx context.Context) {
 				continue // not every channel confirmed yet
 			}
 			s.subscribed.Store(true)
+			s.forgetAcked()
 			failed = 0
 			if gap {
 				gap = false
@@ -241,8 +274,9 @@ func (s *Store) subscribe(ctx context.Context) {
 			inv = decodeWire(inv)
 			switch {
 			case inv.Beat != nil:
-				if inv.Origin == s.origin {
-					s.heard(*inv.Beat)
+				if inv.Origin == s.origin && s.heard(*inv.Beat, time.Now()) {
+					s.log.Warn("own heartbeats that Redis took never came back; older L1 entries now need to be younger than max_lag")
+					s.deliver(Invalidation{All: true, Gap: true})
 				}
 			case inv.Origin != s.origin:
 				s.deliver(inv)
@@ -251,12 +285,17 @@ func (s *Store) subscribe(ctx context.Context) {
 	}
 }
 
-func (s *Store) resubscribe(ctx context.Context, old *redis.PubSub) *redis.PubSub {
+// resubscribe replaces the subscription with a new one, on the next read
+// replica when moveRelay (relay.go).
+func (s *Store) resubscribe(ctx context.Context, old *redis.PubSub, moveRelay bool) *redis.PubSub {
 	s.psMu.Lock()
 	defer s.psMu.Unlock()
 	_ = old.Close()
 	if ctx.Err() != nil {
 		return nil
+	}
+	if moveRelay {
+		s.nextRelay()
 	}
 	s.ps = s.subscribeAll(ctx)
 	return s.ps

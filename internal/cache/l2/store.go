@@ -95,6 +95,10 @@ type Options struct {
 	// ShardedPubSub (Cluster only): invalidations and heartbeats use
 	// SPUBLISH/SSUBSCRIBE on channels in one slot (subscribe.go).
 	ShardedPubSub bool
+	// SubscribeAddrs (not Cluster): read replicas of the master on which
+	// the subscription sits instead of the master (the relay tier,
+	// relay.go). Every command, PUBLISH included, stays on Addrs.
+	SubscribeAddrs []string
 	// MaxLag is coherence.max_lag: the store publishes a heartbeat every
 	// MaxLag/4 and Proven reports when one last came back (heartbeat.go).
 	// 0 = no heartbeats.
@@ -105,7 +109,8 @@ type Options struct {
 // invalidation, purge and leases.
 type Store struct {
 	rdb    redis.UniversalClient
-	sub    redis.UniversalClient // the subscription's, with its own timeouts (subscribe.go)
+	sub    redis.UniversalClient // the subscription's, with its own timeouts (subscribe.go); swapped under psMu by relay failover
+	relay  int                   // index in SubscribeAddrs of sub's relay (relay.go); subscriber goroutine only
 	opts   Options
 	log    *slog.Logger
 	origin string // this replica's id in published messages
@@ -144,6 +149,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if len(opts.Addrs) == 0 {
 		return nil, errors.New("l2: no redis address")
 	}
+	if len(opts.SubscribeAddrs) > 0 && (opts.Cluster || len(opts.Addrs) > 1) && opts.MasterName == "" {
+		return nil, errors.New("l2: subscribe addrs need a single master or Sentinel, not a Cluster")
+	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
@@ -168,7 +176,6 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 
 	s := &Store{
 		rdb:    redis.NewUniversalClient(clientOptions(opts)),
-		sub:    redis.NewUniversalClient(subOptions(opts)),
 		opts:   opts,
 		log:    log.With("component", "l2"),
 		origin: hex.EncodeToString(id),
@@ -176,6 +183,8 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		stop:   make(chan struct{}),
 		exited: make(chan struct{}),
 	}
+	s.relay = firstRelay(s.origin, len(opts.SubscribeAddrs))
+	s.sub = s.newSub()
 
 	pctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	err := s.rdb.Ping(pctx).Err()

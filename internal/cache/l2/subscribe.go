@@ -80,6 +80,18 @@ func (s *Store) subscribeAll(ctx context.Context) *redis.PubSub {
 	return s.sub.Subscribe(ctx, s.channels()...)
 }
 
+// reloadSlots asks the cluster again, in the background, which master
+// serves which slot, for the subscription's client: after a failover or a
+// resharding its map still names the slot's old owner, where a new
+// SSUBSCRIBE is answered MOVED (go-redis follows MOVED for commands, not
+// for a subscription), and it would otherwise be refreshed only every 10 s
+// and only when asked. The subscriber retries with backoff meanwhile.
+func (s *Store) reloadSlots() {
+	if cc, ok := s.sub.(*redis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
+	}
+}
+
 // publishIn queues a publish of msg on channel in pipe.
 func (s *Store) publishIn(ctx context.Context, pipe redis.Pipeliner, channel string, msg []byte) *redis.IntCmd {
 	if s.sharded() {
