@@ -12,27 +12,36 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sync/singleflight"
 )
 
 // ErrPanicked is wrapped by the error every caller of a flight gets when fn
 // panicked. The error's text carries the panic value and fn's stack.
 var ErrPanicked = errors.New("coalesce: fn panicked")
 
+// errGoexit is every caller's error when fn called runtime.Goexit.
+var errGoexit = errors.New("coalesce: fn called runtime.Goexit")
+
 // Group is a namespace of keys. The zero value is ready to use; a Group must
 // not be copied after first use.
+//
+// It is singleflight's DoChan without what a waiter that can leave does
+// not need: the result is handed over in the call itself, not boxed into an
+// interface and sent on a channel per caller, so a flight costs the call,
+// its channel and its goroutine (a miss on a batched route pays it once
+// per request).
 type Group[V any] struct {
-	sf singleflight.Group
+	mu    sync.Mutex
+	calls map[string]*call[V]
 }
 
-// result is what a flight hands its callers. leader identifies the caller
-// whose fn ran, so each caller can tell whether it was that one: singleflight
-// reports shared=true to the leader too once anyone joined.
-type result[V any] struct {
-	v      V
-	leader *atomic.Bool
+// call is one flight: v and err are written once, before done is closed.
+type call[V any] struct {
+	done chan struct{}
+	ran  atomic.Bool // fn has started
+	v    V
+	err  error
 }
 
 // Do runs fn once per key among concurrent callers and gives each the same
@@ -50,40 +59,59 @@ type result[V any] struct {
 //
 // A panic in fn does not crash the process or hang the waiters: every caller
 // gets an error wrapping ErrPanicked (and the panic value, when it is an
-// error). This matters because singleflight.DoChan re-panics in a fresh
-// goroutine when fn panics, which nothing can recover. fn must not call
-// runtime.Goexit (t.FailNow in a test): singleflight then delivers no result,
-// and the waiters wait until their ctx ends.
+// error). A runtime.Goexit in fn (t.FailNow in a test) gives every caller
+// an error too.
 func (g *Group[V]) Do(ctx context.Context, key string, fn func(ctx context.Context) (V, error)) (v V, leader bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	ran := new(atomic.Bool)
-	flightCtx := context.WithoutCancel(ctx)
-	ch := g.sf.DoChan(key, func() (res any, err error) {
-		ran.Store(true)
-		defer func() {
-			if r := recover(); r != nil {
-				res, err = result[V]{leader: ran}, panicError(r)
-			}
-		}()
-		v, err := fn(flightCtx)
-		return result[V]{v: v, leader: ran}, err
-	})
-	select {
-	case r := <-ch:
-		res := r.Val.(result[V])
-		return res.v, res.leader == ran, r.Err
-	case <-ctx.Done():
-		return v, ran.Load(), ctx.Err()
+	g.mu.Lock()
+	c := g.calls[key]
+	if c == nil {
+		if g.calls == nil {
+			g.calls = make(map[string]*call[V])
+		}
+		c = &call[V]{done: make(chan struct{})}
+		g.calls[key] = c
+		leader = true
+		go g.run(context.WithoutCancel(ctx), key, c, fn)
 	}
+	g.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.v, leader, c.err
+	case <-ctx.Done():
+		return v, leader && c.ran.Load(), ctx.Err()
+	}
+}
+
+func (g *Group[V]) run(ctx context.Context, key string, c *call[V], fn func(context.Context) (V, error)) {
+	returned := false
+	defer func() {
+		if r := recover(); r != nil {
+			c.err = panicError(r)
+		} else if !returned {
+			c.err = errGoexit
+		}
+		g.mu.Lock()
+		if g.calls[key] == c {
+			delete(g.calls, key)
+		}
+		g.mu.Unlock()
+		close(c.done)
+	}()
+	c.ran.Store(true)
+	c.v, c.err = fn(ctx)
+	returned = true
 }
 
 // Forget makes the next Do for key start a new flight even if one is running,
 // for instance after the key was invalidated while it was being fetched.
 // Callers already waiting keep waiting for the old flight.
 func (g *Group[V]) Forget(key string) {
-	g.sf.Forget(key)
+	g.mu.Lock()
+	delete(g.calls, key)
+	g.mu.Unlock()
 }
 
 func panicError(r any) error {

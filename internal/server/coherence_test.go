@@ -51,9 +51,20 @@ func version(t *testing.T, b string) int {
 // checkCoherence runs the load, calls fault once the replicas are warm,
 // and fails on any stale read.
 func checkCoherence(t *testing.T, addr string, fault func()) {
+	checkCoherenceOn(t, addr, false, fault)
+}
+
+// checkCoherenceOn is checkCoherence with, if l1Off, B's L1 off: each of
+// its hits is then an L2 hit (read by MGET once B knows the key's tags).
+func checkCoherenceOn(t *testing.T, addr string, l1Off bool, fault func()) {
 	o := newOrigin(t)
 	a := startReplica(t, o.URL, l2Block(false, addr))
-	b := startReplica(t, o.URL, l2Block(false, addr))
+	var b *replica
+	if l1Off {
+		b = startReplicaYAML(t, strings.Replace(fmt.Sprintf(baseConfig, o.URL, l2Block(false, addr)), "max_bytes: 16MiB", "max_bytes: 0", 1))
+	} else {
+		b = startReplica(t, o.URL, l2Block(false, addr))
+	}
 	ids := []string{"1", "2", "3", "4"}
 
 	var mu sync.Mutex
@@ -180,11 +191,28 @@ func TestNoStaleReadAfterMaxLagWhenRedisKilledAndRestarted(t *testing.T) {
 // Under allkeys-lru Redis may evict the keys invalidation relies on; the
 // fault deletes them outright for 1.5 s while junk fills memory.
 func TestNoStaleReadAfterMaxLagWhenTagKeysEvicted(t *testing.T) {
+	evictTagKeys(t, false)
+}
+
+// The same with B's L1 off: every hit on B is an L2 hit, read by one MGET
+// of the entry and the epoch keys of the tags B guessed (l2/fastread.go),
+// while those keys come and go.
+func TestNoStaleL2ReadAfterMaxLagWhenTagKeysEvicted(t *testing.T) {
+	evictTagKeys(t, true)
+}
+
+// And while Redis takes no writes: no epoch is raised, no message goes out.
+func TestNoStaleL2ReadAfterMaxLagWhileRedisPausedForWrites(t *testing.T) {
+	rs := redistest.Start(t)
+	checkCoherenceOn(t, rs.Addr(), true, pause(t, rs.Addr(), "WRITE"))
+}
+
+func evictTagKeys(t *testing.T, l1Off bool) {
 	rs := redistest.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru")
 	rc := rawClient(t, rs.Addr())
 	ctx := context.Background()
 	var evicted atomic.Int64
-	checkCoherence(t, rs.Addr(), func() {
+	checkCoherenceOn(t, rs.Addr(), l1Off, func() {
 		junk := strings.Repeat("x", 16<<10)
 		for i := 0; i < 150; i++ {
 			for _, pat := range []string{"sidecache:v:*", "sidecache:t:*"} {

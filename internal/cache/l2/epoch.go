@@ -107,9 +107,10 @@ func encodeValue(e *cache.Entry) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// splitValue parses encodeValue's header: when the entry's request left
-// (unix ms), its tags, and the codec's bytes.
-func splitValue(b []byte) (at int64, tags []string, payload []byte, ok bool) {
+// header parses encodeValue's header without allocating: when the
+// entry's request left (unix ms), its tag lines (each ending in '\n'), and
+// the codec's bytes.
+func header(b []byte) (at int64, tagLines, payload []byte, ok bool) {
 	if !bytes.HasPrefix(b, []byte(headerMagic)) {
 		return 0, nil, nil, false
 	}
@@ -117,12 +118,25 @@ func splitValue(b []byte) (at int64, tags []string, payload []byte, ok bool) {
 	if end < 0 {
 		return 0, nil, nil, false
 	}
-	lines := strings.Split(string(b[len(headerMagic):end]), "\n")
-	at, err := strconv.ParseInt(lines[0], 10, 64)
+	nl := len(headerMagic) + bytes.IndexByte(b[len(headerMagic):], '\n')
+	at, err := strconv.ParseInt(string(b[len(headerMagic):nl]), 10, 64)
 	if err != nil {
 		return 0, nil, nil, false
 	}
-	return at, lines[1:], b[end+2:], true
+	return at, b[nl+1 : end+1], b[end+2:], true
+}
+
+// splitValue parses encodeValue's header: when the entry's request left
+// (unix ms), its tags, and the codec's bytes.
+func splitValue(b []byte) (at int64, tags []string, payload []byte, ok bool) {
+	at, lines, payload, ok := header(b)
+	if !ok {
+		return 0, nil, nil, false
+	}
+	if len(lines) > 0 {
+		tags = strings.Split(string(lines[:len(lines)-1]), "\n")
+	}
+	return at, tags, payload, true
 }
 
 // isCluster reports whether scripts must name every key they touch.
@@ -136,11 +150,13 @@ func (s *Store) isCluster() bool {
 // live in other slots than the entry. A nil value is a miss.
 func (s *Store) getChecked(ctx context.Context, key string) ([]byte, error) {
 	if !s.isCluster() {
-		b, err := readRedis.Run(ctx, s.rdb, []string{s.entryKey(key)}, s.key("v:", "")).Text()
-		if errors.Is(err, redis.Nil) {
-			return nil, nil
+		return s.getGuessed(ctx, key)
+	}
+	if eks, ok := s.guesses.get(key); ok {
+		b, v, err := s.getGuessedCluster(ctx, key, eks)
+		if err != nil || v != verdictUnknown {
+			return b, err
 		}
-		return []byte(b), err
 	}
 	b, err := s.rdb.Get(ctx, s.entryKey(key)).Bytes()
 	if errors.Is(err, redis.Nil) {
@@ -149,6 +165,7 @@ func (s *Store) getChecked(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.learnHeader(key, b)
 	vals, err := s.epochsOf(ctx, [][]byte{b})
 	if err != nil {
 		return nil, err

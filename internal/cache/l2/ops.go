@@ -40,8 +40,8 @@ type op struct {
 }
 
 // Get reads key from Redis, checked against its tags' epochs (epoch.go) in
-// the same round trip: an entry invalidated since its request left is a
-// miss. A missing key is a miss; a value that does not decode (another
+// the same round trip (fastread.go: one MGET once the key's tags are
+// known): an entry invalidated since its request left is a miss. A missing key is a miss; a value that does not decode (another
 // codec version, garbage) is a miss too, logged and deleted. An error means
 // L2 could not answer within Timeout or is down.
 func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error) {
@@ -63,8 +63,9 @@ func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error)
 
 // GetMany reads several keys in one pipeline: one round trip (one per
 // node in a Cluster, where the keys may live in different slots, plus one
-// for the epochs), where a loop of Get would make one per key. A nil
-// element is a miss.
+// for the epochs), where a loop of Get would make one per key. A key whose
+// header names a tag this replica did not guess costs one more (the
+// script; fastread.go). A nil element is a miss.
 func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, error) {
 	out := make([]*cache.Entry, len(keys))
 	if len(keys) == 0 {
@@ -77,10 +78,17 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 	defer cancel()
 	pipe := s.rdb.Pipeline()
 	cmds := make([]redis.Cmder, len(keys))
+	guessed := make([][]string, len(keys))
 	for i, k := range keys {
-		if s.isCluster() {
+		switch eks, ok := s.guesses.get(k); {
+		case s.isCluster():
 			cmds[i] = pipe.Get(cctx, s.entryKey(k))
-		} else {
+		case ok:
+			// As getGuessed: one MGET per key, the script for the keys
+			// whose tags are not known (fastread.go).
+			guessed[i] = eks
+			cmds[i] = pipe.MGet(cctx, append([]string{s.entryKey(k)}, eks...)...)
+		default:
 			cmds[i] = pipe.Eval(cctx, readScript, []string{s.entryKey(k)}, s.key("v:", ""))
 		}
 	}
@@ -90,14 +98,26 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 	}
 	vals := make([][]byte, len(keys))
 	if err == nil {
+		var unknown []int
 		for i, c := range cmds {
 			switch c := c.(type) {
 			case *redis.StringCmd:
 				vals[i], _ = c.Bytes()
+			case *redis.SliceCmd:
+				var v verdict
+				if vals[i], v = s.judge(c.Val(), guessed[i]); v == verdictUnknown {
+					unknown = append(unknown, i)
+				}
 			case *redis.Cmd:
 				if v, err := c.Text(); err == nil {
 					vals[i] = []byte(v)
+					s.learnHeader(keys[i], vals[i])
 				}
+			}
+		}
+		for _, i := range unknown {
+			if vals[i], err = s.getScripted(cctx, keys[i]); err != nil {
+				break
 			}
 		}
 		if s.isCluster() {
@@ -120,7 +140,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 }
 
 func (s *Store) decode(key string, b []byte) (*cache.Entry, bool, error) {
-	_, _, payload, ok := splitValue(b)
+	_, _, payload, ok := header(b)
 	var e *cache.Entry
 	err := errors.New("no header")
 	if ok {
@@ -158,6 +178,7 @@ func (s *Store) Set(ctx context.Context, key string, e *cache.Entry) error {
 		s.dropped.Add(1)
 		return wrap("set", err)
 	}
+	s.learn(key, e.Tags) // the next read of key needs no script (fastread.go)
 	return wrap("set", s.enqueue(op{kind: opSet, key: key, val: val, ttl: ttl, tags: e.Tags}))
 }
 

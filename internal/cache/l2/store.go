@@ -123,6 +123,7 @@ type Store struct {
 	queue   chan op
 	dropped atomic.Uint64
 	proof   proof
+	guesses *guesses // each key's tags, for reads without the script (fastread.go)
 
 	psMu       sync.Mutex
 	ps         *redis.PubSub // the current subscription, closed by Close
@@ -175,13 +176,14 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	_, _ = rand.Read(id)
 
 	s := &Store{
-		rdb:    redis.NewUniversalClient(clientOptions(opts)),
-		opts:   opts,
-		log:    log.With("component", "l2"),
-		origin: hex.EncodeToString(id),
-		queue:  make(chan op, opts.QueueSize),
-		stop:   make(chan struct{}),
-		exited: make(chan struct{}),
+		rdb:     redis.NewUniversalClient(clientOptions(opts)),
+		opts:    opts,
+		log:     log.With("component", "l2"),
+		origin:  hex.EncodeToString(id),
+		queue:   make(chan op, opts.QueueSize),
+		guesses: newGuesses(),
+		stop:    make(chan struct{}),
+		exited:  make(chan struct{}),
 	}
 	s.relay = firstRelay(s.origin, len(opts.SubscribeAddrs))
 	s.sub = s.newSub()

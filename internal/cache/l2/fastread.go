@@ -1,0 +1,288 @@
+package l2
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"hash/maphash"
+	"strconv"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Reading an entry without the script.
+//
+// readScript (epoch.go) checks an entry against its tags' epochs where the
+// entry is, in one round trip, but Redis pays for it: the script call, a
+// GET from Lua per tag, and the header parsed in Lua cost about 1.4× a
+// plain GET of the same value (docs/coherence.md, "The L2 read"). One MGET
+// of the entry key and its tags' epoch keys costs what a GET costs — one
+// command, one reply — and proves the same thing: Redis runs a command at
+// once, so the epochs are read at the instant the entry is, as in the
+// script. What the MGET needs and the script does not is the tags, before
+// the header naming them has been read. So the store remembers, per key,
+// the tags it last saw in the key's header or stored with it (a guess),
+// reads MGET e:<key> v:<guessed tag>…, and serves the entry only if
+//
+//   - every tag its header names was among the guessed ones, and
+//   - each of those epoch keys exists and is older than the entry's
+//     request, exactly the script's test.
+//
+// The guess only chooses which epoch keys are read; the header, written
+// with the entry, decides which must have been. A header naming a tag that
+// was not guessed (another replica stored the key with other tags, or the
+// guess was lost to a collision or to the table's bound) sends the read to
+// the script, whose answer teaches the store the header's tags. So a wrong,
+// missing or forged guess costs a round trip, never a stale answer, and
+// the guarantees of epoch.go (an invalidated entry is a miss from the
+// moment its epoch was raised; an entry whose epoch key was evicted is a
+// miss) hold for this read as they do for the script. In Cluster, where
+// the epoch keys live in other slots, the same test runs on one pipeline of
+// GETs (getGuessedCluster) instead of getChecked's two round trips.
+
+// Bounds of the guess table. The keys come from requests and the tags
+// from routes, paths (the URI tag) and upstream answers, so an attacker can
+// fill the table: it holds at most guessSlots guesses and guessBytes of
+// epoch keys (plus the maps' own overhead, about 1 MiB when full), and a
+// key with more than maxGuessTags tags or maxGuessBytes of them is always
+// read by the script.
+const (
+	guessShards   = 16
+	guessSlots    = 1 << 14
+	guessBytes    = 4 << 20
+	maxGuessTags  = 16
+	maxGuessBytes = 2 << 10
+)
+
+// guesses maps a key's hash to the epoch keys of the tags it was last
+// seen with. A collision of two keys' hashes only makes one guess wrong.
+type guesses struct {
+	seed   maphash.Seed
+	shards [guessShards]guessShard
+}
+
+type guessShard struct {
+	mu    sync.RWMutex
+	m     map[uint64][]string // epoch keys, prefixed; never modified once stored
+	bytes int                 // cost of what m holds
+}
+
+func newGuesses() *guesses {
+	g := &guesses{seed: maphash.MakeSeed()}
+	for i := range g.shards {
+		g.shards[i].m = make(map[uint64][]string)
+	}
+	return g
+}
+
+// cost is what a guess is charged against guessBytes: its strings and
+// their headers.
+func cost(eks []string) int {
+	n := 24 + 16*len(eks)
+	for _, k := range eks {
+		n += len(k)
+	}
+	return n
+}
+
+func (g *guesses) shard(key string) (*guessShard, uint64) {
+	h := maphash.String(g.seed, key)
+	return &g.shards[h%guessShards], h
+}
+
+// get returns the epoch keys guessed for key; ok is false if there is no
+// guess (a key without tags has an empty one).
+func (g *guesses) get(key string) (eks []string, ok bool) {
+	sh, h := g.shard(key)
+	sh.mu.RLock()
+	eks, ok = sh.m[h]
+	sh.mu.RUnlock()
+	return eks, ok
+}
+
+// put records eks as key's guess. A full shard drops guesses first,
+// arbitrary ones (map iteration order), which is enough to bound it: a
+// dropped guess costs one script read.
+func (g *guesses) put(key string, eks []string) {
+	c := cost(eks)
+	sh, h := g.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if old, ok := sh.m[h]; ok {
+		delete(sh.m, h)
+		sh.bytes -= cost(old)
+	}
+	for k, old := range sh.m {
+		if len(sh.m) < guessSlots/guessShards && sh.bytes+c <= guessBytes/guessShards {
+			break
+		}
+		delete(sh.m, k)
+		sh.bytes -= cost(old)
+	}
+	sh.m[h] = eks
+	sh.bytes += c
+}
+
+// size is the number of guesses held and their cost, for tests.
+func (g *guesses) size() (n, bytes int) {
+	for i := range g.shards {
+		sh := &g.shards[i]
+		sh.mu.RLock()
+		n += len(sh.m)
+		bytes += sh.bytes
+		sh.mu.RUnlock()
+	}
+	return n, bytes
+}
+
+// learn records tags as key's guess, if they are within the bounds.
+func (s *Store) learn(key string, tags []string) {
+	if len(tags) > maxGuessTags {
+		return
+	}
+	n := 0
+	for _, t := range tags {
+		n += len(t)
+	}
+	if n > maxGuessBytes {
+		return
+	}
+	eks := make([]string, len(tags))
+	for i, t := range tags {
+		eks[i] = s.epochKey(t)
+	}
+	s.guesses.put(key, eks)
+}
+
+// learnHeader records the tags named by the header of b, a stored value.
+func (s *Store) learnHeader(key string, b []byte) {
+	if _, tags, _, ok := splitValue(b); ok {
+		s.learn(key, tags)
+	}
+}
+
+// verdict is what checkGuessed found.
+type verdict uint8
+
+const (
+	verdictServe    verdict = iota // every tag checked and current
+	verdictRefuse                  // a tag invalidated since the request, or its epoch gone
+	verdictUnknown                 // a tag that was not guessed: ask the script
+	verdictNoHeader                // not a value encodeValue wrote: the caller's decode drops it
+)
+
+// checkGuessed applies the script's test to b, an entry read in the same
+// MGET as eps, the values of the epoch keys eks (nil: the key is missing).
+// It does not allocate.
+func (s *Store) checkGuessed(b []byte, eks []string, eps []any) verdict {
+	at, lines, _, ok := header(b)
+	if !ok {
+		return verdictNoHeader
+	}
+	pfx := len(s.epochKey(""))
+	for len(lines) > 0 {
+		i := bytes.IndexByte(lines, '\n')
+		tag := lines[:i]
+		lines = lines[i+1:]
+		j := 0
+		for j < len(eks) && eks[j][pfx:] != string(tag) {
+			j++
+		}
+		if j == len(eks) {
+			return verdictUnknown
+		}
+		ep, isStr := eps[j].(string)
+		if !isStr {
+			return verdictRefuse // evicted, expired or never stored
+		}
+		n, err := strconv.ParseInt(ep, 10, 64)
+		if err != nil || n >= at {
+			return verdictRefuse
+		}
+	}
+	return verdictServe
+}
+
+// getGuessed is getChecked outside Cluster: one MGET when the key's tags
+// are guessed, else (or when the guess fell short) the script, which
+// teaches the guess.
+func (s *Store) getGuessed(ctx context.Context, key string) ([]byte, error) {
+	if eks, ok := s.guesses.get(key); ok {
+		args := make([]string, 1+len(eks))
+		args[0] = s.entryKey(key)
+		copy(args[1:], eks)
+		vals, err := s.rdb.MGet(ctx, args...).Result()
+		if err != nil {
+			return nil, err
+		}
+		b, v := s.judge(vals, eks)
+		if v != verdictUnknown {
+			return b, nil
+		}
+	}
+	return s.getScripted(ctx, key)
+}
+
+// judge turns an MGET's answer into the value to return (nil: a miss) and
+// the verdict; verdictUnknown returns nil and asks for the script.
+func (s *Store) judge(vals []any, eks []string) ([]byte, verdict) {
+	if len(vals) != 1+len(eks) {
+		return nil, verdictUnknown
+	}
+	v, ok := vals[0].(string)
+	if !ok {
+		return nil, verdictRefuse // no such entry
+	}
+	b := []byte(v)
+	switch vd := s.checkGuessed(b, eks, vals[1:]); vd {
+	case verdictServe, verdictNoHeader:
+		return b, vd
+	default:
+		return nil, vd
+	}
+}
+
+// getGuessedCluster is getGuessed in Cluster, where the epoch keys live in
+// other slots than the entry and one MGET cannot name them all: the GET of
+// the entry and of each guessed epoch key go in one pipeline, which
+// go-redis runs on their nodes in parallel — one round trip where the
+// unguessed read makes two. It is not atomic, and need not be: an epoch
+// raised before the read began is seen whichever of the GETs runs first,
+// and one raised meanwhile belongs to a write that had not answered when
+// the read began. Its error is the first failure other than a missing key.
+func (s *Store) getGuessedCluster(ctx context.Context, key string, eks []string) ([]byte, verdict, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, 1+len(eks))
+	cmds[0] = pipe.Get(ctx, s.entryKey(key))
+	for i, k := range eks {
+		cmds[1+i] = pipe.Get(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx)
+	vals := make([]any, len(cmds))
+	for i, c := range cmds {
+		v, err := c.Result()
+		switch {
+		case err == nil:
+			vals[i] = v
+		case !errors.Is(err, redis.Nil):
+			return nil, verdictRefuse, err
+		}
+	}
+	b, v := s.judge(vals, eks)
+	return b, v, nil
+}
+
+// getScripted reads key with readScript and learns its header's tags.
+func (s *Store) getScripted(ctx context.Context, key string) ([]byte, error) {
+	t, err := readRedis.Run(ctx, s.rdb, []string{s.entryKey(key)}, s.key("v:", "")).Text()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	b := []byte(t)
+	s.learnHeader(key, b)
+	return b, nil
+}
