@@ -23,7 +23,7 @@ func readBody(resp *http.Response) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+	if len(b) > 0 && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") { // a HEAD answer has no body to decode
 		zr, err := gzip.NewReader(bytes.NewReader(b))
 		if err != nil {
 			return nil, fmt.Errorf("gzip: %w", err)
@@ -79,6 +79,10 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 	}
 	if resp.StatusCode == http.StatusPartialContent && q.hdr.Get("Range") == "" {
 		r.violate("range", "%s: 206 (%s) to a request without Range (%s)", q, resp.Header.Get("Content-Range"), resp.Header.Get("Cache-Status"))
+		return
+	}
+	if q.method == http.MethodHead {
+		r.checkHead(q, resp, start, end)
 		return
 	}
 	switch {
@@ -241,4 +245,22 @@ func subParams(got, sent string) bool {
 func goodID(path string) bool {
 	n, err := strconv.ParseUint(path[strings.LastIndexByte(path, '/')+1:], 10, 64)
 	return err == nil && n <= MaxID
+}
+
+// checkHead checks a HEAD answer by the stamp its header carries: no body
+// to read, the same identity, resource and version invariants.
+func (r *run) checkHead(q *request, resp *http.Response, start, end time.Time) {
+	sh := resp.Header.Get(StampHeader)
+	if sh == "" {
+		if resp.StatusCode == http.StatusOK {
+			r.violate("garbled", "%s: HEAD 200 without a stamp (%s)", q, resp.Header.Get("Cache-Status"))
+		}
+		return
+	}
+	var st Stamp
+	if err := json.Unmarshal([]byte(sh), &st); err != nil || st.Res == "" {
+		r.violate("garbled", "%s: HEAD stamp %.80q", q, sh)
+		return
+	}
+	r.checkStamp(q, resp, st, start, end)
 }

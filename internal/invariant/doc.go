@@ -11,7 +11,9 @@
 // loopback address (127.0.0.2-5), with its own cookie (sid=<name>), bearer
 // token and tenant (X-Tenant acme, globex, initech, none); per request
 // each picks an Accept-Encoding, an Accept-Language, whether to send its
-// credentials, path spellings and query orders. The origin (origin.go)
+// credentials, path spellings, query orders and GET or HEAD (a HEAD
+// answer is checked by the stamp the origin also sends as X-Stamp). The
+// origin (origin.go)
 // stamps every answer with the resource and version it answered for and
 // with the value of every identity dimension the answer depends on, as it
 // saw it; its behaviour per resource is redrawn every round (Vary sets,

@@ -36,6 +36,7 @@ var Features = []Feature{
 	{Name: "query-repeat", On: true, Gate: "20.10", Note: "a repeated parameter's values in another order (lang=fr&lang=en vs lang=en&lang=fr)"},
 	{Name: "query-escape", On: true, Gate: "20.10", Note: "invalid escapes and ';' kept verbatim (q=%zz vs q=%25zz, a=1;b=2 vs a=1%3Bb=2)"},
 	{Name: "host-spelling", On: true, Note: "reads of /h/{id} (key.host: svc.invariant) as Host svc, svc.ns.svc.cluster.local, SVC.Invariant; one shared entry, so the upstream must only ever see the canonical X-Forwarded-Host"},
+	{Name: "head", On: true, Note: "HEAD reads of /r/{id}, answered from the GET entry (or fetched with GET); checked by the stamp the origin also sends as X-Stamp"},
 	{Name: "path-spelling", On: true, Note: "reads spelled /r/05, /r/5/, /R/5 (pass through: not the anchored route's spelling)"},
 	{Name: "write", On: true, Note: "PATCH /r/{id} bumps the resource's version; the client records what was acknowledged"},
 	{Name: "write-spelling", On: true, Gate: "20.11", Note: "writes spelled /r/05, /r/5/, /R/5, //r/5 that the origin takes for /r/5"},

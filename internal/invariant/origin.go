@@ -36,6 +36,10 @@ type Stamp struct {
 	Pad string `json:"pad,omitempty"`
 }
 
+// StampHeader carries the stamp of a read's answer (without the padding)
+// next to its body.
+const StampHeader = "X-Stamp"
+
 // Dim is one identity dimension an answer depends on, and how the origin
 // declares that dependency (How): "vary" (Vary names the header),
 // "private" (Cache-Control: private), "set-cookie" (a Set-Cookie minted
@@ -270,6 +274,10 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
+	// The stamp again as a header, so an answer without a body (HEAD,
+	// served from a GET entry) is checked like one with it.
+	sh, _ := json.Marshal(st)
+	h.Set(StampHeader, string(sh))
 	if gz && len(body) >= p.GzipFrom {
 		body = gzipBytes(body)
 		h.Set("Content-Encoding", "gzip")

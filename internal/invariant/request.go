@@ -171,6 +171,9 @@ func (r *run) drawRequest(hot string) *request {
 			q.path = pick(r, "/r/%3"+id, "/%72/"+id, "/r/%2e/"+id, "/r/"+id+"%2F")
 		}
 		q.query = r.drawQuery()
+		if m.Has("head") && r.chance(15) {
+			q.method = http.MethodHead // a GET route answers HEAD from its GET entry
+		}
 	}
 	if q.kind != "list" {
 		q.res = Resource(q.path)
