@@ -13,10 +13,9 @@
 // each picks an Accept-Encoding, an Accept-Language, whether to send its
 // credentials, path spellings, query orders and GET or HEAD (a HEAD
 // answer is checked by the stamp the origin also sends as X-Stamp). The
-// origin (origin.go)
-// stamps every answer with the resource and version it answered for and
-// with the value of every identity dimension the answer depends on, as it
-// saw it; its behaviour per resource is redrawn every round (Vary sets,
+// origin (origin.go) stamps every answer with the resource and version it
+// answered for and with the value of every identity dimension the answer
+// depends on, as it saw it; its behaviour per resource is redrawn every round (Vary sets,
 // private, Set-Cookie, sizes either side of max_body_bytes, gzip, delays,
 // 5xx, hang-ups, ETags, Last-Modified) and bulk calls with IDs it cannot
 // parse fail.
