@@ -196,17 +196,23 @@ type batch[A, V any] struct {
 }
 
 // result is the outcome of one id of a batch, shared by all its waiters.
-// Its fields are written once before done is closed and only read after;
-// solo and reqs, the client requests waiting on it, are guarded by
-// Loader.mu and read only by the run of a failed call.
+// v, found and err are written once before done is closed and only read
+// after; the other fields are guarded by Loader.mu.
+//
+// After a shared call failed, the id may ride in several calls at once,
+// one per list request waiting on it (see partitionLocked): the first
+// call that answers it settles it for every waiter, and it fails only
+// when the last call holding it failed.
 type result[V any] struct {
-	done   chan struct{}
-	v      V
-	found  bool
-	err    error
-	solo   bool         // a one-id client request waits on it
-	reqs   []*Requester // the list requests waiting on it
-	serial uint64       // its first batch's
+	done    chan struct{}
+	v       V
+	found   bool
+	err     error
+	solo    bool         // a one-id client request waits on it
+	reqs    []*Requester // the list requests waiting on it
+	serial  uint64       // its first batch's
+	held    int          // calls holding it, queued or in flight
+	settled bool         // done is closed
 }
 
 // round is one isolation round of an ErrSuspect failure: the calls of each
@@ -340,7 +346,7 @@ func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, a
 			b.timer = time.AfterFunc(l.opts.MaxWait, func() { l.expire(b) })
 		}
 	}
-	r := &result[V]{done: make(chan struct{}), serial: b.serial}
+	r := &result[V]{done: make(chan struct{}), serial: b.serial, held: 1}
 	r.addRequester(req)
 	b.ids = append(b.ids, id)
 	b.res = append(b.res, r)
@@ -359,7 +365,7 @@ func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, arg 
 	if req != nil && !req.afford(1) {
 		return l.overBudgetLocked(id)
 	}
-	r := &result[V]{done: make(chan struct{})}
+	r := &result[V]{done: make(chan struct{}), held: 1}
 	g := &group[A, V]{pending: make(map[string]*result[V])}
 	b := &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), ids: []string{id}, res: []*result[V]{r}, alone: true}
 	l.wg.Add(1)
@@ -371,7 +377,7 @@ func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, arg 
 // overBudgetLocked is the result of a Load whose list request has no call
 // left. l.mu must be held.
 func (l *Loader[A, V]) overBudgetLocked(id string) *result[V] {
-	r := &result[V]{done: make(chan struct{}), err: fmt.Errorf("%w: id %q", ErrBudget, id)}
+	r := &result[V]{done: make(chan struct{}), err: fmt.Errorf("%w: id %q", ErrBudget, id), settled: true}
 	close(r.done)
 	if l.opts.OnBudget != nil {
 		l.opts.OnBudget(1)
@@ -379,11 +385,14 @@ func (l *Loader[A, V]) overBudgetLocked(id string) *result[V] {
 	return r
 }
 
-// addRequester records that req waits on r. l.mu must be held.
+// addRequester records that req waits on r. l.mu must be held. Every list
+// request is kept, however many: each gets the id in its own retry (see
+// partitionLocked), so none depends on another's. They cost a pointer per
+// Load still waiting.
 func (r *result[V]) addRequester(req *Requester) {
 	if req == nil {
 		r.solo = true
-	} else if len(r.reqs) < 8 { // enough to pick an owner (see partition)
+	} else {
 		r.reqs = append(r.reqs, req)
 	}
 }

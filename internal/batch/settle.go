@@ -3,6 +3,7 @@ package batch
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -77,18 +78,18 @@ func (l *Loader[A, V]) settleLocked(b *batch[A, V], m map[string]V, err error) {
 	l.partitionLocked(b, err, suspect, true)
 }
 
-// answerLocked gives each id of b its value. A one-id retry or quarantined
-// call whose value the upstream refused quarantines the id; one answered
-// releases it.
+// answerLocked gives each id of b its value, unless another call holding
+// it answered first. A one-id retry or quarantined call whose value the
+// upstream refused quarantines the id; one answered releases it.
 func (l *Loader[A, V]) answerLocked(b *batch[A, V], m map[string]V, now time.Time) {
 	for i, r := range b.res {
-		r.v, r.found = m[b.ids[i]]
-		close(r.done)
+		v, found := m[b.ids[i]]
+		r.answer(v, found)
 	}
 	if len(b.ids) != 1 || !b.retry && !b.alone {
 		return
 	}
-	if r := b.res[0]; r.found && l.opts.Refused != nil && l.opts.Refused(r.v) {
+	if v, found := m[b.ids[0]]; found && l.opts.Refused != nil && l.opts.Refused(v) {
 		l.quarantineLocked(b.ids[0], now)
 	} else if b.alone {
 		l.q.release(b.ids[0])
@@ -96,6 +97,29 @@ func (l *Loader[A, V]) answerLocked(b *batch[A, V], m map[string]V, now time.Tim
 			l.opts.OnQuarantine(l.q.size())
 		}
 	}
+}
+
+// answer settles r with v, found, if no other call did, and releases the
+// hold of the call that answered it. Loader.mu must be held.
+func (r *result[V]) answer(v V, found bool) {
+	r.held--
+	if !r.settled {
+		r.v, r.found, r.settled = v, found, true
+		close(r.done)
+	}
+}
+
+// fail releases the hold of a call that failed on r, and settles r with
+// err if it was the last call holding r and none answered it. It reports
+// whether it settled r. Loader.mu must be held.
+func (r *result[V]) fail(err error) bool {
+	r.held--
+	if r.settled || r.held > 0 {
+		return false
+	}
+	r.err, r.settled = err, true
+	close(r.done)
+	return true
 }
 
 func (l *Loader[A, V]) quarantineLocked(id string, now time.Time) {
@@ -110,41 +134,58 @@ func (l *Loader[A, V]) quarantineLocked(id string, now time.Time) {
 	}
 }
 
+// failLocked releases a failed call's hold on res (see result.fail).
 func failLocked[V any](res []*result[V], err error) {
 	for _, r := range res {
-		r.err = err
-		close(r.done)
+		r.fail(err)
 	}
 }
 
-// failBudgetLocked fails ids whose client request has no call left.
+// failBudgetLocked releases the hold, on res, of a failed call whose
+// client request has no call left: an id no other call holds fails with
+// ErrBudget.
 func (l *Loader[A, V]) failBudgetLocked(res []*result[V], err error) {
-	failLocked(res, fmt.Errorf("%w: %w", ErrBudget, err))
-	if l.opts.OnBudget != nil {
-		l.opts.OnBudget(len(res))
+	err = fmt.Errorf("%w: %w", ErrBudget, err)
+	n := 0
+	for _, r := range res {
+		if r.fail(err) {
+			n++
+		}
+	}
+	if l.opts.OnBudget != nil && n > 0 {
+		l.opts.OnBudget(n)
 	}
 }
 
-// partitionLocked queues, ahead of newer batches, one retry per client
-// request waiting on the failed shared call b, holding that request's ids.
-// Each id goes to one owner: a one-id request waiting on it (the id then
-// goes alone, the one retry such a request may cause), else the list
-// request with the fewest ids in b, so a victim's id never rides with an
-// attacker's list. A list request pays one call of its budget; one without
-// calls left has its ids failed. If b held one request's ids only, they are
-// halved instead (with halve; else they fail). The retries of a suspect
-// failure form a round: if none is answered, the upstream is judged down.
+// queueRetriesLocked queues retries of g ahead of its newer batches, behind
+// the retries already queued: a victim's retry never waits behind the
+// halves of a list that failed after it was queued.
+func queueRetriesLocked[A, V any](g *group[A, V], next []*batch[A, V]) {
+	i := 0
+	for i < len(g.ready) && g.ready[i].retry {
+		i++
+	}
+	g.ready = slices.Insert(g.ready, i, next...)
+}
+
+// partitionLocked queues one retry per client request waiting on the
+// failed shared call b, holding the ids that request waits on (see
+// queueRetriesLocked). A one-id request's id goes alone (the one retry
+// such a request may cause). A list request's retry holds all of its ids,
+// those it shares with other lists too: a shared id rides in each of its
+// owners' retries, costing the upstream one id more per owner, never a
+// call more, and is answered by the first that answers it (result), so an
+// attacker's halving never decides a victim's id. A list request pays one
+// call of its budget for its retry; one without calls left releases its
+// ids, which fail only if no other retry holds them. If b held one
+// request's ids only, they are halved instead (with halve; else they
+// fail). The retries of a suspect failure form a round: if none is
+// answered, the upstream is judged down.
 func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve bool) {
 	type part struct {
 		owner *Requester
 		ids   []string
 		res   []*result[V]
-	}
-	counts := make(map[*Requester]int)
-	for _, r := range b.res {
-		for _, q := range r.reqs {
-			counts[q]++
-		}
 	}
 	var parts []*part
 	byOwner := make(map[*Requester]*part)
@@ -153,19 +194,18 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve
 			parts = append(parts, &part{ids: b.ids[i : i+1 : i+1], res: b.res[i : i+1 : i+1]})
 			continue
 		}
-		o := r.reqs[0]
-		for _, q := range r.reqs[1:] {
-			if counts[q] < counts[o] {
-				o = q
+		for _, o := range r.reqs {
+			p := byOwner[o]
+			if p == nil {
+				p = &part{owner: o}
+				byOwner[o] = p
+				parts = append(parts, p)
 			}
+			if len(p.res) > 0 && p.res[len(p.res)-1] == r {
+				continue // o joined the id twice
+			}
+			p.ids, p.res = append(p.ids, b.ids[i]), append(p.res, r)
 		}
-		p := byOwner[o]
-		if p == nil {
-			p = &part{owner: o}
-			byOwner[o] = p
-			parts = append(parts, p)
-		}
-		p.ids, p.res = append(p.ids, b.ids[i]), append(p.res, r)
 	}
 	if len(parts) == 1 {
 		if !halve {
@@ -181,32 +221,70 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve
 		rd = &round{}
 	}
 	next := make([]*batch[A, V], 0, len(parts))
+	var broke []*part
 	for _, p := range parts {
 		if p.owner != nil && !p.owner.afford(1) {
-			l.failBudgetLocked(p.res, err)
+			broke = append(broke, p)
 			continue
 		}
+		for _, r := range p.res {
+			r.held++
+		}
 		next = append(next, &batch[A, V]{g: b.g, arg: b.arg, ctx: b.ctx, ids: p.ids, res: p.res, retry: true, owner: p.owner, round: rd})
+	}
+	// b's hold on its ids is released once the retries and the broke
+	// requests hold them; then the broke requests' are released, so an id
+	// only they wait on fails with ErrBudget.
+	for _, p := range broke {
+		for _, r := range p.res {
+			r.held++
+		}
+	}
+	failLocked(b.res, err)
+	for _, p := range broke {
+		l.failBudgetLocked(p.res, err)
 	}
 	if rd != nil {
 		rd.pending = len(next)
 	}
 	l.wg.Add(len(next))
-	b.g.ready = append(next, b.g.ready...)
+	queueRetriesLocked(b.g, next)
 }
 
-// halveLocked queues, ahead of newer batches, the two halves of b, a
+// halveLocked queues (see queueRetriesLocked) the two halves of b, a
 // failed call of one list request's ids, if the request has two calls
-// left; else its ids fail.
+// left; else its ids are released (see failBudgetLocked). Ids another
+// call has answered meanwhile are left out; one id left goes alone, for
+// one call.
 func (l *Loader[A, V]) halveLocked(b *batch[A, V], err error) {
-	o := b.owner
-	if o == nil || !o.afford(2) {
-		l.failBudgetLocked(b.res, err)
+	var ids []string
+	var res []*result[V]
+	for i, r := range b.res {
+		if r.settled {
+			r.held--
+			continue
+		}
+		ids, res = append(ids, b.ids[i]), append(res, r)
+	}
+	if len(ids) == 0 {
 		return
 	}
-	mid := len(b.ids) / 2
-	h1 := &batch[A, V]{g: b.g, arg: b.arg, ctx: b.ctx, ids: b.ids[:mid], res: b.res[:mid], retry: true, owner: o}
-	h2 := &batch[A, V]{g: b.g, arg: b.arg, ctx: b.ctx, ids: b.ids[mid:], res: b.res[mid:], retry: true, owner: o}
-	l.wg.Add(2)
-	b.g.ready = append([]*batch[A, V]{h1, h2}, b.g.ready...)
+	o := b.owner
+	cost := min(len(ids), 2)
+	if o == nil || !o.afford(cost) {
+		l.failBudgetLocked(res, err)
+		return
+	}
+	mid := len(ids) / 2
+	var next []*batch[A, V]
+	if mid > 0 {
+		next = append(next, &batch[A, V]{g: b.g, arg: b.arg, ctx: b.ctx, ids: ids[:mid:mid], res: res[:mid:mid], retry: true, owner: o})
+	}
+	next = append(next, &batch[A, V]{g: b.g, arg: b.arg, ctx: b.ctx, ids: ids[mid:], res: res[mid:], retry: true, owner: o})
+	for _, r := range res {
+		r.held++ // the halves' holds, then b's released
+	}
+	failLocked(res, err)
+	l.wg.Add(len(next))
+	queueRetriesLocked(b.g, next)
 }
