@@ -67,13 +67,14 @@ var (
 // never changes which body is cached. An empty array is a valid answer with
 // no elements.
 func Split(body []byte, idField string) (map[string][]byte, error) {
-	// The body is validated once, and compacted if it has whitespace
-	// between tokens (most encoders send none), so the elements are then
+	// The body is validated once (valid, which also finds whitespace
+	// between tokens), and compacted only if it has some (most encoders
+	// send none), so the elements are then
 	// sliced out of it by a scan that need not check validity again
 	// (skipValue): no decode of the answer into values, and one copy of
 	// each element's raw bytes.
 	b := body
-	if !json.Valid(body) || spaced(body) {
+	if ok, spaced := valid(body); !ok || spaced {
 		var buf bytes.Buffer
 		buf.Grow(len(body))
 		if err := json.Compact(&buf, body); err != nil {
@@ -104,20 +105,6 @@ func Split(body []byte, idField string) (map[string][]byte, error) {
 		}
 	}
 	return out, nil
-}
-
-// spaced reports whether the valid JSON b has whitespace outside its
-// strings, which json.Compact would remove.
-func spaced(b []byte) bool {
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			i = skipString(b, i) - 1
-		case ' ', '\t', '\n', '\r':
-			return true
-		}
-	}
-	return false
 }
 
 // elementID returns the id of one compact, valid array element (see Split).

@@ -47,6 +47,61 @@ func ElementHeader(h http.Header, status int, body []byte, vary []string, etag s
 	return h
 }
 
+// Elements are the headers of the elements of one bulk answer: the work
+// of ElementHeader that does not depend on the element, done once per
+// answer instead of once per element.
+type Elements struct {
+	ok, other http.Header // a 200 element's without its ETag; any other status's
+}
+
+// NewElements prepares the element headers of a bulk answer whose stored
+// header is h (not modified), each with vary as its Vary if not empty.
+func NewElements(h http.Header, vary []string) *Elements {
+	ok := ElementHeader(h.Clone(), http.StatusOK, nil, vary, `""`)
+	delete(ok, "Etag")
+	return &Elements{ok: ok, other: ElementHeader(h.Clone(), http.StatusNotFound, nil, vary, "")}
+}
+
+// Header is a new header for one element, the same as ElementHeader would
+// make for it from the answer's header.
+func (e *Elements) Header(status int, body []byte, etag string) http.Header {
+	if status != http.StatusOK {
+		return cloneWith(e.other, "", "")
+	}
+	if etag == "" {
+		etag = ETag(body)
+	}
+	return cloneWith(e.ok, "Etag", etag)
+}
+
+// cloneWith is h.Clone() with the field k: v added (none if k is ""), in
+// two allocations beside the map: every value shares one backing array,
+// each slice capped so that an append to one never writes into another.
+func cloneWith(h http.Header, k, v string) http.Header {
+	n := 0
+	for _, vv := range h {
+		n += len(vv)
+	}
+	if k != "" {
+		n++
+	}
+	sv := make([]string, 0, n)
+	c := make(http.Header, len(h)+1)
+	for key, vv := range h {
+		if vv == nil {
+			c[key] = nil
+			continue
+		}
+		sv = append(sv, vv...)
+		c[key] = sv[len(sv)-len(vv) : len(sv) : len(sv)]
+	}
+	if k != "" {
+		sv = append(sv, v)
+		c[k] = sv[len(sv)-1 : len(sv) : len(sv)]
+	}
+	return c
+}
+
 // ETag is a strong entity tag for body (RFC 9110 §8.8.3): 96 bits of its
 // SHA-256, so it changes whenever a byte does, as a strong validator must.
 func ETag(body []byte) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -102,4 +103,57 @@ func FuzzElementETag(f *testing.F) {
 			t.Fatalf("tag %q is not an entity-tag", tag)
 		}
 	})
+}
+
+// TestElements: the headers prepared once per answer are, element by
+// element, those ElementHeader makes, and each is a copy of its own.
+func TestElements(t *testing.T) {
+	for _, h := range []http.Header{
+		{"Cache-Control": {"public, max-age=60"}, "Date": {"Wed, 25 Nov 2026 14:00:00 GMT"},
+			"Content-Type": {"application/json; charset=utf-8"}, "Etag": {`W/"list"`}, "Content-Encoding": {"gzip"},
+			"Vary": {"Accept-Encoding"}, "Set-Cookie": {"a=1", "b=2"}, "X-App": {"v2", "v3"}, "Last-Modified": {"Wed, 25 Nov 2026 13:00:00 GMT"}},
+		{"Cache-Control": {"max-age=5"}, "X-Nil": nil},
+		{},
+	} {
+		for _, vary := range [][]string{nil, {"Accept-Language", "X-Tenant"}} {
+			src := h.Clone()
+			es := NewElements(src, vary)
+			if !reflect.DeepEqual(src, h) {
+				t.Fatalf("NewElements changed its header: %v", src)
+			}
+			for _, c := range []struct {
+				status     int
+				body, etag string
+			}{{200, `{"id":1}`, ""}, {200, `{"id":2}`, `"v7"`}, {404, `{"error":"not found"}`, ""}, {500, `{}`, "ignored"}} {
+				etag := c.etag
+				if c.status != 200 {
+					etag = ""
+				}
+				want := ElementHeader(h.Clone(), c.status, []byte(c.body), vary, etag)
+				got := es.Header(c.status, []byte(c.body), etag)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%v vary %v status %d: got %v, want %v", h, vary, c.status, got, want)
+				}
+				for k := range got {
+					if got[k] != nil {
+						got[k] = append(got[k], "appended")
+						got[k][0] = "overwritten"
+					}
+				}
+				if again := es.Header(c.status, []byte(c.body), etag); !reflect.DeepEqual(again, want) {
+					t.Errorf("a change to one element's header reached the next: %v", again)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkElements(b *testing.B) {
+	bulk := http.Header{"Cache-Control": {"public, max-age=60"}, "Content-Type": {"application/json"}, "Date": {"Wed, 25 Nov 2026 14:00:00 GMT"}, "Vary": {"Accept-Encoding"}}
+	elem := []byte(`{"id":12345,"name":"user 12345","email":"user12345@example.com","version":1}`)
+	es := NewElements(bulk, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		es.Header(http.StatusOK, elem, "")
+	}
 }

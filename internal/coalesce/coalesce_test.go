@@ -3,6 +3,7 @@ package coalesce
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -338,4 +339,21 @@ func BenchmarkDoContended(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestGoexitIsEveryCallersError: a fn that ends its goroutine with
+// runtime.Goexit (t.FailNow) still answers its callers, with an error,
+// instead of leaving them to wait for their contexts.
+func TestGoexitIsEveryCallersError(t *testing.T) {
+	var g Group[int]
+	v, leader, err := g.Do(context.Background(), "k", func(context.Context) (int, error) {
+		runtime.Goexit()
+		return 1, nil
+	})
+	if err == nil || v != 0 || !leader {
+		t.Fatalf("got (%d, %v, %v), want an error to the leader", v, leader, err)
+	}
+	if v, leader, err := g.Do(context.Background(), "k", func(context.Context) (int, error) { return 2, nil }); v != 2 || !leader || err != nil {
+		t.Fatalf("the next flight: (%d, %v, %v), want (2, true, nil)", v, leader, err)
+	}
 }

@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,17 +298,27 @@ func quiet(name string) bool {
 // change the answer, in a canonical order. Requests of one group share one
 // bulk call, which carries the opener's headers.
 func (f *Rules) Group(host string, h http.Header) string {
-	names := make([]string, 0, len(h))
-	for k := range h {
+	// Built once per batched request: the names on the stack when few,
+	// and the string in one allocation.
+	var scratch [8]string
+	names := scratch[:0]
+	host = strings.ToLower(host)
+	n := len(host)
+	for k, vs := range h {
 		keyed := slices.Contains(f.keyed, k) && !Own(k)
 		if !keyed && (!f.Forwards(k) || f.never(k) || ignoredInGroup(k)) {
 			continue
 		}
 		names = append(names, k)
+		n += 1 + len(k)
+		for _, v := range vs {
+			n += 1 + len(v)
+		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	var b strings.Builder
-	b.WriteString(strings.ToLower(host))
+	b.Grow(n)
+	b.WriteString(host)
 	for _, k := range names {
 		b.WriteByte('\n')
 		b.WriteString(k)

@@ -108,6 +108,28 @@ func (x *exchange) forID(id string) *exchange {
 	return c
 }
 
+// elementExchange is forID for the elements of one bulk answer, taken one
+// at a time: one exchange, request and URL for the whole answer, aimed at
+// each id in turn by setID, rather than the three of forID per element.
+// Nothing keepElement calls keeps the exchange, its request or its params
+// past the call (they become the entry's key and tags, which are strings),
+// so reusing them is safe as long as the elements are kept one by one.
+func (x *exchange) elementExchange() *exchange {
+	c := x.detach()
+	c.r = perIDRequest(x.r, x.rs.rt, "")
+	c.params = route.Params{{Key: x.rs.rt.Batch.IDParam}}
+	return c
+}
+
+// setID aims an elementExchange at id, as forID(id) would.
+func (c *exchange) setID(id string) {
+	rt := c.rs.rt
+	c.r.URL.Path = rt.PathFor(rt.Batch.IDParam, id)
+	c.params[0].Value = id
+	c.key = cachekey.Build(c.r, &rt.Key)
+	c.vnames, c.vcoding, c.vkey = nil, "", ""
+}
+
 // fetchBulk makes the one upstream call of a batch and turns its JSON
 // array into one entry per requested id, admitted and stored exactly as a
 // per-ID fetch would have been: the route's key, TTL and tags, through the
@@ -170,8 +192,11 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	}
 	res := make(map[string]bulkAnswer, len(ids))
 	share := took / time.Duration(len(ids))
+	heads := x.elementHeads(resp.Header)
+	ex := x.elementExchange()
 	for _, id := range ids {
-		a := x.forID(id).keepElement(ctx, parts[id], resp.Header, t0)
+		ex.setID(id)
+		a := ex.keepElement(ctx, parts[id], resp.Header, heads, t0)
 		a.upstream = share
 		a.reqID = out.Header.Get("X-Request-Id")
 		res[id] = a

@@ -481,6 +481,7 @@ func BenchmarkBatchedMisses(b *testing.B) {
 	var next, failed atomic.Int64
 	b.SetParallelism(32) // misses wait out a window: keep many in flight
 	b.ReportAllocs()
+	cpu := startCPU(b)
 	b.RunParallel(func(pb *testing.PB) {
 		w := &codeWriter{discard: discard{h: make(http.Header, 8)}}
 		for pb.Next() {
@@ -494,6 +495,7 @@ func BenchmarkBatchedMisses(b *testing.B) {
 		}
 	})
 	b.StopTimer()
+	cpu.stop()
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d of %d misses failed", f, next.Load())
 	}

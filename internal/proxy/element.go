@@ -26,11 +26,12 @@ const (
 var notStoredReasons = [...]string{notStoredVaryStar, notStoredVaryPerRequest, notStoredVaryWithheld, notStoredPrivate, notStoredUncacheable}
 
 // keepElement is keep for one element of a bulk answer (nil: the id was
-// absent): the same admit and store as a per-ID fetch, under the member's
-// key, with the header the app would have sent for the element alone
-// (bulk.ElementHeader: the bulk answer's freshness and fields, the app's
-// own validator for the element when batch.etag_field names it, else a
-// strong ETag over the element's bytes).
+// absent), with what the answer's elements share in heads: the same admit
+// and store as a per-ID fetch, under the member's key, with the header the
+// app would have sent for the element alone (bulk.ElementHeader: the bulk
+// answer's freshness and fields, the app's own validator for the element
+// when batch.etag_field names it, else a strong ETag over the element's
+// bytes).
 //
 // The bulk answer's Vary names request headers of the bulk call, which
 // carried the opener's headers (elementVary). Where every request of the
@@ -39,20 +40,17 @@ var notStoredReasons = [...]string{notStoredVaryStar, notStoredVaryPerRequest, n
 // requests of this call only, and the clients are told so (private, RFC
 // 9111 §5.2.2.7), as for a bulk answer marked private. Each element not
 // stored is counted by reason, and each reason logged once per route.
-func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.Header, requested time.Time) bulkAnswer {
+func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.Header, heads elementHeads, requested time.Time) bulkAnswer {
 	status, body := http.StatusOK, elem
 	if elem == nil {
 		status, body = http.StatusNotFound, notFoundBody
-	}
-	names, reason := x.elementVary(upstream)
-	if reason == "" && httpcache.Private(upstream) {
-		reason = notStoredPrivate
 	}
 	etag := ""
 	if f := x.rs.rt.Batch.ETagField; f != "" && elem != nil {
 		etag, _ = bulk.ElementETag(elem, f)
 	}
-	h := bulk.ElementHeader(httpcache.StoredHeader(upstream), status, body, names, etag)
+	h := heads.Header(status, body, etag)
+	reason := heads.reason
 	if reason != "" {
 		h["Cache-Control"] = []string{"private"}
 		if httpcache.HasDirective(upstream, "private") || httpcache.HasDirective(upstream, "no-store") {
@@ -61,14 +59,39 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		x.notStored(reason, upstream)
 		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
 	}
-	if age, ok := upstream["Age"]; ok {
-		h["Age"] = age // admit reads the answer's age from it; the entry does not keep it
+	var f flight
+	if age, ok := upstream["Age"]; ok || x.h.tagh.s.StripsFrom(h) {
+		if ok {
+			h["Age"] = age // admit reads the answer's age from it; the entry does not keep it
+		}
+		f = *x.keep(ctx, status, h, body, requested)
+	} else {
+		// h is already what the entry keeps (StoredHeader of it would
+		// be a copy of it), and it has no field tagEntry strips: it is
+		// both the answer admit reads and the entry's header.
+		f = x.keepAs(ctx, status, h, h, body, requested)
 	}
-	f := x.keep(ctx, status, h, body, requested)
 	if !f.stored && status == http.StatusOK {
 		x.notStored(notStoredUncacheable, upstream)
 	}
 	return bulkAnswer{e: f.c.e, stored: f.stored, private: f.c.private, vary: f.c.vary, vkey: f.c.vkey}
+}
+
+// elementHeads is what the elements of one bulk answer share: their
+// headers but for the ETag (bulk.Elements), and why none of them can be
+// stored ("" if they can). It is worked out once per answer, as the
+// answer's header and the opener's request are the same for every element.
+type elementHeads struct {
+	*bulk.Elements
+	reason string
+}
+
+func (x *exchange) elementHeads(upstream http.Header) elementHeads {
+	names, reason := x.elementVary(upstream)
+	if reason == "" && httpcache.Private(upstream) {
+		reason = notStoredPrivate
+	}
+	return elementHeads{bulk.NewElements(httpcache.StoredHeader(upstream), names), reason}
 }
 
 // elementVary sorts the names of a bulk answer's Vary (issue 24 item 1)

@@ -268,12 +268,21 @@ func deadlineFirst(ctx context.Context, err error) error {
 // entry's age counts from then (RFC 9111 §4.2.3), and an invalidation after
 // it means the answer may predate the write.
 func (x *exchange) keep(ctx context.Context, code int, header http.Header, body []byte, requested time.Time) *flight {
-	e := &cache.Entry{Status: code, Header: httpcache.StoredHeader(header), Body: body, StoredAt: requested, Tags: entryTags(x.rs.rt, x.params)}
+	f := x.keepAs(ctx, code, header, httpcache.StoredHeader(header), body, requested)
+	return &f
+}
+
+// keepAs is keep with the entry's header already made: stored, which
+// tagEntry may strip; header, the answer's, is only read, and may be
+// stored itself when nothing strips it. It returns the flight by value: a
+// bulk answer's elements take three fields of it.
+func (x *exchange) keepAs(ctx context.Context, code int, header, stored http.Header, body []byte, requested time.Time) flight {
+	e := &cache.Entry{Status: code, Header: stored, Body: body, StoredAt: requested, Tags: entryTags(x.rs, x.params)}
 	tagged := x.tagEntry(e, header) // URI tag, upstream surrogate keys (origintags.go)
 	a := x.admit(e, header)
 	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)
 	a.store = a.store && tagged
-	f := &flight{c: candidate{e: e, vary: a.vary, private: !a.shareable}}
+	f := flight{c: candidate{e: e, vary: a.vary, private: !a.shareable}}
 	coding, known := entryCoding(e)
 	if known && coding != cachekey.Identity {
 		x.rs.fwd.rules.NoteCoding(coding) // clients accepting it look there first

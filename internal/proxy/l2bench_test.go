@@ -15,9 +15,9 @@ import (
 	"github.com/sidecache/sidecache/internal/redistest"
 )
 
-// l2BenchLag is coherence.max_lag in BenchmarkL2Hit, bench's l2 row's: a
-// heartbeat late by more than it (a loaded machine) would make the reads
-// misses, and the stored entry is served from L2 once it is that old.
+// l2BenchLag is coherence.max_lag in BenchmarkL2Hit, bench's l2 row's:
+// long enough that a heartbeat late on a loaded machine does not make the
+// reader refuse the entry (and fetch it itself) once it is that old.
 const l2BenchLag = time.Second
 
 // l2Replica is a sidecar with L1 off and a real L2, wired as the server

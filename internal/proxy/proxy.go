@@ -174,6 +174,8 @@ type routeState struct {
 	batcher *batcher              // batch routes only
 	bm      *metrics.BatchMetrics // batch routes only
 	fwd     *forwarding
+	// routeTag is RouteTag(rt.Name), which every entry it stores carries.
+	routeTag string
 	// notStoredLogged are the reasons an element of a bulk answer was not
 	// stored that were logged already (element.go), at most five.
 	notStoredLogged sync.Map
@@ -319,7 +321,7 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	st.table = t
 	st.routes = make(map[*route.Route]*routeState, len(t.Routes()))
 	for _, rt := range t.Routes() {
-		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, shape(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged)}
+		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, shape(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged), routeTag: RouteTag(rt.Name)}
 		if rt.Batch != nil {
 			rs.bm = rs.m.Batch(notStoredReasons[:]...)
 			rs.batcher = h.newBatcher(rs)
@@ -413,8 +415,10 @@ func expand(ts []route.Template, p route.Params) []string {
 	return out
 }
 
-func entryTags(rt *route.Route, params route.Params) []string {
-	tags := make([]string, 0, len(rt.Tags)+1)
-	tags = append(tags, RouteTag(rt.Name))
+func entryTags(rs *routeState, params route.Params) []string {
+	rt := rs.rt
+	// Room for the URI tags tagEntry appends (surrogate.EntryURITags).
+	tags := make([]string, 0, len(rt.Tags)+3)
+	tags = append(tags, rs.routeTag)
 	return append(tags, expand(rt.Tags, params)...)
 }

@@ -91,6 +91,15 @@ func l2Block(cluster bool, addrs ...string) string {
 `, strings.Join(addrs, ", "), cluster)
 }
 
+// withUpstreamTimeout sets upstream.timeout in a config built on baseConfig.
+func withUpstreamTimeout(t *testing.T, yaml, d string) string {
+	t.Helper()
+	if !strings.Contains(yaml, "  timeout: 2s\n") {
+		t.Fatal("baseConfig no longer sets upstream.timeout: 2s")
+	}
+	return strings.Replace(yaml, "  timeout: 2s\n", "  timeout: "+d+"\n", 1)
+}
+
 // replica is one running sidecar.
 type replica struct {
 	srv   *server.Server
@@ -179,6 +188,33 @@ func (r *replica) get(t testing.TB, path string) (string, string) {
 		t.Fatalf("GET %s: %d %q", path, code, b)
 	}
 	return b, h.Get("Cache-Status")
+}
+
+// askWithin GETs path through r and fails the test unless the answer
+// comes within d (the test's client gives up after 10 s in any case).
+func askWithin(t *testing.T, r *replica, d time.Duration, path string) (int, http.Header, string) {
+	t.Helper()
+	type answer struct {
+		code int
+		h    http.Header
+		body string
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		code, h, body, err := r.try(http.MethodGet, path)
+		done <- answer{code, h, body, err}
+	}()
+	select {
+	case a := <-done:
+		if a.err != nil {
+			t.Fatalf("GET %s: %v", path, a.err)
+		}
+		return a.code, a.h, a.body
+	case <-time.After(d):
+		t.Fatalf("GET %s: no answer within %v", path, d)
+		return 0, nil, ""
+	}
 }
 
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {

@@ -1,12 +1,17 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sidecache/sidecache/internal/redistest"
 )
@@ -82,34 +87,73 @@ routes:
 }
 
 // docs/configuration.md: "a call that runs out [of upstream.timeout]
-// answers 504". With the Redis lease
-// on (the default), a replica that did not get the lease waits in WaitFill
-// up to lease_ttl (default: upstream.timeout) for the holder, and when the
-// holder's fetch times out it starts its own fetch with a fresh
-// upstream.timeout: its client waits about twice the timeout.
+// answers 504". With the Redis lease on (the default), a replica that did
+// not get the lease waits in WaitFill up to lease_ttl for the holder; the
+// defect was that its own fetch then got a fresh upstream.timeout, so its
+// client waited lease_ttl plus the timeout.
+//
+// What it proves now: B's waiting for another replica's lease comes out of
+// B's upstream.timeout, and B answers 504 while the holder still holds the
+// lease. The holder A has a minute (its upstream.timeout, and so its
+// lease_ttl) and its fetch is held at the origin until B has answered; B
+// has upstream.timeout 1s and lease_ttl 60s. Order, not sleeps: B asks
+// once the origin has A's request and A's token is under the lease key in
+// Redis, and the key still holds that token after B's answer (B gave up on
+// its own deadline, not because the lease ended). The one bound is
+// askWithin's 8 s: the fix answers after B's 1 s, the defect after
+// lease_ttl (60 s), and no scheduling delay bridges either gap.
 func TestLeaseWaitWithinUpstreamTimeout(t *testing.T) {
 	rs := redistest.Start(t)
-	o := newOrigin(t)
-	o.delay.Store(int64(3 * time.Second)) // upstream.timeout is 2s
-	a := startReplica(t, o.URL, l2Block(false, rs.Addr()))
-	b := startReplica(t, o.URL, l2Block(false, rs.Addr()))
+	var gets atomic.Int64
+	gate := make(chan struct{})
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gets.Add(1)
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprint(w, "v0")
+	}))
+	t.Cleanup(o.Close)
+	// A's lease is taken for 4 × its redis.timeout and renewed every third
+	// of that: 40 s, so that no scheduling delay lets it lapse mid-test.
+	slowHold := strings.Replace(l2Block(false, rs.Addr()), "timeout: 200ms", "timeout: 10s", 1)
+	longLease := l2Block(false, rs.Addr()) + "    lease_ttl: 60s\n"
+	a := startReplicaYAML(t, withUpstreamTimeout(t, fmt.Sprintf(baseConfig, o.URL, slowHold), "60s"))
+	b := startReplicaYAML(t, withUpstreamTimeout(t, fmt.Sprintf(baseConfig, o.URL, longLease), "1s"))
+	var open sync.Once
+	release := func() { open.Do(func() { close(gate) }) }
+	t.Cleanup(release) // before the replicas stop: A's fetch is held
 
-	aDone := make(chan int, 1)
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	aDone := make(chan answer, 1)
 	go func() {
-		code, _, _, _ := a.try(http.MethodGet, "/clients/1")
-		aDone <- code
+		code, _, got, err := a.try(http.MethodGet, "/clients/1")
+		aDone <- answer{code, got, err}
 	}()
-	time.Sleep(200 * time.Millisecond) // A holds the lease
-	start := time.Now()
-	code, _, _ := b.do(t, http.MethodGet, "/clients/1")
-	took := time.Since(start)
-	if c := <-aDone; c != http.StatusGatewayTimeout {
-		t.Fatalf("A: %d, want 504", c)
+	eventually(t, 10*time.Second, "A's fetch at the origin", func() bool { return gets.Load() == 1 })
+	raw := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	defer raw.Close()
+	const leaseKey = "sidecache:l:GET clients.svc/clients/1"
+	token, err := raw.Get(context.Background(), leaseKey).Result()
+	if err != nil || token == "released" {
+		t.Fatalf("lease key %q = %q, %v: A does not hold the lease (key layout changed?)", leaseKey, token, err)
 	}
+
+	code, _, got := askWithin(t, b, 8*time.Second, "/clients/1")
 	if code != http.StatusGatewayTimeout {
-		t.Fatalf("B: %d, want 504", code)
+		t.Fatalf("B: %d %q, want 504", code, got)
 	}
-	if took > 3*time.Second {
-		t.Fatalf("B answered 504 after %v; upstream.timeout is 2s", took)
+	if now, err := raw.Get(context.Background(), leaseKey).Result(); err != nil || now != token {
+		t.Fatalf("lease key after B's answer = %q, %v; want A's token still: B answered only once the lease ended", now, err)
+	}
+	release()
+	if a := <-aDone; a.err != nil || a.code != 200 || a.body != "v0" {
+		t.Fatalf("A: %d %q %v, want 200 v0", a.code, a.body, a.err)
 	}
 }

@@ -69,6 +69,19 @@ func (t Headers) StripFrom(h http.Header) {
 // Strips reports whether StripFrom removes anything.
 func (t Headers) Strips() bool { return t.strip && len(t.names) > 0 }
 
+// StripsFrom reports whether StripFrom(h) would remove a field of h.
+func (t Headers) StripsFrom(h http.Header) bool {
+	if !t.strip {
+		return false
+	}
+	for _, n := range t.names {
+		if _, ok := h[n]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // AppendKeys appends to tags the keys the upstream named in its tag
 // headers, and reports false when they are over the bounds: the answer may
 // then answer its request but must not be stored (tags then holds the keys

@@ -62,7 +62,14 @@ func TestStripFrom(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := http.Header{"Surrogate-Key": {"a"}, "Xkey": {"b"}, "Etag": {`"1"`}}
+			will := surrogate.New(tc.c).StripsFrom(h)
+			if surrogate.New(tc.c).StripsFrom(http.Header{"Etag": {`"1"`}}) {
+				t.Error("StripsFrom a header without tag fields")
+			}
 			surrogate.New(tc.c).StripFrom(h)
+			if removed := len(h) < 3; will != removed {
+				t.Errorf("StripsFrom() = %v, but StripFrom removed something: %v", will, removed)
+			}
 			var left []string
 			for k := range h {
 				left = append(left, k)

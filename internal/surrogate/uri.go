@@ -143,7 +143,11 @@ func FoldedURITag(path string) string { return URITag(spelling.Fold(path)) }
 // its folded tag, and its literal one when that differs (a replica of the
 // previous release, during a rolling deploy, invalidates the literal one).
 func EntryURITags(tags []string, path string) []string {
-	tags = addTag(tags, FoldedURITag(path))
+	folded := spelling.Fold(path)
+	tags = addTag(tags, URITag(folded))
+	if folded == path {
+		return tags // one tag: no second string to build only to find it there
+	}
 	return addTag(tags, URITag(path))
 }
 

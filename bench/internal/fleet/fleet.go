@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sidecache/sidecache/bench/internal/proc"
 )
 
 // Params configure a fleet run.
@@ -108,18 +110,18 @@ type snapshot struct {
 
 func runOne(ctx context.Context, p Params, n int) (Row, error) {
 	row := Row{N: n, Real: p.Real}
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return row, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	rs, err := start(p.Dir, fmt.Sprintf("redis-%d", n), "redis-server", "--port", strconv.Itoa(port),
+	rs, err := proc.Start(p.Dir, fmt.Sprintf("redis-%d", n), nil, "redis-server", "--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no",
 		"--maxclients", strconv.Itoa(2*n+100), "--dir", p.Dir, "--repl-diskless-sync-delay", "0")
 	if err != nil {
 		return row, err
 	}
-	defer rs.stop()
+	defer rs.Stop()
 	if err := until(ctx, 10*time.Second, func() error { _, err := redisDo(ctx, addr, "PING"); return err }); err != nil {
 		return row, fmt.Errorf("redis: %w", err)
 	}
@@ -160,10 +162,10 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 		return relays[i%len(relays)]
 	}
 
-	var replicas []*child
+	var replicas []*proc.Proc
 	defer func() {
 		for _, c := range replicas {
-			c.stop()
+			c.Stop()
 		}
 	}()
 	for i := range p.Real {
@@ -234,7 +236,7 @@ func runOne(ctx context.Context, p Params, n int) (Row, error) {
 		}
 		s.redisOp = st["total_commands_processed"]
 		for _, c := range replicas {
-			s.replicas += procCPU(c.cmd.Process.Pid)
+			s.replicas += procCPU(c.Pid())
 		}
 		s.busy, s.total = machine()
 		for _, pe := range peers {
@@ -360,14 +362,10 @@ func write(ctx context.Context, addr string, rate int) int64 {
 
 // startReplica runs one real sidecache on Redis, idle: no request reaches
 // it, so its CPU is what coherence costs it.
-func startReplica(p Params, addr string, relays []string, name string) (*child, error) {
-	var ports [3]int
-	for i := range ports {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = port
+func startReplica(p Params, addr string, relays []string, name string) (*proc.Proc, error) {
+	ports, err := proc.FreePorts(3)
+	if err != nil {
+		return nil, err
 	}
 	yaml := fmt.Sprintf(`listen: 127.0.0.1:%d
 admin:
@@ -387,7 +385,7 @@ coherence:
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		return nil, err
 	}
-	c, err := start(p.Dir, name, p.Sidecache, "-config", path, "-log-level", "warn")
+	c, err := proc.Start(p.Dir, name, nil, p.Sidecache, "-config", path, "-log-level", "warn")
 	if err != nil {
 		return nil, err
 	}
@@ -399,19 +397,19 @@ coherence:
 // p.RelayHub) and returns their addresses once each has synced, the hub's
 // ("" without), and a function that stops them all.
 func startRelays(ctx context.Context, p Params, n, masterPort int) (relays []string, hub string, stop func(), err error) {
-	var procs []*child
+	var procs []*proc.Proc
 	stop = func() {
 		for _, c := range procs {
-			c.stop()
+			c.Stop()
 		}
 	}
 	replica := func(name string, maxClients, of int) (string, error) {
-		port, err := freePort()
+		port, err := proc.FreePort()
 		if err != nil {
 			return "", err
 		}
 		a := "127.0.0.1:" + strconv.Itoa(port)
-		c, err := start(p.Dir, name, "redis-server", "--port", strconv.Itoa(port),
+		c, err := proc.Start(p.Dir, name, nil, "redis-server", "--port", strconv.Itoa(port),
 			"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no",
 			"--maxclients", strconv.Itoa(maxClients), "--dir", p.Dir, "--repl-diskless-sync-delay", "0",
 			"--replicaof", "127.0.0.1", strconv.Itoa(of))

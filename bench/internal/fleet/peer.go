@@ -6,12 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sidecache/sidecache/bench/internal/resp"
 )
 
 // A peer is one emulated replica: a subscription connection reading every
@@ -61,7 +64,7 @@ func dialPeer(ctx context.Context, subAddr, pubAddr, prefix, protocol, id string
 	if protocol == ProtocolOwn {
 		chans = append(chans, p.beatChannel())
 	}
-	if _, err := sub.Write(command(append([]string{"SUBSCRIBE"}, chans...)...)); err != nil {
+	if _, err := sub.Write(resp.Command(append([]string{"SUBSCRIBE"}, chans...)...)); err != nil {
 		p.close()
 		return nil, err
 	}
@@ -103,7 +106,7 @@ func (p *peer) beat(ctx context.Context, every time.Duration) {
 	}
 	for seq := 1; ; seq++ {
 		msg := fmt.Sprintf(`{"origin":%q,"beat":{"seq":%d,"sent":%d}}`, p.id, seq, time.Now().UnixNano())
-		if _, err := p.pub.Write(command("PUBLISH", ch, msg)); err != nil {
+		if _, err := p.pub.Write(resp.Command("PUBLISH", ch, msg)); err != nil {
 			return
 		}
 		if _, err := rd.ReadSlice('\n'); err != nil {
@@ -121,7 +124,7 @@ func (p *peer) beat(ctx context.Context, every time.Duration) {
 // pongs.
 func (p *peer) ping(ctx context.Context, t *time.Ticker) {
 	for seq := 1; ; seq++ {
-		if _, err := p.sub.Write(command("PING", fmt.Sprintf("beat:%d:%d", seq, time.Now().UnixNano()))); err != nil {
+		if _, err := p.sub.Write(resp.Command("PING", fmt.Sprintf("beat:%d:%d", seq, time.Now().UnixNano()))); err != nil {
 			return
 		}
 		select {
@@ -171,22 +174,6 @@ func (p *peer) read() {
 	}
 }
 
-// command is one RESP2 array of bulk strings.
-func command(args ...string) []byte {
-	b := make([]byte, 0, 64)
-	b = append(b, '*')
-	b = strconv.AppendInt(b, int64(len(args)), 10)
-	b = append(b, "\r\n"...)
-	for _, a := range args {
-		b = append(b, '$')
-		b = strconv.AppendInt(b, int64(len(a)), 10)
-		b = append(b, "\r\n"...)
-		b = append(b, a...)
-		b = append(b, "\r\n"...)
-	}
-	return b
-}
-
 var errProto = errors.New("fleet: unexpected RESP")
 
 // readPush reads one pub/sub push: an array whose first element names its
@@ -233,24 +220,12 @@ func readElem(rd *bufio.Reader) ([]byte, error) {
 			return nil, errProto
 		}
 		b := make([]byte, n+2)
-		if _, err := readFull(rd, b); err != nil {
+		if _, err := io.ReadFull(rd, b); err != nil {
 			return nil, err
 		}
 		return b[:n], nil
 	}
 	return nil, errProto
-}
-
-func readFull(rd *bufio.Reader, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := rd.Read(b[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // histogram counts latencies in 100 µs buckets up to 10 s.

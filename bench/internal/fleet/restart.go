@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sidecache/sidecache/bench/internal/proc"
 )
 
 // The -fleet-restart mode: the reconnection storm of issue 25 item 3. Many
@@ -73,20 +75,20 @@ func RunRestart(ctx context.Context, p RestartParams) (res RestartResult) {
 }
 
 func runRestart(ctx context.Context, p RestartParams, res *RestartResult) error {
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	startRedis := func(name string) (*child, error) {
-		rs, err := start(p.Dir, name, "redis-server", "--port", strconv.Itoa(port),
+	startRedis := func(name string) (*proc.Proc, error) {
+		rs, err := proc.Start(p.Dir, name, nil, "redis-server", "--port", strconv.Itoa(port),
 			"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no",
 			"--maxclients", strconv.Itoa(20*p.Real+100), "--dir", p.Dir)
 		if err != nil {
 			return nil, err
 		}
 		if err := until(ctx, 10*time.Second, func() error { _, err := redisDo(ctx, addr, "PING"); return err }); err != nil {
-			rs.stop()
+			rs.Stop()
 			return nil, fmt.Errorf("redis: %w", err)
 		}
 		return rs, nil
@@ -95,7 +97,7 @@ func runRestart(ctx context.Context, p RestartParams, res *RestartResult) error 
 	if err != nil {
 		return err
 	}
-	defer func() { rs.stop() }()
+	defer func() { rs.Stop() }()
 
 	// The upstream: a constant body per key, counting fetches by stage.
 	var stage atomic.Int32
@@ -110,11 +112,11 @@ func runRestart(ctx context.Context, p RestartParams, res *RestartResult) error 
 	go func() { _ = up.Serve(ln) }()
 	defer up.Close()
 
-	var replicas []*child
+	var replicas []*proc.Proc
 	var listens []string
 	defer func() {
 		for _, c := range replicas {
-			c.stop()
+			c.Stop()
 		}
 	}()
 	for i := range p.Real {
@@ -185,11 +187,10 @@ func runRestart(ctx context.Context, p RestartParams, res *RestartResult) error 
 	sleep(ctx, 2*time.Second+p.MaxLag) // every key fetched, then hits
 
 	stage.Store(1)
-	pid := rs.cmd.Process.Pid
+	pid := rs.Pid()
 	switch p.Mode {
 	case RestartKill:
-		_ = rs.cmd.Process.Kill()
-		<-rs.done
+		rs.Kill()
 		sleep(ctx, p.Stop)
 		if rs, err = startRedis("redis-restart-2"); err != nil {
 			stopReads()
@@ -217,14 +218,10 @@ func runRestart(ctx context.Context, p RestartParams, res *RestartResult) error 
 
 // startReadReplica runs one real sidecache that caches GET /k/{id} for an
 // hour on L1 and the shared Redis; it returns its listen address.
-func startReadReplica(p RestartParams, redisAddr, upstream, name string) (*child, string, error) {
-	var ports [2]int
-	for i := range ports {
-		port, err := freePort()
-		if err != nil {
-			return nil, "", err
-		}
-		ports[i] = port
+func startReadReplica(p RestartParams, redisAddr, upstream, name string) (*proc.Proc, string, error) {
+	ports, err := proc.FreePorts(2)
+	if err != nil {
+		return nil, "", err
 	}
 	listen := "127.0.0.1:" + strconv.Itoa(ports[0])
 	yaml := fmt.Sprintf(`listen: %s
@@ -250,7 +247,7 @@ routes:
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		return nil, "", err
 	}
-	c, err := start(p.Dir, name, p.Sidecache, "-config", path, "-log-level", "warn")
+	c, err := proc.Start(p.Dir, name, nil, p.Sidecache, "-config", path, "-log-level", "warn")
 	if err != nil {
 		return nil, "", err
 	}

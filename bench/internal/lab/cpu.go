@@ -333,7 +333,7 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 func (s *sut) pids() []int {
 	var out []int
 	for _, pr := range s.procs {
-		out = append(out, pr.cmd.Process.Pid)
+		out = append(out, pr.Pid())
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/bench/internal/load"
+	"github.com/sidecache/sidecache/bench/internal/resp"
 )
 
 // ColdUsers is the demo's user count when the batch or split rows run:
@@ -146,7 +147,7 @@ func (l *Lab) cpuRowEntries(ctx context.Context, cp CPUParams, sidecars []CPUSid
 			if size, sizeErr = meanValueSize(ctx, redis, "bench-l2-reader:e:*"); sizeErr != nil {
 				return
 			}
-			c, err := dialRESP(ctx, redis)
+			c, err := resp.Dial(ctx, redis)
 			if sizeErr = err; err != nil {
 				return
 			}
@@ -154,7 +155,7 @@ func (l *Lab) cpuRowEntries(ctx context.Context, cp CPUParams, sidecars []CPUSid
 			v := strings.Repeat("x", size)
 			for i := 1; i <= l.p.Keys; i++ {
 				k := "bench-plain:" + strconv.Itoa(i)
-				if _, sizeErr = c.do("SET", k, v); sizeErr != nil {
+				if _, sizeErr = c.Do("SET", k, v); sizeErr != nil {
 					return
 				}
 				keys = append(keys, k)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/sidecache/sidecache/bench/internal/proc"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cache/l1"
 )
@@ -102,7 +103,7 @@ func (l *Lab) startFastHit(ctx context.Context, upstream string) (*sut, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -111,8 +112,8 @@ func (l *Lab) startFastHit(ctx context.Context, upstream string) (*sut, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &sut{addr: addr, procs: []*proc{pr}}
-	if err := pr.waitReady(ctx, 10*time.Second, httpStatus("http://"+addr+"/clients/1", 200)); err != nil {
+	s := &sut{addr: addr, procs: []*proc.Proc{pr}}
+	if err := pr.WaitReady(ctx, 10*time.Second, httpStatus("http://"+addr+"/clients/1", 200)); err != nil {
 		l.stopSUT(s)
 		return nil, err
 	}

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/bench/internal/load"
+	"github.com/sidecache/sidecache/bench/internal/proc"
+	"github.com/sidecache/sidecache/bench/internal/resp"
 )
 
 // Lab holds the processes of one bench run: a private redis-server and the
@@ -27,7 +29,7 @@ import (
 type Lab struct {
 	p     Params
 	dir   string
-	procs []*proc
+	procs []*proc.Proc
 
 	redisAddr string
 	demoAddr  string
@@ -41,7 +43,7 @@ func New(p Params, dir string) *Lab {
 	return &Lab{p: p, dir: dir}
 }
 
-func (l *Lab) start(name string, argv ...string) (*proc, error) {
+func (l *Lab) start(name string, argv ...string) (*proc.Proc, error) {
 	return l.startEnv(name, nil, argv...)
 }
 
@@ -55,8 +57,8 @@ func envName(name string, env []string) string {
 }
 
 // startEnv is start with env (KEY=value) added to the bench's environment.
-func (l *Lab) startEnv(name string, env []string, argv ...string) (*proc, error) {
-	pr, err := startProc(l.dir, name, env, argv...)
+func (l *Lab) startEnv(name string, env []string, argv ...string) (*proc.Proc, error) {
+	pr, err := proc.Start(l.dir, name, env, argv...)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +69,7 @@ func (l *Lab) startEnv(name string, env []string, argv ...string) (*proc, error)
 // StopAll stops every child still running, newest first.
 func (l *Lab) StopAll() {
 	for i := len(l.procs) - 1; i >= 0; i-- {
-		l.procs[i].stop()
+		l.procs[i].Stop()
 	}
 	l.procs = nil
 }
@@ -80,7 +82,7 @@ func (l *Lab) StartBase(ctx context.Context) error {
 			return err
 		}
 	}
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -97,12 +99,12 @@ func (l *Lab) StartBase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return pr.waitReady(ctx, 10*time.Second, httpStatus(l.demo.base+"/_demo/counts", 200))
+	return pr.WaitReady(ctx, 10*time.Second, httpStatus(l.demo.base+"/_demo/counts", 200))
 }
 
 // startRedis starts the run's private redis-server.
 func (l *Lab) startRedis(ctx context.Context) error {
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -112,8 +114,8 @@ func (l *Lab) startRedis(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return pr.waitReady(ctx, 10*time.Second, func(ctx context.Context) error {
-		_, err := redisCmd(ctx, l.redisAddr, "PING")
+	return pr.WaitReady(ctx, 10*time.Second, func(ctx context.Context) error {
+		_, err := resp.Do(ctx, l.redisAddr, "PING")
 		return err
 	})
 }
@@ -121,13 +123,13 @@ func (l *Lab) startRedis(ctx context.Context) error {
 // sut is one server under test.
 type sut struct {
 	addr  string
-	procs []*proc
+	procs []*proc.Proc
 	purge func(ctx context.Context) error // nil: nothing to purge
 }
 
 func (l *Lab) stopSUT(s *sut) {
 	for _, pr := range s.procs {
-		pr.stop()
+		pr.Stop()
 	}
 }
 
@@ -142,13 +144,9 @@ func (l *Lab) startSidecar(ctx context.Context, mode, upstream, redis string) (*
 // current one with other GOMAXPROCS, beside the current one).
 func (l *Lab) startSidecarBin(ctx context.Context, sc CPUSidecar, mode, upstream, redis string) (*sut, error) {
 	bin := sc.Bin
-	var ports [2]int
-	for i := range ports {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = port
+	ports, err := proc.FreePorts(2)
+	if err != nil {
+		return nil, err
 	}
 	sp := sidecarPorts{
 		listen:   "127.0.0.1:" + itoa(ports[0]),
@@ -173,7 +171,7 @@ func (l *Lab) startSidecarBin(ctx context.Context, sc CPUSidecar, mode, upstream
 		return nil, fmt.Errorf("%s -check rejected the generated config (%v):\n%s\n--- config ---\n%s", bin, err, out, yaml)
 	}
 	if redis != "" && mode != "l2-reader" { // the readers read what was stored before they started
-		if _, err := redisCmd(ctx, redis, "FLUSHALL"); err != nil {
+		if _, err := resp.Do(ctx, redis, "FLUSHALL"); err != nil {
 			return nil, fmt.Errorf("flush redis: %w", err)
 		}
 	}
@@ -181,8 +179,8 @@ func (l *Lab) startSidecarBin(ctx context.Context, sc CPUSidecar, mode, upstream
 	if err != nil {
 		return nil, err
 	}
-	s := &sut{addr: sp.listen, procs: []*proc{pr}}
-	if err := pr.waitReady(ctx, 15*time.Second, httpStatus("http://"+sp.admin+"/readyz", 200)); err != nil {
+	s := &sut{addr: sp.listen, procs: []*proc.Proc{pr}}
+	if err := pr.WaitReady(ctx, 15*time.Second, httpStatus("http://"+sp.admin+"/readyz", 200)); err != nil {
 		l.stopSUT(s)
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/bench/internal/load"
+	"github.com/sidecache/sidecache/bench/internal/proc"
 	"github.com/sidecache/sidecache/internal/demo"
 )
 
@@ -67,7 +68,7 @@ func (l *Lab) startBare(ctx context.Context, env ...string) (*sut, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -76,8 +77,8 @@ func (l *Lab) startBare(ctx context.Context, env ...string) (*sut, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &sut{addr: addr, procs: []*proc{pr}}
-	if err := pr.waitReady(ctx, 10*time.Second, httpStatus("http://"+addr+"/clients/1", 200)); err != nil {
+	s := &sut{addr: addr, procs: []*proc.Proc{pr}}
+	if err := pr.WaitReady(ctx, 10*time.Second, httpStatus("http://"+addr+"/clients/1", 200)); err != nil {
 		l.stopSUT(s)
 		return nil, err
 	}
@@ -91,7 +92,7 @@ func (l *Lab) startNginx(ctx context.Context, upstream string, cache bool) (*sut
 	if err != nil {
 		return nil, errNotInstalled
 	}
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +113,8 @@ func (l *Lab) startNginx(ctx context.Context, upstream string, cache bool) (*sut
 		return nil, err
 	}
 	addr := "127.0.0.1:" + itoa(port)
-	s := &sut{addr: addr, procs: []*proc{pr}}
-	if err := pr.waitReady(ctx, 10*time.Second, httpStatus("http://"+addr+"/_bench_ready", 404, 200)); err != nil {
+	s := &sut{addr: addr, procs: []*proc.Proc{pr}}
+	if err := pr.WaitReady(ctx, 10*time.Second, httpStatus("http://"+addr+"/_bench_ready", 404, 200)); err != nil {
 		l.stopSUT(s)
 		return nil, err
 	}
@@ -127,7 +128,7 @@ func (l *Lab) startVarnish(ctx context.Context, upstream string) (*sut, error) {
 	if err != nil {
 		return nil, errNotInstalled
 	}
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -141,8 +142,8 @@ func (l *Lab) startVarnish(ctx context.Context, upstream string) (*sut, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &sut{addr: addr, procs: []*proc{pr}}
-	if err := pr.waitReady(ctx, 20*time.Second, httpStatus("http://"+addr+"/_bench_ready", 404, 200)); err != nil {
+	s := &sut{addr: addr, procs: []*proc.Proc{pr}}
+	if err := pr.WaitReady(ctx, 20*time.Second, httpStatus("http://"+addr+"/_bench_ready", 404, 200)); err != nil {
 		l.stopSUT(s)
 		return nil, err
 	}

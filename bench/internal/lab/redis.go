@@ -1,107 +1,28 @@
 package lab
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sidecache/sidecache/bench/internal/resp"
 )
-
-// respConn is a minimal RESP2 client (INFO, SCAN, STRLEN, SET, GET): the
-// bench module keeps no Redis client library, and the plain-GET reference
-// must cost Redis what any client's GET costs, nothing more.
-type respConn struct {
-	c net.Conn
-	r *bufio.Reader
-	w *bufio.Writer
-}
-
-func dialRESP(ctx context.Context, addr string) (*respConn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	return &respConn{c: c, r: bufio.NewReader(c), w: bufio.NewWriter(c)}, nil
-}
-
-func (c *respConn) Close() error { return c.c.Close() }
-
-// do sends one command as an array of bulk strings and reads its reply:
-// a string (simple or bulk), an int64, nil, or a []any; an error reply is
-// returned as an error.
-func (c *respConn) do(args ...string) (any, error) {
-	c.c.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c.w, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(c.w, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if err := c.w.Flush(); err != nil {
-		return nil, err
-	}
-	return c.read()
-}
-
-func (c *respConn) read() (any, error) {
-	line, err := c.r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	line = strings.TrimRight(line, "\r\n")
-	if line == "" {
-		return nil, errors.New("redis: empty reply line")
-	}
-	body := line[1:]
-	switch line[0] {
-	case '+':
-		return body, nil
-	case '-':
-		return nil, errors.New("redis: " + body)
-	case ':':
-		return strconv.ParseInt(body, 10, 64)
-	case '$':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < 0 {
-			return nil, err
-		}
-		b := make([]byte, n+2)
-		if _, err := io.ReadFull(c.r, b); err != nil {
-			return nil, err
-		}
-		return string(b[:n]), nil
-	case '*':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < 0 {
-			return nil, err
-		}
-		out := make([]any, n)
-		for i := range out {
-			if out[i], err = c.read(); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("redis: unexpected reply %q", line)
-}
 
 // redisCPU is Redis's own CPU time so far, user + system over all its
 // threads, from INFO cpu (used_cpu_sys, used_cpu_user: seconds with
 // microsecond precision).
 func redisCPU(ctx context.Context, addr string) (time.Duration, error) {
-	c, err := dialRESP(ctx, addr)
+	c, err := resp.Dial(ctx, addr)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
-	v, err := c.do("INFO", "cpu")
+	v, err := c.Do("INFO", "cpu")
 	if err != nil {
 		return 0, err
 	}
@@ -134,14 +55,14 @@ func parseRedisCPU(info string) (time.Duration, error) {
 // pattern: the size the plain-GET reference stores, so both read the same
 // bytes.
 func meanValueSize(ctx context.Context, addr, pattern string) (int, error) {
-	c, err := dialRESP(ctx, addr)
+	c, err := resp.Dial(ctx, addr)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
 	var keys []string
 	for cursor := "0"; len(keys) < 50; {
-		v, err := c.do("SCAN", cursor, "MATCH", pattern, "COUNT", "1000")
+		v, err := c.Do("SCAN", cursor, "MATCH", pattern, "COUNT", "1000")
 		if err != nil {
 			return 0, err
 		}
@@ -161,7 +82,7 @@ func meanValueSize(ctx context.Context, addr, pattern string) (int, error) {
 	}
 	total := 0
 	for _, k := range keys[:min(len(keys), 50)] {
-		v, err := c.do("STRLEN", k)
+		v, err := c.Do("STRLEN", k)
 		if err != nil {
 			return 0, err
 		}
@@ -176,14 +97,14 @@ func meanValueSize(ctx context.Context, addr, pattern string) (int, error) {
 // next command: a plain client at the same open-loop rate as the HTTP
 // cells. It returns the replies that held a value and the failures.
 func pacedGets(ctx context.Context, addr string, keys []string, rate, conns int, d time.Duration) (ok, failed int, err error) {
-	var cs []*respConn
+	var cs []*resp.Conn
 	defer func() {
 		for _, c := range cs {
 			c.Close()
 		}
 	}()
 	for range conns {
-		c, err := dialRESP(ctx, addr)
+		c, err := resp.Dial(ctx, addr)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -213,7 +134,7 @@ func pacedGets(ctx context.Context, addr string, keys []string, rate, conns int,
 	for _, c := range cs {
 		wg.Go(func() {
 			for k := range tokens {
-				if v, err := c.do("GET", keys[k%len(keys)]); err == nil && v != nil {
+				if v, err := c.Do("GET", keys[k%len(keys)]); err == nil && v != nil {
 					nOK.Add(1)
 				} else {
 					nFail.Add(1)

@@ -1,102 +1,43 @@
 package fleet
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sidecache/sidecache/bench/internal/resp"
 )
 
-// child is a process the bench started; it dies with the bench.
-type child struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func start(dir, name string, argv ...string) (*child, error) {
-	f, err := os.Create(filepath.Join(dir, name+".log"))
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	c := &child{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); f.Close(); close(c.done) }()
-	return c, nil
-}
-
-func (c *child) stop() {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(5 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// redisDo sends one command and returns the raw reply (bulk replies
-// unwrapped), enough for PING, INFO and PUBSUB NUMSUB.
+// redisDo sends one command and returns the reply as text, an array's
+// elements joined by spaces: enough for PING, INFO, PUBLISH and PUBSUB
+// NUMSUB.
 func redisDo(ctx context.Context, addr string, args ...string) (string, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	v, err := resp.Do(ctx, addr, args...)
 	if err != nil {
 		return "", err
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write(command(args...)); err != nil {
-		return "", err
-	}
-	rd := bufio.NewReader(c)
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	switch line[0] {
-	case '$':
-		n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
-		b := make([]byte, n+2)
-		if _, err := readFull(rd, b); err != nil {
-			return "", err
+	return text(v), nil
+}
+
+func text(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = text(e)
 		}
-		return string(b[:n]), nil
-	case '*':
-		n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
-		var parts []string
-		for range n {
-			b, err := readElem(rd)
-			if err != nil {
-				return "", err
-			}
-			parts = append(parts, string(b))
-		}
-		return strings.Join(parts, " "), nil
-	case '-':
-		return "", fmt.Errorf("redis: %s", strings.TrimSpace(line[1:]))
+		return strings.Join(parts, " ")
 	}
-	return strings.TrimSpace(line[1:]), nil
+	return ""
 }
 
 // info returns the numeric fields of INFO section.

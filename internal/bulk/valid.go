@@ -1,0 +1,222 @@
+package bulk
+
+// maxDepth is encoding/json's nesting bound (its maxNestingDepth): an
+// answer nested deeper is invalid to json.Valid, so it is to valid too.
+const maxDepth = 10000
+
+// valid reports whether b is one JSON value (RFC 8259 §2) exactly as
+// json.Valid judges it — strings may hold any byte from 0x20 up, invalid
+// UTF-8 included, as encoding/json's scanner accepts — and whether it has
+// whitespace outside its strings, which json.Compact would remove.
+//
+// One pass of a hand-written scanner instead of json.Valid and a second
+// pass for the whitespace: a bulk answer is validated once per call, and
+// json.Valid's table-driven state machine was half of Split's time.
+// FuzzValid holds it to json.Valid's verdict.
+func valid(b []byte) (ok, spaced bool) {
+	v := validator{b: b}
+	i := v.ws(0)
+	i, ok = v.value(i, 0)
+	if !ok {
+		return false, false
+	}
+	return v.ws(i) == len(b), v.spaced
+}
+
+type validator struct {
+	b      []byte
+	spaced bool
+}
+
+// ws skips whitespace from b[i] and returns the index past it.
+func (v *validator) ws(i int) int {
+	for i < len(v.b) {
+		switch v.b[i] {
+		case ' ', '\t', '\n', '\r':
+			v.spaced = true
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// value checks the value starting at b[i], inside depth containers, and
+// returns the index past it.
+func (v *validator) value(i, depth int) (int, bool) {
+	b := v.b
+	if i >= len(b) {
+		return i, false
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return v.str(i)
+	case c == '{':
+		return v.object(i, depth+1)
+	case c == '[':
+		return v.array(i, depth+1)
+	case c == '-' || '0' <= c && c <= '9':
+		return v.number(i)
+	case c == 't':
+		return lit(b, i, "true")
+	case c == 'f':
+		return lit(b, i, "false")
+	case c == 'n':
+		return lit(b, i, "null")
+	}
+	return i, false
+}
+
+func lit(b []byte, i int, word string) (int, bool) {
+	if len(b)-i < len(word) || string(b[i:i+len(word)]) != word {
+		return i, false
+	}
+	return i + len(word), true
+}
+
+// object checks the object starting at b[i] ('{').
+func (v *validator) object(i, depth int) (int, bool) {
+	if depth > maxDepth {
+		return i, false
+	}
+	b := v.b
+	i = v.ws(i + 1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, false
+		}
+		var ok bool
+		if i, ok = v.str(i); !ok {
+			return i, false
+		}
+		if i = v.ws(i); i >= len(b) || b[i] != ':' {
+			return i, false
+		}
+		if i, ok = v.value(v.ws(i+1), depth); !ok {
+			return i, false
+		}
+		if i = v.ws(i); i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case '}':
+			return i + 1, true
+		case ',':
+			i = v.ws(i + 1)
+		default:
+			return i, false
+		}
+	}
+}
+
+// array checks the array starting at b[i] ('[').
+func (v *validator) array(i, depth int) (int, bool) {
+	if depth > maxDepth {
+		return i, false
+	}
+	b := v.b
+	i = v.ws(i + 1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		var ok bool
+		if i, ok = v.value(i, depth); !ok {
+			return i, false
+		}
+		if i = v.ws(i); i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case ']':
+			return i + 1, true
+		case ',':
+			i = v.ws(i + 1)
+		default:
+			return i, false
+		}
+	}
+}
+
+// str checks the string starting at b[i] ('"'): escapes as RFC 8259 §7
+// lists them, no control character; any other byte passes.
+func (v *validator) str(i int) (int, bool) {
+	b := v.b
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1, true
+		case c == '\\':
+			i++
+			if i >= len(b) {
+				return i, false
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if len(b)-i <= 4 || !isHex(b[i+1]) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) {
+					return i, false
+				}
+				i += 4
+			default:
+				return i, false
+			}
+		case c < 0x20:
+			return i, false
+		}
+	}
+	return i, false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// number checks the number starting at b[i]:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (v *validator) number(i int) (int, bool) {
+	b := v.b
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b):
+		return i, false
+	case b[i] == '0':
+		i++
+	case '1' <= b[i] && b[i] <= '9':
+		i = digits(b, i+1)
+	default:
+		return i, false
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digits(b, i+1)
+		if j == i+1 {
+			return j, false
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := digits(b, i)
+		if j == i {
+			return j, false
+		}
+		i = j
+	}
+	return i, true
+}
+
+func digits(b []byte, i int) int {
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	return i
+}
