@@ -428,3 +428,92 @@ func TestIsolationAnswersGoodHalfFirst(t *testing.T) {
 	close(block)
 	checkIsolated(t, recv(t, out), map[string]bool{"bad": true})
 }
+
+// TestSoloSharingListIDGetsOwnCall: a one-id request for a good id joins
+// the id while an attacker's list holds it in a batch not yet sent (the
+// two share one result). The bulk call fails for the list's bad ids, with
+// the upstream up or judged down, and the list's retries are halved until
+// its budget is spent. The victim must get its value, in one call more
+// than the shared one, never riding (and failing with) the list's
+// retries; the list stays within its budget.
+//
+// It guards the loader's side of the harness's collateral 502 (a good
+// GET /u/4 answered upstream-error): a one-id request's result is taken
+// out of the shared call at the first split (partitionLocked), and a retry
+// is never found by a later Load, so no one-id request can share one. The
+// 502 came from the proxy's flight for the key instead (see
+// TestBatchListFailureSparesCollapsedVictim in internal/proxy).
+func TestSoloSharingListIDGetsOwnCall(t *testing.T) {
+	list := []string{"x1", "x2", "x3", "x4", "x5", "x6", "x7", "4"}
+	bad := map[string]bool{}
+	for _, id := range list[:7] {
+		bad[id] = true
+	}
+	for _, upstream := range []string{"rejects bad ids (400)", "judged down (500)"} {
+		t.Run(upstream, func(t *testing.T) {
+			g := &gate{bad: bad} // release nil: no call is held
+			fetch := g.fetch
+			if upstream == "judged down (500)" {
+				f := &suspectFetch{bad: map[string]bool{}}
+				for id := range bad {
+					f.bad[id] = true
+				}
+				for i := range 9 {
+					f.bad["9"+strconv.Itoa(i)] = true
+				}
+				fetch = func(ctx context.Context, arg string, ids []string) (map[string]string, error) {
+					g.mu.Lock()
+					g.batches = append(g.batches, slices.Clone(ids))
+					g.mu.Unlock()
+					return f.fetch(ctx, arg, ids)
+				}
+			}
+			l := New(Options{MaxSize: 9, MaxWait: never}, fetch)
+			defer l.Close()
+			if upstream == "judged down (500)" {
+				// Nine bad ids alone, a round nobody answers: judged down.
+				loadBatch(t, l, "90", "91", "92", "93", "94", "95", "96", "97", "98")
+			}
+			seen := len(g.snapshot())
+
+			var joined atomic.Int64
+			req := l.Requester(len(list))
+			out := make(chan outcome, len(list))
+			for _, id := range list {
+				go func() {
+					v, found, err := l.LoadAs(joinCtx{context.Background(), &joined}, req, "g", "", id)
+					out <- outcome{id, v, found, err}
+				}()
+			}
+			waitFor(t, "the list's ids to join", func() bool { return joined.Load() == int64(len(list)) })
+			victims := make(chan outcome, 2)
+			go load(l, joinCtx{context.Background(), &joined}, "g", "", "4", victims)
+			waitFor(t, "the victim to join", func() bool { return joined.Load() == int64(len(list))+1 })
+			go load(l, context.Background(), "g", "", "5", victims) // the ninth id: the batch is full and goes
+
+			for range 2 {
+				if o := recv(t, victims); o.err != nil || o.v != "v:"+o.id {
+					t.Errorf("victim %s got (%q, %v)", o.id, o.v, o.err)
+				}
+			}
+			for range list {
+				if o := recv(t, out); bad[o.id] && o.err == nil {
+					t.Errorf("bad id %s answered %q", o.id, o.v)
+				}
+			}
+			mine := g.snapshot()[seen:]
+			if withID := callsWith(mine); withID["4"] > 2 || withID["5"] > 2 {
+				t.Errorf("victims in %d and %d calls, want at most 2 (one more for the bad ids): %v", withID["4"], withID["5"], mine)
+			}
+			attacker := 0
+			for _, b := range mine {
+				if slices.ContainsFunc(b, func(id string) bool { return bad[id] }) {
+					attacker++
+				}
+			}
+			if attacker > Budget(len(list)) {
+				t.Errorf("the list was in %d calls, over Budget(%d) = %d: %v", attacker, len(list), Budget(len(list)), mine)
+			}
+		})
+	}
+}

@@ -103,31 +103,45 @@ func SafeMethod(m string) bool {
 
 // NotModified evaluates a client's conditional GET against a stored 200
 // (RFC 9110 §13.2.2: If-None-Match first, If-Modified-Since only without it).
+//
+// If-None-Match is read from every field line (§5.3 joins them), as the
+// bypass reads Cookie: an empty first line must not hide the list and let
+// If-Modified-Since decide instead. If-Modified-Since is ignored unless it
+// is one valid date (§13.1.3). Without a Last-Modified, the stored Date
+// stands in (RFC 9111 §4.3.2), but only when it is strictly earlier than
+// the client's date: Date has one-second resolution, so a copy the client
+// holds and a stored answer made after a write in the same second share it
+// (a date-derived validator is weak within its second, RFC 9110 §8.8.2.2),
+// and a 304 would keep the client on the copy from before the write.
 func NotModified(r *http.Request, stored http.Header) bool {
-	if inm := r.Header.Get("If-None-Match"); inm != "" {
-		if strings.TrimSpace(inm) == "*" {
-			return true // any current representation matches (RFC 9110 §13.1.2)
-		}
+	if Present(r.Header, "If-None-Match") {
 		etag := stored.Get("Etag")
-		if etag == "" {
-			return false
+		for _, line := range r.Header["If-None-Match"] {
+			for _, tag := range strings.Split(line, ",") {
+				if tag = strings.TrimSpace(tag); tag == "*" {
+					return true // any current representation matches (RFC 9110 §13.1.2)
+				}
+			}
+			if etag != "" && etagMatchWeak(line, etag) {
+				return true
+			}
 		}
-		return etagMatchWeak(inm, etag)
-	}
-	ims := r.Header.Get("If-Modified-Since")
-	lm := stored.Get("Last-Modified")
-	if lm == "" {
-		lm = stored.Get("Date") // RFC 9111 §4.3.2: Date stands in for Last-Modified
-	}
-	if ims == "" || lm == "" {
 		return false
 	}
-	t, err := http.ParseTime(ims)
+	ims := r.Header.Values("If-Modified-Since")
+	if len(ims) != 1 {
+		return false
+	}
+	t, err := http.ParseTime(ims[0])
 	if err != nil {
 		return false
 	}
-	m, err := http.ParseTime(lm)
-	return err == nil && !m.After(t)
+	if lm := stored.Get("Last-Modified"); lm != "" {
+		m, err := http.ParseTime(lm)
+		return err == nil && !m.After(t)
+	}
+	d, err := http.ParseTime(stored.Get("Date"))
+	return err == nil && d.Before(t)
 }
 
 // etagMatchWeak applies the weak comparison of RFC 9110 §8.8.3.2, which is

@@ -119,6 +119,18 @@ func TestNotModified(t *testing.T) {
 		{"not modified since", req("If-Modified-Since", at(0)), hdr("Last-Modified", at(0)), true},
 		{"modified since", req("If-Modified-Since", at(0)), hdr("Last-Modified", at(time.Second)), false},
 		{"date stands in", req("If-Modified-Since", at(time.Hour)), hdr("Date", at(0)), true},
+		// A Date names a second, not a version: an answer made after a
+		// write in the same second as the client's copy shares it.
+		{"date of the same second", req("If-Modified-Since", at(0)), hdr("Date", at(0)), false},
+		{"date a second before", req("If-Modified-Since", at(time.Second)), hdr("Date", at(0)), true},
+		// Every If-None-Match line counts (RFC 9110 §5.3): an empty
+		// first one neither hides a matching tag nor hands the verdict
+		// to If-Modified-Since.
+		{"etag on a later line", req("If-None-Match", "", "If-None-Match", `"b", "a"`), hdr("Etag", `"a"`), true},
+		{"etag list over lines", req("If-None-Match", `"x"`, "If-None-Match", `W/"a"`), hdr("Etag", `"a"`), true},
+		{"empty first line, ims matches", req("If-None-Match", "", "If-None-Match", `"b"`, "If-Modified-Since", at(time.Hour)), hdr("Etag", `"a"`, "Last-Modified", at(0)), false},
+		{"star on a later line", req("If-None-Match", `"x"`, "If-None-Match", "*"), hdr("Etag", `"a"`), true},
+		{"two ims lines", req("If-Modified-Since", at(time.Hour), "If-Modified-Since", at(time.Hour)), hdr("Last-Modified", at(0)), false},
 		{"last-modified before date", req("If-Modified-Since", at(0)), hdr("Last-Modified", at(0), "Date", at(time.Hour)), true},
 		{"no validator", req("If-Modified-Since", at(0)), hdr(), false},
 		{"junk ims", req("If-Modified-Since", "yesterday"), hdr("Last-Modified", at(0)), false},

@@ -23,7 +23,7 @@ func readBody(resp *http.Response) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+	if len(b) > 0 && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") { // a HEAD answer has no body to decode
 		zr, err := gzip.NewReader(bytes.NewReader(b))
 		if err != nil {
 			return nil, fmt.Errorf("gzip: %w", err)
@@ -68,10 +68,22 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 			}
 		}
 	}
-	if q.route == "u" && q.kind == "read" && resp.StatusCode != http.StatusOK && Resource(q.path) != "" && goodID(q.path) {
+	if q.route == "u" && q.kind == "read" && resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotModified && resp.StatusCode != http.StatusPartialContent && Resource(q.path) != "" && goodID(q.path) {
 		// The origin never fails a good ID: only a bad one can make
 		// its bulk call fail, and that must not cost the others.
 		r.violate("collateral", "%s: a good ID answered %d (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
+	}
+	if resp.StatusCode == http.StatusNotModified {
+		r.checkNotModified(q, resp, start, end)
+		return
+	}
+	if resp.StatusCode == http.StatusPartialContent && q.hdr.Get("Range") == "" {
+		r.violate("range", "%s: 206 (%s) to a request without Range (%s)", q, resp.Header.Get("Content-Range"), resp.Header.Get("Cache-Status"))
+		return
+	}
+	if q.method == http.MethodHead {
+		r.checkHead(q, resp, start, end)
+		return
 	}
 	switch {
 	case q.kind == "list" && resp.StatusCode == http.StatusOK:
@@ -88,6 +100,10 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 				r.violate("resource", "%s: list element %s/%s not asked for", q, st.ID, st.Res)
 			}
 		}
+		if sts == nil {
+			sts = []Stamp{}
+		}
+		r.remember(q, resp, nil, sts)
 	case bytes.HasPrefix(body, []byte(`{"`)):
 		var st Stamp
 		if err := json.Unmarshal(body, &st); err != nil || st.Res == "" {
@@ -97,13 +113,20 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 			return
 		}
 		r.checkStamp(q, resp, st, start, end)
+		r.remember(q, resp, &st, nil)
 	case resp.StatusCode == http.StatusOK && q.kind != "list":
 		r.violate("garbled", "%s: 200 without a stamp: %.80q", q, body)
 	}
 }
 
 func (r *run) checkStamp(q *request, resp *http.Response, st Stamp, start, end time.Time) {
-	cs := resp.Header.Get("Cache-Status")
+	r.checkStampAs(q, resp, st, start, end, "")
+}
+
+// checkStampAs checks the stamp of the answer q's client keeps: a 200's,
+// or the copy a 304 confirmed (pre says which, in messages).
+func (r *run) checkStampAs(q *request, resp *http.Response, st Stamp, start, end time.Time, pre string) {
+	cs := pre + resp.Header.Get("Cache-Status")
 	if st.Res != q.res {
 		r.violate("resource", "%s: answer for %s, want %s (%s)", q, st.Res, q.res, cs)
 	}
@@ -114,7 +137,9 @@ func (r *run) checkStamp(q *request, resp *http.Response, st Stamp, start, end t
 	}
 	// Only a client's id is a leak: on the cached path the sidecar sends
 	// its own (issue 20 item 7b), which every request may see echoed.
-	if strings.HasPrefix(st.Rid, "rid-") && st.Rid != q.rid {
+	// A copy a 304 keeps echoes the id of the request that fetched it,
+	// checked when that request's answer was.
+	if strings.HasPrefix(st.Rid, "rid-") && st.Rid != q.rid && pre == "" {
 		r.violate("unkeyed", "%s: answer echoes X-Request-Id %q of another request (%s)", q, st.Rid, cs)
 	}
 	// key.host shares one entry between every spelling of the host, so
@@ -136,11 +161,14 @@ func (r *run) checkStamp(q *request, resp *http.Response, st Stamp, start, end t
 			}
 		}
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if (resp.StatusCode < 200 || resp.StatusCode > 299) && resp.StatusCode != http.StatusNotModified {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if resp.StatusCode == http.StatusNotModified {
+		r.rep.Checked["304-kept"]++
+	}
 	if q.kind == "write" {
 		r.acks[st.Res] = append(r.acks[st.Res], ack{path: q.path, ver: st.Ver, at: end, replica: q.replica})
 		return
@@ -217,4 +245,22 @@ func subParams(got, sent string) bool {
 func goodID(path string) bool {
 	n, err := strconv.ParseUint(path[strings.LastIndexByte(path, '/')+1:], 10, 64)
 	return err == nil && n <= MaxID
+}
+
+// checkHead checks a HEAD answer by the stamp its header carries: no body
+// to read, the same identity, resource and version invariants.
+func (r *run) checkHead(q *request, resp *http.Response, start, end time.Time) {
+	sh := resp.Header.Get(StampHeader)
+	if sh == "" {
+		if resp.StatusCode == http.StatusOK {
+			r.violate("garbled", "%s: HEAD 200 without a stamp (%s)", q, resp.Header.Get("Cache-Status"))
+		}
+		return
+	}
+	var st Stamp
+	if err := json.Unmarshal([]byte(sh), &st); err != nil || st.Res == "" {
+		r.violate("garbled", "%s: HEAD stamp %.80q", q, sh)
+		return
+	}
+	r.checkStamp(q, resp, st, start, end)
 }

@@ -11,12 +11,43 @@
 // loopback address (127.0.0.2-5), with its own cookie (sid=<name>), bearer
 // token and tenant (X-Tenant acme, globex, initech, none); per request
 // each picks an Accept-Encoding, an Accept-Language, whether to send its
-// credentials, path spellings and query orders. The origin (origin.go)
-// stamps every answer with the resource and version it answered for and
-// with the value of every identity dimension the answer depends on, as it
-// saw it; its behaviour per resource is redrawn every round (Vary sets,
+// credentials, path spellings, query orders and GET or HEAD (a HEAD
+// answer is checked by the stamp the origin also sends as X-Stamp). The
+// origin (origin.go) stamps every answer with the resource and version it
+// answered for and with the value of every identity dimension the answer
+// depends on, as it saw it; its behaviour per resource is redrawn every round (Vary sets,
 // private, Set-Cookie, sizes either side of max_body_bytes, gzip, delays,
-// 5xx, hang-ups, ETags) and bulk calls with IDs it cannot parse fail.
+// 5xx, hang-ups, ETags, Last-Modified) and bulk calls with IDs it cannot
+// parse fail.
+//
+// # Conditionals (conditional.go)
+//
+// Every 200 a client receives with a validator goes into one pool per
+// resource (one for lists), whoever received it. A GET may then carry
+// If-None-Match with tags of the client's own copies or of another
+// identity's (private and per-identity answers included), weak or strong,
+// in a list, over several field lines, or "*"; If-Modified-Since with the
+// Last-Modified (else Date) of a copy of its own variant, or a date far
+// off; or If-Unmodified-Since. A 304 tells the client to keep the copy its
+// validator named (the one whose tag the 304's ETag matches), so that copy
+// is held to every check below as if it were the answer, and the 304 must
+// carry the ETag it matched, Date, and the Vary and Cache-Control of that
+// tag's 200 (RFC 9110 §15.4.5; the origin's tags cover those fields). The
+// pool changes what a request sends, never how many draws it takes, so a
+// seed still fixes the sequence of draws.
+//
+// # HTTP edges (edges.go)
+//
+// Issue 21's edge inputs that can shape an answer on the cached path are
+// drawn at low rates: the same header as two field lines (one empty, or
+// another value: the origin reads one list, RFC 9110 §5.3), odd
+// Accept-Encoding lists and qvalues, Range (the origin answers 206 to one
+// range: a part must never reach a client that did not ask for one),
+// absolute-form targets (RFC 9112 §3.2.2), percent-encoded path spellings
+// the origin decodes (/r/%35 is /r/5 to it, as RFC 3986 §6.2.2.2 says) on
+// reads and writes, and writes with a chunked body and trailers or behind
+// Expect: 100-continue. The report's Checked counts the answers each got,
+// by status, so a run shows they reached the replicas.
 //
 // # Invariants (check.go)
 //

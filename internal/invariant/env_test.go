@@ -91,6 +91,21 @@ routes:
       id_field: id
       max_size: 32
       max_wait: 2ms
+  - name: e
+    path: /e/{id:[1-9][0-9]*}
+    ttl: 5m
+    tags: ["e:{id}"]
+    batch:
+      path: /e
+      param: ids
+      id_field: id
+      etag_field: etag
+      max_size: 32
+      max_wait: 2ms
+  - name: e-write
+    methods: [PATCH]
+    path: /e/{id:[1-9][0-9]*}
+    invalidate: ["e:{id}"]
   - name: u-list
     path: /u
     split:

@@ -30,9 +30,15 @@ type Stamp struct {
 	Q   string `json:"q,omitempty"`
 	Rid string `json:"rid,omitempty"`
 	// Fh is the X-Forwarded-Host the origin saw (host-spelling).
-	Fh  string `json:"fh,omitempty"`
+	Fh string `json:"fh,omitempty"`
+	// Tag is a bulk element's own validator (batch.etag_field route /e).
+	Tag any    `json:"etag,omitempty"`
 	Pad string `json:"pad,omitempty"`
 }
+
+// StampHeader carries the stamp of a read's answer (without the padding)
+// next to its body.
+const StampHeader = "X-Stamp"
 
 // Dim is one identity dimension an answer depends on, and how the origin
 // declares that dependency (How): "vary" (Vary names the header),
@@ -64,6 +70,11 @@ type Profile struct {
 	Trunc int  // percent of reads whose chunked body is broken off halfway
 	Hints int  // 103 Early Hints sent before each read's answer
 	ETag  bool // send an ETag; If-None-Match answered 304 when it matches
+	// WeakETag: the ETag is weak (W/"…"), as many frameworks send.
+	WeakETag bool
+	// LastMod: send Last-Modified (see Origin.write)
+	// and answer If-Modified-Since with 304 when it holds.
+	LastMod bool
 	// WriteFaults: writes fail (Fail) or hang up (Hang) too, after the
 	// version was bumped, so the client is not told of a write that
 	// happened.
@@ -92,6 +103,8 @@ type Origin struct {
 
 	mu       sync.Mutex
 	ver      map[string]int
+	lm       map[string]time.Time // res → Last-Modified of its current version
+	born     time.Time            // Last-Modified of every version 0
 	profiles map[string]Profile
 	rng      *rand.Rand
 	sent     map[string]int // X-Request-Id → calls, this round
@@ -104,7 +117,7 @@ const MaxSends = 2
 
 // NewOrigin starts the origin; the caller closes it.
 func NewOrigin(seed uint64) *Origin {
-	o := &Origin{ver: map[string]int{}, profiles: map[string]Profile{}, sent: map[string]int{}, rng: rand.New(rand.NewPCG(seed, 7))}
+	o := &Origin{ver: map[string]int{}, lm: map[string]time.Time{}, born: time.Now().Truncate(time.Second).Add(-time.Hour), profiles: map[string]Profile{}, sent: map[string]int{}, rng: rand.New(rand.NewPCG(seed, 7))}
 	o.Server = httptest.NewServer(http.HandlerFunc(o.serve))
 	return o
 }
@@ -124,7 +137,7 @@ func Resource(path string) string {
 		if i := strings.IndexByte(s, ';'); i >= 0 {
 			s = s[:i]
 		}
-		switch s {
+		switch decodeUnreserved(s) {
 		case "", ".":
 			continue
 		case "..":
@@ -133,7 +146,7 @@ func Resource(path string) string {
 			}
 			continue
 		}
-		segs = append(segs, strings.ToLower(s))
+		segs = append(segs, strings.ToLower(decodeUnreserved(s)))
 	}
 	if len(segs) != 2 {
 		return ""
@@ -172,7 +185,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPatch {
 		o.Writes.Add(1)
 	}
-	if r.URL.Path == "/u" {
+	if r.URL.Path == "/u" || r.URL.Path == "/e" {
 		o.bulk(w, r)
 		return
 	}
@@ -188,6 +201,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
 	p := o.profiles[res]
 	ver := o.ver[res]
+	lm := o.lastMod(res)
 	roll := o.rng.IntN(100)
 	o.mu.Unlock()
 	if p.Delay > 0 {
@@ -237,17 +251,47 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		h.Set("Vary", strings.Join(vary, ", "))
 	}
 	body := encodeStamp(st, p.Size)
+	if p.LastMod && !lm.After(time.Now().Truncate(time.Second)) {
+		h.Set("Last-Modified", lm.UTC().Format(http.TimeFormat))
+	}
+	inm := r.Header.Values("If-None-Match")
 	if p.ETag {
-		tag := fmt.Sprintf(`"v%d-%x"`, ver, fnv(body))
+		// One tag per version, variant (the stamp) and the fields a 304
+		// must repeat (Vary, Cache-Control): the same tag always came
+		// with the same ones, so the checks can tell what a 304 lacks.
+		tag := fmt.Sprintf(`"v%d-%x"`, ver, fnv(append(body, h.Get("Vary")+"|"+h.Get("Cache-Control")...)))
+		if p.WeakETag {
+			tag = "W/" + tag
+		}
 		h.Set("ETag", tag)
-		if inm := r.Header.Get("If-None-Match"); inm != "" && strings.Contains(inm, tag) {
+		if len(inm) > 0 && MatchWeak(inm, tag) {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
 	}
+	if ims, err := http.ParseTime(r.Header.Get("If-Modified-Since")); err == nil && len(inm) == 0 && h.Get("Last-Modified") != "" && !lm.After(ims) {
+		// RFC 9110 §13.1.3: only without If-None-Match (§13.2.2).
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	// The stamp again as a header, so an answer without a body (HEAD,
+	// served from a GET entry) is checked like one with it.
+	sh, _ := json.Marshal(st)
+	h.Set(StampHeader, string(sh))
 	if gz && len(body) >= p.GzipFrom {
 		body = gzipBytes(body)
 		h.Set("Content-Encoding", "gzip")
+	}
+	if rg := r.Header.Get("Range"); rg != "" && h.Get("Content-Encoding") == "" {
+		if from, to, ok := oneRange(rg, len(body)); ok {
+			// A part is not the resource: a cache that stored it as the
+			// whole would hand other clients a body without a stamp.
+			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, to, len(body)))
+			h.Set("Content-Length", strconv.Itoa(to-from+1))
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(body[from : to+1])
+			return
+		}
 	}
 	if trunc {
 		// No Content-Length: chunked, and the last chunk never comes.
@@ -270,6 +314,14 @@ func (o *Origin) write(w http.ResponseWriter, res string) {
 	}
 	o.ver[res]++
 	ver := o.ver[res]
+	// Last-Modified is the write's time rounded up to the next second,
+	// and is sent only once the origin's Date has reached it (RFC 9110
+	// §8.8.2.1: never later than Date): so a Last-Modified names the
+	// version current at that second, and every Date or Last-Modified a
+	// client holds of an older version is earlier than it. The origin's
+	// own validators are honest; a 304 that keeps a stale copy is the
+	// sidecar's doing.
+	o.lm[res] = time.Now().Truncate(time.Second).Add(time.Second)
 	p := o.profiles[res]
 	roll := o.rng.IntN(100)
 	o.mu.Unlock()
@@ -288,55 +340,35 @@ func (o *Origin) write(w http.ResponseWriter, res string) {
 	json.NewEncoder(w).Encode(Stamp{Res: res, Ver: ver})
 }
 
+// lastMod is res's Last-Modified; o.mu held.
+func (o *Origin) lastMod(res string) time.Time {
+	if t, ok := o.lm[res]; ok {
+		return t
+	}
+	return o.born
+}
+
+// MatchWeak reports whether If-None-Match field lines hold "*" or a tag
+// equal to etag by the weak comparison (RFC 9110 §13.1.2, §8.8.3.2).
+func MatchWeak(inm []string, etag string) bool {
+	want := strings.TrimPrefix(etag, "W/")
+	for _, line := range inm {
+		for _, t := range strings.Split(line, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" || strings.TrimPrefix(t, "W/") == want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // pickCode is a refusal's status: 405 or 409, fixed per resource.
 func pickCode(res string) int {
 	if len(res)%2 == 0 {
 		return http.StatusMethodNotAllowed
 	}
 	return http.StatusConflict
-}
-
-// MaxID is the largest ID the origin's bulk endpoint parses; a larger one
-// (bad-ids feature) fails the whole bulk call.
-const MaxID = 1<<31 - 1
-
-// BulkProfile is the profile name of the bulk endpoint; its Gzip answers
-// as Express's compression() does: Vary: Accept-Encoding on every answer,
-// gzip when the request accepts it.
-const BulkProfile = "u/*"
-
-func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
-	var out []Stamp
-	o.mu.Lock()
-	if o.profiles[BulkProfile].Gzip {
-		w.Header().Set("Vary", "Accept-Encoding")
-	}
-	for _, id := range strings.Split(r.URL.Query().Get("ids"), ",") {
-		n, err := strconv.ParseUint(id, 10, 64)
-		if err != nil || n > MaxID {
-			o.mu.Unlock()
-			// One id list, one answer: 400 or 500 by its hash, so
-			// both ways a bulk call fails are in the mix.
-			if fnv([]byte(r.URL.RawQuery))%2 == 0 {
-				http.Error(w, "bad id "+id, http.StatusBadRequest)
-			} else {
-				http.Error(w, "cannot parse "+id, http.StatusInternalServerError)
-			}
-			return
-		}
-		res := "u/" + strconv.FormatUint(n, 10)
-		out = append(out, Stamp{ID: strconv.FormatUint(n, 10), Res: res, Ver: o.ver[res]})
-	}
-	gz := o.profiles[BulkProfile].Gzip && AcceptsGzip(r.Header.Values("Accept-Encoding"))
-	o.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	if gz {
-		b, _ := json.Marshal(out)
-		w.Header().Set("Content-Encoding", "gzip")
-		_, _ = w.Write(gzipBytes(b))
-		return
-	}
-	json.NewEncoder(w).Encode(out)
 }
 
 // dimValue is the value of a dimension in a request as the origin reads
@@ -367,27 +399,41 @@ func dimValue(r *http.Request, dim string) string {
 		}
 		return ""
 	}
-	return strings.Join(r.Header.Values(dimHeader[dim]), ", ")
+	return joinLines(r.Header.Values(dimHeader[dim]))
 }
 
-// AcceptsGzip reports whether Accept-Encoding values accept gzip (a
-// q=0 refuses it; RFC 9110 §12.5.3).
+// AcceptsGzip reports whether Accept-Encoding values accept gzip: its own
+// member (gzip or x-gzip) decides if there is one, else "*"; a q of 0
+// refuses (RFC 9110 §12.5.3, §12.4.2: qvalues are case-insensitive).
 func AcceptsGzip(vals []string) bool {
+	own, star := "", ""
 	for _, v := range vals {
 		for _, part := range strings.Split(v, ",") {
 			name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-			name = strings.ToLower(strings.TrimSpace(name))
-			if name != "gzip" && name != "x-gzip" && name != "*" {
-				continue
-			}
 			q := strings.ReplaceAll(strings.ToLower(params), " ", "")
-			if q == "q=0" || strings.HasPrefix(q, "q=0.0") && strings.Trim(q[2:], "0.") == "" {
-				return false
+			if q == "" {
+				q = "q=1"
 			}
-			return true
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "gzip", "x-gzip":
+				if own == "" {
+					own = q
+				}
+			case "*":
+				if star == "" {
+					star = q
+				}
+			}
 		}
 	}
-	return false
+	q := own
+	if q == "" {
+		q = star
+	}
+	if q == "" {
+		return false
+	}
+	return !(q == "q=0" || strings.HasPrefix(q, "q=0.") && strings.Trim(q[2:], "0.") == "")
 }
 
 // encodeStamp pads the stamp to size bytes with letters from a PRNG seeded

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
-	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -34,6 +34,15 @@ type request struct {
 	host    string // Host header; "" is the run's Host
 	budget  int
 	hangup  bool // write-hangup: the client leaves once the request is sent
+	// absolute: sent in absolute-form (GET http://host/path, RFC 9112
+	// §3.2.2) through the identity's proxy-configured client.
+	absolute bool
+	// body: a write's body; chunked: sent chunked with trailers; expect:
+	// with Expect: 100-continue.
+	body            string
+	chunked, expect bool
+	// cond is the conditional this request sent (conditional.go).
+	cond cond
 }
 
 func (q *request) String() string {
@@ -42,7 +51,7 @@ func (q *request) String() string {
 		u += "?" + q.query
 	}
 	var h []string
-	for _, k := range []string{"Accept-Encoding", "Accept-Language", "X-Tenant", "Cookie", "Authorization", "Cache-Control"} {
+	for _, k := range []string{"Accept-Encoding", "Accept-Language", "X-Tenant", "Cookie", "Authorization", "Cache-Control", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"} {
 		if vs, ok := q.hdr[k]; ok {
 			v := strings.Join(vs, "|")
 			if len(v) > 40 {
@@ -50,6 +59,17 @@ func (q *request) String() string {
 			}
 			h = append(h, k+"="+v)
 		}
+	}
+	for _, k := range []string{"Range", "Expect"} {
+		if v := q.hdr.Get(k); v != "" {
+			h = append(h, k+"="+v)
+		}
+	}
+	if q.absolute {
+		u = "http://" + q.host + u
+	}
+	if q.chunked {
+		h = append(h, "chunked+trailers")
 	}
 	return fmt.Sprintf("%s(%s)@replica%d %s %s [%s]", q.who.name, q.who.addr, q.replica, q.method, u, strings.Join(h, " "))
 }
@@ -74,6 +94,10 @@ func (r *run) drawRequest(hot string) *request {
 		q.path = "/r/" + id
 		if m.Has("write-spelling") && r.chance(40) {
 			q.path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id, "//r/"+id, "/r/./"+id, "/r/"+id+";v=1", "/r/%2B"+id)
+		}
+		if m.Has("percent-path") && r.chance(10) {
+			// RFC 3986 §6.2.2.2: %3N is the digit N; the origin decodes it.
+			q.path = pick(r, "/r/%3"+id, "/%72/"+id, "/r/%2e/"+id)
 		}
 		q.hangup = m.Has("write-hangup") && r.chance(15)
 		if m.Has("no-cache") && r.chance(20) {
@@ -110,6 +134,13 @@ func (r *run) drawRequest(hot string) *request {
 			}
 			q.ids = append(q.ids, uid)
 		}
+		if again := r.rng.IntN(100); m.Has("if-none-match") && len(r.lists) > 0 && again < 40 {
+			// The same list again, so a client may revalidate it (the
+			// split list's ETag is the sidecar's, over the bytes).
+			q.ids = r.lists[again%len(r.lists)]
+		} else if len(r.lists) < 8 && !slices.ContainsFunc(q.ids, func(id string) bool { return !goodID("/" + id) }) {
+			r.lists = append(r.lists, q.ids) // good ids only: a list that fails has no ETag
+		}
 		q.query = "ids=" + strings.Join(q.ids, ",")
 		q.budget = BudgetList(len(q.ids))
 	case m.Has("no-cache") && roll < 38:
@@ -125,17 +156,33 @@ func (r *run) drawRequest(hot string) *request {
 	case m.Has("host-spelling") && roll >= 92:
 		q.route, q.path = "h", "/h/"+id
 		q.host = pick(r, r.cfg.Host, "svc", "svc.ns.svc.cluster.local", strings.ToUpper(r.cfg.Host))
+	case m.Has("batch-etag-field") && roll >= 86:
+		// batch.etag_field: the element's ETag is the app's own field.
+		q.route, q.path = "e", "/e/"+fmt.Sprint(1+r.rng.IntN(8))
+		if m.Has("write") && r.chance(20) {
+			q.kind, q.method, q.budget = "write", http.MethodPatch, BudgetWrite
+		}
 	default:
 		q.path = "/r/" + id
 		if m.Has("path-spelling") && r.chance(15) {
 			q.path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id)
 		}
+		if m.Has("percent-path") && r.chance(6) {
+			q.path = pick(r, "/r/%3"+id, "/%72/"+id, "/r/%2e/"+id, "/r/"+id+"%2F")
+		}
 		q.query = r.drawQuery()
+		if m.Has("head") && r.chance(15) {
+			q.method = http.MethodHead // a GET route answers HEAD from its GET entry
+		}
 	}
 	if q.kind != "list" {
 		q.res = Resource(q.path)
 	}
+	r.drawEdges(q)
 	r.drawHeaders(q)
+	if q.method == http.MethodGet {
+		r.drawConditional(q)
+	}
 	return q
 }
 
@@ -171,6 +218,10 @@ func (r *run) drawHeaders(q *request) {
 		if m.Has("accept-encoding-spellings") {
 			choices = append(choices, "gzip, deflate", "gzip, deflate, br", "gzip, deflate, br, zstd", "br, gzip")
 		}
+		if m.Has("accept-encoding-q") && r.chance(15) {
+			choices = []string{"gzip;q=0.001", "identity;q=0, gzip", "*;q=0", "GZIP", "gzip;q=1.0, *;q=0", "*",
+				"x-gzip", "gzip ; q=0", "deflate;q=0.5, gzip;q=0", "*, gzip;q=0", "gzip;q=0.000", "br;q=1, gzip;q=0.5", "gzip;Q=0"}
+		}
 		if ae := pick(r, choices...); ae != "" {
 			h.Set("Accept-Encoding", ae)
 		}
@@ -188,6 +239,9 @@ func (r *run) drawHeaders(q *request) {
 	if m.Has("tenant") && q.who.tenant != "" && r.chance(70) {
 		h.Set("X-Tenant", q.who.tenant)
 		q.sent["tenant"] = q.who.tenant
+	}
+	if m.Has("duplicate-headers") && r.chance(8) {
+		r.drawDuplicates(q)
 	}
 	if m.Has("cookie") && r.chance(25) {
 		h.Set("Cookie", "sid="+q.who.name)
@@ -222,39 +276,34 @@ func (r *run) drawHeaders(q *request) {
 
 // do sends q and checks its answer.
 func (r *run) do(ctx context.Context, q *request) {
-	u, err := url.Parse(r.cfg.Replicas[q.replica] + q.path)
-	if err != nil {
-		r.violate("harness", "%s: %v", q, err)
-		return
-	}
-	u.RawQuery = q.query
 	var hints atomic.Int64
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{Got1xxResponse: func(int, textproto.MIMEHeader) error {
-		hints.Add(1)
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+		if code != http.StatusContinue {
+			hints.Add(1)
+		}
 		return nil
 	}})
-	req, err := http.NewRequestWithContext(ctx, q.method, u.String(), nil)
+	req, err := r.newRequest(ctx, q, r.cfg.Replicas[q.replica])
 	if err != nil {
 		r.violate("harness", "%s: %v", q, err)
 		return
-	}
-	req.URL.RawQuery = q.query
-	req.Host = r.cfg.Host
-	if q.host != "" {
-		req.Host = q.host
 	}
 	for k, vs := range q.hdr {
 		req.Header[k] = vs
 	}
 	if q.hangup {
-		hctx, cancel := context.WithCancel(ctx)
+		hctx, cancel := context.WithCancel(req.Context()) // keeps proxyKey
 		defer cancel()
 		req = req.WithContext(httptrace.WithClientTrace(hctx, &httptrace.ClientTrace{
 			WroteRequest: func(httptrace.WroteRequestInfo) { cancel() },
 		}))
 	}
 	start := now()
-	resp, err := q.who.client.Do(req)
+	client := q.who.client
+	if q.absolute {
+		client = q.who.proxied
+	}
+	resp, err := client.Do(req)
 	if q.hangup {
 		if err == nil {
 			resp.Body.Close() // answered before the hang-up: not acknowledged either
@@ -267,6 +316,7 @@ func (r *run) do(ctx context.Context, q *request) {
 		}
 		return
 	}
+	r.countEdges(q, resp)
 	if n := hints.Load(); n > relay.MaxRelayed {
 		r.violate("interim", "%s: %d 1xx relayed, at most %d", q, n, relay.MaxRelayed)
 	}

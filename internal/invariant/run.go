@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -98,6 +99,7 @@ func BudgetList(n int) int {
 type identity struct {
 	name, addr, tenant string
 	client             *http.Client
+	proxied            *http.Client // absolute-form: the replica as its proxy
 }
 
 func newIdentities() []*identity {
@@ -106,15 +108,20 @@ func newIdentities() []*identity {
 		addr := fmt.Sprintf("127.0.0.%d", i+2)
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}, Timeout: 5 * time.Second}
 		tenants := []string{"acme", "globex", "initech", ""}
-		ids = append(ids, &identity{name: n, addr: addr, tenant: tenants[i], client: &http.Client{
-			Timeout: 20 * time.Second,
-			Transport: &http.Transport{
-				DialContext:         d.DialContext,
-				DisableCompression:  true, // the checks see the coding as sent
-				MaxIdleConnsPerHost: 32,
-			},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}})
+		newClient := func(proxy func(*http.Request) (*url.URL, error)) *http.Client {
+			return &http.Client{
+				Timeout: 20 * time.Second,
+				Transport: &http.Transport{
+					DialContext:           d.DialContext,
+					Proxy:                 proxy,
+					DisableCompression:    true, // the checks see the coding as sent
+					MaxIdleConnsPerHost:   32,
+					ExpectContinueTimeout: 5 * time.Second,
+				},
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			}
+		}
+		ids = append(ids, &identity{name: n, addr: addr, tenant: tenants[i], client: newClient(nil), proxied: newClient(viaProxy)})
 	}
 	return ids
 }
@@ -125,10 +132,15 @@ type run struct {
 	rng *rand.Rand
 	ids []*identity
 	rid int
+	// lists are id lists drawn before, sent again (drawRequest).
+	lists [][]string
 
 	mu   sync.Mutex
 	acks map[string][]ack
-	rep  Report
+	// copies are the answers with validators the clients received, by
+	// resource (conditional.go), for later conditional requests.
+	copies map[string][]*copyOf
+	rep    Report
 	// patches counts the PATCHes sent: a round ends only once the origin
 	// has received them all, so a write whose client hung up (and which
 	// the sidecar still forwards) counts in its own round's budget.
@@ -146,11 +158,12 @@ type ack struct {
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), ids: newIdentities(), acks: map[string][]ack{}}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), ids: newIdentities(), acks: map[string][]ack{}, copies: map[string][]*copyOf{}}
 	r.rep.Checked = map[string]int{}
 	defer func() {
 		for _, id := range r.ids {
 			id.client.CloseIdleConnections()
+			id.proxied.CloseIdleConnections()
 		}
 	}()
 	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
@@ -249,6 +262,12 @@ func (r *run) chance(pct int) bool { return r.rng.IntN(100) < pct }
 func (r *run) drawProfile(idents bool) Profile {
 	m := r.cfg.Mix
 	p := Profile{Size: 64 + r.rng.IntN(r.cfg.MaxBodyBytes/4), ETag: m.Has("304") && r.chance(50)}
+	if m.Has("if-none-match") {
+		p.WeakETag = r.chance(30)
+	}
+	if m.Has("last-modified") {
+		p.LastMod = r.chance(50)
+	}
 	dims := map[string]string{}
 	if idents {
 		if m.Has("vary") {

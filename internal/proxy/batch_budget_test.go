@@ -1,14 +1,19 @@
 package proxy_test
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/cache/l1"
+	"github.com/sidecache/sidecache/internal/proxy"
 	"github.com/sidecache/sidecache/internal/route"
 )
 
@@ -21,8 +26,13 @@ func budget(n int) int { return int(2 + 2*math.Log2(float64(n))) }
 // status (400 as a validating framework does, 500 as one that lets the
 // database error through). Other ids exist.
 func intOrigin(t *testing.T, status int) *bulkOrigin {
+	return newBulkOrigin(t, intAnswer(status))
+}
+
+// intAnswer is intOrigin's bulk answer.
+func intAnswer(status int) func(http.ResponseWriter, *http.Request, []string) {
 	good := usersAnswer(func(string) bool { return true })
-	return newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+	return func(w http.ResponseWriter, r *http.Request, ids []string) {
 		for _, id := range ids {
 			if _, err := strconv.ParseInt(id, 10, 32); err != nil {
 				http.Error(w, `invalid input syntax for type integer: "`+id+`"`, status)
@@ -30,7 +40,7 @@ func intOrigin(t *testing.T, status int) *bulkOrigin {
 			}
 		}
 		good(w, r, ids)
-	})
+	}
 }
 
 // TestBatchListOfBadIDsWithinBudget is issue 20 item 4's first half: one
@@ -117,4 +127,75 @@ func TestBatchBadIDSparesOtherClients(t *testing.T) {
 func gauge(t *testing.T, e *env, name string) float64 {
 	t.Helper()
 	return series(t, e.reg, name, "route", "user").GetGauge().GetValue()
+}
+
+// TestBatchListFailureSparesCollapsedVictim is the harness's collateral
+// 502 (a good GET /u/4 answered "upstream-error"): a list of seven ids the
+// upstream rejects and a good one, 4, runs out of its call budget while
+// halving, and 4 fails with it (ErrBudget). A victim's GET /users/4 that
+// arrives while the list's bulk call is in flight must not inherit that
+// failure: it was sharing the list's flight for the key, and got the
+// list's error. Now a list's ids never lead (nor join) a flight: the
+// victim fetches for itself and gets its element; the list stays within
+// its budget.
+func TestBatchListFailureSparesCollapsedVictim(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	// Deferred, not a Cleanup: it must run before the cleanups that
+	// close the servers, which wait for the held call.
+	defer unblock()
+	rejectBad := intAnswer(http.StatusBadRequest)
+	var first atomic.Bool
+	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		if first.CompareAndSwap(false, true) {
+			<-release // the list's first call, held until the victim is in
+		}
+		rejectBad(w, r, ids)
+	})
+	var victimLookups atomic.Int64
+	list := testRoute{Name: "users-list", Pattern: "/users", Split: &route.Split{Param: "ids", RouteName: "user", MaxIDs: 8}}
+	e := newEnv(t, o.upstream, []testRoute{userRoute(8, time.Millisecond), list}, func(po *proxy.Options, _ *l1.Store) {
+		po.Cache = spyCache{Cache: po.Cache, onLookup: func(k string) {
+			if strings.HasSuffix(k, "/users/4") {
+				victimLookups.Add(1)
+			}
+		}}
+	})
+	ids := []string{"99999991001", "99999991002", "99999991003", "99999991004", "99999991005", "99999991006", "99999991007", "4"}
+	l := make(chan answer, 1)
+	go func() { l <- fetch(context.Background(), e.front.URL+"/users?ids="+strings.Join(ids, ","), nil) }()
+	waitFor(t, func() bool { return len(o.snapshot()) == 1 }) // the list's 8 ids, held
+	n := victimLookups.Load()
+	v := make(chan answer, 1)
+	go func() { v <- fetch(context.Background(), e.front.URL+"/users/4", nil) }()
+	// The victim's L1 lookup, then the both-tier lookup of the fill it
+	// runs for itself. On a flight of the list's it would wait instead,
+	// with no lookup of its own.
+	for deadline := time.Now().Add(10 * time.Second); victimLookups.Load() < n+2; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Error("the victim's GET /users/4 ran no fill of its own: it waits on the list's flight")
+			break
+		}
+	}
+	unblock()
+	if got := <-v; got.err != nil || got.code != 200 || got.body != userJSON("4", nil) {
+		t.Errorf("victim GET /users/4: %d %q %v (%s), want its element", got.code, got.body, got.err, got.header.Get("Cache-Status"))
+	}
+	if got := <-l; got.err != nil || got.code != http.StatusBadGateway {
+		t.Errorf("the list of seven bad ids: %d %q %v, want 502", got.code, got.body, got.err)
+	}
+	var listCalls, own int
+	var calls [][]string
+	for _, c := range o.snapshot() {
+		calls = append(calls, c.ids)
+		if slices.Equal(c.ids, []string{"4"}) && own == 0 {
+			own++ // the victim's own call (the list's halving never gets to 4 alone)
+			continue
+		}
+		listCalls++
+	}
+	if own != 1 || listCalls > budget(len(ids)) {
+		t.Errorf("%d calls of the victim's own, %d of the list's (budget %d): %v", own, listCalls, budget(len(ids)), calls)
+	}
 }

@@ -137,8 +137,16 @@ func (x *exchange) readAll(parts map[string]*part) int {
 	return hits
 }
 
-// fetchMissing loads every id not read from the cache, each through its
-// key's flight, so concurrent list and per-ID requests share fetches.
+// fetchMissing loads every id not read from the cache through the target
+// route's batcher, on the list's account.
+//
+// Never through the key's flight, which one-id requests for the key join:
+// a list's id may fail for the list alone (its call budget spent isolating
+// its bad ids, issue 20 item 4), and a flight hands its failure to every
+// request collapsed onto it. The batcher is where a list and one-id
+// requests share a fetch: a one-id request that joins an id of the list's
+// batch not yet sent is retried on its own if that batch fails
+// (batch.Loader), and one that comes later fetches for itself.
 func (x *exchange) fetchMissing(parts map[string]*part) {
 	ctx := x.r.Context()
 	var wg sync.WaitGroup
@@ -151,11 +159,7 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f, leader, err := px.h.flights.Do(ctx, px.key, px.detach().fillTraced)
-			if err == nil && !leader && !px.answers(f.c, f.need()) {
-				// Another client's private answer: load this one's own.
-				f, err = px.loadBatched(ctx)
-			}
+			f, err := px.fillTraced(ctx)
 			if err == nil && f.c.e.Status >= 500 {
 				err = &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", f.c.e.Status)}
 			}

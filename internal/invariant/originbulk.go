@@ -1,0 +1,131 @@
+package invariant
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// The origin's bulk endpoints (/u, and /e with its elements' own
+// validators), its ranges and its path decoding.
+
+// MaxID is the largest ID the origin's bulk endpoint parses; a larger one
+// (bad-ids feature) fails the whole bulk call.
+const MaxID = 1<<31 - 1
+
+// BulkProfile is the profile name of the bulk endpoint; its Gzip answers
+// as Express's compression() does: Vary: Accept-Encoding on every answer,
+// gzip when the request accepts it.
+const BulkProfile = "u/*"
+
+func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
+	var out []Stamp
+	o.mu.Lock()
+	if o.profiles[BulkProfile].Gzip {
+		w.Header().Set("Vary", "Accept-Encoding")
+	}
+	for _, id := range strings.Split(r.URL.Query().Get("ids"), ",") {
+		n, err := strconv.ParseUint(id, 10, 64)
+		if err != nil || n > MaxID {
+			o.mu.Unlock()
+			// One id list, one answer: 400 or 500 by its hash, so
+			// both ways a bulk call fails are in the mix.
+			if fnv([]byte(r.URL.RawQuery))%2 == 0 {
+				http.Error(w, "bad id "+id, http.StatusBadRequest)
+			} else {
+				http.Error(w, "cannot parse "+id, http.StatusInternalServerError)
+			}
+			return
+		}
+		res := r.URL.Path[1:] + "/" + strconv.FormatUint(n, 10)
+		st := Stamp{ID: strconv.FormatUint(n, 10), Res: res, Ver: o.ver[res]}
+		if r.URL.Path == "/e" {
+			st.Tag = elementTag(n, st.Ver)
+		}
+		out = append(out, st)
+	}
+	gz := o.profiles[BulkProfile].Gzip && AcceptsGzip(r.Header.Values("Accept-Encoding"))
+	o.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if gz {
+		b, _ := json.Marshal(out)
+		w.Header().Set("Content-Encoding", "gzip")
+		_, _ = w.Write(gzipBytes(b))
+		return
+	}
+	json.NewEncoder(w).Encode(out)
+}
+
+// oneRange reads a single "bytes=a-b" / "bytes=a-" / "bytes=-n" range of a
+// body of n bytes (RFC 9110 §14.1.2); several ranges, or none that fits,
+// are answered whole (the origin may ignore Range, §14.2).
+func oneRange(v string, n int) (from, to int, ok bool) {
+	spec, found := strings.CutPrefix(v, "bytes=")
+	if !found || strings.Contains(spec, ",") {
+		return 0, 0, false
+	}
+	a, b, _ := strings.Cut(spec, "-")
+	switch {
+	case a == "":
+		k, err := strconv.Atoi(b)
+		if err != nil || k <= 0 {
+			return 0, 0, false
+		}
+		from, to = max(0, n-k), n-1
+	default:
+		f, err := strconv.Atoi(a)
+		if err != nil {
+			return 0, 0, false
+		}
+		from, to = f, n-1
+		if b != "" {
+			if t, err := strconv.Atoi(b); err == nil && t < n {
+				to = t
+			}
+		}
+	}
+	return from, to, from <= to && to < n
+}
+
+// elementTag is the /e route's etag_field value for id at version ver,
+// in each spelling an app may use: a bare version, an entity-tag (weak),
+// a number, and text that is no entity-tag (a space: the sidecar must
+// fall back to its own tag over the bytes).
+func elementTag(id uint64, ver int) any {
+	switch id % 4 {
+	case 0:
+		return fmt.Sprintf("v%d", ver)
+	case 1:
+		return fmt.Sprintf(`W/"v%d"`, ver)
+	case 2:
+		return ver + 1
+	}
+	return fmt.Sprintf("v %d", ver)
+}
+
+// decodeUnreserved decodes the percent-escapes of unreserved characters
+// (RFC 3986 §6.2.2.2: %35 is "5", %2e "."), as Express's router does
+// before matching; other escapes (%2F, %E9) stay as they are.
+func decodeUnreserved(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil && unreserved(byte(v)) {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
