@@ -14,7 +14,7 @@ import (
 const waitTimeout = 10 * time.Second
 
 // joinCtx counts the callers that reached the wait in Do: Do calls Done only
-// in its select, after DoChan has put the caller on the flight. Waiting for
+// in its select, after it has put the caller on the flight. Waiting for
 // that count replaces sleeps as the "everyone has joined" signal.
 type joinCtx struct {
 	context.Context

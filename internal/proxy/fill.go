@@ -11,6 +11,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/httpcache"
 )
 
@@ -51,6 +52,31 @@ func (f *flight) need() need {
 // L2 was not read before the flight, so that a herd of misses costs one L2
 // read, not one each).
 func (x *exchange) fill(ctx context.Context) (*flight, error) {
+	f, then := x.fillCached(ctx)
+	if then == nil {
+		return f, nil
+	}
+	return then(ctx)
+}
+
+// fillFirst is the flight of join: fill's tier read runs on the goroutine
+// of the request that leads the flight (coalesce.DoThen), and only a miss
+// goes on to the upstream on a goroutine of its own, which the leader may
+// stop waiting for. An L2 hit thus costs no goroutine, no stack grown to
+// the Redis client's depth and no hand-over. With tracing on, the whole
+// fill runs in its span on the flight's goroutine, as before.
+func (x *exchange) fillFirst(ctx context.Context) (*flight, coalesce.Then[*flight], error) {
+	if x.h.tr != nil {
+		return nil, x.fillTraced, nil
+	}
+	f, then := x.fillCached(ctx)
+	return f, then, nil
+}
+
+// fillCached is fill's first step: the tiers' read, bounded by each
+// tier's own timeout. It returns the flight when a tier answers, otherwise
+// the rest of the fill (the lease and the upstream).
+func (x *exchange) fillCached(ctx context.Context) (*flight, coalesce.Then[*flight]) {
 	var stale candidate
 	if !x.refresh && !x.own {
 		c := x.lookup(ctx, false)
@@ -62,6 +88,12 @@ func (x *exchange) fill(ctx context.Context) (*flight, error) {
 		}
 		x.base = x.validatable(c)
 	}
+	return nil, func(ctx context.Context) (*flight, error) { return x.fillMiss(ctx, stale) }
+}
+
+// fillMiss is fill after the tiers missed: the upstream (or the lease, or
+// the batcher), with stale kept for the waiters' stale-if-error.
+func (x *exchange) fillMiss(ctx context.Context, stale candidate) (*flight, error) {
 	f, err := x.fillUpstream(ctx, stale)
 	if err != nil {
 		err = x.mustRevalidateError(err) // revalidate.go
