@@ -75,10 +75,18 @@ func RunRestart(ctx context.Context, p RestartParams) (res RestartResult) {
 }
 
 func runRestart(ctx context.Context, p RestartParams, res *RestartResult) error {
-	port, err := proc.FreePort()
+	// The upstream's listener is bound before the other ports are chosen,
+	// and those are chosen all at once, so no two of them collide.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
+	defer ln.Close()
+	ports, err := proc.FreePorts(1 + 2*p.Real)
+	if err != nil {
+		return err
+	}
+	port := ports[0]
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	startRedis := func(name string) (*proc.Proc, error) {
 		rs, err := proc.Start(p.Dir, name, nil, "redis-server", "--port", strconv.Itoa(port),
@@ -101,10 +109,6 @@ func runRestart(ctx context.Context, p RestartParams, res *RestartResult) error 
 
 	// The upstream: a constant body per key, counting fetches by stage.
 	var stage atomic.Int32
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
 	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		atomic.AddInt64(&res.Fetches[stage.Load()], 1)
 		fmt.Fprintf(w, `{"key":%q}`, r.URL.Path)
@@ -120,7 +124,7 @@ func runRestart(ctx context.Context, p RestartParams, res *RestartResult) error 
 		}
 	}()
 	for i := range p.Real {
-		c, listen, err := startReadReplica(p, addr, ln.Addr().String(), fmt.Sprintf("restart-replica-%d", i))
+		c, listen, err := startReadReplica(p, addr, ln.Addr().String(), fmt.Sprintf("restart-replica-%d", i), ports[1+2*i:3+2*i])
 		if err != nil {
 			return err
 		}
@@ -218,11 +222,7 @@ func runRestart(ctx context.Context, p RestartParams, res *RestartResult) error 
 
 // startReadReplica runs one real sidecache that caches GET /k/{id} for an
 // hour on L1 and the shared Redis; it returns its listen address.
-func startReadReplica(p RestartParams, redisAddr, upstream, name string) (*proc.Proc, string, error) {
-	ports, err := proc.FreePorts(2)
-	if err != nil {
-		return nil, "", err
-	}
+func startReadReplica(p RestartParams, redisAddr, upstream, name string, ports []int) (*proc.Proc, string, error) {
 	listen := "127.0.0.1:" + strconv.Itoa(ports[0])
 	yaml := fmt.Sprintf(`listen: %s
 admin:

@@ -130,15 +130,25 @@ func FreePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// FreePorts is FreePort n times.
+// FreePorts returns n distinct ports, free now: every listener stays open
+// until all n are chosen, so the kernel cannot hand out one port twice (a
+// 50-replica -fleet-restart run once gave one replica's listen port to
+// another's admin listener).
 func FreePorts(n int) ([]int, error) {
 	ports := make([]int, n)
-	for i := range ports {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
+	lns := make([]net.Listener, 0, n)
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
 		}
-		ports[i] = port
+	}()
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		lns = append(lns, ln)
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
 	}
 	return ports, nil
 }
