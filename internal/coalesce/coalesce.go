@@ -65,24 +65,32 @@ func (g *Group[V]) Do(ctx context.Context, key string, fn func(ctx context.Conte
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	g.mu.Lock()
-	c := g.calls[key]
-	if c == nil {
-		if g.calls == nil {
-			g.calls = make(map[string]*call[V])
-		}
-		c = &call[V]{done: make(chan struct{})}
-		g.calls[key] = c
-		leader = true
+	c, leader := g.join(key)
+	if leader {
 		go g.run(context.WithoutCancel(ctx), key, c, fn)
 	}
-	g.mu.Unlock()
 	select {
 	case <-c.done:
 		return c.v, leader, c.err
 	case <-ctx.Done():
 		return v, leader && c.ran.Load(), ctx.Err()
 	}
+}
+
+// join returns key's flight in progress, or a new one that the caller
+// (leader) must run.
+func (g *Group[V]) join(key string) (c *call[V], leader bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c = g.calls[key]; c != nil {
+		return c, false
+	}
+	if g.calls == nil {
+		g.calls = make(map[string]*call[V])
+	}
+	c = &call[V]{done: make(chan struct{})}
+	g.calls[key] = c
+	return c, true
 }
 
 func (g *Group[V]) run(ctx context.Context, key string, c *call[V], fn func(context.Context) (V, error)) {
@@ -114,17 +122,7 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first func(ctx contex
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	g.mu.Lock()
-	c := g.calls[key]
-	if c == nil {
-		if g.calls == nil {
-			g.calls = make(map[string]*call[V])
-		}
-		c = &call[V]{done: make(chan struct{})}
-		g.calls[key] = c
-		leader = true
-	}
-	g.mu.Unlock()
+	c, leader := g.join(key)
 	if leader {
 		flightCtx := context.WithoutCancel(ctx)
 		var then Then[V]
