@@ -327,9 +327,11 @@ func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, a
 		}
 	}
 	if r := g.pending[id]; r != nil {
-		if !req.join(r.serial) {
-			return l.overBudgetLocked(id), nil
-		}
+		// The batch holding id goes whatever req does: joining it causes
+		// no upstream call, so it costs req nothing (a list whose ids
+		// were pending in many other requests' batches ran out of budget
+		// with a healthy upstream). Should that batch fail, req's retry
+		// is paid from its account (partitionLocked).
 		r.addRequester(req)
 		return r, nil
 	}

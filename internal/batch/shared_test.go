@@ -165,3 +165,48 @@ func TestManySharingListsSpareVictim(t *testing.T) {
 	}
 	t.Logf("%d calls, %d ids failed for a budget", len(calls), budgeted.Load())
 }
+
+// TestListJoiningPendingIDsCostsNoBudget: under load a list's ids are
+// often already pending, each in another request's batch that goes
+// whatever the list does. Joining them causes no upstream call, so it must
+// not spend the list's budget. It did: each distinct batch joined was
+// counted, so a list of 12 good ids spread over 12 pending batches ran out
+// of its Budget(12) = 9 and failed 3 ids with ErrBudget — in `make bench`'s
+// batch configuration (200 concurrent lists of 20 ids over 1,000 keys)
+// 28,884 list requests of ~29,000 answered 502 with a healthy upstream.
+func TestListJoiningPendingIDsCostsNoBudget(t *testing.T) {
+	g := newGate()
+	l := New(Options{MaxSize: 2, MaxWait: never, MaxInFlight: 1}, g.fetch)
+	defer l.Close()
+	var joined atomic.Int64
+	single := make(chan outcome, 26)
+	// 26 one-id requests: 13 full batches of two; the first goes and is
+	// held, the other 12 wait, their ids pending.
+	for i := range 26 {
+		n := joined.Load()
+		go load(l, joinCtx{context.Background(), &joined}, "g", "", fmt.Sprint(i), single)
+		waitFor(t, fmt.Sprintf("id %d to join", i), func() bool { return joined.Load() == n+1 })
+	}
+	waitFor(t, "the first batch to go", func() bool { return g.calls.Load() == 1 })
+	var list []string
+	for i := 2; i < 26; i += 2 {
+		list = append(list, fmt.Sprint(i)) // one id of each pending batch
+	}
+	out := make(chan outcome, len(list))
+	loadList(t, l, l.Requester(len(list)), &joined, out, list...)
+	close(g.release)
+	for range list {
+		o := <-out
+		if o.err != nil || !o.found || o.v != "v:"+o.id {
+			t.Errorf("list id %s: %q found=%v err=%v", o.id, o.v, o.found, o.err)
+		}
+	}
+	for range 26 {
+		if o := <-single; o.err != nil {
+			t.Errorf("one-id %s: %v", o.id, o.err)
+		}
+	}
+	if n := g.calls.Load(); n != 13 {
+		t.Errorf("%d upstream calls, want the 13 batches only", n)
+	}
+}
