@@ -90,6 +90,22 @@ func (r *replica) nextInvalidation(t testing.TB, within time.Duration) Invalidat
 	}
 }
 
+// awaitTag waits for the invalidation of tag alone, letting through on
+// the way only those pass accepts (a gap notice, a purge) and failing on
+// any other.
+func (r *replica) awaitTag(t testing.TB, within time.Duration, tag string, pass func(Invalidation) bool) {
+	t.Helper()
+	for {
+		inv := r.nextInvalidation(t, within)
+		if len(inv.Tags) == 1 && inv.Tags[0] == tag {
+			return
+		}
+		if !pass(inv) {
+			t.Fatalf("got %+v on the way to %q", inv, tag)
+		}
+	}
+}
+
 // waitUp is for replicas with a short Timeout, which a loaded machine may
 // start down: it returns once the probe has brought the replica up,
 // consuming that state change.

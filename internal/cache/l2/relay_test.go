@@ -275,15 +275,7 @@ func TestRelayFailover(t *testing.T) {
 	if err := w.InvalidateTags(context.Background(), "y"); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		inv := a.nextInvalidation(t, 10*time.Second)
-		if len(inv.Tags) == 1 && inv.Tags[0] == "y" {
-			break
-		}
-		if !inv.Gap {
-			t.Fatalf("A got %+v, want the gap of the move, then y", inv)
-		}
-	}
+	a.awaitTag(t, 10*time.Second, "y", func(inv Invalidation) bool { return inv.Gap })
 }
 
 // TestRelaySentinelFailover subscribes replica A on the read replica that
@@ -325,15 +317,7 @@ func TestRelaySentinelFailover(t *testing.T) {
 	}
 	ctx := context.Background()
 	eventually(t, 15*time.Second, func() error { return w.InvalidateTags(ctx, "z") })
-	for {
-		inv := a.nextInvalidation(t, 10*time.Second)
-		if len(inv.Tags) == 1 && inv.Tags[0] == "z" {
-			break
-		}
-		if !inv.All {
-			t.Fatalf("A got %+v, want z", inv)
-		}
-	}
+	a.awaitTag(t, 10*time.Second, "z", func(inv Invalidation) bool { return inv.All })
 }
 
 // TestRelayRefusedOnCluster: a Cluster forwards PUBLISH to replica nodes
