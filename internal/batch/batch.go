@@ -210,7 +210,6 @@ type result[V any] struct {
 	err     error
 	solo    bool         // a one-id client request waits on it
 	reqs    []*Requester // the list requests waiting on it
-	serial  uint64       // its first batch's
 	held    int          // calls holding it, queued or in flight
 	settled bool         // done is closed
 }
@@ -348,7 +347,7 @@ func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, a
 			b.timer = time.AfterFunc(l.opts.MaxWait, func() { l.expire(b) })
 		}
 	}
-	r := &result[V]{done: make(chan struct{}), serial: b.serial, held: 1}
+	r := &result[V]{done: make(chan struct{}), held: 1}
 	r.addRequester(req)
 	b.ids = append(b.ids, id)
 	b.res = append(b.res, r)
