@@ -98,7 +98,7 @@ func TestStreamsFlushEveryPath(t *testing.T) {
 // e.front.
 func edgeFront(t *testing.T, e *env) string {
 	front := httptest.NewUnstartedServer(e.h)
-	front.Listener = edge.Listener(front.Listener, 0)
+	front.Listener = edge.Listener(front.Listener, 0, nil)
 	front.Config.ConnContext = edge.ConnContext
 	front.Start()
 	t.Cleanup(front.Close)
