@@ -12,7 +12,8 @@
 //     (RFC 9110 §7.6.2, §9.3.8), loops (Via, RFC 9110 §7.6.3) and upgrades
 //     (RFC 9110 §7.8, RFC 9113 §3.1).
 //
-// It knows nothing of routes or caching; internal/server wires it around
+// Both tell a Counter what they refuse or cut, by reason (guard.go). It
+// knows nothing of routes or caching; internal/server wires it around
 // the proxy on both listeners.
 package edge
 
@@ -29,13 +30,15 @@ import (
 // Listener wraps ln so that every connection it accepts bounds its writes
 // (writeTimeout between two writes that made progress; 0: none) and notes
 // ambiguous framing for Guard. Pair it with ConnContext on the http.Server.
-func Listener(ln net.Listener, writeTimeout time.Duration) net.Listener {
-	return &listener{Listener: ln, wt: writeTimeout}
+// count (nil: none) is told each connection cut at writeTimeout.
+func Listener(ln net.Listener, writeTimeout time.Duration, count Counter) net.Listener {
+	return &listener{Listener: ln, wt: writeTimeout, count: count}
 }
 
 type listener struct {
 	net.Listener
-	wt time.Duration
+	wt    time.Duration
+	count Counter
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -43,13 +46,15 @@ func (l *listener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{Conn: c, wt: l.wt}, nil
+	return &Conn{Conn: c, wt: l.wt, count: l.count}, nil
 }
 
 // Conn is one client connection accepted by Listener.
 type Conn struct {
 	net.Conn
-	wt time.Duration
+	wt    time.Duration
+	count Counter
+	cut   atomic.Bool // cut at wt: counted once, whoever writes next
 	// both: a header section on this connection carried Content-Length
 	// and Transfer-Encoding together (scan, read on the connection's
 	// goroutine; loaded by the handler's).
@@ -122,6 +127,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 			return written, err
 		}
 		if n == 0 {
+			if c.cut.CompareAndSwap(false, true) && c.count != nil {
+				c.count.EdgeRefused(ReasonWriteTimeout)
+			}
 			c.Conn.Close()
 			return written, err
 		}
