@@ -175,7 +175,7 @@ const (
 // checkGuessed applies the script's test to b, an entry read in the same
 // MGET as eps, the values of the epoch keys eks (nil: the key is missing).
 // It does not allocate.
-func (s *Store) checkGuessed(b []byte, eks []string, eps []any) verdict {
+func (s *Store) checkGuessed(b []byte, eks []string, eps [][]byte) verdict {
 	at, lines, _, ok := header(b)
 	if !ok {
 		return verdictNoHeader
@@ -192,11 +192,10 @@ func (s *Store) checkGuessed(b []byte, eks []string, eps []any) verdict {
 		if j == len(eks) {
 			return verdictUnknown
 		}
-		ep, isStr := eps[j].(string)
-		if !isStr {
+		if eps[j] == nil {
 			return verdictRefuse // evicted, expired or never stored
 		}
-		n, err := strconv.ParseInt(ep, 10, 64)
+		n, err := strconv.ParseInt(string(eps[j]), 10, 64)
 		if err != nil || n >= at {
 			return verdictRefuse
 		}
@@ -206,17 +205,27 @@ func (s *Store) checkGuessed(b []byte, eks []string, eps []any) verdict {
 
 // getGuessed is getChecked outside Cluster: one MGET when the key's tags
 // are guessed, else (or when the guess fell short) the script, which
-// teaches the guess.
+// teaches the guess. The MGET goes through the lean client (lean.go) when
+// there is one, go-redis otherwise (Sentinel).
 func (s *Store) getGuessed(ctx context.Context, key string) ([]byte, error) {
 	if eks, ok := s.guesses.get(key); ok {
-		args := make([]string, 1+len(eks))
-		args[0] = s.entryKey(key)
-		copy(args[1:], eks)
-		vals, err := s.rdb.MGet(ctx, args...).Result()
-		if err != nil {
-			return nil, err
+		var b []byte
+		var v verdict
+		if s.lean != nil {
+			err := s.lean.mget(ctx, s.entryKey(key), eks, func(vals [][]byte) { b, v = s.judge(vals, eks) })
+			if err != nil {
+				return nil, err
+			}
+		} else {
+			args := make([]string, 1+len(eks))
+			args[0] = s.entryKey(key)
+			copy(args[1:], eks)
+			vals, err := s.rdb.MGet(ctx, args...).Result()
+			if err != nil {
+				return nil, err
+			}
+			b, v = s.judge(stringsOf(vals), eks)
 		}
-		b, v := s.judge(vals, eks)
 		if v != verdictUnknown {
 			return b, nil
 		}
@@ -224,17 +233,29 @@ func (s *Store) getGuessed(ctx context.Context, key string) ([]byte, error) {
 	return s.getScripted(ctx, key)
 }
 
-// judge turns an MGET's answer into the value to return (nil: a miss) and
-// the verdict; verdictUnknown returns nil and asks for the script.
-func (s *Store) judge(vals []any, eks []string) ([]byte, verdict) {
+// stringsOf turns go-redis's MGET answer into judge's form: nil for a
+// missing key (or any reply that is not a string).
+func stringsOf(vals []any) [][]byte {
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		if s, ok := v.(string); ok {
+			out[i] = []byte(s)
+		}
+	}
+	return out
+}
+
+// judge turns an MGET's answer (nil: a missing key) into the value to
+// return (nil: a miss) and the verdict; verdictUnknown returns nil and
+// asks for the script. The value returned is vals[0].
+func (s *Store) judge(vals [][]byte, eks []string) ([]byte, verdict) {
 	if len(vals) != 1+len(eks) {
 		return nil, verdictUnknown
 	}
-	v, ok := vals[0].(string)
-	if !ok {
+	b := vals[0]
+	if b == nil {
 		return nil, verdictRefuse // no such entry
 	}
-	b := []byte(v)
 	switch vd := s.checkGuessed(b, eks, vals[1:]); vd {
 	case verdictServe, verdictNoHeader:
 		return b, vd
@@ -259,9 +280,9 @@ func (s *Store) getGuessedCluster(ctx context.Context, key string, eks []string)
 		cmds[1+i] = pipe.Get(ctx, k)
 	}
 	_, _ = pipe.Exec(ctx)
-	vals := make([]any, len(cmds))
+	vals := make([][]byte, len(cmds))
 	for i, c := range cmds {
-		v, err := c.Result()
+		v, err := c.Bytes()
 		switch {
 		case err == nil:
 			vals[i] = v

@@ -105,7 +105,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 				vals[i], _ = c.Bytes()
 			case *redis.SliceCmd:
 				var v verdict
-				if vals[i], v = s.judge(c.Val(), guessed[i]); v == verdictUnknown {
+				if vals[i], v = s.judge(stringsOf(c.Val()), guessed[i]); v == verdictUnknown {
 					unknown = append(unknown, i)
 				}
 			case *redis.Cmd:
