@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -203,30 +204,40 @@ func (s *Store) checkGuessed(b []byte, eks []string, eps [][]byte) verdict {
 	return verdictServe
 }
 
+// getLean is the guessed read (getGuessed) on the lean client (lean.go),
+// with the deadline dl instead of a context of its own: no timer, no
+// context allocated for a hit. done is false when there is no lean client
+// (Cluster, Sentinel), no guess for key, or a header named a tag that was
+// not guessed: the caller reads with getChecked then, by the same dl.
+func (s *Store) getLean(ctx context.Context, key string, dl time.Time) (b []byte, done bool, err error) {
+	if s.lean == nil {
+		return nil, false, nil
+	}
+	eks, ok := s.guesses.get(key)
+	if !ok {
+		return nil, false, nil
+	}
+	var v verdict
+	err = s.lean.mget(ctx, dl, [3]string{s.opts.Prefix, "e:", key}, eks, func(vals [][]byte) { b, v = s.judge(vals, eks) })
+	if err != nil {
+		return nil, true, err
+	}
+	return b, v != verdictUnknown, nil
+}
+
 // getGuessed is getChecked outside Cluster: one MGET when the key's tags
 // are guessed, else (or when the guess fell short) the script, which
-// teaches the guess. The MGET goes through the lean client (lean.go) when
-// there is one, go-redis otherwise (Sentinel).
+// teaches the guess. With a lean client the MGET was getLean's, before.
 func (s *Store) getGuessed(ctx context.Context, key string) ([]byte, error) {
-	if eks, ok := s.guesses.get(key); ok {
-		var b []byte
-		var v verdict
-		if s.lean != nil {
-			err := s.lean.mget(ctx, s.entryKey(key), eks, func(vals [][]byte) { b, v = s.judge(vals, eks) })
-			if err != nil {
-				return nil, err
-			}
-		} else {
-			args := make([]string, 1+len(eks))
-			args[0] = s.entryKey(key)
-			copy(args[1:], eks)
-			vals, err := s.rdb.MGet(ctx, args...).Result()
-			if err != nil {
-				return nil, err
-			}
-			b, v = s.judge(stringsOf(vals), eks)
+	if eks, ok := s.guesses.get(key); ok && s.lean == nil {
+		args := make([]string, 1+len(eks))
+		args[0] = s.entryKey(key)
+		copy(args[1:], eks)
+		vals, err := s.rdb.MGet(ctx, args...).Result()
+		if err != nil {
+			return nil, err
 		}
-		if v != verdictUnknown {
+		if b, v := s.judge(stringsOf(vals), eks); v != verdictUnknown {
 			return b, nil
 		}
 	}

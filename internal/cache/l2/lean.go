@@ -44,7 +44,6 @@ type leanPool struct {
 	user     string
 	pass     string
 	db       int
-	timeout  time.Duration
 	dialer   net.Dialer
 	slots    chan struct{} // one token per open or opening connection
 	mu       sync.Mutex
@@ -53,14 +52,21 @@ type leanPool struct {
 }
 
 type leanConn struct {
-	nc  net.Conn
-	br  *bufio.Reader
-	buf []byte // the command written; the epochs' values read (until put)
+	nc   net.Conn
+	br   *bufio.Reader
+	buf  []byte   // the command written; the epochs' values read (until put)
+	vals [][]byte // mget's answer (until put)
+	ends []int    // where each epoch's value starts in buf, -1: nil
 }
 
 // maxBulk is the largest bulk string leanPool accepts: Redis's own limit
 // (proto-max-bulk-len, 512 MiB). A larger length is a broken stream.
 const maxBulk = 512 << 20
+
+// maxIdleBuf bounds the buffer an idle connection keeps: a reply with
+// large epoch values (not what this store writes there) does not stay
+// allocated.
+const maxIdleBuf = 64 << 10
 
 // respError is an error reply.
 type respError string
@@ -75,30 +81,33 @@ var errProto = errors.New("l2: redis protocol error")
 func newLeanPool(o Options, maxConns int) *leanPool {
 	return &leanPool{
 		addr: o.Addrs[0], user: o.Username, pass: o.Password, db: o.DB,
-		timeout: o.Timeout,
-		slots:   make(chan struct{}, maxConns),
+		slots: make(chan struct{}, maxConns),
 	}
 }
 
-// mget runs MGET first rest... and calls use with the values (nil: no
-// such key, or not a string). vals[0], the first key's, is the caller's to
-// keep; the others are valid only during use.
-func (p *leanPool) mget(ctx context.Context, first string, rest []string, use func(vals [][]byte)) error {
+// mget runs MGET key rest... before dl (or ctx's deadline, if sooner),
+// key being the concatenation of its three parts, and calls use with the
+// values (nil: no such key, or not a string). vals[0], key's, is the
+// caller's to keep; vals and the others are valid only during use.
+func (p *leanPool) mget(ctx context.Context, dl time.Time, key [3]string, rest []string, use func(vals [][]byte)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	dl, ok := ctx.Deadline()
-	if !ok {
-		dl = time.Now().Add(p.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
 	}
 	for try := 0; ; try++ {
-		c, reused, err := p.get(ctx)
+		c, reused, err := p.get(ctx, dl)
 		if err != nil {
 			return err
 		}
-		vals, err := c.mget(dl, first, rest)
+		vals, err := c.mget(dl, key, rest)
 		if err == nil {
 			use(vals)
+			clear(vals) // the entry is the caller's, not the idle connection's
+			if cap(c.buf) > maxIdleBuf {
+				c.buf = nil
+			}
 			p.put(c)
 			return nil
 		}
@@ -117,15 +126,19 @@ func (p *leanPool) mget(ctx context.Context, first string, rest []string, use fu
 }
 
 // get takes an idle connection or dials one, waiting for a free slot no
-// longer than ctx allows.
-func (p *leanPool) get(ctx context.Context) (*leanConn, bool, error) {
+// longer than dl (or ctx's cancellation).
+func (p *leanPool) get(ctx context.Context, dl time.Time) (*leanConn, bool, error) {
 	select {
 	case p.slots <- struct{}{}:
 	default:
+		t := time.NewTimer(time.Until(dl))
+		defer t.Stop()
 		select {
 		case p.slots <- struct{}{}:
 		case <-ctx.Done():
 			return nil, false, fmt.Errorf("l2: no free connection: %w", ctx.Err())
+		case <-t.C:
+			return nil, false, fmt.Errorf("l2: no free connection: %w", context.DeadlineExceeded)
 		}
 	}
 	p.mu.Lock()
@@ -141,7 +154,7 @@ func (p *leanPool) get(ctx context.Context) (*leanConn, bool, error) {
 		return c, true, nil
 	}
 	p.mu.Unlock()
-	c, err := p.dial(ctx)
+	c, err := p.dial(ctx, dl)
 	if err != nil {
 		<-p.slots
 		return nil, false, err
@@ -180,8 +193,10 @@ func (p *leanPool) close() {
 
 // dial opens a connection and authenticates and selects the database as
 // go-redis does (RESP2: no HELLO).
-func (p *leanPool) dial(ctx context.Context) (*leanConn, error) {
-	nc, err := p.dialer.DialContext(ctx, "tcp", p.addr)
+func (p *leanPool) dial(ctx context.Context, dl time.Time) (*leanConn, error) {
+	dctx, cancel := context.WithDeadline(ctx, dl)
+	defer cancel()
+	nc, err := p.dialer.DialContext(dctx, "tcp", p.addr)
 	if err != nil {
 		return nil, err
 	}
@@ -197,10 +212,6 @@ func (p *leanPool) dial(ctx context.Context) (*leanConn, error) {
 		cmds = append(cmds, []string{"SELECT", strconv.Itoa(p.db)})
 	}
 	if len(cmds) > 0 {
-		dl, ok := ctx.Deadline()
-		if !ok {
-			dl = time.Now().Add(p.timeout)
-		}
 		if err := c.handshake(dl, cmds); err != nil {
 			_ = nc.Close()
 			return nil, err
@@ -237,13 +248,13 @@ func (c *leanConn) handshake(dl time.Time, cmds [][]string) error {
 }
 
 // mget writes the command and reads its reply before dl.
-func (c *leanConn) mget(dl time.Time, first string, rest []string) ([][]byte, error) {
+func (c *leanConn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, error) {
 	if err := c.nc.SetDeadline(dl); err != nil {
 		return nil, err
 	}
 	b := appendArray(c.buf[:0], 2+len(rest))
 	b = appendBulk(b, "MGET", "", "")
-	b = appendBulk(b, first, "", "")
+	b = appendBulk(b, key[0], key[1], key[2])
 	for _, k := range rest {
 		b = appendBulk(b, k, "", "")
 	}
@@ -266,9 +277,12 @@ func (c *leanConn) mget(dl time.Time, first string, rest []string) ([][]byte, er
 	if err != nil || n != 1+len(rest) {
 		return nil, errProto
 	}
-	vals := make([][]byte, n)
+	if cap(c.vals) < n {
+		c.vals, c.ends = make([][]byte, n), make([]int, n)
+	}
+	vals, ends := c.vals[:n], c.ends[:n] // the epochs' values live in scratch, which may grow
+	clear(vals)
 	scratch := c.buf[:0]
-	ends := make([]int, n) // the epochs' values live in scratch, which may grow
 	for i := range n {
 		line, err := c.line()
 		if err != nil {

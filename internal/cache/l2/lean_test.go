@@ -28,7 +28,7 @@ func newLean(t *testing.T, addr string, conns int, tune ...func(*Options)) *lean
 // leanGet runs one MGET and returns copies of its values (nil: nil).
 func leanGet(ctx context.Context, p *leanPool, keys ...string) ([]any, error) {
 	var out []any
-	err := p.mget(ctx, keys[0], keys[1:], func(vals [][]byte) {
+	err := p.mget(ctx, time.Now().Add(5*time.Second), [3]string{keys[0]}, keys[1:], func(vals [][]byte) {
 		for _, v := range vals {
 			if v == nil {
 				out = append(out, nil)
@@ -223,7 +223,7 @@ func TestLeanBoundsConnections(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			_ = p.mget(ctx, "a", nil, func([][]byte) { held <- struct{}{}; <-hold })
+			_ = p.mget(ctx, time.Now().Add(time.Minute), [3]string{"a"}, nil, func([][]byte) { held <- struct{}{}; <-hold })
 		})
 	}
 	<-held
