@@ -206,9 +206,9 @@ func (x *exchange) streamLarge(l *largeBody) {
 	var err error
 	if x.r.Method != http.MethodHead {
 		if _, err = x.w.Write(l.prefix); err == nil {
-			buf := x.h.bufs.Get()
-			_, err = io.CopyBuffer(x.w, resp.Body, buf)
-			x.h.bufs.Put(buf)
+			buf := x.h.bufs.get()
+			_, err = io.CopyBuffer(x.w, resp.Body, *buf)
+			x.h.bufs.put(buf)
 		}
 	}
 	x.count(outcomes[outTooLarge].result)
