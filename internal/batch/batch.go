@@ -196,22 +196,32 @@ type batch[A, V any] struct {
 }
 
 // result is the outcome of one id of a batch, shared by all its waiters.
-// v, found and err are written once before done is closed and only read
-// after; the other fields are guarded by Loader.mu.
+// v, found and err are written once, before settled is set, and only read
+// after (by a LoadAs waiter once done is closed, by the goroutine that
+// tells the LoadThen waiters); the other fields are guarded by Loader.mu.
+// A settled result is never in a group's pending, so no waiter joins it
+// after.
 //
 // After a shared call failed, the id may ride in several calls at once,
 // one per list request waiting on it (see partitionLocked): the first
 // call that answers it settles it for every waiter, and it fails only
 // when the last call holding it failed.
 type result[V any] struct {
-	done    chan struct{}
-	v       V
-	found   bool
-	err     error
-	solo    bool         // a one-id client request waits on it
-	reqs    []*Requester // the list requests waiting on it
-	held    int          // calls holding it, queued or in flight
-	settled bool         // done is closed
+	// done is made for the first LoadAs waiter and closed when settled:
+	// a request that LoadThen finishes costs no channel.
+	done chan struct{}
+	// then and thens are the LoadThen waiters' (then the first one's).
+	then  func(V, bool, error)
+	thens []func(V, bool, error)
+	v     V
+	found bool
+	err   error
+	solo  bool         // a one-id client request waits on it
+	reqs  []*Requester // the list requests waiting on it
+	held  int          // calls holding it, queued or in flight
+	// settled: v, found and err are final, done (if any) is closed.
+	settled bool
+	told    bool // its LoadThen waiters are being told (tellLocked)
 }
 
 // round is one isolation round of an ErrSuspect failure: the calls of each
@@ -286,9 +296,12 @@ func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string,
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	r, err := l.join(ctx, req, keyOf(group), arg, id)
-	if err != nil {
+	r, settled, err := l.join(ctx, req, keyOf(group), arg, id, nil)
+	switch {
+	case err != nil:
 		return v, false, err
+	case settled:
+		return r.v, r.found, r.err
 	}
 	select {
 	case <-r.done:
@@ -298,17 +311,71 @@ func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string,
 	}
 }
 
+// LoadThen is LoadAs without the wait: it joins id as LoadAs does and
+// returns, and then is told the outcome once, on the goroutine of the
+// batch that settles it, after the loader's lock is released (or on the
+// caller's, before LoadThen returns, when it is settled at once: a closed
+// loader, a spent budget, an ended ctx). Many loads thus cost the batch's
+// goroutine and no goroutine or channel each.
+//
+// then must be short and must not block: the batch's other waiters are
+// told after it. A panic in then is recovered, so that it neither takes
+// the process down nor keeps the batch's other waiters from their
+// answers, and is lost: then must guard its own (coalesce.Flight's
+// FinishWith does).
+func (l *Loader[A, V]) LoadThen(ctx context.Context, req *Requester, group string, arg A, id string, then func(v V, found bool, err error)) {
+	var zero V
+	if err := ctx.Err(); err != nil {
+		then(zero, false, err)
+		return
+	}
+	r, settled, err := l.join(ctx, req, keyOf(group), arg, id, then)
+	switch {
+	case err != nil:
+		then(zero, false, err)
+	case settled:
+		then(r.v, r.found, r.err)
+	}
+}
+
 // join adds id to the open batch of the group keyed key, opening the group
 // or the batch if needed, and starts what may start. A quarantined id gets
-// a batch of its own instead, if req may still cause a call.
-func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, arg A, id string) (*result[V], error) {
+// a batch of its own instead, if req may still cause a call. The waiter is
+// then's (LoadThen) or, when then is nil, one that waits on r.done
+// (LoadAs). settled reports that r is settled already (its v, found and
+// err are final, and then is not kept).
+func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, arg A, id string, then func(V, bool, error)) (r *result[V], settled bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
+	r = l.joinLocked(ctx, req, key, arg, id)
+	if r.settled {
+		return r, true, nil
+	}
+	r.wait(then)
+	return r, false, nil
+}
+
+// wait adds a waiter to r, not yet settled: then, or (nil) one on
+// r.done. Loader.mu must be held.
+func (r *result[V]) wait(then func(V, bool, error)) {
+	switch {
+	case then == nil && r.done == nil:
+		r.done = make(chan struct{})
+	case then == nil:
+	case r.then == nil:
+		r.then = then
+	default:
+		r.thens = append(r.thens, then)
+	}
+}
+
+// joinLocked is join's work on the loader's state. l.mu must be held.
+func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key groupKey, arg A, id string) *result[V] {
 	if l.q.has(id, l.opts.Now()) {
-		return l.joinAloneLocked(ctx, req, arg, id), nil
+		return l.joinAloneLocked(ctx, req, arg, id)
 	}
 	g := l.groups[key]
 	lone := false
@@ -332,11 +399,11 @@ func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, a
 		// with a healthy upstream). Should that batch fail, req's retry
 		// is paid from its account (partitionLocked).
 		r.addRequester(req)
-		return r, nil
+		return r
 	}
 	b := g.open
 	if b != nil && !req.join(b.serial) || b == nil && req != nil && !req.join(l.serial+1) {
-		return l.overBudgetLocked(id), nil
+		return l.overBudgetLocked(id)
 	}
 	if b == nil {
 		l.serial++
@@ -347,7 +414,7 @@ func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, a
 			b.timer = time.AfterFunc(l.opts.MaxWait, func() { l.expire(b) })
 		}
 	}
-	r := &result[V]{done: make(chan struct{}), held: 1}
+	r := &result[V]{held: 1}
 	r.addRequester(req)
 	b.ids = append(b.ids, id)
 	b.res = append(b.res, r)
@@ -356,7 +423,7 @@ func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, a
 		l.closeOpenLocked(g)
 	}
 	l.pumpLocked(g)
-	return r, nil
+	return r
 }
 
 // joinAloneLocked fetches a quarantined id in a batch of its own, in a
@@ -366,7 +433,7 @@ func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, arg 
 	if req != nil && !req.afford(1) {
 		return l.overBudgetLocked(id)
 	}
-	r := &result[V]{done: make(chan struct{}), held: 1}
+	r := &result[V]{held: 1}
 	g := &group[A, V]{pending: make(map[string]*result[V])}
 	b := &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), ids: []string{id}, res: []*result[V]{r}, alone: true}
 	l.wg.Add(1)
@@ -378,8 +445,7 @@ func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, arg 
 // overBudgetLocked is the result of a Load whose list request has no call
 // left. l.mu must be held.
 func (l *Loader[A, V]) overBudgetLocked(id string) *result[V] {
-	r := &result[V]{done: make(chan struct{}), err: fmt.Errorf("%w: id %q", ErrBudget, id), settled: true}
-	close(r.done)
+	r := &result[V]{err: fmt.Errorf("%w: id %q", ErrBudget, id), settled: true}
 	if l.opts.OnBudget != nil {
 		l.opts.OnBudget(1)
 	}
@@ -443,20 +509,58 @@ func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
 	}
 }
 
-// run makes b's fetch, then answers its ids or queues their retries.
+// run makes b's fetch, then answers its ids or queues their retries, and
+// tells the LoadThen waiters of the ids it settled.
 func (l *Loader[A, V]) run(b *batch[A, V]) {
 	defer l.wg.Done()
 	m, err := l.call(b)
 
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	g := b.g
 	g.inFlight--
 	l.settleLocked(b, m, err)
+	tell := tellLocked(b.res)
 	l.pumpLocked(g)
 	if g.open == nil && len(g.ready) == 0 && g.inFlight == 0 && l.groups[g.key] == g {
 		delete(l.groups, g.key)
 	}
+	l.mu.Unlock()
+	for _, r := range tell {
+		r.tell()
+	}
+}
+
+// tellLocked marks the results of res that are settled and have LoadThen
+// waiters not yet told, and returns them, to be told once the lock is
+// released. l.mu must be held. A call settles only results it holds, so
+// its own res are where to look.
+func tellLocked[V any](res []*result[V]) []*result[V] {
+	var out []*result[V]
+	for _, r := range res {
+		if r.settled && !r.told && r.then != nil {
+			r.told = true
+			if out == nil {
+				out = make([]*result[V], 0, len(res))
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// tell gives r's outcome to its LoadThen waiters. r is settled, so
+// nothing writes it any more.
+func (r *result[V]) tell() {
+	tellOne(r.then, r.v, r.found, r.err)
+	for _, then := range r.thens {
+		tellOne(then, r.v, r.found, r.err)
+	}
+}
+
+// tellOne calls then, recovering a panic (see LoadThen).
+func tellOne[V any](then func(V, bool, error), v V, found bool, err error) {
+	defer func() { _ = recover() }()
+	then(v, found, err)
 }
 
 // call runs fetch, turning a panic into an error.

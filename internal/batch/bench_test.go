@@ -13,7 +13,8 @@ import (
 // through a loader with opts, whose fetch takes latency and fails with
 // ErrIsolate for every id divisible by badEvery (0: none), and reports the
 // ids per call and the calls per load. group gives each load's group.
-func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int64, group func(n int64) string) {
+// Loads wait with Load, or, with then, are told with LoadThen.
+func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int64, group func(n int64) string, then ...bool) {
 	var fetches, ids atomic.Int64
 	fetch := func(_ context.Context, _ struct{}, batch []string) (map[string]int, error) {
 		fetches.Add(1)
@@ -39,10 +40,24 @@ func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int6
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
+		type outcome struct {
+			found bool
+			err   error
+		}
+		told := make(chan outcome, 1)
+		tell := func(_ int, found bool, err error) { told <- outcome{found, err} }
 		for pb.Next() {
 			n := next.Add(1)
 			id := strconv.FormatInt(n, 10)
-			_, found, err := l.Load(ctx, group(n), struct{}{}, id)
+			var found bool
+			var err error
+			if len(then) > 0 && then[0] {
+				l.LoadThen(ctx, nil, group(n), struct{}{}, id, tell)
+				o := <-told
+				found, err = o.found, o.err
+			} else {
+				_, found, err = l.Load(ctx, group(n), struct{}{}, id)
+			}
 			if bad := badEvery > 0 && n%badEvery == 0; bad != (err != nil) || !bad && !found {
 				b.Fatalf("load %s: found=%v err=%v", id, found, err)
 			}
@@ -66,6 +81,14 @@ func BenchmarkLoad(b *testing.B) {
 			benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond}, latency, 0, oneGroup)
 		})
 	}
+}
+
+// BenchmarkLoadThen is BenchmarkLoad's nearby upstream with loads told by
+// LoadThen (the proxy's batched misses) instead of waiting in Load: no
+// channel per id, and the waiter woken by its own channel here as the
+// proxy's flight is by its own.
+func BenchmarkLoadThen(b *testing.B) {
+	benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond}, 500*time.Microsecond, 0, oneGroup, true)
 }
 
 // BenchmarkLoadIsolate: one id in a hundred makes its call fail with

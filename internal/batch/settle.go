@@ -104,7 +104,17 @@ func (l *Loader[A, V]) answerLocked(b *batch[A, V], m map[string]V, now time.Tim
 func (r *result[V]) answer(v V, found bool) {
 	r.held--
 	if !r.settled {
-		r.v, r.found, r.settled = v, found, true
+		r.v, r.found = v, found
+		r.settle()
+	}
+}
+
+// settle marks r's outcome final and wakes its LoadAs waiters (its
+// LoadThen waiters are told by the call's run, once the lock is
+// released). Loader.mu must be held.
+func (r *result[V]) settle() {
+	r.settled = true
+	if r.done != nil {
 		close(r.done)
 	}
 }
@@ -117,8 +127,8 @@ func (r *result[V]) fail(err error) bool {
 	if r.settled || r.held > 0 {
 		return false
 	}
-	r.err, r.settled = err, true
-	close(r.done)
+	r.err = err
+	r.settle()
 	return true
 }
 

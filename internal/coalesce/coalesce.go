@@ -27,19 +27,23 @@ var errGoexit = errors.New("coalesce: fn called runtime.Goexit")
 // not be copied after first use.
 //
 // It is singleflight's DoChan without what a waiter that can leave does
-// not need: the result is handed over in the call itself, not boxed into an
-// interface and sent on a channel per caller, so a flight costs the call,
-// its channel and its goroutine (a miss on a batched route pays it once
-// per request).
+// not need: the result is handed over in the flight itself, not boxed into
+// an interface and sent on a channel per caller, so a flight costs the
+// Flight and its channel, plus a goroutine only when its rest runs on one
+// (see Next).
 type Group[V any] struct {
 	mu    sync.Mutex
-	calls map[string]*call[V]
+	calls map[string]*Flight[V]
 }
 
-// call is one flight: v and err are written once, before done is closed.
-type call[V any] struct {
+// Flight is one flight of a key: v and err are written once, before done
+// is closed. A Later finishes it with Finish.
+type Flight[V any] struct {
+	g    *Group[V]
+	key  string
 	done chan struct{}
 	ran  atomic.Bool // fn has started
+	over atomic.Bool // Finish has been called
 	v    V
 	err  error
 }
@@ -67,8 +71,14 @@ func (g *Group[V]) Do(ctx context.Context, key string, fn func(ctx context.Conte
 	}
 	c, leader := g.join(key)
 	if leader {
-		go g.run(context.WithoutCancel(ctx), key, c, fn)
+		go c.run(context.WithoutCancel(ctx), fn)
 	}
+	return c.wait(ctx, leader)
+}
+
+// wait is a caller's wait for c: its answer, or ctx.Err() when ctx ends
+// first.
+func (c *Flight[V]) wait(ctx context.Context, leader bool) (v V, _ bool, err error) {
 	select {
 	case <-c.done:
 		return c.v, leader, c.err
@@ -79,22 +89,22 @@ func (g *Group[V]) Do(ctx context.Context, key string, fn func(ctx context.Conte
 
 // join returns key's flight in progress, or a new one that the caller
 // (leader) must run.
-func (g *Group[V]) join(key string) (c *call[V], leader bool) {
+func (g *Group[V]) join(key string) (c *Flight[V], leader bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c = g.calls[key]; c != nil {
 		return c, false
 	}
 	if g.calls == nil {
-		g.calls = make(map[string]*call[V])
+		g.calls = make(map[string]*Flight[V])
 	}
-	c = &call[V]{done: make(chan struct{})}
+	c = &Flight[V]{g: g, key: key, done: make(chan struct{})}
 	g.calls[key] = c
 	return c, true
 }
 
-func (g *Group[V]) run(ctx context.Context, key string, c *call[V], fn func(context.Context) (V, error)) {
-	g.step(key, c, func() (V, bool, error) {
+func (c *Flight[V]) run(ctx context.Context, fn func(context.Context) (V, error)) {
+	c.step(func() (V, bool, error) {
 		v, err := fn(ctx)
 		return v, false, err
 	})
@@ -104,10 +114,27 @@ func (g *Group[V]) run(ctx context.Context, key string, c *call[V], fn func(cont
 // runs it on its own goroutine.
 type Then[V any] func(ctx context.Context) (V, error)
 
+// Later is the part of a flight that another goroutine finishes: it runs
+// on the leader's goroutine, hands the work to whatever does it (the
+// batch loader, which fetches a batch of such flights on one goroutine
+// of its own) and returns at once; that work then calls f.Finish, once,
+// whenever it is done. It must see that Finish is called whatever
+// happens (an error is an answer): the flight's waiters wait for it.
+type Later[V any] func(ctx context.Context, f *Flight[V])
+
+// Next is how a flight goes on after a first step that did not answer it
+// (DoThen): Then on a goroutine of its own, or, when Then is nil, Later.
+// The zero Next: first's answer is the flight's.
+type Next[V any] struct {
+	Then  Then[V]
+	Later Later[V]
+}
+
 // DoThen is Do for a flight whose first step is short and usually
 // answers: first runs on the goroutine of the caller that starts the
-// flight, and only when it returns a non-nil then does the flight go on, on
-// its own goroutine, with then. Callers that join meanwhile wait as in Do.
+// flight, and only when it returns a non-zero Next does the flight go on,
+// with Next's Then on its own goroutine, or with Next's Later. Callers that
+// join meanwhile wait as in Do.
 //
 // This is for the proxy's fill, whose first step is a cache read: on a hit
 // that is the whole flight, and running it on a fresh goroutine cost the
@@ -115,59 +142,93 @@ type Then[V any] func(ctx context.Context) (V, error)
 // (runtime.newstack, 12 % of the process's CPU on an L2 hit), and the
 // wake-up of the parked caller it hands the answer to. The leader cannot
 // stop waiting while first runs, so first must be bounded by something
-// short (the L2 timeout); then, like Do's fn, may take as long as the
+// short (the L2 timeout); Then, like Do's fn, may take as long as the
 // upstream does, and the leader stops waiting for it when its ctx ends. A
-// panic or runtime.Goexit in either is every caller's error, as in Do.
-func (g *Group[V]) DoThen(ctx context.Context, key string, first func(ctx context.Context) (V, Then[V], error)) (v V, leader bool, err error) {
+// batched miss goes on with Later: the batch's own goroutine finishes the
+// flight, so the miss costs no goroutine of its own and its waiters one
+// wake-up, not two, while the leader can still stop waiting at once. A
+// panic or runtime.Goexit in first, Then or Later is every caller's error,
+// as in Do.
+func (g *Group[V]) DoThen(ctx context.Context, key string, first func(ctx context.Context) (V, Next[V], error)) (v V, leader bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
 	c, leader := g.join(key)
 	if leader {
 		flightCtx := context.WithoutCancel(ctx)
-		var then Then[V]
-		if !g.step(key, c, func() (V, bool, error) {
-			v, t, err := first(flightCtx)
-			then = t
-			return v, t != nil, err
+		var next Next[V]
+		if !c.step(func() (V, bool, error) {
+			v, n, err := first(flightCtx)
+			next = n
+			return v, n.Then != nil || n.Later != nil, err
 		}) {
 			return c.v, true, c.err
 		}
-		go g.run(flightCtx, key, c, then)
+		if next.Then != nil {
+			go c.run(flightCtx, next.Then)
+		} else {
+			c.step(func() (v V, _ bool, _ error) {
+				next.Later(flightCtx, c)
+				return v, true, nil
+			})
+		}
 	}
-	select {
-	case <-c.done:
-		return c.v, leader, c.err
-	case <-ctx.Done():
-		return v, leader && c.ran.Load(), ctx.Err()
-	}
+	return c.wait(ctx, leader)
 }
 
 // step runs one step of c's flight. Unless the step reports that the flight
-// goes on (more), it hands c's result to its callers, as it does when the
+// goes on (more), it finishes c with the step's result, as it does when the
 // step panics or calls runtime.Goexit.
-func (g *Group[V]) step(key string, c *call[V], fn func() (v V, more bool, err error)) (more bool) {
+func (c *Flight[V]) step(fn func() (v V, more bool, err error)) (more bool) {
 	returned := false
 	defer func() {
-		if returned && more {
+		if returned {
 			return
 		}
+		var err error
 		if r := recover(); r != nil {
-			c.err = panicError(r)
-		} else if !returned {
-			c.err = errGoexit
+			err = panicError(r)
+		} else {
+			err = errGoexit
 		}
-		g.mu.Lock()
-		if g.calls[key] == c {
-			delete(g.calls, key)
-		}
-		g.mu.Unlock()
-		close(c.done)
+		var zero V
+		c.Finish(zero, err)
 	}()
 	c.ran.Store(true)
-	c.v, more, c.err = fn()
+	v, more, err := fn()
 	returned = true
+	if !more {
+		c.Finish(v, err)
+	}
 	return more
+}
+
+// FinishWith finishes c with what fn returns: for the work a Later handed
+// on, run where a panic would otherwise take the process down or leave
+// the flight's callers waiting. A panic or runtime.Goexit in fn is every
+// caller's error, as in Do.
+func (c *Flight[V]) FinishWith(fn func() (V, error)) {
+	c.step(func() (V, bool, error) {
+		v, err := fn()
+		return v, false, err
+	})
+}
+
+// Finish hands v and err to c's callers and ends the flight: the next Do
+// for its key starts a new one. Only the first call counts (a Later that
+// panicked after handing its work on may be finished twice).
+func (c *Flight[V]) Finish(v V, err error) {
+	if !c.over.CompareAndSwap(false, true) {
+		return
+	}
+	c.v, c.err = v, err
+	g := c.g
+	g.mu.Lock()
+	if g.calls[c.key] == c {
+		delete(g.calls, c.key)
+	}
+	g.mu.Unlock()
+	close(c.done)
 }
 
 // Forget makes the next Do for key start a new flight even if one is running,

@@ -33,21 +33,21 @@ func TestDoThenFirstStepAnswersInline(t *testing.T) {
 	where := make(chan ran, 1)
 	go func() {
 		me := goid()
-		v, l, err := g.DoThen(context.Background(), "k", func(context.Context) (string, Then[string], error) {
+		v, l, err := g.DoThen(context.Background(), "k", func(context.Context) (string, Next[string], error) {
 			calls.Add(1)
 			where <- ran{me, goid()}
 			close(started)
 			<-release
-			return "hit", nil, nil
+			return "hit", Next[string]{}, nil
 		})
 		leaderOut <- outcome{v, l, err}
 	}()
 	<-started
 	waiterOut := make(chan outcome, 1)
 	go func() {
-		v, l, err := g.DoThen(joinCtx{context.Background(), &joined}, "k", func(context.Context) (string, Then[string], error) {
+		v, l, err := g.DoThen(joinCtx{context.Background(), &joined}, "k", func(context.Context) (string, Next[string], error) {
 			calls.Add(1)
-			return "second flight", nil, nil
+			return "second flight", Next[string]{}, nil
 		})
 		waiterOut <- outcome{v, l, err}
 	}()
@@ -83,8 +83,8 @@ func TestDoThenLeaderStopsWaitingForThen(t *testing.T) {
 	thenG := make(chan string, 1)
 	go func() {
 		leaderG <- goid()
-		v, l, err := g.DoThen(lctx, "k", func(context.Context) (string, Then[string], error) {
-			return "", func(ctx context.Context) (string, error) {
+		v, l, err := g.DoThen(lctx, "k", func(context.Context) (string, Next[string], error) {
+			return "", Next[string]{Then: func(ctx context.Context) (string, error) {
 				thenG <- goid()
 				close(thenStarted)
 				<-release
@@ -92,7 +92,7 @@ func TestDoThenLeaderStopsWaitingForThen(t *testing.T) {
 					return "", err
 				}
 				return ctx.Value(ctxKey{}).(string), nil
-			}, nil
+			}}, nil
 		})
 		leaderOut <- outcome{v, l, err}
 	}()
@@ -122,12 +122,12 @@ func TestDoThenPanicsAreShared(t *testing.T) {
 	for _, inThen := range []bool{false, true} {
 		var g Group[string]
 		boom := func() (string, error) { panic("boom") }
-		_, leader, err := g.DoThen(context.Background(), "k", func(context.Context) (string, Then[string], error) {
+		_, leader, err := g.DoThen(context.Background(), "k", func(context.Context) (string, Next[string], error) {
 			if inThen {
-				return "", func(context.Context) (string, error) { return boom() }, nil
+				return "", Next[string]{Then: func(context.Context) (string, error) { return boom() }}, nil
 			}
 			s, err := boom()
-			return s, nil, err
+			return s, Next[string]{}, err
 		})
 		if !errors.Is(err, ErrPanicked) || !leader {
 			t.Errorf("inThen=%v: got (leader=%v, %v), want ErrPanicked", inThen, leader, err)
@@ -136,5 +136,93 @@ func TestDoThenPanicsAreShared(t *testing.T) {
 		if err != nil || v != "next" {
 			t.Errorf("inThen=%v: next flight got (%q, %v)", inThen, v, err)
 		}
+	}
+}
+
+// A flight that goes on with Later runs it on the leader's goroutine and
+// is finished by whoever Later handed it to: the leader stops waiting at
+// once when its ctx ends, the flight stays joinable until Finish, and a
+// waiter gets what Finish gave, with the leader's context values.
+func TestDoThenLaterFinishedElsewhere(t *testing.T) {
+	var g Group[string]
+	var joined atomic.Int64
+	handed := make(chan *Flight[string], 1)
+	laterG := make(chan string, 1)
+	lctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "from-leader"))
+	leaderOut := make(chan outcome, 1)
+	leaderG := make(chan string, 1)
+	go func() {
+		leaderG <- goid()
+		v, l, err := g.DoThen(lctx, "k", func(context.Context) (string, Next[string], error) {
+			return "", Next[string]{Later: func(ctx context.Context, f *Flight[string]) {
+				laterG <- goid()
+				if err := ctx.Err(); err != nil {
+					t.Errorf("Later's ctx ended: %v", err)
+				}
+				handed <- f
+			}}, nil
+		})
+		leaderOut <- outcome{v, l, err}
+	}()
+	f := recv(t, handed)
+	if l, lg := recv(t, leaderG), recv(t, laterG); l != lg {
+		t.Errorf("Later ran on goroutine %s, the leader is %s", lg, l)
+	}
+	waiterOut := make(chan outcome, 1)
+	go func() {
+		v, l, err := g.Do(joinCtx{context.Background(), &joined}, "k", func(context.Context) (string, error) { return "second flight", nil })
+		waiterOut <- outcome{v, l, err}
+	}()
+	waitFor(t, "the waiter to join", func() bool { return joined.Load() == 1 })
+	cancel()
+	if o := recv(t, leaderOut); !errors.Is(o.err, context.Canceled) || !o.leader {
+		t.Fatalf("leader got (leader=%v, %v), want (true, context.Canceled)", o.leader, o.err)
+	}
+	select {
+	case o := <-waiterOut:
+		t.Fatalf("waiter answered before Finish: %+v", o)
+	default:
+	}
+	f.Finish("finished", nil)
+	f.Finish("twice", errors.New("ignored")) // only the first Finish counts
+	if o := recv(t, waiterOut); o.err != nil || o.v != "finished" || o.leader {
+		t.Errorf("waiter got (%q, leader=%v, %v), want (finished, false, nil)", o.v, o.leader, o.err)
+	}
+	v, leader, err := g.Do(context.Background(), "k", func(context.Context) (string, error) { return "next", nil })
+	if err != nil || v != "next" || !leader {
+		t.Errorf("after Finish, a new flight got (%q, leader=%v, %v), want (next, true, nil)", v, leader, err)
+	}
+}
+
+// A Later that finishes before it returns (the work failed at once)
+// answers the leader like a first step does.
+func TestDoThenLaterFinishesInline(t *testing.T) {
+	var g Group[string]
+	v, leader, err := g.DoThen(context.Background(), "k", func(context.Context) (string, Next[string], error) {
+		return "", Next[string]{Later: func(_ context.Context, f *Flight[string]) { f.Finish("inline", nil) }}, nil
+	})
+	if err != nil || v != "inline" || !leader {
+		t.Errorf("got (%q, leader=%v, %v), want (inline, true, nil)", v, leader, err)
+	}
+}
+
+// A Later that panics is every caller's error, even if it handed the
+// flight on first: that Finish, coming after, changes nothing.
+func TestDoThenLaterPanics(t *testing.T) {
+	var g Group[string]
+	handed := make(chan *Flight[string], 1)
+	_, leader, err := g.DoThen(context.Background(), "k", func(context.Context) (string, Next[string], error) {
+		return "", Next[string]{Later: func(_ context.Context, f *Flight[string]) {
+			handed <- f
+			panic("boom")
+		}}, nil
+	})
+	if !errors.Is(err, ErrPanicked) || !leader {
+		t.Errorf("got (leader=%v, %v), want ErrPanicked", leader, err)
+	}
+	recv(t, handed).Finish("late", nil)
+	v, _, err := g.Do(context.Background(), "k", func(context.Context) (string, error) { return "next", nil })
+	if err != nil || v != "next" {
+		t.Errorf("next flight got (%q, %v)", v, err)
 	}
 }

@@ -68,10 +68,21 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 			}
 		}
 	}
-	if q.route == "u" && q.kind == "read" && resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotModified && resp.StatusCode != http.StatusPartialContent && Resource(q.path) != "" && goodID(q.path) {
+	if ok := resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusPartialContent; !ok {
 		// The origin never fails a good ID: only a bad one can make
-		// its bulk call fail, and that must not cost the others.
-		r.violate("collateral", "%s: a good ID answered %d (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
+		// its bulk call fail, and that must not cost the others — a
+		// per-ID read's, nor a list's whose ids are all good, however
+		// many requests share the batches (crowd rounds).
+		crowd := ""
+		if q.crowd {
+			crowd = " in a crowd round"
+		}
+		switch {
+		case q.route == "u" && q.kind == "read" && Resource(q.path) != "" && goodID(q.path):
+			r.violate("collateral", "%s: a good ID answered %d%s (%s): %.120q", q, resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
+		case q.kind == "list" && goodIDs(q.ids):
+			r.violate("collateral", "%s: a list of %d good IDs answered %d%s (%s): %.120q", q, len(q.ids), resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
+		}
 	}
 	if resp.StatusCode == http.StatusNotModified {
 		r.checkNotModified(q, resp, start, end)
@@ -245,6 +256,16 @@ func subParams(got, sent string) bool {
 func goodID(path string) bool {
 	n, err := strconv.ParseUint(path[strings.LastIndexByte(path, '/')+1:], 10, 64)
 	return err == nil && n <= MaxID
+}
+
+// goodIDs: every id of a list is one the origin's bulk endpoint parses.
+func goodIDs(ids []string) bool {
+	for _, id := range ids {
+		if !goodID("/" + id) {
+			return false
+		}
+	}
+	return len(ids) > 0
 }
 
 // checkHead checks a HEAD answer by the stamp its header carries: no body

@@ -49,6 +49,20 @@
 // Expect: 100-continue. The report's Checked counts the answers each got,
 // by status, so a run shows they reached the replicas.
 //
+// # Crowd rounds (crowd.go)
+//
+// Every 22nd round (list-crowd) is a crowd round instead: 60 split-list
+// requests of 12-24 ids and 20 one-id reads at once, from every identity
+// through both replicas, over 48 ids no other round uses (so they load
+// through the batcher, not the cache), while the bulk endpoint is slow
+// (10-50 ms) but healthy: no bad id, no failure. The ids of one list
+// then sit in several pending batches, which the ordinary rounds' few
+// requests never cause: make bench's 200 concurrent lists found a list
+// charged each batch it joined, and good lists answered 502. Every
+// answer must be a 200 (collateral, below). list-crowd-large
+// (INVARIANT_FEATURES=all, and the soak) makes it every 8th round, 200
+// lists over 96 ids and 50 one-id reads.
+//
 // # Invariants (check.go)
 //
 //   - identity: never another identity's per-address, per-credential,
@@ -72,8 +86,11 @@
 //   - resend: no upstream request (one X-Request-Id) reaches the origin
 //     more than MaxSends times: once, and once more after a hang-up on a
 //     reused connection (RFC 9112 §9.3.1);
-//   - collateral: a per-ID read of an ID the origin parses never fails
-//     because a bad ID shared its bulk call;
+//   - collateral: a per-ID read of an ID the origin parses, and a list
+//     whose IDs it all parses, never fails (200, 206 or 304 only) because
+//     a bad ID of another request shared its bulk call, nor because other
+//     requests' ids shared its batches (crowd rounds); a list with bad
+//     IDs of its own may fail as documented (the bulk call's 400/500);
 //   - bound: after the run, no Redis key is longer than max_key_bytes
 //     (plus 256 bytes of the sidecar's own prefix and suffixes).
 //
@@ -93,7 +110,8 @@
 // Features (features.go) is the one table of the mix: one row per request
 // feature or origin behaviour, with a one-line note. To add one: add its
 // row (On: true when the sidecar already holds the invariants with it; else
-// On: false and Gate naming the issue item that fixes it, e.g. "20.2"),
+// On: false and Gate naming the issue item that fixes it, e.g. "20.2", or
+// Heavy when only the fixed seeds' wall time keeps it off),
 // draw it in request.go (drawRequest / drawHeaders / drawQuery) or in
 // run.go (drawProfile) and origin.go behind `Mix.Has("name")`, and add a
 // check in check.go if no existing one would see it break. A route setting

@@ -14,7 +14,11 @@ type Feature struct {
 	Name string
 	On   bool
 	Gate string // issue item the feature waits for; "" when none
-	Note string
+	// Heavy: off in the fixed seeds only for their wall time (a larger
+	// variant of a row that is On); INVARIANT_FEATURES=all and the soak
+	// draw it.
+	Heavy bool
+	Note  string
 }
 
 // Features is THE table of the mix. To add an input: add a row here, draw
@@ -61,6 +65,8 @@ var Features = []Feature{
 	{Name: "percent-path", On: true, Note: "paths with escaped unreserved characters (/r/%35, /%72/5, /r/%2e/5) that the origin decodes, and /r/5%2F that it does not; on reads and writes"},
 	{Name: "chunked-write", On: true, Note: "writes with a chunked body and trailers (Surrogate-Key, Cache-Control: no-store): trailers shape nothing"},
 	{Name: "expect", On: true, Note: "writes with a body behind Expect: 100-continue"},
+	{Name: "list-crowd", On: true, Note: "every 22nd round: 60 concurrent split lists of 12-24 fresh ids (pool of 48) and 20 one-id reads of them, over a slow, healthy bulk endpoint: every answer a 200"},
+	{Name: "list-crowd-large", On: false, Heavy: true, Note: "list-crowd every 8th round with 200 lists (pool of 96) and 50 one-id reads, as make bench's batch row; off in the fixed seeds for wall time only"},
 	{Name: "bulk-vary-gzip", On: true, Gate: "24.1", Note: "bulk answers as behind compression(): Vary: Accept-Encoding always, gzip when accepted (elements must still be identity, shared)"},
 
 	// What the origin does, drawn per resource per round and per request.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The origin's bulk endpoints (/u, and /e with its elements' own
@@ -17,11 +18,20 @@ const MaxID = 1<<31 - 1
 
 // BulkProfile is the profile name of the bulk endpoint; its Gzip answers
 // as Express's compression() does: Vary: Accept-Encoding on every answer,
-// gzip when the request accepts it.
+// gzip when the request accepts it, and its Delay holds every bulk call
+// (crowd rounds); its other fields are not read.
 const BulkProfile = "u/*"
 
 func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	var out []Stamp
+	o.mu.Lock()
+	delay := o.profiles[BulkProfile].Delay
+	o.mu.Unlock()
+	if delay > 0 {
+		// A slow bulk endpoint (crowd rounds): batches stay pending
+		// while other requests' ids join them.
+		time.Sleep(delay)
+	}
 	o.mu.Lock()
 	if o.profiles[BulkProfile].Gzip {
 		w.Header().Set("Vary", "Accept-Encoding")

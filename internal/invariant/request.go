@@ -43,6 +43,8 @@ type request struct {
 	chunked, expect bool
 	// cond is the conditional this request sent (conditional.go).
 	cond cond
+	// crowd: sent in a crowd round (crowd.go), over a healthy origin.
+	crowd bool
 }
 
 func (q *request) String() string {

@@ -167,6 +167,10 @@ func Run(ctx context.Context, cfg Config) Report {
 		}
 	}()
 	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
+		if r.crowdDue(round) {
+			r.crowd(ctx, round)
+			continue
+		}
 		r.round(ctx)
 	}
 	r.rep.Calls = cfg.Origin.Calls.Load()
@@ -186,10 +190,18 @@ func (r *run) round(ctx context.Context) {
 	hot := r.drawResources()
 	n := 1 + r.rng.IntN(10)
 	reqs := make([]*request, n)
-	budget := 0
 	for i := range reqs {
 		reqs[i] = r.drawRequest(hot)
-		budget += reqs[i].budget
+	}
+	r.play(ctx, reqs)
+}
+
+// play sends a round's requests all at once, checks each answer, and
+// checks the round's upstream calls against the sum of their budgets.
+func (r *run) play(ctx context.Context, reqs []*request) {
+	n, budget := len(reqs), 0
+	for _, q := range reqs {
+		budget += q.budget
 	}
 	o := r.cfg.Origin
 	o.NewRound()

@@ -12,6 +12,7 @@ import (
 	"github.com/sidecache/sidecache/internal/bulk"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 )
@@ -84,6 +85,28 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
 	ans, found, err := x.rs.batcher.LoadAs(ctx, x.list, x.rs.fwd.group(x.r), x, id)
+	return x.batchedFlight(ctx, ans, found, err)
+}
+
+// loadLater is loadBatched for the flight of a miss (fillFirst): it joins
+// the batch and returns, and the batch's goroutine finishes fl when the
+// id is answered. So a batched miss costs no goroutine of its own, and
+// its waiters are woken once, by the batch, instead of by a flight
+// goroutine the batch woke. The leader still stops waiting when its
+// client leaves (coalesce.DoThen), and the batch goes on and stores the
+// id's element (fetchBulk) for the next request.
+func (x *exchange) loadLater(ctx context.Context, stale candidate, fl *coalesce.Flight[*flight]) {
+	id := x.params.Get(x.rs.rt.Batch.IDParam)
+	x.rs.batcher.LoadThen(ctx, x.list, x.rs.fwd.group(x.r), x, id, func(ans bulkAnswer, found bool, err error) {
+		fl.FinishWith(func() (*flight, error) {
+			f, err := x.batchedFlight(ctx, ans, found, err)
+			return x.missed(f, err, stale)
+		})
+	})
+}
+
+// batchedFlight is the flight of one id the batcher answered.
+func (x *exchange) batchedFlight(ctx context.Context, ans bulkAnswer, found bool, err error) (*flight, error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err

@@ -52,49 +52,65 @@ func (f *flight) need() need {
 // L2 was not read before the flight, so that a herd of misses costs one L2
 // read, not one each).
 func (x *exchange) fill(ctx context.Context) (*flight, error) {
-	f, then := x.fillCached(ctx)
-	if then == nil {
+	f, stale := x.fillCached(ctx)
+	if f != nil {
 		return f, nil
 	}
-	return then(ctx)
+	return x.fillMiss(ctx, stale)
 }
 
 // fillFirst is the flight of join: fill's tier read runs on the goroutine
 // of the request that leads the flight (coalesce.DoThen), and only a miss
 // goes on to the upstream on a goroutine of its own, which the leader may
 // stop waiting for. An L2 hit thus costs no goroutine, no stack grown to
-// the Redis client's depth and no hand-over. With tracing on, the whole
+// the Redis client's depth and no hand-over. A miss of a batched route
+// needs no goroutine either: it joins a batch, whose goroutine finishes
+// the flight (coalesce.Later; loadLater). With tracing on, the whole
 // fill runs in its span on the flight's goroutine, as before.
-func (x *exchange) fillFirst(ctx context.Context) (*flight, coalesce.Then[*flight], error) {
+func (x *exchange) fillFirst(ctx context.Context) (*flight, coalesce.Next[*flight], error) {
 	if x.h.tr != nil {
-		return nil, x.fillTraced, nil
+		return nil, coalesce.Next[*flight]{Then: x.fillTraced}, nil
 	}
-	f, then := x.fillCached(ctx)
-	return f, then, nil
+	f, stale := x.fillCached(ctx)
+	switch {
+	case f != nil:
+		return f, coalesce.Next[*flight]{}, nil
+	case x.batched():
+		return nil, coalesce.Next[*flight]{Later: func(ctx context.Context, fl *coalesce.Flight[*flight]) {
+			x.loadLater(ctx, stale, fl)
+		}}, nil
+	}
+	return nil, coalesce.Next[*flight]{Then: func(ctx context.Context) (*flight, error) { return x.fillMiss(ctx, stale) }}, nil
 }
 
 // fillCached is fill's first step: the tiers' read, bounded by each
-// tier's own timeout. It returns the flight when a tier answers, otherwise
-// the rest of the fill (the lease and the upstream).
-func (x *exchange) fillCached(ctx context.Context) (*flight, coalesce.Then[*flight]) {
-	var stale candidate
+// tier's own timeout. It returns the flight when a tier answers,
+// otherwise nil and the stale copy it found, for the rest of the fill
+// (fillMiss: the lease and the upstream).
+func (x *exchange) fillCached(ctx context.Context) (f *flight, stale candidate) {
 	if !x.refresh && !x.own {
 		c := x.lookup(ctx, false)
 		if x.answers(c, needRevalidate) {
-			return &flight{c: c}, nil
+			return &flight{c: c}, stale
 		}
 		if x.answers(c, needIfError) {
 			stale = c
 		}
 		x.base = x.validatable(c)
 	}
-	return nil, func(ctx context.Context) (*flight, error) { return x.fillMiss(ctx, stale) }
+	return nil, stale
 }
 
 // fillMiss is fill after the tiers missed: the upstream (or the lease, or
 // the batcher), with stale kept for the waiters' stale-if-error.
 func (x *exchange) fillMiss(ctx context.Context, stale candidate) (*flight, error) {
 	f, err := x.fillUpstream(ctx, stale)
+	return x.missed(f, err, stale)
+}
+
+// missed is the flight of a fill that missed the tiers, from what the
+// upstream or the batcher gave.
+func (x *exchange) missed(f *flight, err error, stale candidate) (*flight, error) {
 	if err != nil {
 		err = x.mustRevalidateError(err) // revalidate.go
 	}
@@ -105,8 +121,14 @@ func (x *exchange) fillMiss(ctx context.Context, stale candidate) (*flight, erro
 	return f, err
 }
 
+// batched reports whether the request's miss is loaded through the
+// route's batcher: a batch route's request with no query of its own.
+func (x *exchange) batched() bool {
+	return x.rs.batcher != nil && x.upstreamQuery() == ""
+}
+
 func (x *exchange) fillUpstream(ctx context.Context, stale candidate) (*flight, error) {
-	if x.rs.batcher != nil && x.upstreamQuery() == "" {
+	if x.batched() {
 		return x.loadBatched(ctx)
 	}
 	// One deadline for waiting on another replica's lease and fetching

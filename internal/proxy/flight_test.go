@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -56,5 +57,65 @@ func TestLeaderLeavesWhileUpstreamHeld(t *testing.T) {
 			t.Fatalf("%d upstream calls: the abandoned fetch did not go on", up.calls.Load())
 		}
 		e.l1.Wait()
+	}
+}
+
+// A batched miss's flight is finished by the batch (coalesce.Later), not
+// by a goroutine of its own: its leader, whose client leaves while the
+// bulk call is held, returns at once; a request that joins the flight
+// after that gets the element when the batch answers, with no second
+// call; and the element is stored for the next request.
+func TestBatchedLeaderLeavesJoinerAnswered(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	good := usersAnswer(func(string) bool { return true })
+	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		close(arrived)
+		<-release
+		good(w, r, ids)
+	})
+	e := newEnv(t, o.upstream, []testRoute{userRoute(10, time.Millisecond)})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before the servers close, should the test fail
+	const url = "http://api.example/users/7"
+
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		e.h.ServeHTTP(&discard{h: make(http.Header)}, httptest.NewRequest("GET", url, nil).WithContext(ctx))
+	}()
+	<-arrived
+	cancel()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second): // only a hang gets here
+		t.Fatal("the leader waited for the bulk call after its client left")
+	}
+
+	var joined atomic.Int64
+	joiner := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, httptest.NewRequest("GET", url, nil).WithContext(joinCtx{context.Background(), &joined}))
+		joiner <- w
+	}()
+	waitFor(t, func() bool { return joined.Load() >= 1 })
+	unblock()
+	w := <-joiner
+	if w.Code != http.StatusOK || w.Body.String() != userJSON("7", nil) {
+		t.Errorf("joiner got %d %q, want the element", w.Code, w.Body.String())
+	}
+	if calls := o.snapshot(); len(calls) != 1 {
+		t.Fatalf("%d bulk calls, want 1: the joiner did not join the departed leader's flight", len(calls))
+	}
+	e.l1.Wait()
+	w = httptest.NewRecorder()
+	e.h.ServeHTTP(w, httptest.NewRequest("GET", url, nil))
+	if cs := w.Header().Get("Cache-Status"); !strings.Contains(cs, "hit") || w.Body.String() != userJSON("7", nil) {
+		t.Errorf("next request: %q %q, want a hit on the element", cs, w.Body.String())
+	}
+	if len(o.snapshot()) != 1 {
+		t.Error("the departed leader's id was fetched again")
 	}
 }

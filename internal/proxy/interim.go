@@ -15,9 +15,14 @@ import (
 // Pass-through relays 1xx itself (internal/lean, httputil.ReverseProxy).
 
 // relayInterim opens the relay for x's client and returns the func that
-// closes it for good. The relay is carried by the exchange copies made
+// closes it for good (none for a miss of a batch route). The relay is carried by the exchange copies made
 // after it, background refreshes included, which find it closed.
 func (x *exchange) relayInterim() func() {
+	if x.batched() {
+		// Its miss is loaded through a bulk call (fillUpstream), which
+		// relays no client's 1xx: a relay would never be used.
+		return func() {}
+	}
 	ir := relay.New(x.w, x.r, x.h.tagh.stripFrom, x.h.maxHdr)
 	x.interim = ir
 	return ir.Close

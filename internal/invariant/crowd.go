@@ -1,0 +1,118 @@
+package invariant
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Crowd rounds: many concurrent split-list requests over a pool of ids no
+// earlier round used (so every list loads through the batcher, not the
+// cache), with one-id reads of the same ids, against a bulk endpoint that
+// is slow but healthy: no bad id, no failure. Every answer must then be a
+// 200; a 502 or 504 (a list's call budget spent joining other requests'
+// batches, say) is collateral. A round of a few requests never piles a
+// list's ids into many pending batches at once: make bench's 200
+// concurrent lists did, and found what the ordinary rounds missed.
+//
+// A crowd round takes the place of an ordinary round every crowdEvery
+// rounds, with its own generator (seeded by the seed and the round), so
+// the ordinary rounds draw what they drew without it.
+
+// crowdShape is the size of a crowd round.
+type crowdShape struct {
+	every        int // a crowd round every this many rounds
+	lists, reads int // concurrent list requests and one-id reads
+	pool         int // distinct fresh ids they share
+	minIDs       int // ids per list: minIDs up to pool/2
+}
+
+var (
+	// crowdSmall is the default mix's: rare and small enough to keep the
+	// fixed seeds' wall time, large enough to spread a list's ids over
+	// several pending batches.
+	crowdSmall = crowdShape{every: 22, lists: 60, reads: 20, pool: 48, minIDs: 12}
+	// crowdLarge (list-crowd-large: INVARIANT_FEATURES=all, soak) is make
+	// bench's shape scaled to the harness.
+	crowdLarge = crowdShape{every: 8, lists: 200, reads: 50, pool: 96, minIDs: 12}
+)
+
+func (r *run) crowdShape() (crowdShape, bool) {
+	switch m := r.cfg.Mix; {
+	case m.Has("list-crowd-large"):
+		return crowdLarge, true
+	case m.Has("list-crowd") && m.Has("batch"):
+		return crowdSmall, true
+	}
+	return crowdShape{}, false
+}
+
+// crowdDue reports whether round (0-based) is a crowd round.
+func (r *run) crowdDue(round int) bool {
+	s, ok := r.crowdShape()
+	return ok && round%s.every == s.every-1
+}
+
+// crowd plays one crowd round.
+func (r *run) crowd(ctx context.Context, round int) {
+	s, _ := r.crowdShape()
+	r.rep.Rounds++
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, 3000+uint64(round)))
+	// Ids no other round draws: ordinary rounds use 1-64.
+	base := 100000 + round*1000
+	pool := make([]string, s.pool)
+	for i := range pool {
+		pool[i] = fmt.Sprint(base + i + 1)
+	}
+	r.cfg.Origin.SetProfile(BulkProfile, Profile{
+		Gzip:  r.cfg.Mix.Has("bulk-vary-gzip") && rng.IntN(2) == 0,
+		Delay: time.Duration(10+rng.IntN(40)) * time.Millisecond,
+	})
+	reqs := make([]*request, 0, s.lists+s.reads)
+	for range s.lists {
+		q := r.crowdRequest(rng)
+		q.kind, q.path = "list", "/u"
+		n := s.minIDs + rng.IntN(s.pool/2-s.minIDs+1)
+		for _, i := range rng.Perm(s.pool)[:n] {
+			q.ids = append(q.ids, pool[i])
+		}
+		q.query = "ids=" + strings.Join(q.ids, ",")
+		q.budget = BudgetList(n)
+		reqs = append(reqs, q)
+	}
+	for range s.reads {
+		q := r.crowdRequest(rng)
+		q.path = "/u/" + pool[rng.IntN(s.pool)]
+		q.res = Resource(q.path)
+		reqs = append(reqs, q)
+	}
+	rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
+	r.play(ctx, reqs)
+	r.mu.Lock()
+	r.rep.Checked["crowd"] += len(reqs)
+	r.mu.Unlock()
+}
+
+// crowdRequest is a GET of the batch route by a random identity through a
+// random replica, with the headers that split batches into groups
+// (Accept-Encoding, X-Tenant) and no credentials (which would bypass the
+// batcher).
+func (r *run) crowdRequest(rng *rand.Rand) *request {
+	who := r.ids[rng.IntN(len(r.ids))]
+	q := &request{
+		who: who, replica: rng.IntN(len(r.cfg.Replicas)), method: http.MethodGet, hdr: http.Header{},
+		sent: map[string]string{"addr": who.addr, "cookie": "", "auth": "", "tenant": "", "lang": ""},
+		kind: "read", route: "u", budget: BudgetRead, crowd: true,
+	}
+	if ae := []string{"", "gzip", "identity", "gzip, deflate, br"}[rng.IntN(4)]; ae != "" {
+		q.hdr.Set("Accept-Encoding", ae)
+	}
+	if who.tenant != "" && rng.IntN(2) == 0 {
+		q.hdr.Set("X-Tenant", who.tenant)
+		q.sent["tenant"] = who.tenant
+	}
+	return q
+}
