@@ -127,13 +127,17 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return c.Conn.Write(p)
 	}
 	written := 0
-	if c.raw != nil && len(p) > 0 && c.raw.mu.TryLock() {
-		// TryLock: a concurrent writer (net.Conn allows one) takes the
-		// deadline's path rather than waiting here.
-		written = c.raw.write(p)
-		c.raw.mu.Unlock()
-		if written == len(p) {
-			return written, nil
+	if c.raw != nil {
+		// Held for the whole write, the wait included, as net.Conn holds
+		// its own lock: a concurrent writer's bytes never land between
+		// what the socket took at once and the rest.
+		c.raw.mu.Lock()
+		defer c.raw.mu.Unlock()
+		if len(p) > 0 {
+			written = c.raw.write(p)
+			if written == len(p) {
+				return written, nil
+			}
 		}
 	}
 	for {
@@ -160,7 +164,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 // It never sets a deadline, so it never stalls: what it leaves unwritten,
 // and the error that stopped it, are Write's deadline path's to handle.
 type rawWriter struct {
-	mu sync.Mutex // guards p and n, which fn reads and writes
+	mu sync.Mutex // one Write at a time; guards p and n, which fn uses
 	rc syscall.RawConn
 	fn func(fd uintptr) bool // try, as a value made once
 	p  []byte
