@@ -49,6 +49,8 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_batch_budget_exhausted_total":     {"counter", map[string][]string{"route": nil}},
 	"sidecache_lease_takeovers_total":            {"counter", map[string][]string{"route": nil}},
 	"sidecache_coherence_refused_total":          {"counter", map[string][]string{"tier": {"l1", "l2"}}},
+	"sidecache_edge_refused_total": {"counter", map[string][]string{
+		"reason": {"framing", "loop", "trace", "write-timeout"}}},
 	"sidecache_batch_not_stored_total": {"counter", map[string][]string{
 		"route": nil, "reason": {"vary-star", "vary-per-request", "vary-withheld", "private", "uncacheable"}}},
 	"sidecache_invalidations_total": {"counter", map[string][]string{

@@ -12,7 +12,8 @@
 //     (RFC 9110 §7.6.2, §9.3.8), loops (Via, RFC 9110 §7.6.3) and upgrades
 //     (RFC 9110 §7.8, RFC 9113 §3.1).
 //
-// It knows nothing of routes or caching; internal/server wires it around
+// Both tell a Counter what they refuse or cut, by reason (guard.go). It
+// knows nothing of routes or caching; internal/server wires it around
 // the proxy on both listeners.
 package edge
 
@@ -31,13 +32,15 @@ import (
 // Listener wraps ln so that every connection it accepts bounds its writes
 // (writeTimeout between two writes that made progress; 0: none) and notes
 // ambiguous framing for Guard. Pair it with ConnContext on the http.Server.
-func Listener(ln net.Listener, writeTimeout time.Duration) net.Listener {
-	return &listener{Listener: ln, wt: writeTimeout}
+// count (nil: none) is told each connection cut at writeTimeout.
+func Listener(ln net.Listener, writeTimeout time.Duration, count Counter) net.Listener {
+	return &listener{Listener: ln, wt: writeTimeout, count: count}
 }
 
 type listener struct {
 	net.Listener
-	wt time.Duration
+	wt    time.Duration
+	count Counter
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -45,7 +48,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ec := &Conn{Conn: c, wt: l.wt}
+	ec := &Conn{Conn: c, wt: l.wt, count: l.count}
 	if sc, ok := c.(syscall.Conn); ok && l.wt > 0 {
 		if rc, err := sc.SyscallConn(); err == nil {
 			ec.raw = &rawWriter{rc: rc}
@@ -58,7 +61,9 @@ func (l *listener) Accept() (net.Conn, error) {
 // Conn is one client connection accepted by Listener.
 type Conn struct {
 	net.Conn
-	wt time.Duration
+	wt    time.Duration
+	count Counter
+	cut   atomic.Bool // cut at wt: counted once, whoever writes next
 	// both: a header section on this connection carried Content-Length
 	// and Transfer-Encoding together (scan, read on the connection's
 	// goroutine; loaded by the handler's).
@@ -151,6 +156,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 			return written, err
 		}
 		if n == 0 {
+			if c.cut.CompareAndSwap(false, true) && c.count != nil {
+				c.count.EdgeRefused(ReasonWriteTimeout)
+			}
 			c.Conn.Close()
 			return written, err
 		}

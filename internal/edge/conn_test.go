@@ -49,7 +49,7 @@ func pair(t *testing.T, wt time.Duration) (*countingListener, net.Conn, net.Conn
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	c, err := Listener(cl, wt).Accept()
+	c, err := Listener(cl, wt, nil).Accept()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Options are the request rules' settings.
@@ -22,6 +23,38 @@ type Options struct {
 	// Upgrade is removed from the request, which then goes on as an
 	// ordinary one. h2c is never forwarded (RFC 9113 §3.1).
 	Upgrades []string
+	// Count is told each request the Guard refuses (nil: none).
+	Count Counter
+}
+
+// Counter counts what the edge refuses, once per refused request or cut
+// connection, by reason (the Reason constants): a client or a front proxy
+// that misbehaves shows in the metrics, not only in its own logs.
+// *metrics.Metrics is one (sidecache_edge_refused_total).
+type Counter interface{ EdgeRefused(reason string) }
+
+// Reasons, the reason label of sidecache_edge_refused_total.
+const (
+	ReasonFraming      = "framing"       // 400: ambiguous framing (RFC 9112 §6.1)
+	ReasonLoop         = "loop"          // 508: our own Via pseudonym came back (RFC 9110 §7.6.3)
+	ReasonTrace        = "trace"         // 405: TRACE while it is not allowed
+	ReasonWriteTimeout = "write-timeout" // a connection cut: the client stopped reading (Listener)
+)
+
+// Reasons are the reasons a Guard with o, behind a Listener with
+// writeTimeout, can count: the series worth creating at zero.
+func Reasons(o Options, writeTimeout time.Duration) []string {
+	r := []string{ReasonFraming}
+	if o.Via != "" {
+		r = append(r, ReasonLoop)
+	}
+	if !o.AllowTrace {
+		r = append(r, ReasonTrace)
+	}
+	if writeTimeout > 0 {
+		r = append(r, ReasonWriteTimeout)
+	}
+	return r
 }
 
 // Guard applies the request rules of the package doc, then hands the
@@ -47,18 +80,18 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Transfer-Encoding, or Transfer-Encoding in HTTP/1.0, has
 		// framing a front proxy may read otherwise than we did; NGINX
 		// answers 400 and closes, and so do we (see README).
-		refuse(w, http.StatusBadRequest, "ambiguous message framing\n")
+		g.refuse(w, ReasonFraming, http.StatusBadRequest, "ambiguous message framing\n")
 		return
 	}
 	if g.o.Via != "" && viaHas(r.Header["Via"], g.o.Via) {
 		// RFC 9110 §7.6.3: our own pseudonym on the way in is a loop
 		// (the upstream, or something behind it, is the sidecar).
-		refuse(w, http.StatusLoopDetected, "loop detected\n")
+		g.refuse(w, ReasonLoop, http.StatusLoopDetected, "loop detected\n")
 		return
 	}
 	if r.Method == http.MethodTrace && !g.o.AllowTrace {
 		w.Header().Set("Allow", "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE")
-		refuse(w, http.StatusMethodNotAllowed, "TRACE not allowed\n")
+		g.refuse(w, ReasonTrace, http.StatusMethodNotAllowed, "TRACE not allowed\n")
 		return
 	}
 	if (r.Method == http.MethodTrace || r.Method == http.MethodOptions) && g.maxForwards(w, r) {
@@ -96,8 +129,12 @@ func (g *Guard) ambiguous(r *http.Request) bool {
 	return c.AmbiguousFraming()
 }
 
-// refuse answers code with a short text and closes the connection after.
-func refuse(w http.ResponseWriter, code int, text string) {
+// refuse answers code with a short text and closes the connection after;
+// it counts the refusal under reason.
+func (g *Guard) refuse(w http.ResponseWriter, reason string, code int, text string) {
+	if g.o.Count != nil {
+		g.o.Count.EdgeRefused(reason)
+	}
 	h := w.Header()
 	h.Set("Connection", "close")
 	h.Set("Content-Type", "text/plain; charset=utf-8")

@@ -39,7 +39,7 @@ func WriteResponse(w http.ResponseWriter, resp *http.Response, buf []byte, trail
 		dst.Add("Trailer", strings.Join(names, ", "))
 	}
 	w.WriteHeader(resp.StatusCode)
-	if err := copyBody(w, resp, buf); err != nil {
+	if err := CopyBody(w, resp, nil, buf); err != nil {
 		return err
 	}
 	if len(resp.Trailer) > 0 && trailers != nil {
@@ -64,13 +64,29 @@ func WriteResponse(w http.ResponseWriter, resp *http.Response, buf []byte, trail
 	return nil
 }
 
-func copyBody(w http.ResponseWriter, resp *http.Response, buf []byte) error {
-	if resp.Body == http.NoBody {
-		return nil
-	}
+// CopyBody writes prefix, the part of resp's body a caller has already
+// read (nil: none), then the rest of resp.Body, to w, whose header has been
+// written. An answer of unknown length or an event stream is flushed after
+// every read, as httputil.ReverseProxy does (its flushInterval is -1 for
+// them): a long poll or an event stream reaches the client as it comes,
+// not as net/http's write buffer fills. An answer with a Content-Length is
+// not, since it ends on its own: a flush per read would cost a syscall
+// each. It returns the first error reading the body or writing to w.
+func CopyBody(w http.ResponseWriter, resp *http.Response, prefix, buf []byte) error {
 	var rc *http.ResponseController
 	if resp.ContentLength == -1 || isEventStream(resp.Header) {
 		rc = http.NewResponseController(w)
+	}
+	if len(prefix) > 0 {
+		if _, err := w.Write(prefix); err != nil {
+			return err
+		}
+		if rc != nil {
+			_ = rc.Flush()
+		}
+	}
+	if resp.Body == http.NoBody {
+		return nil
 	}
 	for {
 		n, rerr := resp.Body.Read(buf)

@@ -78,6 +78,7 @@ type Metrics struct {
 	overflows     *prometheus.CounterVec
 	takeovers     *prometheus.CounterVec
 	refused       *prometheus.CounterVec
+	edge          *prometheus.CounterVec
 	batch         batchVecs
 	invalidations *prometheus.CounterVec
 	late          prometheus.Counter
@@ -163,6 +164,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name:      "coherence_refused_total",
 			Help:      "Stored entries a tier held but the coherence bound refused (older than coherence.max_lag while this replica cannot prove it hears its peers' invalidations), by tier; each is also a lookup miss.",
 		}, []string{"tier"}),
+		edge:  newEdgeRefused(),
 		batch: newBatchVecs(),
 		invalidations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
@@ -201,7 +203,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.requests, m.requestDur, m.lookups, m.upstream, m.upstreamDur,
 			m.coalesced, m.batchSize, m.isolations, m.overflows, m.takeovers,
 			m.batch.quarantined, m.batch.evictions, m.batch.budget, m.batch.notStored,
-			m.refused, m.invalidations, m.reloads, m.buildInfo,
+			m.refused, m.edge, m.invalidations, m.reloads, m.buildInfo,
 			m.state,
 		)
 		reg.MustRegister(m.bounds.collectors()...)

@@ -2,13 +2,13 @@ package proxy
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 )
 
@@ -171,9 +171,12 @@ func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, f
 }
 
 // streamLarge answers the client whose request fetched a response too large
-// to keep: it streams the part already read, then the rest. When the body
-// is no longer there to claim (the grace period ended), it passes through
-// with a fetch of its own.
+// to keep: it streams the part already read, then the rest, flushed as it
+// comes when it is a stream (lean.CopyBody), as on the pass-through paths:
+// an event stream or a long poll that outgrew max_body_bytes must not
+// wait in net/http's write buffer. When the body is no longer there to
+// claim (the grace period ended), it passes through with a fetch of its
+// own.
 //
 // The client leaving ends the upstream request at once, as on the other
 // pass-through paths, and a body the upstream broke off (or one the client
@@ -205,11 +208,10 @@ func (x *exchange) streamLarge(l *largeBody) {
 	x.w.WriteHeader(resp.StatusCode)
 	var err error
 	if x.r.Method != http.MethodHead {
-		if _, err = x.w.Write(l.prefix); err == nil {
-			buf := x.h.bufs.get()
-			_, err = io.CopyBuffer(x.w, resp.Body, *buf)
-			x.h.bufs.put(buf)
-		}
+		// As the pass-through paths: a stream is flushed as it comes.
+		buf := x.h.bufs.get()
+		err = lean.CopyBody(x.w, resp, l.prefix, *buf)
+		x.h.bufs.put(buf)
 	}
 	x.count(outcomes[outTooLarge].result)
 	if err != nil && x.r.Context().Value(http.ServerContextKey) != nil {

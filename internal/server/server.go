@@ -183,7 +183,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if access == nil {
 		access = s.log
 	}
-	guard := edge.NewGuard(s.proxy, edge.Options{Via: cfg.Server.Via, AllowTrace: cfg.Server.AllowTrace, Upgrades: cfg.Upstream.AllowUpgrades})
+	eo := edge.Options{Via: cfg.Server.Via, AllowTrace: cfg.Server.AllowTrace, Upgrades: cfg.Upstream.AllowUpgrades, Count: s.m}
+	s.m.EdgeReasons(edge.Reasons(eo, cfg.Server.WriteTimeout.D())...)
+	guard := edge.NewGuard(s.proxy, eo)
 	s.proxySrv = s.httpServer(tracing.Handler(accessLog(guard, func() config.Log { return s.cfg.Load().Log }, access), tp), cfg.Server)
 	s.adminSrv = s.httpServer(admin.Handler(admin.Options{
 		TokenFunc: func() string { return s.cfg.Load().Admin.Token }, // reloadable
@@ -251,7 +253,7 @@ func (s *Server) Listen() error {
 		}
 	}
 	wt := cfg.Server.WriteTimeout.D()
-	s.proxyLn, s.adminLn = edge.Listener(s.proxyLn, wt), edge.Listener(s.adminLn, wt)
+	s.proxyLn, s.adminLn = edge.Listener(s.proxyLn, wt, s.m), edge.Listener(s.adminLn, wt, s.m)
 	return nil
 }
 

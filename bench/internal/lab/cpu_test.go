@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"os"
 	"reflect"
 	"strconv"
@@ -84,5 +85,33 @@ func TestSplitPath(t *testing.T) {
 				seen[id] = true
 			}
 		}
+	}
+}
+
+// TestReleaseEach: the per-command pacer releases every token, in order,
+// one at a time; a cancelled context ends it early and closes the channel.
+func TestReleaseEach(t *testing.T) {
+	tokens := make(chan int, 1)
+	go releaseEach(context.Background(), tokens, 20000, 200)
+	want := 0
+	for i := range tokens {
+		if i != want {
+			t.Fatalf("token %d, want %d", i, want)
+		}
+		want++
+	}
+	if want != 200 {
+		t.Fatalf("%d tokens, want 200", want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tokens = make(chan int, 10)
+	releaseEach(ctx, tokens, 1, 10) // token 0 is due at once, 1 a second later
+	n := 0
+	for range tokens {
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("%d tokens after cancel, want 1", n)
 	}
 }

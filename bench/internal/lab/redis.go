@@ -95,8 +95,15 @@ func meanValueSize(ctx context.Context, addr, pattern string) (int, error) {
 // pacedGets issues GET of keys (round robin) at rate per second for d,
 // spread over conns connections, each waiting for its reply before its
 // next command: a plain client at the same open-loop rate as the HTTP
-// cells. It returns the replies that held a value and the failures.
-func pacedGets(ctx context.Context, addr string, keys []string, rate, conns int, d time.Duration) (ok, failed int, err error) {
+// cells. Each GET is released at its own instant, start + i/rate, as
+// vegeta releases each request of the sidecar's rows, so the commands
+// reach Redis spread out as the sidecar's MGETs do and Redis pays an
+// event-loop wake-up per command; with batched, a 1 ms ticker releases
+// what fell due since its last tick at once (this bench's reference until
+// 2026-11-25), so commands arriving together share Redis's wake-ups and
+// cost it less each. It returns the replies that held a value and the
+// failures.
+func pacedGets(ctx context.Context, addr string, keys []string, rate, conns int, d time.Duration, batched bool) (ok, failed int, err error) {
 	var cs []*resp.Conn
 	defer func() {
 		for _, c := range cs {
@@ -111,24 +118,12 @@ func pacedGets(ctx context.Context, addr string, keys []string, rate, conns int,
 		cs = append(cs, c)
 	}
 	tokens := make(chan int, rate) // a second's worth: lateness queues here, as vegeta's does
-	go func() {
-		defer close(tokens)
-		start, sent := time.Now(), 0
-		total := int(d.Seconds() * float64(rate))
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for sent < total {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				due := min(total, int(now.Sub(start).Seconds()*float64(rate)))
-				for ; sent < due; sent++ {
-					tokens <- sent
-				}
-			}
-		}
-	}()
+	total := int(d.Seconds() * float64(rate))
+	if batched {
+		go releaseBatched(ctx, tokens, rate, total)
+	} else {
+		go releaseEach(ctx, tokens, rate, total)
+	}
 	var nOK, nFail atomic.Int64
 	var wg sync.WaitGroup
 	for _, c := range cs {
@@ -144,4 +139,43 @@ func pacedGets(ctx context.Context, addr string, keys []string, rate, conns int,
 	}
 	wg.Wait()
 	return int(nOK.Load()), int(nFail.Load()), ctx.Err()
+}
+
+// releaseEach sends token i at start + i/rate, each at its own instant (a
+// late one at once, as vegeta's pacer catches up).
+func releaseEach(ctx context.Context, tokens chan<- int, rate, total int) {
+	defer close(tokens)
+	start := time.Now()
+	for i := range total {
+		if wait := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(rate))); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		tokens <- i
+	}
+}
+
+// releaseBatched sends, on each tick of a 1 ms ticker, every token that
+// fell due since the last.
+func releaseBatched(ctx context.Context, tokens chan<- int, rate, total int) {
+	defer close(tokens)
+	start, sent := time.Now(), 0
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for sent < total {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			due := min(total, int(now.Sub(start).Seconds()*float64(rate)))
+			for ; sent < due; sent++ {
+				tokens <- sent
+			}
+		}
+	}
 }

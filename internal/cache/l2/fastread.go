@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -175,7 +176,7 @@ const (
 // checkGuessed applies the script's test to b, an entry read in the same
 // MGET as eps, the values of the epoch keys eks (nil: the key is missing).
 // It does not allocate.
-func (s *Store) checkGuessed(b []byte, eks []string, eps []any) verdict {
+func (s *Store) checkGuessed(b []byte, eks []string, eps [][]byte) verdict {
 	at, lines, _, ok := header(b)
 	if !ok {
 		return verdictNoHeader
@@ -192,11 +193,10 @@ func (s *Store) checkGuessed(b []byte, eks []string, eps []any) verdict {
 		if j == len(eks) {
 			return verdictUnknown
 		}
-		ep, isStr := eps[j].(string)
-		if !isStr {
+		if eps[j] == nil {
 			return verdictRefuse // evicted, expired or never stored
 		}
-		n, err := strconv.ParseInt(ep, 10, 64)
+		n, err := strconv.ParseInt(string(eps[j]), 10, 64)
 		if err != nil || n >= at {
 			return verdictRefuse
 		}
@@ -204,11 +204,32 @@ func (s *Store) checkGuessed(b []byte, eks []string, eps []any) verdict {
 	return verdictServe
 }
 
+// getLean is the guessed read (getGuessed) on the lean client (lean.go),
+// with the deadline dl instead of a context of its own: no timer, no
+// context allocated for a hit. done is false when there is no lean client
+// (Cluster, Sentinel), no guess for key, or a header named a tag that was
+// not guessed: the caller reads with getChecked then, by the same dl.
+func (s *Store) getLean(ctx context.Context, key string, dl time.Time) (b []byte, done bool, err error) {
+	if s.lean == nil {
+		return nil, false, nil
+	}
+	eks, ok := s.guesses.get(key)
+	if !ok {
+		return nil, false, nil
+	}
+	var v verdict
+	err = s.lean.mget(ctx, dl, [3]string{s.opts.Prefix, "e:", key}, eks, func(vals [][]byte) { b, v = s.judge(vals, eks) })
+	if err != nil {
+		return nil, true, err
+	}
+	return b, v != verdictUnknown, nil
+}
+
 // getGuessed is getChecked outside Cluster: one MGET when the key's tags
 // are guessed, else (or when the guess fell short) the script, which
-// teaches the guess.
+// teaches the guess. With a lean client the MGET was getLean's, before.
 func (s *Store) getGuessed(ctx context.Context, key string) ([]byte, error) {
-	if eks, ok := s.guesses.get(key); ok {
+	if eks, ok := s.guesses.get(key); ok && s.lean == nil {
 		args := make([]string, 1+len(eks))
 		args[0] = s.entryKey(key)
 		copy(args[1:], eks)
@@ -216,25 +237,36 @@ func (s *Store) getGuessed(ctx context.Context, key string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		b, v := s.judge(vals, eks)
-		if v != verdictUnknown {
+		if b, v := s.judge(stringsOf(vals), eks); v != verdictUnknown {
 			return b, nil
 		}
 	}
 	return s.getScripted(ctx, key)
 }
 
-// judge turns an MGET's answer into the value to return (nil: a miss) and
-// the verdict; verdictUnknown returns nil and asks for the script.
-func (s *Store) judge(vals []any, eks []string) ([]byte, verdict) {
+// stringsOf turns go-redis's MGET answer into judge's form: nil for a
+// missing key (or any reply that is not a string).
+func stringsOf(vals []any) [][]byte {
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		if s, ok := v.(string); ok {
+			out[i] = []byte(s)
+		}
+	}
+	return out
+}
+
+// judge turns an MGET's answer (nil: a missing key) into the value to
+// return (nil: a miss) and the verdict; verdictUnknown returns nil and
+// asks for the script. The value returned is vals[0].
+func (s *Store) judge(vals [][]byte, eks []string) ([]byte, verdict) {
 	if len(vals) != 1+len(eks) {
 		return nil, verdictUnknown
 	}
-	v, ok := vals[0].(string)
-	if !ok {
+	b := vals[0]
+	if b == nil {
 		return nil, verdictRefuse // no such entry
 	}
-	b := []byte(v)
 	switch vd := s.checkGuessed(b, eks, vals[1:]); vd {
 	case verdictServe, verdictNoHeader:
 		return b, vd
@@ -259,9 +291,9 @@ func (s *Store) getGuessedCluster(ctx context.Context, key string, eks []string)
 		cmds[1+i] = pipe.Get(ctx, k)
 	}
 	_, _ = pipe.Exec(ctx)
-	vals := make([]any, len(cmds))
+	vals := make([][]byte, len(cmds))
 	for i, c := range cmds {
-		v, err := c.Result()
+		v, err := c.Bytes()
 		switch {
 		case err == nil:
 			vals[i] = v

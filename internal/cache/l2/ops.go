@@ -20,6 +20,8 @@ const (
 
 var _ cache.Store = (*Store)(nil)
 
+var errNoHeader = errors.New("no header")
+
 type opKind uint8
 
 const (
@@ -48,9 +50,13 @@ func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error)
 	if err := s.admit(); err != nil {
 		return nil, false, wrap("get", err)
 	}
-	cctx, cancel := s.withTimeout(ctx)
-	b, err := s.getChecked(cctx, key)
-	cancel()
+	dl := time.Now().Add(s.opts.Timeout)
+	b, done, err := s.getLean(ctx, key, dl)
+	if !done {
+		cctx, cancel := context.WithDeadline(ctx, dl)
+		b, err = s.getChecked(cctx, key)
+		cancel()
+	}
 	s.done(ctx, err)
 	if err != nil {
 		return nil, false, wrap("get", err)
@@ -105,7 +111,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 				vals[i], _ = c.Bytes()
 			case *redis.SliceCmd:
 				var v verdict
-				if vals[i], v = s.judge(c.Val(), guessed[i]); v == verdictUnknown {
+				if vals[i], v = s.judge(stringsOf(c.Val()), guessed[i]); v == verdictUnknown {
 					unknown = append(unknown, i)
 				}
 			case *redis.Cmd:
@@ -142,7 +148,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 func (s *Store) decode(key string, b []byte) (*cache.Entry, bool, error) {
 	_, _, payload, ok := header(b)
 	var e *cache.Entry
-	err := errors.New("no header")
+	err := errNoHeader
 	if ok {
 		e, err = cache.Unmarshal(payload)
 	}

@@ -34,6 +34,9 @@ func TestSentinel(t *testing.T) {
 	if _, ok := a.rdb.(*redis.Client); !ok {
 		t.Fatalf("MasterName gave a %T, want a failover *redis.Client", a.rdb)
 	}
+	if a.lean != nil {
+		t.Fatal("a lean client under Sentinel: it would not follow a failover")
+	}
 
 	// Round trips, landing on the master the sentinels name.
 	want := entry("v1", time.Minute, "tag")

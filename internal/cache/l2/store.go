@@ -109,6 +109,7 @@ type Options struct {
 // invalidation, purge and leases.
 type Store struct {
 	rdb    redis.UniversalClient
+	lean   *leanPool             // the L2 hit's MGET on a single Redis (lean.go); nil in Cluster and Sentinel
 	sub    redis.UniversalClient // the subscription's, with its own timeouts (subscribe.go); swapped under psMu by relay failover
 	relay  int                   // index in SubscribeAddrs of sub's relay (relay.go); subscriber goroutine only
 	opts   Options
@@ -185,6 +186,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		stop:    make(chan struct{}),
 		exited:  make(chan struct{}),
 	}
+	if opts.MasterName == "" && !opts.Cluster && len(opts.Addrs) == 1 {
+		s.lean = newLeanPool(opts, leanConns())
+	}
 	s.relay = firstRelay(s.origin, len(opts.SubscribeAddrs))
 	s.sub = s.newSub()
 
@@ -255,6 +259,9 @@ func (s *Store) Close() error {
 		close(s.stop)
 		s.cancel()
 		s.wg.Wait()
+		if s.lean != nil {
+			s.lean.close()
+		}
 		err = errors.Join(s.rdb.Close(), s.sub.Close())
 	})
 	return err

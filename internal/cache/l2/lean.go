@@ -1,0 +1,371 @@
+package l2
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// A lean client for the L2 hit's one command.
+//
+// An L2 hit is one MGET (fastread.go), and on the sidecar the go-redis
+// call around it cost more than the round trip's syscalls: a pool Get that
+// tests the connection's health with a non-blocking read syscall every
+// time, hooks, the RESP3 push-notification peek before each reply,
+// per-command allocations (docs/coherence.md, "The L2 read"). leanPool
+// speaks RESP2 on its own connections, for that command only: it writes
+// the MGET with the keys appended straight into the connection's buffer,
+// reads the reply into one allocation for the entry, and returns the
+// connection to a free list without a health check — a connection the
+// server closed meanwhile fails the read (EOF, reset) and the call is
+// retried once on a new connection, as go-redis's MaxRetries 1 does.
+//
+// It keeps what the go-redis client guaranteed:
+//   - the context's deadline bounds the call (the socket's deadline is
+//     set from it; without one, Timeout): a stalled Redis fails the call
+//     at the deadline, with the connection closed since a late reply
+//     would answer the next command;
+//   - at most maxConns connections, a caller waiting for one no longer
+//     than its deadline;
+//   - a missing key is a nil element, an error reply an error that
+//     implements redis.Error (so unavailable classifies it as go-redis's).
+//
+// It serves a single Redis only: Cluster (slots, redirections) and
+// Sentinel (the master changes) keep go-redis (Store.lean is nil there).
+type leanPool struct {
+	addr     string
+	user     string
+	pass     string
+	db       int
+	dialer   net.Dialer
+	slots    chan struct{} // one token per open or opening connection
+	mu       sync.Mutex
+	idle     []*leanConn
+	isClosed bool
+}
+
+type leanConn struct {
+	nc   net.Conn
+	br   *bufio.Reader
+	buf  []byte   // the command written; the epochs' values read (until put)
+	vals [][]byte // mget's answer (until put)
+	ends []int    // where each epoch's value starts in buf, -1: nil
+}
+
+// maxBulk is the largest bulk string leanPool accepts: Redis's own limit
+// (proto-max-bulk-len, 512 MiB). A larger length is a broken stream.
+const maxBulk = 512 << 20
+
+// maxIdleBuf bounds the buffer an idle connection keeps: a reply with
+// large epoch values (not what this store writes there) does not stay
+// allocated.
+const maxIdleBuf = 64 << 10
+
+// respError is an error reply.
+type respError string
+
+func (e respError) Error() string { return string(e) }
+
+// RedisError makes respError a redis.Error.
+func (respError) RedisError() {}
+
+var errProto = errors.New("l2: redis protocol error")
+
+func newLeanPool(o Options, maxConns int) *leanPool {
+	return &leanPool{
+		addr: o.Addrs[0], user: o.Username, pass: o.Password, db: o.DB,
+		slots: make(chan struct{}, maxConns),
+	}
+}
+
+// mget runs MGET key rest... before dl (or ctx's deadline, if sooner),
+// key being the concatenation of its three parts, and calls use with the
+// values (nil: no such key, or not a string). vals[0], key's, is the
+// caller's to keep; vals and the others are valid only during use.
+func (p *leanPool) mget(ctx context.Context, dl time.Time, key [3]string, rest []string, use func(vals [][]byte)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
+	}
+	for try := 0; ; try++ {
+		c, reused, err := p.get(ctx, dl)
+		if err != nil {
+			return err
+		}
+		vals, err := c.mget(dl, key, rest)
+		if err == nil {
+			use(vals)
+			clear(vals) // the entry is the caller's, not the idle connection's
+			if cap(c.buf) > maxIdleBuf {
+				c.buf = nil
+			}
+			p.put(c)
+			return nil
+		}
+		var rerr respError
+		if errors.As(err, &rerr) {
+			p.put(c) // the reply was read whole: the connection is fine
+			return err
+		}
+		p.drop(c)
+		var ne net.Error
+		if try > 0 || !reused || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
+			return err
+		}
+		// A pooled connection the server closed: once more, on a new one.
+	}
+}
+
+// get takes an idle connection or dials one, waiting for a free slot no
+// longer than dl (or ctx's cancellation).
+func (p *leanPool) get(ctx context.Context, dl time.Time) (*leanConn, bool, error) {
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		t := time.NewTimer(time.Until(dl))
+		defer t.Stop()
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, false, fmt.Errorf("l2: no free connection: %w", ctx.Err())
+		case <-t.C:
+			return nil, false, fmt.Errorf("l2: no free connection: %w", context.DeadlineExceeded)
+		}
+	}
+	p.mu.Lock()
+	if p.isClosed {
+		p.mu.Unlock()
+		<-p.slots
+		return nil, false, ErrClosed
+	}
+	if n := len(p.idle); n > 0 {
+		c := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return c, true, nil
+	}
+	p.mu.Unlock()
+	c, err := p.dial(ctx, dl)
+	if err != nil {
+		<-p.slots
+		return nil, false, err
+	}
+	return c, false, nil
+}
+
+func (p *leanPool) put(c *leanConn) {
+	p.mu.Lock()
+	if p.isClosed {
+		p.mu.Unlock()
+		p.drop(c)
+		return
+	}
+	p.idle = append(p.idle, c)
+	p.mu.Unlock()
+	<-p.slots
+}
+
+func (p *leanPool) drop(c *leanConn) {
+	_ = c.nc.Close()
+	<-p.slots
+}
+
+// close closes the idle connections; those in use are closed when put.
+func (p *leanPool) close() {
+	p.mu.Lock()
+	p.isClosed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, c := range idle {
+		_ = c.nc.Close()
+	}
+}
+
+// dial opens a connection and authenticates and selects the database as
+// go-redis does (RESP2: no HELLO).
+func (p *leanPool) dial(ctx context.Context, dl time.Time) (*leanConn, error) {
+	dctx, cancel := context.WithDeadline(ctx, dl)
+	defer cancel()
+	nc, err := p.dialer.DialContext(dctx, "tcp", p.addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &leanConn{nc: nc, br: bufio.NewReaderSize(nc, 4096), buf: make([]byte, 0, 512)}
+	var cmds [][]string
+	switch {
+	case p.user != "":
+		cmds = append(cmds, []string{"AUTH", p.user, p.pass})
+	case p.pass != "":
+		cmds = append(cmds, []string{"AUTH", p.pass})
+	}
+	if p.db != 0 {
+		cmds = append(cmds, []string{"SELECT", strconv.Itoa(p.db)})
+	}
+	if len(cmds) > 0 {
+		if err := c.handshake(dl, cmds); err != nil {
+			_ = nc.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *leanConn) handshake(dl time.Time, cmds [][]string) error {
+	if err := c.nc.SetDeadline(dl); err != nil {
+		return err
+	}
+	b := c.buf[:0]
+	for _, args := range cmds {
+		b = appendArray(b, len(args))
+		for _, a := range args {
+			b = appendBulk(b, a, "", "")
+		}
+	}
+	c.buf = b
+	if _, err := c.nc.Write(b); err != nil {
+		return err
+	}
+	for range cmds {
+		line, err := c.line()
+		if err != nil {
+			return err
+		}
+		if line[0] == '-' {
+			return respError(line[1:])
+		}
+	}
+	return nil
+}
+
+// mget writes the command and reads its reply before dl.
+func (c *leanConn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, error) {
+	if err := c.nc.SetDeadline(dl); err != nil {
+		return nil, err
+	}
+	b := appendArray(c.buf[:0], 2+len(rest))
+	b = appendBulk(b, "MGET", "", "")
+	b = appendBulk(b, key[0], key[1], key[2])
+	for _, k := range rest {
+		b = appendBulk(b, k, "", "")
+	}
+	c.buf = b
+	if _, err := c.nc.Write(b); err != nil {
+		return nil, err
+	}
+	line, err := c.line()
+	if err != nil {
+		return nil, err
+	}
+	switch line[0] {
+	case '-':
+		return nil, respError(line[1:])
+	case '*':
+	default:
+		return nil, errProto
+	}
+	n, err := strconv.Atoi(string(line[1:]))
+	if err != nil || n != 1+len(rest) {
+		return nil, errProto
+	}
+	if cap(c.vals) < n {
+		c.vals, c.ends = make([][]byte, n), make([]int, n)
+	}
+	vals, ends := c.vals[:n], c.ends[:n] // the epochs' values live in scratch, which may grow
+	clear(vals)
+	scratch := c.buf[:0]
+	for i := range n {
+		line, err := c.line()
+		if err != nil {
+			return nil, err
+		}
+		if line[0] != '$' {
+			return nil, errProto
+		}
+		m, err := strconv.Atoi(string(line[1:]))
+		if err != nil || m < -1 || m > maxBulk {
+			return nil, errProto
+		}
+		if m == -1 {
+			ends[i] = -1
+			continue
+		}
+		if i == 0 {
+			v := make([]byte, m+2)
+			if _, err := io.ReadFull(c.br, v); err != nil {
+				return nil, err
+			}
+			vals[0] = v[:m:m]
+			continue
+		}
+		start := len(scratch)
+		scratch = append(scratch, make([]byte, m+2)...)
+		if _, err := io.ReadFull(c.br, scratch[start:]); err != nil {
+			return nil, err
+		}
+		scratch = scratch[:start+m]
+		ends[i] = start
+	}
+	c.buf = scratch
+	for i := 1; i < n; i++ {
+		if ends[i] < 0 {
+			continue
+		}
+		end := len(scratch)
+		for j := i + 1; j < n; j++ {
+			if ends[j] >= 0 {
+				end = ends[j]
+				break
+			}
+		}
+		vals[i] = scratch[ends[i]:end:end]
+	}
+	return vals, nil
+}
+
+// line reads one reply line without its CRLF. It is valid until the next
+// read.
+func (c *leanConn) line() ([]byte, error) {
+	l, err := c.br.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, errProto
+		}
+		return nil, err
+	}
+	if len(l) < 3 || l[len(l)-2] != '\r' {
+		return nil, errProto
+	}
+	return l[:len(l)-2], nil
+}
+
+func appendArray(b []byte, n int) []byte {
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '\r', '\n')
+}
+
+// appendBulk appends the bulk string a+b+c: a key written from its parts
+// without concatenating them first.
+func appendBulk(buf []byte, a, b, c string) []byte {
+	buf = append(buf, '$')
+	buf = strconv.AppendInt(buf, int64(len(a)+len(b)+len(c)), 10)
+	buf = append(buf, '\r', '\n')
+	buf = append(buf, a...)
+	buf = append(buf, b...)
+	buf = append(buf, c...)
+	return append(buf, '\r', '\n')
+}
+
+// leanConns is the lean pool's bound: go-redis's default PoolSize, 10
+// connections per GOMAXPROCS.
+func leanConns() int { return 10 * runtime.GOMAXPROCS(0) }
