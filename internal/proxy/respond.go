@@ -213,9 +213,9 @@ func (x *exchange) streamLarge(l *largeBody) {
 	var err error
 	if x.r.Method != http.MethodHead {
 		// As the pass-through paths: a stream is flushed as it comes.
-		buf := x.h.bufs.Get()
-		err = lean.CopyBody(x.w, resp, l.prefix, buf)
-		x.h.bufs.Put(buf)
+		buf := x.h.bufs.get()
+		err = lean.CopyBody(x.w, resp, l.prefix, *buf)
+		x.h.bufs.put(buf)
 		if err == nil {
 			lean.WriteTrailers(x.w, resp, announced, x.h.trailers)
 		}
