@@ -62,7 +62,7 @@ func (r *run) crowd(ctx context.Context, round int) {
 	r.rep.Rounds++
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, 3000+uint64(round)))
 	// Ids no other round draws: ordinary rounds use 1-64.
-	base := 100000 + round*1000
+	base := crowdBase + round*crowdSpan
 	pool := make([]string, s.pool)
 	for i := range pool {
 		pool[i] = fmt.Sprint(base + i + 1)
@@ -72,12 +72,22 @@ func (r *run) crowd(ctx context.Context, round int) {
 		Delay: time.Duration(10+rng.IntN(40)) * time.Millisecond,
 	})
 	reqs := make([]*request, 0, s.lists+s.reads)
+	// Every other crowd round, with list-crowd-bad: isolating bad ids
+	// behind a slow bulk endpoint is what makes a crowd round long.
+	bad := r.cfg.Mix.Has("list-crowd-bad") && round/s.every%2 == 1
 	for range s.lists {
 		q := r.crowdRequest(rng)
 		q.kind, q.path = "list", "/u"
 		n := s.minIDs + rng.IntN(s.pool/2-s.minIDs+1)
 		for _, i := range rng.Perm(s.pool)[:n] {
 			q.ids = append(q.ids, pool[i])
+		}
+		if bad && rng.IntN(20) == 0 {
+			// A list of its own bad id, spliced in among good ones:
+			// it may fail; the good lists sharing its batches may not.
+			at := rng.IntN(len(q.ids) + 1)
+			q.ids = append(q.ids[:at], append([]string{crowdBadID(round, rng.Uint64())}, q.ids[at:]...)...)
+			n++
 		}
 		q.query = "ids=" + strings.Join(q.ids, ",")
 		q.budget = BudgetList(n)
@@ -90,7 +100,7 @@ func (r *run) crowd(ctx context.Context, round int) {
 		reqs = append(reqs, q)
 	}
 	rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
-	r.play(ctx, reqs)
+	r.play(ctx, reqs, round)
 	r.mu.Lock()
 	r.rep.Checked["crowd"] += len(reqs)
 	r.mu.Unlock()

@@ -61,7 +61,15 @@
 // charged each batch it joined, and good lists answered 502. Every
 // answer must be a 200 (collateral, below). list-crowd-large
 // (INVARIANT_FEATURES=all, and the soak) makes it every 8th round, 200
-// lists over 96 ids and 50 one-id reads.
+// lists over 96 ids and 50 one-id reads. With list-crowd-bad, every
+// other crowd round one list in twenty carries a bad id of its own: that
+// list may fail, no other may.
+//
+// A crowd round's bulk calls are told by their ids (CrowdRound) and
+// counted against its budget whenever they arrive: a batch it queued may
+// be sent after its last answer (a list's retry whose ids other lists'
+// retries answered first still goes), during the next round, whose few
+// requests' budget it is not.
 //
 // # Invariants (check.go)
 //
@@ -82,7 +90,7 @@
 //   - budget: the upstream calls of a round of concurrent requests stay
 //     within the sum of their budgets (BudgetRead, BudgetWrite,
 //     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs), resends apart (see
-//     BudgetRead);
+//     BudgetRead); a crowd round's are checked once the run is over;
 //   - resend: no upstream request (one X-Request-Id) reaches the origin
 //     more than MaxSends times: once, and once more after a hang-up on a
 //     reused connection (RFC 9112 §9.3.1);

@@ -109,6 +109,13 @@ type Origin struct {
 	rng      *rand.Rand
 	sent     map[string]int // X-Request-Id → calls, this round
 	overSent []string       // ids sent more than MaxSends times
+	// crowd counts the bulk calls of each crowd round (CrowdRound),
+	// resends apart, whenever they arrive: a crowd round's last calls may
+	// reach the origin after its last answer, during the next round.
+	crowd map[int]int64
+	// CrowdCalls counts them all, so a round's own calls are what it
+	// received less the crowd rounds' (see run.play).
+	CrowdCalls atomic.Int64
 }
 
 // MaxSends is the most calls one upstream request (one X-Request-Id) may
@@ -117,7 +124,7 @@ const MaxSends = 2
 
 // NewOrigin starts the origin; the caller closes it.
 func NewOrigin(seed uint64) *Origin {
-	o := &Origin{ver: map[string]int{}, lm: map[string]time.Time{}, born: time.Now().Truncate(time.Second).Add(-time.Hour), profiles: map[string]Profile{}, sent: map[string]int{}, rng: rand.New(rand.NewPCG(seed, 7))}
+	o := &Origin{ver: map[string]int{}, lm: map[string]time.Time{}, born: time.Now().Truncate(time.Second).Add(-time.Hour), profiles: map[string]Profile{}, sent: map[string]int{}, crowd: map[int]int64{}, rng: rand.New(rand.NewPCG(seed, 7))}
 	o.Server = httptest.NewServer(http.HandlerFunc(o.serve))
 	return o
 }
@@ -158,6 +165,21 @@ func Resource(path string) string {
 	return segs[0] + "/" + id
 }
 
+// ResetCrowd forgets the crowd rounds' calls: a run starts.
+func (o *Origin) ResetCrowd() {
+	o.mu.Lock()
+	clear(o.crowd)
+	o.mu.Unlock()
+}
+
+// CrowdCallsOf is the number of bulk calls of crowd round round so far,
+// resends apart.
+func (o *Origin) CrowdCallsOf(round int) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.crowd[round]
+}
+
 // NewRound forgets the request ids seen so far (a resend follows its
 // first send within the client request that caused both) and returns the
 // ids sent more than MaxSends times since the last call.
@@ -171,16 +193,21 @@ func (o *Origin) NewRound() (overSent []string) {
 
 func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	o.Calls.Add(1)
+	resent := false
 	if id := r.Header.Get("X-Request-Id"); id != "" {
 		o.mu.Lock()
 		o.sent[id]++
 		if n := o.sent[id]; n > 1 {
+			resent = true
 			o.Resends.Add(1)
 			if n == MaxSends+1 {
 				o.overSent = append(o.overSent, r.Method+" "+r.URL.RequestURI()+" X-Request-Id "+id)
 			}
 		}
 		o.mu.Unlock()
+	}
+	if r.URL.Path == "/u" && !resent {
+		o.countCrowd(r.URL.Query().Get("ids"))
 	}
 	if r.Method == http.MethodPatch {
 		o.Writes.Add(1)

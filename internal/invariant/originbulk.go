@@ -22,6 +22,49 @@ const MaxID = 1<<31 - 1
 // (crowd rounds); its other fields are not read.
 const BulkProfile = "u/*"
 
+// Crowd rounds' ids (crowd.go): good ones are crowdBase+crowdSpan·round+i,
+// above every id an ordinary round draws (1-64); bad ones are 20 digits,
+// "8", the round in 5 digits and 14 random ones, over MaxID and over
+// 2⁶⁴ like an ordinary round's bad ids, which start with 9.
+const (
+	crowdBase = 100000
+	crowdSpan = 1000
+)
+
+// crowdBadID is a bad id of crowd round round.
+func crowdBadID(round int, rnd uint64) string {
+	return fmt.Sprintf("8%05d%014d", round, rnd%1e14)
+}
+
+// CrowdRound reports the crowd round whose id id is, if it is one.
+func CrowdRound(id string) (int, bool) {
+	if len(id) == 20 && id[0] == '8' {
+		k, err := strconv.Atoi(id[1:6])
+		return k, err == nil
+	}
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil || n < crowdBase || n > MaxID {
+		return 0, false
+	}
+	return int((n - crowdBase) / crowdSpan), true
+}
+
+// countCrowd counts a bulk call of ids (comma-separated) against the
+// crowd round of its first crowd id: a call holds ids of one round only,
+// as a crowd round's batches hold only its own ids (its pool is fresh,
+// and no ordinary round runs beside it).
+func (o *Origin) countCrowd(ids string) {
+	for id := range strings.SplitSeq(ids, ",") {
+		if k, ok := CrowdRound(id); ok {
+			o.mu.Lock()
+			o.crowd[k]++
+			o.mu.Unlock()
+			o.CrowdCalls.Add(1)
+			return
+		}
+	}
+}
+
 func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	var out []Stamp
 	o.mu.Lock()

@@ -134,6 +134,8 @@ type run struct {
 	rid int
 	// lists are id lists drawn before, sent again (drawRequest).
 	lists [][]string
+	// crowds are the crowd rounds played, checked at the end (checkCrowds).
+	crowds []roundCost
 
 	mu   sync.Mutex
 	acks map[string][]ack
@@ -160,6 +162,7 @@ type ack struct {
 func Run(ctx context.Context, cfg Config) Report {
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), ids: newIdentities(), acks: map[string][]ack{}, copies: map[string][]*copyOf{}}
 	r.rep.Checked = map[string]int{}
+	cfg.Origin.ResetCrowd()
 	defer func() {
 		for _, id := range r.ids {
 			id.client.CloseIdleConnections()
@@ -173,6 +176,7 @@ func Run(ctx context.Context, cfg Config) Report {
 		}
 		r.round(ctx)
 	}
+	r.checkCrowds()
 	r.rep.Calls = cfg.Origin.Calls.Load()
 	return r.rep
 }
@@ -193,19 +197,19 @@ func (r *run) round(ctx context.Context) {
 	for i := range reqs {
 		reqs[i] = r.drawRequest(hot)
 	}
-	r.play(ctx, reqs)
+	r.play(ctx, reqs, -1)
 }
 
 // play sends a round's requests all at once, checks each answer, and
 // checks the round's upstream calls against the sum of their budgets.
-func (r *run) play(ctx context.Context, reqs []*request) {
+func (r *run) play(ctx context.Context, reqs []*request, crowd int) {
 	n, budget := len(reqs), 0
 	for _, q := range reqs {
 		budget += q.budget
 	}
 	o := r.cfg.Origin
 	o.NewRound()
-	before, resent := o.Calls.Load(), o.Resends.Load()
+	before, resent, crowds := o.Calls.Load(), o.Resends.Load(), o.CrowdCalls.Load()
 	var wg sync.WaitGroup
 	for _, q := range reqs {
 		wg.Add(1)
@@ -237,16 +241,71 @@ func (r *run) play(ctx context.Context, reqs []*request) {
 	for _, id := range o.NewRound() {
 		r.violate("resend", "%s sent more than %d times", id, MaxSends)
 	}
-	used := (o.Calls.Load() - before) - (o.Resends.Load() - resent)
-	if r.rep.MaxRoundBudget == 0 || used*r.rep.MaxRoundBudget > r.rep.MaxRound*int64(budget) {
-		r.rep.MaxRound, r.rep.MaxRoundBudget = used, int64(budget)
+	// A crowd round's bulk calls are its own whenever they arrive (the
+	// origin tells them by their ids): a batch a round queued may still
+	// be sent after the round's last answer, such as one list's retry
+	// whose ids other lists' retries answered first. The other calls
+	// received meanwhile are this round's.
+	used := (o.Calls.Load() - before) - (o.Resends.Load() - resent) - (o.CrowdCalls.Load() - crowds)
+	c := roundCost{n: n, used: used, budget: int64(budget), reqs: reqs}
+	if crowd >= 0 {
+		// Its own calls are added up once the run is over (checkCrowds).
+		c.crowd, c.ended = crowd, o.CrowdCallsOf(crowd)
+		r.crowds = append(r.crowds, c)
+		return
 	}
-	if used > int64(budget) {
+	r.checkBudget(c)
+}
+
+// roundCost is a round's upstream calls against its budget.
+type roundCost struct {
+	n            int
+	used, budget int64
+	crowd        int   // the crowd round's number, whose bulk calls add to used
+	ended        int64 // of which received by its last answer
+	reqs         []*request
+}
+
+func (r *run) checkBudget(c roundCost) {
+	if r.rep.MaxRoundBudget == 0 || c.used*r.rep.MaxRoundBudget > r.rep.MaxRound*c.budget {
+		r.rep.MaxRound, r.rep.MaxRoundBudget = c.used, c.budget
+	}
+	if c.used > c.budget {
 		var what []string
-		for _, q := range reqs {
+		for _, q := range c.reqs {
 			what = append(what, q.String())
 		}
-		r.violate("budget", "round of %d requests cost %d upstream calls, budget %d: %s", n, used, budget, strings.Join(what, " | "))
+		r.violate("budget", "round of %d requests cost %d upstream calls, budget %d: %s", c.n, c.used, c.budget, strings.Join(what, " | "))
+	}
+}
+
+// crowdDrain is how long the origin must have received no crowd round's
+// call before the run adds up the crowd rounds' calls: the batches a
+// crowd round queued go within the bulk endpoint's delay (at most 50 ms)
+// per call in flight, long before. A call later still would go uncounted
+// (it could hide a violation, never make one).
+const crowdDrain = time.Second
+
+// checkCrowds checks each crowd round's calls, its own bulk calls
+// included, against its budget, once no more arrive.
+func (r *run) checkCrowds() {
+	if len(r.crowds) == 0 {
+		return
+	}
+	o := r.cfg.Origin
+	last, since := o.CrowdCalls.Load(), time.Now()
+	for deadline := since.Add(10 * crowdDrain); time.Since(since) < crowdDrain && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		if n := o.CrowdCalls.Load(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+	for _, c := range r.crowds {
+		own := o.CrowdCallsOf(c.crowd)
+		// Checked shows how many arrived after the round's last answer.
+		r.rep.Checked["crowd-late-calls"] += int(own - c.ended)
+		c.used += own
+		r.checkBudget(c)
 	}
 }
 
