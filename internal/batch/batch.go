@@ -142,8 +142,6 @@ type Loader[A, V any] struct {
 	// down: the last round of ErrSuspect isolation failed throughout,
 	// and no call has been answered since; ErrSuspect is not isolated.
 	down bool
-	// serial numbers batches, to count each list request once per call.
-	serial uint64
 }
 
 // maxGroupKey is the longest group kept as its own map key. A longer one
@@ -188,11 +186,10 @@ type batch[A, V any] struct {
 	timer   *time.Timer  // nil for isolation halves and lone batches
 	expired bool         // MaxWait is up
 	// retry: an isolation call, of owner's ids only (nil: one-id requests').
-	retry  bool
-	owner  *Requester
-	round  *round
-	alone  bool   // a quarantined id's call of its own
-	serial uint64 // first calls only
+	retry bool
+	owner *Requester
+	round *round
+	alone bool // a quarantined id's call of its own
 }
 
 // result is the outcome of one id of a batch, shared by all its waiters.
@@ -402,12 +399,13 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 		return r
 	}
 	b := g.open
-	if b != nil && !req.join(b.serial) || b == nil && req != nil && !req.join(l.serial+1) {
+	if b == nil && !req.open() {
+		// Joining an open batch is free, as joining a pending id is: it
+		// goes anyway. Only a batch req opens is a call of its own.
 		return l.overBudgetLocked(id)
 	}
 	if b == nil {
-		l.serial++
-		b = &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), serial: l.serial}
+		b = &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx)}
 		l.wg.Add(1)
 		g.open = b
 		if !lone {

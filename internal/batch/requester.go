@@ -8,11 +8,10 @@ import "math"
 // Requester is a client request of one id. Its fields are guarded by the
 // Loader's mutex.
 type Requester struct {
-	budget int    // Budget(n)
-	firsts int    // ⌈n/MaxSize⌉: the first calls its ids need anyway
-	calls  int    // calls counted against it so far
-	first  int    // of which first calls
-	last   uint64 // the serial of the last batch counted
+	budget int // Budget(n)
+	firsts int // ⌈n/MaxSize⌉: the first calls its ids need anyway
+	calls  int // calls counted against it so far
+	first  int // of which first calls
 }
 
 // afford reports whether r may cause cost more retries, keeping what its
@@ -25,17 +24,20 @@ func (r *Requester) afford(cost int) bool {
 	return true
 }
 
-// join counts the batch numbered serial, which one of r's ids is joining,
-// unless already counted, and reports whether r may join it: always for
-// the first calls its ids need, then within its budget.
-func (r *Requester) join(serial uint64) bool {
-	if r == nil || r.last == serial {
+// open counts a batch one of r's ids is opening, and reports whether r
+// may open it: always for the first calls its ids need, then within its
+// budget. Joining a batch already open costs r nothing, whoever opened it:
+// that batch goes whatever r does (a list whose ids reached the loader
+// over several windows, each joining a batch another request had opened,
+// ran out of budget with a healthy upstream and answered 502). A batch r
+// opened and its other ids join is counted once, here.
+func (r *Requester) open() bool {
+	if r == nil {
 		return true
 	}
 	if r.first >= r.firsts && r.calls+1 > r.budget {
 		return false
 	}
-	r.last = serial
 	r.first++
 	r.calls++
 	return true
