@@ -344,10 +344,14 @@ func (l *Loader[A, V]) LoadThen(ctx context.Context, req *Requester, group strin
 func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, arg A, id string, then func(V, bool, error)) (r *result[V], settled bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return nil, false, ErrClosed
+	// An id Enlist put in a batch waits on it even once the loader is
+	// closed: Close sends that batch, and its answer is coming.
+	if r = l.enlistedLocked(req, id); r == nil {
+		if l.closed {
+			return nil, false, ErrClosed
+		}
+		r = l.joinLocked(ctx, req, key, arg, id)
 	}
-	r = l.joinLocked(ctx, req, key, arg, id)
 	if r.settled {
 		return r, true, nil
 	}
