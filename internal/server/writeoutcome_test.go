@@ -113,10 +113,9 @@ func peerCaughtUp(t *testing.T, a, b *replica, sentinel string) {
 	})
 }
 
-// l1StoredAt asks r's admin listener (GET /cache) whether its L1 holds the
-// client read of path, and since when: the tier's own state, whatever the
-// coherence bound would let a read see.
-func l1StoredAt(t testing.TB, r *replica, path string) (string, bool) {
+// inspect is r's GET /cache for path on the clients.svc host: what each
+// tier holds, read directly (the coherence bound does not apply).
+func inspect(t testing.TB, r *replica, path string) server.Inspection {
 	t.Helper()
 	code, _, b := r.do(t, http.MethodGet, "admin:/cache?url="+url.QueryEscape("http://clients.svc"+path), "Authorization", "Bearer secret")
 	if code != http.StatusOK {
@@ -126,6 +125,15 @@ func l1StoredAt(t testing.TB, r *replica, path string) (string, bool) {
 	if err := json.Unmarshal([]byte(b), &in); err != nil {
 		t.Fatal(err)
 	}
+	return in
+}
+
+// l1StoredAt asks r's admin listener (GET /cache) whether its L1 holds the
+// client read of path, and since when: the tier's own state, whatever the
+// coherence bound would let a read see.
+func l1StoredAt(t testing.TB, r *replica, path string) (string, bool) {
+	t.Helper()
+	in := inspect(t, r, path)
 	for _, e := range in.Entries {
 		if e.Tier == "l1" && e.Key == in.Key {
 			return e.StoredAt, true
