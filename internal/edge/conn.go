@@ -23,7 +23,9 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -46,7 +48,14 @@ func (l *listener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{Conn: c, wt: l.wt, count: l.count}, nil
+	ec := &Conn{Conn: c, wt: l.wt, count: l.count}
+	if sc, ok := c.(syscall.Conn); ok && l.wt > 0 {
+		if rc, err := sc.SyscallConn(); err == nil {
+			ec.raw = &rawWriter{rc: rc}
+			ec.raw.fn = ec.raw.try // made once: a write allocates nothing
+		}
+	}
+	return ec, nil
 }
 
 // Conn is one client connection accepted by Listener.
@@ -63,6 +72,7 @@ type Conn struct {
 	// which net/http deletes from an HTTP/1.0 request (and ignores).
 	te   atomic.Bool
 	scan scanner
+	raw  *rawWriter // nil: every write takes the deadline's path
 }
 
 type connKey struct{}
@@ -111,11 +121,30 @@ func (c *Conn) Read(p []byte) (int, error) {
 // that stopped reading ends after wt. Then the connection is closed: the
 // handler's next write fails, and the upstream request it relays ends
 // with it (every pass-through path aborts on a failed write).
+//
+// A write the socket takes whole at once cannot stall, so it goes without
+// a deadline (rawWriter): only what is left when the socket's buffer is
+// full waits, and the window starts then, as it would have. Setting the
+// deadline on every write (a clock read and a timer reset each) cost
+// about 1 µs of each pass-through request at 3,000 req/s.
 func (c *Conn) Write(p []byte) (int, error) {
 	if c.wt <= 0 {
 		return c.Conn.Write(p)
 	}
 	written := 0
+	if c.raw != nil {
+		// Held for the whole write, the wait included, as net.Conn holds
+		// its own lock: a concurrent writer's bytes never land between
+		// what the socket took at once and the rest.
+		c.raw.mu.Lock()
+		defer c.raw.mu.Unlock()
+		if len(p) > 0 {
+			written = c.raw.write(p)
+			if written == len(p) {
+				return written, nil
+			}
+		}
+	}
 	for {
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.wt))
 		n, err := c.Conn.Write(p[written:])
@@ -138,6 +167,44 @@ func (c *Conn) Write(p []byte) (int, error) {
 	}
 }
 
+// rawWriter writes to the socket without waiting: each write(2) the
+// kernel takes now, until it would block (EAGAIN) or fails, and no more.
+// It never sets a deadline, so it never stalls: what it leaves unwritten,
+// and the error that stopped it, are Write's deadline path's to handle.
+type rawWriter struct {
+	mu sync.Mutex // one Write at a time; guards p and n, which fn uses
+	rc syscall.RawConn
+	fn func(fd uintptr) bool // try, as a value made once
+	p  []byte
+	n  int
+}
+
+// write writes what of p the socket takes at once and returns how much.
+// A deadline already passed (left by an earlier write's wait) or a
+// closed connection writes nothing: rc.Write does not call fn.
+func (w *rawWriter) write(p []byte) int {
+	w.p, w.n = p, 0
+	_ = w.rc.Write(w.fn)
+	w.p = nil
+	return w.n
+}
+
+func (w *rawWriter) try(fd uintptr) bool {
+	for w.n < len(w.p) {
+		n, err := syscall.Write(int(fd), w.p[w.n:])
+		if n > 0 {
+			w.n += n
+		}
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			break // EAGAIN (the buffer is full) or a failure
+		}
+	}
+	return true // never wait for readiness: Write's deadline path waits
+}
+
 // scanner finds, in the bytes a connection reads, a header section with
 // both a Content-Length and a Transfer-Encoding field line, which net/http
 // accepts (Transfer-Encoding wins) after deleting Content-Length, so no
@@ -149,6 +216,10 @@ type scanner struct {
 	line   [len("transfer-encoding:")]byte
 	n      int  // bytes of the current line kept (up to len(line))
 	cl, te bool // in the current section
+	// skip: the current line's first byte starts neither field name nor
+	// an empty line, so none of it is kept (most lines: the request line,
+	// Host, Accept, User-Agent, ...).
+	skip bool
 }
 
 var (
@@ -167,7 +238,14 @@ func (s *scanner) feed(p []byte) (both, te bool) {
 		if i >= 0 {
 			seg = p[:i]
 		}
-		if s.n < len(s.line) {
+		if s.n == 0 && !s.skip && len(seg) > 0 {
+			switch seg[0] {
+			case 'c', 'C', 't', 'T', '\r':
+			default:
+				s.skip = true
+			}
+		}
+		if !s.skip && s.n < len(s.line) {
 			k := copy(s.line[s.n:], seg)
 			for j := s.n; j < s.n+k; j++ {
 				if c := s.line[j]; 'A' <= c && c <= 'Z' {
@@ -180,6 +258,7 @@ func (s *scanner) feed(p []byte) (both, te bool) {
 			return both, te
 		}
 		switch {
+		case s.skip:
 		case s.n == 0 || s.n == 1 && s.line[0] == '\r':
 			// An empty line ends a section.
 			both = both || s.cl && s.te
@@ -190,7 +269,7 @@ func (s *scanner) feed(p []byte) (both, te bool) {
 		case s.n >= len(teName) && string(s.line[:len(teName)]) == string(teName):
 			s.te = true
 		}
-		s.n = 0
+		s.n, s.skip = 0, false
 		p = p[i+1:]
 	}
 	return both, te

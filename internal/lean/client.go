@@ -130,10 +130,14 @@ func (cl *Client) Takes(r *http.Request) bool {
 func (cl *Client) RoundTrip(ctx context.Context, r *http.Request, on1xx func(code int, h http.Header)) (resp *http.Response, c *Conn, err error) {
 	for attempt := 0; attempt < 2; attempt++ {
 		var reused bool
-		if c, reused, err = cl.get(ctx); err != nil {
+		now := time.Now()
+		if c, reused, err = cl.get(ctx, now); err != nil {
 			break
 		}
-		if resp, err = cl.roundTrip(ctx, c, r, on1xx); err == nil {
+		if !reused {
+			now = time.Now() // after the dial
+		}
+		if resp, err = cl.roundTrip(ctx, c, r, on1xx, now); err == nil {
 			httpcache.RemoveHopHeaders(resp.Header)
 			return resp, c, nil
 		}
@@ -151,8 +155,9 @@ func retryable(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// roundTrip writes r on c and reads the answer's header.
-func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx func(int, http.Header)) (*http.Response, error) {
+// roundTrip writes r on c and reads the answer's header, by now plus the
+// response-header timeout (now: when c was taken, a clock read spared).
+func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx func(int, http.Header), now time.Time) (*http.Response, error) {
 	if err := writeRequest(c.bw, r, cl.base, cl.host); err != nil {
 		return nil, err
 	}
@@ -160,9 +165,9 @@ func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx
 	// wait by a deadline in the past. The watch on ctx stays on while the
 	// body is read (Conn.stop): a client that leaves mid-body ends the
 	// upstream request too, as ReverseProxy's does.
-	c.deadline = time.Now().Add(cl.timeout)
+	c.deadline = now.Add(cl.timeout)
 	_ = c.c.SetReadDeadline(c.deadline)
-	c.stop = context.AfterFunc(ctx, func() { _ = c.c.SetReadDeadline(time.Unix(1, 0)) })
+	c.stop = context.AfterFunc(ctx, c.expire)
 	// One bound for every header section of the answer, as http.Transport
 	// without a 1xx hook: a flood of 1xx cannot read more than one header.
 	c.lr.n = cl.maxHdr
@@ -244,9 +249,8 @@ func (cl *Client) CloseIdle() {
 }
 
 // get takes the most recently used idle connection that is still clean, or
-// dials one; reused tells which.
-func (cl *Client) get(ctx context.Context) (c *Conn, reused bool, err error) {
-	now := time.Now()
+// dials one; reused tells which. now is the time it is asked at.
+func (cl *Client) get(ctx context.Context, now time.Time) (c *Conn, reused bool, err error) {
 	for {
 		cl.mu.Lock()
 		n := len(cl.idle)
@@ -277,5 +281,6 @@ func (cl *Client) get(ctx context.Context) (c *Conn, reused bool, err error) {
 	}
 	c = &Conn{c: nc, lr: limitReader{c: nc}, bw: bufio.NewWriterSize(nc, 4<<10)}
 	c.br = bufio.NewReaderSize(&c.lr, 4<<10)
+	c.expire = func() { _ = nc.SetReadDeadline(time.Unix(1, 0)) }
 	return c, false, nil
 }

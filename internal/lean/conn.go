@@ -25,6 +25,9 @@ type Conn struct {
 	// then, the client leaving breaks the body's read, so the upstream sees
 	// the request end on every path, not only while the header is awaited.
 	stop func() bool
+	// expire ends the wait for the answer at once (the client left):
+	// made once per connection, so a request's watch allocates no closure.
+	expire func()
 
 	// unsolicited's peek, made on first reuse.
 	rc   syscall.RawConn

@@ -27,6 +27,22 @@ func WriteResponse(w http.ResponseWriter, resp *http.Response, buf []byte, trail
 	for k, vs := range resp.Header {
 		dst[k] = vs
 	}
+	announced := AnnounceTrailers(dst, resp, trailers)
+	w.WriteHeader(resp.StatusCode)
+	if err := CopyBody(w, resp, nil, buf); err != nil {
+		return err
+	}
+	WriteTrailers(w, resp, announced, trailers)
+	return nil
+}
+
+// AnnounceTrailers removes with trailers (nil: none) the names resp's
+// Trailer field announced that may not be trailers (RFC 9110 §6.5.1), and
+// announces the rest in dst's Trailer field, before the header is written:
+// net/http sends a trailer it was told of then as it is, and any other
+// only under http.TrailerPrefix. It returns how many it announced, for
+// WriteTrailers.
+func AnnounceTrailers(dst http.Header, resp *http.Response, trailers func(http.Header)) int {
 	if len(resp.Trailer) > 0 && trailers != nil {
 		trailers(resp.Trailer)
 	}
@@ -38,30 +54,39 @@ func WriteResponse(w http.ResponseWriter, resp *http.Response, buf []byte, trail
 		}
 		dst.Add("Trailer", strings.Join(names, ", "))
 	}
-	w.WriteHeader(resp.StatusCode)
-	if err := CopyBody(w, resp, nil, buf); err != nil {
-		return err
+	return announced
+}
+
+// WriteTrailers hands w the trailers that came with resp's body, read to
+// its end, filtered again by trailers (nil: none) since the upstream may
+// send fields it did not announce; announced is AnnounceTrailers' count.
+// Every path that relays an upstream's body ends with it, so a field
+// dropped on one is dropped on all.
+func WriteTrailers(w http.ResponseWriter, resp *http.Response, announced int, trailers func(http.Header)) {
+	if len(resp.Trailer) == 0 {
+		return
 	}
-	if len(resp.Trailer) > 0 && trailers != nil {
+	if trailers != nil {
 		trailers(resp.Trailer) // those that came unannounced too
 	}
-	if len(resp.Trailer) > 0 {
-		_ = http.NewResponseController(w).Flush() // chunked, so trailers can follow
-		if len(resp.Trailer) == announced {
-			for k, vs := range resp.Trailer {
-				dst[k] = vs
-			}
-		} else {
-			// Trailers the header did not announce can only be sent
-			// under the TrailerPrefix.
-			for k, vs := range resp.Trailer {
-				for _, v := range vs {
-					dst.Add(http.TrailerPrefix+k, v)
-				}
-			}
+	if len(resp.Trailer) == 0 {
+		return
+	}
+	dst := w.Header()
+	_ = http.NewResponseController(w).Flush() // chunked, so trailers can follow
+	if len(resp.Trailer) == announced {
+		for k, vs := range resp.Trailer {
+			dst[k] = vs
+		}
+		return
+	}
+	// Trailers the header did not announce can only be sent under the
+	// TrailerPrefix.
+	for k, vs := range resp.Trailer {
+		for _, v := range vs {
+			dst.Add(http.TrailerPrefix+k, v)
 		}
 	}
-	return nil
 }
 
 // CopyBody writes prefix, the part of resp's body a caller has already

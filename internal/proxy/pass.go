@@ -229,7 +229,9 @@ func detachWrite(out *http.Request, pi *passInfo, timeout time.Duration) *http.R
 }
 
 // bufferPool recycles copy buffers; without it every pass-through response
-// allocates 32 KiB.
+// allocates 32 KiB. Get and Put are httputil.BufferPool's (Put allocates
+// the slice's header it keeps); the sidecar's own copies take and return
+// the kept pointer (get, put), which allocates nothing.
 type bufferPool struct{ p *sync.Pool }
 
 func newBufferPool() bufferPool {
@@ -238,6 +240,9 @@ func newBufferPool() bufferPool {
 
 func (bp bufferPool) Get() []byte  { return *bp.p.Get().(*[]byte) }
 func (bp bufferPool) Put(b []byte) { bp.p.Put(&b) }
+
+func (bp bufferPool) get() *[]byte  { return bp.p.Get().(*[]byte) }
+func (bp bufferPool) put(b *[]byte) { bp.p.Put(b) }
 
 // upstreamErr is a fetch failure the client may be told about: only its
 // status and a fixed text leave the sidecar, never the upstream's words.

@@ -36,9 +36,9 @@ func (x *exchange) leanPass(st status) {
 	st.fwdStatus = resp.StatusCode
 	resp.Header["Cache-Status"] = []string{httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String())}
 	x.h.addVia(resp.Header)
-	buf := x.h.bufs.Get()
-	err = lean.WriteResponse(w, resp, buf, x.h.trailers)
-	x.h.bufs.Put(buf)
+	buf := x.h.bufs.get()
+	err = lean.WriteResponse(w, resp, *buf, x.h.trailers)
+	x.h.bufs.put(buf)
 	if err != nil {
 		c.Close()
 		if r.Context().Value(http.ServerContextKey) != nil {

@@ -14,7 +14,10 @@ import (
 // The pass-through path's own allocations per request, the upstream's
 // included (it runs in this process): the lean loop writes the request
 // and reads the answer on the handler's goroutine without ReverseProxy's
-// request clone and the transport's per-request channels. 87 before it.
+// request clone and the transport's per-request channels. 87 before it;
+// 34 before the copy buffer's pointer and the answer's watch were kept
+// rather than allocated per request (net/http's request and response
+// parsing, on both sides, is most of the 32 left).
 func TestPassThroughAllocs(t *testing.T) {
 	body := make([]byte, 512)
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.Write(body) })
@@ -26,8 +29,8 @@ func TestPassThroughAllocs(t *testing.T) {
 		clear(w.h)
 		e.h.ServeHTTP(w, req)
 	})
-	if allocs > 55 {
-		t.Errorf("pass-through: %.0f allocations per request, want at most 55", allocs)
+	if want := 32.0 + raceAllocs; allocs > want {
+		t.Errorf("pass-through: %.0f allocations per request, want at most %.0f", allocs, want)
 	}
 }
 

@@ -174,7 +174,8 @@ func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, f
 // to keep: it streams the part already read, then the rest, flushed as it
 // comes when it is a stream (lean.CopyBody), as on the pass-through paths:
 // an event stream or a long poll that outgrew max_body_bytes must not
-// wait in net/http's write buffer. When the body is no longer there to
+// wait in net/http's write buffer. Its trailers follow, filtered as
+// theirs are (lean.AnnounceTrailers, lean.WriteTrailers). When the body is no longer there to
 // claim (the grace period ended), it passes through with a fetch of its
 // own.
 //
@@ -205,13 +206,19 @@ func (x *exchange) streamLarge(l *largeBody) {
 	if resp.ContentLength >= 0 {
 		dst.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
+	// The trailers as the pass-through paths relay them: announced, then
+	// sent after the body, filtered by the one filter (h.trailers).
+	announced := lean.AnnounceTrailers(dst, resp, x.h.trailers)
 	x.w.WriteHeader(resp.StatusCode)
 	var err error
 	if x.r.Method != http.MethodHead {
 		// As the pass-through paths: a stream is flushed as it comes.
-		buf := x.h.bufs.Get()
-		err = lean.CopyBody(x.w, resp, l.prefix, buf)
-		x.h.bufs.Put(buf)
+		buf := x.h.bufs.get()
+		err = lean.CopyBody(x.w, resp, l.prefix, *buf)
+		x.h.bufs.put(buf)
+		if err == nil {
+			lean.WriteTrailers(x.w, resp, announced, x.h.trailers)
+		}
 	}
 	x.count(outcomes[outTooLarge].result)
 	if err != nil && x.r.Context().Value(http.ServerContextKey) != nil {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package proxy_test
+
+const raceAllocs = 0
