@@ -287,7 +287,7 @@ func BenchmarkSplitHalfCached(b *testing.B) {
 			b.Fatalf("warming: %d %v", a.code, a.err)
 		}
 	}
-	var next, cold, failed atomic.Int64
+	var next, cold, failed, notHalf atomic.Int64
 	cold.Store(warm)
 	b.SetParallelism(8)
 	b.ReportAllocs()
@@ -312,9 +312,14 @@ func BenchmarkSplitHalfCached(b *testing.B) {
 			}
 			clear(w.h)
 			w.code = 0
-			e.h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, q.String(), nil))
+			// The front's host, as the warming requests had: another
+			// host is another cache key, and every id would be a miss.
+			e.h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, e.front.URL+q.String(), nil))
 			if w.code != http.StatusOK {
 				failed.Add(1)
+			}
+			if !strings.Contains(w.h.Get("Cache-Status"), fmt.Sprintf("hits=%d misses=%d", perList/2, perList/2)) {
+				notHalf.Add(1)
 			}
 		}
 	})
@@ -322,5 +327,8 @@ func BenchmarkSplitHalfCached(b *testing.B) {
 	cpu.stop()
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d list requests failed", f)
+	}
+	if n := notHalf.Load(); n > 0 {
+		b.Fatalf("%d list requests were not half cached", n)
 	}
 }

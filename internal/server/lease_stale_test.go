@@ -38,7 +38,18 @@ func TestLeaseCoalescesPastTTL(t *testing.T) {
 			return strings.Contains(cs, "hit")
 		})
 	}
-	time.Sleep(1100 * time.Millisecond) // past the TTL, inside stale_if_error
+	// Past the TTL, inside stale_if_error: every replica's L1 and L2 say
+	// the entry is no longer fresh (GET /cache), whatever the time it took.
+	for _, r := range reps {
+		eventually(t, 5*time.Second, "the entry is stale on every tier", func() bool {
+			v := inspect(t, r, "/short/7")
+			stale := len(v.Entries) == 2
+			for _, e := range v.Entries {
+				stale = stale && !e.Fresh && e.WithinStaleIfError
+			}
+			return stale
+		})
+	}
 	o.delay.Store(int64(100 * time.Millisecond))
 	before := o.gets.Load()
 	var wg sync.WaitGroup

@@ -26,6 +26,9 @@ func TestL1DisabledPeerKeepsTombstone(t *testing.T) {
 	rs := redistest.Start(t)
 	var mu sync.Mutex
 	ver := 0
+	// A GET of /clients/3 reads the value, reports on read, and answers
+	// once released: the slow answer, in order rather than by a sleep.
+	read, release := make(chan struct{}, 1), make(chan struct{})
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		if r.Method == http.MethodPatch {
@@ -33,8 +36,9 @@ func TestL1DisabledPeerKeepsTombstone(t *testing.T) {
 		}
 		v := ver
 		mu.Unlock()
-		if r.Method == http.MethodGet {
-			time.Sleep(500 * time.Millisecond) // the value is read, then the answer is slow
+		if r.Method == http.MethodGet && r.URL.Path == "/clients/3" && v == 0 {
+			read <- struct{}{}
+			<-release
 		}
 		fmt.Fprintf(w, "v%d", v)
 	}))
@@ -72,14 +76,26 @@ routes:
 		}
 		first <- got
 	}()
-	time.Sleep(150 * time.Millisecond) // B's read is at the origin
+	<-read // B's read is at the origin and has the pre-write value
 	if code, _, _ := a.do(t, http.MethodPatch, "/clients/3"); code != 200 {
 		t.Fatalf("PATCH: %d", code)
 	}
+	eventually(t, 5*time.Second, "B applied A's invalidation", func() bool {
+		return metric(t, b, "sidecache_invalidations_total", `source="peer"`) >= 1
+	})
+	close(release)
 	if got := <-first; got != "v0" {
 		t.Fatalf("B's pre-write read = %q", got)
 	}
-	time.Sleep(500 * time.Millisecond) // B's asynchronous L2 write lands
+	// B's L2 writes are queued and sent in order: once one B queues after
+	// the pre-write read is in Redis, that read's write (if any) landed.
+	rc := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	defer rc.Close()
+	b.get(t, "/clients/4")
+	eventually(t, 5*time.Second, "B's later L2 write landed", func() bool {
+		n, err := rc.Exists(context.Background(), "sidecache:e:GET clients.svc/clients/4").Result()
+		return err == nil && n == 1
+	})
 	code, h, got := b.do(t, http.MethodGet, "/clients/3")
 	if code != 200 || got != "v1" {
 		t.Fatalf("read after the write was answered = %d %q (Cache-Status %q), want v1", code, got, h.Get("Cache-Status"))
