@@ -142,8 +142,6 @@ type Loader[A, V any] struct {
 	// down: the last round of ErrSuspect isolation failed throughout,
 	// and no call has been answered since; ErrSuspect is not isolated.
 	down bool
-	// serial numbers batches, to count each list request once per call.
-	serial uint64
 }
 
 // maxGroupKey is the longest group kept as its own map key. A longer one
@@ -188,11 +186,10 @@ type batch[A, V any] struct {
 	timer   *time.Timer  // nil for isolation halves and lone batches
 	expired bool         // MaxWait is up
 	// retry: an isolation call, of owner's ids only (nil: one-id requests').
-	retry  bool
-	owner  *Requester
-	round  *round
-	alone  bool   // a quarantined id's call of its own
-	serial uint64 // first calls only
+	retry bool
+	owner *Requester
+	round *round
+	alone bool // a quarantined id's call of its own
 }
 
 // result is the outcome of one id of a batch, shared by all its waiters.
@@ -347,10 +344,14 @@ func (l *Loader[A, V]) LoadThen(ctx context.Context, req *Requester, group strin
 func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, arg A, id string, then func(V, bool, error)) (r *result[V], settled bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return nil, false, ErrClosed
+	// An id Enlist put in a batch waits on it even once the loader is
+	// closed: Close sends that batch, and its answer is coming.
+	if r = l.enlistedLocked(req, id); r == nil {
+		if l.closed {
+			return nil, false, ErrClosed
+		}
+		r = l.joinLocked(ctx, req, key, arg, id)
 	}
-	r = l.joinLocked(ctx, req, key, arg, id)
 	if r.settled {
 		return r, true, nil
 	}
@@ -402,12 +403,13 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 		return r
 	}
 	b := g.open
-	if b != nil && !req.join(b.serial) || b == nil && req != nil && !req.join(l.serial+1) {
+	if b == nil && !req.open() {
+		// Joining an open batch is free, as joining a pending id is: it
+		// goes anyway. Only a batch req opens is a call of its own.
 		return l.overBudgetLocked(id)
 	}
 	if b == nil {
-		l.serial++
-		b = &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), serial: l.serial}
+		b = &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx)}
 		l.wg.Add(1)
 		g.open = b
 		if !lone {

@@ -1,6 +1,9 @@
 package batch
 
-import "math"
+import (
+	"context"
+	"math"
+)
 
 // Requester is one client request's account with a Loader: the calls its
 // ids may still cause past the ones they need anyway. Loads of one client
@@ -8,11 +11,13 @@ import "math"
 // Requester is a client request of one id. Its fields are guarded by the
 // Loader's mutex.
 type Requester struct {
-	budget int    // Budget(n)
-	firsts int    // ⌈n/MaxSize⌉: the first calls its ids need anyway
-	calls  int    // calls counted against it so far
-	first  int    // of which first calls
-	last   uint64 // the serial of the last batch counted
+	budget int // Budget(n)
+	firsts int // ⌈n/MaxSize⌉: the first calls its ids need anyway
+	calls  int // calls counted against it so far
+	first  int // of which first calls
+	// enlisted: the results of its ids Enlist put in batches (each a
+	// *result[V] of its Loader), taken by their ids' Loads.
+	enlisted map[string]any
 }
 
 // afford reports whether r may cause cost more retries, keeping what its
@@ -25,17 +30,20 @@ func (r *Requester) afford(cost int) bool {
 	return true
 }
 
-// join counts the batch numbered serial, which one of r's ids is joining,
-// unless already counted, and reports whether r may join it: always for
-// the first calls its ids need, then within its budget.
-func (r *Requester) join(serial uint64) bool {
-	if r == nil || r.last == serial {
+// open counts a batch one of r's ids is opening, and reports whether r
+// may open it: always for the first calls its ids need, then within its
+// budget. Joining a batch already open costs r nothing, whoever opened it:
+// that batch goes whatever r does (a list whose ids reached the loader
+// over several windows, each joining a batch another request had opened,
+// ran out of budget with a healthy upstream and answered 502). A batch r
+// opened and its other ids join is counted once, here.
+func (r *Requester) open() bool {
+	if r == nil {
 		return true
 	}
 	if r.first >= r.firsts && r.calls+1 > r.budget {
 		return false
 	}
-	r.last = serial
 	r.first++
 	r.calls++
 	return true
@@ -56,4 +64,53 @@ func Budget(n int) int {
 func (l *Loader[A, V]) Requester(n int) *Requester {
 	n = max(n, 1)
 	return &Requester{budget: Budget(n), firsts: (n + l.opts.MaxSize - 1) / l.opts.MaxSize}
+}
+
+// Enlist puts the ids of the list request req into the open batch(es) of
+// group at once, under one lock, opening as many as they fill: its own
+// first calls are then the ⌈n/MaxSize⌉ its Requester sets aside, however
+// late its per-id Loads run. Each id's LoadAs or LoadThen with req then
+// waits on the result Enlist made, joining for free even once its batch
+// has gone. Without it a list's per-id goroutines, run late on a loaded
+// machine, reached the loader over several max_wait windows, each opening
+// a batch of its own, and a list of good ids ran out of its budget.
+//
+// Quarantined ids are left to their Loads (a call of their own, paid from
+// req's account), as are all ids when ctx is done or the loader closed. An
+// id whose Load never comes still rides in its batch, costing the upstream
+// an id, not a call.
+func (l *Loader[A, V]) Enlist(ctx context.Context, req *Requester, group string, arg A, ids []string) {
+	if req == nil || ctx.Err() != nil {
+		return
+	}
+	key := keyOf(group)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	now := l.opts.Now()
+	for _, id := range ids {
+		if _, ok := req.enlisted[id]; ok || l.q.has(id, now) {
+			continue
+		}
+		if req.enlisted == nil {
+			req.enlisted = make(map[string]any, len(ids))
+		}
+		req.enlisted[id] = l.joinLocked(ctx, req, key, arg, id)
+	}
+}
+
+// enlistedLocked takes the result Enlist made for req's id, if any: req
+// is already among its requesters, and the result already held by its
+// call. l.mu must be held.
+func (l *Loader[A, V]) enlistedLocked(req *Requester, id string) *result[V] {
+	if req == nil || req.enlisted == nil {
+		return nil
+	}
+	r, ok := req.enlisted[id].(*result[V])
+	if ok {
+		delete(req.enlisted, id)
+	}
+	return r
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -149,13 +150,18 @@ func (x *exchange) readAll(parts map[string]*part) int {
 // (batch.Loader), and one that comes later fetches for itself.
 func (x *exchange) fetchMissing(parts map[string]*part) {
 	ctx := x.r.Context()
+	for _, p := range parts {
+		if p.e == nil {
+			p.x.refresh = true // both tiers were just read for this id
+		}
+	}
+	x.enlist(ctx, parts)
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		if p.e != nil {
 			continue
 		}
 		px := p.x
-		px.refresh = true // both tiers were just read for this id
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -170,6 +176,31 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 		}()
 	}
 	wg.Wait()
+}
+
+// enlist puts the list's missing ids into the target's batches at once
+// (batch.Loader.Enlist), so they share its first calls however late the
+// per-id goroutines below reach the batcher: on a loaded machine they came
+// one max_wait window apart, each opening a call of its own, and a list of
+// good ids spent its budget and answered 502.
+func (x *exchange) enlist(ctx context.Context, parts map[string]*part) {
+	var first *exchange
+	ids := make([]string, 0, len(parts))
+	for id, p := range parts {
+		if p.e != nil || !p.x.batched() {
+			continue
+		}
+		if first == nil {
+			first = p.x
+		}
+		ids = append(ids, id)
+	}
+	if first == nil {
+		return
+	}
+	// The batches' arg is a copy: the batch goroutine reads it while the
+	// per-id goroutines run with their own.
+	first.rs.batcher.Enlist(ctx, first.list, first.rs.fwd.group(first.r), first.detach(), ids)
 }
 
 // joinParts writes the reassembled array, or the first id's failure.
