@@ -212,14 +212,7 @@ func TestUpgradesOptIn(t *testing.T) {
 func TestStalledClientReleasesUpstream(t *testing.T) {
 	ended := make(chan string, 4)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		chunk := make([]byte, 64<<10)
-		for sent := 0; sent < 64<<20; sent += len(chunk) {
-			if _, err := w.Write(chunk); err != nil {
-				ended <- "cancelled"
-				return
-			}
-		}
-		ended <- "sent whole"
+		download(w, ended)
 	}))
 	t.Cleanup(up.Close)
 	rep := startReplicaYAML(t, fmt.Sprintf(edgeConfig, "  write_timeout: 300ms", up.URL, ""))
@@ -243,4 +236,17 @@ func TestStalledClientReleasesUpstream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// download writes 64 MiB in 64 KiB chunks and then says on ended whether
+// the client took it whole or a write failed (the request was cancelled).
+func download(w http.ResponseWriter, ended chan<- string) {
+	chunk := make([]byte, 64<<10)
+	for sent := 0; sent < 64<<20; sent += len(chunk) {
+		if _, err := w.Write(chunk); err != nil {
+			ended <- "cancelled"
+			return
+		}
+	}
+	ended <- "sent whole"
 }

@@ -25,14 +25,7 @@ func TestEdgeRefusalsCounted(t *testing.T) {
 			io.WriteString(w, "ok")
 			return
 		}
-		chunk := make([]byte, 64<<10)
-		for sent := 0; sent < 64<<20; sent += len(chunk) {
-			if _, err := w.Write(chunk); err != nil {
-				ended <- "cancelled"
-				return
-			}
-		}
-		ended <- "sent whole"
+		download(w, ended)
 	}))
 	t.Cleanup(up.Close)
 	rep := startReplicaYAML(t, fmt.Sprintf(edgeConfig, "  write_timeout: 300ms", up.URL, ""))
