@@ -78,8 +78,22 @@ func TestReplicaHearsNoPeerBeats(t *testing.T) {
 	if beats != 0 || invs != 1 {
 		t.Fatalf("shared channel carried %d beats and %d invalidations; want 0 and 1", beats, invs)
 	}
-	if inv := b.nextInvalidation(t, 5*time.Second); inv.Beat != nil || len(inv.Tags) != 1 {
-		t.Fatalf("peer got %+v, want the invalidation of t", inv)
+	// The peer hears it. On a loaded machine a gap notice may come first
+	// (its own beats came back later than max_lag allows), and the
+	// invalidation may have been lost in that gap, which the notice
+	// covers by purging everything: then ask again, until the peer hears
+	// one of t. Anything else fails.
+	for try := 0; ; try++ {
+		inv := b.nextInvalidation(t, 5*time.Second)
+		if inv.Beat == nil && len(inv.Tags) == 1 && inv.Tags[0] == "t" {
+			break
+		}
+		if !inv.Gap || try == 5 {
+			t.Fatalf("peer got %+v, want the invalidation of t", inv)
+		}
+		if err := a.InvalidateTags(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
