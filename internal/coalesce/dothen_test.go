@@ -100,16 +100,7 @@ func TestDoThenLeaderStopsWaitingForThen(t *testing.T) {
 	if l, th := recv(t, leaderG), recv(t, thenG); l == th {
 		t.Errorf("then ran on the leader's goroutine %s", l)
 	}
-	waiterOut := make(chan outcome, 1)
-	go func() {
-		v, l, err := g.Do(joinCtx{context.Background(), &joined}, "k", func(context.Context) (string, error) { return "second flight", nil })
-		waiterOut <- outcome{v, l, err}
-	}()
-	waitFor(t, "the waiter to join", func() bool { return joined.Load() == 1 })
-	cancel()
-	if o := recv(t, leaderOut); !errors.Is(o.err, context.Canceled) || !o.leader {
-		t.Fatalf("leader got (leader=%v, %v), want (true, context.Canceled)", o.leader, o.err)
-	}
+	waiterOut := leaderLeavesWaiterStays(t, &g, &joined, cancel, leaderOut)
 	close(release)
 	if o := recv(t, waiterOut); o.err != nil || o.v != "from-leader" || o.leader {
 		t.Errorf("waiter got (%q, leader=%v, %v), want (from-leader, false, nil)", o.v, o.leader, o.err)
@@ -168,16 +159,7 @@ func TestDoThenLaterFinishedElsewhere(t *testing.T) {
 	if l, lg := recv(t, leaderG), recv(t, laterG); l != lg {
 		t.Errorf("Later ran on goroutine %s, the leader is %s", lg, l)
 	}
-	waiterOut := make(chan outcome, 1)
-	go func() {
-		v, l, err := g.Do(joinCtx{context.Background(), &joined}, "k", func(context.Context) (string, error) { return "second flight", nil })
-		waiterOut <- outcome{v, l, err}
-	}()
-	waitFor(t, "the waiter to join", func() bool { return joined.Load() == 1 })
-	cancel()
-	if o := recv(t, leaderOut); !errors.Is(o.err, context.Canceled) || !o.leader {
-		t.Fatalf("leader got (leader=%v, %v), want (true, context.Canceled)", o.leader, o.err)
-	}
+	waiterOut := leaderLeavesWaiterStays(t, &g, &joined, cancel, leaderOut)
 	select {
 	case o := <-waiterOut:
 		t.Fatalf("waiter answered before Finish: %+v", o)
@@ -225,4 +207,23 @@ func TestDoThenLaterPanics(t *testing.T) {
 	if err != nil || v != "next" {
 		t.Errorf("next flight got (%q, %v)", v, err)
 	}
+}
+
+// leaderLeavesWaiterStays starts a caller that joins the flight of "k",
+// waits until it has joined, then ends the leader's ctx (cancel) and
+// checks that the leader stops waiting at once with its ctx's error. It
+// returns where the joined caller's outcome will come.
+func leaderLeavesWaiterStays(t *testing.T, g *Group[string], joined *atomic.Int64, cancel context.CancelFunc, leaderOut <-chan outcome) <-chan outcome {
+	t.Helper()
+	waiterOut := make(chan outcome, 1)
+	go func() {
+		v, l, err := g.Do(joinCtx{context.Background(), joined}, "k", func(context.Context) (string, error) { return "second flight", nil })
+		waiterOut <- outcome{v, l, err}
+	}()
+	waitFor(t, "the waiter to join", func() bool { return joined.Load() == 1 })
+	cancel()
+	if o := recv(t, leaderOut); !errors.Is(o.err, context.Canceled) || !o.leader {
+		t.Fatalf("leader got (leader=%v, %v), want (true, context.Canceled)", o.leader, o.err)
+	}
+	return waiterOut
 }
