@@ -65,6 +65,11 @@ type proof struct {
 	// forgotten to respect that bound.
 	acked     []uint64
 	ackedLost bool
+	// sending is the beat whose PUBLISH is on its way (or the last one
+	// sent); forgot is what it was when a subscription was last confirmed:
+	// an acknowledgement of a beat sent before then says nothing about
+	// that subscription, which may not have existed when Redis ran it.
+	sending, forgot uint64
 }
 
 // maxAcked bounds proof.acked: 16 s of beats at the default max_lag that
@@ -124,6 +129,14 @@ func (s *Store) gap(t time.Time) {
 	}
 }
 
+// sendingBeat records that heartbeat seq is about to be published.
+func (s *Store) sendingBeat(seq uint64) {
+	p := &s.proof
+	p.mu.Lock()
+	p.sending = seq
+	p.mu.Unlock()
+}
+
 // published records that the master acknowledged heartbeat seq.
 func (s *Store) published(seq uint64) {
 	p := &s.proof
@@ -131,6 +144,13 @@ func (s *Store) published(seq uint64) {
 	defer p.mu.Unlock()
 	if seq <= p.last {
 		return // heard already
+	}
+	if seq <= p.forgot {
+		// Sent before the current subscription was confirmed: Redis may
+		// have run it before the subscription existed, and its
+		// acknowledgement may come after the confirmation (a loaded
+		// machine). Counting it would report a loss that is the gap's.
+		return
 	}
 	if len(p.acked) == maxAcked {
 		p.acked, p.ackedLost = p.acked[1:], true
@@ -158,6 +178,7 @@ func (s *Store) forgetAcked() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.acked, p.ackedLost = nil, false
+	p.forgot = p.sending
 }
 
 // heard records one of this replica's heartbeats coming back, at now. It
@@ -218,6 +239,7 @@ func (s *Store) heartbeat() {
 	for {
 		seq++
 		ctx, cancel := s.withTimeout(context.Background())
+		s.sendingBeat(seq)
 		if s.publishOn(ctx, s.beatChannel(), Invalidation{Beat: &Beat{Seq: seq, Sent: time.Now().UnixNano()}}) == nil {
 			s.published(seq)
 		}

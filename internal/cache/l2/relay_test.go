@@ -125,7 +125,7 @@ func TestRelayProofWaitsForReplication(t *testing.T) {
 	}
 	select {
 	case inv := <-a.inv:
-		t.Fatalf("A got %+v while the read replica's link was held", inv)
+		t.Fatalf("A got %+v while the read replica's link was held; A's log:\n%s", inv, a.logs)
 	default:
 	}
 
