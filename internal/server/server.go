@@ -351,7 +351,7 @@ func (s *Server) Ready() (bool, map[string]string) {
 		if !s.l2.Up() {
 			d["l2"] = "degraded"
 		}
-		d["coherence"] = s.coherence()
+		s.coherence(d)
 	}
 	if s.draining.Load() {
 		d["state"] = "draining"
@@ -360,19 +360,29 @@ func (s *Server) Ready() (bool, map[string]string) {
 	return true, d
 }
 
-// coherence says whether this replica can prove it hears its peers'
-// invalidations (docs/admin-api.md, GET /readyz): "proven", or "unproven"
-// while only entries younger than coherence.max_lag may be served. It stays
-// ready either way: answering from the upstream is slower, not wrong.
-func (s *Server) coherence() string {
+// coherence names in d whether this replica can prove it hears its peers'
+// invalidations (docs/admin-api.md, GET /readyz), as the tiers use that
+// proof (cache.Tiered): "proven" while an entry older than
+// coherence.max_lag may be served, "unproven" while only younger ones are.
+// After a gap the proof covers only entries fetched after the floor, so
+// for max_lag after it every entry that may be served is younger than
+// max_lag however fresh the proof: that is "unproven" too, and
+// "coherence_floor" says when the gap ended. It stays ready either way:
+// answering from the upstream is slower, not wrong.
+func (s *Server) coherence(d map[string]string) {
 	now := time.Now()
 	if s.opts.Now != nil {
 		now = s.opts.Now()
 	}
-	if s.l2.Proven().After(now.Add(-s.cfg.Load().Coherence.MaxLag.D())) {
-		return "proven"
+	p := s.l2.Proof()
+	horizon := now.Add(-s.cfg.Load().Coherence.MaxLag.D())
+	d["coherence"] = "unproven"
+	if p.Proven.After(horizon) && p.Floor.Before(horizon) {
+		d["coherence"] = "proven"
 	}
-	return "unproven"
+	if !p.Floor.IsZero() {
+		d["coherence_floor"] = p.Floor.UTC().Format(time.RFC3339Nano)
+	}
 }
 
 // Metrics is the registry the admin listener exposes (for tests).
