@@ -73,6 +73,8 @@ type Conn struct {
 	te   atomic.Bool
 	scan scanner
 	raw  *rawWriter // nil: every write takes the deadline's path
+	// phase: whether a handler's answer is in progress (wire.go).
+	phase atomic.Int32
 }
 
 type connKey struct{}
@@ -128,6 +130,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 // deadline on every write (a clock read and a timer reset each) cost
 // about 1 µs of each pass-through request at 3,000 req/s.
 func (c *Conn) Write(p []byte) (int, error) {
+	if c.phase.Load() == phaseReading {
+		c.refusedByNetHTTP(p)
+	}
 	if c.wt <= 0 {
 		return c.Conn.Write(p)
 	}

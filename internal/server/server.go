@@ -205,19 +205,18 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 // (and the upstream request it feeds is cancelled with it), an idle
 // keep-alive connection is closed, and a header block over the limit is
 // answered 431 (RFC 6585 §5). A client that stops reading is cut at
-// write_timeout (the listener's connections, internal/edge), and the
-// connection reaches the handler (edge.ConnContext) for the framing the
-// handler could not otherwise see.
+// write_timeout (the listener's connections, internal/edge), the
+// connection reaches the handler (edge.Wire) for the framing the handler
+// could not otherwise see, and what net/http answers itself is counted.
 func (s *Server) httpServer(h http.Handler, c config.Server) *http.Server {
-	return &http.Server{
+	return edge.Wire(&http.Server{
 		Handler:           h,
-		ConnContext:       edge.ConnContext,
 		ReadHeaderTimeout: c.ReadHeaderTimeout.D(),
 		ReadTimeout:       c.ReadTimeout.D(),
 		IdleTimeout:       c.IdleTimeout.D(),
 		MaxHeaderBytes:    int(c.MaxHeaderBytes.Bytes()),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	})
 }
 
 func (s *Server) l2State(up bool) {
