@@ -10,9 +10,12 @@
 //   - guard.go: the request rules net/http does not apply — framing the
 //     server must answer and close (RFC 9112 §6.1), Max-Forwards and TRACE
 //     (RFC 9110 §7.6.2, §9.3.8), loops (Via, RFC 9110 §7.6.3) and upgrades
-//     (RFC 9110 §7.8, RFC 9113 §3.1).
+//     (RFC 9110 §7.8, RFC 9113 §3.1);
+//   - wire.go: what net/http answers itself, before any handler (a
+//     malformed request, a header block over its bound), seen on the
+//     connection.
 //
-// Both tell a Counter what they refuse or cut, by reason (guard.go). It
+// All tell a Counter what they refuse or cut, by reason (guard.go). It
 // knows nothing of routes or caching; internal/server wires it around
 // the proxy on both listeners.
 package edge
