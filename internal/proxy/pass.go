@@ -232,6 +232,12 @@ func classify(err error) *upstreamErr {
 	return &upstreamErr{code: http.StatusBadGateway, err: err}
 }
 
+// logUpstream writes the one line of a request answered 502 or 504
+// because the upstream failed, the same on every path (internal/upstreamlog).
+func (h *Handler) logUpstream(r *http.Request, route string, code int, err error) {
+	h.upLog.Failed(r, route, code, err)
+}
+
 func writeUpstreamError(w http.ResponseWriter, ue *upstreamErr, st status) {
 	st.fwdStatus = 0
 	if st.detail == "" {
