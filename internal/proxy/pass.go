@@ -74,7 +74,7 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int, answe
 			// client is gone mid-body: the detached context ends anyway.
 			defer pi.end()
 		}
-		x.st.pass.ServeHTTP(x.h.interimGuard(x.w, x.r), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
+		x.st.pass.ServeHTTP(relay.Guard(x.w, x.r, x.h.tagh.stripFrom), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
 	}
 	x.count(outcomes[o].result)
 }
