@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
@@ -17,6 +16,7 @@ import (
 	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/detached"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/relay"
 )
@@ -108,7 +108,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				// unread), not a ResponseWriter's panic.
 				return fmt.Errorf("upstream status %d out of range", resp.StatusCode)
 			}
-			h.filterTrailers(resp)
+			lean.FilterTrailers(resp, h.trailers) // the trailer rules of every path
 			h.addVia(resp.Header)
 			pi, _ := resp.Request.Context().Value(passCtxKey{}).(*passInfo)
 			if pi == nil {
@@ -161,35 +161,6 @@ func (pi *passInfo) end() {
 	if pi.det != nil {
 		pi.det.Stop()
 	}
-}
-
-// filterTrailers applies h.trailers to the trailers ReverseProxy will
-// relay: the names announced now, the ones that came when the body ends
-// (the Transport fills resp.Trailer at its EOF, before ReverseProxy copies
-// it). An upgraded connection's body is left as it is: ReverseProxy needs
-// it to be the connection.
-func (h *Handler) filterTrailers(resp *http.Response) {
-	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil || resp.Body == http.NoBody {
-		return
-	}
-	h.trailers(resp.Trailer)
-	if resp.ContentLength < 0 { // only a chunked answer has trailers
-		resp.Body = &trailerFilter{ReadCloser: resp.Body, resp: resp, f: h.trailers}
-	}
-}
-
-type trailerFilter struct {
-	io.ReadCloser
-	resp *http.Response
-	f    func(http.Header)
-}
-
-func (b *trailerFilter) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && len(b.resp.Trailer) > 0 {
-		b.f(b.resp.Trailer)
-	}
-	return n, err
 }
 
 // bufferPool recycles copy buffers; without it every pass-through response
