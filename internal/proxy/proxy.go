@@ -43,6 +43,7 @@ import (
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/resend"
 	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/routeshape"
 	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/tombstone"
 	"github.com/sidecache/sidecache/internal/upstreamlog"
@@ -321,7 +322,7 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	st.table = t
 	st.routes = make(map[*route.Route]*routeState, len(t.Routes()))
 	for _, rt := range t.Routes() {
-		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, shape(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged), routeTag: RouteTag(rt.Name)}
+		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, routeshape.Of(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged), routeTag: RouteTag(rt.Name)}
 		if rt.Batch != nil {
 			rs.bm = rs.m.Batch(notStoredReasons[:]...)
 			rs.batcher = h.newBatcher(rs)
