@@ -217,11 +217,12 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	share := took / time.Duration(len(ids))
 	heads := x.elementHeads(resp.Header)
 	ex := x.elementExchange()
+	reqID := out.Header.Get("X-Request-Id")
 	for _, id := range ids {
 		ex.setID(id)
 		a := ex.keepElement(ctx, parts[id], resp.Header, heads, t0)
 		a.upstream = share
-		a.reqID = out.Header.Get("X-Request-Id")
+		a.reqID = reqID
 		res[id] = a
 	}
 	return res, nil
