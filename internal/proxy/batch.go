@@ -206,7 +206,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
-	parts, err := bulk.Split(body, rt.Batch.IDField)
+	parts, err := bulk.SplitFor(body, rt.Batch.IDField, ids)
 	switch {
 	case errors.Is(err, bulk.ErrShape) && len(ids) > 1:
 		return nil, fmt.Errorf("%w: %w: %w", errBulk, batch.ErrIsolate, err)
@@ -218,9 +218,9 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	heads := x.elementHeads(resp.Header)
 	ex := x.elementExchange()
 	reqID := out.Header.Get("X-Request-Id")
-	for _, id := range ids {
+	for i, id := range ids {
 		ex.setID(id)
-		a := ex.keepElement(ctx, parts[id], resp.Header, heads, t0)
+		a := ex.keepElement(ctx, parts[i], resp.Header, heads, t0)
 		a.upstream = share
 		a.reqID = reqID
 		res[id] = a
