@@ -10,9 +10,12 @@
 //   - guard.go: the request rules net/http does not apply — framing the
 //     server must answer and close (RFC 9112 §6.1), Max-Forwards and TRACE
 //     (RFC 9110 §7.6.2, §9.3.8), loops (Via, RFC 9110 §7.6.3) and upgrades
-//     (RFC 9110 §7.8, RFC 9113 §3.1).
+//     (RFC 9110 §7.8, RFC 9113 §3.1);
+//   - wire.go: what net/http answers itself, before any handler (a
+//     malformed request, a header block over its bound), seen on the
+//     connection.
 //
-// Both tell a Counter what they refuse or cut, by reason (guard.go). It
+// All tell a Counter what they refuse or cut, by reason (guard.go). It
 // knows nothing of routes or caching; internal/server wires it around
 // the proxy on both listeners.
 package edge
@@ -73,6 +76,8 @@ type Conn struct {
 	te   atomic.Bool
 	scan scanner
 	raw  *rawWriter // nil: every write takes the deadline's path
+	// phase: whether a handler's answer is in progress (wire.go).
+	phase atomic.Int32
 }
 
 type connKey struct{}
@@ -128,6 +133,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 // deadline on every write (a clock read and a timer reset each) cost
 // about 1 µs of each pass-through request at 3,000 req/s.
 func (c *Conn) Write(p []byte) (int, error) {
+	if c.phase.Load() == phaseReading {
+		c.refusedByNetHTTP(p)
+	}
 	if c.wt <= 0 {
 		return c.Conn.Write(p)
 	}

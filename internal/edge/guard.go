@@ -39,12 +39,16 @@ const (
 	ReasonLoop         = "loop"          // 508: our own Via pseudonym came back (RFC 9110 §7.6.3)
 	ReasonTrace        = "trace"         // 405: TRACE while it is not allowed
 	ReasonWriteTimeout = "write-timeout" // a connection cut: the client stopped reading (Listener)
+	// net/http's own answers, before any handler (Wire): 431 for a header
+	// block over MaxHeaderBytes, any other (400, 417, 501, 505) malformed.
+	ReasonHeaderTooLarge = "header-too-large"
+	ReasonMalformed      = "malformed"
 )
 
 // Reasons are the reasons a Guard with o, behind a Listener with
 // writeTimeout, can count: the series worth creating at zero.
 func Reasons(o Options, writeTimeout time.Duration) []string {
-	r := []string{ReasonFraming}
+	r := []string{ReasonFraming, ReasonMalformed, ReasonHeaderTooLarge}
 	if o.Via != "" {
 		r = append(r, ReasonLoop)
 	}

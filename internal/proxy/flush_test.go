@@ -4,12 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sidecache/sidecache/internal/edge"
 )
 
 // A stream reaches the client as it comes, on every path that relays an
@@ -60,7 +57,7 @@ func TestStreamsFlushEveryPath(t *testing.T) {
 					c.Close() // ends the answer that runs until close; the others are whole
 				})
 				e := newEnvURL(t, nil, up.url, []testRoute{clientRoute}, p.opts...)
-				resp, err := client.Get(edgeFront(t, e) + p.target)
+				resp, err := client.Get(e.front.URL + p.target)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -89,18 +86,4 @@ func TestStreamsFlushEveryPath(t *testing.T) {
 			})
 		}
 	}
-}
-
-// edgeFront is e's handler behind the listener the sidecar serves on
-// (internal/edge, as internal/server wires it): its connections are not
-// *net.TCPConn, so net/http's ReadFrom cannot write a body with a
-// Content-Length straight to the socket, past its buffer, as it can on
-// e.front.
-func edgeFront(t *testing.T, e *env) string {
-	front := httptest.NewUnstartedServer(e.h)
-	front.Listener = edge.Listener(front.Listener, 0, nil)
-	front.Config.ConnContext = edge.ConnContext
-	front.Start()
-	t.Cleanup(front.Close)
-	return front.URL
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cache/l1"
+	"github.com/sidecache/sidecache/internal/edge"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/proxy"
 )
@@ -80,9 +81,24 @@ func newEnv(t testing.TB, up *upstream, routes []testRoute, opts ...envOpt) *env
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := httptest.NewServer(h)
-	t.Cleanup(front.Close)
+	front := edgeServer(t, h, o.Metrics)
 	return &env{t: t, up: up, front: front, h: h, l1: store, reg: reg}
+}
+
+// edgeServer serves h as internal/server serves the proxy: on the edge's
+// listener (its connections bound each write at server.write_timeout's
+// default and are not *net.TCPConn, so net/http cannot hand a body to the
+// socket past its buffer) and wired to it (edge.Wire), counting into count
+// (nil: nothing). Without edge.Guard: the proxy's own tests see the
+// requests the edge would let through, as they come.
+func edgeServer(t testing.TB, h http.Handler, count edge.Counter) *httptest.Server {
+	t.Helper()
+	front := httptest.NewUnstartedServer(h)
+	front.Listener = edge.Listener(front.Listener, 60*time.Second, count)
+	edge.Wire(front.Config)
+	front.Start()
+	t.Cleanup(front.Close)
+	return front
 }
 
 // get sends a request through the sidecar and returns status, header, body.

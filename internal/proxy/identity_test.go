@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,12 +22,10 @@ import (
 // request's context is coalesce.Do's wait) and finished those the handler
 // is done with.
 func withJoinCount(e *env, joined, finished *atomic.Int64) {
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.front = edgeServer(e.t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.h.ServeHTTP(w, r.WithContext(joinCtx{r.Context(), joined}))
 		finished.Add(1)
-	}))
-	e.t.Cleanup(front.Close)
-	e.front = front
+	}), nil)
 }
 
 // letters are n pseudo-random lowercase letters: gzip takes them to about

@@ -39,9 +39,7 @@ func newTracedEnv(t *testing.T, up *upstream, routes []testRoute) *tracedEnv {
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		te.h.ServeHTTP(w, r.WithContext(joinCtx{r.Context(), &te.joined}))
 	})
-	front := httptest.NewServer(tracing.Handler(inner, tp))
-	t.Cleanup(front.Close)
-	te.front = front
+	te.front = edgeServer(t, tracing.Handler(inner, tp), nil)
 	return te
 }
 

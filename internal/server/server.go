@@ -205,19 +205,18 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 // (and the upstream request it feeds is cancelled with it), an idle
 // keep-alive connection is closed, and a header block over the limit is
 // answered 431 (RFC 6585 §5). A client that stops reading is cut at
-// write_timeout (the listener's connections, internal/edge), and the
-// connection reaches the handler (edge.ConnContext) for the framing the
-// handler could not otherwise see.
+// write_timeout (the listener's connections, internal/edge), the
+// connection reaches the handler (edge.Wire) for the framing the handler
+// could not otherwise see, and what net/http answers itself is counted.
 func (s *Server) httpServer(h http.Handler, c config.Server) *http.Server {
-	return &http.Server{
+	return edge.Wire(&http.Server{
 		Handler:           h,
-		ConnContext:       edge.ConnContext,
 		ReadHeaderTimeout: c.ReadHeaderTimeout.D(),
 		ReadTimeout:       c.ReadTimeout.D(),
 		IdleTimeout:       c.IdleTimeout.D(),
 		MaxHeaderBytes:    int(c.MaxHeaderBytes.Bytes()),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	})
 }
 
 func (s *Server) l2State(up bool) {
@@ -351,7 +350,7 @@ func (s *Server) Ready() (bool, map[string]string) {
 		if !s.l2.Up() {
 			d["l2"] = "degraded"
 		}
-		d["coherence"] = s.coherence()
+		s.coherence(d)
 	}
 	if s.draining.Load() {
 		d["state"] = "draining"
@@ -360,19 +359,29 @@ func (s *Server) Ready() (bool, map[string]string) {
 	return true, d
 }
 
-// coherence says whether this replica can prove it hears its peers'
-// invalidations (docs/admin-api.md, GET /readyz): "proven", or "unproven"
-// while only entries younger than coherence.max_lag may be served. It stays
-// ready either way: answering from the upstream is slower, not wrong.
-func (s *Server) coherence() string {
+// coherence names in d whether this replica can prove it hears its peers'
+// invalidations (docs/admin-api.md, GET /readyz), as the tiers use that
+// proof (cache.Tiered): "proven" while an entry older than
+// coherence.max_lag may be served, "unproven" while only younger ones are.
+// After a gap the proof covers only entries fetched after the floor, so
+// for max_lag after it every entry that may be served is younger than
+// max_lag however fresh the proof: that is "unproven" too, and
+// "coherence_floor" says when the gap ended. It stays ready either way:
+// answering from the upstream is slower, not wrong.
+func (s *Server) coherence(d map[string]string) {
 	now := time.Now()
 	if s.opts.Now != nil {
 		now = s.opts.Now()
 	}
-	if s.l2.Proven().After(now.Add(-s.cfg.Load().Coherence.MaxLag.D())) {
-		return "proven"
+	p := s.l2.Proof()
+	horizon := now.Add(-s.cfg.Load().Coherence.MaxLag.D())
+	d["coherence"] = "unproven"
+	if p.Proven.After(horizon) && p.Floor.Before(horizon) {
+		d["coherence"] = "proven"
 	}
-	return "unproven"
+	if !p.Floor.IsZero() {
+		d["coherence_floor"] = p.Floor.UTC().Format(time.RFC3339Nano)
+	}
 }
 
 // Metrics is the registry the admin listener exposes (for tests).

@@ -1,0 +1,73 @@
+package edge
+
+import (
+	"net"
+	"net/http"
+)
+
+// What net/http answers itself.
+//
+// net/http answers some requests before any handler runs: a request line,
+// header or Host it cannot parse (400), an HTTP version it does not speak
+// (505), a transfer coding it does not know (501), an Expect it cannot
+// meet (417), a header block over MaxHeaderBytes (431). No handler sees
+// them, so only the connection can count them: a write on it while no
+// handler's answer is in progress is net/http's own. Wire marks where
+// handlers' answers run: from the handler's start to the connection
+// going idle (http.StateIdle, after net/http has flushed the answer and
+// discarded what was left of the request body; a connection that closes
+// instead takes no further request). A write outside that window is
+// counted once, under its status line's code.
+
+// Connection phases, Conn.phase.
+const (
+	phaseUntracked int32 = iota // not served through Wire: nothing counted
+	phaseReading                // between answers: a write is net/http's
+	phaseAnswering              // a handler runs, or its answer is finishing
+)
+
+// Wire makes s count, on connections from Listener, the requests net/http
+// answers itself (above), and makes each connection reachable from its
+// requests (ConnContext). It wraps s.Handler and sets s.ConnContext and
+// s.ConnState, which must not be set otherwise.
+func Wire(s *http.Server) *http.Server {
+	next := s.Handler
+	if next == nil {
+		next = http.DefaultServeMux
+	}
+	s.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c := FromContext(r.Context()); c != nil {
+			c.phase.Store(phaseAnswering)
+		}
+		next.ServeHTTP(w, r)
+	})
+	s.ConnContext = ConnContext
+	s.ConnState = connState
+	return s
+}
+
+// connState is http.Server's ConnState under Wire.
+func connState(nc net.Conn, st http.ConnState) {
+	c, ok := nc.(*Conn)
+	if !ok {
+		return
+	}
+	switch st {
+	case http.StateNew, http.StateIdle:
+		c.phase.Store(phaseReading)
+	}
+}
+
+// refusedByNetHTTP counts p as net/http's own answer if it is one: a
+// write while no handler's answer is in progress (see above). Counted once:
+// net/http closes the connection after it.
+func (c *Conn) refusedByNetHTTP(p []byte) {
+	if c.count == nil || !c.phase.CompareAndSwap(phaseReading, phaseAnswering) {
+		return
+	}
+	reason := ReasonMalformed
+	if len(p) >= 12 && string(p[:9]) == "HTTP/1.1 " && string(p[9:12]) == "431" {
+		reason = ReasonHeaderTooLarge
+	}
+	c.count.EdgeRefused(reason)
+}
