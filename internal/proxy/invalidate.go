@@ -23,7 +23,7 @@ import (
 // the upstream refused (4xx, 405, 5xx) or never received whole (the client
 // hung up mid-body, the dial failed) invalidates nothing. A client that
 // hangs up after sending a whole write does not cancel it: the upstream's
-// answer still decides, within upstream.timeout (see detachWrite).
+// answer still decides, within upstream.timeout (internal/detached).
 //
 // What: lenient for invalidation (internal/spelling). The write's path,
 // its canonical spelling and its folded spelling are each matched against

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/sidecache/sidecache/internal/cache"
-	"github.com/sidecache/sidecache/internal/relay"
 	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
@@ -21,34 +20,6 @@ func newTagHeaders(o TagHeaders) tagHeaders { return tagHeaders{surrogate.New(o)
 // stripFrom removes the tag headers from a response header a client is
 // about to receive.
 func (t tagHeaders) stripFrom(h http.Header) { t.s.StripFrom(h) }
-
-// interimGuard is w for httputil.ReverseProxy, whose Got1xxResponse hook
-// copies a 1xx answer's fields straight into w's header (ModifyResponse
-// sees only the final answer): each 1xx passes r's relay.Gate (none to an
-// HTTP/1.0 client, a bounded number) and leaves without the tag headers.
-// Unwrap keeps ResponseController's Flush and Hijack working through it.
-func (h *Handler) interimGuard(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
-	return &interimWriter{ResponseWriter: w, r: r, t: h.tagh}
-}
-
-type interimWriter struct {
-	http.ResponseWriter
-	r    *http.Request
-	t    tagHeaders
-	gate relay.Gate
-}
-
-func (s *interimWriter) WriteHeader(code int) {
-	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
-		if !s.gate.Admit(s.r, s.Header()) {
-			return // ReverseProxy clears the 1xx's fields after
-		}
-		s.t.stripFrom(s.Header())
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *interimWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // carryOver keeps a revalidated entry's upstream keys when the 304 names
 // none (surrogate.Headers.CarryOver).

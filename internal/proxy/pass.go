@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
@@ -12,11 +11,12 @@ import (
 	"net/textproto"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
+	"github.com/sidecache/sidecache/internal/detached"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/relay"
 )
@@ -53,10 +53,9 @@ type passInfo struct {
 	after func(code int, answer http.Header)
 	// in is the client's context: a write's own is detached from it.
 	in context.Context
-	// sent: the request was written to the upstream whole at least once
-	// (httptrace's WroteRequest), so it may have been applied.
-	sent atomic.Bool
-	stop func() // ends a write's detached context
+	// det is a write's upstream request, detached from in (Rewrite sets
+	// it; internal/detached); nil for other requests.
+	det *detached.Call
 }
 
 func (x *exchange) passWith(o outcome, detail string, after func(code int, answer http.Header)) {
@@ -75,7 +74,7 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int, answe
 			// client is gone mid-body: the detached context ends anyway.
 			defer pi.end()
 		}
-		x.st.pass.ServeHTTP(x.h.interimGuard(x.w, x.r), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
+		x.st.pass.ServeHTTP(relay.Guard(x.w, x.r, x.h.tagh.stripFrom), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
 	}
 	x.count(outcomes[o].result)
 }
@@ -87,7 +86,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 			pr.SetXForwarded()
 			h.inject(pr.Out.Context(), pr.Out.Header)
 			if pi, _ := pr.In.Context().Value(passCtxKey{}).(*passInfo); pi != nil && pi.after != nil {
-				pr.Out = detachWrite(pr.Out, pi, timeout)
+				pr.Out, pi.det = detached.Request(pr.Out, pi.in, timeout)
 			}
 			// ReverseProxy's own 1xx hook resets the Transport's header
 			// bound at each 1xx; this one (older, so its error wins)
@@ -109,7 +108,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				// unread), not a ResponseWriter's panic.
 				return fmt.Errorf("upstream status %d out of range", resp.StatusCode)
 			}
-			h.filterTrailers(resp)
+			lean.FilterTrailers(resp, h.trailers) // the trailer rules of every path
 			h.addVia(resp.Header)
 			pi, _ := resp.Request.Context().Value(passCtxKey{}).(*passInfo)
 			if pi == nil {
@@ -137,7 +136,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				if !clientLeft {
 					pi.rm.Upstream(0, h.now().Sub(pi.start))
 				}
-				if pi.after != nil && pi.sent.Load() {
+				if pi.after != nil && pi.det != nil && pi.det.Sent() {
 					pi.after(0, nil) // sent whole, no answer: it may have been applied
 				}
 			}
@@ -157,75 +156,11 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 	}
 }
 
-// end ends a write's detached context (detachWrite), if it has one.
+// end ends a write's detached context, if it has one.
 func (pi *passInfo) end() {
-	if pi.stop != nil {
-		pi.stop()
+	if pi.det != nil {
+		pi.det.Stop()
 	}
-}
-
-// filterTrailers applies h.trailers to the trailers ReverseProxy will
-// relay: the names announced now, the ones that came when the body ends
-// (the Transport fills resp.Trailer at its EOF, before ReverseProxy copies
-// it). An upgraded connection's body is left as it is: ReverseProxy needs
-// it to be the connection.
-func (h *Handler) filterTrailers(resp *http.Response) {
-	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil || resp.Body == http.NoBody {
-		return
-	}
-	h.trailers(resp.Trailer)
-	if resp.ContentLength < 0 { // only a chunked answer has trailers
-		resp.Body = &trailerFilter{ReadCloser: resp.Body, resp: resp, f: h.trailers}
-	}
-}
-
-type trailerFilter struct {
-	io.ReadCloser
-	resp *http.Response
-	f    func(http.Header)
-}
-
-func (b *trailerFilter) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && len(b.resp.Trailer) > 0 {
-		b.f(b.resp.Trailer)
-	}
-	return n, err
-}
-
-// detachWrite is out, a write's upstream request, made to outlive its
-// client: a client that hangs up after sending a whole write does not
-// cancel it, so the upstream's own answer decides whether it invalidates
-// (a 405 does not), rather than a cancellation that leaves the outcome
-// unknown. The upstream gets timeout more once the client has gone. It
-// also records in pi when the request has been written whole (a request
-// cut before that cannot have been applied).
-func detachWrite(out *http.Request, pi *passInfo, timeout time.Duration) *http.Request {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(out.Context()))
-	var mu sync.Mutex
-	var timer *time.Timer
-	unhook := context.AfterFunc(pi.in, func() {
-		mu.Lock()
-		timer = time.AfterFunc(timeout, cancel)
-		mu.Unlock()
-	})
-	pi.stop = func() {
-		unhook()
-		mu.Lock()
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
-		cancel()
-	}
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(i httptrace.WroteRequestInfo) {
-			if i.Err == nil {
-				pi.sent.Store(true)
-			}
-		},
-	})
-	return out.WithContext(ctx)
 }
 
 // bufferPool recycles copy buffers; without it every pass-through response
@@ -266,6 +201,12 @@ func classify(err error) *upstreamErr {
 		return &upstreamErr{code: http.StatusGatewayTimeout, err: err}
 	}
 	return &upstreamErr{code: http.StatusBadGateway, err: err}
+}
+
+// logUpstream writes the one line of a request answered 502 or 504
+// because the upstream failed, the same on every path (internal/upstreamlog).
+func (h *Handler) logUpstream(r *http.Request, route string, code int, err error) {
+	h.upLog.Failed(r, route, code, err)
 }
 
 func writeUpstreamError(w http.ResponseWriter, ue *upstreamErr, st status) {

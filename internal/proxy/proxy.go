@@ -40,12 +40,12 @@ import (
 	"github.com/sidecache/sidecache/internal/hitforpass"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/lean"
-	"github.com/sidecache/sidecache/internal/lograte"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/resend"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/tombstone"
+	"github.com/sidecache/sidecache/internal/upstreamlog"
 )
 
 // Cache is what the proxy needs of the (tiered) store: a lookup that says
@@ -147,8 +147,8 @@ type Handler struct {
 	// headers. One func for the handler's life, so the lean path passes it
 	// without allocating.
 	trailers func(http.Header)
-	via      []string         // the cached path's Via field; nil: none (read-only)
-	upLog    *lograte.Limiter // upstream failure lines (upstreamlog.go)
+	via      []string            // the cached path's Via field; nil: none (read-only)
+	upLog    *upstreamlog.Logger // upstream failure lines
 	// withheldLogged outlives reloads: a withheld header is logged once
 	// per route and name in the life of the process.
 	withheldLogged *forward.Logged
@@ -234,7 +234,7 @@ func New(opts Options) (*Handler, error) {
 		httpcache.RemoveForbiddenTrailers(t)
 		h.tagh.stripFrom(t)
 	}
-	h.upLog = newUpstreamLog(h.now)
+	h.upLog = upstreamlog.New(h.log, h.now)
 	h.withheldLogged = forward.NewLogged()
 	h.setTracing(opts.TracerProvider)
 	timeout := opts.Timeout

@@ -4,10 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/spans"
@@ -33,42 +30,28 @@ type spanLink = trace.SpanContext
 // setTracing takes the tracer from tp (nil or a no-op provider: tracing
 // off) and, when on, wraps the cache so each read and write is a span.
 func (h *Handler) setTracing(tp trace.TracerProvider) {
-	if tp == nil {
-		return
-	}
-	if _, ok := tp.(noop.TracerProvider); ok {
-		return
-	}
-	h.tr = tp.Tracer("github.com/sidecache/sidecache/internal/proxy")
-	if h.cache != nil {
+	h.tr = spans.Tracer(tp, "github.com/sidecache/sidecache/internal/proxy")
+	if h.tr != nil && h.cache != nil {
 		h.cache = spans.WrapCache(h.cache, h.tr, h.now)
 	}
 }
 
-// traceRoute names the request span after the matched route's pattern
-// (low cardinality, as http.route asks) instead of the bare method.
+// traceRoute names the request span after the matched route
+// (spans.NameRoute).
 func (h *Handler) traceRoute(r *http.Request, rt *route.Route) {
-	if h.tr == nil {
-		return
+	if h.tr != nil {
+		spans.NameRoute(r.Context(), r.Method, rt.Pattern, rt.Name)
 	}
-	sp := trace.SpanFromContext(r.Context())
-	if !sp.IsRecording() {
-		return
-	}
-	sp.SetName(r.Method + " " + rt.Pattern)
-	sp.SetAttributes(spans.AttrHTTPRoute.String(rt.Pattern), spans.AttrRoute.String(rt.Name))
 }
 
-// inject writes the current span as the upstream request's traceparent
-// (W3C Trace Context §3.2), replacing the client's: on the cached path the
-// upstream's parent is the flight's fetch span, on pass-through the
-// request's own span. With tracing off the client's header is forwarded
-// as it came.
+// inject writes the current span as the upstream request's traceparent,
+// replacing the client's: on the cached path the upstream's parent is the
+// flight's fetch span, on pass-through the request's own span. With
+// tracing off the client's header is forwarded as it came.
 func (h *Handler) inject(ctx context.Context, hdr http.Header) {
-	if h.tr == nil {
-		return
+	if h.tr != nil {
+		spans.Inject(ctx, hdr)
 	}
-	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(hdr))
 }
 
 // fillTraced is fill inside a "cache.fill" span, which the flight's
@@ -148,5 +131,5 @@ func (x *exchange) linkFlight(f *flight, leader bool) {
 	if f.batched {
 		kind = "batch"
 	}
-	trace.SpanFromContext(x.r.Context()).AddLink(trace.Link{SpanContext: f.link, Attributes: []attribute.KeyValue{spans.AttrLink.String(kind)}})
+	spans.Link(x.r.Context(), f.link, kind)
 }

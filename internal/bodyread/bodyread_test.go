@@ -1,4 +1,4 @@
-package proxy
+package bodyread
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing/iotest"
 )
 
-// readAll reads what io.ReadAll over a limit+1 reader reads, whatever the
+// Limited reads what io.ReadAll over a limit+1 reader reads, whatever the
 // announced size says, including bodies longer or shorter than announced
 // and reads of one byte at a time.
 func TestReadAllMatchesReadAll(t *testing.T) {
@@ -17,7 +17,7 @@ func TestReadAllMatchesReadAll(t *testing.T) {
 			for _, size := range []int64{-1, 0, 1, int64(len(body)), int64(len(body)) + 7, limit + 1} {
 				want, _ := io.ReadAll(io.LimitReader(strings.NewReader(body), limit+1))
 				for _, r := range []io.Reader{strings.NewReader(body), iotest.OneByteReader(strings.NewReader(body))} {
-					got, err := readAll(r, size, limit)
+					got, err := Limited(r, size, limit)
 					if err != nil || !bytes.Equal(got, want) {
 						t.Fatalf("body %d B, size %d, limit %d: got %d B (%v), want %d B", len(body), size, limit, len(got), err, len(want))
 					}

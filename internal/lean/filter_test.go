@@ -1,0 +1,63 @@
+package lean_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sidecache/sidecache/internal/lean"
+)
+
+// FilterTrailers drops the filtered fields from the names announced at
+// once, and from the trailers that come, announced or not, once the body
+// has been read to its end.
+func TestFilterTrailers(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Sum, X-Drop")
+		_, _ = io.WriteString(w, "body") // no length: chunked, trailers follow
+		w.Header().Set("X-Sum", "42")
+		w.Header().Set("X-Drop", "1")
+		w.Header().Set(http.TrailerPrefix+"Surrogate-Key", "secret") // unannounced
+	}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	calls := 0
+	lean.FilterTrailers(resp, func(h http.Header) {
+		calls++
+		h.Del("X-Drop")
+		h.Del("Surrogate-Key")
+	})
+	if _, ok := resp.Trailer["X-Drop"]; ok || len(resp.Trailer) != 1 {
+		t.Fatalf("announced trailers %v: want X-Sum alone", resp.Trailer)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || string(b) != "body" {
+		t.Fatalf("body %q, %v", b, err)
+	}
+	if len(resp.Trailer) != 1 || resp.Trailer.Get("X-Sum") != "42" {
+		t.Fatalf("trailers after the body %v: want X-Sum: 42 alone", resp.Trailer)
+	}
+	if calls < 2 {
+		t.Fatalf("filter ran %d times, want once on the names and again at the end", calls)
+	}
+}
+
+// An answer with a length has no trailers to wait for, and an upgrade's
+// body is the connection: neither body is wrapped.
+func TestFilterTrailersLeavesBody(t *testing.T) {
+	for _, resp := range []*http.Response{
+		{StatusCode: http.StatusOK, ContentLength: 4, Body: io.NopCloser(nil), Trailer: http.Header{}},
+		{StatusCode: http.StatusSwitchingProtocols, ContentLength: -1, Body: io.NopCloser(nil)},
+	} {
+		body := resp.Body
+		lean.FilterTrailers(resp, func(http.Header) {})
+		if resp.Body != body {
+			t.Errorf("status %d, length %d: body wrapped", resp.StatusCode, resp.ContentLength)
+		}
+	}
+}
