@@ -140,6 +140,9 @@ type Handler struct {
 	refreshing sync.Map
 	tombs      *tombstone.Set
 	tagh       tagHeaders
+	// stripTags is tagh.stripFrom, made once: a method value allocates
+	// each time it is taken, and every cached request's relay takes it.
+	stripTags func(http.Header)
 	// trailers filters an upstream's trailers as its header is filtered:
 	// the fields that may not be trailers (RFC 9110 §6.5.1) and the tag
 	// headers. One func for the handler's life, so the lean path passes it
@@ -227,6 +230,7 @@ func New(opts Options) (*Handler, error) {
 	if opts.Via != "" {
 		h.via = []string{"1.1 " + opts.Via}
 	}
+	h.stripTags = h.tagh.stripFrom
 	h.trailers = func(t http.Header) {
 		httpcache.RemoveForbiddenTrailers(t)
 		h.tagh.stripFrom(t)
