@@ -1,0 +1,155 @@
+package batch
+
+import (
+	"fmt"
+	"runtime/debug"
+	"slices"
+)
+
+// expire marks b's MaxWait as up, if b still accepts ids.
+func (l *Loader[A, V]) expire(b *batch[A, V]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b.g.open == b {
+		b.expired = true
+		l.pumpLocked(b.g)
+	}
+}
+
+// closeOpenLocked queues g's open batch behind the ready ones. l.mu must be
+// held.
+func (l *Loader[A, V]) closeOpenLocked(g *group[A, V]) {
+	b := g.open
+	g.open = nil
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	g.ready = append(g.ready, b)
+}
+
+// pumpLocked starts g's fetches while it has slots: ready batches first,
+// then the open batch if its MaxWait is up and g has nothing in flight (or
+// the loader is closing). l.mu must be held.
+func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
+	for g.inFlight < l.opts.MaxInFlight {
+		if len(g.ready) == 0 {
+			if b := g.open; b == nil || !l.closed && !(b.expired && g.inFlight == 0) {
+				break
+			}
+			l.closeOpenLocked(g)
+		}
+		b := g.ready[0]
+		g.ready[0] = nil
+		g.ready = g.ready[1:]
+		if !l.unsettledLocked(b) {
+			continue
+		}
+		for i, id := range b.ids {
+			if g.pending[id] == b.res[i] {
+				delete(g.pending, id)
+			}
+		}
+		g.inFlight++
+		go l.run(b)
+	}
+}
+
+// unsettledLocked leaves out of b, about to be fetched, the ids another
+// call answered while b was queued, and reports whether any is left; a
+// batch with none is dropped as answered, without a call. Only a retry can
+// hold such ids: a shared id rides in each of its owners' retries
+// (partitionLocked), and the halves of a failed retry are queued behind
+// the retries already queued (queueRetriesLocked), which may answer their
+// ids first. A dropped retry gives its owner back the call it paid for.
+// l.mu must be held.
+func (l *Loader[A, V]) unsettledLocked(b *batch[A, V]) bool {
+	if !b.retry || !slices.ContainsFunc(b.res, func(r *result[V]) bool { return r.settled }) {
+		return true
+	}
+	var ids []string
+	var res []*result[V]
+	for i, r := range b.res {
+		if r.settled {
+			r.held-- // answered: only a call's answer settles an id another call holds
+			continue
+		}
+		ids, res = append(ids, b.ids[i]), append(res, r)
+	}
+	b.ids, b.res = ids, res
+	if len(ids) > 0 {
+		return true
+	}
+	if b.owner != nil {
+		b.owner.calls--
+	}
+	l.settleLocked(b, nil, nil) // its round, if any, counts it answered
+	l.wg.Done()
+	return false
+}
+
+// run makes b's fetch, then answers its ids or queues their retries, and
+// tells the LoadThen waiters of the ids it settled.
+func (l *Loader[A, V]) run(b *batch[A, V]) {
+	defer l.wg.Done()
+	m, err := l.call(b)
+
+	l.mu.Lock()
+	g := b.g
+	g.inFlight--
+	l.settleLocked(b, m, err)
+	tell := tellLocked(b.res)
+	l.pumpLocked(g)
+	if g.open == nil && len(g.ready) == 0 && g.inFlight == 0 && l.groups[g.key] == g {
+		delete(l.groups, g.key)
+	}
+	l.mu.Unlock()
+	for _, r := range tell {
+		r.tell()
+	}
+}
+
+// tellLocked marks the results of res that are settled and have LoadThen
+// waiters not yet told, and returns them, to be told once the lock is
+// released. l.mu must be held. A call settles only results it holds, so
+// its own res are where to look.
+func tellLocked[V any](res []*result[V]) []*result[V] {
+	var out []*result[V]
+	for _, r := range res {
+		if r.settled && !r.told && r.then != nil {
+			r.told = true
+			if out == nil {
+				out = make([]*result[V], 0, len(res))
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// tell gives r's outcome to its LoadThen waiters. r is settled, so
+// nothing writes it any more.
+func (r *result[V]) tell() {
+	tellOne(r.then, r.v, r.found, r.err)
+	for _, then := range r.thens {
+		tellOne(then, r.v, r.found, r.err)
+	}
+}
+
+// tellOne calls then, recovering a panic (see LoadThen).
+func tellOne[V any](then func(V, bool, error), v V, found bool, err error) {
+	defer func() { _ = recover() }()
+	then(v, found, err)
+}
+
+// call runs fetch, turning a panic into an error.
+func (l *Loader[A, V]) call(b *batch[A, V]) (m map[string]V, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			m, err = nil, fmt.Errorf("%w: %v\n\n%s", ErrPanicked, r, debug.Stack())
+		}
+	}()
+	if l.opts.OnBatch != nil {
+		l.opts.OnBatch(len(b.ids))
+	}
+	return l.fetch(b.ctx, b.arg, b.ids)
+}

@@ -1,0 +1,92 @@
+package batch
+
+import (
+	"context"
+	"crypto/sha256"
+	"time"
+)
+
+// maxGroupKey is the longest group kept as its own map key. A longer one
+// is keyed by its SHA-256, so the keys of MaxGroups groups hold at most
+// MaxGroups·maxGroupKey bytes whatever the clients send; the usual group
+// (a host and a credential) is shorter and costs no hash on each Load.
+const maxGroupKey = 256
+
+// groupKey names a group: the group itself, or its SHA-256 when longer
+// than maxGroupKey (hashed, so a group that happens to be 32 bytes long
+// never meets a hash).
+type groupKey struct {
+	s      string
+	hashed bool
+}
+
+func keyOf(group string) groupKey {
+	if len(group) <= maxGroupKey {
+		return groupKey{s: group}
+	}
+	sum := sha256.Sum256([]byte(group))
+	return groupKey{s: string(sum[:]), hashed: true}
+}
+
+// group is the state of one group. Guarded by Loader.mu.
+type group[A, V any] struct {
+	key      groupKey
+	open     *batch[A, V]          // accepting ids; at most one
+	ready    []*batch[A, V]        // closed to ids, waiting for a slot, oldest first
+	pending  map[string]*result[V] // ids of open and ready batches
+	inFlight int
+}
+
+// batch is one fetch to make. Its fields are guarded by Loader.mu until it
+// is dispatched, and read only by its run after.
+type batch[A, V any] struct {
+	g       *group[A, V]
+	arg     A
+	ctx     context.Context
+	ids     []string
+	res     []*result[V] // res[i] is the outcome of ids[i]
+	timer   *time.Timer  // nil for isolation halves and lone batches
+	expired bool         // MaxWait is up
+	// retry: an isolation call, of owner's ids only (nil: one-id requests').
+	retry bool
+	owner *Requester
+	round *round
+	alone bool // a quarantined id's call of its own
+}
+
+// result is the outcome of one id of a batch, shared by all its waiters.
+// v, found and err are written once, before settled is set, and only read
+// after (by a LoadAs waiter once done is closed, by the goroutine that
+// tells the LoadThen waiters); the other fields are guarded by Loader.mu.
+// A settled result is never in a group's pending, so no waiter joins it
+// after.
+//
+// After a shared call failed, the id may ride in several calls at once,
+// one per list request waiting on it (see partitionLocked): the first
+// call that answers it settles it for every waiter, and it fails only
+// when the last call holding it failed.
+type result[V any] struct {
+	// done is made for the first LoadAs waiter and closed when settled:
+	// a request that LoadThen finishes costs no channel.
+	done chan struct{}
+	// then and thens are the LoadThen waiters' (then the first one's).
+	then  func(V, bool, error)
+	thens []func(V, bool, error)
+	v     V
+	found bool
+	err   error
+	solo  bool         // a one-id client request waits on it
+	reqs  []*Requester // the list requests waiting on it
+	held  int          // calls holding it, queued or in flight
+	// settled: v, found and err are final, done (if any) is closed.
+	settled bool
+	told    bool // its LoadThen waiters are being told (tellLocked)
+}
+
+// round is one isolation round of an ErrSuspect failure: the calls of each
+// client request's ids apart. If none is answered, the upstream is down.
+type round struct {
+	pending  int
+	answered bool
+	failed   []string // its one-id calls that failed
+}

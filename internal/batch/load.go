@@ -1,0 +1,225 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Load returns the value for id, fetched together with the other ids loaded
+// in the same group at about the same time.
+//
+// group names the callers that may share an upstream call: the proxy passes
+// its forwarded headers, so one client's credentials never answer another's
+// request. Different groups never share a batch. The loader keeps a group
+// of up to 256 bytes as it is and a longer one as its SHA-256 (keyOf), so
+// a long group string costs nothing past the call.
+//
+// Load joins the open batch of group or opens one. The batch closes when it
+// holds MaxSize distinct ids, or when MaxWait is up and no call of the group
+// is in flight; a closed batch is fetched as soon as the group has fewer
+// than MaxInFlight calls in flight, oldest first. An id already waiting in a
+// batch not yet fetched shares that batch's answer; an id whose call is
+// already in flight is fetched again.
+//
+// fetch receives the arg of the caller that opened the batch and a context
+// derived from that caller's ctx with context.WithoutCancel: no waiter's
+// leaving cancels a fetch the others need, so fetch must bound itself.
+//
+// If fetch fails with an error wrapping ErrIsolate (or ErrSuspect, while
+// the upstream is not judged down), the batch's ids are fetched again, one
+// call per client request waiting on them, queued ahead of newer batches;
+// a call holding one list request's ids that fails again is halved,
+// recursively, while the request has calls left (Requester). A one-id call
+// that fails gives its error to that id's waiters as returned, and
+// quarantines the id (Options.Quarantine). So a client request of n ids
+// costs the upstream at most Budget(n) calls whatever it answers (once its
+// ⌈n/MaxSize⌉ first calls fit in it), another request's good ids wait one
+// more call at most for a bad id, and the whole isolation of a batch of
+// requests costs at most one call per request past the first. Other errors
+// (and panics, as ErrPanicked) fail every id of the failing fetch.
+//
+// found is false when the fetch answer lacks id. A waiter whose ctx ends
+// leaves with ctx.Err(); its id stays in the batch, which goes on.
+func (l *Loader[A, V]) Load(ctx context.Context, group string, arg A, id string) (v V, found bool, err error) {
+	return l.LoadAs(ctx, nil, group, arg, id)
+}
+
+// LoadAs is Load for one id of the client request req (nil: a request of
+// that one id), whose account bounds the calls its ids cause (Requester).
+func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string, arg A, id string) (v V, found bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return v, false, err
+	}
+	r, settled, err := l.join(ctx, req, keyOf(group), arg, id, nil)
+	switch {
+	case err != nil:
+		return v, false, err
+	case settled:
+		return r.v, r.found, r.err
+	}
+	select {
+	case <-r.done:
+		return r.v, r.found, r.err
+	case <-ctx.Done():
+		return v, false, ctx.Err()
+	}
+}
+
+// LoadThen is LoadAs without the wait: it joins id as LoadAs does and
+// returns, and then is told the outcome once, on the goroutine of the
+// batch that settles it, after the loader's lock is released (or on the
+// caller's, before LoadThen returns, when it is settled at once: a closed
+// loader, a spent budget, an ended ctx). Many loads thus cost the batch's
+// goroutine and no goroutine or channel each.
+//
+// then must be short and must not block: the batch's other waiters are
+// told after it. A panic in then is recovered, so that it neither takes
+// the process down nor keeps the batch's other waiters from their
+// answers, and is lost: then must guard its own (coalesce.Flight's
+// FinishWith does).
+func (l *Loader[A, V]) LoadThen(ctx context.Context, req *Requester, group string, arg A, id string, then func(v V, found bool, err error)) {
+	var zero V
+	if err := ctx.Err(); err != nil {
+		then(zero, false, err)
+		return
+	}
+	r, settled, err := l.join(ctx, req, keyOf(group), arg, id, then)
+	switch {
+	case err != nil:
+		then(zero, false, err)
+	case settled:
+		then(r.v, r.found, r.err)
+	}
+}
+
+// join adds id to the open batch of the group keyed key, opening the group
+// or the batch if needed, and starts what may start. A quarantined id gets
+// a batch of its own instead, if req may still cause a call. The waiter is
+// then's (LoadThen) or, when then is nil, one that waits on r.done
+// (LoadAs). settled reports that r is settled already (its v, found and
+// err are final, and then is not kept).
+func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, arg A, id string, then func(V, bool, error)) (r *result[V], settled bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// An id Enlist put in a batch waits on it even once the loader is
+	// closed: Close sends that batch, and its answer is coming.
+	if r = l.enlistedLocked(req, id); r == nil {
+		if l.closed {
+			return nil, false, ErrClosed
+		}
+		r = l.joinLocked(ctx, req, key, arg, id)
+	}
+	if r.settled {
+		return r, true, nil
+	}
+	r.wait(then)
+	return r, false, nil
+}
+
+// wait adds a waiter to r, not yet settled: then, or (nil) one on
+// r.done. Loader.mu must be held.
+func (r *result[V]) wait(then func(V, bool, error)) {
+	switch {
+	case then == nil && r.done == nil:
+		r.done = make(chan struct{})
+	case then == nil:
+	case r.then == nil:
+		r.then = then
+	default:
+		r.thens = append(r.thens, then)
+	}
+}
+
+// joinLocked is join's work on the loader's state. l.mu must be held.
+func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key groupKey, arg A, id string) *result[V] {
+	if l.q.has(id, l.opts.Now()) {
+		return l.joinAloneLocked(ctx, req, arg, id)
+	}
+	g := l.groups[key]
+	lone := false
+	if g == nil {
+		g = &group[A, V]{key: key, pending: make(map[string]*result[V])}
+		if len(l.groups) < l.opts.MaxGroups {
+			l.groups[key] = g
+		} else {
+			// A group of its own that is never registered: it is not
+			// found again, and disappears with its one fetch.
+			lone = true
+			if l.opts.OnOverflow != nil {
+				l.opts.OnOverflow()
+			}
+		}
+	}
+	if r := g.pending[id]; r != nil {
+		// The batch holding id goes whatever req does: joining it causes
+		// no upstream call, so it costs req nothing (a list whose ids
+		// were pending in many other requests' batches ran out of budget
+		// with a healthy upstream). Should that batch fail, req's retry
+		// is paid from its account (partitionLocked).
+		r.addRequester(req)
+		return r
+	}
+	b := g.open
+	if b == nil && !req.open() {
+		// Joining an open batch is free, as joining a pending id is: it
+		// goes anyway. Only a batch req opens is a call of its own.
+		return l.overBudgetLocked(id)
+	}
+	if b == nil {
+		b = &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx)}
+		l.wg.Add(1)
+		g.open = b
+		if !lone {
+			b.timer = time.AfterFunc(l.opts.MaxWait, func() { l.expire(b) })
+		}
+	}
+	r := &result[V]{held: 1}
+	r.addRequester(req)
+	b.ids = append(b.ids, id)
+	b.res = append(b.res, r)
+	g.pending[id] = r
+	if lone || len(b.ids) >= l.opts.MaxSize {
+		l.closeOpenLocked(g)
+	}
+	l.pumpLocked(g)
+	return r
+}
+
+// joinAloneLocked fetches a quarantined id in a batch of its own, in a
+// group of its own that is never registered, or fails it with ErrBudget
+// when req (a list request) has no call left. l.mu must be held.
+func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, arg A, id string) *result[V] {
+	if req != nil && !req.afford(1) {
+		return l.overBudgetLocked(id)
+	}
+	r := &result[V]{held: 1}
+	g := &group[A, V]{pending: make(map[string]*result[V])}
+	b := &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), ids: []string{id}, res: []*result[V]{r}, alone: true}
+	l.wg.Add(1)
+	g.ready = append(g.ready, b)
+	l.pumpLocked(g)
+	return r
+}
+
+// overBudgetLocked is the result of a Load whose list request has no call
+// left. l.mu must be held.
+func (l *Loader[A, V]) overBudgetLocked(id string) *result[V] {
+	r := &result[V]{err: fmt.Errorf("%w: id %q", ErrBudget, id), settled: true}
+	if l.opts.OnBudget != nil {
+		l.opts.OnBudget(1)
+	}
+	return r
+}
+
+// addRequester records that req waits on r. l.mu must be held. Every list
+// request is kept, however many: each gets the id in its own retry (see
+// partitionLocked), so none depends on another's. They cost a pointer per
+// Load still waiting.
+func (r *result[V]) addRequester(req *Requester) {
+	if req == nil {
+		r.solo = true
+	} else {
+		r.reqs = append(r.reqs, req)
+	}
+}
