@@ -189,14 +189,31 @@ func TestBatchFailures(t *testing.T) {
 			})
 			rt := userRoute(5, 50*time.Millisecond)
 			rt.NegativeTTL = time.Minute
-			e := newEnv(t, o.upstream, []testRoute{rt}, func(o *proxyOptions, _ *l1.Store) {
-				o.Timeout = 300 * time.Millisecond
-				if tc.refused {
-					o.Upstream = refused
-				}
-			})
+			newFront := func() *env {
+				return newEnv(t, o.upstream, []testRoute{rt}, func(o *proxyOptions, _ *l1.Store) {
+					o.Timeout = 300 * time.Millisecond
+					if tc.refused {
+						o.Upstream = refused
+					}
+				})
+			}
+			e := newFront()
 			paths := userPaths(1, 5)
-			for i, a := range fetchAll(e, paths, nil) {
+			answers := fetchAll(e, paths, nil)
+			// The counts below for a 500 are those of one batch of the
+			// five: a stall on a loaded machine can spread them over two
+			// max_wait windows (a lone id is not isolated), which is not
+			// this case. Then start over on a fresh front.
+			for try := 0; tc.name == "status 500" && !firstCallHas(o.snapshot(), len(paths)); try++ {
+				if try == 5 {
+					t.Fatalf("the five requests never shared one bulk call: %v", o.snapshot())
+				}
+				t.Logf("the five requests did not share one bulk call (%v): again", o.snapshot())
+				o.reset()
+				e = newFront()
+				answers = fetchAll(e, paths, nil)
+			}
+			for i, a := range answers {
 				if a.err != nil {
 					t.Fatalf("%s: %v", paths[i], a.err)
 				}
@@ -259,6 +276,11 @@ func TestBatchFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// firstCallHas reports whether the first bulk call asked for n ids.
+func firstCallHas(calls []bulkCall, n int) bool {
+	return len(calls) > 0 && len(calls[0].ids) == n
 }
 
 // TestBatchGroupsByForwardedHeaders: callers differing in a header the

@@ -76,6 +76,13 @@ func newBulkOrigin(t testing.TB, answer func(w http.ResponseWriter, r *http.Requ
 	return o
 }
 
+// reset forgets the calls recorded so far.
+func (o *bulkOrigin) reset() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = nil
+}
+
 func (o *bulkOrigin) snapshot() []bulkCall {
 	o.mu.Lock()
 	defer o.mu.Unlock()
