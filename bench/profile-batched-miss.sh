@@ -3,7 +3,9 @@
 # cache+batch configuration on one core with admin.pprof on, 20 s of
 # GET /users/{id} on ids never asked before at 3,000 req/s (vegeta), a 15 s
 # CPU profile from the admin listener, then /proc CPU per request, the
-# requests per bulk call and the profile's top entries.
+# requests per bulk call and the profile's top entries. L1 only, as the
+# batch row of `make bench-cpu` (no l2 block: a Redis left on 6379 would
+# otherwise put the L2 lookup and write of every miss in the profile).
 #
 #   make build bin/bench && bench/profile-batched-miss.sh bin/sidecache [out-dir]
 set -euo pipefail
@@ -14,7 +16,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 (cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
 bin/bench -print-config cache+batch |
-  sed -e 's#^listen: .*#listen: 127.0.0.1:18180#' \
+  sed -e '/^  l2:/,/^[a-z]/{/^[a-z]/!d;}' \
+      -e 's#^listen: .*#listen: 127.0.0.1:18180#' \
       -e 's#^  listen: .*#  listen: 127.0.0.1:19190\n  pprof: true#' \
       -e 's#^  url: .*#  url: http://127.0.0.1:13100#' >"$out/sidecache.yaml"
 seq 100001 180000 | sed 's#^#GET http://127.0.0.1:18180/users/#' >"$out/targets.txt"

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 )
@@ -501,6 +502,9 @@ func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
 		b := g.ready[0]
 		g.ready[0] = nil
 		g.ready = g.ready[1:]
+		if !l.unsettledLocked(b) {
+			continue
+		}
 		for i, id := range b.ids {
 			if g.pending[id] == b.res[i] {
 				delete(g.pending, id)
@@ -509,6 +513,39 @@ func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
 		g.inFlight++
 		go l.run(b)
 	}
+}
+
+// unsettledLocked leaves out of b, about to be fetched, the ids another
+// call answered while b was queued, and reports whether any is left; a
+// batch with none is dropped as answered, without a call. Only a retry can
+// hold such ids: a shared id rides in each of its owners' retries
+// (partitionLocked), and the halves of a failed retry are queued behind
+// the retries already queued (queueRetriesLocked), which may answer their
+// ids first. A dropped retry gives its owner back the call it paid for.
+// l.mu must be held.
+func (l *Loader[A, V]) unsettledLocked(b *batch[A, V]) bool {
+	if !b.retry || !slices.ContainsFunc(b.res, func(r *result[V]) bool { return r.settled }) {
+		return true
+	}
+	var ids []string
+	var res []*result[V]
+	for i, r := range b.res {
+		if r.settled {
+			r.held-- // answered: only a call's answer settles an id another call holds
+			continue
+		}
+		ids, res = append(ids, b.ids[i]), append(res, r)
+	}
+	b.ids, b.res = ids, res
+	if len(ids) > 0 {
+		return true
+	}
+	if b.owner != nil {
+		b.owner.calls--
+	}
+	l.settleLocked(b, nil, nil) // its round, if any, counts it answered
+	l.wg.Done()
+	return false
 }
 
 // run makes b's fetch, then answers its ids or queues their retries, and

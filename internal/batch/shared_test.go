@@ -210,3 +210,42 @@ func TestListJoiningPendingIDsCostsNoBudget(t *testing.T) {
 		t.Errorf("%d upstream calls, want the 13 batches only", n)
 	}
 }
+
+// TestSettledRetryNotFetched: a retry whose ids another call answered
+// while it was queued costs no upstream call. Lists L1 [s, x] (x bad) and
+// L2 [s] share a call, which fails; each list's retry is queued, L1's
+// first. L1's [s, x] fails again and is halved, its halves queued behind
+// L2's retry, which answers s: the half [s] then holds no id left to ask
+// for. One call at a time, so the order is fixed. The loader used to send
+// it anyway: 5 upstream calls instead of 4, s in 4 of them.
+func TestSettledRetryNotFetched(t *testing.T) {
+	g := &gate{bad: map[string]bool{"x": true}}
+	l := New(Options{MaxSize: 2, MaxWait: never, MaxInFlight: 1}, g.fetch)
+	defer l.Close()
+	var joined atomic.Int64
+	l1, l2 := l.Requester(2), l.Requester(1)
+	out1 := make(chan outcome, 2)
+	out2 := make(chan outcome, 1)
+	loadList(t, l, l1, &joined, out1, "s")
+	loadList(t, l, l2, &joined, out2, "s")
+	loadList(t, l, l1, &joined, out1, "x") // fills the batch, which goes
+	for range 2 {
+		o := recv(t, out1)
+		switch {
+		case o.id == "s" && (o.err != nil || o.v != "v:s"):
+			t.Errorf("L1's s got (%q, %v, %v)", o.v, o.found, o.err)
+		case o.id == "x" && o.err == nil:
+			t.Errorf("bad id x answered %q", o.v)
+		}
+	}
+	if o := recv(t, out2); o.err != nil || o.v != "v:s" {
+		t.Errorf("L2's s got (%q, %v, %v)", o.v, o.found, o.err)
+	}
+	calls := g.snapshot()
+	if n := g.calls.Load(); n != 4 {
+		t.Errorf("%d upstream calls, want 4 (shared, L1's retry, L2's retry, x alone): %v", n, calls)
+	}
+	if n := callsHolding(calls, "s"); n != 3 {
+		t.Errorf("s was in %d calls, want 3: %v", n, calls)
+	}
+}

@@ -348,6 +348,7 @@ func FuzzSplit(f *testing.F) {
 				t.Fatalf("element %q is not valid JSON: %q", id, e)
 			}
 		}
+		checkSplitFor(t, body)
 		again, err := Split(Join(slices.Collect(maps.Values(got))), "id")
 		if err != nil {
 			t.Fatalf("re-splitting the joined elements: %v", err)

@@ -78,8 +78,24 @@ func appendStrings(b []byte, ss []string) []byte {
 }
 
 // Unmarshal decodes what Marshal wrote. It never panics: any malformed,
-// truncated or over-long input, and any trailing byte, is ErrCorrupt.
-func Unmarshal(data []byte) (*Entry, error) {
+// truncated or over-long input, and any trailing byte, is ErrCorrupt. The
+// entry shares nothing with data.
+func Unmarshal(data []byte) (*Entry, error) { return unmarshal(data, false) }
+
+// UnmarshalOwned is Unmarshal for a caller that hands data over: the
+// entry's Body is a slice of data instead of a copy, so data must be a
+// buffer allocated for this entry alone (an L2 reply read into its own
+// allocation), never one that is reused or written afterwards. It saves
+// the body's copy on every L2 hit.
+func UnmarshalOwned(data []byte) (*Entry, error) { return unmarshal(data, true) }
+
+// unmarshal decodes in two passes so that an entry costs a fixed handful
+// of allocations whatever its header holds: the first validates and counts
+// the strings, the second cuts every tag, variant, header name and value
+// from one string converted from the bytes that hold them, and every
+// []string from one backing array (each capped at its own length, so an
+// append to one never writes into the next).
+func unmarshal(data []byte, own bool) (*Entry, error) {
 	if len(data) < 2 || data[0] != codecMagic {
 		return nil, fmt.Errorf("%w: bad magic", ErrCorrupt)
 	}
@@ -109,26 +125,80 @@ func Unmarshal(data []byte) (*Entry, error) {
 		}
 		e.NoStale = flags&flagNoStale != 0
 	}
-	e.Tags = r.strings()
-	e.Variants = r.strings()
-	if n := r.count(); n > 0 {
-		e.Header = make(http.Header, n)
-		for i := 0; i < n && r.err == nil; i++ {
-			k := r.string()
-			e.Header[k] = r.strings()
-		}
+	// First pass: validate the strings and count them.
+	strs := r.b
+	nss := r.skipStrings() + r.skipStrings()
+	nh := r.count()
+	for i := 0; i < nh && r.err == nil; i++ {
+		r.skipString()
+		nss += r.skipStrings()
 	}
-	body := r.bytes(r.count64())
+	strs = strs[:len(strs)-len(r.b)]
+	body := r.take(r.count64())
 	if r.err != nil {
 		return nil, r.err
 	}
 	if len(r.b) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
 	}
+	// Second pass, over input the first found well formed.
+	s := strDecoder{b: strs, s: string(strs), backing: make([]string, nss)}
+	e.Tags = s.strings()
+	e.Variants = s.strings()
+	if n := s.count(); n > 0 {
+		e.Header = make(http.Header, n)
+		for range n {
+			k := s.string()
+			e.Header[k] = s.strings()
+		}
+	}
 	if len(body) > 0 {
-		e.Body = body
+		if own {
+			e.Body = body[:len(body):len(body)]
+		} else {
+			e.Body = make([]byte, len(body))
+			copy(e.Body, body)
+		}
 	}
 	return e, nil
+}
+
+// strDecoder cuts the strings of a region reader validated: b is the
+// region still to read, s the whole region as one string, and off how far
+// into it b starts.
+type strDecoder struct {
+	b       []byte
+	s       string
+	off     int
+	backing []string
+}
+
+func (d *strDecoder) count() int {
+	v, n := binary.Uvarint(d.b)
+	d.b = d.b[n:]
+	d.off += n
+	return int(v)
+}
+
+func (d *strDecoder) string() string {
+	n := d.count()
+	s := d.s[d.off : d.off+n]
+	d.b = d.b[n:]
+	d.off += n
+	return s
+}
+
+func (d *strDecoder) strings() []string {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	ss := d.backing[:n:n]
+	d.backing = d.backing[n:]
+	for i := range ss {
+		ss[i] = d.string()
+	}
+	return ss
 }
 
 // reader is a sticky-error cursor: after the first failure every read
@@ -190,26 +260,23 @@ func (r *reader) count64() int {
 	return int(n)
 }
 
-func (r *reader) bytes(n int) []byte {
+// take returns the next n bytes, not copied.
+func (r *reader) take(n int) []byte {
 	if r.err != nil {
 		return nil
 	}
-	out := make([]byte, n)
-	copy(out, r.b[:n])
+	out := r.b[:n]
 	r.b = r.b[n:]
 	return out
 }
 
-func (r *reader) string() string { return string(r.bytes(r.count64())) }
+func (r *reader) skipString() { r.take(r.count64()) }
 
-func (r *reader) strings() []string {
+// skipStrings skips a list of strings and returns its length.
+func (r *reader) skipStrings() int {
 	n := r.count()
-	if n == 0 {
-		return nil
-	}
-	ss := make([]string, 0, n)
 	for i := 0; i < n && r.err == nil; i++ {
-		ss = append(ss, r.string())
+		r.skipString()
 	}
-	return ss
+	return n
 }

@@ -312,3 +312,17 @@ func qPositive(q string) bool {
 func trimOWS(s string) string {
 	return strings.Trim(s, " \t")
 }
+
+// AnswerVary is the request headers an upstream answer varies on: its
+// Vary (ParseVary), and Accept-Encoding when it is compressed without
+// saying so — it is then kept as the variant it is (RFC 9110 §12.5.3), so
+// that clients who did not accept that coding never receive it. star:
+// Vary: *.
+func AnswerVary(upstream http.Header) (names []string, star bool) {
+	names, star = ParseVary(upstream)
+	if ce := upstream.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") && !slices.Contains(names, "Accept-Encoding") {
+		names = append(names, "Accept-Encoding")
+		slices.Sort(names)
+	}
+	return names, star
+}

@@ -206,7 +206,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
-	parts, err := bulk.Split(body, rt.Batch.IDField)
+	parts, err := bulk.SplitFor(body, rt.Batch.IDField, ids)
 	switch {
 	case errors.Is(err, bulk.ErrShape) && len(ids) > 1:
 		return nil, fmt.Errorf("%w: %w: %w", errBulk, batch.ErrIsolate, err)
@@ -217,11 +217,12 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	share := took / time.Duration(len(ids))
 	heads := x.elementHeads(resp.Header)
 	ex := x.elementExchange()
-	for _, id := range ids {
+	reqID := out.Header.Get("X-Request-Id")
+	for i, id := range ids {
 		ex.setID(id)
-		a := ex.keepElement(ctx, parts[id], resp.Header, heads, t0)
+		a := ex.keepElement(ctx, parts[i], resp.Header, heads, t0)
 		a.upstream = share
-		a.reqID = out.Header.Get("X-Request-Id")
+		a.reqID = reqID
 		res[id] = a
 	}
 	return res, nil

@@ -120,7 +120,7 @@ func (x *exchange) cached() {
 // applying the fit rule to whatever the flight hands back.
 func (x *exchange) join(flightKey string, held candidate) {
 	ctx := x.r.Context()
-	closeInterim := x.relayInterim()
+	interim := x.relayInterim()
 	var (
 		f      *flight
 		leader bool
@@ -135,7 +135,7 @@ func (x *exchange) join(flightKey string, held candidate) {
 	} else {
 		f, leader, err = x.h.flights.DoThen(ctx, flightKey, x.detach().fillFirst)
 	}
-	closeInterim()
+	interim.Close()
 	if ctx.Err() != nil {
 		return // the client left while waiting; the flight goes on for others
 	}

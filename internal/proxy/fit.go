@@ -3,7 +3,6 @@ package proxy
 import (
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/cache"
@@ -109,7 +108,7 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 		a.shareable = of.Shareable
 	}
 	negative, cacheable := httpcache.CacheableStatus(e.Status, rt.NegativeTTL)
-	names, star := answerVary(upstream)
+	names, star := cachekey.AnswerVary(upstream)
 	a.vary = names
 	if star {
 		a.shareable = false // Vary: * matches no other request (RFC 9110 §12.5.5)
@@ -158,19 +157,6 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	return a
 }
 
-// answerVary is the request headers an upstream answer varies on: its Vary,
-// and Accept-Encoding when it is compressed without saying so — it is
-// then kept as the variant it is (RFC 9110 §12.5.3), so that other
-// clients never receive it. star: Vary: *.
-func answerVary(upstream http.Header) (names []string, star bool) {
-	names, star = cachekey.ParseVary(upstream)
-	if ce := upstream.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") && !slices.Contains(names, "Accept-Encoding") {
-		names = append(names, "Accept-Encoding")
-		slices.Sort(names)
-	}
-	return names, star
-}
-
 // passVariant remembers that the variant of this request an upstream
 // answer with header h is, was too large to keep (hit-for-pass, Varnish's
 // name), until the given time. Hit-for-pass is per variant: a URL whose
@@ -179,7 +165,7 @@ func answerVary(upstream http.Header) (names []string, star bool) {
 // (its coding) and the one this client asked for are remembered: an
 // origin that answered a gzip client uncompressed will again.
 func (x *exchange) passVariant(h http.Header, until time.Time) {
-	names, star := answerVary(h)
+	names, star := cachekey.AnswerVary(h)
 	if star || len(names) == 0 {
 		x.h.hfp.Add(x.key, until)
 		return

@@ -14,18 +14,20 @@ import (
 // it (they may be waiting on another replica's fetch, or none).
 // Pass-through relays 1xx itself (internal/lean, httputil.ReverseProxy).
 
-// relayInterim opens the relay for x's client and returns the func that
-// closes it for good (none for a miss of a batch route). The relay is carried by the exchange copies made
-// after it, background refreshes included, which find it closed.
-func (x *exchange) relayInterim() func() {
+// relayInterim opens the relay for x's client and returns it, for the
+// caller to close for good when it stops waiting (nil, whose Close does
+// nothing, for a miss of a batch route). The relay is carried by the
+// exchange copies made after it, background refreshes included, which find
+// it closed. It costs one allocation: every L2 hit opens one, since the
+// flight it joins may go on to the upstream.
+func (x *exchange) relayInterim() *relay.Interim {
 	if x.batched() {
 		// Its miss is loaded through a bulk call (fillUpstream), which
 		// relays no client's 1xx: a relay would never be used.
-		return func() {}
+		return nil
 	}
-	ir := relay.New(x.w, x.r, x.h.tagh.stripFrom, x.h.maxHdr)
-	x.interim = ir
-	return ir.Close
+	x.interim = relay.New(x.w, x.r, x.h.stripTags, x.h.maxHdr)
+	return x.interim
 }
 
 // withInterim attaches the relay to the outgoing request of a fetch.

@@ -86,6 +86,8 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 			pr.SetXForwarded()
 			h.inject(pr.Out.Context(), pr.Out.Header)
 			if pi, _ := pr.In.Context().Value(passCtxKey{}).(*passInfo); pi != nil && pi.after != nil {
+				// A whole write outlives its client, timeout more: the
+				// upstream's answer decides what it invalidates.
 				pr.Out, pi.det = detached.Request(pr.Out, pi.in, timeout)
 			}
 			// ReverseProxy's own 1xx hook resets the Transport's header

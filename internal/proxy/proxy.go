@@ -43,6 +43,7 @@ import (
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/resend"
 	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/routeshape"
 	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/tombstone"
 	"github.com/sidecache/sidecache/internal/upstreamlog"
@@ -139,6 +140,9 @@ type Handler struct {
 	refreshing sync.Map
 	tombs      *tombstone.Set
 	tagh       tagHeaders
+	// stripTags is tagh.stripFrom, made once: a method value allocates
+	// each time it is taken, and every cached request's relay takes it.
+	stripTags func(http.Header)
 	// trailers filters an upstream's trailers as its header is filtered:
 	// the fields that may not be trailers (RFC 9110 §6.5.1) and the tag
 	// headers. One func for the handler's life, so the lean path passes it
@@ -226,6 +230,7 @@ func New(opts Options) (*Handler, error) {
 	if opts.Via != "" {
 		h.via = []string{"1.1 " + opts.Via}
 	}
+	h.stripTags = h.tagh.stripFrom
 	h.trailers = func(t http.Header) {
 		httpcache.RemoveForbiddenTrailers(t)
 		h.tagh.stripFrom(t)
@@ -321,7 +326,7 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	st.table = t
 	st.routes = make(map[*route.Route]*routeState, len(t.Routes()))
 	for _, rt := range t.Routes() {
-		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, shape(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged), routeTag: RouteTag(rt.Name)}
+		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, routeshape.Of(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged), routeTag: RouteTag(rt.Name)}
 		if rt.Batch != nil {
 			rs.bm = rs.m.Batch(notStoredReasons[:]...)
 			rs.batcher = h.newBatcher(rs)

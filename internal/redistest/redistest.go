@@ -56,13 +56,45 @@ func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	return launch(t, lookPath(t, "redis-server"), func(port int) ([]string, error) {
-		return append([]string{
-			"--port", strconv.Itoa(port),
-			"--bind", "127.0.0.1",
-			"--save", "",
-			"--appendonly", "no",
-			"--dir", dir,
-		}, args...), nil
+		return append(serverArgs(port, dir), args...), nil
+	})
+}
+
+func serverArgs(port int, dir string) []string {
+	return []string{
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", dir,
+	}
+}
+
+// startClusterNode starts one cluster-enabled server. Its cluster bus port
+// is probed free like its client port: by default Redis binds port+10000,
+// which another process's socket may hold (in the ephemeral range, where
+// the client port lies) or which does not exist (a port above 55535), and
+// the node then exits. Three starts in a row failing that way made a
+// cluster test fail now and then.
+func startClusterNode(t testing.TB) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	return launch(t, lookPath(t, "redis-server"), func(port int) ([]string, error) {
+		// Never port+10000: that it is free now says nothing of the next
+		// start, and TestStartCluster tells the two choices apart by it.
+		bus, err := freePort()
+		for err == nil && (bus == port || bus == port+10000) {
+			bus, err = freePort()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("free cluster bus port: %w", err)
+		}
+		return append(serverArgs(port, dir),
+			"--cluster-enabled", "yes",
+			"--cluster-port", strconv.Itoa(bus),
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "5000",
+		), nil
 	})
 }
 
@@ -202,11 +234,7 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 	cli := lookPath(t, "redis-cli")
 	c := &Cluster{}
 	for range masters {
-		c.nodes = append(c.nodes, Start(t,
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "5000",
-		))
+		c.nodes = append(c.nodes, startClusterNode(t))
 	}
 
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)

@@ -3,6 +3,8 @@ package redistest
 import (
 	"bufio"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +67,17 @@ func TestStartCluster(t *testing.T) {
 			if !strings.Contains(info, want) {
 				t.Errorf("%s: CLUSTER INFO lacks %q:\n%s", a, want, info)
 			}
+		}
+		// The cluster bus port was probed free (startClusterNode), not
+		// Redis's default port+10000, which may be taken or above 65535.
+		nodes, err := do(a, "CLUSTER", "NODES")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(a)
+		p, _ := strconv.Atoi(port)
+		if strings.Contains(nodes, a+"@"+strconv.Itoa(p+10000)) {
+			t.Errorf("%s: cluster bus on port+10000:\n%s", a, nodes)
 		}
 	}
 }

@@ -86,7 +86,7 @@ type Interim struct {
 	r     *http.Request
 	open  bool
 	gate  Gate
-	spent *Budget
+	spent Budget // in the relay: one allocation per cached request, not two
 	strip func(http.Header)
 }
 
@@ -94,11 +94,15 @@ type Interim struct {
 // client must not see beyond the hop-by-hop ones (the upstream's surrogate
 // keys); nil: none. maxBytes bounds the fetch's 1xx answers in all (Budget).
 func New(w http.ResponseWriter, r *http.Request, strip func(http.Header), maxBytes int64) *Interim {
-	return &Interim{w: w, r: r, open: true, strip: strip, spent: NewBudget(maxBytes)}
+	return &Interim{w: w, r: r, open: true, strip: strip, spent: Budget{max: maxBytes}}
 }
 
-// Close shuts the relay for good; it is safe to call more than once.
+// Close shuts the relay for good; it is safe to call more than once, and
+// on a nil relay (none was opened).
 func (ir *Interim) Close() {
+	if ir == nil {
+		return
+	}
 	ir.mu.Lock()
 	ir.open = false
 	ir.mu.Unlock()

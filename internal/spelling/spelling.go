@@ -80,7 +80,19 @@ func CanonicalPath(path string) bool {
 
 // clean resolves path segment by segment (RFC 3986 §5.2.4 for the dot
 // segments), keeping a leading slash and dropping a trailing one.
+//
+// A path that is already in that form is returned as it is, with no
+// allocation: the fill of every cached entry folds its path for the URI
+// tag, and a per-ID path (/users/42) usually is.
 func clean(path string, lower bool) string {
+	if isClean(path, lower) {
+		return path
+	}
+	return cleanSegments(path, lower)
+}
+
+// cleanSegments is clean's work on a path that is not yet clean.
+func cleanSegments(path string, lower bool) string {
 	var segs []string
 	rest := path
 	for {
@@ -108,6 +120,40 @@ func clean(path string, lower bool) string {
 		rest = tail
 	}
 	return "/" + strings.Join(segs, "/")
+}
+
+// isClean reports whether clean(path, lower) is path itself: a leading
+// slash, then segments that are not empty (no "//", no trailing slash),
+// not dot segments, hold no ';', are numbers only without sign or leading
+// zeros, and (lower) hold no upper-case ASCII letter. "/" is clean.
+func isClean(path string, lower bool) bool {
+	if path == "/" {
+		return true
+	}
+	if len(path) < 2 || path[0] != '/' {
+		return false
+	}
+	rest := path[1:]
+	for {
+		seg, tail, more := strings.Cut(rest, "/")
+		if seg == "" || seg == "." || seg == ".." || strings.IndexByte(seg, ';') >= 0 {
+			return false
+		}
+		if n, ok := number(seg); ok && n != seg {
+			return false
+		}
+		if lower {
+			for i := 0; i < len(seg); i++ {
+				if c := seg[i]; 'A' <= c && c <= 'Z' {
+					return false
+				}
+			}
+		}
+		if !more {
+			return true
+		}
+		rest = tail
+	}
 }
 
 // lowerASCII lower-cases ASCII letters only: other bytes stay as they are

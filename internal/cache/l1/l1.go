@@ -315,6 +315,13 @@ func (s *Store) indexLocked(it *item) {
 	s.keys[it.key] = it
 	for _, tag := range it.e.Tags {
 		set := s.tags[tag]
+		if set.more != nil {
+			// A tag many entries share (the route's): its set is a map,
+			// which the add fills in place, so the tags map is not
+			// written again (one hash less on a large map per write).
+			set.more[it.key] = struct{}{}
+			continue
+		}
 		set.add(it.key)
 		s.tags[tag] = set
 	}

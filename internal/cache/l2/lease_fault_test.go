@@ -101,17 +101,26 @@ func TestLeaseLapsesWithoutHolder(t *testing.T) {
 // many lease holds that is: renewals, not the first PX, keep it.
 func TestLeaseRenewedWhileHolderWorks(t *testing.T) {
 	srv := redistest.Start(t)
-	// A second: renewals (every third of it) starved by -race on two busy
-	// cores must not let the live holder's lease lapse.
-	const hold = time.Second
+	// A lease lapses, by design, when no renewal reaches Redis for a hold:
+	// a holder stalled that long is taken for dead. This test's process
+	// (-race, a niced Redis, two shared busy cores) has been stalled for
+	// the 2/3 s a one-second hold left between renewals; three seconds
+	// leave two.
+	const hold = 3 * time.Second
 	short := func(o *Options) { o.LeaseHold = hold }
 	holder := newReplica(t, []string{srv.Addr()}, short)
 	waiter := newReplica(t, []string{srv.Addr()}, short)
 	ctx := context.Background()
 
+	acquired := time.Now()
 	release, ok, err := holder.Lease(ctx, "k", time.Hour)
 	if err != nil || !ok {
 		t.Fatalf("Lease = %v, %v", ok, err)
+	}
+	rc := raw(t, srv.Addr())
+	token, err := rc.Get(ctx, holder.leaseKey("k")).Result()
+	if err != nil {
+		t.Fatal(err)
 	}
 	type result struct {
 		body          string
@@ -129,7 +138,15 @@ func TestLeaseRenewedWhileHolderWorks(t *testing.T) {
 		}
 		done <- r
 	}()
-	time.Sleep(3 * hold) // the holder's upstream fetch
+	// The holder's upstream fetch outlasts the hold the lease was taken
+	// for: past it only renewals keep the key, which holds the holder's
+	// token throughout.
+	for time.Since(acquired) < hold*3/2 {
+		if got, err := rc.Get(ctx, holder.leaseKey("k")).Result(); got != token {
+			t.Fatalf("lease key = %q, %v after %v, want the holder's token", got, err, time.Since(acquired))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if _, ok, _ := waiter.Lease(ctx, "k", time.Hour); ok {
 		t.Fatal("a second replica acquired the lease while its holder worked")
 	}

@@ -150,7 +150,10 @@ func (s *Store) decode(key string, b []byte) (*cache.Entry, bool, error) {
 	var e *cache.Entry
 	err := errNoHeader
 	if ok {
-		e, err = cache.Unmarshal(payload)
+		// b is always a reply's own allocation (the lean client's, or
+		// go-redis's string of the reply), read once and never written:
+		// the entry may keep its body in it.
+		e, err = cache.UnmarshalOwned(payload)
 	}
 	if err != nil {
 		s.log.Warn("dropping undecodable entry", "key", key, "err", err)

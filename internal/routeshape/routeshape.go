@@ -1,4 +1,14 @@
-package proxy
+// Package routeshape says which of a route's metric series can move, from
+// its settings alone (docs/metrics.md, "Series"), so that the proxy
+// creates only those at zero: a write route only passes, a route that
+// stores nothing never hits, only a batch route batches, only a fill
+// behind an L2 lease takes one over.
+//
+// It mirrors the paths the proxy's classify stage sends a route's
+// requests down; a series it leaves out that occurs anyway is created on
+// first use (metrics.Shape), so a mismatch costs an up-front series,
+// never a count.
+package routeshape
 
 import (
 	"net/http"
@@ -7,11 +17,8 @@ import (
 	"github.com/sidecache/sidecache/internal/route"
 )
 
-// shape is what of a route's metrics can move, given which paths of
-// ServeHTTP its methods and settings reach (docs/metrics.md, "Series"):
-// a write route only passes, a route that stores nothing never hits, only
-// a batch route batches, only a fill behind an L2 lease takes one over.
-func shape(rt *route.Route, leased bool) metrics.Shape {
+// Of is rt's shape; leased: the proxy's fills take a cluster lease.
+func Of(rt *route.Route, leased bool) metrics.Shape {
 	var s metrics.Shape
 	safe, unsafe := false, false
 	for _, m := range rt.Methods {

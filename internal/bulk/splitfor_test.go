@@ -1,0 +1,101 @@
+package bulk
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+)
+
+// checkSplitFor holds SplitFor to Split on body: the same error (ErrShape
+// or not), and for the ids Split finds, in another order and with an
+// absent id, the same elements; nil for the absent id.
+func checkSplitFor(t *testing.T, body []byte) {
+	t.Helper()
+	want, werr := Split(body, "id")
+	ids := slices.Sorted(maps.Keys(want))
+	slices.Reverse(ids)
+	ids = append(ids, "\x00absent")
+	got, err := SplitFor(body, "id", ids)
+	if (err == nil) != (werr == nil) || errors.Is(err, ErrShape) != errors.Is(werr, ErrShape) || errors.Is(err, ErrMalformed) != errors.Is(werr, ErrMalformed) {
+		t.Fatalf("SplitFor(%q) error %v, Split's %v", body, err, werr)
+	}
+	if err != nil {
+		if got != nil {
+			t.Fatalf("SplitFor(%q) gave elements %q alongside an error", body, got)
+		}
+		return
+	}
+	if len(got) != len(ids) {
+		t.Fatalf("SplitFor(%q): %d elements for %d ids", body, len(got), len(ids))
+	}
+	for i, id := range ids {
+		w, ok := want[id]
+		switch {
+		case !ok && got[i] != nil:
+			t.Errorf("SplitFor(%q): absent id %q got %q", body, id, got[i])
+		case ok && string(got[i]) != string(w):
+			t.Errorf("SplitFor(%q): id %q got %q, Split %q", body, id, got[i], w)
+		}
+	}
+}
+
+// SplitFor agrees with Split on every answer of TestSplit and
+// TestSplitMalformed (and FuzzSplit's, which calls checkSplitFor).
+func TestSplitForAgreesWithSplit(t *testing.T) {
+	for _, body := range []string{
+		`[]`, `[{"id":1,"n":"a"},{"id":2,"n":"b"}]`, `[{"id":"a"},{"id":"b"}]`,
+		`[{"id":"7","from":"string"},{"id":7,"from":"number"}]`, `[{"id":1,"v":"first"},{"id":1,"v":"second"}]`,
+		" [\n  { \"id\" : 1 ,\n \"tags\" : [ 1 , 2 ] }\t]\n", `[{"id":"a b","s":" x  y "}]`,
+		`[{"id":3,"a":{"id":99,"b":[{"id":1},[],{}]},"c":[null,true,1.5]}]`, `[{"id":"héllo-世界","name":"Zoë"}]`,
+		`[{"id":"\u00e9\"q"}]`, `[{"id":"\u00e9"},{"id":"é"}]`, `[{"id":"a,b"},{"id":"c"}]`, `[{"id":1e3}]`, `[{"id":-0}]`,
+		`[{"id":7.0}]`, `[{"id":12345678901234567890123}]`, `[{"id":1,"id":2}]`, `[{"\u0069d":5}]`, `[{"id":""}]`,
+		``, `null`, `{"id":1}`, `"[]"`, `[{"id":1}`, `[{"id":1}] x`, `[] []`, `[{"id":1},2]`, `[null]`, `[[{"id":1}]]`,
+		`[{"id":1},{"name":"x"}]`, `[{"ID":1}]`, `[{"id":null}]`, `[{"id":true}]`, `[{"id":{"v":1}}]`, `[{"id":[1]}]`,
+		`[{"a":{"id":1}}]`, `[{"id":1,"v":tru}]`,
+	} {
+		checkSplitFor(t, []byte(body))
+	}
+}
+
+// The elements of a 100-id bulk answer cost SplitFor one allocation each
+// plus a few for the whole answer; Split makes two each and a map.
+func TestSplitForAllocations(t *testing.T) {
+	var elems [][]byte
+	var ids []string
+	for i := range 100 {
+		elems = append(elems, fmt.Appendf(nil, `{"id":%d,"name":"user %d"}`, i, i))
+		ids = append(ids, fmt.Sprint(i))
+	}
+	body := Join(elems)
+	n := testing.AllocsPerRun(20, func() {
+		if out, err := SplitFor(body, "id", ids); err != nil || out[99] == nil {
+			t.Fatalf("SplitFor: %v", err)
+		}
+	})
+	if n > float64(len(ids)+10) {
+		t.Errorf("SplitFor: %v allocations for %d elements, want at most %d", n, len(ids), len(ids)+10)
+	}
+}
+
+// BenchmarkSplitFor is BenchmarkSplit's answer split for its 100 ids, as
+// a batch does.
+func BenchmarkSplitFor(b *testing.B) {
+	var elems [][]byte
+	var ids []string
+	for i := range 100 {
+		elems = append(elems, fmt.Appendf(nil,
+			`{"id":%d,"name":"user %d","email":"user%d@example.com","roles":["a","b"],"profile":{"age":%d,"active":true}}`,
+			i, i, i, 20+i%50))
+		ids = append(ids, fmt.Sprint(i))
+	}
+	body := Join(elems)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if out, err := SplitFor(body, "id", ids); err != nil || out[99] == nil {
+			b.Fatalf("SplitFor: %v", err)
+		}
+	}
+}

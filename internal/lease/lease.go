@@ -1,0 +1,92 @@
+// Package lease makes a miss one upstream call for the whole cluster: the
+// replica that takes a key's lease in the shared tier fetches, and the
+// others wait for its fill rather than fetch too.
+//
+// A holder that vanishes (killed, cut off from Redis, or whose release was
+// lost with writes a stalled Redis never ran) stops renewing its lease,
+// which lapses within the shared tier's lease hold, well inside the
+// upstream timeout: the waiters then take the lease over, and one of them
+// fetches, rather than wait out the lease's whole ttl.
+package lease
+
+import (
+	"context"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/cache"
+)
+
+// MaxTakeovers bounds how often one miss waits again after a lease
+// lapsed, before it fetches on its own. A lapse means the holder died or
+// lost Redis; the waiters then race for the lease and one of them fetches
+// for the cluster, so each lapse costs one more upstream call, and a miss
+// never makes more than one call of its own. Lapse after lapse (Redis
+// evicting lease keys under memory pressure, replicas dying one after
+// another) would keep a waiter waiting; after MaxTakeovers it stops.
+const MaxTakeovers = 2
+
+// Leaser is the shared tier's lease (cache/l2.Store is one).
+type Leaser interface {
+	Lease(ctx context.Context, key string, ttl time.Duration) (release func(), acquired bool, err error)
+	// WaitFill waits for an entry stored after newer (the zero time: any
+	// entry). lapsed: the lease ended without its holder's release.
+	WaitFill(ctx context.Context, key string, max time.Duration, newer time.Time) (e *cache.Entry, found, lapsed bool, err error)
+}
+
+// Take takes key's lease for ttl, or waits for the holder's fill. newer
+// is the time the entry in hand (a stale copy, the one that made this a
+// miss) was stored, so that only a newer one is waited for; zero: none.
+//
+// When a fill turns up, answer looks for an entry that answers the
+// caller's request (the caller's own lookup and fit rule): Take returns
+// what it found with ok. Otherwise the caller fetches, and calls release
+// once its answer is stored, to let the waiters go (a no-op unless this
+// caller took the lease). takeover is called each time a lease lapsed
+// under a waiter (a metric); nil: none.
+//
+// An unreachable shared tier is no lease: the caller fetches as a lone
+// replica would.
+func Take[T any](ctx context.Context, l Leaser, key string, ttl time.Duration, newer time.Time,
+	answer func(ctx context.Context) (T, bool), takeover func()) (v T, ok bool, release func()) {
+	noop := func() {}
+	for n := 0; ; n++ {
+		release, acquired, err := l.Lease(ctx, key, ttl)
+		if err != nil {
+			return v, false, noop
+		}
+		if acquired {
+			return v, false, release
+		}
+		v, ok, lapsed := waitFill(ctx, l, key, ttl, &newer, answer)
+		if ok {
+			return v, true, noop
+		}
+		if lapsed && takeover != nil {
+			takeover()
+		}
+		if !lapsed || n == MaxTakeovers {
+			return v, false, noop
+		}
+	}
+}
+
+// waitFill waits for the lease holder's fill. An entry that turns up but
+// does not answer (still stale: the copy the tiers would not show this
+// request, or another variant's marker) only moves the bar, *newer.
+// lapsed reports that the lease ended without its holder's release.
+func waitFill[T any](ctx context.Context, l Leaser, key string, ttl time.Duration, newer *time.Time,
+	answer func(ctx context.Context) (T, bool)) (v T, ok, lapsed bool) {
+	for {
+		e, found, lapsed, _ := l.WaitFill(ctx, key, ttl, *newer)
+		if !found {
+			return v, false, lapsed
+		}
+		if v, ok := answer(ctx); ok {
+			return v, true, false
+		}
+		if e == nil || !e.StoredAt.After(*newer) {
+			return v, false, false
+		}
+		*newer = e.StoredAt
+	}
+}
