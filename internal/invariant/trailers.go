@@ -148,6 +148,20 @@ func (r *run) checkTrailers(q *request, resp *http.Response) {
 			}
 		}
 	}
+	// A Trailer field net/http left in the header (an answer with a
+	// Content-Length, such as a stored one) announces names as well.
+	for _, line := range resp.Header.Values("Trailer") {
+		for n := range strings.SplitSeq(line, ",") {
+			if n = http.CanonicalHeaderKey(strings.TrimSpace(n)); slices.Contains(forbiddenTrailers, n) {
+				r.violate("trailer-filter", "%s: Trailer field announces %s (%s)", q, n, cs)
+			}
+		}
+		if shared(cs) {
+			r.mu.Lock()
+			r.rep.Checked["trailer-announced-shared"]++
+			r.mu.Unlock()
+		}
+	}
 	sent := resp.Header.Get(trailerCall) != ""
 	var got []string
 	for k := range resp.Trailer {
