@@ -323,9 +323,13 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 			// A part is not the resource: a cache that stored it as the
 			// whole would hand other clients a body without a stamp.
 			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, to, len(body)))
-			h.Set("Content-Length", strconv.Itoa(to-from+1))
+			if tr == nil {
+				h.Set("Content-Length", strconv.Itoa(to-from+1))
+			}
+			tr.header(h)
 			w.WriteHeader(http.StatusPartialContent)
 			w.Write(body[from : to+1])
+			tr.send(w)
 			return
 		}
 	}
