@@ -196,11 +196,22 @@ func (t *Tiered) LookupMany(ctx context.Context, keys []string) ([]*Entry, []Tie
 
 // promote copies an L2 hit into L1. L1 sets its own TTL from e (what is
 // left of its lifetime); an L1 that cannot store it only costs the next
-// lookup a trip to L2.
+// lookup a trip to L2. L2 decodes an entry's body in place, a slice of the
+// Redis reply (UnmarshalOwned), which also holds the reply's framing and
+// the entry's encoded fields, and for a multi-key read its siblings: kept
+// in L1 that memory would outlive the request uncounted by Size, so the
+// kept copy has a body of its own, exactly as long as it.
 func (t *Tiered) promote(ctx context.Context, key string, e *Entry) {
-	if t.l1 != nil {
-		_ = t.l1.Set(ctx, key, e)
+	if t.l1 == nil {
+		return
 	}
+	if cap(e.Body) > len(e.Body) {
+		c := *e
+		c.Body = make([]byte, len(e.Body))
+		copy(c.Body, e.Body)
+		e = &c
+	}
+	_ = t.l1.Set(ctx, key, e)
 }
 
 // LookupLocal consults L1 only. The proxy reads L1 before joining a flight

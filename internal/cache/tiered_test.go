@@ -341,3 +341,48 @@ func BenchmarkTieredLookupL1Hit(b *testing.B) {
 		}
 	}
 }
+
+// TestPromotedBodyOwnsItsMemory: an L2 hit's body is a slice of the Redis
+// reply (l2 decodes it in place), whose buffer also holds the framing, the
+// encoded fields and, for a multi-key read, the siblings. The copy promoted
+// into L1 must not keep that buffer alive: its body is its own, as long as
+// it, whether it came by Lookup or LookupMany.
+func TestPromotedBodyOwnsItsMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, many := range []bool{false, true} {
+		a, b := newMem(), newMem()
+		reply := make([]byte, 512) // the reply a decoded body points into
+		e := fresh(time.Hour)
+		e.Body = reply[100:104]
+		copy(e.Body, "body")
+		b.m["k"] = e
+		tiered := cache.NewTiered(a, b, cache.TieredOptions{})
+		var got *cache.Entry
+		if many {
+			es, _, err := tiered.LookupMany(ctx, []string{"k"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = es[0]
+		} else {
+			var err error
+			if got, _, err = tiered.Lookup(ctx, "k"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got == nil || string(got.Body) != "body" {
+			t.Fatalf("many=%v: lookup gave %+v, want the L2 entry", many, got)
+		}
+		kept := a.m["k"]
+		if kept == nil {
+			t.Fatalf("many=%v: not promoted into L1", many)
+		}
+		if string(kept.Body) != "body" || cap(kept.Body) != len(kept.Body) || &kept.Body[0] == &reply[100] {
+			t.Fatalf("many=%v: L1 keeps a body of len %d cap %d sharing the reply: %v", many, len(kept.Body), cap(kept.Body), &kept.Body[0] == &reply[100])
+		}
+		if kept.Status != e.Status || !kept.StoredAt.Equal(e.StoredAt) || kept.TTL != e.TTL || len(kept.Tags) != 1 {
+			t.Fatalf("many=%v: promoted %+v, want the L2 entry's fields", many, kept)
+		}
+	}
+}
