@@ -49,6 +49,21 @@
 // Expect: 100-continue. The report's Checked counts the answers each got,
 // by status, so a run shows they reached the replicas.
 //
+// # Trailers (trailers.go)
+//
+// On a drawn share of its answers (reads, their 5xx, writes, bulk answers
+// and bulk failures) the origin sends the body chunked and ends it with
+// trailers: X-Trail, naming the call (X-Trail-Call in the header), the
+// resource or bulk ids, every identity dimension as the origin saw it and
+// the X-Request-Id; and names that must never be relayed as trailers
+// (RFC 9110 §6.5.1, hop-by-hop fields, the tag headers), valued
+// trl-<address>. All are announced in the Trailer field, only X-Trail, or
+// none. The report's Checked counts trailer-sent-<path> (the header says
+// the upstream answer had them) and trailer-got-<path> (the client got
+// X-Trail), by Cache-Status: bypass and method (the lean loop and
+// ReverseProxy), too-large (the large-body stream), hit, miss, collapsed,
+// batch.
+//
 // # Crowd rounds (crowd.go)
 //
 // Every 22nd round (list-crowd) is a crowd round instead: 60 split-list
@@ -99,6 +114,11 @@
 //     a bad ID of another request shared its bulk call, nor because other
 //     requests' ids shared its batches (crowd rounds); a list with bad
 //     IDs of its own may fail as documented (the bulk call's 400/500);
+//   - trailers: no forbidden trailer name announced or relayed, nor a
+//     trailer merged into the header; no trailer on an answer from a
+//     store or another request's fetch (hit, stale, collapsed); a relayed
+//     X-Trail is this answer's call's, for this resource (or ids of this
+//     list), with no identity value or X-Request-Id but this request's;
 //   - bound: after the run, no Redis key is longer than max_key_bytes
 //     (plus 256 bytes of the sidecar's own prefix and suffixes).
 //

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,6 +85,9 @@ type Profile struct {
 	// GzipFrom: with Gzip, bodies shorter than this go out identity (still
 	// with Vary: Accept-Encoding), as Express's compression() does.
 	GzipFrom int
+	// Trailers: percent of answers (reads and their failures; on
+	// BulkProfile, bulk answers) that end with trailers (trailers.go).
+	Trailers int
 }
 
 // Origin is the scripted service behind the replicas. Resources are
@@ -116,6 +120,8 @@ type Origin struct {
 	// CrowdCalls counts them all, so a round's own calls are what it
 	// received less the crowd rounds' (see run.play).
 	CrowdCalls atomic.Int64
+	// trailCalls numbers the answers sent with trailers (X-Trail-Call).
+	trailCalls int64
 }
 
 // MaxSends is the most calls one upstream request (one X-Request-Id) may
@@ -222,7 +228,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPatch {
-		o.write(w, res)
+		o.write(w, r, res)
 		return
 	}
 	o.mu.Lock()
@@ -231,6 +237,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	lm := o.lastMod(res)
 	roll := o.rng.IntN(100)
 	o.mu.Unlock()
+	tr := o.drawTrailing(r, p.Trailers, url.Values{"res": {res}})
 	if p.Delay > 0 {
 		time.Sleep(p.Delay)
 	}
@@ -240,8 +247,10 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case roll < p.Hang+p.Fail:
 		w.Header().Set("Content-Type", "text/plain")
+		tr.header(w.Header())
 		w.WriteHeader(500 + 3*(roll%2))
 		fmt.Fprint(w, "origin failure")
+		tr.send(w)
 		return
 	}
 	for range p.Hints {
@@ -314,9 +323,13 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 			// A part is not the resource: a cache that stored it as the
 			// whole would hand other clients a body without a stamp.
 			h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, to, len(body)))
-			h.Set("Content-Length", strconv.Itoa(to-from+1))
+			if tr == nil {
+				h.Set("Content-Length", strconv.Itoa(to-from+1))
+			}
+			tr.header(h)
 			w.WriteHeader(http.StatusPartialContent)
 			w.Write(body[from : to+1])
+			tr.send(w)
 			return
 		}
 	}
@@ -326,13 +339,17 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		http.NewResponseController(w).Flush()
 		panic(http.ErrAbortHandler)
 	}
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if tr == nil {
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	tr.header(h)
 	w.Write(body)
+	tr.send(w)
 }
 
 // write bumps res's version. Its profile's Fail and Hang apply after the
 // bump: the write happened, but the client is not told so.
-func (o *Origin) write(w http.ResponseWriter, res string) {
+func (o *Origin) write(w http.ResponseWriter, r *http.Request, res string) {
 	o.mu.Lock()
 	if p := o.profiles[res]; p.Refuse > 0 && o.rng.IntN(100) < p.Refuse {
 		o.mu.Unlock()
@@ -352,6 +369,7 @@ func (o *Origin) write(w http.ResponseWriter, res string) {
 	p := o.profiles[res]
 	roll := o.rng.IntN(100)
 	o.mu.Unlock()
+	tr := o.drawTrailing(r, p.Trailers, url.Values{"res": {res}})
 	if !p.WriteFaults {
 		roll = 100
 	}
@@ -364,7 +382,9 @@ func (o *Origin) write(w http.ResponseWriter, res string) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	tr.header(w.Header())
 	json.NewEncoder(w).Encode(Stamp{Res: res, Ver: ver})
+	tr.send(w)
 }
 
 // lastMod is res's Last-Modified; o.mu held.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +70,9 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	var out []Stamp
 	o.mu.Lock()
 	delay := o.profiles[BulkProfile].Delay
+	pct := o.profiles[BulkProfile].Trailers
 	o.mu.Unlock()
+	tr := o.drawTrailing(r, pct, url.Values{"ids": {r.URL.Query().Get("ids")}})
 	if delay > 0 {
 		// A slow bulk endpoint (crowd rounds): batches stay pending
 		// while other requests' ids join them.
@@ -85,11 +88,15 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 			o.mu.Unlock()
 			// One id list, one answer: 400 or 500 by its hash, so
 			// both ways a bulk call fails are in the mix.
-			if fnv([]byte(r.URL.RawQuery))%2 == 0 {
-				http.Error(w, "bad id "+id, http.StatusBadRequest)
-			} else {
-				http.Error(w, "cannot parse "+id, http.StatusInternalServerError)
+			code, msg := http.StatusBadRequest, "bad id "
+			if fnv([]byte(r.URL.RawQuery))%2 != 0 {
+				code, msg = http.StatusInternalServerError, "cannot parse "
 			}
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			tr.header(w.Header())
+			w.WriteHeader(code)
+			fmt.Fprintln(w, msg+id)
+			tr.send(w)
 			return
 		}
 		res := r.URL.Path[1:] + "/" + strconv.FormatUint(n, 10)
@@ -102,6 +109,8 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	gz := o.profiles[BulkProfile].Gzip && AcceptsGzip(r.Header.Values("Accept-Encoding"))
 	o.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	tr.header(w.Header())
+	defer tr.send(w)
 	if gz {
 		b, _ := json.Marshal(out)
 		w.Header().Set("Content-Encoding", "gzip")

@@ -335,5 +335,6 @@ func (r *run) do(ctx context.Context, q *request) {
 		r.violate("garbled", "%s: reading the answer: %v", q, err)
 		return
 	}
+	r.checkTrailers(q, resp)
 	r.check(q, resp, body, start, end)
 }

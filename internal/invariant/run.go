@@ -319,7 +319,11 @@ func (r *run) drawResources() string {
 	}
 	// The bulk endpoint's profile: only its Gzip (compression()-shaped
 	// answers) is read.
-	r.cfg.Origin.SetProfile(BulkProfile, Profile{Gzip: r.cfg.Mix.Has("bulk-vary-gzip") && r.chance(60)})
+	bulk := Profile{Gzip: r.cfg.Mix.Has("bulk-vary-gzip") && r.chance(60)}
+	if r.cfg.Mix.Has("trailers") && r.chance(40) {
+		bulk.Trailers = 30 + r.rng.IntN(71)
+	}
+	r.cfg.Origin.SetProfile(BulkProfile, bulk)
 	for _, n := range tNames {
 		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawProfile(false))
 	}
@@ -395,6 +399,9 @@ func (r *run) drawProfile(idents bool) Profile {
 	}
 	if m.Has("1xx-flood") && r.chance(8) {
 		p.Hints = 20
+	}
+	if m.Has("trailers") && r.chance(40) {
+		p.Trailers = 30 + r.rng.IntN(71)
 	}
 	p.WriteFaults = m.Has("write-fail")
 	if m.Has("write-refused") && r.chance(20) {
