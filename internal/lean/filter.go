@@ -48,26 +48,43 @@ func (b *trailerFilter) Read(p []byte) (int, error) {
 // header. An answer whose Connection names nothing is left untouched, so
 // the common path costs no wrapper.
 func DropConnectionTrailers(resp *http.Response) {
-	var names []string
-	for _, f := range resp.Header["Connection"] {
-		for n := range strings.SplitSeq(f, ",") {
-			if n = textproto.TrimString(n); n != "" {
-				names = append(names, http.CanonicalHeaderKey(n))
-			}
-		}
-	}
-	if len(names) == 0 {
+	conn := resp.Header["Connection"]
+	if !namesField(conn) {
 		return
 	}
+	dropConnectionNamed(resp, conn)
+}
+
+// dropConnectionNamed is DropConnectionTrailers past its check, apart so
+// that the closure, which escapes, is only allocated when it is needed.
+func dropConnectionNamed(resp *http.Response, conn []string) {
 	drop := func(t http.Header) {
-		for _, n := range names {
-			delete(t, n)
+		for k := range t {
+			if namedIn(conn, k) {
+				delete(t, k)
+			}
 		}
 	}
 	drop(resp.Trailer)
 	if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody && resp.ContentLength < 0 {
 		resp.Body = &trailerFilter{ReadCloser: resp.Body, resp: resp, f: drop}
 	}
+}
+
+// namesField reports whether a Connection field names a field other than
+// its own options close and keep-alive (an upstream may send
+// "Connection: keep-alive" on every answer): only such a name can be a
+// trailer to drop.
+func namesField(conn []string) bool {
+	for _, f := range conn {
+		for n := range strings.SplitSeq(f, ",") {
+			n = textproto.TrimString(n)
+			if n != "" && !strings.EqualFold(n, "close") && !strings.EqualFold(n, "keep-alive") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // HopTrailers returns rt with DropConnectionTrailers applied to each
