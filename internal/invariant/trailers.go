@@ -2,6 +2,7 @@ package invariant
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -16,13 +17,17 @@ import (
 // X-Request-Id; and fields that may never be relayed as trailers (RFC 9110
 // §6.5.1: framing, controls, authentication, cookies, response control
 // data, hop-by-hop fields; the tag headers the sidecar strips), each value
-// marked with trailerMark. Either every name is announced in the Trailer
-// header, or only X-Trail, or none (an undeclared trailer is still sent).
+// marked with trailerMark; and sometimes (hopPct) X-Trail-Hop, marked
+// too, which the answer's Connection header names, so it is hop-by-hop
+// (RFC 9110 §7.6.1), and X-Trail says hop=1. Either every name is
+// announced in the Trailer header, or only X-Trail, or none (an
+// undeclared trailer is still sent).
 //
 // checkTrailers holds every answer to: no forbidden name announced or
 // received, nor a marked value merged into the header; an answer served
 // from a store or shared with another request (hit, stale, collapsed)
-// carries no trailer; and a relayed X-Trail is the one the upstream sent
+// carries no trailer; no X-Trail-Hop is announced or relayed; and a
+// relayed X-Trail is the one the upstream sent
 // for this request: the same call as the header's, for this resource or a
 // subset of this list's ids, with no identity value or request id but this
 // request's own.
@@ -33,6 +38,10 @@ const (
 	TrailerField = "X-Trail"
 	trailerCall  = "X-Trail-Call"
 	trailerMark  = "trl-"
+	// hopTrailer is the trailer the answer's Connection names, hopPct
+	// the share of trailer sections that send it.
+	hopTrailer = "X-Trail-Hop"
+	hopPct     = 30
 )
 
 // forbiddenTrailers are the names the origin sends as trailers that a
@@ -52,13 +61,27 @@ var trailerDims = []string{"addr", "cookie", "auth", "tenant", "lang"}
 // trailing is the trailer section one answer ends with.
 type trailing struct {
 	call    int64
+	hop     bool // Connection names hopTrailer
 	declare []string
 	fields  [][2]string
 }
 
 // drawTrailing draws whether the answer to r ends with trailers (pct
 // percent of answers), and which; what is "res=<res>" or "ids=<ids>".
+// When its Connection names hopTrailer, r's body is read to its end
+// first: net/http's server replaces the Connection field with "close"
+// when it closes after an answer whose request body was left unread (a
+// PATCH the read handler answers), and the field must reach the sidecar
+// as the origin set it.
 func (o *Origin) drawTrailing(r *http.Request, pct int, what url.Values) *trailing {
+	t := o.drawTrailer(r, pct, what)
+	if t != nil && t.hop && r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}
+	return t
+}
+
+func (o *Origin) drawTrailer(r *http.Request, pct int, what url.Values) *trailing {
 	if pct == 0 || r.Method == http.MethodHead {
 		return nil
 	}
@@ -80,7 +103,13 @@ func (o *Origin) drawTrailing(r *http.Request, pct int, what url.Values) *traili
 		v.Set("rid", rid)
 	}
 	addr := dimValue(r, "addr")
+	if t.hop = o.rng.IntN(100) < hopPct; t.hop {
+		v.Set("hop", "1")
+	}
 	t.fields = append(t.fields, [2]string{TrailerField, v.Encode()})
+	if t.hop {
+		t.fields = append(t.fields, [2]string{hopTrailer, trailerMark + addr})
+	}
 	for _, k := range forbiddenTrailers {
 		if o.rng.IntN(100) < 25 {
 			val := trailerMark + addr
@@ -118,6 +147,9 @@ func (t *trailing) header(h http.Header) {
 	}
 	h.Del("Content-Length")
 	h.Set(trailerCall, fmt.Sprint(t.call))
+	if t.hop {
+		h.Add("Connection", strings.ToLower(hopTrailer)) // any case names it
+	}
 	if len(t.declare) > 0 {
 		h.Set("Trailer", strings.Join(t.declare, ", "))
 	}
@@ -152,7 +184,7 @@ func (r *run) checkTrailers(q *request, resp *http.Response) {
 	// Content-Length, such as a stored one) announces names as well.
 	for _, line := range resp.Header.Values("Trailer") {
 		for n := range strings.SplitSeq(line, ",") {
-			if n = http.CanonicalHeaderKey(strings.TrimSpace(n)); slices.Contains(forbiddenTrailers, n) {
+			if n = http.CanonicalHeaderKey(strings.TrimSpace(n)); slices.Contains(forbiddenTrailers, n) || n == hopTrailer {
 				r.violate("trailer-filter", "%s: Trailer field announces %s (%s)", q, n, cs)
 			}
 		}
@@ -165,7 +197,9 @@ func (r *run) checkTrailers(q *request, resp *http.Response) {
 	sent := resp.Header.Get(trailerCall) != ""
 	var got []string
 	for k := range resp.Trailer {
-		if slices.Contains(forbiddenTrailers, k) {
+		if k == hopTrailer {
+			r.violate("trailer-hop", "%s: trailer %s, named in the upstream's Connection, relayed: %q (%s)", q, k, resp.Trailer[k], cs)
+		} else if slices.Contains(forbiddenTrailers, k) {
 			r.violate("trailer-filter", "%s: trailer %s relayed (announced or sent: %q) (%s)", q, k, resp.Trailer[k], cs)
 		}
 		if k != TrailerField {
@@ -185,6 +219,9 @@ func (r *run) checkTrailers(q *request, resp *http.Response) {
 	}
 	if len(tv) > 0 {
 		r.rep.Checked["trailer-got-"+fwd]++
+		if hv, _ := url.ParseQuery(tv[0]); hv.Get("hop") == "1" {
+			r.rep.Checked["trailer-hop-"+fwd]++
+		}
 	}
 	r.mu.Unlock()
 	if len(got) == 0 {

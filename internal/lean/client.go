@@ -120,8 +120,8 @@ func (cl *Client) Takes(r *http.Request) bool {
 // RoundTrip sends r upstream (request.go) and reads the answer's header.
 // Each 1xx answer but 101 is passed to on1xx (which may be nil; it may keep
 // or change h) before the final one. The response's hop-by-hop fields are
-// removed, and its body must be read to its end, then c handed to Put, or c
-// closed.
+// removed, from its trailers too (DropConnectionTrailers), and its body
+// must be read to its end, then c handed to Put, or c closed.
 //
 // A reused connection the upstream had closed fails before any answer: r
 // is sent once more on a new connection (replayable: see the package doc).
@@ -138,6 +138,7 @@ func (cl *Client) RoundTrip(ctx context.Context, r *http.Request, on1xx func(cod
 			now = time.Now() // after the dial
 		}
 		if resp, err = cl.roundTrip(ctx, c, r, on1xx, now); err == nil {
+			DropConnectionTrailers(resp) // before Connection goes
 			httpcache.RemoveHopHeaders(resp.Header)
 			return resp, c, nil
 		}

@@ -3,6 +3,8 @@ package lean
 import (
 	"io"
 	"net/http"
+	"net/textproto"
+	"strings"
 )
 
 // FilterTrailers applies trailers to the trailers httputil.ReverseProxy
@@ -34,4 +36,75 @@ func (b *trailerFilter) Read(p []byte) (int, error) {
 		b.f(b.resp.Trailer)
 	}
 	return n, err
+}
+
+// DropConnectionTrailers removes from resp's trailers, those announced now
+// and those that come at the body's end, the fields resp's Connection
+// header names: hop-by-hop fields (RFC 9110 §7.6.1), which the caller
+// drops from the header when it removes the hop-by-hop fields, must not
+// reach the client as trailers either. It must be called before that
+// removal (which deletes Connection itself): RoundTrip does, and HopTrailers
+// does for an http.RoundTripper, before httputil.ReverseProxy strips the
+// header. An answer whose Connection names nothing is left untouched, so
+// the common path costs no wrapper.
+func DropConnectionTrailers(resp *http.Response) {
+	conn := resp.Header["Connection"]
+	if !namesField(conn) {
+		return
+	}
+	dropConnectionNamed(resp, conn)
+}
+
+// dropConnectionNamed is DropConnectionTrailers past its check, apart so
+// that the closure, which escapes, is only allocated when it is needed.
+func dropConnectionNamed(resp *http.Response, conn []string) {
+	drop := func(t http.Header) {
+		for k := range t {
+			if namedIn(conn, k) {
+				delete(t, k)
+			}
+		}
+	}
+	drop(resp.Trailer)
+	if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody && resp.ContentLength < 0 {
+		resp.Body = &trailerFilter{ReadCloser: resp.Body, resp: resp, f: drop}
+	}
+}
+
+// namesField reports whether a Connection field names a field other than
+// its own options close and keep-alive (an upstream may send
+// "Connection: keep-alive" on every answer): only such a name can be a
+// trailer to drop.
+func namesField(conn []string) bool {
+	for _, f := range conn {
+		for n := range strings.SplitSeq(f, ",") {
+			n = textproto.TrimString(n)
+			if n != "" && !strings.EqualFold(n, "close") && !strings.EqualFold(n, "keep-alive") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// HopTrailers returns rt with DropConnectionTrailers applied to each
+// answer, as it comes, before anything strips its Connection header.
+// CloseIdleConnections reaches rt's, if it has one.
+func HopTrailers(rt http.RoundTripper) http.RoundTripper { return hopTrailers{rt} }
+
+type hopTrailers struct{ rt http.RoundTripper }
+
+func (h hopTrailers) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := h.rt.RoundTrip(r)
+	if err == nil {
+		DropConnectionTrailers(resp)
+	}
+	return resp, err
+}
+
+// CloseIdleConnections closes rt's idle connections.
+func (h hopTrailers) CloseIdleConnections() {
+	if c, ok := h.rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }

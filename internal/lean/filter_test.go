@@ -61,3 +61,22 @@ func TestFilterTrailersLeavesBody(t *testing.T) {
 		}
 	}
 }
+
+// An answer whose Connection names nothing keeps its body as it is (no
+// wrapper on the common path); one whose Connection names a field loses
+// it from the announced trailers at once.
+func TestDropConnectionTrailers(t *testing.T) {
+	plain := &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Body: io.NopCloser(nil),
+		Header: http.Header{"Connection": {"keep-alive"}}, Trailer: http.Header{"X-Sum": nil}}
+	body := plain.Body
+	lean.DropConnectionTrailers(plain)
+	if len(plain.Trailer) != 1 || plain.Body != body {
+		t.Errorf("trailers %v, body wrapped %v: want X-Sum kept, the body as it was", plain.Trailer, plain.Body != body)
+	}
+	hop := &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Body: io.NopCloser(nil),
+		Header: http.Header{"Connection": {"close, x-hop"}}, Trailer: http.Header{"X-Sum": nil, "X-Hop": nil}}
+	lean.DropConnectionTrailers(hop)
+	if _, ok := hop.Trailer["X-Hop"]; ok || len(hop.Trailer) != 1 {
+		t.Errorf("trailers %v: want X-Sum alone", hop.Trailer)
+	}
+}

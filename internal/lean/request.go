@@ -100,7 +100,7 @@ func headerValue(bw *bufio.Writer, v string) {
 // (RFC 9110 §7.6.1, §10.1.4).
 func namedIn(list []string, k string) bool {
 	for _, f := range list {
-		for _, name := range strings.Split(f, ",") {
+		for name := range strings.SplitSeq(f, ",") {
 			if strings.EqualFold(strings.TrimSpace(name), k) {
 				return true
 			}

@@ -122,8 +122,9 @@ func chunk(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }
 //     memory and the upstream timeout;
 //   - a flood of 1xx is not relayed whole; no 1xx reaches an HTTP/1.0
 //     client (RFC 9110 §15.2);
-//   - trailers that may not be trailers (RFC 9110 §6.5.1) and the tag
-//     headers are dropped, and the others arrive, announced or not;
+//   - trailers that may not be trailers (RFC 9110 §6.5.1), those the
+//     answer's Connection names (§7.6.1) and the tag headers are
+//     dropped, and the others arrive, announced or not;
 //   - a client that leaves mid-body ends the upstream request.
 func TestEdgesEveryPath(t *testing.T) {
 	const flood = 50
@@ -231,6 +232,17 @@ func TestEdgesEveryPath(t *testing.T) {
 			serve: func(c net.Conn, pad string) {
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\n\r\n"+pad+chunk("ok")+
 					"0\r\nX-Sum: 42\r\nX-Late: 7\r\nAuthorization: Basic eDp5\r\nContent-Length: 2\r\n\r\n")
+			},
+			client: trailersOf, want: "X-Late: 7; X-Sum: 42",
+		},
+		{
+			// A field Connection names is hop-by-hop (RFC 9110 §7.6.1):
+			// dropped from the trailers as from the header, announced
+			// or not.
+			name: "trailers Connection names",
+			serve: func(c net.Conn, pad string) {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: X-Hop, x-late-hop\r\nConnection: keep-alive\r\nTrailer: X-Sum, X-Hop\r\nTransfer-Encoding: chunked\r\n\r\n"+pad+chunk("ok")+
+					"0\r\nX-Sum: 42\r\nX-Hop: h\r\nX-Late-Hop: l\r\nX-Late: 7\r\n\r\n")
 			},
 			client: trailersOf, want: "X-Late: 7; X-Sum: 42",
 		},

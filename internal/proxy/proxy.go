@@ -313,6 +313,9 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	// per idle connection (internal/resend); the lean loop has the same
 	// bound of its own.
 	st.transport = resend.Once(st.transport)
+	// The trailers Connection names are hop-by-hop: dropped before
+	// ReverseProxy (or the fill) strips Connection from the header.
+	st.transport = lean.HopTrailers(st.transport)
 	st.pass = h.newPassProxy(u, st.transport, timeout)
 	st.lean = nil
 	if h.transport == nil {
