@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,8 +166,9 @@ func TestReadYourWriteDespitePreWriteFlight(t *testing.T) {
 	// The write is answered; this read starts after it.
 	second := make(chan *http.Response, 1)
 	secondBody := make(chan string, 1)
-	go func() { r, b := e.get("/clients/9"); second <- r; secondBody <- b }()
-	time.Sleep(300 * time.Millisecond) // let it reach the flight
+	var joined atomic.Int64
+	go func() { r, b := e.doCounted(http.MethodGet, "/clients/9", nil, &joined); second <- r; secondBody <- b }()
+	waitFor(t, func() bool { return joined.Load() >= 1 }) // it waits on a flight
 	close(release)
 	if b := <-first; b != "absent" {
 		t.Fatalf("pre-write GET = %q", b)
