@@ -23,3 +23,26 @@ func (e *env) doCounted(method, path string, hdr http.Header, joined *atomic.Int
 	b, _ := io.ReadAll(resp.Body)
 	return resp, string(b)
 }
+
+// withWaiting wraps the front server's handler so that waiting counts the
+// requests that have begun to wait on a flight: each request counts once,
+// at the first Done on its context (see doCounted).
+func withWaiting(e *env, waiting *atomic.Int64) {
+	e.front = edgeServer(e.t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.h.ServeHTTP(w, r.WithContext(onceCtx{Context: r.Context(), n: waiting, seen: new(atomic.Bool)}))
+	}), nil)
+}
+
+// onceCtx adds one to n at the first call of Done on it.
+type onceCtx struct {
+	context.Context
+	n    *atomic.Int64
+	seen *atomic.Bool
+}
+
+func (c onceCtx) Done() <-chan struct{} {
+	if !c.seen.Swap(true) {
+		c.n.Add(1)
+	}
+	return c.Context.Done()
+}
