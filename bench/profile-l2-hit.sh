@@ -37,9 +37,11 @@ trap 'kill $sc $wr $demo $rd 2>/dev/null; wait 2>/dev/null' EXIT
 for p in 19191 19192; do
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$p/readyz" >/dev/null && break; sleep 0.1; done
 done
-# The reader serves another's entries once its invalidation channel is
-# proven (heartbeats), and only those stored after that; and once they are
-# older than coherence.max_lag (1 s).
+# The reader serves an entry younger than coherence.max_lag (1 s) whatever
+# its proof, and an older one while its invalidation channel is proven
+# (its own heartbeats come back) and the entry was stored after its floor
+# (cache.Tiered.coherent). The sleeps let the reader be proven and the
+# entries age past max_lag, so the run measures the steady state's path.
 sleep 3
 seq 1 1000 | sed 's#^#http://127.0.0.1:18181/clients/#' | xargs -P 16 -I{} curl -sf -o /dev/null -H 'Host: 127.0.0.1:18182' {}
 sleep 2
