@@ -415,11 +415,14 @@ func TestBatchSurvivesDepartedWaiter(t *testing.T) {
 		}}
 	})
 	victimDone := make(chan struct{})
+	var victimWaiting atomic.Int64 // the victim waits on its flight, its id in the batch it opened
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.h.ServeHTTP(w, r)
-		if r.Header.Get("User-Agent") == "victim" {
-			close(victimDone)
+		if r.Header.Get("User-Agent") != "victim" {
+			e.h.ServeHTTP(w, r)
+			return
 		}
+		e.h.ServeHTTP(w, r.WithContext(onceCtx{Context: r.Context(), n: &victimWaiting, seen: new(atomic.Bool)}))
+		close(victimDone)
 	}))
 	t.Cleanup(front.Close)
 
@@ -427,10 +430,9 @@ func TestBatchSurvivesDepartedWaiter(t *testing.T) {
 	defer cancel()
 	victim := make(chan answer, 1)
 	go func() { victim <- fetch(ctx, front.URL+"/users/42", http.Header{"User-Agent": {"victim"}}) }()
-	// Once it has looked in the cache, the victim is a few instructions
-	// from opening the batch; the opener check below confirms it did.
-	waitFor(t, func() bool { return victimLookups.Load() >= 1 })
-	time.Sleep(200 * time.Millisecond)
+	// Once it waits on its flight, the victim has opened the batch; the
+	// opener check below confirms it did.
+	waitFor(t, func() bool { return victimLookups.Load() >= 1 && victimWaiting.Load() >= 1 })
 
 	paths := userPaths(1, 9)
 	others := make([]answer, len(paths))

@@ -78,6 +78,8 @@ func TestForcedRefreshJoinsOnlyALaterRefresh(t *testing.T) {
 	})
 	rt := testRoute{Name: "o", Methods: []string{"GET"}, Pattern: "/o/{id}", TTL: time.Minute, Origin: &route.Origin{}}
 	e := newEnv(t, up, []testRoute{rt})
+	var waiting atomic.Int64
+	withWaiting(e, &waiting)
 	e.get("/o/1") // call-1 stored
 	gated.Store(true)
 	first := make(chan string, 1)
@@ -93,9 +95,10 @@ func TestForcedRefreshJoinsOnlyALaterRefresh(t *testing.T) {
 			_, bodies[i] = e.do("GET", "/o/1", noCacheHeaders[i%len(noCacheHeaders)])
 		}()
 	}
-	// Give the later requests the time to arrive while call-2 is held (on
-	// the old code they joined it); the fixed code is right either way.
-	time.Sleep(200 * time.Millisecond)
+	// The later requests arrive while call-2 is held: each waits on a
+	// flight (on the old code they joined call-2's); the fixed code is
+	// right either way. 2: call-1's request and the first refresh.
+	waitFor(t, func() bool { return waiting.Load() >= 2+n })
 	close(gate)
 	wg.Wait()
 	if b := <-first; b != "call-2" {

@@ -69,12 +69,12 @@ func TestStaleIfErrorServesOnlyItsOwnVariant(t *testing.T) {
 			waitFor(t, func() bool { return up.calls.Load() == 2 }) // the leader's fetch is held
 			n := lookups.Load()
 			other := make(chan string, 1)
+			var joined atomic.Int64
 			go func() {
-				r, b := e.do("GET", "/greet/1", http.Header{tt.hdr: {tt.bad}})
+				r, b := e.doCounted("GET", "/greet/1", http.Header{tt.hdr: {tt.bad}}, &joined)
 				other <- fmt.Sprint(r.StatusCode, " ", b, " ", cacheStatus(r))
 			}()
-			waitFor(t, func() bool { return lookups.Load() > n })
-			time.Sleep(50 * time.Millisecond) // let it join the flight
+			waitFor(t, func() bool { return lookups.Load() > n && joined.Load() >= 1 }) // it waits on the flight
 			close(hold)
 			if r := <-lead; r.StatusCode != 200 || !strings.Contains(cacheStatus(r), "stale-if-error") {
 				t.Errorf("own variant: %d %q, want the stale copy", r.StatusCode, cacheStatus(r))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,6 +50,8 @@ func TestConcurrentColdGetsCoalesce(t *testing.T) {
 		fmt.Fprintf(w, "body-%d", time.Now().UnixNano())
 	})
 	e := newEnv(t, up, []testRoute{clientRoute})
+	var waiting atomic.Int64
+	withWaiting(e, &waiting)
 	const n = 500
 	bodies := make([]string, n)
 	var wg sync.WaitGroup
@@ -64,10 +67,9 @@ func TestConcurrentColdGetsCoalesce(t *testing.T) {
 	for range n {
 		<-started
 	}
-	// Give the requests time to reach the flight; they wait on the
-	// upstream, which answers only once released.
-	waitFor(t, func() bool { return up.calls.Load() >= 1 })
-	time.Sleep(200 * time.Millisecond)
+	// Every request waits on the flight before the upstream, which answers
+	// only once released, answers.
+	waitFor(t, func() bool { return up.calls.Load() >= 1 && waiting.Load() >= n })
 	close(release)
 	wg.Wait()
 	if c := up.calls.Load(); c != 1 {
@@ -358,6 +360,8 @@ func TestCoalescingNeverLeaksPrivate(t *testing.T) {
 		fmt.Fprintf(w, "for-%d", me)
 	})
 	e := newEnv(t, up, []testRoute{clientRoute})
+	var waiting atomic.Int64
+	withWaiting(e, &waiting)
 	const n2 = 20
 	cookies := make([]string, n2)
 	bodies := make([]string, n2)
@@ -370,8 +374,7 @@ func TestCoalescingNeverLeaksPrivate(t *testing.T) {
 			cookies[i], bodies[i] = r.Header.Get("Set-Cookie"), b
 		}()
 	}
-	waitFor(t, func() bool { return up.calls.Load() >= 1 })
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, func() bool { return up.calls.Load() >= 1 && waiting.Load() >= n2 }) // all wait on the first call's flight
 	close(release)
 	wg.Wait()
 	seen := map[string]bool{}

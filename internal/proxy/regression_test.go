@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,31 +84,39 @@ func TestCollapsedOntoCacheHitGetsOwnVariant(t *testing.T) {
 // negative_ttl) is still handed to collapsed waiters; store() returns before
 // it records f.vary, so a waiter asking for another variant gets this one.
 func TestUnstoredVariantNotSharedAcrossVariants(t *testing.T) {
+	var calls atomic.Int64
+	arrived := make(chan struct{})
+	release := make(chan struct{})
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(300 * time.Millisecond)
+		if calls.Add(1) == 1 { // the leader's call, held until the other joined
+			close(arrived)
+			<-release
+		}
 		w.Header().Set("Vary", "Accept-Language")
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprint(w, "lang="+r.Header.Get("Accept-Language"))
 	})
 	rt := testRoute{Name: "greet", Pattern: "/greet/{id}", TTL: time.Minute}
 	e := newEnv(t, up, []testRoute{rt})
-	var wg sync.WaitGroup
-	bodies := map[string]string{}
-	var mu sync.Mutex
-	for i, lang := range []string{"en", "de"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Duration(i) * 50 * time.Millisecond)
-			_, b := e.do("GET", "/greet/1", http.Header{"Accept-Language": {lang}})
-			mu.Lock()
-			bodies[lang] = b
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	for lang, b := range bodies {
-		if b != "lang="+lang {
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	bodies := map[string]chan string{"en": make(chan string, 1), "de": make(chan string, 1)}
+	go func() { _, b := e.do("GET", "/greet/1", http.Header{"Accept-Language": {"en"}}); bodies["en"] <- b }()
+	<-arrived
+	var joined atomic.Int64
+	go func() {
+		_, b := e.doCounted("GET", "/greet/1", http.Header{"Accept-Language": {"de"}}, &joined)
+		bodies["de"] <- b
+	}()
+	waitFor(t, func() bool { return joined.Load() >= 1 }) // de waits on en's flight
+	close(release)
+	for lang, ch := range bodies {
+		if b := <-ch; b != "lang="+lang {
 			t.Errorf("Accept-Language %s got %q (another variant)", lang, b)
 		}
 	}
@@ -165,8 +174,9 @@ func TestReadYourWriteDespitePreWriteFlight(t *testing.T) {
 	// The write is answered; this read starts after it.
 	second := make(chan *http.Response, 1)
 	secondBody := make(chan string, 1)
-	go func() { r, b := e.get("/clients/9"); second <- r; secondBody <- b }()
-	time.Sleep(300 * time.Millisecond) // let it reach the flight
+	var joined atomic.Int64
+	go func() { r, b := e.doCounted(http.MethodGet, "/clients/9", nil, &joined); second <- r; secondBody <- b }()
+	waitFor(t, func() bool { return joined.Load() >= 1 }) // it waits on a flight
 	close(release)
 	if b := <-first; b != "absent" {
 		t.Fatalf("pre-write GET = %q", b)
@@ -185,24 +195,38 @@ func TestReadYourWriteDespitePreWriteFlight(t *testing.T) {
 // N concurrent requests instead of N+1.
 func TestOversizedWaitersStreamOnce(t *testing.T) {
 	big := strings.Repeat("x", 2<<20) // MaxBodyBytes is 1 MiB in newEnv
+	release := make(chan struct{})
+	var first atomic.Bool
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(300 * time.Millisecond)
+		if first.CompareAndSwap(false, true) {
+			<-release // the flight's call, held until every request waits on it
+		}
 		fmt.Fprint(w, big)
 	})
 	rt := testRoute{Name: "big", Pattern: "/big/{id}", TTL: time.Minute}
 	e := newEnv(t, up, []testRoute{rt})
+	var waiting atomic.Int64
+	withWaiting(e, &waiting)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
 	const n = 4
 	var wg sync.WaitGroup
-	for i := range n {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(time.Duration(i) * 20 * time.Millisecond)
 			if _, b := e.get("/big/1"); len(b) != len(big) {
 				t.Errorf("body length %d, want %d", len(b), len(big))
 			}
 		}()
 	}
+	waitFor(t, func() bool { return up.calls.Load() >= 1 && waiting.Load() >= n })
+	close(release)
 	wg.Wait()
 	if c := up.calls.Load(); c > n+1 {
 		t.Fatalf("upstream calls = %d for %d concurrent requests, want at most %d (one fetch + one stream each)", c, n, n+1)

@@ -158,12 +158,17 @@ func TestBatchPrivateAnswerNotShared(t *testing.T) {
 	n := lookups.Load()
 	// bob asks for the id, dave for a list holding it: both join alice's
 	// flight, and each must end up with an answer of his own.
+	var bobJoined, daveJoined atomic.Int64
+	counted := func(path, who string, joined *atomic.Int64) answer {
+		r, body := e.doCounted(http.MethodGet, path, http.Header{key: {who}}, joined)
+		return answer{code: r.StatusCode, header: r.Header, body: body}
+	}
 	b := make(chan answer, 1)
-	go func() { b <- fetch(context.Background(), e.front.URL+"/users/1", http.Header{key: {"bob"}}) }()
+	go func() { b <- counted("/users/1", "bob", &bobJoined) }()
 	d := make(chan answer, 1)
-	go func() { d <- fetch(context.Background(), e.front.URL+"/users?ids=1", http.Header{key: {"dave"}}) }()
+	go func() { d <- counted("/users?ids=1", "dave", &daveJoined) }()
 	waitFor(t, func() bool { return lookups.Load() >= n+2 })
-	time.Sleep(100 * time.Millisecond) // past their lookups, they join alice's flight
+	waitFor(t, func() bool { return bobJoined.Load() >= 1 && daveJoined.Load() >= 1 }) // both wait on alice's flight
 	unblock()
 	for who, ch := range map[string]chan answer{"alice": a, "bob": b, "dave": d} {
 		got := <-ch
