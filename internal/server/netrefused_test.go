@@ -21,15 +21,7 @@ func TestNetHTTPRefusalsCounted(t *testing.T) {
 	want := map[string]float64{"framing": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0}
 	check := func(after string) {
 		t.Helper()
-		got := edgeRefused(t, rep)
-		for reason, n := range want {
-			if v, ok := got[reason]; !ok || v != n {
-				t.Errorf("after %s: reason %q counted %v (series present %v), want %v", after, reason, v, ok, n)
-			}
-		}
-		if len(got) != len(want) {
-			t.Errorf("after %s: reasons %v, want only %v", after, got, want)
-		}
+		checkRefused(t, rep, want, after)
 	}
 	check("start")
 

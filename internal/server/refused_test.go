@@ -33,15 +33,7 @@ func TestEdgeRefusalsCounted(t *testing.T) {
 	want := map[string]float64{"framing": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0}
 	check := func(after string) {
 		t.Helper()
-		got := edgeRefused(t, rep)
-		for reason, n := range want {
-			if v, ok := got[reason]; !ok || v != n {
-				t.Errorf("after %s: reason %q counted %v (series present %v), want %v", after, reason, v, ok, n)
-			}
-		}
-		if len(got) != len(want) {
-			t.Errorf("after %s: reasons %v, want only %v", after, got, want)
-		}
+		checkRefused(t, rep, want, after)
 	}
 	check("start") // every reason this config can count, at zero
 
@@ -105,6 +97,21 @@ func TestEdgeRefusalReasonsFollowConfig(t *testing.T) {
 
 // edgeRefused reads sidecache_edge_refused_total by reason from rep's
 // /metrics.
+// checkRefused fails t unless rep's sidecache_edge_refused_total has a
+// series for exactly the reasons in want, each at its count.
+func checkRefused(t *testing.T, rep *replica, want map[string]float64, after string) {
+	t.Helper()
+	got := edgeRefused(t, rep)
+	for reason, n := range want {
+		if v, ok := got[reason]; !ok || v != n {
+			t.Errorf("after %s: reason %q counted %v (series present %v), want %v", after, reason, v, ok, n)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("after %s: reasons %v, want only %v", after, got, want)
+	}
+}
+
 func edgeRefused(t *testing.T, rep *replica) map[string]float64 {
 	t.Helper()
 	got := map[string]float64{}
