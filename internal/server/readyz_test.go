@@ -24,12 +24,7 @@ func TestRedisTroubleVisible(t *testing.T) {
 	r := startReplicaYAML(t, fmt.Sprintf(baseConfig, o.URL, l2Block(false, rs.Addr()))+"coherence: {max_lag: 300ms}\n")
 	readyz := func() map[string]any {
 		t.Helper()
-		code, _, b := r.do(t, http.MethodGet, "admin:/readyz")
-		var v map[string]any
-		if err := json.Unmarshal([]byte(b), &v); err != nil || code != http.StatusOK {
-			t.Fatalf("/readyz: %d %q", code, b)
-		}
-		return v
+		return readyzBody(t, r)
 	}
 	refused := func() string {
 		t.Helper()
@@ -78,12 +73,7 @@ func TestReadyzAfterGapNamesTheFloor(t *testing.T) {
 	r := startReplicaYAML(t, fmt.Sprintf(baseConfig, o.URL, l2Block(false, rs.Addr()))+"coherence: {max_lag: 3s}\n")
 	readyz := func() map[string]any {
 		t.Helper()
-		code, _, b := r.do(t, http.MethodGet, "admin:/readyz")
-		var v map[string]any
-		if err := json.Unmarshal([]byte(b), &v); err != nil || code != http.StatusOK {
-			t.Fatalf("/readyz: %d %q", code, b)
-		}
-		return v
+		return readyzBody(t, r)
 	}
 	rc := rawClient(t, rs.Addr())
 	// A loaded machine may take longer than max_lag between the kill and
@@ -131,4 +121,15 @@ func TestReadyzAfterGapNamesTheFloor(t *testing.T) {
 		v := readyz()
 		return v["coherence"] == "proven" && v["coherence_floor"] != nil
 	})
+}
+
+// readyzBody is r's GET /readyz, which must answer 200 with a JSON object.
+func readyzBody(t *testing.T, r *replica) map[string]any {
+	t.Helper()
+	code, _, b := r.do(t, http.MethodGet, "admin:/readyz")
+	var v map[string]any
+	if err := json.Unmarshal([]byte(b), &v); err != nil || code != http.StatusOK {
+		t.Fatalf("/readyz: %d %q", code, b)
+	}
+	return v
 }
