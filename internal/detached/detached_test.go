@@ -47,20 +47,7 @@ func TestClientGoneAnswerStillArrives(t *testing.T) {
 	client, hangUp := context.WithCancel(context.Background())
 	out, call := detached.Request(newWrite(t, srv.URL, client), client, time.Hour)
 	defer call.Stop()
-	type result struct {
-		code int
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		resp, err := srv.Client().Do(out)
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		resp.Body.Close()
-		done <- result{code: resp.StatusCode}
-	}()
+	done := send(srv, out)
 	<-got
 	hangUp()
 	close(release)
@@ -80,17 +67,10 @@ func TestGraceEndsRequestAfterClientLeft(t *testing.T) {
 	client, hangUp := context.WithCancel(context.Background())
 	out, call := detached.Request(newWrite(t, srv.URL, client), client, time.Millisecond)
 	defer call.Stop()
-	done := make(chan error, 1)
-	go func() {
-		resp, err := srv.Client().Do(out)
-		if err == nil {
-			resp.Body.Close()
-		}
-		done <- err
-	}()
+	done := send(srv, out)
 	<-got
 	hangUp()
-	if err := <-done; err == nil {
+	if r := <-done; r.err == nil {
 		t.Fatal("request outlived its grace period")
 	}
 	if !call.Sent() {
@@ -102,17 +82,10 @@ func TestGraceEndsRequestAfterClientLeft(t *testing.T) {
 func TestStopEndsRequest(t *testing.T) {
 	srv, got, _ := blocking(t)
 	out, call := detached.Request(newWrite(t, srv.URL, context.Background()), context.Background(), time.Hour)
-	done := make(chan error, 1)
-	go func() {
-		resp, err := srv.Client().Do(out)
-		if err == nil {
-			resp.Body.Close()
-		}
-		done <- err
-	}()
+	done := send(srv, out)
 	<-got
 	call.Stop()
-	if err := <-done; err == nil {
+	if r := <-done; r.err == nil {
 		t.Fatal("request survived Stop")
 	}
 }
@@ -136,4 +109,25 @@ func TestNotSentWhenUnreachable(t *testing.T) {
 	if call.Sent() {
 		t.Fatal("Sent() = true for a request that was never written")
 	}
+}
+
+// result is what send's request got: the status, or the error.
+type result struct {
+	code int
+	err  error
+}
+
+// send runs out on srv's client in the background.
+func send(srv *httptest.Server, out *http.Request) <-chan result {
+	done := make(chan result, 1)
+	go func() {
+		resp, err := srv.Client().Do(out)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		resp.Body.Close()
+		done <- result{code: resp.StatusCode}
+	}()
+	return done
 }
