@@ -1,14 +1,10 @@
 package relay
 
 import (
-	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httptrace"
 	"net/textproto"
 	"strconv"
-	"sync"
 	"testing"
 )
 
@@ -39,29 +35,14 @@ func guardServe(t *testing.T, n int, http10 bool) []textproto.MIMEHeader {
 		g.WriteHeader(http.StatusOK)
 	}))
 	defer srv.Close()
-	var mu sync.Mutex
-	var got []textproto.MIMEHeader
-	trace := &httptrace.ClientTrace{Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, h)
-		return nil
-	}}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, srv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.ReadAll(resp.Body)
+	interims, resp := fetch1xx(t, srv)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("final status %d", resp.StatusCode)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	got := make([]textproto.MIMEHeader, len(interims))
+	for i, in := range interims {
+		got[i] = in.h
+	}
 	return got
 }
 

@@ -45,6 +45,14 @@ func serve(t *testing.T, strip func(http.Header), steps []step) ([]interim, http
 		_, _ = io.WriteString(w, "ok")
 	}))
 	defer srv.Close()
+	got, resp := fetch1xx(t, srv)
+	return got, resp.Header
+}
+
+// fetch1xx GETs srv and returns the interim responses the client saw, in
+// order, and the final response, its body read.
+func fetch1xx(t *testing.T, srv *httptest.Server) ([]interim, *http.Response) {
+	t.Helper()
 	var mu sync.Mutex
 	var got []interim
 	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
@@ -65,7 +73,7 @@ func serve(t *testing.T, strip func(http.Header), steps []step) ([]interim, http
 	_, _ = io.ReadAll(resp.Body)
 	mu.Lock()
 	defer mu.Unlock()
-	return got, resp.Header
+	return got, resp
 }
 
 func TestInterim(t *testing.T) {
