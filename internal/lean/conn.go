@@ -3,16 +3,20 @@ package lean
 import (
 	"bufio"
 	"errors"
+	"io"
 	"net"
 	"syscall"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/rawio"
 )
 
 // Conn is one upstream connection, lent by Client.RoundTrip until Put or
 // Close.
 type Conn struct {
 	c    net.Conn
-	lr   limitReader // under br: bounds the header sections read
+	rw   *rawio.Conn // c's reads and writes, raw (internal/rawio)
+	lr   limitReader // under br, over rw: bounds the header sections read
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	used time.Time // last returned to the pool
@@ -56,7 +60,7 @@ func (c *Conn) unwatch() bool {
 // (MaxResponseHeaderBytes), so an upstream's header line that never ends
 // costs a bounded buffer and a 502, not all the memory it cares to send.
 type limitReader struct {
-	c net.Conn
+	c io.Reader // the connection's reads (rawio)
 	n int64
 }
 

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/rawio"
 )
 
 // A lean client for the L2 hit's one command.
@@ -53,10 +55,11 @@ type leanPool struct {
 
 type leanConn struct {
 	nc   net.Conn
-	br   *bufio.Reader
-	buf  []byte   // the command written; the epochs' values read (until put)
-	vals [][]byte // mget's answer (until put)
-	ends []int    // where each epoch's value starts in buf, -1: nil
+	rw   *rawio.Conn   // nc's reads and writes, raw (internal/rawio)
+	br   *bufio.Reader // over rw
+	buf  []byte        // the command written; the epochs' values read (until put)
+	vals [][]byte      // mget's answer (until put)
+	ends []int         // where each epoch's value starts in buf, -1: nil
 }
 
 // maxBulk is the largest bulk string leanPool accepts: Redis's own limit
@@ -200,7 +203,8 @@ func (p *leanPool) dial(ctx context.Context, dl time.Time) (*leanConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &leanConn{nc: nc, br: bufio.NewReaderSize(nc, 4096), buf: make([]byte, 0, 512)}
+	rw := rawio.New(nc) // the socket's deadline (SetDeadline) bounds its calls
+	c := &leanConn{nc: nc, rw: rw, br: bufio.NewReaderSize(rw, 4096), buf: make([]byte, 0, 512)}
 	var cmds [][]string
 	switch {
 	case p.user != "":
@@ -232,7 +236,7 @@ func (c *leanConn) handshake(dl time.Time, cmds [][]string) error {
 		}
 	}
 	c.buf = b
-	if _, err := c.nc.Write(b); err != nil {
+	if _, err := c.rw.Write(b); err != nil {
 		return err
 	}
 	for range cmds {
@@ -259,7 +263,7 @@ func (c *leanConn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, e
 		b = appendBulk(b, k, "", "")
 	}
 	c.buf = b
-	if _, err := c.nc.Write(b); err != nil {
+	if _, err := c.rw.Write(b); err != nil {
 		return nil, err
 	}
 	line, err := c.line()
