@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"syscall"
-	"unsafe"
 )
 
 const supported = true
@@ -15,11 +14,11 @@ const supported = true
 // end of the stream or a failure; false (wait for readiness) on EAGAIN.
 func (c *Conn) readFD(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rp[0])), uintptr(len(c.rp)))
+		n, e := sysRead(fd, c.rp)
 		c.reads.Add(1)
 		switch e {
 		case 0:
-			c.rn = int(n)
+			c.rn = n
 			return true
 		case syscall.EINTR:
 		case syscall.EAGAIN:
@@ -37,7 +36,7 @@ func (c *Conn) readFD(fd uintptr) bool {
 func (c *Conn) writeFD(fd uintptr) bool {
 	for c.wn < len(c.wp) {
 		m := min(len(c.wp)-c.wn, maxRW)
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.wp[c.wn])), uintptr(m))
+		n, e := sysWrite(fd, c.wp[c.wn:c.wn+m])
 		c.writes.Add(1)
 		switch e {
 		case 0:
@@ -46,7 +45,7 @@ func (c *Conn) writeFD(fd uintptr) bool {
 				c.werr = io.ErrUnexpectedEOF
 				return true
 			}
-			c.wn += int(n)
+			c.wn += n
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return !c.wwait

@@ -31,7 +31,9 @@
 // (*os.SyscallError: ECONNRESET, EPIPE), the bytes written before a
 // write's failure. A zero-length Read or Write is net.Conn's own. On
 // another system than Linux, or a connection that is not a stream socket
-// of net's, a Conn reads and writes through the net.Conn.
+// of net's, a Conn reads and writes through the net.Conn. Under the race
+// detector the calls in the callbacks are syscall.Read and syscall.Write
+// (sys_race.go), which tell it of the I/O's happens-before edges.
 package rawio
 
 import (

@@ -1,0 +1,31 @@
+//go:build linux && race
+
+package rawio
+
+import (
+	"errors"
+	"syscall"
+)
+
+// Under the race detector, sysRead and sysWrite are syscall.Read and
+// syscall.Write, which tell the detector what the kernel reads and
+// writes in p, and the happens-before edge between a write and a read on
+// any descriptor that its tests may rely on; RawSyscall tells it nothing.
+// The callbacks around them are the same.
+func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
+	n, err := syscall.Read(int(fd), p)
+	return max(n, 0), errno(err)
+}
+
+func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
+	n, err := syscall.Write(int(fd), p)
+	return max(n, 0), errno(err)
+}
+
+func errno(err error) syscall.Errno {
+	var e syscall.Errno
+	if err != nil && !errors.As(err, &e) {
+		e = syscall.EIO
+	}
+	return e
+}
