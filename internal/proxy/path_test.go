@@ -222,3 +222,55 @@ func TestLongKeyPassesThrough(t *testing.T) {
 		t.Fatalf("short key: %q", cacheStatus(resp))
 	}
 }
+
+// A client collapsed onto another variant's failed flight still gets its
+// own variant's stale copy (stale_if_error: "serve stale when the upstream
+// fails"): the flight's stale copy is the leader's variant, which does not
+// answer it, so it looks up its own. L2 only, so both requests key the
+// URL's one flight (see TestStaleIfErrorServesOnlyItsOwnVariant).
+func TestStaleIfErrorJoinerGetsItsOwnStaleVariant(t *testing.T) {
+	var failing atomic.Bool
+	hold := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			<-hold
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Vary", "Accept-Language")
+		fmt.Fprint(w, "v="+r.Header.Get("Accept-Language"))
+	})
+	c := &clock{}
+	rt := testRoute{Name: "greet", Pattern: "/greet/{id}", TTL: time.Second, StaleIfError: time.Hour, ForwardAll: true}
+	e := newEnv(t, up, []testRoute{rt}, withSharedTierOnly, withClock(c))
+	for _, lang := range []string{"en", "fr"} {
+		if resp, b := e.do("GET", "/greet/1", http.Header{"Accept-Language": {lang}}); b != "v="+lang || !strings.Contains(cacheStatus(resp), "stored") {
+			t.Fatalf("priming %s: %q %q", lang, b, cacheStatus(resp))
+		}
+	}
+	c.advance(2 * time.Second) // both stale, within stale-if-error
+	failing.Store(true)
+	lead := make(chan string, 1)
+	go func() {
+		r, b := e.do("GET", "/greet/1", http.Header{"Accept-Language": {"en"}})
+		lead <- fmt.Sprint(r.StatusCode, " ", b, " ", cacheStatus(r))
+	}()
+	waitFor(t, func() bool { return up.calls.Load() == 3 }) // the leader's fetch is held
+	other := make(chan string, 1)
+	var joined atomic.Int64
+	go func() {
+		r, b := e.doCounted("GET", "/greet/1", http.Header{"Accept-Language": {"fr"}}, &joined)
+		other <- fmt.Sprint(r.StatusCode, " ", b, " ", cacheStatus(r))
+	}()
+	waitFor(t, func() bool { return joined.Load() >= 1 }) // it waits on the held flight
+	close(hold)
+	if got := <-lead; !strings.HasPrefix(got, "200 v=en ") || !strings.Contains(got, "stale-if-error") {
+		t.Errorf("en got %q, want its stale copy", got)
+	}
+	if got := <-other; !strings.HasPrefix(got, "200 v=fr ") || !strings.Contains(got, "stale-if-error") {
+		t.Errorf("fr got %q, want its own stale copy", got)
+	}
+	if n := up.calls.Load(); n != 3 {
+		t.Errorf("upstream calls = %d, want 3: fr did not collapse onto en's flight", n)
+	}
+}
