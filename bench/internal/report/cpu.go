@@ -54,7 +54,8 @@ func (r *CPUReport) Markdown() string {
 		"Hit: every key cached first. Pass: a proxy without routes in front of the bare Go server. "+
 		"Batched miss: GET /users/{id} on ids never asked before, batching on (max_size 100, max_wait 2ms), L1 only, purged before each round. "+
 		"Split: GET /users?ids=… of %d ids at %d req/s, half of them cached before each round, half never asked before. "+
-		"L2 hit: GET /clients/{id} on a replica with L1 off, every entry stored in Redis by another replica (L1 off too). "+
+		"L2 hit: GET /clients/{id} on a replica with L1 off, every entry stored in Redis by another replica (L1 off too); "+
+		"beside it, the bare Go server at GOMAXPROCS=1 reading each body from the same Redis (the Go reference, explained under the ratios). "+
 		"Median of %d interleaved rounds, with the spread (min–max).",
 		r.CPU.Time, r.CPU.Rate, r.CPU.Workers, r.Params.Keys, r.Params.Bulk, r.CPU.SplitRate, r.CPU.Rounds)
 	w("")
