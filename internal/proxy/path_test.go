@@ -56,7 +56,7 @@ func TestStaleIfErrorServesOnlyItsOwnVariant(t *testing.T) {
 			var lookups atomic.Int64
 			c := &clock{}
 			rt := testRoute{Name: "greet", Pattern: "/greet/{id}", TTL: time.Second, StaleIfError: time.Hour, ForwardAll: true}
-			e := newEnv(t, up, []testRoute{rt}, withSharedTierOnly(0), withClock(c), func(o *proxy.Options, _ *l1.Store) {
+			e := newEnv(t, up, []testRoute{rt}, withSharedTierOnly, withClock(c), func(o *proxy.Options, _ *l1.Store) {
 				o.Cache = spyCache{Cache: o.Cache, onLookup: func(string) { lookups.Add(1) }}
 			})
 			if resp, b := e.do("GET", "/greet/1", http.Header{tt.hdr: {tt.prime}}); resp.StatusCode != 200 || !strings.Contains(cacheStatus(resp), "stored") {
@@ -100,7 +100,7 @@ func TestStaleWhileRevalidateFromSharedTier(t *testing.T) {
 	})
 	c := &clock{}
 	rt := testRoute{Name: "c", Pattern: "/c/{id}", TTL: time.Second, StaleWhileRevalidate: time.Hour}
-	e := newEnv(t, up, []testRoute{rt}, withSharedTierOnly(0), withClock(c))
+	e := newEnv(t, up, []testRoute{rt}, withSharedTierOnly, withClock(c))
 	defer close(hold)
 	e.get("/c/1")
 	c.advance(2 * time.Second)
