@@ -37,7 +37,7 @@ GOMAXPROCS=1 "$bin" -config "$out/sidecache.yaml" -log-level warn >"$out/sidecac
 sc=$!
 trap 'kill $sc $demo 2>/dev/null; wait 2>/dev/null' EXIT
 for _ in $(seq 100); do curl -sf http://127.0.0.1:19190/readyz >/dev/null && break; sleep 0.1; done
-stat() { awk -v f="$1" '{print f == "user" ? $14 : $14 + $15}' "/proc/$sc/stat"; }
+ticks() { awk -v f="$1" '{print f == "user" ? $14 : $14 + $15}' "/proc/$sc/stat"; }
 hz=$(getconf CLK_TCK)
 perf=$(command -v perf && perf stat -e task-clock -- true >/dev/null 2>&1 && echo yes || true)
 # Frames whose µs per request PERF_RECORD prints ("batch.Loader.run" is
@@ -46,7 +46,7 @@ frames='net/http.(*conn).serve|net/http.(*response).finishRequest|net/http.(*con
 
 phase() {
   local name=$1 t0 u0 t1 u1 n
-  t0=$(stat all) u0=$(stat user)
+  t0=$(ticks all) u0=$(ticks user)
   "$out/vegeta" attack -targets "$out/targets.txt" -rate 3000 -duration 20s -workers 128 -max-workers 512 >"$out/$name.bin" &
   local vg=$!
   sleep 3
@@ -57,7 +57,7 @@ phase() {
     perf stat -x, -e task-clock,context-switches,raw_syscalls:sys_enter -p $sc -o "$out/$name.perf" -- sleep 15
   fi
   wait $vg
-  t1=$(stat all) u1=$(stat user)
+  t1=$(ticks all) u1=$(ticks user)
   n=$("$out/vegeta" report -type=json <"$out/$name.bin" | sed -n 's/.*"requests":\([0-9]*\).*/\1/p')
   echo "$name: $n requests, $(( (t1 - t0) * 1000000 / hz / n )) µs CPU per request ($(( (u1 - u0) * 1000000 / hz / n )) user)," \
     "$("$out/vegeta" report -type=json <"$out/$name.bin" | grep -o '"status_codes":{[^}]*}')"
