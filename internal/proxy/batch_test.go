@@ -416,15 +416,14 @@ func TestBatchSurvivesDepartedWaiter(t *testing.T) {
 	})
 	victimDone := make(chan struct{})
 	var victimWaiting atomic.Int64 // the victim waits on its flight, its id in the batch it opened
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := edgeServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("User-Agent") != "victim" {
 			e.h.ServeHTTP(w, r)
 			return
 		}
 		e.h.ServeHTTP(w, r.WithContext(onceCtx{Context: r.Context(), n: &victimWaiting, seen: new(atomic.Bool)}))
 		close(victimDone)
-	}))
-	t.Cleanup(front.Close)
+	}), nil)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 )
 
@@ -14,6 +15,11 @@ import (
 // "long enough" for the request to reach the flight.
 func (e *env) doCounted(method, path string, hdr http.Header, joined *atomic.Int64) (*http.Response, string) {
 	req := httptest.NewRequest(method, path, nil).WithContext(joinCtx{context.Background(), joined})
+	// The front's host, not httptest's example.com: the host is part of
+	// the cache key, so a request keyed on another host would lead a
+	// flight of its own instead of joining the one a request sent to the
+	// front (e.do) leads, and joined would count its own wait.
+	req.Host = strings.TrimPrefix(e.front.URL, "http://")
 	for k, vs := range hdr {
 		req.Header[k] = vs
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -121,12 +120,11 @@ func TestClientRequestIDNotForwarded(t *testing.T) {
 	})
 	e := newEnv(t, up, []testRoute{{Name: "c", Pattern: "/c/{id}", TTL: time.Minute, ForwardAll: true}})
 	var rec *accesslog.Record
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := edgeServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, rc := accesslog.WithRecord(r.Context())
 		rec = rc
 		e.h.ServeHTTP(w, r.WithContext(ctx))
-	}))
-	t.Cleanup(front.Close)
+	}), nil)
 	_, b := getWith(t, client, front.URL+"/c/1", http.Header{"X-Request-Id": {"<script>alert(1)</script>"}})
 	if strings.Contains(b, "script") {
 		t.Fatalf("the client's request id reached the upstream: %q", b)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cache/l2"
@@ -17,18 +19,31 @@ import (
 )
 
 // leaseHold is the replicas' l2 LeaseHold: how long a lease outlives its
-// holder's last renewal. Renewals come every third of it; a second is long
-// enough that a renewal goroutine starved by -race on two busy cores does
-// not let a live holder's lease lapse (which costs one more upstream call
-// and would read as a failure here).
-const leaseHold = time.Second
+// holder's last renewal. Renewals come every third of it, so a live
+// holder's lease lapses, by design, when its process is stalled for two
+// thirds of it: a one-second hold lapsed under -race on two busy cores
+// (the l2 test TestLeaseRenewedWhileHolderWorks met the same stall).
+// Three seconds leave a two-second stall; the test waits for renewals and
+// takeovers (states), so the hold sets no duration of its own beyond them.
+const leaseHold = 3 * time.Second
 
 // leaseReplica is one sidecar with a real L1 and a real L2 on a shared
 // redis-server, its L2 store doubling as the cluster lease.
 type leaseReplica struct {
 	*env
-	l2       *l2.Store
-	l2Misses atomic.Int64 // L2 reads that missed: a flight is on to the lease
+	l2    *l2.Store
+	waits atomic.Int64 // WaitFill calls: a flight waits on another's lease
+}
+
+// countingLeaser is the replica's real lease, counting the waits on it.
+type countingLeaser struct {
+	*l2.Store
+	waits *atomic.Int64
+}
+
+func (l countingLeaser) WaitFill(ctx context.Context, key string, max time.Duration, newer time.Time) (*cache.Entry, bool, bool, error) {
+	l.waits.Add(1)
+	return l.Store.WaitFill(ctx, key, max, newer)
 }
 
 func newLeaseReplica(t *testing.T, addr string, up *upstream) *leaseReplica {
@@ -44,17 +59,48 @@ func newLeaseReplica(t *testing.T, addr string, up *upstream) *leaseReplica {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	r := &leaseReplica{l2: st}
-	observe := func(tier cache.Tier, res cache.Result) {
-		if tier == cache.TierL2 && res == cache.ResultMiss {
-			r.l2Misses.Add(1)
-		}
-	}
 	r.env = newEnv(t, up, []testRoute{clientRoute}, func(o *proxyOptions, l1s *l1.Store) {
 		o.Timeout = 10 * time.Second // also lease_ttl: the wait the old code made
-		o.Cache = cache.NewTiered(l1s, st, cache.TieredOptions{Observe: observe})
-		o.Leaser = st
+		o.Cache = cache.NewTiered(l1s, st, cache.TieredOptions{})
+		o.Leaser = countingLeaser{Store: st, waits: &r.waits}
 	})
 	return r
+}
+
+// waitRenewals polls the one lease in Redis (under prefix) until it has
+// seen it renewed n times (its PTTL going up), holding the token it held
+// at first throughout: a lease that lapsed or changed hands fails the
+// test at once, naming that, rather than as an upstream count later.
+func waitRenewals(t *testing.T, addr, prefix string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	defer rc.Close()
+	keys, err := rc.Keys(ctx, prefix+"l:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("lease keys = %q, %v, want one", keys, err)
+	}
+	token, err := rc.Get(ctx, keys[0]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, renewals := time.Duration(1<<62), 0
+	for renewals < n {
+		var get *redis.StringCmd
+		var pttl *redis.DurationCmd
+		_, err := rc.Pipelined(ctx, func(p redis.Pipeliner) error {
+			get, pttl = p.Get(ctx, keys[0]), p.PTTL(ctx, keys[0])
+			return nil
+		})
+		if v := get.Val(); err != nil || v != token {
+			t.Fatalf("after %d renewals the lease holds %q (%v), want the holder's %q", renewals, v, err, token)
+		}
+		if d := pttl.Val(); d > prev {
+			renewals++
+		}
+		prev = pttl.Val()
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // fetch is a GET for use off the test goroutine: it reports instead of
@@ -77,8 +123,9 @@ func (r *leaseReplica) fetch(path string) string {
 
 // Cluster-wide coalescing survives a lease holder that vanishes. Replica A
 // takes the lease for a cold key and its upstream request blocks; B and C
-// wait on the lease. While A lives, its renewals keep the lease for longer
-// than several lease holds and the waiters get A's fill: one upstream call.
+// wait on the lease. While A lives, its renewals keep the lease past the
+// hold it was taken for (four seen in Redis, A's token throughout) and the
+// waiters get A's fill: one upstream call.
 // When A dies (its L2 closed: no release, no renewals), B and C take the
 // lease over, one of them fetches, and all of them answer with the right
 // body while A's request is still blocked at the origin: two calls. Before
@@ -131,14 +178,15 @@ func TestLeaseHolderGone(t *testing.T) {
 				}
 			}
 			for _, w := range waiters {
-				for w.l2Misses.Load() == 0 { // its flight is on to the lease
-					time.Sleep(time.Millisecond)
-				}
+				waitFor(t, func() bool { return w.waits.Load() >= 1 }) // its flight waits on A's lease
 			}
 			if c.kill {
 				_ = a.l2.Close()
 			} else {
-				time.Sleep(3 * leaseHold) // only renewals keep the lease this long
+				// Renewed four times, each no sooner than LeaseHold/3
+				// after the last: the lease has outlived the hold it was
+				// taken for, and only renewals kept it.
+				waitRenewals(t, srv.Addr(), "lease:", 4)
 				if n := up.calls.Load(); n != 1 {
 					t.Fatalf("upstream calls while the holder works = %d, want 1", n)
 				}

@@ -15,31 +15,51 @@ import (
 	"github.com/sidecache/sidecache/internal/proxy"
 )
 
-// slowStore is a real store whose reads take a Redis-like round trip, long
-// enough that concurrent requests reliably meet in one flight.
-type slowStore struct {
-	cache.Store
-	d time.Duration
+// withSharedTierOnly models `l1.max_bytes: 0` with an L2: LookupLocal
+// always misses, and the flight leader reads the shared tier.
+func withSharedTierOnly(o *proxy.Options, s *l1.Store) {
+	o.Cache = cache.NewTiered(nil, s, cache.TieredOptions{})
 }
 
-func (s slowStore) Get(ctx context.Context, key string) (*cache.Entry, bool, error) {
-	time.Sleep(s.d)
+// heldStore is a real store whose next read, once hold is called, waits
+// until release is closed: a test holds a flight's tier read for as long as
+// it needs, without sleeping. gets counts every read.
+type heldStore struct {
+	cache.Store
+	gets    atomic.Int64
+	armed   atomic.Bool
+	arrived chan struct{} // closed when the held read has begun
+	release chan struct{}
+}
+
+func newHeldStore(s cache.Store) *heldStore {
+	return &heldStore{Store: s, arrived: make(chan struct{}), release: make(chan struct{})}
+}
+
+// hold makes the next read wait for release (once).
+func (s *heldStore) hold() { s.armed.Store(true) }
+
+func (s *heldStore) Get(ctx context.Context, key string) (*cache.Entry, bool, error) {
+	s.gets.Add(1)
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.arrived)
+		<-s.release
+	}
 	return s.Store.Get(ctx, key)
 }
 
-// withSharedTierOnly models `l1.max_bytes: 0` with an L2: LookupLocal
-// always misses, and the flight leader reads the shared tier.
-func withSharedTierOnly(d time.Duration) envOpt {
-	return func(o *proxy.Options, s *l1.Store) {
-		o.Cache = cache.NewTiered(nil, slowStore{Store: s, d: d}, cache.TieredOptions{})
-	}
-}
-
-// Two variants of one URL (Vary: Accept-Language) are in the shared tier.
-// A request for "en" leads a flight that finds its variant in the cache; a
-// request for "fr" collapsed onto that flight must not get the "en" body.
-// usable() only checks Vary when the flight fetched from upstream (f.vary
-// is never set on a flight that found its entry in the cache).
+// Two variants of one URL (Vary: Accept-Language) are in the shared tier,
+// and this replica has no L1 (`l1.max_bytes: 0`), so no request knows the
+// variants marker before its flight: every flight is keyed on the primary
+// key, and "fr" collapses onto the flight "en" leads. That flight finds
+// en's variant in the cache; fr must not get its body but fetch its own
+// (the flight keeps the variant it found, candidate.vkey and vary, for
+// answers to judge; once it did not).
+//
+// en's tier read is held until fr is seen waiting on a flight without
+// having read a tier itself: fr provably joined en's flight. The counts
+// after it say the same: no tier read of fr's, and one upstream call, fr's
+// own fetch.
 func TestCollapsedOntoCacheHitGetsOwnVariant(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Vary", "Accept-Language")
@@ -49,7 +69,18 @@ func TestCollapsedOntoCacheHitGetsOwnVariant(t *testing.T) {
 	// keyed default spends one more, once, learning the Vary'd header:
 	// see TestVaryOnWithheldHeaderIsLearned).
 	rt := testRoute{Name: "greet", Pattern: "/greet/{id}", TTL: time.Minute, ForwardAll: true}
-	e := newEnv(t, up, []testRoute{rt}, withSharedTierOnly(150*time.Millisecond))
+	var l2 *heldStore
+	e := newEnv(t, up, []testRoute{rt}, func(o *proxy.Options, s *l1.Store) {
+		l2 = newHeldStore(s)
+		o.Cache = cache.NewTiered(nil, l2, cache.TieredOptions{})
+	})
+	t.Cleanup(func() {
+		select {
+		case <-l2.release:
+		default:
+			close(l2.release)
+		}
+	})
 	for _, lang := range []string{"en", "fr"} {
 		if _, b := e.do("GET", "/greet/1", http.Header{"Accept-Language": {lang}}); b != "lang="+lang {
 			t.Fatalf("priming %s: %q", lang, b)
@@ -58,25 +89,44 @@ func TestCollapsedOntoCacheHitGetsOwnVariant(t *testing.T) {
 	if n := up.calls.Load(); n != 2 {
 		t.Fatalf("priming made %d upstream calls, want 2", n)
 	}
-	var wg sync.WaitGroup
-	bodies := map[string]string{}
-	var mu sync.Mutex
-	for i, lang := range []string{"en", "fr"} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Duration(i) * 50 * time.Millisecond) // en leads, fr joins
-			_, b := e.do("GET", "/greet/1", http.Header{"Accept-Language": {lang}})
-			mu.Lock()
-			bodies[lang] = b
-			mu.Unlock()
-		}()
+	up.calls.Store(0)
+	l2.gets.Store(0)
+
+	l2.hold()
+	en := make(chan *http.Response, 1)
+	enBody := make(chan string, 1)
+	go func() {
+		r, b := e.do("GET", "/greet/1", http.Header{"Accept-Language": {"en"}})
+		en <- r
+		enBody <- b
+	}()
+	<-l2.arrived // en leads the flight and is reading the variants marker
+	var joined atomic.Int64
+	fr := make(chan *http.Response, 1)
+	frBody := make(chan string, 1)
+	go func() {
+		r, b := e.doCounted("GET", "/greet/1", http.Header{"Accept-Language": {"fr"}}, &joined)
+		fr <- r
+		frBody <- b
+	}()
+	waitFor(t, func() bool { return joined.Load() >= 1 }) // fr waits on a flight
+	if n := l2.gets.Load(); n != 1 {
+		t.Fatalf("fr began to wait after %d tier reads, want 1 (en's, held): it did not join en's flight", n)
 	}
-	wg.Wait()
-	for lang, b := range bodies {
-		if b != "lang="+lang {
-			t.Errorf("Accept-Language %s got %q (another variant)", lang, b)
-		}
+	close(l2.release)
+
+	r, b := <-en, <-enBody
+	if b != "lang=en" || !strings.Contains(cacheStatus(r), "hit") {
+		t.Errorf("en = %q (Cache-Status %q), want its variant from the cache", b, cacheStatus(r))
+	}
+	r, b = <-fr, <-frBody
+	if b != "lang=fr" {
+		t.Errorf("fr, collapsed onto en's cache hit, got %q (Cache-Status %q), want lang=fr", b, cacheStatus(r))
+	}
+	// en's flight read the marker and en's variant; fr read nothing (a
+	// waiter, then a fetch of its own, which skips the tiers).
+	if g, c := l2.gets.Load(), up.calls.Load(); g != 2 || c != 1 {
+		t.Errorf("tier reads = %d, upstream calls = %d; want 2 (en's flight) and 1 (fr's own fetch)", g, c)
 	}
 }
 
