@@ -33,7 +33,7 @@ type Conn struct {
 	// made once per connection, so a request's watch allocates no closure.
 	expire func()
 
-	// unsolicited's peek, made on first reuse.
+	// unsolicited's peek where rw's is not raw, made on first reuse.
 	rc   syscall.RawConn
 	peek func(fd uintptr) bool
 	bad  bool
@@ -84,8 +84,11 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // answer, they would hand one client's response to another, so such a
 // connection is dropped before reuse, as net/http's transport drops one
 // ("Unsolicited response received on idle HTTP channel"). One non-blocking
-// peek (MSG_PEEK|MSG_DONTWAIT) per reuse.
+// peek (MSG_PEEK|MSG_DONTWAIT) per reuse, raw (internal/rawio) on Linux.
 func (c *Conn) unsolicited() bool {
+	if pending, ok := c.rw.Pending(); ok {
+		return pending
+	}
 	if c.rc == nil {
 		sc, ok := c.c.(syscall.Conn)
 		if !ok {

@@ -56,3 +56,16 @@ func (c *Conn) writeFD(fd uintptr) bool {
 	}
 	return true
 }
+
+// peekFD is Pending's callback: one peek at the next byte; never waits.
+func (c *Conn) peekFD(fd uintptr) bool {
+	var b [1]byte
+	for {
+		e := sysPeek(fd, b[:])
+		c.reads.Add(1)
+		if e != syscall.EINTR {
+			c.pend = e != syscall.EAGAIN // a byte, the end (0 bytes), or a failure
+			return true
+		}
+	}
+}

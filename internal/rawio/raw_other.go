@@ -7,3 +7,4 @@ const supported = false
 
 func (c *Conn) readFD(uintptr) bool  { return true }
 func (c *Conn) writeFD(uintptr) bool { return true }
+func (c *Conn) peekFD(uintptr) bool  { return true }

@@ -60,6 +60,8 @@ type Conn struct {
 	rn    int        // bytes read
 	rerr  error      // the system call's failure
 	rfn   func(fd uintptr) bool
+	pend  bool // Pending's answer
+	pfn   func(fd uintptr) bool
 	reads atomic.Int64 // read system calls made raw (Calls)
 
 	wmu    sync.Mutex // guards what follows
@@ -87,7 +89,7 @@ func New(c net.Conn) *Conn {
 		return x
 	}
 	// The callbacks are made once, so a call allocates nothing.
-	x.rc, x.rfn, x.wfn = rc, x.readFD, x.writeFD
+	x.rc, x.rfn, x.wfn, x.pfn = rc, x.readFD, x.writeFD, x.peekFD
 	return x
 }
 
@@ -138,6 +140,23 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// Pending reports whether a read would not wait now: bytes are there to
+// be read, the peer ended the stream, the socket failed, or the read
+// deadline has passed or c is closed. It reads nothing and never waits
+// (recvfrom(2) with MSG_PEEK|MSG_DONTWAIT). ok is false when c is not
+// raw: then it did not look, and the caller peeks its own way.
+func (c *Conn) Pending() (pending, ok bool) {
+	if c.rc == nil {
+		return false, false
+	}
+	c.rmu.Lock()
+	c.pend = false
+	err := c.rc.Read(c.pfn)
+	pending = c.pend || err != nil
+	c.rmu.Unlock()
+	return pending, true
 }
 
 // Write writes all of p as net.Conn's Write: what the socket does not take

@@ -314,3 +314,38 @@ func checkOp(t *testing.T, err error, op string) {
 		t.Errorf("OpError %q %q %v %v, want %q tcp with both addresses", oe.Op, oe.Net, oe.Source, oe.Addr, op)
 	}
 }
+
+// Pending: false on an idle connection, true once bytes or the peer's end
+// are there, and it reads nothing.
+func TestPending(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("raw calls are Linux's")
+	}
+	a, peer := tcpPair(t)
+	c := New(a)
+	if p, ok := c.Pending(); !ok || p {
+		t.Fatalf("idle: Pending %v, %v; want false, true", p, ok)
+	}
+	peer.Write([]byte("x"))
+	for p, _ := c.Pending(); !p; p, _ = c.Pending() { // until the byte is there
+		runtime.Gosched()
+	}
+	b := make([]byte, 2)
+	if n, err := c.Read(b); n != 1 || err != nil || b[0] != 'x' {
+		t.Fatalf("read after Pending: %q, %v", b[:n], err)
+	}
+	if p, _ := c.Pending(); p {
+		t.Fatal("Pending after the byte was read")
+	}
+	peer.Close()
+	for p, _ := c.Pending(); !p; p, _ = c.Pending() { // until the end is there
+		runtime.Gosched()
+	}
+	if _, err := c.Read(b); err != io.EOF {
+		t.Fatalf("read at the end: %v", err)
+	}
+	a.Close()
+	if p, _ := c.Pending(); !p {
+		t.Error("closed: Pending false")
+	}
+}

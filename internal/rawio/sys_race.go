@@ -22,6 +22,11 @@ func sysWrite(fd uintptr, p []byte) (int, syscall.Errno) {
 	return max(n, 0), errno(err)
 }
 
+func sysPeek(fd uintptr, p []byte) syscall.Errno {
+	_, _, err := syscall.Recvfrom(int(fd), p, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return errno(err)
+}
+
 func errno(err error) syscall.Errno {
 	var e syscall.Errno
 	if err != nil && !errors.As(err, &e) {
