@@ -349,3 +349,34 @@ func TestPending(t *testing.T) {
 		t.Error("closed: Pending false")
 	}
 }
+
+// TCP keeps the connection's own methods: a half-close reaches the peer
+// as the end of its stream, and the reads and writes are raw.
+func TestTCPKeepsCloseWrite(t *testing.T) {
+	a, peer := tcpPair(t)
+	c := TCP(a)
+	if runtime.GOOS == "linux" {
+		if _, ok := c.(*TCPConn); !ok {
+			t.Fatalf("TCP gave %T, want *TCPConn", c)
+		}
+	}
+	if _, err := c.Write([]byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(peer); err != nil || string(b) != "bye" {
+		t.Fatalf("peer read %q, %v", b, err)
+	}
+	peer.Write([]byte("ok"))
+	peer.CloseWrite()
+	if b, err := io.ReadAll(c); err != nil || string(b) != "ok" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	if rc, ok := c.(*TCPConn); ok {
+		if r, w := rc.Calls(); r == 0 || w == 0 {
+			t.Errorf("%d raw reads, %d raw writes", r, w)
+		}
+	}
+}
