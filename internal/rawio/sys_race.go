@@ -2,10 +2,7 @@
 
 package rawio
 
-import (
-	"errors"
-	"syscall"
-)
+import "syscall"
 
 // Under the race detector, sysRead and sysWrite are syscall.Read and
 // syscall.Write, which tell the detector what the kernel reads and
@@ -27,10 +24,14 @@ func sysPeek(fd uintptr, p []byte) syscall.Errno {
 	return errno(err)
 }
 
+// errno is err's Errno (what syscall's calls return), without errors.As,
+// whose target would be allocated on every call.
 func errno(err error) syscall.Errno {
-	var e syscall.Errno
-	if err != nil && !errors.As(err, &e) {
-		e = syscall.EIO
+	if err == nil {
+		return 0
 	}
-	return e
+	if e, ok := err.(syscall.Errno); ok {
+		return e
+	}
+	return syscall.EIO
 }
