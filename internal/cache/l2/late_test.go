@@ -2,9 +2,11 @@ package l2
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,11 +23,16 @@ import (
 // lateReplica is a replica whose L2 hit goes through the lean client with
 // a guess for "k" (one MGET per Get), stall set on its pool before the
 // pool's first connection.
-func lateReplica(t *testing.T, addr string, stall func(at stallAt, dl time.Time)) *replica {
+func lateReplica(t *testing.T, addr string, stall func(at stallAt, nc net.Conn)) *replica {
 	t.Helper()
 	r := newReplica(t, []string{addr}, func(o *Options) {
 		o.Timeout = 500 * time.Millisecond
 		o.FailureThreshold = 3
+		// A PING answered between two late calls would reset the count
+		// and hide a late call counted: no probe while the test's calls
+		// run (about 2 s), one soon enough to bring up a replica whose
+		// first PING a loaded machine failed.
+		o.ProbeInterval = 5 * time.Second
 	})
 	r.waitUp(t)
 	if r.lean == nil {
@@ -44,10 +51,22 @@ func lateReplica(t *testing.T, addr string, stall func(at stallAt, dl time.Time)
 	return r
 }
 
-// untilPast waits until dl has passed: the sidecar is late.
-func untilPast(dl time.Time) {
-	for time.Now().Before(dl) {
-		time.Sleep(time.Until(dl) + time.Millisecond)
+// untilPast waits until nc's deadline for the step at has passed, as
+// net's poller sees it (its timer has fired): the sidecar is late.
+func untilPast(t *testing.T, at stallAt, nc net.Conn) {
+	t.Helper()
+	rc, err := nc.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := rc.Read
+	if at == stallWrite {
+		check = rc.Write
+	}
+	// RawConn's Read and Write fail once the deadline has passed, before
+	// calling f; before, f (which does nothing) ends them at once.
+	for check(func(uintptr) bool { return true }) == nil {
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -72,9 +91,9 @@ func idleConns(p *leanPool) int {
 func TestLateWriteNotCounted(t *testing.T) {
 	srv := redistest.Start(t)
 	var armed atomic.Bool
-	r := lateReplica(t, srv.Addr(), func(at stallAt, dl time.Time) {
+	r := lateReplica(t, srv.Addr(), func(at stallAt, nc net.Conn) {
 		if at == stallWrite && armed.Load() {
-			untilPast(dl)
+			untilPast(t, at, nc)
 		}
 	})
 	ctx := context.Background()
@@ -115,7 +134,7 @@ func TestLateReplyNotCounted(t *testing.T) {
 	var armed atomic.Bool
 	var stalled atomic.Int32
 	before := 0 // MGETs run before the one stalled; the stall's goroutine only
-	r := lateReplica(t, srv.Addr(), func(at stallAt, dl time.Time) {
+	r := lateReplica(t, srv.Addr(), func(at stallAt, nc net.Conn) {
 		switch {
 		case !armed.Load():
 		case at == stallWrite:
@@ -123,7 +142,7 @@ func TestLateReplyNotCounted(t *testing.T) {
 		case at == stallRead:
 			stalled.Add(1)
 			replied(t, rc, before)
-			untilPast(dl)
+			untilPast(t, at, nc)
 		}
 	})
 	ctx := context.Background()

@@ -51,9 +51,9 @@ type leanPool struct {
 	isClosed bool
 
 	// stall, tests only, runs before each MGET's write and before its
-	// read (stallWrite, stallRead) with the call's deadline: how a test
-	// makes the sidecar late (late.go). Nil in production.
-	stall func(at stallAt, dl time.Time)
+	// read (stallWrite, stallRead) with the connection: how a test makes
+	// the sidecar late (late.go). Nil in production.
+	stall func(at stallAt, nc net.Conn)
 }
 
 type stallAt uint8
@@ -70,7 +70,7 @@ type leanConn struct {
 	vals [][]byte // mget's answer (until put)
 	ends []int    // where each epoch's value starts in buf, -1: nil
 
-	stall func(at stallAt, dl time.Time) // the pool's
+	stall func(at stallAt, nc net.Conn) // the pool's
 }
 
 // maxBulk is the largest bulk string leanPool accepts: Redis's own limit
@@ -286,13 +286,13 @@ func (c *leanConn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, e
 	}
 	c.buf = b
 	if c.stall != nil {
-		c.stall(stallWrite, dl)
+		c.stall(stallWrite, c.nc)
 	}
 	if n, err := c.nc.Write(b); err != nil {
 		return nil, writeFailed(n, err)
 	}
 	if c.stall != nil {
-		c.stall(stallRead, dl)
+		c.stall(stallRead, c.nc)
 	}
 	line, err := c.line()
 	if err != nil {
