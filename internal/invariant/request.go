@@ -176,6 +176,11 @@ func (r *run) drawRequest(hot string) *request {
 		if m.Has("head") && r.chance(15) {
 			q.method = http.MethodHead // a GET route answers HEAD from its GET entry
 		}
+		if m.Has("stale-if-error") && r.chance(30) {
+			// Route n's stale copies (drawStaleProfile) need reads, of
+			// several variants at once, to be served on its failures.
+			q.route, q.path = "n", "/n/"+id
+		}
 	}
 	if q.kind != "list" {
 		q.res = Resource(q.path)

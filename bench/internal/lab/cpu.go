@@ -36,6 +36,16 @@ func CPURows() []string { return []string{"hit", "pass", "batch", "split", "l2"}
 
 func (cp CPUParams) row(name string) bool { return len(cp.Rows) == 0 || slices.Contains(cp.Rows, name) }
 
+// The bare Go server's rows at GOMAXPROCS=1 (sidecache's default), by
+// which the report finds them: from memory (the hit row, or the l2 row
+// when hit is not measured) and reading each body from Redis (the l2
+// row). Their difference is what one Redis round trip alone costs a Go
+// server, the floor of what an L2 hit can add to an L1 hit.
+const (
+	BareMemoryServer = "bare Go GOMAXPROCS=1 (from memory)"
+	BareRedisServer  = "bare Go GOMAXPROCS=1 (one Redis GET per request)"
+)
+
 // CPUSidecar is one more sidecache binary, or the same with more
 // environment, measured beside -sidecache.
 type CPUSidecar struct {
@@ -152,7 +162,7 @@ func (l *Lab) RunCPU(ctx context.Context, cp CPUParams) ([]CPUResult, error) {
 			cpuEntry{row: "hit", test: "hit", server: "varnish", start: func() (*sut, error) { return l.startVarnish(ctx, l.demoAddr) }, fill: true},
 			cpuEntry{row: "hit", test: "hit", server: "bare Go (from memory)", start: func() (*sut, error) { return bare, nil }},
 			// net/http's own floor on one core, beside sidecache's default.
-			cpuEntry{row: "hit", test: "hit", server: "bare Go GOMAXPROCS=1 (from memory)", start: func() (*sut, error) { return l.startBare(ctx, "GOMAXPROCS=1") }},
+			cpuEntry{row: "hit", test: "hit", server: BareMemoryServer, start: func() (*sut, error) { return l.startBare(ctx, "GOMAXPROCS=1") }},
 			cpuEntry{row: "hit", test: "hit", server: "fasthttp L1 hit (prototype)", start: func() (*sut, error) { return l.startFastHit(ctx, l.demoAddr) }, fill: true})
 	}
 	if cp.row("pass") {

@@ -64,7 +64,10 @@ func splitPath(n, keys int, cold *coldIDs) string {
 //   - split: GET /users?ids=… of Bulk ids, half of them cached before each
 //     round, half cold;
 //   - l2: a replica with L1 off reading entries another replica (L1 off
-//     too) stored, with Redis's CPU; beside it a plain GET of a value of
+//     too) stored, with Redis's CPU; beside it the bare Go server at
+//     GOMAXPROCS=1 reading each body from the same Redis with one GET (and
+//     from memory, when the hit row does not run), the floor of the L2
+//     hit's extra over the L1 hit; and a plain GET of a value of
 //     the L2 entries' mean size at the same rate from a RESP loop, each
 //     GET at its own instant as vegeta paces requests (the reference) and
 //     in 1 ms batches (the earlier reference), and redis-benchmark's GET
@@ -140,6 +143,20 @@ func (l *Lab) cpuRowEntries(ctx context.Context, cp CPUParams, sidecars []CPUSid
 			start: func() (*sut, error) { return l.startSidecarBin(ctx, sc, "l2-reader", l.demoAddr, redis) },
 			prep:  fillL2, redis: redis})
 	}
+	// The floor: a Go server whose only work beyond serving from memory
+	// is one Redis GET per request, on the same Redis, in the same rounds.
+	if !cp.row("hit") {
+		out = append(out, cpuEntry{row: "l2", test: "l2 hit", server: BareMemoryServer,
+			start: func() (*sut, error) { return l.startBare(ctx, "GOMAXPROCS=1") },
+			note:  func() string { return "measured here because the hit row, where it belongs, did not run" }})
+	}
+	out = append(out, cpuEntry{row: "l2", test: "l2 hit", server: BareRedisServer, redis: redis,
+		start: func() (*sut, error) { return l.startBareRedis(ctx, redis) },
+		note: func() string {
+			return "the bare Go server's own records (the bytes its from-memory mode serves, 600 B–1 KB) stored in this Redis at its start, " +
+				"each answer's body read with one GET on a pooled connection (the bench's minimal RESP client, bench/internal/resp Pool), " +
+				"headers as from memory: what one Redis round trip alone costs a Go server"
+		}})
 	var size int
 	var keys []string
 	var sizeOnce sync.Once

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sidecache/sidecache/bench/internal/load"
 	"github.com/sidecache/sidecache/bench/internal/proc"
+	"github.com/sidecache/sidecache/bench/internal/resp"
 	"github.com/sidecache/sidecache/internal/demo"
 )
 
@@ -25,45 +27,124 @@ import (
 // reach on this machine with this client. The bench binary runs it when
 // started as `bench -serve-bare addr -records n`, which is how startBare
 // starts it: as its own process, like every other server under test.
+//
+// With -redis addr it stores every record's bytes in that Redis first
+// (BareRedisKey) and then reads the body of each answer from there with
+// one GET on a pooled connection (resp.Pool), headers as from memory: the
+// -cpu l2 row's floor, what one Redis round trip alone costs a Go server.
 func ServeBare(addr string, args []string) error {
 	fs := flag.NewFlagSet("serve-bare", flag.ContinueOnError)
 	records := fs.Int("records", 10000, "clients to serve")
+	redis := fs.String("redis", "", "read each body from this Redis (one GET per request)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	h, err := bareHandler(*records, *redis)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	log.Printf("bare: listening on http://%s", ln.Addr())
+	return (&http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
+}
+
+// BareRedisKey is the Redis key of client id in the bare server's Redis mode.
+func BareRedisKey(id int) string { return "bench-bare:clients:" + strconv.Itoa(id) }
+
+// bareHandler serves GET /clients/{id} for ids 1..records from memory, or
+// with redis set, each body read from that Redis after storing them all.
+func bareHandler(records int, redis string) (http.Handler, error) {
 	type item struct {
 		body []byte
 		etag []string
+		key  string
 	}
-	items := make([]item, *records+1)
-	for id := 1; id <= *records; id++ {
-		body, etag, _ := demo.Record("clients", id, *records)
-		items[id] = item{body, []string{etag}}
+	items := make([]item, records+1)
+	for id := 1; id <= records; id++ {
+		body, etag, _ := demo.Record("clients", id, records)
+		items[id] = item{body, []string{etag}, BareRedisKey(id)}
 	}
 	ctype, clen := []string{"application/json"}, make([][]string, len(items))
 	for i, it := range items {
 		clen[i] = []string{strconv.Itoa(len(it.body))}
 	}
 	mux := http.NewServeMux()
+	if redis == "" {
+		mux.HandleFunc("GET /clients/{id}", func(w http.ResponseWriter, r *http.Request) {
+			id, err := strconv.Atoi(r.PathValue("id"))
+			if err != nil || id < 1 || id >= len(items) {
+				http.NotFound(w, r)
+				return
+			}
+			h := w.Header()
+			h["Content-Type"], h["Content-Length"], h["Etag"] = ctype, clen[id], items[id].etag
+			w.Write(items[id].body)
+		})
+		return mux, nil
+	}
+	if err := storeBare(redis, records, func(id int) (string, []byte) { return items[id].key, items[id].body }); err != nil {
+		return nil, err
+	}
+	pool := resp.NewPool(redis)
 	mux.HandleFunc("GET /clients/{id}", func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.Atoi(r.PathValue("id"))
 		if err != nil || id < 1 || id >= len(items) {
 			http.NotFound(w, r)
 			return
 		}
+		body, ok, err := pool.Get(items[id].key)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		if !ok {
+			http.Error(w, "not in redis: "+items[id].key, http.StatusBadGateway)
+			return
+		}
 		h := w.Header()
-		h["Content-Type"], h["Content-Length"], h["Etag"] = ctype, clen[id], items[id].etag
-		w.Write(items[id].body)
+		h["Content-Type"], h["Content-Length"], h["Etag"] = ctype, []string{strconv.Itoa(len(body))}, items[id].etag
+		w.Write(body)
 	})
-	ln, err := net.Listen("tcp", addr)
+	return mux, nil
+}
+
+// storeBare stores records 1..n in the Redis at addr, 500 to an MSET.
+func storeBare(addr string, n int, record func(id int) (string, []byte)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := resp.Dial(ctx, addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("bare: store records: %w", err)
 	}
-	log.Printf("bare: listening on http://%s", ln.Addr())
-	return (&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
+	defer c.Close()
+	for first := 1; first <= n; first += 500 {
+		args := []string{"MSET"}
+		for id := first; id <= min(first+499, n); id++ {
+			k, v := record(id)
+			args = append(args, k, string(v))
+		}
+		if _, err := c.Do(args...); err != nil {
+			return fmt.Errorf("bare: store records: %w", err)
+		}
+	}
+	return nil
 }
 
 func (l *Lab) startBare(ctx context.Context, env ...string) (*sut, error) {
+	return l.startBareArgs(ctx, envName("bare", env), env)
+}
+
+// startBareRedis is the bare server in its Redis mode at GOMAXPROCS=1,
+// reading from the Redis at redis.
+func (l *Lab) startBareRedis(ctx context.Context, redis string) (*sut, error) {
+	env := []string{"GOMAXPROCS=1"}
+	return l.startBareArgs(ctx, envName("bare-redis", env), env, "-redis", redis)
+}
+
+func (l *Lab) startBareArgs(ctx context.Context, name string, env []string, args ...string) (*sut, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -73,7 +154,8 @@ func (l *Lab) startBare(ctx context.Context, env ...string) (*sut, error) {
 		return nil, err
 	}
 	addr := "127.0.0.1:" + itoa(port)
-	pr, err := l.startEnv(envName("bare", env), env, self, "-serve-bare", addr, "-records", itoa(l.p.Records))
+	argv := append([]string{self, "-serve-bare", addr, "-records", itoa(l.p.Records)}, args...)
+	pr, err := l.startEnv(name, env, argv...)
 	if err != nil {
 		return nil, err
 	}

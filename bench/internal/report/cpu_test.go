@@ -64,3 +64,58 @@ func TestCPUPathRatios(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUBareRedisFloor: the l2 row's Go reference, bare Go at one core
+// reading each body from Redis, gets its Redis column like sidecache's L2
+// hit; the ratios give sidecache's L2-hit extra over bare Go's Redis-GET
+// extra (for a sidecar at one core only) and bare Go's Redis ÷ memory as
+// the floor; the bare rows get no ratio line of their own.
+func TestCPUBareRedisFloor(t *testing.T) {
+	d := func(n int) []time.Duration { return []time.Duration{time.Duration(n) * time.Microsecond} }
+	r := &CPUReport{Started: time.Unix(0, 0), Results: []lab.CPUResult{
+		{Test: "hit", Server: "sidecache (L1 hit)", PerReq: d(40)},
+		{Test: "hit", Server: "sidecache GOMAXPROCS=2 (L1 hit)", PerReq: d(60)},
+		{Test: "hit", Server: lab.BareMemoryServer, PerReq: d(30)},
+		{Test: "l2 hit", Server: "sidecache (L2 hit, L1 off)", PerReq: d(64), RedisPerReq: d(9)},
+		{Test: "l2 hit", Server: "sidecache GOMAXPROCS=2 (L2 hit, L1 off)", PerReq: d(90)},
+		{Test: "l2 hit", Server: lab.BareRedisServer, PerReq: d(42), RedisPerReq: d(8)},
+		{Test: "l2 hit", Server: "redis GET, paced per command (reference)", RedisOnly: true, RedisPerReq: d(6)},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| l2 hit | bare Go GOMAXPROCS=1 (one Redis GET per request) | 42.0 | 42.0–42.0 |  |  | 8.0 (8.0–8.0) |",
+		"| L2 hit ÷ L1 hit (goal ≤ 1.5×) | Redis per L2 hit ÷ paced GET (goal ≤ 1.5×) | Redis per L2 hit ÷ GET in 1 ms batches | Redis per L2 hit ÷ redis-benchmark GET | L2 hit's extra ÷ bare Go's Redis GET extra",
+		"| sidecache | — | — | 1.60× | 1.50× | — | — | 2.00× (24.0 ÷ 12.0 µs) | 1.40× |",
+		"| sidecache GOMAXPROCS=2 | — | — | 1.50× | — | — | — | — (GOMAXPROCS≠1) | 1.40× |",
+		"The Go reference: *bare Go GOMAXPROCS=1 (one Redis GET per request)*",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| bare Go GOMAXPROCS=1 | ") {
+		t.Errorf("a bare Go row got a sidecar's ratio line:\n%s", md)
+	}
+
+	// l2 alone (-cpu-rows l2): the from-memory row is an l2 row; the
+	// floor still shows, the extra needs the sidecar's L1 hit.
+	r.Results = []lab.CPUResult{
+		{Test: "l2 hit", Server: "sidecache (L2 hit, L1 off)", PerReq: d(64), RedisPerReq: d(9)},
+		{Test: "l2 hit", Server: lab.BareMemoryServer, PerReq: d(30)},
+		{Test: "l2 hit", Server: lab.BareRedisServer, PerReq: d(42), RedisPerReq: d(8)},
+	}
+	if md := r.Markdown(); !strings.Contains(md, "| sidecache | — | — | — | — | — | — | — | 1.40× |") {
+		t.Errorf("l2 alone: the floor is missing:\n%s", md)
+	}
+
+	// Noise can make a difference negative: no ratio, the µs shown.
+	r.Results = []lab.CPUResult{
+		{Test: "hit", Server: "sidecache (L1 hit)", PerReq: d(40)},
+		{Test: "hit", Server: lab.BareMemoryServer, PerReq: d(45)},
+		{Test: "l2 hit", Server: "sidecache (L2 hit, L1 off)", PerReq: d(64)},
+		{Test: "l2 hit", Server: lab.BareRedisServer, PerReq: d(42)},
+	}
+	if md := r.Markdown(); !strings.Contains(md, "| — (24.0 ÷ -3.0 µs) | 0.93× |") {
+		t.Errorf("a negative bare extra got a ratio:\n%s", md)
+	}
+}

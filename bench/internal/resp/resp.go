@@ -2,7 +2,9 @@
 // no Redis client library, and the commands it sends (PING, INFO, SCAN, GET
 // for the plain-GET reference, PUBLISH, PUBSUB NUMSUB) must cost Redis what
 // any client's command costs, nothing more. The fleet's pub/sub readers
-// parse their pushes themselves (fleet/peer.go), byte slices on a hot path.
+// parse their pushes themselves (fleet/peer.go), byte slices on a hot path;
+// Pool is GET alone on pooled connections, for the bare Go server's Redis
+// mode, where the client's own cost is part of what is measured.
 package resp
 
 import (

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The batched miss against the L1 hit on one binary, in one run (issue 23:
+# a batched miss's CPU per request over a hit's): the cache+batch
+# configuration on one core, L1 only, as bench/profile-batched-miss.sh;
+# 20 s of GET /users/{id} at 3,000 req/s on 60,000 ids never asked before
+# (each a batched miss), then 20 s on the same ids (each an L1 hit). For
+# each phase: /proc CPU per request (and its user part), and, when perf
+# runs (as root), task-clock, context switches and syscalls per request
+# over 15 s of it. With PERF_RECORD=1 it also samples each phase with
+# `perf record -e cpu-clock -g` for 6 s and prints the µs per request
+# spent under a few frames (the kernel's part of them included, which
+# pprof leaves out), from the same samples in both phases.
+#
+#   make build bin/bench && bench/miss-vs-hit.sh /tmp/sidecache [out-dir]
+#
+# Build the binary with `go build -o /tmp/sidecache ./cmd/sidecache` for
+# PERF_RECORD (bin/ builds have no symbols). Read the ratio within a run:
+# on a shared machine the absolute figures move by 10–20 % between runs,
+# with the bulk call's size (the upstream is slower when the machine is
+# busy, so more ids share a call).
+set -euo pipefail
+bin=$(realpath "$1")
+out=$(realpath -m "${2:-$(mktemp -d)}")
+mkdir -p "$out"
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+(cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
+bin/bench -print-config cache+batch |
+  sed -e '/^  l2:/,/^[a-z]/{/^[a-z]/!d;}' \
+      -e 's#^listen: .*#listen: 127.0.0.1:18180#' \
+      -e 's#^  listen: .*#  listen: 127.0.0.1:19190#' \
+      -e 's#^  url: .*#  url: http://127.0.0.1:13100#' >"$out/sidecache.yaml"
+seq 100001 160000 | sed 's#^#GET http://127.0.0.1:18180/users/#' >"$out/targets.txt"
+bin/demo-upstream -listen 127.0.0.1:13100 -slots 10 -query-time 5ms -per-row-time 50us -clients 10000 -users 10000000 >/dev/null 2>&1 &
+demo=$!
+GOMAXPROCS=1 "$bin" -config "$out/sidecache.yaml" -log-level warn >"$out/sidecache.log" 2>&1 &
+sc=$!
+trap 'kill $sc $demo 2>/dev/null; wait 2>/dev/null' EXIT
+for _ in $(seq 100); do curl -sf http://127.0.0.1:19190/readyz >/dev/null && break; sleep 0.1; done
+ticks() { awk -v f="$1" '{print f == "user" ? $14 : $14 + $15}' "/proc/$sc/stat"; }
+hz=$(getconf CLK_TCK)
+perf=$(command -v perf && perf stat -e task-clock -- true >/dev/null 2>&1 && echo yes || true)
+# Frames whose µs per request PERF_RECORD prints ("batch.Loader.run" is
+# the batch's goroutine, whose frame name carries its type parameters).
+frames='net/http.(*conn).serve|net/http.(*response).finishRequest|net/http.(*connReader).backgroundRead|proxy.(*exchange).join|batch.Loader.run|proxy.(*exchange).fetchBulk|proxy.(*exchange).keepElement|l1.(*Store).Set|bulk.SplitFor|runtime.gcBgMarkWorker|runtime.mallocgc|runtime.sysmon'
+
+phase() {
+  local name=$1 t0 u0 t1 u1 n
+  t0=$(ticks all) u0=$(ticks user)
+  "$out/vegeta" attack -targets "$out/targets.txt" -rate 3000 -duration 20s -workers 128 -max-workers 512 >"$out/$name.bin" &
+  local vg=$!
+  sleep 3
+  if [ -n "$perf" ]; then
+    if [ -n "${PERF_RECORD:-}" ]; then
+      (sleep 4; perf record -q -F 2000 -e cpu-clock -g -p $sc -o "$out/$name.data" -- sleep 6 >/dev/null 2>&1) &
+    fi
+    perf stat -x, -e task-clock,context-switches,raw_syscalls:sys_enter -p $sc -o "$out/$name.perf" -- sleep 15
+  fi
+  wait $vg
+  t1=$(ticks all) u1=$(ticks user)
+  n=$("$out/vegeta" report -type=json <"$out/$name.bin" | sed -n 's/.*"requests":\([0-9]*\).*/\1/p')
+  echo "$name: $n requests, $(( (t1 - t0) * 1000000 / hz / n )) µs CPU per request ($(( (u1 - u0) * 1000000 / hz / n )) user)," \
+    "$("$out/vegeta" report -type=json <"$out/$name.bin" | grep -o '"status_codes":{[^}]*}')"
+  if [ -n "$perf" ]; then
+    awk -F, '/task-clock/{tc=$1} /context-switches/{cs=$1} /sys_enter/{sy=$1}
+      END {printf "  15 s at 3,000 req/s: task-clock %.1f µs, %.2f context switches, %.2f syscalls per request\n", tc*1000/45000, cs/45000, sy/45000}' "$out/$name.perf"
+  fi
+}
+
+phase miss
+curl -sf http://127.0.0.1:19190/metrics | awk '/^sidecache_batch_size_sum/{s=$2} /^sidecache_batch_size_count/{c=$2}
+  END {if (c) printf "  %d bulk calls, %.1f ids per call\n", c, s/c}'
+phase hit
+if [ -n "${PERF_RECORD:-}" ] && [ -n "$perf" ]; then
+  echo "µs per request under each frame (6 s of samples at 2 kHz, 18,000 requests):"
+  for name in miss hit; do
+    perf script -i "$out/$name.data" 2>/dev/null | awk -v re="$frames" -v name="$name" '
+      BEGIN {n = split(re, fr, "|")}
+      function is(f, p) {
+        if (p == "batch.Loader.run") return index(f, "internal/batch.(*Loader[") && f ~ /\)\.run$/
+        return index(f, p) > 0 }
+      function flush(   i, j) {
+        if (!k) return
+        total++
+        for (i = 1; i <= n; i++) for (j = 1; j <= k; j++) if (is(st[j], fr[i])) {under[i]++; break}
+        k = 0 }
+      /^$/ {flush(); next}
+      /^[ \t]/ {split($2, f, "+"); st[++k] = f[1]; next}
+      END {flush(); printf "  %s: %.1f µs per request in all\n", name, total*500/18000
+        for (i = 1; i <= n; i++) printf "    %6.2f  %s\n", under[i]*500/18000, fr[i]}'
+  done
+fi
