@@ -1,8 +1,10 @@
 package l2
 
 import (
+	"context"
 	"errors"
 	"net"
+	"syscall"
 )
 
 // Lateness is not evidence against Redis.
@@ -13,12 +15,15 @@ import (
 // sidecar itself misses the per-call deadline while Redis answers in
 // microseconds: the deadline lapses before the command is written, or
 // while its reply already sits in the socket's receive buffer, or while
-// the call waits for a pooled connection whose holders are starved too.
+// the call waits for a pooled connection whose holders are starved too,
+// or while a dial's handshake has completed (a local Redis answers a SYN
+// at once) but the dialing goroutine has not yet run to see it.
 // Counting those would open the breaker because the sidecar is slow, and
 // the upstream calls that follow make it slower still. So the lean client
 // (lean.go) marks them lateError and done does not count them, as neither
 // a failure nor a success; the call still fails and its request degrades
-// on its own. Counted as before: a refused or reset connection, a read that
+// on its own. Counted as before: a refused or reset connection, a dial
+// that timed out unanswered, a read that
 // timed out with nothing received, a partial write, an error reply such
 // as LOADING.
 
@@ -68,4 +73,24 @@ func readFailed(nc net.Conn, err error) error {
 		return late(err)
 	}
 	return err
+}
+
+// dialLate dials addr with d: a dial that timed out although the
+// connection was established (dialWatch) is lateness, not Redis's failure.
+func dialLate(ctx context.Context, d net.Dialer, addr string) (net.Conn, error) {
+	var w dialWatch
+	prev := d.Control
+	d.Control = func(network, address string, rc syscall.RawConn) error {
+		if prev != nil {
+			if err := prev(network, address, rc); err != nil {
+				return err
+			}
+		}
+		return w.control(network, address, rc)
+	}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if est := w.established(); err != nil && est && timedOut(err) {
+		return nil, late(err)
+	}
+	return nc, err
 }

@@ -272,3 +272,30 @@ func TestLateBeforeDial(t *testing.T) {
 		t.Fatalf("mget on a stopped Redis = %v; want an error that counts", err)
 	}
 }
+
+// TestLateDialNotCounted: a dial whose deadline passed while the
+// connection was in fact being established (the dialing goroutine late,
+// here held before connect until the deadline) does not count; a dial
+// refused does (TestLateBeforeDial).
+func TestLateDialNotCounted(t *testing.T) {
+	srv := redistest.Start(t)
+	p := newLean(t, srv.Addr(), 2)
+	var armed atomic.Bool
+	var dl time.Time
+	p.dialer.Control = func(_, _ string, _ syscall.RawConn) error {
+		for armed.Load() && time.Now().Before(dl) {
+			time.Sleep(time.Until(dl) + time.Millisecond)
+		}
+		return nil
+	}
+	armed.Store(true)
+	dl = time.Now().Add(200 * time.Millisecond)
+	err := p.mget(context.Background(), dl, [3]string{"a"}, nil, func([][]byte) {})
+	if err == nil || unavailable(err) {
+		t.Fatalf("mget whose dial was late = %v; want an error not counted", err)
+	}
+	armed.Store(false)
+	if _, err := leanGet(context.Background(), p, "a"); err != nil {
+		t.Fatal(err)
+	}
+}

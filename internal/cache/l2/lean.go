@@ -221,7 +221,7 @@ func (p *leanPool) close() {
 func (p *leanPool) dial(ctx context.Context, dl time.Time) (*leanConn, error) {
 	dctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
-	nc, err := p.dialer.DialContext(dctx, "tcp", p.addr)
+	nc, err := dialLate(dctx, p.dialer, p.addr)
 	if err != nil {
 		return nil, err
 	}
