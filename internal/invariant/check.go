@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/invariant/origin"
 )
 
 // now is the clock the version checks order reads and writes by: this
@@ -55,7 +57,7 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 	switch strings.ToLower(ce) {
 	case "", "identity":
 	case "gzip":
-		if !AcceptsGzip(q.hdr.Values("Accept-Encoding")) {
+		if !origin.AcceptsGzip(q.hdr.Values("Accept-Encoding")) {
 			r.violate("coding", "%s: answered %d with Content-Encoding gzip (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
 		}
 	default:
@@ -78,7 +80,7 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 			crowd = " in a crowd round"
 		}
 		switch {
-		case q.route == "u" && q.kind == "read" && Resource(q.path) != "" && goodID(q.path):
+		case q.route == "u" && q.kind == "read" && origin.Resource(q.path) != "" && goodID(q.path):
 			r.violate("collateral", "%s: a good ID answered %d%s (%s): %.120q", q, resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
 		case q.kind == "list" && goodIDs(q.ids):
 			r.violate("collateral", "%s: a list of %d good IDs answered %d%s (%s): %.120q", q, len(q.ids), resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
@@ -101,7 +103,7 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 		r.mu.Lock()
 		r.rep.Checked["list"]++
 		r.mu.Unlock()
-		var sts []Stamp
+		var sts []origin.Stamp
 		if err := json.Unmarshal(body, &sts); err != nil {
 			r.violate("garbled", "%s: list answer: %v", q, err)
 			return
@@ -112,11 +114,11 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 			}
 		}
 		if sts == nil {
-			sts = []Stamp{}
+			sts = []origin.Stamp{}
 		}
 		r.remember(q, resp, nil, sts)
 	case bytes.HasPrefix(body, []byte(`{"`)):
-		var st Stamp
+		var st origin.Stamp
 		if err := json.Unmarshal(body, &st); err != nil || st.Res == "" {
 			if resp.StatusCode == http.StatusOK && q.route != "u" {
 				r.violate("garbled", "%s: %d %.80q", q, resp.StatusCode, body)
@@ -130,13 +132,13 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 	}
 }
 
-func (r *run) checkStamp(q *request, resp *http.Response, st Stamp, start, end time.Time) {
+func (r *run) checkStamp(q *request, resp *http.Response, st origin.Stamp, start, end time.Time) {
 	r.checkStampAs(q, resp, st, start, end, "")
 }
 
 // checkStampAs checks the stamp of the answer q's client keeps: a 200's,
 // or the copy a 304 confirmed (pre says which, in messages).
-func (r *run) checkStampAs(q *request, resp *http.Response, st Stamp, start, end time.Time, pre string) {
+func (r *run) checkStampAs(q *request, resp *http.Response, st origin.Stamp, start, end time.Time, pre string) {
 	cs := pre + resp.Header.Get("Cache-Status")
 	if st.Res != q.res {
 		r.violate("resource", "%s: answer for %s, want %s (%s)", q, st.Res, q.res, cs)
@@ -255,7 +257,7 @@ func subParams(got, sent string) bool {
 // goodID: the id of a /u/{id} path is one the origin's bulk endpoint parses.
 func goodID(path string) bool {
 	n, err := strconv.ParseUint(path[strings.LastIndexByte(path, '/')+1:], 10, 64)
-	return err == nil && n <= MaxID
+	return err == nil && n <= origin.MaxID
 }
 
 // goodIDs: every id of a list is one the origin's bulk endpoint parses.
@@ -271,17 +273,27 @@ func goodIDs(ids []string) bool {
 // checkHead checks a HEAD answer by the stamp its header carries: no body
 // to read, the same identity, resource and version invariants.
 func (r *run) checkHead(q *request, resp *http.Response, start, end time.Time) {
-	sh := resp.Header.Get(StampHeader)
+	sh := resp.Header.Get(origin.StampHeader)
 	if sh == "" {
 		if resp.StatusCode == http.StatusOK {
 			r.violate("garbled", "%s: HEAD 200 without a stamp (%s)", q, resp.Header.Get("Cache-Status"))
 		}
 		return
 	}
-	var st Stamp
+	var st origin.Stamp
 	if err := json.Unmarshal([]byte(sh), &st); err != nil || st.Res == "" {
 		r.violate("garbled", "%s: HEAD stamp %.80q", q, sh)
 		return
 	}
 	r.checkStamp(q, resp, st, start, end)
+}
+
+// sortedDims is for stable messages.
+func sortedDims(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/invariant/origin"
 )
 
 // copyOf is an answer a client received with a validator: what a later
@@ -19,8 +21,8 @@ type copyOf struct {
 	lastMod string
 	vary    bool // the 200 carried Vary / Cache-Control, which a 304 must repeat
 	cc      bool
-	st      Stamp   // a read's stamp
-	list    []Stamp // a list's elements
+	st      origin.Stamp   // a read's stamp
+	list    []origin.Stamp // a list's elements
 }
 
 // cond is the conditional a request sent.
@@ -171,7 +173,7 @@ func (c *copyOf) fits(q *request) bool {
 }
 
 // remember puts a 200 that carries a validator into the pool.
-func (r *run) remember(q *request, resp *http.Response, st *Stamp, list []Stamp) {
+func (r *run) remember(q *request, resp *http.Response, st *origin.Stamp, list []origin.Stamp) {
 	if resp.StatusCode != http.StatusOK || q.method != http.MethodGet {
 		return
 	}
@@ -234,12 +236,12 @@ func (r *run) checkNotModified(q *request, resp *http.Response, start, end time.
 			r.violate("not-modified", "%s: 304 to If-None-Match without the ETag it matched (RFC 9110 §15.4.5) (%s)", q, cs)
 			return
 		}
-		if !MatchWeak(c.inmSent, etag) {
+		if !origin.MatchWeak(c.inmSent, etag) {
 			r.violate("conditional", "%s: 304 with ETag %s, which If-None-Match did not name (%s)", q, etag, cs)
 			return
 		}
 		for _, cp := range c.inm {
-			if MatchWeak([]string{cp.etag}, etag) {
+			if origin.MatchWeak([]string{cp.etag}, etag) {
 				kept = cp
 				break
 			}

@@ -2,11 +2,12 @@ package invariant
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/invariant/origin"
 )
 
 // Crowd rounds: many concurrent split-list requests over a pool of ids no
@@ -62,12 +63,11 @@ func (r *run) crowd(ctx context.Context, round int) {
 	r.rep.Rounds++
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, 3000+uint64(round)))
 	// Ids no other round draws: ordinary rounds use 1-64.
-	base := crowdBase + round*crowdSpan
 	pool := make([]string, s.pool)
 	for i := range pool {
-		pool[i] = fmt.Sprint(base + i + 1)
+		pool[i] = origin.CrowdID(round, i)
 	}
-	r.cfg.Origin.SetProfile(BulkProfile, Profile{
+	r.cfg.Origin.SetProfile(origin.BulkProfile, origin.Profile{
 		Gzip:  r.cfg.Mix.Has("bulk-vary-gzip") && rng.IntN(2) == 0,
 		Delay: time.Duration(10+rng.IntN(40)) * time.Millisecond,
 	})
@@ -86,7 +86,7 @@ func (r *run) crowd(ctx context.Context, round int) {
 			// A list of its own bad id, spliced in among good ones:
 			// it may fail; the good lists sharing its batches may not.
 			at := rng.IntN(len(q.ids) + 1)
-			q.ids = append(q.ids[:at], append([]string{crowdBadID(round, rng.Uint64())}, q.ids[at:]...)...)
+			q.ids = append(q.ids[:at], append([]string{origin.CrowdBadID(round, rng.Uint64())}, q.ids[at:]...)...)
 			n++
 		}
 		q.query = "ids=" + strings.Join(q.ids, ",")
@@ -96,7 +96,7 @@ func (r *run) crowd(ctx context.Context, round int) {
 	for range s.reads {
 		q := r.crowdRequest(rng)
 		q.path = "/u/" + pool[rng.IntN(s.pool)]
-		q.res = Resource(q.path)
+		q.res = origin.Resource(q.path)
 		reqs = append(reqs, q)
 	}
 	rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/sidecache/sidecache/internal/invariant/origin"
 )
 
 // The HTTP edge inputs of issue 21 that can shape an answer on the cached
@@ -56,7 +58,7 @@ func (r *run) drawDuplicates(q *request) {
 			if r.chance(30) {
 				h["Accept-Language"] = []string{"", lang}
 			}
-			q.sent["lang"] = joinLines(h["Accept-Language"])
+			q.sent["lang"] = origin.JoinLines(h["Accept-Language"])
 		}
 	case "tenant":
 		if t := h.Get("X-Tenant"); t != "" {
@@ -64,7 +66,7 @@ func (r *run) drawDuplicates(q *request) {
 			if r.chance(30) {
 				h["X-Tenant"] = []string{"", t}
 			}
-			q.sent["tenant"] = joinLines(h["X-Tenant"])
+			q.sent["tenant"] = origin.JoinLines(h["X-Tenant"])
 		}
 	default:
 		h["Accept-Encoding"] = pick2(r, []string{"identity", "gzip"}, []string{"", "gzip"}, []string{"gzip;q=0", "identity"})
@@ -72,18 +74,6 @@ func (r *run) drawDuplicates(q *request) {
 }
 
 func pick2(r *run, s ...[]string) []string { return s[r.rng.IntN(len(s))] }
-
-// joinLines is a field's lines as one list value: the non-empty ones,
-// joined with ", " (RFC 9110 §5.3).
-func joinLines(vs []string) string {
-	var out []string
-	for _, v := range vs {
-		if strings.TrimSpace(v) != "" {
-			out = append(out, v)
-		}
-	}
-	return strings.Join(out, ", ")
-}
 
 // proxyKey carries the replica an absolute-form request goes through.
 type proxyKey struct{}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/sidecache/sidecache/internal/invariant/origin"
 	"github.com/sidecache/sidecache/internal/relay"
 )
 
@@ -178,7 +179,7 @@ func (r *run) drawRequest(hot string) *request {
 		}
 	}
 	if q.kind != "list" {
-		q.res = Resource(q.path)
+		q.res = origin.Resource(q.path)
 	}
 	r.drawEdges(q)
 	r.drawHeaders(q)

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/invariant/mix"
+	"github.com/sidecache/sidecache/internal/invariant/origin"
 )
 
 // Config is one run: the replicas to drive (base URLs of their proxy
@@ -18,9 +21,9 @@ import (
 type Config struct {
 	Seed     uint64
 	Rounds   int
-	Mix      Mix
+	Mix      mix.Mix
 	Replicas []string
-	Origin   *Origin
+	Origin   *origin.Origin
 	Host     string // Host header of every request
 	// MaxLag is the replicas' coherence.max_lag; LagMargin is added to it
 	// before a peer's stale read counts (the replicas' clocks are this
@@ -239,7 +242,7 @@ func (r *run) play(ctx context.Context, reqs []*request, crowd int) {
 	// bound the sidecar's transport resent one fetch on every idle
 	// connection.
 	for _, id := range o.NewRound() {
-		r.violate("resend", "%s sent more than %d times", id, MaxSends)
+		r.violate("resend", "%s sent more than %d times", id, origin.MaxSends)
 	}
 	// A crowd round's bulk calls are its own whenever they arrive (the
 	// origin tells them by their ids): a batch a round queued may still
@@ -319,11 +322,11 @@ func (r *run) drawResources() string {
 	}
 	// The bulk endpoint's profile: only its Gzip (compression()-shaped
 	// answers) is read.
-	bulk := Profile{Gzip: r.cfg.Mix.Has("bulk-vary-gzip") && r.chance(60)}
+	bulk := origin.Profile{Gzip: r.cfg.Mix.Has("bulk-vary-gzip") && r.chance(60)}
 	if r.cfg.Mix.Has("trailers") && r.chance(40) {
 		bulk.Trailers = 30 + r.rng.IntN(71)
 	}
-	r.cfg.Origin.SetProfile(BulkProfile, bulk)
+	r.cfg.Origin.SetProfile(origin.BulkProfile, bulk)
 	for _, n := range tNames {
 		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawProfile(false))
 	}
@@ -334,9 +337,9 @@ var tNames = []string{"plain", "caf%E9"}
 
 func (r *run) chance(pct int) bool { return r.rng.IntN(100) < pct }
 
-func (r *run) drawProfile(idents bool) Profile {
+func (r *run) drawProfile(idents bool) origin.Profile {
 	m := r.cfg.Mix
-	p := Profile{Size: 64 + r.rng.IntN(r.cfg.MaxBodyBytes/4), ETag: m.Has("304") && r.chance(50)}
+	p := origin.Profile{Size: 64 + r.rng.IntN(r.cfg.MaxBodyBytes/4), ETag: m.Has("304") && r.chance(50)}
 	if m.Has("if-none-match") {
 		p.WeakETag = r.chance(30)
 	}
@@ -370,7 +373,7 @@ func (r *run) drawProfile(idents bool) Profile {
 		}
 	}
 	for _, k := range sortedDims(dims) {
-		p.Dims = append(p.Dims, Dim{Name: k, How: dims[k]})
+		p.Dims = append(p.Dims, origin.Dim{Name: k, How: dims[k]})
 	}
 	p.Gzip = m.Has("gzip") && r.chance(50)
 	if p.Gzip && m.Has("gzip-threshold") && r.chance(50) {

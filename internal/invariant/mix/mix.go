@@ -1,4 +1,4 @@
-package invariant
+package mix
 
 import (
 	"slices"

@@ -1,4 +1,4 @@
-package invariant
+package origin
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -446,7 +445,7 @@ func dimValue(r *http.Request, dim string) string {
 		}
 		return ""
 	}
-	return joinLines(r.Header.Values(dimHeader[dim]))
+	return JoinLines(r.Header.Values(dimHeader[dim]))
 }
 
 // AcceptsGzip reports whether Accept-Encoding values accept gzip: its own
@@ -527,12 +526,15 @@ func hangUp(w http.ResponseWriter) {
 	panic(http.ErrAbortHandler)
 }
 
-// sortedDims is for stable messages.
-func sortedDims(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// JoinLines is a field's lines as one list value, as the origin reads
+// them (the harness records what it sent the same way): the non-empty ones,
+// joined with ", " (RFC 9110 §5.3).
+func JoinLines(vs []string) string {
+	var out []string
+	for _, v := range vs {
+		if strings.TrimSpace(v) != "" {
+			out = append(out, v)
+		}
 	}
-	slices.Sort(keys)
-	return keys
+	return strings.Join(out, ", ")
 }

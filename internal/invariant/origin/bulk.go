@@ -1,4 +1,4 @@
-package invariant
+package origin
 
 import (
 	"encoding/json"
@@ -32,8 +32,11 @@ const (
 	crowdSpan = 1000
 )
 
-// crowdBadID is a bad id of crowd round round.
-func crowdBadID(round int, rnd uint64) string {
+// CrowdID is the i-th good id of crowd round round.
+func CrowdID(round, i int) string { return fmt.Sprint(crowdBase + round*crowdSpan + i + 1) }
+
+// CrowdBadID is a bad id of crowd round round.
+func CrowdBadID(round int, rnd uint64) string {
 	return fmt.Sprintf("8%05d%014d", round, rnd%1e14)
 }
 
