@@ -57,7 +57,7 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 	switch strings.ToLower(ce) {
 	case "", "identity":
 	case "gzip":
-		if !origin.AcceptsGzip(q.hdr.Values("Accept-Encoding")) {
+		if !origin.AcceptsGzip(q.Hdr.Values("Accept-Encoding")) {
 			r.violate("coding", "%s: answered %d with Content-Encoding gzip (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
 		}
 	default:
@@ -65,7 +65,7 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 	}
 	for _, sc := range resp.Header.Values("Set-Cookie") {
 		if v, ok := strings.CutPrefix(sc, "minted="); ok {
-			if v, _, _ = strings.Cut(v, ";"); v != q.who.addr {
+			if v, _, _ = strings.Cut(v, ";"); v != q.Who.Addr {
 				r.violate("identity", "%s: Set-Cookie minted for %s (%s)", q, v, resp.Header.Get("Cache-Status"))
 			}
 		}
@@ -76,30 +76,30 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 		// per-ID read's, nor a list's whose ids are all good, however
 		// many requests share the batches (crowd rounds).
 		crowd := ""
-		if q.crowd {
+		if q.Crowd {
 			crowd = " in a crowd round"
 		}
 		switch {
-		case q.route == "u" && q.kind == "read" && origin.Resource(q.path) != "" && goodID(q.path):
+		case q.Route == "u" && q.Kind == "read" && origin.Resource(q.Path) != "" && goodID(q.Path):
 			r.violate("collateral", "%s: a good ID answered %d%s (%s): %.120q", q, resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
-		case q.kind == "list" && goodIDs(q.ids):
-			r.violate("collateral", "%s: a list of %d good IDs answered %d%s (%s): %.120q", q, len(q.ids), resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
+		case q.Kind == "list" && goodIDs(q.Ids):
+			r.violate("collateral", "%s: a list of %d good IDs answered %d%s (%s): %.120q", q, len(q.Ids), resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
 		}
 	}
 	if resp.StatusCode == http.StatusNotModified {
 		r.checkNotModified(q, resp, start, end)
 		return
 	}
-	if resp.StatusCode == http.StatusPartialContent && q.hdr.Get("Range") == "" {
+	if resp.StatusCode == http.StatusPartialContent && q.Hdr.Get("Range") == "" {
 		r.violate("range", "%s: 206 (%s) to a request without Range (%s)", q, resp.Header.Get("Content-Range"), resp.Header.Get("Cache-Status"))
 		return
 	}
-	if q.method == http.MethodHead {
+	if q.Method == http.MethodHead {
 		r.checkHead(q, resp, start, end)
 		return
 	}
 	switch {
-	case q.kind == "list" && resp.StatusCode == http.StatusOK:
+	case q.Kind == "list" && resp.StatusCode == http.StatusOK:
 		r.mu.Lock()
 		r.rep.Checked["list"]++
 		r.mu.Unlock()
@@ -109,7 +109,7 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 			return
 		}
 		for _, st := range sts {
-			if !slices.Contains(q.ids, st.ID) || st.Res != "u/"+st.ID {
+			if !slices.Contains(q.Ids, st.ID) || st.Res != "u/"+st.ID {
 				r.violate("resource", "%s: list element %s/%s not asked for", q, st.ID, st.Res)
 			}
 		}
@@ -120,14 +120,14 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 	case bytes.HasPrefix(body, []byte(`{"`)):
 		var st origin.Stamp
 		if err := json.Unmarshal(body, &st); err != nil || st.Res == "" {
-			if resp.StatusCode == http.StatusOK && q.route != "u" {
+			if resp.StatusCode == http.StatusOK && q.Route != "u" {
 				r.violate("garbled", "%s: %d %.80q", q, resp.StatusCode, body)
 			}
 			return
 		}
 		r.checkStamp(q, resp, st, start, end)
 		r.remember(q, resp, &st, nil)
-	case resp.StatusCode == http.StatusOK && q.kind != "list":
+	case resp.StatusCode == http.StatusOK && q.Kind != "list":
 		r.violate("garbled", "%s: 200 without a stamp: %.80q", q, body)
 	}
 }
@@ -140,36 +140,36 @@ func (r *run) checkStamp(q *request, resp *http.Response, st origin.Stamp, start
 // or the copy a 304 confirmed (pre says which, in messages).
 func (r *run) checkStampAs(q *request, resp *http.Response, st origin.Stamp, start, end time.Time, pre string) {
 	cs := pre + resp.Header.Get("Cache-Status")
-	if st.Res != q.res {
-		r.violate("resource", "%s: answer for %s, want %s (%s)", q, st.Res, q.res, cs)
+	if st.Res != q.Res {
+		r.violate("resource", "%s: answer for %s, want %s (%s)", q, st.Res, q.Res, cs)
 	}
 	for _, k := range sortedDims(st.By) {
-		if v := st.By[k]; v != q.sent[k] {
-			r.violate("identity", "%s: answer for %s=%.40q, this request sent %.40q (%s)", q, k, v, q.sent[k], cs)
+		if v := st.By[k]; v != q.Sent[k] {
+			r.violate("identity", "%s: answer for %s=%.40q, this request sent %.40q (%s)", q, k, v, q.Sent[k], cs)
 		}
 	}
 	// Only a client's id is a leak: on the cached path the sidecar sends
 	// its own (issue 20 item 7b), which every request may see echoed.
 	// A copy a 304 keeps echoes the id of the request that fetched it,
 	// checked when that request's answer was.
-	if strings.HasPrefix(st.Rid, "rid-") && st.Rid != q.rid && pre == "" {
+	if strings.HasPrefix(st.Rid, "rid-") && st.Rid != q.Rid && pre == "" {
 		r.violate("unkeyed", "%s: answer echoes X-Request-Id %q of another request (%s)", q, st.Rid, cs)
 	}
-	// key.host shares one entry between every spelling of the host, so
+	// key.Host shares one entry between every spelling of the host, so
 	// the upstream may only have seen the canonical one — unless the
 	// request bypassed the cache, whose answer is its own and never stored.
-	own := q.host == "" || st.Fh == q.host && strings.Contains(cs, "fwd=bypass")
-	if q.route == "h" && st.Fh != strings.ToLower(r.cfg.Host) && !own {
+	own := q.Host == "" || st.Fh == q.Host && strings.Contains(cs, "fwd=bypass")
+	if q.Route == "h" && st.Fh != strings.ToLower(r.cfg.Host) && !own {
 		r.violate("unkeyed", "%s: answer shaped by X-Forwarded-Host %q, want the keyed %q (%s)", q, st.Fh, r.cfg.Host, cs)
 	}
-	if q.kind != "write" {
-		switch q.route {
+	if q.Kind != "write" {
+		switch q.Route {
 		case "r":
-			if !sameParams(st.Q, q.query) {
+			if !sameParams(st.Q, q.Query) {
 				r.violate("query", "%s: origin answered for ?%s (%s)", q, st.Q, cs)
 			}
 		case "p":
-			if !subParams(st.Q, q.query) {
+			if !subParams(st.Q, q.Query) {
 				r.violate("query", "%s: origin answered for ?%s (%s)", q, st.Q, cs)
 			}
 		}
@@ -182,8 +182,8 @@ func (r *run) checkStampAs(q *request, resp *http.Response, st origin.Stamp, sta
 	if resp.StatusCode == http.StatusNotModified {
 		r.rep.Checked["304-kept"]++
 	}
-	if q.kind == "write" {
-		r.acks[st.Res] = append(r.acks[st.Res], ack{path: q.path, ver: st.Ver, at: end, replica: q.replica})
+	if q.Kind == "write" {
+		r.acks[st.Res] = append(r.acks[st.Res], ack{Path: q.Path, ver: st.Ver, at: end, Replica: q.Replica})
 		return
 	}
 	for _, a := range r.acks[st.Res] {
@@ -192,7 +192,7 @@ func (r *run) checkStampAs(q *request, resp *http.Response, st origin.Stamp, sta
 		}
 		lag := start.Sub(a.at) > r.cfg.MaxLag+r.cfg.LagMargin
 		switch {
-		case a.replica == q.replica:
+		case a.Replica == q.Replica:
 			r.rep.Checked["own"]++
 		case lag:
 			r.rep.Checked["lag"]++
@@ -200,14 +200,14 @@ func (r *run) checkStampAs(q *request, resp *http.Response, st origin.Stamp, sta
 		if st.Ver >= a.ver {
 			continue
 		}
-		if a.replica == q.replica {
+		if a.Replica == q.Replica {
 			r.rep.Violations = append(r.rep.Violations, Violation{Kind: "own-write", Msg: fmt.Sprintf(
-				"%s: version %d, but v%d (PATCH %s) was acknowledged through this replica %v before it was sent (%s)", q, st.Ver, a.ver, a.path, start.Sub(a.at).Round(time.Millisecond), cs)})
+				"%s: version %d, but v%d (PATCH %s) was acknowledged through this replica %v before it was sent (%s)", q, st.Ver, a.ver, a.Path, start.Sub(a.at).Round(time.Millisecond), cs)})
 			return
 		}
 		if lag {
 			r.rep.Violations = append(r.rep.Violations, Violation{Kind: "max-lag", Msg: fmt.Sprintf(
-				"%s: version %d, but v%d (PATCH %s) was acknowledged %v before it was sent (max_lag %v) (%s)", q, st.Ver, a.ver, a.path, start.Sub(a.at).Round(time.Millisecond), r.cfg.MaxLag, cs)})
+				"%s: version %d, but v%d (PATCH %s) was acknowledged %v before it was sent (max_lag %v) (%s)", q, st.Ver, a.ver, a.Path, start.Sub(a.at).Round(time.Millisecond), r.cfg.MaxLag, cs)})
 			return
 		}
 	}

@@ -14,28 +14,28 @@ import (
 // keep. Every client's copies are in one pool (run.copies), so a client
 // can send validators another identity received.
 type copyOf struct {
-	who     string
-	query   string
-	etag    string
-	date    string
-	lastMod string
-	vary    bool // the 200 carried Vary / Cache-Control, which a 304 must repeat
-	cc      bool
-	st      origin.Stamp   // a read's stamp
-	list    []origin.Stamp // a list's elements
+	Who     string
+	Query   string
+	Etag    string
+	Date    string
+	LastMod string
+	Vary    bool // the 200 carried Vary / Cache-Control, which a 304 must repeat
+	Cc      bool
+	St      origin.Stamp   // a read's stamp
+	List    []origin.Stamp // a list's elements
 }
 
 // cond is the conditional a request sent.
 type cond struct {
-	inm     []*copyOf // copies whose ETags If-None-Match named
-	inmSent []string  // the tags as sent (W/ added, bogus ones included)
-	star    bool      // If-None-Match: *
-	ims     *copyOf   // the copy whose Last-Modified (or Date) If-Modified-Since named
-	imsAny  bool      // If-Modified-Since sent (a copy's, or an arbitrary date)
-	ius     bool      // If-Unmodified-Since sent
+	Inm     []*copyOf // copies whose ETags If-None-Match named
+	InmSent []string  // the tags as sent (W/ added, bogus ones included)
+	Star    bool      // If-None-Match: *
+	Ims     *copyOf   // the copy whose Last-Modified (or Date) If-Modified-Since named
+	ImsAny  bool      // If-Modified-Since sent (a copy's, or an arbitrary date)
+	Ius     bool      // If-Unmodified-Since sent
 }
 
-func (c *cond) any() bool { return len(c.inmSent) > 0 || c.star || c.imsAny || c.ius }
+func (c *cond) any() bool { return len(c.InmSent) > 0 || c.Star || c.ImsAny || c.Ius }
 
 // maxCopies bounds the pool per resource: the newest copies are the ones
 // worth naming.
@@ -44,10 +44,10 @@ const maxCopies = 24
 // copyKey is the pool a request draws from and its answers go to: one per
 // resource, one for every list.
 func copyKey(q *request) string {
-	if q.kind == "list" {
-		return "list:" + q.route
+	if q.Kind == "list" {
+		return "list:" + q.Route
 	}
-	return q.res
+	return q.Res
 }
 
 // drawConditional adds a conditional to a GET: If-None-Match with tags of
@@ -70,19 +70,19 @@ func (r *run) drawConditional(q *request) {
 	var own, ownTagged, foreignTagged []*copyOf
 	for _, c := range pool {
 		switch {
-		case c.etag == "":
-		case c.who == q.who.name:
+		case c.Etag == "":
+		case c.Who == q.Who.Name:
 			ownTagged = append(ownTagged, c)
 		default:
 			foreignTagged = append(foreignTagged, c)
 		}
-		if c.who == q.who.name {
+		if c.Who == q.Who.Name {
 			own = append(own, c)
 		}
 	}
-	h := q.hdr
+	h := q.Hdr
 	inm := 14
-	if q.kind == "list" {
+	if q.Kind == "list" {
 		inm = 60 // lists are few and their answers fewer: revalidate most
 	}
 	switch {
@@ -94,7 +94,7 @@ func (r *run) drawConditional(q *request) {
 		var tags []string
 		switch {
 		case style%10 == 0:
-			q.cond.star = true
+			q.Cond.Star = true
 			tags = []string{"*"}
 		case len(cands) == 0:
 			tags = []string{`"not-a-tag"`}
@@ -104,18 +104,18 @@ func (r *run) drawConditional(q *request) {
 					break // a list of two, one time in three
 				}
 				c := cands[p%len(cands)]
-				t := c.etag
+				t := c.Etag
 				if style%4 == 1 && !strings.HasPrefix(t, "W/") {
 					t = "W/" + t // the weak comparison still matches (RFC 9110 §13.1.2)
 				}
-				q.cond.inm = append(q.cond.inm, c)
+				q.Cond.Inm = append(q.Cond.Inm, c)
 				tags = append(tags, t)
 			}
 			if style%5 == 2 {
 				tags = append([]string{`"stale-0"`}, tags...)
 			}
 		}
-		q.cond.inmSent = tags
+		q.Cond.InmSent = tags
 		switch {
 		case m.Has("duplicate-headers") && style%7 == 3:
 			// An empty first line, and a date that would make any copy
@@ -130,10 +130,10 @@ func (r *run) drawConditional(q *request) {
 			h.Set("If-None-Match", strings.Join(tags, ", "))
 		}
 	case m.Has("if-modified-since") && roll < inm+12:
-		q.cond.imsAny = true
+		q.Cond.ImsAny = true
 		var mine []*copyOf
 		for _, c := range own {
-			if c.query == q.query && c.fits(q) {
+			if c.Query == q.Query && c.fits(q) {
 				mine = append(mine, c)
 			}
 		}
@@ -144,17 +144,17 @@ func (r *run) drawConditional(q *request) {
 			h.Set("If-Modified-Since", now().Add(24*time.Hour).UTC().Format(http.TimeFormat))
 		case len(mine) > 0:
 			c := mine[pick1%len(mine)]
-			q.cond.ims = c
-			v := c.lastMod
+			q.Cond.Ims = c
+			v := c.LastMod
 			if v == "" {
-				v = c.date
+				v = c.Date
 			}
 			h.Set("If-Modified-Since", v)
 		default:
 			h.Set("If-Modified-Since", now().Add(-time.Minute).UTC().Format(http.TimeFormat))
 		}
 	case m.Has("if-unmodified-since") && roll < inm+16:
-		q.cond.ius = true
+		q.Cond.Ius = true
 		h.Set("If-Unmodified-Since", now().UTC().Format(http.TimeFormat))
 	}
 }
@@ -164,8 +164,8 @@ func (r *run) drawConditional(q *request) {
 // the copy it holds for what it asks; one of another variant would be
 // its own mistake, not the cache's.
 func (c *copyOf) fits(q *request) bool {
-	for k, v := range c.st.By {
-		if q.sent[k] != v {
+	for k, v := range c.St.By {
+		if q.Sent[k] != v {
 			return false
 		}
 	}
@@ -174,19 +174,19 @@ func (c *copyOf) fits(q *request) bool {
 
 // remember puts a 200 that carries a validator into the pool.
 func (r *run) remember(q *request, resp *http.Response, st *origin.Stamp, list []origin.Stamp) {
-	if resp.StatusCode != http.StatusOK || q.method != http.MethodGet {
+	if resp.StatusCode != http.StatusOK || q.Method != http.MethodGet {
 		return
 	}
 	c := &copyOf{
-		who: q.who.name, query: q.query, etag: resp.Header.Get("Etag"),
-		date: resp.Header.Get("Date"), lastMod: resp.Header.Get("Last-Modified"),
-		vary: resp.Header.Get("Vary") != "", cc: resp.Header.Get("Cache-Control") != "",
-		list: list,
+		Who: q.Who.Name, Query: q.Query, Etag: resp.Header.Get("Etag"),
+		Date: resp.Header.Get("Date"), LastMod: resp.Header.Get("Last-Modified"),
+		Vary: resp.Header.Get("Vary") != "", Cc: resp.Header.Get("Cache-Control") != "",
+		List: list,
 	}
 	if st != nil {
-		c.st = *st
+		c.St = *st
 	}
-	if c.etag == "" && c.lastMod == "" && c.date == "" {
+	if c.Etag == "" && c.LastMod == "" && c.Date == "" {
 		return
 	}
 	k := copyKey(q)
@@ -211,15 +211,15 @@ func (r *run) remember(q *request, resp *http.Response, st *origin.Stamp, list [
 func (r *run) checkNotModified(q *request, resp *http.Response, start, end time.Time) {
 	r.mu.Lock()
 	r.rep.Checked["304"]++
-	r.rep.Checked["304-"+q.route]++
+	r.rep.Checked["304-"+q.Route]++
 	r.mu.Unlock()
 	cs := resp.Header.Get("Cache-Status")
-	c := &q.cond
+	c := &q.Cond
 	if !c.any() {
 		r.violate("conditional", "%s: 304 to a request without a conditional (%s)", q, cs)
 		return
 	}
-	if c.ius && !c.imsAny && len(c.inmSent) == 0 {
+	if c.Ius && !c.ImsAny && len(c.InmSent) == 0 {
 		r.violate("conditional", "%s: 304 to If-Unmodified-Since (%s)", q, cs)
 		return
 	}
@@ -229,19 +229,19 @@ func (r *run) checkNotModified(q *request, resp *http.Response, start, end time.
 	var kept *copyOf
 	etag := resp.Header.Get("Etag")
 	switch {
-	case c.star:
+	case c.Star:
 		return // any current representation matches; the client claims to hold one
-	case len(c.inmSent) > 0:
+	case len(c.InmSent) > 0:
 		if etag == "" {
 			r.violate("not-modified", "%s: 304 to If-None-Match without the ETag it matched (RFC 9110 §15.4.5) (%s)", q, cs)
 			return
 		}
-		if !origin.MatchWeak(c.inmSent, etag) {
+		if !origin.MatchWeak(c.InmSent, etag) {
 			r.violate("conditional", "%s: 304 with ETag %s, which If-None-Match did not name (%s)", q, etag, cs)
 			return
 		}
-		for _, cp := range c.inm {
-			if origin.MatchWeak([]string{cp.etag}, etag) {
+		for _, cp := range c.Inm {
+			if origin.MatchWeak([]string{cp.Etag}, etag) {
 				kept = cp
 				break
 			}
@@ -249,8 +249,8 @@ func (r *run) checkNotModified(q *request, resp *http.Response, start, end time.
 		if kept == nil {
 			return // only the bogus tag matched: a 304 the client cannot use, but no copy it keeps
 		}
-	case c.ims != nil:
-		kept = c.ims
+	case c.Ims != nil:
+		kept = c.Ims
 	default:
 		return // a date of no copy: the client keeps nothing it received
 	}
@@ -258,28 +258,28 @@ func (r *run) checkNotModified(q *request, resp *http.Response, start, end time.
 	// (origin.go), so a 304 that matched it must repeat them. A date
 	// names no representation: the one a 304 to it stands for is the
 	// current one, whose fields the client has not seen.
-	if kept.vary && len(c.inmSent) > 0 && resp.Header.Get("Vary") == "" {
+	if kept.Vary && len(c.InmSent) > 0 && resp.Header.Get("Vary") == "" {
 		r.violate("not-modified", "%s: 304 without the Vary its 200 had (RFC 9110 §15.4.5) (%s)", q, cs)
 	}
-	if kept.cc && len(c.inmSent) > 0 && resp.Header.Get("Cache-Control") == "" {
+	if kept.Cc && len(c.InmSent) > 0 && resp.Header.Get("Cache-Control") == "" {
 		r.violate("not-modified", "%s: 304 without the Cache-Control its 200 had (RFC 9110 §15.4.5) (%s)", q, cs)
 	}
 	r.mu.Lock()
 	switch {
-	case q.kind == "list":
+	case q.Kind == "list":
 		r.rep.Checked["304-list"]++
-	case kept.who != q.who.name:
+	case kept.Who != q.Who.Name:
 		r.rep.Checked["304-foreign"]++
 	}
 	r.mu.Unlock()
-	if kept.list != nil || q.kind == "list" {
-		for _, st := range kept.list {
-			if !containsID(q.ids, st.ID) || st.Res != q.route+"/"+st.ID {
+	if kept.List != nil || q.Kind == "list" {
+		for _, st := range kept.List {
+			if !containsID(q.Ids, st.ID) || st.Res != q.Route+"/"+st.ID {
 				r.violate("conditional", "%s: 304 keeps a list with element %s, not asked for (%s)", q, st.ID, cs)
 				return
 			}
 		}
-		for id := range uniq(q.ids) {
+		for id := range uniq(q.Ids) {
 			if goodID("/"+id) && !kept.hasID(id) {
 				r.violate("conditional", "%s: 304 keeps a list without id %s (%s)", q, id, cs)
 				return
@@ -287,15 +287,15 @@ func (r *run) checkNotModified(q *request, resp *http.Response, start, end time.
 		}
 		return
 	}
-	st := kept.st
-	if kept == c.ims {
+	st := kept.St
+	if kept == c.Ims {
 		// A date names no representation: the client keeps its copy of
 		// its own variant and query (fits); what it was shaped by
 		// beyond that (a bypassed request's own Host) is not the 304's
 		// doing. Its version is.
 		st.Fh = strings.ToLower(r.cfg.Host)
 	}
-	pre := fmt.Sprintf("304 (ETag %q, Last-Modified %q, Date %q) keeps %s's copy (ETag %q, Last-Modified %q, Date %q): ", etag, resp.Header.Get("Last-Modified"), resp.Header.Get("Date"), kept.who, kept.etag, kept.lastMod, kept.date)
+	pre := fmt.Sprintf("304 (ETag %q, Last-Modified %q, Date %q) keeps %s's copy (ETag %q, Last-Modified %q, Date %q): ", etag, resp.Header.Get("Last-Modified"), resp.Header.Get("Date"), kept.Who, kept.Etag, kept.LastMod, kept.Date)
 	r.checkStampAs(q, resp, st, start, end, pre)
 }
 
@@ -317,7 +317,7 @@ func uniq(ids []string) map[string]bool {
 }
 
 func (c *copyOf) hasID(id string) bool {
-	for _, st := range c.list {
+	for _, st := range c.List {
 		if st.ID == id {
 			return true
 		}

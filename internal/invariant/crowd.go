@@ -77,26 +77,26 @@ func (r *run) crowd(ctx context.Context, round int) {
 	bad := r.cfg.Mix.Has("list-crowd-bad") && round/s.every%2 == 1
 	for range s.lists {
 		q := r.crowdRequest(rng)
-		q.kind, q.path = "list", "/u"
+		q.Kind, q.Path = "list", "/u"
 		n := s.minIDs + rng.IntN(s.pool/2-s.minIDs+1)
 		for _, i := range rng.Perm(s.pool)[:n] {
-			q.ids = append(q.ids, pool[i])
+			q.Ids = append(q.Ids, pool[i])
 		}
 		if bad && rng.IntN(20) == 0 {
 			// A list of its own bad id, spliced in among good ones:
 			// it may fail; the good lists sharing its batches may not.
-			at := rng.IntN(len(q.ids) + 1)
-			q.ids = append(q.ids[:at], append([]string{origin.CrowdBadID(round, rng.Uint64())}, q.ids[at:]...)...)
+			at := rng.IntN(len(q.Ids) + 1)
+			q.Ids = append(q.Ids[:at], append([]string{origin.CrowdBadID(round, rng.Uint64())}, q.Ids[at:]...)...)
 			n++
 		}
-		q.query = "ids=" + strings.Join(q.ids, ",")
-		q.budget = BudgetList(n)
+		q.Query = "ids=" + strings.Join(q.Ids, ",")
+		q.Budget = BudgetList(n)
 		reqs = append(reqs, q)
 	}
 	for range s.reads {
 		q := r.crowdRequest(rng)
-		q.path = "/u/" + pool[rng.IntN(s.pool)]
-		q.res = origin.Resource(q.path)
+		q.Path = "/u/" + pool[rng.IntN(s.pool)]
+		q.Res = origin.Resource(q.Path)
 		reqs = append(reqs, q)
 	}
 	rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
@@ -111,18 +111,18 @@ func (r *run) crowd(ctx context.Context, round int) {
 // (Accept-Encoding, X-Tenant) and no credentials (which would bypass the
 // batcher).
 func (r *run) crowdRequest(rng *rand.Rand) *request {
-	who := r.ids[rng.IntN(len(r.ids))]
+	who := r.Ids[rng.IntN(len(r.Ids))]
 	q := &request{
-		who: who, replica: rng.IntN(len(r.cfg.Replicas)), method: http.MethodGet, hdr: http.Header{},
-		sent: map[string]string{"addr": who.addr, "cookie": "", "auth": "", "tenant": "", "lang": ""},
-		kind: "read", route: "u", budget: BudgetRead, crowd: true,
+		Who: who, Replica: rng.IntN(len(r.cfg.Replicas)), Method: http.MethodGet, Hdr: http.Header{},
+		Sent: map[string]string{"addr": who.Addr, "cookie": "", "auth": "", "tenant": "", "lang": ""},
+		Kind: "read", Route: "u", Budget: BudgetRead, Crowd: true,
 	}
 	if ae := []string{"", "gzip", "identity", "gzip, deflate, br"}[rng.IntN(4)]; ae != "" {
-		q.hdr.Set("Accept-Encoding", ae)
+		q.Hdr.Set("Accept-Encoding", ae)
 	}
-	if who.tenant != "" && rng.IntN(2) == 0 {
-		q.hdr.Set("X-Tenant", who.tenant)
-		q.sent["tenant"] = who.tenant
+	if who.Tenant != "" && rng.IntN(2) == 0 {
+		q.Hdr.Set("X-Tenant", who.Tenant)
+		q.Sent["tenant"] = who.Tenant
 	}
 	return q
 }

@@ -21,24 +21,24 @@ import (
 // drawEdges draws the request-line and framing edges of q.
 func (r *run) drawEdges(q *request) {
 	m := r.cfg.Mix
-	if q.method == http.MethodGet && m.Has("range") && r.chance(4) {
-		q.hdr.Set("Range", pick(r, "bytes=0-9", "bytes=-5", "bytes=0-0,5-9", "bytes=10-"))
+	if q.Method == http.MethodGet && m.Has("range") && r.chance(4) {
+		q.Hdr.Set("Range", pick(r, "bytes=0-9", "bytes=-5", "bytes=0-0,5-9", "bytes=10-"))
 	}
 	if m.Has("absolute-form") && r.chance(5) {
-		q.absolute = true
-		if q.route == "h" && q.host == "" {
-			q.host = pick(r, r.cfg.Host, "svc", "SVC.Invariant")
+		q.Absolute = true
+		if q.Route == "h" && q.Host == "" {
+			q.Host = pick(r, r.cfg.Host, "svc", "SVC.Invariant")
 		}
-		if q.host == "" {
-			q.host = r.cfg.Host
+		if q.Host == "" {
+			q.Host = r.cfg.Host
 		}
 	}
-	if q.method == http.MethodPatch {
+	if q.Method == http.MethodPatch {
 		if m.Has("chunked-write") && r.chance(15) {
-			q.body, q.chunked = `{"bump":1}`, true
+			q.Body, q.Chunked = `{"bump":1}`, true
 		}
 		if m.Has("expect") && r.chance(15) {
-			q.body, q.expect = `{"bump":1}`, true
+			q.Body, q.Expect = `{"bump":1}`, true
 		}
 	}
 }
@@ -50,7 +50,7 @@ func (r *run) drawEdges(q *request) {
 // a sidecar that keyed on the first line only, or forwarded only it,
 // would serve one list's answer to another.
 func (r *run) drawDuplicates(q *request) {
-	h := q.hdr
+	h := q.Hdr
 	switch pick(r, "lang", "tenant", "encoding") {
 	case "lang":
 		if lang := h.Get("Accept-Language"); lang != "" && len(lang) < 100 {
@@ -58,7 +58,7 @@ func (r *run) drawDuplicates(q *request) {
 			if r.chance(30) {
 				h["Accept-Language"] = []string{"", lang}
 			}
-			q.sent["lang"] = origin.JoinLines(h["Accept-Language"])
+			q.Sent["lang"] = origin.JoinLines(h["Accept-Language"])
 		}
 	case "tenant":
 		if t := h.Get("X-Tenant"); t != "" {
@@ -66,7 +66,7 @@ func (r *run) drawDuplicates(q *request) {
 			if r.chance(30) {
 				h["X-Tenant"] = []string{"", t}
 			}
-			q.sent["tenant"] = origin.JoinLines(h["X-Tenant"])
+			q.Sent["tenant"] = origin.JoinLines(h["X-Tenant"])
 		}
 	default:
 		h["Accept-Encoding"] = pick2(r, []string{"identity", "gzip"}, []string{"", "gzip"}, []string{"gzip;q=0", "identity"})
@@ -89,46 +89,46 @@ func viaProxy(req *http.Request) (*url.URL, error) {
 // replica, or absolute-form through it; a write's body, chunked with
 // trailers or behind Expect: 100-continue.
 func (r *run) newRequest(ctx context.Context, q *request, base string) (*http.Request, error) {
-	target := base + q.path
-	if q.absolute {
+	target := base + q.Path
+	if q.Absolute {
 		pu, err := url.Parse(base)
 		if err != nil {
 			return nil, err
 		}
 		ctx = context.WithValue(ctx, proxyKey{}, pu)
 		host := r.cfg.Host
-		if q.host != "" {
-			host = q.host
+		if q.Host != "" {
+			host = q.Host
 		}
-		target = "http://" + host + q.path
+		target = "http://" + host + q.Path
 	}
 	var body io.Reader
-	if q.body != "" {
-		body = strings.NewReader(q.body)
+	if q.Body != "" {
+		body = strings.NewReader(q.Body)
 	}
-	req, err := http.NewRequestWithContext(ctx, q.method, target, body)
+	req, err := http.NewRequestWithContext(ctx, q.Method, target, body)
 	if err != nil {
 		return nil, err
 	}
-	req.URL.RawQuery = q.query
-	if !q.absolute {
+	req.URL.RawQuery = q.Query
+	if !q.Absolute {
 		req.Host = r.cfg.Host
-		if q.host != "" {
-			req.Host = q.host
+		if q.Host != "" {
+			req.Host = q.Host
 		}
 	}
-	if q.body != "" {
+	if q.Body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if q.chunked {
+	if q.Chunked {
 		req.ContentLength = -1
-		req.Body = io.NopCloser(strings.NewReader(q.body)) // unknown length: chunked
+		req.Body = io.NopCloser(strings.NewReader(q.Body)) // unknown length: chunked
 		req.GetBody = nil
 		// A trailer naming a tag header and one naming a field that
 		// may not be a trailer (RFC 9110 §6.5.1): both must be dropped.
 		req.Trailer = http.Header{"Surrogate-Key": {"r:1 r:2 r:3 r:4"}, "Cache-Control": {"no-store"}, "X-Sum": {"1"}}
 	}
-	if q.expect {
+	if q.Expect {
 		req.Header.Set("Expect", "100-continue")
 	}
 	return req, nil
@@ -139,13 +139,13 @@ func (r *run) newRequest(ctx context.Context, q *request, base string) (*http.Re
 func (r *run) countEdges(q *request, resp *http.Response) {
 	var k string
 	switch {
-	case q.absolute:
+	case q.Absolute:
 		k = "absolute-form"
-	case q.chunked:
+	case q.Chunked:
 		k = "chunked-write"
-	case q.expect:
+	case q.Expect:
 		k = "expect"
-	case q.hdr.Get("Range") != "":
+	case q.Hdr.Get("Range") != "":
 		k = "range"
 	default:
 		return

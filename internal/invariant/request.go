@@ -20,42 +20,42 @@ import (
 // against: the dimension values it sent, the resource the origin would
 // answer for, and its budget of upstream calls.
 type request struct {
-	kind    string // read, write, list
-	route   string // r, p, t, u
-	replica int
-	who     *identity
-	method  string
-	path    string // as sent, escaped
-	query   string // as sent, raw
-	hdr     http.Header
-	sent    map[string]string // dimension → value this request sent ("" none)
-	res     string
-	ids     []string // list
-	rid     string
-	host    string // Host header; "" is the run's Host
-	budget  int
-	hangup  bool // write-hangup: the client leaves once the request is sent
+	Kind    string // read, write, list
+	Route   string // r, p, t, u
+	Replica int
+	Who     *identity
+	Method  string
+	Path    string // as sent, escaped
+	Query   string // as sent, raw
+	Hdr     http.Header
+	Sent    map[string]string // dimension → value this request sent ("" none)
+	Res     string
+	Ids     []string // list
+	Rid     string
+	Host    string // Host header; "" is the run's Host
+	Budget  int
+	Hangup  bool // write-hangup: the client leaves once the request is sent
 	// absolute: sent in absolute-form (GET http://host/path, RFC 9112
 	// §3.2.2) through the identity's proxy-configured client.
-	absolute bool
+	Absolute bool
 	// body: a write's body; chunked: sent chunked with trailers; expect:
 	// with Expect: 100-continue.
-	body            string
-	chunked, expect bool
+	Body            string
+	Chunked, Expect bool
 	// cond is the conditional this request sent (conditional.go).
-	cond cond
+	Cond cond
 	// crowd: sent in a crowd round (crowd.go), over a healthy origin.
-	crowd bool
+	Crowd bool
 }
 
 func (q *request) String() string {
-	u := q.path
-	if q.query != "" {
-		u += "?" + q.query
+	u := q.Path
+	if q.Query != "" {
+		u += "?" + q.Query
 	}
 	var h []string
 	for _, k := range []string{"Accept-Encoding", "Accept-Language", "X-Tenant", "Cookie", "Authorization", "Cache-Control", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"} {
-		if vs, ok := q.hdr[k]; ok {
+		if vs, ok := q.Hdr[k]; ok {
 			v := strings.Join(vs, "|")
 			if len(v) > 40 {
 				v = v[:40] + "…"
@@ -64,27 +64,27 @@ func (q *request) String() string {
 		}
 	}
 	for _, k := range []string{"Range", "Expect"} {
-		if v := q.hdr.Get(k); v != "" {
+		if v := q.Hdr.Get(k); v != "" {
 			h = append(h, k+"="+v)
 		}
 	}
-	if q.absolute {
-		u = "http://" + q.host + u
+	if q.Absolute {
+		u = "http://" + q.Host + u
 	}
-	if q.chunked {
+	if q.Chunked {
 		h = append(h, "chunked+trailers")
 	}
-	return fmt.Sprintf("%s(%s)@replica%d %s %s [%s]", q.who.name, q.who.addr, q.replica, q.method, u, strings.Join(h, " "))
+	return fmt.Sprintf("%s(%s)@replica%d %s %s [%s]", q.Who.Name, q.Who.Addr, q.Replica, q.Method, u, strings.Join(h, " "))
 }
 
 // drawRequest draws the next request; hot is the round's hot resource id.
 func (r *run) drawRequest(hot string) *request {
 	m := r.cfg.Mix
-	who := r.ids[r.rng.IntN(len(r.ids))]
+	who := r.Ids[r.rng.IntN(len(r.Ids))]
 	q := &request{
-		who: who, replica: r.rng.IntN(len(r.cfg.Replicas)), method: http.MethodGet, hdr: http.Header{},
-		sent: map[string]string{"addr": who.addr, "cookie": "", "auth": "", "tenant": "", "lang": ""},
-		kind: "read", route: "r", budget: BudgetRead,
+		Who: who, Replica: r.rng.IntN(len(r.cfg.Replicas)), Method: http.MethodGet, Hdr: http.Header{},
+		Sent: map[string]string{"addr": who.Addr, "cookie": "", "auth": "", "tenant": "", "lang": ""},
+		Kind: "read", Route: "r", Budget: BudgetRead,
 	}
 	id := hot
 	if r.chance(35) {
@@ -93,38 +93,38 @@ func (r *run) drawRequest(hot string) *request {
 	roll := r.rng.IntN(100)
 	switch {
 	case m.Has("write") && roll < 12:
-		q.kind, q.method, q.budget = "write", http.MethodPatch, BudgetWrite
-		q.path = "/r/" + id
+		q.Kind, q.Method, q.Budget = "write", http.MethodPatch, BudgetWrite
+		q.Path = "/r/" + id
 		if m.Has("write-spelling") && r.chance(40) {
-			q.path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id, "//r/"+id, "/r/./"+id, "/r/"+id+";v=1", "/r/%2B"+id)
+			q.Path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id, "//r/"+id, "/r/./"+id, "/r/"+id+";v=1", "/r/%2B"+id)
 		}
 		if m.Has("percent-path") && r.chance(10) {
 			// RFC 3986 §6.2.2.2: %3N is the digit N; the origin decodes it.
-			q.path = pick(r, "/r/%3"+id, "/%72/"+id, "/r/%2e/"+id)
+			q.Path = pick(r, "/r/%3"+id, "/%72/"+id, "/r/%2e/"+id)
 		}
-		q.hangup = m.Has("write-hangup") && r.chance(15)
+		q.Hangup = m.Has("write-hangup") && r.chance(15)
 		if m.Has("no-cache") && r.chance(20) {
-			q.path = "/n/" + id // the route that honours no-cache
+			q.Path = "/n/" + id // the route that honours no-cache
 		}
 	case roll < 18:
-		q.route = "t"
+		q.Route = "t"
 		name := "plain"
 		if m.Has("write-non-utf8") && r.chance(60) {
 			name = "caf%E9"
 		}
-		q.path = "/t/" + name
+		q.Path = "/t/" + name
 		if m.Has("write") && r.chance(25) {
-			q.kind, q.method, q.budget = "write", http.MethodPatch, BudgetWrite
+			q.Kind, q.Method, q.Budget = "write", http.MethodPatch, BudgetWrite
 		}
 	case m.Has("batch") && roll < 28:
-		q.route = "u"
+		q.Route = "u"
 		uid := fmt.Sprint(1 + r.rng.IntN(8))
 		if m.Has("bad-ids") && r.chance(15) {
 			uid = "99999999999999999999"
 		}
-		q.path = "/u/" + uid
+		q.Path = "/u/" + uid
 	case m.Has("batch") && roll < 34:
-		q.kind, q.route, q.path = "list", "u", "/u"
+		q.Kind, q.Route, q.Path = "list", "u", "/u"
 		n := 1 + r.rng.IntN(40)
 		bad := 10
 		if r.chance(50) {
@@ -135,55 +135,55 @@ func (r *run) drawRequest(hot string) *request {
 			if m.Has("bad-ids") && r.chance(bad) {
 				uid = fmt.Sprintf("9%019d", r.rng.Uint64()%1e19)
 			}
-			q.ids = append(q.ids, uid)
+			q.Ids = append(q.Ids, uid)
 		}
 		if again := r.rng.IntN(100); m.Has("if-none-match") && len(r.lists) > 0 && again < 40 {
 			// The same list again, so a client may revalidate it (the
 			// split list's ETag is the sidecar's, over the bytes).
-			q.ids = r.lists[again%len(r.lists)]
-		} else if len(r.lists) < 8 && !slices.ContainsFunc(q.ids, func(id string) bool { return !goodID("/" + id) }) {
-			r.lists = append(r.lists, q.ids) // good ids only: a list that fails has no ETag
+			q.Ids = r.lists[again%len(r.lists)]
+		} else if len(r.lists) < 8 && !slices.ContainsFunc(q.Ids, func(id string) bool { return !goodID("/" + id) }) {
+			r.lists = append(r.lists, q.Ids) // good ids only: a list that fails has no ETag
 		}
-		q.query = "ids=" + strings.Join(q.ids, ",")
-		q.budget = BudgetList(len(q.ids))
+		q.Query = "ids=" + strings.Join(q.Ids, ",")
+		q.Budget = BudgetList(len(q.Ids))
 	case m.Has("no-cache") && roll < 38:
 		// freshness: origin, request_no_cache: refresh: no-cache reads
 		// are forced refreshes, one per key at a time.
-		q.route, q.path = "n", "/n/"+id
+		q.Route, q.Path = "n", "/n/"+id
 	case roll < 45:
-		q.route, q.path = "p", "/p/"+id
-		q.query = "fields=" + pick(r, "name", "email")
+		q.Route, q.Path = "p", "/p/"+id
+		q.Query = "fields=" + pick(r, "name", "email")
 		if m.Has("extra-param") && r.chance(50) {
-			q.query += "&callback=cb" + fmt.Sprint(r.rng.IntN(1000))
+			q.Query += "&callback=cb" + fmt.Sprint(r.rng.IntN(1000))
 		}
 	case m.Has("host-spelling") && roll >= 92:
-		q.route, q.path = "h", "/h/"+id
-		q.host = pick(r, r.cfg.Host, "svc", "svc.ns.svc.cluster.local", strings.ToUpper(r.cfg.Host))
+		q.Route, q.Path = "h", "/h/"+id
+		q.Host = pick(r, r.cfg.Host, "svc", "svc.ns.svc.cluster.local", strings.ToUpper(r.cfg.Host))
 	case m.Has("batch-etag-field") && roll >= 86:
 		// batch.etag_field: the element's ETag is the app's own field.
-		q.route, q.path = "e", "/e/"+fmt.Sprint(1+r.rng.IntN(8))
+		q.Route, q.Path = "e", "/e/"+fmt.Sprint(1+r.rng.IntN(8))
 		if m.Has("write") && r.chance(20) {
-			q.kind, q.method, q.budget = "write", http.MethodPatch, BudgetWrite
+			q.Kind, q.Method, q.Budget = "write", http.MethodPatch, BudgetWrite
 		}
 	default:
-		q.path = "/r/" + id
+		q.Path = "/r/" + id
 		if m.Has("path-spelling") && r.chance(15) {
-			q.path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id)
+			q.Path = pick(r, "/r/0"+id, "/r/"+id+"/", "/R/"+id)
 		}
 		if m.Has("percent-path") && r.chance(6) {
-			q.path = pick(r, "/r/%3"+id, "/%72/"+id, "/r/%2e/"+id, "/r/"+id+"%2F")
+			q.Path = pick(r, "/r/%3"+id, "/%72/"+id, "/r/%2e/"+id, "/r/"+id+"%2F")
 		}
-		q.query = r.drawQuery()
+		q.Query = r.drawQuery()
 		if m.Has("head") && r.chance(15) {
-			q.method = http.MethodHead // a GET route answers HEAD from its GET entry
+			q.Method = http.MethodHead // a GET route answers HEAD from its GET entry
 		}
 	}
-	if q.kind != "list" {
-		q.res = origin.Resource(q.path)
+	if q.Kind != "list" {
+		q.Res = origin.Resource(q.Path)
 	}
 	r.drawEdges(q)
 	r.drawHeaders(q)
-	if q.method == http.MethodGet {
+	if q.Method == http.MethodGet {
 		r.drawConditional(q)
 	}
 	return q
@@ -215,7 +215,7 @@ func (r *run) drawQuery() string {
 
 func (r *run) drawHeaders(q *request) {
 	m := r.cfg.Mix
-	h := q.hdr
+	h := q.Hdr
 	if m.Has("accept-encoding") {
 		choices := []string{"", "gzip", "identity", "gzip;q=0", "gzip, br"}
 		if m.Has("accept-encoding-spellings") {
@@ -236,34 +236,34 @@ func (r *run) drawHeaders(q *request) {
 		}
 		if lang != "" {
 			h.Set("Accept-Language", lang)
-			q.sent["lang"] = lang
+			q.Sent["lang"] = lang
 		}
 	}
-	if m.Has("tenant") && q.who.tenant != "" && r.chance(70) {
-		h.Set("X-Tenant", q.who.tenant)
-		q.sent["tenant"] = q.who.tenant
+	if m.Has("tenant") && q.Who.Tenant != "" && r.chance(70) {
+		h.Set("X-Tenant", q.Who.Tenant)
+		q.Sent["tenant"] = q.Who.Tenant
 	}
 	if m.Has("duplicate-headers") && r.chance(8) {
 		r.drawDuplicates(q)
 	}
 	if m.Has("cookie") && r.chance(25) {
-		h.Set("Cookie", "sid="+q.who.name)
-		if m.Has("cookie-empty-first") && q.route == "p" && r.chance(60) {
-			h["Cookie"] = []string{"", "sid=" + q.who.name}
+		h.Set("Cookie", "sid="+q.Who.Name)
+		if m.Has("cookie-empty-first") && q.Route == "p" && r.chance(60) {
+			h["Cookie"] = []string{"", "sid=" + q.Who.Name}
 		}
-		q.sent["cookie"] = q.who.name
+		q.Sent["cookie"] = q.Who.Name
 	}
 	if m.Has("auth") && r.chance(15) {
-		h.Set("Authorization", "Bearer "+q.who.name)
-		if m.Has("cookie-empty-first") && q.route == "p" && r.chance(60) {
-			h["Authorization"] = []string{"", "Bearer " + q.who.name}
+		h.Set("Authorization", "Bearer "+q.Who.Name)
+		if m.Has("cookie-empty-first") && q.Route == "p" && r.chance(60) {
+			h["Authorization"] = []string{"", "Bearer " + q.Who.Name}
 		}
-		q.sent["auth"] = q.who.name
+		q.Sent["auth"] = q.Who.Name
 	}
 	if m.Has("request-id") && r.chance(50) {
-		r.rid++
-		q.rid = fmt.Sprintf("rid-%d-%d", r.cfg.Seed, r.rid)
-		h.Set("X-Request-Id", q.rid)
+		r.Rid++
+		q.Rid = fmt.Sprintf("rid-%d-%d", r.cfg.Seed, r.Rid)
+		h.Set("X-Request-Id", q.Rid)
 	}
 	if m.Has("no-cache") && r.chance(10) {
 		switch pick(r, "no-cache", "max-age=0", "pragma") {
@@ -286,15 +286,15 @@ func (r *run) do(ctx context.Context, q *request) {
 		}
 		return nil
 	}})
-	req, err := r.newRequest(ctx, q, r.cfg.Replicas[q.replica])
+	req, err := r.newRequest(ctx, q, r.cfg.Replicas[q.Replica])
 	if err != nil {
 		r.violate("harness", "%s: %v", q, err)
 		return
 	}
-	for k, vs := range q.hdr {
+	for k, vs := range q.Hdr {
 		req.Header[k] = vs
 	}
-	if q.hangup {
+	if q.Hangup {
 		hctx, cancel := context.WithCancel(req.Context()) // keeps proxyKey
 		defer cancel()
 		req = req.WithContext(httptrace.WithClientTrace(hctx, &httptrace.ClientTrace{
@@ -302,12 +302,12 @@ func (r *run) do(ctx context.Context, q *request) {
 		}))
 	}
 	start := now()
-	client := q.who.client
-	if q.absolute {
-		client = q.who.proxied
+	client := q.Who.Client
+	if q.Absolute {
+		client = q.Who.Proxied
 	}
 	resp, err := client.Do(req)
-	if q.hangup {
+	if q.Hangup {
 		if err == nil {
 			resp.Body.Close() // answered before the hang-up: not acknowledged either
 		}

@@ -100,9 +100,9 @@ func BudgetList(n int) int {
 
 // identity is one client: its own source address and credentials.
 type identity struct {
-	name, addr, tenant string
-	client             *http.Client
-	proxied            *http.Client // absolute-form: the replica as its proxy
+	Name, Addr, Tenant string
+	Client             *http.Client
+	Proxied            *http.Client // absolute-form: the replica as its proxy
 }
 
 func newIdentities() []*identity {
@@ -124,7 +124,7 @@ func newIdentities() []*identity {
 				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 			}
 		}
-		ids = append(ids, &identity{name: n, addr: addr, tenant: tenants[i], client: newClient(nil), proxied: newClient(viaProxy)})
+		ids = append(ids, &identity{Name: n, Addr: addr, Tenant: tenants[i], Client: newClient(nil), Proxied: newClient(viaProxy)})
 	}
 	return ids
 }
@@ -133,8 +133,8 @@ func newIdentities() []*identity {
 type run struct {
 	cfg Config
 	rng *rand.Rand
-	ids []*identity
-	rid int
+	Ids []*identity
+	Rid int
 	// lists are id lists drawn before, sent again (drawRequest).
 	lists [][]string
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
@@ -153,23 +153,23 @@ type run struct {
 }
 
 type ack struct {
-	path    string
+	Path    string
 	ver     int
 	at      time.Time
-	replica int
+	Replica int
 }
 
 // Run drives cfg.Rounds rounds of concurrent requests and checks every
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), ids: newIdentities(), acks: map[string][]ack{}, copies: map[string][]*copyOf{}}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), Ids: newIdentities(), acks: map[string][]ack{}, copies: map[string][]*copyOf{}}
 	r.rep.Checked = map[string]int{}
 	cfg.Origin.ResetCrowd()
 	defer func() {
-		for _, id := range r.ids {
-			id.client.CloseIdleConnections()
-			id.proxied.CloseIdleConnections()
+		for _, id := range r.Ids {
+			id.Client.CloseIdleConnections()
+			id.Proxied.CloseIdleConnections()
 		}
 	}()
 	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
@@ -208,7 +208,7 @@ func (r *run) round(ctx context.Context) {
 func (r *run) play(ctx context.Context, reqs []*request, crowd int) {
 	n, budget := len(reqs), 0
 	for _, q := range reqs {
-		budget += q.budget
+		budget += q.Budget
 	}
 	o := r.cfg.Origin
 	o.NewRound()
@@ -223,7 +223,7 @@ func (r *run) play(ctx context.Context, reqs []*request, crowd int) {
 	}
 	wg.Wait()
 	for _, q := range reqs {
-		if q.method == http.MethodPatch {
+		if q.Method == http.MethodPatch {
 			r.patches++
 		}
 	}
@@ -250,10 +250,10 @@ func (r *run) play(ctx context.Context, reqs []*request, crowd int) {
 	// whose ids other lists' retries answered first. The other calls
 	// received meanwhile are this round's.
 	used := (o.Calls.Load() - before) - (o.Resends.Load() - resent) - (o.CrowdCalls.Load() - crowds)
-	c := roundCost{n: n, used: used, budget: int64(budget), reqs: reqs}
+	c := roundCost{n: n, used: used, Budget: int64(budget), reqs: reqs}
 	if crowd >= 0 {
 		// Its own calls are added up once the run is over (checkCrowds).
-		c.crowd, c.ended = crowd, o.CrowdCallsOf(crowd)
+		c.Crowd, c.ended = crowd, o.CrowdCallsOf(crowd)
 		r.crowds = append(r.crowds, c)
 		return
 	}
@@ -263,22 +263,22 @@ func (r *run) play(ctx context.Context, reqs []*request, crowd int) {
 // roundCost is a round's upstream calls against its budget.
 type roundCost struct {
 	n            int
-	used, budget int64
-	crowd        int   // the crowd round's number, whose bulk calls add to used
+	used, Budget int64
+	Crowd        int   // the crowd round's number, whose bulk calls add to used
 	ended        int64 // of which received by its last answer
 	reqs         []*request
 }
 
 func (r *run) checkBudget(c roundCost) {
-	if r.rep.MaxRoundBudget == 0 || c.used*r.rep.MaxRoundBudget > r.rep.MaxRound*c.budget {
-		r.rep.MaxRound, r.rep.MaxRoundBudget = c.used, c.budget
+	if r.rep.MaxRoundBudget == 0 || c.used*r.rep.MaxRoundBudget > r.rep.MaxRound*c.Budget {
+		r.rep.MaxRound, r.rep.MaxRoundBudget = c.used, c.Budget
 	}
-	if c.used > c.budget {
+	if c.used > c.Budget {
 		var what []string
 		for _, q := range c.reqs {
 			what = append(what, q.String())
 		}
-		r.violate("budget", "round of %d requests cost %d upstream calls, budget %d: %s", c.n, c.used, c.budget, strings.Join(what, " | "))
+		r.violate("budget", "round of %d requests cost %d upstream calls, budget %d: %s", c.n, c.used, c.Budget, strings.Join(what, " | "))
 	}
 }
 
@@ -304,7 +304,7 @@ func (r *run) checkCrowds() {
 		}
 	}
 	for _, c := range r.crowds {
-		own := o.CrowdCallsOf(c.crowd)
+		own := o.CrowdCallsOf(c.Crowd)
 		// Checked shows how many arrived after the round's last answer.
 		r.rep.Checked["crowd-late-calls"] += int(own - c.ended)
 		c.used += own

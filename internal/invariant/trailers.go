@@ -84,20 +84,20 @@ func (r *run) checkTrailers(q *request, resp *http.Response) {
 		r.violate("trailer-own", "%s: trailer of call %s on the answer of call %q (%s)", q, v.Get("call"), c, cs)
 	}
 	for _, d := range origin.TrailerDims {
-		if got, want := v.Get(d), origin.TrailerValue(d, q.sent[d]); got != "" && got != want {
+		if got, want := v.Get(d), origin.TrailerValue(d, q.Sent[d]); got != "" && got != want {
 			r.violate("trailer-identity", "%s: trailer for %s=%.40q, this request sent %.40q (%s)", q, d, got, want, cs)
 		}
 	}
-	if rid := v.Get("rid"); strings.HasPrefix(rid, "rid-") && rid != q.rid {
+	if rid := v.Get("rid"); strings.HasPrefix(rid, "rid-") && rid != q.Rid {
 		r.violate("trailer-own", "%s: trailer of X-Request-Id %q (%s)", q, rid, cs)
 	}
-	if res := v.Get("res"); res != "" && res != q.res {
-		r.violate("trailer-own", "%s: trailer of the answer for %s, want %s (%s)", q, res, q.res, cs)
+	if res := v.Get("res"); res != "" && res != q.Res {
+		r.violate("trailer-own", "%s: trailer of the answer for %s, want %s (%s)", q, res, q.Res, cs)
 	}
 	if ids := v.Get("ids"); ids != "" {
-		own := q.ids
-		if q.kind != "list" {
-			own = []string{strings.TrimPrefix(q.res, "u/")}
+		own := q.Ids
+		if q.Kind != "list" {
+			own = []string{strings.TrimPrefix(q.Res, "u/")}
 		}
 		for id := range strings.SplitSeq(ids, ",") {
 			if !slices.Contains(own, id) {
