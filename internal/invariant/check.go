@@ -8,11 +8,11 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/invariant/origin"
+	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
 
 // now is the clock the version checks order reads and writes by: this
@@ -52,7 +52,7 @@ func readBody(resp *http.Response) ([]byte, error) {
 //     acknowledged through the same replica before the read was sent, nor
 //     older than any write acknowledged more than max_lag (plus margin)
 //     before it was sent.
-func (r *run) check(q *request, resp *http.Response, body []byte, start, end time.Time) {
+func (r *run) check(q *traffic.Request, resp *http.Response, body []byte, start, end time.Time) {
 	ce := resp.Header.Get("Content-Encoding")
 	switch strings.ToLower(ce) {
 	case "", "identity":
@@ -80,7 +80,7 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 			crowd = " in a crowd round"
 		}
 		switch {
-		case q.Route == "u" && q.Kind == "read" && origin.Resource(q.Path) != "" && goodID(q.Path):
+		case q.Route == "u" && q.Kind == "read" && origin.Resource(q.Path) != "" && origin.GoodID(q.Path):
 			r.violate("collateral", "%s: a good ID answered %d%s (%s): %.120q", q, resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
 		case q.Kind == "list" && goodIDs(q.Ids):
 			r.violate("collateral", "%s: a list of %d good IDs answered %d%s (%s): %.120q", q, len(q.Ids), resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
@@ -116,7 +116,7 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 		if sts == nil {
 			sts = []origin.Stamp{}
 		}
-		r.remember(q, resp, nil, sts)
+		r.gen.Remember(q, resp, nil, sts)
 	case bytes.HasPrefix(body, []byte(`{"`)):
 		var st origin.Stamp
 		if err := json.Unmarshal(body, &st); err != nil || st.Res == "" {
@@ -126,19 +126,19 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 			return
 		}
 		r.checkStamp(q, resp, st, start, end)
-		r.remember(q, resp, &st, nil)
+		r.gen.Remember(q, resp, &st, nil)
 	case resp.StatusCode == http.StatusOK && q.Kind != "list":
 		r.violate("garbled", "%s: 200 without a stamp: %.80q", q, body)
 	}
 }
 
-func (r *run) checkStamp(q *request, resp *http.Response, st origin.Stamp, start, end time.Time) {
+func (r *run) checkStamp(q *traffic.Request, resp *http.Response, st origin.Stamp, start, end time.Time) {
 	r.checkStampAs(q, resp, st, start, end, "")
 }
 
 // checkStampAs checks the stamp of the answer q's client keeps: a 200's,
 // or the copy a 304 confirmed (pre says which, in messages).
-func (r *run) checkStampAs(q *request, resp *http.Response, st origin.Stamp, start, end time.Time, pre string) {
+func (r *run) checkStampAs(q *traffic.Request, resp *http.Response, st origin.Stamp, start, end time.Time, pre string) {
 	cs := pre + resp.Header.Get("Cache-Status")
 	if st.Res != q.Res {
 		r.violate("resource", "%s: answer for %s, want %s (%s)", q, st.Res, q.Res, cs)
@@ -183,7 +183,7 @@ func (r *run) checkStampAs(q *request, resp *http.Response, st origin.Stamp, sta
 		r.rep.Checked["304-kept"]++
 	}
 	if q.Kind == "write" {
-		r.acks[st.Res] = append(r.acks[st.Res], ack{Path: q.Path, ver: st.Ver, at: end, Replica: q.Replica})
+		r.acks[st.Res] = append(r.acks[st.Res], ack{path: q.Path, ver: st.Ver, at: end, replica: q.Replica})
 		return
 	}
 	for _, a := range r.acks[st.Res] {
@@ -192,7 +192,7 @@ func (r *run) checkStampAs(q *request, resp *http.Response, st origin.Stamp, sta
 		}
 		lag := start.Sub(a.at) > r.cfg.MaxLag+r.cfg.LagMargin
 		switch {
-		case a.Replica == q.Replica:
+		case a.replica == q.Replica:
 			r.rep.Checked["own"]++
 		case lag:
 			r.rep.Checked["lag"]++
@@ -200,14 +200,14 @@ func (r *run) checkStampAs(q *request, resp *http.Response, st origin.Stamp, sta
 		if st.Ver >= a.ver {
 			continue
 		}
-		if a.Replica == q.Replica {
+		if a.replica == q.Replica {
 			r.rep.Violations = append(r.rep.Violations, Violation{Kind: "own-write", Msg: fmt.Sprintf(
-				"%s: version %d, but v%d (PATCH %s) was acknowledged through this replica %v before it was sent (%s)", q, st.Ver, a.ver, a.Path, start.Sub(a.at).Round(time.Millisecond), cs)})
+				"%s: version %d, but v%d (PATCH %s) was acknowledged through this replica %v before it was sent (%s)", q, st.Ver, a.ver, a.path, start.Sub(a.at).Round(time.Millisecond), cs)})
 			return
 		}
 		if lag {
 			r.rep.Violations = append(r.rep.Violations, Violation{Kind: "max-lag", Msg: fmt.Sprintf(
-				"%s: version %d, but v%d (PATCH %s) was acknowledged %v before it was sent (max_lag %v) (%s)", q, st.Ver, a.ver, a.Path, start.Sub(a.at).Round(time.Millisecond), r.cfg.MaxLag, cs)})
+				"%s: version %d, but v%d (PATCH %s) was acknowledged %v before it was sent (max_lag %v) (%s)", q, st.Ver, a.ver, a.path, start.Sub(a.at).Round(time.Millisecond), r.cfg.MaxLag, cs)})
 			return
 		}
 	}
@@ -254,16 +254,10 @@ func subParams(got, sent string) bool {
 	return true
 }
 
-// goodID: the id of a /u/{id} path is one the origin's bulk endpoint parses.
-func goodID(path string) bool {
-	n, err := strconv.ParseUint(path[strings.LastIndexByte(path, '/')+1:], 10, 64)
-	return err == nil && n <= origin.MaxID
-}
-
 // goodIDs: every id of a list is one the origin's bulk endpoint parses.
 func goodIDs(ids []string) bool {
 	for _, id := range ids {
-		if !goodID("/" + id) {
+		if !origin.GoodID("/" + id) {
 			return false
 		}
 	}
@@ -272,7 +266,7 @@ func goodIDs(ids []string) bool {
 
 // checkHead checks a HEAD answer by the stamp its header carries: no body
 // to read, the same identity, resource and version invariants.
-func (r *run) checkHead(q *request, resp *http.Response, start, end time.Time) {
+func (r *run) checkHead(q *traffic.Request, resp *http.Response, start, end time.Time) {
 	sh := resp.Header.Get(origin.StampHeader)
 	if sh == "" {
 		if resp.StatusCode == http.StatusOK {

@@ -3,11 +3,11 @@ package invariant
 import (
 	"context"
 	"math/rand/v2"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/invariant/origin"
+	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
 
 // Crowd rounds: many concurrent split-list requests over a pool of ids no
@@ -71,12 +71,12 @@ func (r *run) crowd(ctx context.Context, round int) {
 		Gzip:  r.cfg.Mix.Has("bulk-vary-gzip") && rng.IntN(2) == 0,
 		Delay: time.Duration(10+rng.IntN(40)) * time.Millisecond,
 	})
-	reqs := make([]*request, 0, s.lists+s.reads)
+	reqs := make([]*traffic.Request, 0, s.lists+s.reads)
 	// Every other crowd round, with list-crowd-bad: isolating bad ids
 	// behind a slow bulk endpoint is what makes a crowd round long.
 	bad := r.cfg.Mix.Has("list-crowd-bad") && round/s.every%2 == 1
 	for range s.lists {
-		q := r.crowdRequest(rng)
+		q := r.gen.CrowdRequest(rng)
 		q.Kind, q.Path = "list", "/u"
 		n := s.minIDs + rng.IntN(s.pool/2-s.minIDs+1)
 		for _, i := range rng.Perm(s.pool)[:n] {
@@ -90,11 +90,11 @@ func (r *run) crowd(ctx context.Context, round int) {
 			n++
 		}
 		q.Query = "ids=" + strings.Join(q.Ids, ",")
-		q.Budget = BudgetList(n)
+		q.Budget = traffic.BudgetList(n)
 		reqs = append(reqs, q)
 	}
 	for range s.reads {
-		q := r.crowdRequest(rng)
+		q := r.gen.CrowdRequest(rng)
 		q.Path = "/u/" + pool[rng.IntN(s.pool)]
 		q.Res = origin.Resource(q.Path)
 		reqs = append(reqs, q)
@@ -104,25 +104,4 @@ func (r *run) crowd(ctx context.Context, round int) {
 	r.mu.Lock()
 	r.rep.Checked["crowd"] += len(reqs)
 	r.mu.Unlock()
-}
-
-// crowdRequest is a GET of the batch route by a random identity through a
-// random replica, with the headers that split batches into groups
-// (Accept-Encoding, X-Tenant) and no credentials (which would bypass the
-// batcher).
-func (r *run) crowdRequest(rng *rand.Rand) *request {
-	who := r.Ids[rng.IntN(len(r.Ids))]
-	q := &request{
-		Who: who, Replica: rng.IntN(len(r.cfg.Replicas)), Method: http.MethodGet, Hdr: http.Header{},
-		Sent: map[string]string{"addr": who.Addr, "cookie": "", "auth": "", "tenant": "", "lang": ""},
-		Kind: "read", Route: "u", Budget: BudgetRead, Crowd: true,
-	}
-	if ae := []string{"", "gzip", "identity", "gzip, deflate, br"}[rng.IntN(4)]; ae != "" {
-		q.Hdr.Set("Accept-Encoding", ae)
-	}
-	if who.Tenant != "" && rng.IntN(2) == 0 {
-		q.Hdr.Set("X-Tenant", who.Tenant)
-		q.Sent["tenant"] = who.Tenant
-	}
-	return q
 }

@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/invariant/mix"
 	"github.com/sidecache/sidecache/internal/invariant/origin"
+	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
 
 // Config is one run: the replicas to drive (base URLs of their proxy
@@ -68,84 +67,19 @@ func (r *Report) Kinds() map[string]int {
 	return m
 }
 
-// Budget of upstream requests, per client request: a read (per-ID batch
-// read included) may cost its fetch and one more fetch after learning a
-// Vary'd header it had withheld (README: "asked once more") or after
-// taking over a lapsed lease; a write one request; a list of n IDs
-// 2 + 2·⌈log2 n⌉ (a bulk call plus isolating a bad ID, issue 20.4). The
-// harness sums the budgets of a round's concurrent requests and compares
-// the sum with the requests the origin received during the round.
-//
-// A request sent once more after the origin hung up on a reused
-// connection (RFC 9112 §9.3.1: Go's transport does so for an idempotent
-// request) carries the X-Request-Id of the first send and is counted
-// apart (Origin.Resends), bounded by the resend check (MaxSends per id),
-// not by these budgets: Go's transport alone resends for as long as the
-// connection it takes is a reused one, which internal/resend stops after
-// one resend. (A resend of a pass-through request that carries no id is
-// counted here: one lean pass-through read, 2.)
-const (
-	BudgetRead  = 2
-	BudgetWrite = 1
-)
-
-// BudgetList is the budget of a list request of n IDs.
-func BudgetList(n int) int {
-	b := 2
-	for m := 1; m < n; m *= 2 {
-		b += 2
-	}
-	return b
-}
-
-// identity is one client: its own source address and credentials.
-type identity struct {
-	Name, Addr, Tenant string
-	Client             *http.Client
-	Proxied            *http.Client // absolute-form: the replica as its proxy
-}
-
-func newIdentities() []*identity {
-	var ids []*identity
-	for i, n := range []string{"alice", "bob", "carol", "dave"} {
-		addr := fmt.Sprintf("127.0.0.%d", i+2)
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}, Timeout: 5 * time.Second}
-		tenants := []string{"acme", "globex", "initech", ""}
-		newClient := func(proxy func(*http.Request) (*url.URL, error)) *http.Client {
-			return &http.Client{
-				Timeout: 20 * time.Second,
-				Transport: &http.Transport{
-					DialContext:           d.DialContext,
-					Proxy:                 proxy,
-					DisableCompression:    true, // the checks see the coding as sent
-					MaxIdleConnsPerHost:   32,
-					ExpectContinueTimeout: 5 * time.Second,
-				},
-				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			}
-		}
-		ids = append(ids, &identity{Name: n, Addr: addr, Tenant: tenants[i], Client: newClient(nil), Proxied: newClient(viaProxy)})
-	}
-	return ids
-}
-
 // run is the state of one run.
 type run struct {
 	cfg Config
+	// rng draws the origin's profiles and, through gen, the requests:
+	// one sequence, fixed by the seed.
 	rng *rand.Rand
-	Ids []*identity
-	Rid int
-	// lists are id lists drawn before, sent again (drawRequest).
-	lists [][]string
+	gen *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
 	mu   sync.Mutex
 	acks map[string][]ack
-	// copies are the answers with validators the clients received, by
-	// resource (conditional.go), for later conditional requests.
-	copies map[string][]*copyOf
-	rep    Report
+	rep  Report
 	// patches counts the PATCHes sent: a round ends only once the origin
 	// has received them all, so a write whose client hung up (and which
 	// the sidecar still forwards) counts in its own round's budget.
@@ -153,25 +87,21 @@ type run struct {
 }
 
 type ack struct {
-	Path    string
+	path    string
 	ver     int
 	at      time.Time
-	Replica int
+	replica int
 }
 
 // Run drives cfg.Rounds rounds of concurrent requests and checks every
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), Ids: newIdentities(), acks: map[string][]ack{}, copies: map[string][]*copyOf{}}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), acks: map[string][]ack{}}
+	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.rep.Checked = map[string]int{}
 	cfg.Origin.ResetCrowd()
-	defer func() {
-		for _, id := range r.Ids {
-			id.Client.CloseIdleConnections()
-			id.Proxied.CloseIdleConnections()
-		}
-	}()
+	defer r.gen.CloseIdle()
 	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
 		if r.crowdDue(round) {
 			r.crowd(ctx, round)
@@ -196,16 +126,16 @@ func (r *run) round(ctx context.Context) {
 	r.rep.Rounds++
 	hot := r.drawResources()
 	n := 1 + r.rng.IntN(10)
-	reqs := make([]*request, n)
+	reqs := make([]*traffic.Request, n)
 	for i := range reqs {
-		reqs[i] = r.drawRequest(hot)
+		reqs[i] = r.gen.Draw(hot)
 	}
 	r.play(ctx, reqs, -1)
 }
 
 // play sends a round's requests all at once, checks each answer, and
 // checks the round's upstream calls against the sum of their budgets.
-func (r *run) play(ctx context.Context, reqs []*request, crowd int) {
+func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
 	n, budget := len(reqs), 0
 	for _, q := range reqs {
 		budget += q.Budget
@@ -250,10 +180,10 @@ func (r *run) play(ctx context.Context, reqs []*request, crowd int) {
 	// whose ids other lists' retries answered first. The other calls
 	// received meanwhile are this round's.
 	used := (o.Calls.Load() - before) - (o.Resends.Load() - resent) - (o.CrowdCalls.Load() - crowds)
-	c := roundCost{n: n, used: used, Budget: int64(budget), reqs: reqs}
+	c := roundCost{n: n, used: used, budget: int64(budget), reqs: reqs}
 	if crowd >= 0 {
 		// Its own calls are added up once the run is over (checkCrowds).
-		c.Crowd, c.ended = crowd, o.CrowdCallsOf(crowd)
+		c.crowd, c.ended = crowd, o.CrowdCallsOf(crowd)
 		r.crowds = append(r.crowds, c)
 		return
 	}
@@ -263,22 +193,22 @@ func (r *run) play(ctx context.Context, reqs []*request, crowd int) {
 // roundCost is a round's upstream calls against its budget.
 type roundCost struct {
 	n            int
-	used, Budget int64
-	Crowd        int   // the crowd round's number, whose bulk calls add to used
+	used, budget int64
+	crowd        int   // the crowd round's number, whose bulk calls add to used
 	ended        int64 // of which received by its last answer
-	reqs         []*request
+	reqs         []*traffic.Request
 }
 
 func (r *run) checkBudget(c roundCost) {
-	if r.rep.MaxRoundBudget == 0 || c.used*r.rep.MaxRoundBudget > r.rep.MaxRound*c.Budget {
-		r.rep.MaxRound, r.rep.MaxRoundBudget = c.used, c.Budget
+	if r.rep.MaxRoundBudget == 0 || c.used*r.rep.MaxRoundBudget > r.rep.MaxRound*c.budget {
+		r.rep.MaxRound, r.rep.MaxRoundBudget = c.used, c.budget
 	}
-	if c.used > c.Budget {
+	if c.used > c.budget {
 		var what []string
 		for _, q := range c.reqs {
 			what = append(what, q.String())
 		}
-		r.violate("budget", "round of %d requests cost %d upstream calls, budget %d: %s", c.n, c.used, c.Budget, strings.Join(what, " | "))
+		r.violate("budget", "round of %d requests cost %d upstream calls, budget %d: %s", c.n, c.used, c.budget, strings.Join(what, " | "))
 	}
 }
 
@@ -304,7 +234,7 @@ func (r *run) checkCrowds() {
 		}
 	}
 	for _, c := range r.crowds {
-		own := o.CrowdCallsOf(c.Crowd)
+		own := o.CrowdCallsOf(c.crowd)
 		// Checked shows how many arrived after the round's last answer.
 		r.rep.Checked["crowd-late-calls"] += int(own - c.ended)
 		c.used += own

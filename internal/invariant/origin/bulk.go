@@ -194,3 +194,10 @@ func decodeUnreserved(s string) string {
 func unreserved(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
 }
+
+// GoodID reports whether the id of a /u/{id} path is one the bulk
+// endpoint parses (MaxID).
+func GoodID(path string) bool {
+	n, err := strconv.ParseUint(path[strings.LastIndexByte(path, '/')+1:], 10, 64)
+	return err == nil && n <= MaxID
+}

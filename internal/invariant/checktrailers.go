@@ -7,10 +7,11 @@ import (
 	"strings"
 
 	"github.com/sidecache/sidecache/internal/invariant/origin"
+	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
 
 // checkTrailers checks the trailers of an answer whose body was read.
-func (r *run) checkTrailers(q *request, resp *http.Response) {
+func (r *run) checkTrailers(q *traffic.Request, resp *http.Response) {
 	cs := resp.Header.Get("Cache-Status")
 	for k, vs := range resp.Header {
 		for _, v := range vs {
