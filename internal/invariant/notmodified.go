@@ -66,7 +66,7 @@ func (r *run) checkNotModified(q *traffic.Request, resp *http.Response, start, e
 		return // a date of no copy: the client keeps nothing it received
 	}
 	// One origin tag always comes with the same Vary and Cache-Control
-	// (origin.go), so a 304 that matched it must repeat them. A date
+	// (package origin), so a 304 that matched it must repeat them. A date
 	// names no representation: the one a 304 to it stands for is the
 	// current one, whose fields the client has not seen.
 	if kept.Vary && len(c.InmSent) > 0 && resp.Header.Get("Vary") == "" {

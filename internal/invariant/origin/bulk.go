@@ -23,7 +23,7 @@ const MaxID = 1<<31 - 1
 // (crowd rounds); its other fields are not read.
 const BulkProfile = "u/*"
 
-// Crowd rounds' ids (crowd.go): good ones are crowdBase+crowdSpan·round+i,
+// Crowd rounds' ids (the runner's crowd.go): good ones are crowdBase+crowdSpan·round+i,
 // above every id an ordinary round draws (1-64); bad ones are 20 digits,
 // "8", the round in 5 digits and 14 random ones, over MaxID and over
 // 2⁶⁴ like an ordinary round's bad ids, which start with 9.

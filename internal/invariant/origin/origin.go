@@ -1,3 +1,12 @@
+// Package origin is the invariant harness's scripted upstream: an
+// httptest server that stamps every answer with what it answered for and
+// for whom (Stamp), answers each resource by a Profile the runner redraws
+// every round (Vary sets, private, Set-Cookie, sizes, gzip, delays, 5xx,
+// hang-ups, validators, trailers), and serves the bulk endpoints the
+// batch routes merge into. It counts its calls and resends so the runner
+// can hold rounds to their budgets. It imports nothing of the harness:
+// the clients and the checks read its wire format (Stamp, StampHeader,
+// the trailer names, Resource, AcceptsGzip) from here.
 package origin
 
 import (
@@ -115,7 +124,7 @@ type Origin struct {
 	// reach the origin after its last answer, during the next round.
 	crowd map[int]int64
 	// CrowdCalls counts them all, so a round's own calls are what it
-	// received less the crowd rounds' (see run.play).
+	// received less the crowd rounds' (see the runner's play).
 	CrowdCalls atomic.Int64
 	// trailCalls numbers the answers sent with trailers (X-Trail-Call).
 	trailCalls int64

@@ -10,7 +10,7 @@ import (
 
 // Copy is an answer a client received with a validator: what a later
 // conditional request may name, and what a 304 to it tells the client to
-// keep. Every client's copies are in one pool (run.copies), so a client
+// keep. Every client's copies are in one pool (Gen.copies), so a client
 // can send validators another identity received.
 type Copy struct {
 	Who     string

@@ -12,7 +12,7 @@ import (
 // Host), writes with a body sent chunked with trailers or behind Expect:
 // 100-continue, and duplicate field lines of the headers an answer varies
 // on. Percent-encoded path spellings and odd Accept-Encoding lists are
-// drawn with the paths and headers (request.go).
+// drawn with the paths and headers (draw.go).
 
 // drawEdges draws the request-line and framing edges of q.
 func (g *Gen) drawEdges(q *Request) {
