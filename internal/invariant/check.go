@@ -140,6 +140,13 @@ func (r *run) checkStamp(q *traffic.Request, resp *http.Response, st origin.Stam
 // or the copy a 304 confirmed (pre says which, in messages).
 func (r *run) checkStampAs(q *traffic.Request, resp *http.Response, st origin.Stamp, start, end time.Time, pre string) {
 	cs := pre + resp.Header.Get("Cache-Status")
+	if strings.Contains(cs, "stale-if-error") {
+		// Shows the stale-if-error copies reached the identity checks.
+		r.rep.Checked["stale-if-error-"+q.Route]++
+		if len(st.By) > 0 {
+			r.rep.Checked["stale-if-error-varied"]++
+		}
+	}
 	if st.Res != q.Res {
 		r.violate("resource", "%s: answer for %s, want %s (%s)", q, st.Res, q.Res, cs)
 	}

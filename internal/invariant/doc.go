@@ -18,7 +18,10 @@
 // depends on, as it saw it; its behaviour per resource is redrawn every round (Vary sets,
 // private, Set-Cookie, sizes either side of max_body_bytes, gzip, delays,
 // 5xx, hang-ups, ETags, Last-Modified) and bulk calls with IDs it cannot
-// parse fail.
+// parse fail. Route n's answers (freshness: origin, stale_if_error) vary,
+// fail and often say max-age=0 (stale-if-error): stored copies are stale
+// at once and served only when a refetch fails, and every one is held to
+// the identity checks (Checked counts stale-if-error-<route>).
 //
 // # Conditionals (traffic/conditional.go, notmodified.go)
 //

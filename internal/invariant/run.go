@@ -260,7 +260,39 @@ func (r *run) drawResources() string {
 	for _, n := range tNames {
 		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawProfile(false))
 	}
+	if r.cfg.Mix.Has("stale-if-error") {
+		for id := 1; id <= 4; id++ {
+			r.cfg.Origin.SetProfile(fmt.Sprintf("n/%d", id), r.drawStaleProfile())
+		}
+	}
 	return fmt.Sprint(1 + r.rng.IntN(4))
+}
+
+// drawStaleProfile is an /n resource's profile (route n: freshness:
+// origin, stale_if_error): answers that vary, copies that are stale at
+// once and failures, so stale-if-error copies are served while requests
+// of other variants share the refetch's flight. Without it /n answers
+// never vary nor fail and its copies stay fresh for the whole run.
+func (r *run) drawStaleProfile() origin.Profile {
+	m := r.cfg.Mix
+	p := origin.Profile{Size: 64 + r.rng.IntN(512), StaleAtOnce: r.chance(70)}
+	if m.Has("vary") {
+		if m.Has("accept-language") && r.chance(60) {
+			p.Dims = append(p.Dims, origin.Dim{Name: "lang", How: "vary"})
+		}
+		if m.Has("tenant") && r.chance(30) {
+			p.Dims = append(p.Dims, origin.Dim{Name: "tenant", How: "vary"})
+		}
+	}
+	p.Gzip = m.Has("gzip") && r.chance(50)
+	if m.Has("5xx") && r.chance(70) {
+		p.Fail = 20 + r.rng.IntN(40)
+	}
+	if m.Has("slow") && r.chance(50) {
+		// Slow refetches, so requests of several variants collapse.
+		p.Delay = time.Duration(20+r.rng.IntN(100)) * time.Millisecond
+	}
+	return p
 }
 
 var tNames = []string{"plain", "caf%E9"}

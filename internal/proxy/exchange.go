@@ -162,10 +162,20 @@ func (x *exchange) join(flightKey string, held candidate) {
 		}
 		return
 	}
+	failed := err != nil || f.c.e.Status >= 500
 	if held.e == nil && f != nil && x.answers(f.stale, needIfError) {
 		held = f.stale
 	}
-	if (err != nil || f.c.e.Status >= 500) && held.e != nil {
+	if failed && held.e == nil && !x.refresh && (!leader || x.own) {
+		// The flight's stale copy, if any, is its leader's variant; this
+		// request looked up only L1 (a forced refresh looked up both
+		// tiers in cached), and its own fetch none: its own variant may
+		// still sit stale in L2. One read, only when the upstream failed.
+		if c := x.lookup(ctx, false); x.answers(c, needIfError) {
+			held = c
+		}
+	}
+	if failed && held.e != nil {
 		fwdStatus := 0
 		if err == nil {
 			fwdStatus = f.c.e.Status

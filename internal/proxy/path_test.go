@@ -27,6 +27,17 @@ func cacheStatus(r *http.Response) string { return r.Header.Get("Cache-Status") 
 // client of another variant (or one that does not accept the stored
 // content-coding), collapsed onto the same flight, must get the failure,
 // never the other variant's body.
+//
+// The tiers are L2 only, so the lookup before the flight finds no variants
+// marker to key the flight by variant: both requests wait on the URL's one
+// flight, whose fill finds the prime variant's stale copy (flight.stale).
+// What keeps it from the other client is the fit rule on that copy
+// (exchange.join: x.answers(f.stale, needIfError)): its variant-key clause
+// for Accept-Language, AcceptsStored for a coding the client refuses. The
+// flight's 503 itself carries no Vary and answers both, so the join check
+// is not what this test guards. up.calls == 2 at the end proves the
+// collapse: the other client got the flight's 503 without a fetch of its
+// own.
 func TestStaleIfErrorServesOnlyItsOwnVariant(t *testing.T) {
 	for _, tt := range []struct {
 		name       string
@@ -53,34 +64,36 @@ func TestStaleIfErrorServesOnlyItsOwnVariant(t *testing.T) {
 				}
 				fmt.Fprint(w, "v="+r.Header.Get(tt.hdr))
 			})
-			var lookups atomic.Int64
 			c := &clock{}
 			rt := testRoute{Name: "greet", Pattern: "/greet/{id}", TTL: time.Second, StaleIfError: time.Hour, ForwardAll: true}
-			e := newEnv(t, up, []testRoute{rt}, withSharedTierOnly, withClock(c), func(o *proxy.Options, _ *l1.Store) {
-				o.Cache = spyCache{Cache: o.Cache, onLookup: func(string) { lookups.Add(1) }}
-			})
+			e := newEnv(t, up, []testRoute{rt}, withSharedTierOnly, withClock(c))
 			if resp, b := e.do("GET", "/greet/1", http.Header{tt.hdr: {tt.prime}}); resp.StatusCode != 200 || !strings.Contains(cacheStatus(resp), "stored") {
 				t.Fatalf("priming: %d %q %q", resp.StatusCode, b, cacheStatus(resp))
 			}
 			c.advance(2 * time.Second) // stale, within stale-if-error
 			failing.Store(true)
-			lead := make(chan *http.Response, 1)
-			go func() { r, _ := e.do("GET", "/greet/1", http.Header{tt.hdr: {tt.prime}}); lead <- r }()
+			lead := make(chan string, 1)
+			go func() {
+				r, b := e.do("GET", "/greet/1", http.Header{tt.hdr: {tt.prime}})
+				lead <- fmt.Sprint(r.StatusCode, " ", b, " ", cacheStatus(r))
+			}()
 			waitFor(t, func() bool { return up.calls.Load() == 2 }) // the leader's fetch is held
-			n := lookups.Load()
 			other := make(chan string, 1)
 			var joined atomic.Int64
 			go func() {
 				r, b := e.doCounted("GET", "/greet/1", http.Header{tt.hdr: {tt.bad}}, &joined)
 				other <- fmt.Sprint(r.StatusCode, " ", b, " ", cacheStatus(r))
 			}()
-			waitFor(t, func() bool { return lookups.Load() > n && joined.Load() >= 1 }) // it waits on the flight
+			waitFor(t, func() bool { return joined.Load() >= 1 }) // it waits on the held flight
 			close(hold)
-			if r := <-lead; r.StatusCode != 200 || !strings.Contains(cacheStatus(r), "stale-if-error") {
-				t.Errorf("own variant: %d %q, want the stale copy", r.StatusCode, cacheStatus(r))
+			if got := <-lead; !strings.HasPrefix(got, "200 v="+tt.prime+" ") || !strings.Contains(got, "stale-if-error") {
+				t.Errorf("own variant got %q, want the stale copy", got)
 			}
-			if got := <-other; strings.Contains(got, "v="+tt.prime) || strings.Contains(got, "fwd=stale") {
-				t.Errorf("other variant got %q", got)
+			if got := <-other; !strings.HasPrefix(got, "503 ") || strings.Contains(got, "v="+tt.prime) || strings.Contains(got, "fwd=stale") {
+				t.Errorf("other variant got %q, want the upstream's 503", got)
+			}
+			if n := up.calls.Load(); n != 2 {
+				t.Errorf("upstream calls = %d, want 2: the other client did not collapse onto the leader's flight", n)
 			}
 		})
 	}
@@ -207,5 +220,57 @@ func TestLongKeyPassesThrough(t *testing.T) {
 	}
 	if resp, _ := e.get("/c/1?q=short"); !strings.Contains(cacheStatus(resp), "stored") {
 		t.Fatalf("short key: %q", cacheStatus(resp))
+	}
+}
+
+// A client collapsed onto another variant's failed flight still gets its
+// own variant's stale copy (stale_if_error: "serve stale when the upstream
+// fails"): the flight's stale copy is the leader's variant, which does not
+// answer it, so it looks up its own. L2 only, so both requests key the
+// URL's one flight (see TestStaleIfErrorServesOnlyItsOwnVariant).
+func TestStaleIfErrorJoinerGetsItsOwnStaleVariant(t *testing.T) {
+	var failing atomic.Bool
+	hold := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			<-hold
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Vary", "Accept-Language")
+		fmt.Fprint(w, "v="+r.Header.Get("Accept-Language"))
+	})
+	c := &clock{}
+	rt := testRoute{Name: "greet", Pattern: "/greet/{id}", TTL: time.Second, StaleIfError: time.Hour, ForwardAll: true}
+	e := newEnv(t, up, []testRoute{rt}, withSharedTierOnly, withClock(c))
+	for _, lang := range []string{"en", "fr"} {
+		if resp, b := e.do("GET", "/greet/1", http.Header{"Accept-Language": {lang}}); b != "v="+lang || !strings.Contains(cacheStatus(resp), "stored") {
+			t.Fatalf("priming %s: %q %q", lang, b, cacheStatus(resp))
+		}
+	}
+	c.advance(2 * time.Second) // both stale, within stale-if-error
+	failing.Store(true)
+	lead := make(chan string, 1)
+	go func() {
+		r, b := e.do("GET", "/greet/1", http.Header{"Accept-Language": {"en"}})
+		lead <- fmt.Sprint(r.StatusCode, " ", b, " ", cacheStatus(r))
+	}()
+	waitFor(t, func() bool { return up.calls.Load() == 3 }) // the leader's fetch is held
+	other := make(chan string, 1)
+	var joined atomic.Int64
+	go func() {
+		r, b := e.doCounted("GET", "/greet/1", http.Header{"Accept-Language": {"fr"}}, &joined)
+		other <- fmt.Sprint(r.StatusCode, " ", b, " ", cacheStatus(r))
+	}()
+	waitFor(t, func() bool { return joined.Load() >= 1 }) // it waits on the held flight
+	close(hold)
+	if got := <-lead; !strings.HasPrefix(got, "200 v=en ") || !strings.Contains(got, "stale-if-error") {
+		t.Errorf("en got %q, want its stale copy", got)
+	}
+	if got := <-other; !strings.HasPrefix(got, "200 v=fr ") || !strings.Contains(got, "stale-if-error") {
+		t.Errorf("fr got %q, want its own stale copy", got)
+	}
+	if n := up.calls.Load(); n != 3 {
+		t.Errorf("upstream calls = %d, want 3: fr did not collapse onto en's flight", n)
 	}
 }

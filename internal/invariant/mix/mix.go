@@ -88,6 +88,7 @@ var Features = []Feature{
 	{Name: "large-identity", On: true, Note: "bodies whose identity form is over max_body_bytes and whose gzip form fits"},
 	{Name: "slow", On: true, Note: "answers delayed 20-250 ms, so concurrent requests collapse"},
 	{Name: "5xx", On: true, Note: "500/503 answers"},
+	{Name: "stale-if-error", On: true, Note: "/n answers vary (language, tenant, gzip), fail 500/503 and some say max-age=0: stored copies are stale at once, served only on a failure, each to its own variant only (replicas with cold L1 collapse variants onto one flight)"},
 	{Name: "304", On: true, Note: "ETags (one per version, variant, Vary and Cache-Control); If-None-Match answered 304 when it matches (weak comparison, *)"},
 	{Name: "last-modified", On: true, Note: "Last-Modified (the write's second rounded up, sent once Date reaches it, so it names one version); If-Modified-Since answered 304 when it holds and no If-None-Match was sent"},
 	{Name: "hangup", On: true, Note: "the origin closes the connection without answering"},

@@ -94,6 +94,10 @@ type Profile struct {
 	// Trailers: percent of answers (reads and their failures; on
 	// BulkProfile, bulk answers) that end with trailers (trailers.go).
 	Trailers int
+	// StaleAtOnce: answers say Cache-Control: max-age=0, so on a
+	// freshness: origin route with stale_if_error every stored copy is
+	// stale at once and answers only when a refetch fails.
+	StaleAtOnce bool
 }
 
 // Origin is the scripted service behind the replicas. Resources are
@@ -284,6 +288,9 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		case "set-cookie":
 			h.Add("Set-Cookie", "minted="+v+"; Path=/")
 		}
+	}
+	if p.StaleAtOnce && h.Get("Cache-Control") == "" {
+		h.Set("Cache-Control", "max-age=0")
 	}
 	gz := p.Gzip && AcceptsGzip(r.Header.Values("Accept-Encoding"))
 	if p.Gzip {

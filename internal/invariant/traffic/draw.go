@@ -110,6 +110,12 @@ func (g *Gen) Draw(hot string) *Request {
 		if m.Has("head") && g.chance(15) {
 			q.Method = http.MethodHead // a GET route answers HEAD from its GET entry
 		}
+		if m.Has("stale-if-error") && g.chance(30) {
+			// Route n's stale copies (the runner's drawStaleProfile) need
+			// reads, of several variants at once, to be served on its
+			// failures.
+			q.Route, q.Path = "n", "/n/"+id
+		}
 	}
 	if q.Kind != "list" {
 		q.Res = origin.Resource(q.Path)
