@@ -101,7 +101,5 @@ func (r *run) crowd(ctx context.Context, round int) {
 	}
 	rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
 	r.play(ctx, reqs, round)
-	r.mu.Lock()
-	r.rep.Checked["crowd"] += len(reqs)
-	r.mu.Unlock()
+	r.chk.Count("crowd", len(reqs))
 }

@@ -23,7 +23,7 @@
 // at once and served only when a refetch fails, and every one is held to
 // the identity checks (Checked counts stale-if-error-<route>).
 //
-// # Conditionals (traffic/conditional.go, notmodified.go)
+// # Conditionals (traffic/conditional.go, check/notmodified.go)
 //
 // Every 200 a client receives with a validator goes into one pool per
 // resource (one for lists), whoever received it. A GET may then carry
@@ -52,7 +52,7 @@
 // Expect: 100-continue. The report's Checked counts the answers each got,
 // by status, so a run shows they reached the replicas.
 //
-// # Trailers (origin/trailers.go, checktrailers.go)
+// # Trailers (origin/trailers.go, check/trailers.go)
 //
 // On a drawn share of its answers (reads, their 5xx, writes, bulk answers
 // and bulk failures) the origin sends the body chunked and ends it with
@@ -89,7 +89,7 @@
 // retries answered first still goes), during the next round, whose few
 // requests' budget it is not.
 //
-// # Invariants (check.go)
+// # Invariants (package check)
 //
 //   - identity: never another identity's per-address, per-credential,
 //     per-tenant or per-language answer, nor a Set-Cookie minted for
@@ -131,9 +131,11 @@
 // Each part reads alone, and imports run one way. mix (the table of
 // inputs) and origin (the scripted upstream and its wire format) import
 // nothing of the harness; traffic (the identities and the draws of their
-// requests) imports both; invariant (this package: rounds, sending, the
-// checks, the report) imports all three. Nothing imports back. The tests
-// (env_test.go) start Redis, the origin and the replicas, and call Run.
+// requests) imports both; check (every answer held to the invariants
+// below, and the report's violations and counts) imports origin and
+// traffic; invariant (this package: rounds, their budgets, sending, the
+// report) imports them all. Nothing imports back. The tests (env_test.go)
+// start Redis, the origin and the replicas, and call Run.
 //
 // # Running it
 //
@@ -155,7 +157,7 @@
 // Heavy when only the fixed seeds' wall time keeps it off),
 // draw it in package traffic (Gen.Draw / drawHeaders / drawQuery) or in
 // run.go (drawProfile) and package origin behind `Mix.Has("name")`, and add a
-// check in check.go if no existing one would see it break. A route setting
+// check in package check if no existing one would see it break. A route setting
 // the feature needs goes into a new route of replicaConfig (env_test.go),
 // never into an existing route. Whoever fixes a gated item flips its row
 // to On in the same change.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/config"
 	"github.com/sidecache/sidecache/internal/invariant"
+	"github.com/sidecache/sidecache/internal/invariant/check"
 	"github.com/sidecache/sidecache/internal/invariant/mix"
 	"github.com/sidecache/sidecache/internal/invariant/origin"
 	"github.com/sidecache/sidecache/internal/redistest"
@@ -190,15 +191,15 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 
 // redisBounds: no key in Redis is longer than max_key_bytes plus the
 // sidecar's own prefixes and suffixes (256 bytes is generous for those).
-func (e *env) redisBounds(t testing.TB) []invariant.Violation {
+func (e *env) redisBounds(t testing.TB) []check.Violation {
 	rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
 	defer rc.Close()
 	ctx := context.Background()
-	var out []invariant.Violation
+	var out []check.Violation
 	iter := rc.Scan(ctx, 0, "*", 1000).Iterator()
 	for iter.Next(ctx) {
 		if k := iter.Val(); len(k) > maxKeyBytes+256 {
-			out = append(out, invariant.Violation{Kind: "bound", Msg: fmt.Sprintf("Redis key of %d bytes (max_key_bytes %d): %.80q", len(k), maxKeyBytes, k)})
+			out = append(out, check.Violation{Kind: "bound", Msg: fmt.Sprintf("Redis key of %d bytes (max_key_bytes %d): %.80q", len(k), maxKeyBytes, k)})
 		}
 	}
 	if err := iter.Err(); err != nil {

@@ -3,12 +3,15 @@ package invariant
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/invariant/check"
 	"github.com/sidecache/sidecache/internal/invariant/mix"
 	"github.com/sidecache/sidecache/internal/invariant/origin"
 	"github.com/sidecache/sidecache/internal/invariant/traffic"
@@ -40,23 +43,16 @@ type Report struct {
 	Requests   int // client requests sent
 	Rounds     int
 	Calls      int64 // origin requests received
-	Violations []Violation
+	Violations []check.Violation
 	// Checked counts the answers each version check applied to (own: a
 	// write through the same replica preceded the read; lag: one through
 	// the peer, more than max_lag before), so a run shows that its
 	// checks were live; Lists counts list requests answered 200, and
-	// MaxRound the most upstream calls one round used against its budget.
+	// MaxRound the most upstream calls one round used against its budget
+	// (check.Checker.Result, plus the runner's crowd and budget counts).
 	Checked                  map[string]int
 	MaxRound, MaxRoundBudget int64
 }
-
-// Violation is one broken invariant, with the request that showed it.
-type Violation struct {
-	Kind string // identity, coding, resource, query, own-write, max-lag, budget, resend, garbled, bound
-	Msg  string
-}
-
-func (v Violation) String() string { return v.Kind + ": " + v.Msg }
 
 // Kinds counts the violations by kind.
 func (r *Report) Kinds() map[string]int {
@@ -77,29 +73,22 @@ type run struct {
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
-	mu   sync.Mutex
-	acks map[string][]ack
-	rep  Report
+	// chk checks every answer and collects what the run found.
+	chk *check.Checker
+	rep Report
 	// patches counts the PATCHes sent: a round ends only once the origin
 	// has received them all, so a write whose client hung up (and which
 	// the sidecar still forwards) counts in its own round's budget.
 	patches int64
 }
 
-type ack struct {
-	path    string
-	ver     int
-	at      time.Time
-	replica int
-}
-
 // Run drives cfg.Rounds rounds of concurrent requests and checks every
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), acks: map[string][]ack{}}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20))}
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
-	r.rep.Checked = map[string]int{}
+	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin}, r.gen)
 	cfg.Origin.ResetCrowd()
 	defer r.gen.CloseIdle()
 	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
@@ -110,15 +99,12 @@ func Run(ctx context.Context, cfg Config) Report {
 		r.round(ctx)
 	}
 	r.checkCrowds()
+	r.rep.Checked, r.rep.Violations = r.chk.Result()
 	r.rep.Calls = cfg.Origin.Calls.Load()
 	return r.rep
 }
 
-func (r *run) violate(kind, format string, a ...any) {
-	r.mu.Lock()
-	r.rep.Violations = append(r.rep.Violations, Violation{Kind: kind, Msg: fmt.Sprintf(format, a...)})
-	r.mu.Unlock()
-}
+func (r *run) violate(kind, format string, a ...any) { r.chk.Violate(kind, format, a...) }
 
 // round draws the origin's profiles and a handful of requests, sends them
 // all at once, and checks the round's upstream calls against its budget.
@@ -236,7 +222,7 @@ func (r *run) checkCrowds() {
 	for _, c := range r.crowds {
 		own := o.CrowdCallsOf(c.crowd)
 		// Checked shows how many arrived after the round's last answer.
-		r.rep.Checked["crowd-late-calls"] += int(own - c.ended)
+		r.chk.Count("crowd-late-calls", int(own-c.ended))
 		c.used += own
 		r.checkBudget(c)
 	}
@@ -334,7 +320,7 @@ func (r *run) drawProfile(idents bool) origin.Profile {
 			}
 		}
 	}
-	for _, k := range sortedDims(dims) {
+	for _, k := range slices.Sorted(maps.Keys(dims)) {
 		p.Dims = append(p.Dims, origin.Dim{Name: k, How: dims[k]})
 	}
 	p.Gzip = m.Has("gzip") && r.chance(50)

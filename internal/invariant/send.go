@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"sync/atomic"
 
+	"github.com/sidecache/sidecache/internal/invariant/check"
 	"github.com/sidecache/sidecache/internal/invariant/traffic"
 	"github.com/sidecache/sidecache/internal/relay"
 )
@@ -37,7 +38,7 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 			WroteRequest: func(httptrace.WroteRequestInfo) { cancel() },
 		}))
 	}
-	start := now()
+	start := check.Now()
 	client := q.Who.Client
 	if q.Absolute {
 		client = q.Who.Proxied
@@ -55,13 +56,13 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		}
 		return
 	}
-	r.countEdges(q, resp)
+	r.chk.Edges(q, resp)
 	if n := hints.Load(); n > relay.MaxRelayed {
 		r.violate("interim", "%s: %d 1xx relayed, at most %d", q, n, relay.MaxRelayed)
 	}
-	body, err := readBody(resp)
+	body, err := check.ReadBody(resp)
 	resp.Body.Close()
-	end := now()
+	end := check.Now()
 	if err != nil && r.cfg.Mix.Has("truncate") && errors.Is(err, io.ErrUnexpectedEOF) {
 		// A body the origin broke off reaches the client broken (RFC
 		// 9112 §8): the right outcome. One that reads whole but short
@@ -72,27 +73,6 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		r.violate("garbled", "%s: reading the answer: %v", q, err)
 		return
 	}
-	r.checkTrailers(q, resp)
-	r.check(q, resp, body, start, end)
-}
-
-// countEdges counts the answered requests that carried an edge input, so
-// a run's report shows these inputs reached the replicas.
-func (r *run) countEdges(q *traffic.Request, resp *http.Response) {
-	var k string
-	switch {
-	case q.Absolute:
-		k = "absolute-form"
-	case q.Chunked:
-		k = "chunked-write"
-	case q.Expect:
-		k = "expect"
-	case q.Hdr.Get("Range") != "":
-		k = "range"
-	default:
-		return
-	}
-	r.mu.Lock()
-	r.rep.Checked[k+"-"+resp.Status[:3]]++
-	r.mu.Unlock()
+	r.chk.Trailers(q, resp)
+	r.chk.Answer(q, resp, body, start, end)
 }

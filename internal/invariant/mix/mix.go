@@ -30,8 +30,7 @@ type Feature struct {
 // it where the clients (package traffic) or the origin's profiles (the
 // runner's drawProfile, package origin) decide what to send or answer —
 // `if mix.Has("name")` — and, when the input can break an invariant in a
-// way the runner's checks (invariant/check.go) do not yet see, add that
-// check. Keep each note to one line: what the input is and why it is
+// way the checks (package check) do not yet see, add that check. Keep each note to one line: what the input is and why it is
 // hostile.
 var Features = []Feature{
 	// Who the clients are and what they send.

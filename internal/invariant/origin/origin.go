@@ -5,7 +5,7 @@
 // hang-ups, validators, trailers), and serves the bulk endpoints the
 // batch routes merge into. It counts its calls and resends so the runner
 // can hold rounds to their budgets. It imports nothing of the harness:
-// the clients and the checks read its wire format (Stamp, StampHeader,
+// the clients (traffic) and the checks (check) read its wire format (Stamp, StampHeader,
 // the trailer names, Resource, AcceptsGzip) from here.
 package origin
 

@@ -22,8 +22,7 @@ import (
 // announced in the Trailer header, or only X-Trail, or none (an
 // undeclared trailer is still sent).
 //
-// The runner's checkTrailers (invariant/checktrailers.go) holds every
-// answer to: no forbidden name announced or
+// check.Checker.Trailers holds every answer to: no forbidden name announced or
 // received, nor a marked value merged into the header; an answer served
 // from a store or shared with another request (hit, stale, collapsed)
 // carries no trailer; no X-Trail-Hop is announced or relayed; and a

@@ -1,4 +1,4 @@
-package invariant
+package check
 
 import (
 	"net/http"
@@ -10,13 +10,13 @@ import (
 	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
 
-// checkTrailers checks the trailers of an answer whose body was read.
-func (r *run) checkTrailers(q *traffic.Request, resp *http.Response) {
+// Trailers checks the trailers of an answer whose body was read.
+func (ch *Checker) Trailers(q *traffic.Request, resp *http.Response) {
 	cs := resp.Header.Get("Cache-Status")
 	for k, vs := range resp.Header {
 		for _, v := range vs {
 			if strings.Contains(v, origin.TrailerMark) || k == origin.TrailerField {
-				r.violate("trailer-merged", "%s: header %s: %.80q came as a trailer (%s)", q, k, v, cs)
+				ch.Violate("trailer-merged", "%s: header %s: %.80q came as a trailer (%s)", q, k, v, cs)
 			}
 		}
 	}
@@ -25,27 +25,27 @@ func (r *run) checkTrailers(q *traffic.Request, resp *http.Response) {
 	for _, line := range resp.Header.Values("Trailer") {
 		for n := range strings.SplitSeq(line, ",") {
 			if n = http.CanonicalHeaderKey(strings.TrimSpace(n)); slices.Contains(origin.ForbiddenTrailers, n) || n == origin.HopTrailer {
-				r.violate("trailer-filter", "%s: Trailer field announces %s (%s)", q, n, cs)
+				ch.Violate("trailer-filter", "%s: Trailer field announces %s (%s)", q, n, cs)
 			}
 		}
 		if shared(cs) {
-			r.mu.Lock()
-			r.rep.Checked["trailer-announced-shared"]++
-			r.mu.Unlock()
+			ch.mu.Lock()
+			ch.checked["trailer-announced-shared"]++
+			ch.mu.Unlock()
 		}
 	}
 	sent := resp.Header.Get(origin.TrailerCall) != ""
 	var got []string
 	for k := range resp.Trailer {
 		if k == origin.HopTrailer {
-			r.violate("trailer-hop", "%s: trailer %s, named in the upstream's Connection, relayed: %q (%s)", q, k, resp.Trailer[k], cs)
+			ch.Violate("trailer-hop", "%s: trailer %s, named in the upstream's Connection, relayed: %q (%s)", q, k, resp.Trailer[k], cs)
 		} else if slices.Contains(origin.ForbiddenTrailers, k) {
-			r.violate("trailer-filter", "%s: trailer %s relayed (announced or sent: %q) (%s)", q, k, resp.Trailer[k], cs)
+			ch.Violate("trailer-filter", "%s: trailer %s relayed (announced or sent: %q) (%s)", q, k, resp.Trailer[k], cs)
 		}
 		if k != origin.TrailerField {
 			for _, v := range resp.Trailer[k] {
 				if strings.Contains(v, origin.TrailerMark) {
-					r.violate("trailer-filter", "%s: trailer %s: %q relayed (%s)", q, k, v, cs)
+					ch.Violate("trailer-filter", "%s: trailer %s: %q relayed (%s)", q, k, v, cs)
 				}
 			}
 		}
@@ -53,47 +53,47 @@ func (r *run) checkTrailers(q *traffic.Request, resp *http.Response) {
 	}
 	tv := resp.Trailer.Values(origin.TrailerField)
 	fwd := cacheFwd(cs)
-	r.mu.Lock()
+	ch.mu.Lock()
 	if sent {
-		r.rep.Checked["trailer-sent-"+fwd]++
+		ch.checked["trailer-sent-"+fwd]++
 	}
 	if len(tv) > 0 {
-		r.rep.Checked["trailer-got-"+fwd]++
+		ch.checked["trailer-got-"+fwd]++
 		if hv, _ := url.ParseQuery(tv[0]); hv.Get("hop") == "1" {
-			r.rep.Checked["trailer-hop-"+fwd]++
+			ch.checked["trailer-hop-"+fwd]++
 		}
 	}
-	r.mu.Unlock()
+	ch.mu.Unlock()
 	if len(got) == 0 {
 		return
 	}
 	if shared(cs) {
-		r.violate("trailer-shared", "%s: trailers %v on an answer served from a store or shared (%s)", q, got, cs)
+		ch.Violate("trailer-shared", "%s: trailers %v on an answer served from a store or shared (%s)", q, got, cs)
 	}
 	if len(tv) == 0 {
 		return
 	}
 	if len(tv) > 1 {
-		r.violate("trailer-own", "%s: %d %s trailers: %q (%s)", q, len(tv), origin.TrailerField, tv, cs)
+		ch.Violate("trailer-own", "%s: %d %s trailers: %q (%s)", q, len(tv), origin.TrailerField, tv, cs)
 	}
 	v, err := url.ParseQuery(tv[0])
 	if err != nil {
-		r.violate("trailer-own", "%s: %s %q: %v", q, origin.TrailerField, tv[0], err)
+		ch.Violate("trailer-own", "%s: %s %q: %v", q, origin.TrailerField, tv[0], err)
 		return
 	}
 	if c := resp.Header.Get(origin.TrailerCall); v.Get("call") != c {
-		r.violate("trailer-own", "%s: trailer of call %s on the answer of call %q (%s)", q, v.Get("call"), c, cs)
+		ch.Violate("trailer-own", "%s: trailer of call %s on the answer of call %q (%s)", q, v.Get("call"), c, cs)
 	}
 	for _, d := range origin.TrailerDims {
 		if got, want := v.Get(d), origin.TrailerValue(d, q.Sent[d]); got != "" && got != want {
-			r.violate("trailer-identity", "%s: trailer for %s=%.40q, this request sent %.40q (%s)", q, d, got, want, cs)
+			ch.Violate("trailer-identity", "%s: trailer for %s=%.40q, this request sent %.40q (%s)", q, d, got, want, cs)
 		}
 	}
 	if rid := v.Get("rid"); strings.HasPrefix(rid, "rid-") && rid != q.Rid {
-		r.violate("trailer-own", "%s: trailer of X-Request-Id %q (%s)", q, rid, cs)
+		ch.Violate("trailer-own", "%s: trailer of X-Request-Id %q (%s)", q, rid, cs)
 	}
 	if res := v.Get("res"); res != "" && res != q.Res {
-		r.violate("trailer-own", "%s: trailer of the answer for %s, want %s (%s)", q, res, q.Res, cs)
+		ch.Violate("trailer-own", "%s: trailer of the answer for %s, want %s (%s)", q, res, q.Res, cs)
 	}
 	if ids := v.Get("ids"); ids != "" {
 		own := q.Ids
@@ -102,7 +102,7 @@ func (r *run) checkTrailers(q *traffic.Request, resp *http.Response) {
 		}
 		for id := range strings.SplitSeq(ids, ",") {
 			if !slices.Contains(own, id) {
-				r.violate("trailer-own", "%s: trailer of the bulk call for %s (%s)", q, ids, cs)
+				ch.Violate("trailer-own", "%s: trailer of the bulk call for %s (%s)", q, ids, cs)
 				break
 			}
 		}

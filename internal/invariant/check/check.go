@@ -1,4 +1,4 @@
-package invariant
+package check
 
 import (
 	"bytes"
@@ -15,12 +15,12 @@ import (
 	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
 
-// now is the clock the version checks order reads and writes by: this
+// Now is the clock the version checks order reads and writes by: this
 // process's, which is also the in-process replicas' clock.
-func now() time.Time { return time.Now() }
+func Now() time.Time { return time.Now() }
 
-// readBody reads the whole answer, decoding a gzip coding.
-func readBody(resp *http.Response) ([]byte, error) {
+// ReadBody reads the whole answer, decoding a gzip coding.
+func ReadBody(resp *http.Response) ([]byte, error) {
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, err
@@ -37,7 +37,7 @@ func readBody(resp *http.Response) ([]byte, error) {
 	return b, nil
 }
 
-// check applies every invariant to one answer:
+// Answer applies every invariant to one answer:
 //
 //   - coding: the Content-Encoding is one the request accepted (no
 //     Accept-Encoding accepts identity only, as clients that send none
@@ -52,21 +52,21 @@ func readBody(resp *http.Response) ([]byte, error) {
 //     acknowledged through the same replica before the read was sent, nor
 //     older than any write acknowledged more than max_lag (plus margin)
 //     before it was sent.
-func (r *run) check(q *traffic.Request, resp *http.Response, body []byte, start, end time.Time) {
+func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, start, end time.Time) {
 	ce := resp.Header.Get("Content-Encoding")
 	switch strings.ToLower(ce) {
 	case "", "identity":
 	case "gzip":
 		if !origin.AcceptsGzip(q.Hdr.Values("Accept-Encoding")) {
-			r.violate("coding", "%s: answered %d with Content-Encoding gzip (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
+			ch.Violate("coding", "%s: answered %d with Content-Encoding gzip (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
 		}
 	default:
-		r.violate("coding", "%s: Content-Encoding %q", q, ce)
+		ch.Violate("coding", "%s: Content-Encoding %q", q, ce)
 	}
 	for _, sc := range resp.Header.Values("Set-Cookie") {
 		if v, ok := strings.CutPrefix(sc, "minted="); ok {
 			if v, _, _ = strings.Cut(v, ";"); v != q.Who.Addr {
-				r.violate("identity", "%s: Set-Cookie minted for %s (%s)", q, v, resp.Header.Get("Cache-Status"))
+				ch.Violate("identity", "%s: Set-Cookie minted for %s (%s)", q, v, resp.Header.Get("Cache-Status"))
 			}
 		}
 	}
@@ -81,78 +81,78 @@ func (r *run) check(q *traffic.Request, resp *http.Response, body []byte, start,
 		}
 		switch {
 		case q.Route == "u" && q.Kind == "read" && origin.Resource(q.Path) != "" && origin.GoodID(q.Path):
-			r.violate("collateral", "%s: a good ID answered %d%s (%s): %.120q", q, resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
+			ch.Violate("collateral", "%s: a good ID answered %d%s (%s): %.120q", q, resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
 		case q.Kind == "list" && goodIDs(q.Ids):
-			r.violate("collateral", "%s: a list of %d good IDs answered %d%s (%s): %.120q", q, len(q.Ids), resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
+			ch.Violate("collateral", "%s: a list of %d good IDs answered %d%s (%s): %.120q", q, len(q.Ids), resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
 		}
 	}
 	if resp.StatusCode == http.StatusNotModified {
-		r.checkNotModified(q, resp, start, end)
+		ch.checkNotModified(q, resp, start, end)
 		return
 	}
 	if resp.StatusCode == http.StatusPartialContent && q.Hdr.Get("Range") == "" {
-		r.violate("range", "%s: 206 (%s) to a request without Range (%s)", q, resp.Header.Get("Content-Range"), resp.Header.Get("Cache-Status"))
+		ch.Violate("range", "%s: 206 (%s) to a request without Range (%s)", q, resp.Header.Get("Content-Range"), resp.Header.Get("Cache-Status"))
 		return
 	}
 	if q.Method == http.MethodHead {
-		r.checkHead(q, resp, start, end)
+		ch.checkHead(q, resp, start, end)
 		return
 	}
 	switch {
 	case q.Kind == "list" && resp.StatusCode == http.StatusOK:
-		r.mu.Lock()
-		r.rep.Checked["list"]++
-		r.mu.Unlock()
+		ch.mu.Lock()
+		ch.checked["list"]++
+		ch.mu.Unlock()
 		var sts []origin.Stamp
 		if err := json.Unmarshal(body, &sts); err != nil {
-			r.violate("garbled", "%s: list answer: %v", q, err)
+			ch.Violate("garbled", "%s: list answer: %v", q, err)
 			return
 		}
 		for _, st := range sts {
 			if !slices.Contains(q.Ids, st.ID) || st.Res != "u/"+st.ID {
-				r.violate("resource", "%s: list element %s/%s not asked for", q, st.ID, st.Res)
+				ch.Violate("resource", "%s: list element %s/%s not asked for", q, st.ID, st.Res)
 			}
 		}
 		if sts == nil {
 			sts = []origin.Stamp{}
 		}
-		r.gen.Remember(q, resp, nil, sts)
+		ch.remember(q, resp, nil, sts)
 	case bytes.HasPrefix(body, []byte(`{"`)):
 		var st origin.Stamp
 		if err := json.Unmarshal(body, &st); err != nil || st.Res == "" {
 			if resp.StatusCode == http.StatusOK && q.Route != "u" {
-				r.violate("garbled", "%s: %d %.80q", q, resp.StatusCode, body)
+				ch.Violate("garbled", "%s: %d %.80q", q, resp.StatusCode, body)
 			}
 			return
 		}
-		r.checkStamp(q, resp, st, start, end)
-		r.gen.Remember(q, resp, &st, nil)
+		ch.checkStamp(q, resp, st, start, end)
+		ch.remember(q, resp, &st, nil)
 	case resp.StatusCode == http.StatusOK && q.Kind != "list":
-		r.violate("garbled", "%s: 200 without a stamp: %.80q", q, body)
+		ch.Violate("garbled", "%s: 200 without a stamp: %.80q", q, body)
 	}
 }
 
-func (r *run) checkStamp(q *traffic.Request, resp *http.Response, st origin.Stamp, start, end time.Time) {
-	r.checkStampAs(q, resp, st, start, end, "")
+func (ch *Checker) checkStamp(q *traffic.Request, resp *http.Response, st origin.Stamp, start, end time.Time) {
+	ch.checkStampAs(q, resp, st, start, end, "")
 }
 
 // checkStampAs checks the stamp of the answer q's client keeps: a 200's,
 // or the copy a 304 confirmed (pre says which, in messages).
-func (r *run) checkStampAs(q *traffic.Request, resp *http.Response, st origin.Stamp, start, end time.Time, pre string) {
+func (ch *Checker) checkStampAs(q *traffic.Request, resp *http.Response, st origin.Stamp, start, end time.Time, pre string) {
 	cs := pre + resp.Header.Get("Cache-Status")
 	if strings.Contains(cs, "stale-if-error") {
 		// Shows the stale-if-error copies reached the identity checks.
-		r.rep.Checked["stale-if-error-"+q.Route]++
+		ch.checked["stale-if-error-"+q.Route]++
 		if len(st.By) > 0 {
-			r.rep.Checked["stale-if-error-varied"]++
+			ch.checked["stale-if-error-varied"]++
 		}
 	}
 	if st.Res != q.Res {
-		r.violate("resource", "%s: answer for %s, want %s (%s)", q, st.Res, q.Res, cs)
+		ch.Violate("resource", "%s: answer for %s, want %s (%s)", q, st.Res, q.Res, cs)
 	}
 	for _, k := range sortedDims(st.By) {
 		if v := st.By[k]; v != q.Sent[k] {
-			r.violate("identity", "%s: answer for %s=%.40q, this request sent %.40q (%s)", q, k, v, q.Sent[k], cs)
+			ch.Violate("identity", "%s: answer for %s=%.40q, this request sent %.40q (%s)", q, k, v, q.Sent[k], cs)
 		}
 	}
 	// Only a client's id is a leak: on the cached path the sidecar sends
@@ -160,61 +160,61 @@ func (r *run) checkStampAs(q *traffic.Request, resp *http.Response, st origin.St
 	// A copy a 304 keeps echoes the id of the request that fetched it,
 	// checked when that request's answer was.
 	if strings.HasPrefix(st.Rid, "rid-") && st.Rid != q.Rid && pre == "" {
-		r.violate("unkeyed", "%s: answer echoes X-Request-Id %q of another request (%s)", q, st.Rid, cs)
+		ch.Violate("unkeyed", "%s: answer echoes X-Request-Id %q of another request (%s)", q, st.Rid, cs)
 	}
 	// key.Host shares one entry between every spelling of the host, so
 	// the upstream may only have seen the canonical one — unless the
 	// request bypassed the cache, whose answer is its own and never stored.
 	own := q.Host == "" || st.Fh == q.Host && strings.Contains(cs, "fwd=bypass")
-	if q.Route == "h" && st.Fh != strings.ToLower(r.cfg.Host) && !own {
-		r.violate("unkeyed", "%s: answer shaped by X-Forwarded-Host %q, want the keyed %q (%s)", q, st.Fh, r.cfg.Host, cs)
+	if q.Route == "h" && st.Fh != strings.ToLower(ch.cfg.Host) && !own {
+		ch.Violate("unkeyed", "%s: answer shaped by X-Forwarded-Host %q, want the keyed %q (%s)", q, st.Fh, ch.cfg.Host, cs)
 	}
 	if q.Kind != "write" {
 		switch q.Route {
 		case "r":
 			if !sameParams(st.Q, q.Query) {
-				r.violate("query", "%s: origin answered for ?%s (%s)", q, st.Q, cs)
+				ch.Violate("query", "%s: origin answered for ?%s (%s)", q, st.Q, cs)
 			}
 		case "p":
 			if !subParams(st.Q, q.Query) {
-				r.violate("query", "%s: origin answered for ?%s (%s)", q, st.Q, cs)
+				ch.Violate("query", "%s: origin answered for ?%s (%s)", q, st.Q, cs)
 			}
 		}
 	}
 	if (resp.StatusCode < 200 || resp.StatusCode > 299) && resp.StatusCode != http.StatusNotModified {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
 	if resp.StatusCode == http.StatusNotModified {
-		r.rep.Checked["304-kept"]++
+		ch.checked["304-kept"]++
 	}
 	if q.Kind == "write" {
-		r.acks[st.Res] = append(r.acks[st.Res], ack{path: q.Path, ver: st.Ver, at: end, replica: q.Replica})
+		ch.acks[st.Res] = append(ch.acks[st.Res], ack{path: q.Path, ver: st.Ver, at: end, replica: q.Replica})
 		return
 	}
-	for _, a := range r.acks[st.Res] {
+	for _, a := range ch.acks[st.Res] {
 		if !a.at.Before(start) {
 			continue
 		}
-		lag := start.Sub(a.at) > r.cfg.MaxLag+r.cfg.LagMargin
+		lag := start.Sub(a.at) > ch.cfg.MaxLag+ch.cfg.LagMargin
 		switch {
 		case a.replica == q.Replica:
-			r.rep.Checked["own"]++
+			ch.checked["own"]++
 		case lag:
-			r.rep.Checked["lag"]++
+			ch.checked["lag"]++
 		}
 		if st.Ver >= a.ver {
 			continue
 		}
 		if a.replica == q.Replica {
-			r.rep.Violations = append(r.rep.Violations, Violation{Kind: "own-write", Msg: fmt.Sprintf(
+			ch.violations = append(ch.violations, Violation{Kind: "own-write", Msg: fmt.Sprintf(
 				"%s: version %d, but v%d (PATCH %s) was acknowledged through this replica %v before it was sent (%s)", q, st.Ver, a.ver, a.path, start.Sub(a.at).Round(time.Millisecond), cs)})
 			return
 		}
 		if lag {
-			r.rep.Violations = append(r.rep.Violations, Violation{Kind: "max-lag", Msg: fmt.Sprintf(
-				"%s: version %d, but v%d (PATCH %s) was acknowledged %v before it was sent (max_lag %v) (%s)", q, st.Ver, a.ver, a.path, start.Sub(a.at).Round(time.Millisecond), r.cfg.MaxLag, cs)})
+			ch.violations = append(ch.violations, Violation{Kind: "max-lag", Msg: fmt.Sprintf(
+				"%s: version %d, but v%d (PATCH %s) was acknowledged %v before it was sent (max_lag %v) (%s)", q, st.Ver, a.ver, a.path, start.Sub(a.at).Round(time.Millisecond), ch.cfg.MaxLag, cs)})
 			return
 		}
 	}
@@ -273,20 +273,20 @@ func goodIDs(ids []string) bool {
 
 // checkHead checks a HEAD answer by the stamp its header carries: no body
 // to read, the same identity, resource and version invariants.
-func (r *run) checkHead(q *traffic.Request, resp *http.Response, start, end time.Time) {
+func (ch *Checker) checkHead(q *traffic.Request, resp *http.Response, start, end time.Time) {
 	sh := resp.Header.Get(origin.StampHeader)
 	if sh == "" {
 		if resp.StatusCode == http.StatusOK {
-			r.violate("garbled", "%s: HEAD 200 without a stamp (%s)", q, resp.Header.Get("Cache-Status"))
+			ch.Violate("garbled", "%s: HEAD 200 without a stamp (%s)", q, resp.Header.Get("Cache-Status"))
 		}
 		return
 	}
 	var st origin.Stamp
 	if err := json.Unmarshal([]byte(sh), &st); err != nil || st.Res == "" {
-		r.violate("garbled", "%s: HEAD stamp %.80q", q, sh)
+		ch.Violate("garbled", "%s: HEAD stamp %.80q", q, sh)
 		return
 	}
-	r.checkStamp(q, resp, st, start, end)
+	ch.checkStamp(q, resp, st, start, end)
 }
 
 // sortedDims is for stable messages.

@@ -1,4 +1,4 @@
-package invariant
+package check
 
 import (
 	"fmt"
@@ -19,23 +19,23 @@ import (
 // max_lag) — and the 304 itself must carry what RFC 9110 §15.4.5
 // requires of it: the ETag and Date the 200 would have had, its Vary and
 // Cache-Control.
-func (r *run) checkNotModified(q *traffic.Request, resp *http.Response, start, end time.Time) {
-	r.mu.Lock()
-	r.rep.Checked["304"]++
-	r.rep.Checked["304-"+q.Route]++
-	r.mu.Unlock()
+func (ch *Checker) checkNotModified(q *traffic.Request, resp *http.Response, start, end time.Time) {
+	ch.mu.Lock()
+	ch.checked["304"]++
+	ch.checked["304-"+q.Route]++
+	ch.mu.Unlock()
 	cs := resp.Header.Get("Cache-Status")
 	c := &q.Cond
 	if !c.Any() {
-		r.violate("conditional", "%s: 304 to a request without a conditional (%s)", q, cs)
+		ch.Violate("conditional", "%s: 304 to a request without a conditional (%s)", q, cs)
 		return
 	}
 	if c.Ius && !c.ImsAny && len(c.InmSent) == 0 {
-		r.violate("conditional", "%s: 304 to If-Unmodified-Since (%s)", q, cs)
+		ch.Violate("conditional", "%s: 304 to If-Unmodified-Since (%s)", q, cs)
 		return
 	}
 	if resp.Header.Get("Date") == "" {
-		r.violate("not-modified", "%s: 304 without Date (RFC 9110 §6.6.1) (%s)", q, cs)
+		ch.Violate("not-modified", "%s: 304 without Date (RFC 9110 §6.6.1) (%s)", q, cs)
 	}
 	var kept *traffic.Copy
 	etag := resp.Header.Get("Etag")
@@ -44,11 +44,11 @@ func (r *run) checkNotModified(q *traffic.Request, resp *http.Response, start, e
 		return // any current representation matches; the client claims to hold one
 	case len(c.InmSent) > 0:
 		if etag == "" {
-			r.violate("not-modified", "%s: 304 to If-None-Match without the ETag it matched (RFC 9110 §15.4.5) (%s)", q, cs)
+			ch.Violate("not-modified", "%s: 304 to If-None-Match without the ETag it matched (RFC 9110 §15.4.5) (%s)", q, cs)
 			return
 		}
 		if !origin.MatchWeak(c.InmSent, etag) {
-			r.violate("conditional", "%s: 304 with ETag %s, which If-None-Match did not name (%s)", q, etag, cs)
+			ch.Violate("conditional", "%s: 304 with ETag %s, which If-None-Match did not name (%s)", q, etag, cs)
 			return
 		}
 		for _, cp := range c.Inm {
@@ -70,29 +70,29 @@ func (r *run) checkNotModified(q *traffic.Request, resp *http.Response, start, e
 	// names no representation: the one a 304 to it stands for is the
 	// current one, whose fields the client has not seen.
 	if kept.Vary && len(c.InmSent) > 0 && resp.Header.Get("Vary") == "" {
-		r.violate("not-modified", "%s: 304 without the Vary its 200 had (RFC 9110 §15.4.5) (%s)", q, cs)
+		ch.Violate("not-modified", "%s: 304 without the Vary its 200 had (RFC 9110 §15.4.5) (%s)", q, cs)
 	}
 	if kept.Cc && len(c.InmSent) > 0 && resp.Header.Get("Cache-Control") == "" {
-		r.violate("not-modified", "%s: 304 without the Cache-Control its 200 had (RFC 9110 §15.4.5) (%s)", q, cs)
+		ch.Violate("not-modified", "%s: 304 without the Cache-Control its 200 had (RFC 9110 §15.4.5) (%s)", q, cs)
 	}
-	r.mu.Lock()
+	ch.mu.Lock()
 	switch {
 	case q.Kind == "list":
-		r.rep.Checked["304-list"]++
+		ch.checked["304-list"]++
 	case kept.Who != q.Who.Name:
-		r.rep.Checked["304-foreign"]++
+		ch.checked["304-foreign"]++
 	}
-	r.mu.Unlock()
+	ch.mu.Unlock()
 	if kept.List != nil || q.Kind == "list" {
 		for _, st := range kept.List {
 			if !containsID(q.Ids, st.ID) || st.Res != q.Route+"/"+st.ID {
-				r.violate("conditional", "%s: 304 keeps a list with element %s, not asked for (%s)", q, st.ID, cs)
+				ch.Violate("conditional", "%s: 304 keeps a list with element %s, not asked for (%s)", q, st.ID, cs)
 				return
 			}
 		}
 		for id := range uniq(q.Ids) {
 			if origin.GoodID("/"+id) && !kept.HasID(id) {
-				r.violate("conditional", "%s: 304 keeps a list without id %s (%s)", q, id, cs)
+				ch.Violate("conditional", "%s: 304 keeps a list without id %s (%s)", q, id, cs)
 				return
 			}
 		}
@@ -104,10 +104,10 @@ func (r *run) checkNotModified(q *traffic.Request, resp *http.Response, start, e
 		// its own variant and query (fits); what it was shaped by
 		// beyond that (a bypassed request's own Host) is not the 304's
 		// doing. Its version is.
-		st.Fh = strings.ToLower(r.cfg.Host)
+		st.Fh = strings.ToLower(ch.cfg.Host)
 	}
 	pre := fmt.Sprintf("304 (ETag %q, Last-Modified %q, Date %q) keeps %s's copy (ETag %q, Last-Modified %q, Date %q): ", etag, resp.Header.Get("Last-Modified"), resp.Header.Get("Date"), kept.Who, kept.Etag, kept.LastMod, kept.Date)
-	r.checkStampAs(q, resp, st, start, end, pre)
+	ch.checkStampAs(q, resp, st, start, end, pre)
 }
 
 func containsID(ids []string, id string) bool {
