@@ -142,9 +142,10 @@ func (ch *Checker) checkStampAs(q *traffic.Request, resp *http.Response, st orig
 	cs := pre + resp.Header.Get("Cache-Status")
 	if strings.Contains(cs, "stale-if-error") {
 		// Shows the stale-if-error copies reached the identity checks.
-		ch.checked["stale-if-error-"+q.Route]++
+		// Under the lock (Count): answers are checked concurrently.
+		ch.Count("stale-if-error-"+q.Route, 1)
 		if len(st.By) > 0 {
-			ch.checked["stale-if-error-varied"]++
+			ch.Count("stale-if-error-varied", 1)
 		}
 	}
 	if st.Res != q.Res {
