@@ -132,7 +132,7 @@ func (g *Gen) drawConditional(q *Request) {
 		q.Cond.ImsAny = true
 		var mine []*Copy
 		for _, c := range own {
-			if c.Query == q.Query && c.Fits(q) {
+			if c.Query == q.Query && c.fits(q) {
 				mine = append(mine, c)
 			}
 		}
@@ -158,11 +158,11 @@ func (g *Gen) drawConditional(q *Request) {
 	}
 }
 
-// Fits reports whether the copy is of the variant q asks for: every
+// fits reports whether the copy is of the variant q asks for: every
 // dimension it depends on has the value q sends. A client revalidates
 // the copy it holds for what it asks; one of another variant would be
 // its own mistake, not the cache's.
-func (c *Copy) Fits(q *Request) bool {
+func (c *Copy) fits(q *Request) bool {
 	for k, v := range c.St.By {
 		if q.Sent[k] != v {
 			return false
