@@ -51,7 +51,19 @@ type leanPool struct {
 	mu       sync.Mutex
 	idle     []*leanConn
 	isClosed bool
+
+	// stall, tests only, runs before each MGET's write and before its
+	// read (stallWrite, stallRead) with the connection: how a test makes
+	// the sidecar late (late.go). Nil in production.
+	stall func(at stallAt, nc net.Conn)
 }
+
+type stallAt uint8
+
+const (
+	stallWrite stallAt = iota
+	stallRead
+)
 
 type leanConn struct {
 	nc   net.Conn
@@ -60,6 +72,8 @@ type leanConn struct {
 	buf  []byte        // the command written; the epochs' values read (until put)
 	vals [][]byte      // mget's answer (until put)
 	ends []int         // where each epoch's value starts in buf, -1: nil
+
+	stall func(at stallAt, nc net.Conn) // the pool's
 }
 
 // maxBulk is the largest bulk string leanPool accepts: Redis's own limit
@@ -119,6 +133,12 @@ func (p *leanPool) mget(ctx context.Context, dl time.Time, key [3]string, rest [
 			p.put(c) // the reply was read whole: the connection is fine
 			return err
 		}
+		var le *lateError
+		if errors.As(err, &le) && le.unsent {
+			p.put(c) // nothing written: the connection is fine
+			return err
+		}
+		err = readFailed(c.nc, err) // before the close: is the reply there?
 		p.drop(c)
 		var ne net.Error
 		if try > 0 || !reused || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
@@ -141,7 +161,8 @@ func (p *leanPool) get(ctx context.Context, dl time.Time) (*leanConn, bool, erro
 		case <-ctx.Done():
 			return nil, false, fmt.Errorf("l2: no free connection: %w", ctx.Err())
 		case <-t.C:
-			return nil, false, fmt.Errorf("l2: no free connection: %w", context.DeadlineExceeded)
+			// Not evidence: the holders report their own outcomes (late.go).
+			return nil, false, late(fmt.Errorf("l2: no free connection: %w", context.DeadlineExceeded))
 		}
 	}
 	p.mu.Lock()
@@ -157,6 +178,10 @@ func (p *leanPool) get(ctx context.Context, dl time.Time) (*leanConn, bool, erro
 		return c, true, nil
 	}
 	p.mu.Unlock()
+	if !time.Now().Before(dl) {
+		<-p.slots
+		return nil, false, late(fmt.Errorf("l2: dial: %w", context.DeadlineExceeded))
+	}
 	c, err := p.dial(ctx, dl)
 	if err != nil {
 		<-p.slots
@@ -199,12 +224,12 @@ func (p *leanPool) close() {
 func (p *leanPool) dial(ctx context.Context, dl time.Time) (*leanConn, error) {
 	dctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
-	nc, err := p.dialer.DialContext(dctx, "tcp", p.addr)
+	nc, err := dialLate(dctx, p.dialer, p.addr)
 	if err != nil {
 		return nil, err
 	}
 	rw := rawio.New(nc) // the socket's deadline (SetDeadline) bounds its calls
-	c := &leanConn{nc: nc, rw: rw, br: bufio.NewReaderSize(rw, 4096), buf: make([]byte, 0, 512)}
+	c := &leanConn{nc: nc, rw: rw, br: bufio.NewReaderSize(rw, 4096), buf: make([]byte, 0, 512), stall: p.stall}
 	var cmds [][]string
 	switch {
 	case p.user != "":
@@ -217,6 +242,7 @@ func (p *leanPool) dial(ctx context.Context, dl time.Time) (*leanConn, error) {
 	}
 	if len(cmds) > 0 {
 		if err := c.handshake(dl, cmds); err != nil {
+			err = readFailed(nc, err)
 			_ = nc.Close()
 			return nil, err
 		}
@@ -236,8 +262,8 @@ func (c *leanConn) handshake(dl time.Time, cmds [][]string) error {
 		}
 	}
 	c.buf = b
-	if _, err := c.rw.Write(b); err != nil {
-		return err
+	if n, err := c.rw.Write(b); err != nil {
+		return writeFailed(n, err)
 	}
 	for range cmds {
 		line, err := c.line()
@@ -263,8 +289,14 @@ func (c *leanConn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, e
 		b = appendBulk(b, k, "", "")
 	}
 	c.buf = b
-	if _, err := c.rw.Write(b); err != nil {
-		return nil, err
+	if c.stall != nil {
+		c.stall(stallWrite, c.nc)
+	}
+	if n, err := c.rw.Write(b); err != nil {
+		return nil, writeFailed(n, err)
+	}
+	if c.stall != nil {
+		c.stall(stallRead, c.nc)
 	}
 	line, err := c.line()
 	if err != nil {

@@ -286,7 +286,8 @@ func (s *Store) admit() error {
 
 // done records the outcome of a call to Redis. parent is the caller's
 // context: a call cut short because the caller went away says nothing
-// about Redis and is not counted.
+// about Redis and is not counted, nor is one that failed because the
+// sidecar was late (late.go).
 func (s *Store) done(parent context.Context, err error) {
 	if err == nil || errors.Is(err, redis.Nil) {
 		s.fails.Store(0)
@@ -294,6 +295,9 @@ func (s *Store) done(parent context.Context, err error) {
 		return
 	}
 	if parent.Err() != nil || !unavailable(err) {
+		if isLate(err) {
+			s.log.Debug("redis call late, not counted against redis", "err", err)
+		}
 		return
 	}
 	if int(s.fails.Add(1)) >= s.opts.FailureThreshold {
@@ -305,6 +309,9 @@ func (s *Store) done(parent context.Context, err error) {
 // reset, a node loading or without quorum) rather than that one command
 // was wrong.
 func unavailable(err error) bool {
+	if isLate(err) {
+		return false // the sidecar's lateness (late.go)
+	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		msg := rerr.Error()

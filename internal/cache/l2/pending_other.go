@@ -1,0 +1,17 @@
+//go:build !unix
+
+package l2
+
+import (
+	"net"
+	"syscall"
+)
+
+// pending cannot tell elsewhere: a read timeout counts against Redis.
+func pending(net.Conn) bool { return false }
+
+// dialWatch cannot tell elsewhere: a dial timeout counts against Redis.
+type dialWatch struct{}
+
+func (*dialWatch) control(_, _ string, _ syscall.RawConn) error { return nil }
+func (*dialWatch) established() bool                            { return false }
