@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/rawio"
 )
 
 // Client sends requests to one upstream over a pool of keep-alive
@@ -280,7 +281,8 @@ func (cl *Client) get(ctx context.Context, now time.Time) (c *Conn, reused bool,
 	if err != nil {
 		return nil, false, err
 	}
-	c = &Conn{c: nc, lr: limitReader{c: nc}, bw: bufio.NewWriterSize(nc, 4<<10)}
+	rw := rawio.New(nc) // nc's deadlines bound its calls
+	c = &Conn{c: nc, rw: rw, lr: limitReader{c: rw}, bw: bufio.NewWriterSize(rw, 4<<10)}
 	c.br = bufio.NewReaderSize(&c.lr, 4<<10)
 	c.expire = func() { _ = nc.SetReadDeadline(time.Unix(1, 0)) }
 	return c, false, nil

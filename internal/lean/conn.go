@@ -3,16 +3,20 @@ package lean
 import (
 	"bufio"
 	"errors"
+	"io"
 	"net"
 	"syscall"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/rawio"
 )
 
 // Conn is one upstream connection, lent by Client.RoundTrip until Put or
 // Close.
 type Conn struct {
 	c    net.Conn
-	lr   limitReader // under br: bounds the header sections read
+	rw   *rawio.Conn // c's reads and writes, raw (internal/rawio)
+	lr   limitReader // under br, over rw: bounds the header sections read
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	used time.Time // last returned to the pool
@@ -29,7 +33,7 @@ type Conn struct {
 	// made once per connection, so a request's watch allocates no closure.
 	expire func()
 
-	// unsolicited's peek, made on first reuse.
+	// unsolicited's peek where rw's is not raw, made on first reuse.
 	rc   syscall.RawConn
 	peek func(fd uintptr) bool
 	bad  bool
@@ -56,7 +60,7 @@ func (c *Conn) unwatch() bool {
 // (MaxResponseHeaderBytes), so an upstream's header line that never ends
 // costs a bounded buffer and a 502, not all the memory it cares to send.
 type limitReader struct {
-	c net.Conn
+	c io.Reader // the connection's reads (rawio)
 	n int64
 }
 
@@ -80,8 +84,11 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // answer, they would hand one client's response to another, so such a
 // connection is dropped before reuse, as net/http's transport drops one
 // ("Unsolicited response received on idle HTTP channel"). One non-blocking
-// peek (MSG_PEEK|MSG_DONTWAIT) per reuse.
+// peek (MSG_PEEK|MSG_DONTWAIT) per reuse, raw (internal/rawio) on Linux.
 func (c *Conn) unsolicited() bool {
+	if pending, ok := c.rw.Pending(); ok {
+		return pending
+	}
 	if c.rc == nil {
 		sc, ok := c.c.(syscall.Conn)
 		if !ok {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -214,4 +215,26 @@ func TestPoolBounds(t *testing.T) {
 	if n := conns.Load(); n != 5 {
 		t.Errorf("after CloseIdle, %d connections, want 5 (none kept)", n)
 	}
+}
+
+// The request's write and the answer's reads go through internal/rawio's
+// raw calls (Linux): a pass-through enters no syscall.Syscall on the
+// upstream socket (rawio's doc).
+func TestConnIsRaw(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("raw calls are Linux's")
+	}
+	cl, _ := rawUpstream(t, 5*time.Second, 0, func(_ int, c net.Conn, br *bufio.Reader) { answer(c, br, ok, -1) })
+	r := httptest.NewRequest("GET", "/", nil)
+	resp, c, err := cl.RoundTrip(r.Context(), r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "ok" {
+		t.Fatalf("body %q, %v", b, err)
+	}
+	if rd, wr := lean.RawCalls(c); rd == 0 || wr == 0 {
+		t.Errorf("%d raw reads, %d raw writes; want both > 0", rd, wr)
+	}
+	cl.Put(c)
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
+	"github.com/sidecache/sidecache/internal/rawio"
 	"github.com/sidecache/sidecache/internal/resend"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/routeshape"
@@ -260,9 +261,19 @@ func NewTransport(timeout time.Duration, idlePerHost int, maxHeader int64) *http
 	if idlePerHost <= 0 {
 		idlePerHost = 256
 	}
+	d := &net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		Proxy:                  nil, // a sidecar talks to its own pod, never through a proxy
-		DialContext:            (&net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}).DialContext,
+		Proxy: nil, // a sidecar talks to its own pod, never through a proxy
+		// The connections' reads and writes are raw (internal/rawio): the
+		// fill's, the bulk call's and ReverseProxy's upstream sockets
+		// enter no syscall.Syscall either.
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return rawio.TCP(c), nil
+		},
 		MaxIdleConns:           idlePerHost * 2,
 		MaxIdleConnsPerHost:    idlePerHost,
 		IdleConnTimeout:        90 * time.Second,

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/rawio"
 )
 
 // A lean client for the L2 hit's one command.
@@ -65,10 +67,11 @@ const (
 
 type leanConn struct {
 	nc   net.Conn
-	br   *bufio.Reader
-	buf  []byte   // the command written; the epochs' values read (until put)
-	vals [][]byte // mget's answer (until put)
-	ends []int    // where each epoch's value starts in buf, -1: nil
+	rw   *rawio.Conn   // nc's reads and writes, raw (internal/rawio)
+	br   *bufio.Reader // over rw
+	buf  []byte        // the command written; the epochs' values read (until put)
+	vals [][]byte      // mget's answer (until put)
+	ends []int         // where each epoch's value starts in buf, -1: nil
 
 	stall func(at stallAt, nc net.Conn) // the pool's
 }
@@ -225,7 +228,8 @@ func (p *leanPool) dial(ctx context.Context, dl time.Time) (*leanConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &leanConn{nc: nc, br: bufio.NewReaderSize(nc, 4096), buf: make([]byte, 0, 512), stall: p.stall}
+	rw := rawio.New(nc) // the socket's deadline (SetDeadline) bounds its calls
+	c := &leanConn{nc: nc, rw: rw, br: bufio.NewReaderSize(rw, 4096), buf: make([]byte, 0, 512), stall: p.stall}
 	var cmds [][]string
 	switch {
 	case p.user != "":
@@ -258,7 +262,7 @@ func (c *leanConn) handshake(dl time.Time, cmds [][]string) error {
 		}
 	}
 	c.buf = b
-	if n, err := c.nc.Write(b); err != nil {
+	if n, err := c.rw.Write(b); err != nil {
 		return writeFailed(n, err)
 	}
 	for range cmds {
@@ -288,7 +292,7 @@ func (c *leanConn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, e
 	if c.stall != nil {
 		c.stall(stallWrite, c.nc)
 	}
-	if n, err := c.nc.Write(b); err != nil {
+	if n, err := c.rw.Write(b); err != nil {
 		return nil, writeFailed(n, err)
 	}
 	if c.stall != nil {

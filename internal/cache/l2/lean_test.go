@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -292,5 +293,31 @@ func TestClusterHasNoLean(t *testing.T) {
 		if _, hit := r.mustGet(t, "k"); !hit {
 			t.Fatalf("read %d: miss", i)
 		}
+	}
+}
+
+// TestLeanConnIsRaw: the MGET's write and its reply's reads go through
+// internal/rawio's raw calls (Linux), so an L2 hit enters no
+// syscall.Syscall on the Redis socket (rawio's doc).
+func TestLeanConnIsRaw(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("raw calls are Linux's")
+	}
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	if err := raw(t, srv.Addr()).Set(ctx, "a", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := newLean(t, srv.Addr(), 1)
+	got, err := leanGet(ctx, p, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameVals(t, "mget", got, "1")
+	if len(p.idle) != 1 {
+		t.Fatalf("%d idle connections, want 1", len(p.idle))
+	}
+	if r, w := p.idle[0].rw.Calls(); r == 0 || w == 0 {
+		t.Errorf("%d raw reads, %d raw writes on the connection; want both > 0", r, w)
 	}
 }
