@@ -40,10 +40,12 @@ func (e *lateError) Unwrap() error { return e.err }
 // late marks err as the sidecar's lateness.
 func late(err error) error { return &lateError{err: err} }
 
-// isLate reports whether err is, or wraps, a lateError.
+// isLate reports whether err is, or wraps, a lateError or a goLate
+// (lateconn.go).
 func isLate(err error) bool {
 	var le *lateError
-	return errors.As(err, &le)
+	var gl *goLate
+	return errors.As(err, &le) || errors.As(err, &gl)
 }
 
 // timedOut reports whether err is a deadline's (net's i/o timeout).
