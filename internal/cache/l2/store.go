@@ -247,7 +247,7 @@ func clientOptions(o Options) *redis.UniversalOptions {
 		MinRetryBackoff: time.Millisecond,
 		MaxRetryBackoff: 4 * time.Millisecond,
 
-		// Each connection reports the sidecar's lateness as lateError
+		// Each connection reports the sidecar's lateness as goLate
 		// (lateconn.go), as the lean client does.
 		Dialer: lateDialer(o),
 
