@@ -2,11 +2,12 @@ package invariant
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"strings"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/invariant/origin"
+	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
 
 // Crowd rounds: many concurrent split-list requests over a pool of ids no
@@ -62,67 +63,43 @@ func (r *run) crowd(ctx context.Context, round int) {
 	r.rep.Rounds++
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, 3000+uint64(round)))
 	// Ids no other round draws: ordinary rounds use 1-64.
-	base := crowdBase + round*crowdSpan
 	pool := make([]string, s.pool)
 	for i := range pool {
-		pool[i] = fmt.Sprint(base + i + 1)
+		pool[i] = origin.CrowdID(round, i)
 	}
-	r.cfg.Origin.SetProfile(BulkProfile, Profile{
+	r.cfg.Origin.SetProfile(origin.BulkProfile, origin.Profile{
 		Gzip:  r.cfg.Mix.Has("bulk-vary-gzip") && rng.IntN(2) == 0,
 		Delay: time.Duration(10+rng.IntN(40)) * time.Millisecond,
 	})
-	reqs := make([]*request, 0, s.lists+s.reads)
+	reqs := make([]*traffic.Request, 0, s.lists+s.reads)
 	// Every other crowd round, with list-crowd-bad: isolating bad ids
 	// behind a slow bulk endpoint is what makes a crowd round long.
 	bad := r.cfg.Mix.Has("list-crowd-bad") && round/s.every%2 == 1
 	for range s.lists {
-		q := r.crowdRequest(rng)
-		q.kind, q.path = "list", "/u"
+		q := r.gen.CrowdRequest(rng)
+		q.Kind, q.Path = "list", "/u"
 		n := s.minIDs + rng.IntN(s.pool/2-s.minIDs+1)
 		for _, i := range rng.Perm(s.pool)[:n] {
-			q.ids = append(q.ids, pool[i])
+			q.Ids = append(q.Ids, pool[i])
 		}
 		if bad && rng.IntN(20) == 0 {
 			// A list of its own bad id, spliced in among good ones:
 			// it may fail; the good lists sharing its batches may not.
-			at := rng.IntN(len(q.ids) + 1)
-			q.ids = append(q.ids[:at], append([]string{crowdBadID(round, rng.Uint64())}, q.ids[at:]...)...)
+			at := rng.IntN(len(q.Ids) + 1)
+			q.Ids = append(q.Ids[:at], append([]string{origin.CrowdBadID(round, rng.Uint64())}, q.Ids[at:]...)...)
 			n++
 		}
-		q.query = "ids=" + strings.Join(q.ids, ",")
-		q.budget = BudgetList(n)
+		q.Query = "ids=" + strings.Join(q.Ids, ",")
+		q.Budget = traffic.BudgetList(n)
 		reqs = append(reqs, q)
 	}
 	for range s.reads {
-		q := r.crowdRequest(rng)
-		q.path = "/u/" + pool[rng.IntN(s.pool)]
-		q.res = Resource(q.path)
+		q := r.gen.CrowdRequest(rng)
+		q.Path = "/u/" + pool[rng.IntN(s.pool)]
+		q.Res = origin.Resource(q.Path)
 		reqs = append(reqs, q)
 	}
 	rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
 	r.play(ctx, reqs, round)
-	r.mu.Lock()
-	r.rep.Checked["crowd"] += len(reqs)
-	r.mu.Unlock()
-}
-
-// crowdRequest is a GET of the batch route by a random identity through a
-// random replica, with the headers that split batches into groups
-// (Accept-Encoding, X-Tenant) and no credentials (which would bypass the
-// batcher).
-func (r *run) crowdRequest(rng *rand.Rand) *request {
-	who := r.ids[rng.IntN(len(r.ids))]
-	q := &request{
-		who: who, replica: rng.IntN(len(r.cfg.Replicas)), method: http.MethodGet, hdr: http.Header{},
-		sent: map[string]string{"addr": who.addr, "cookie": "", "auth": "", "tenant": "", "lang": ""},
-		kind: "read", route: "u", budget: BudgetRead, crowd: true,
-	}
-	if ae := []string{"", "gzip", "identity", "gzip, deflate, br"}[rng.IntN(4)]; ae != "" {
-		q.hdr.Set("Accept-Encoding", ae)
-	}
-	if who.tenant != "" && rng.IntN(2) == 0 {
-		q.hdr.Set("X-Tenant", who.tenant)
-		q.sent["tenant"] = who.tenant
-	}
-	return q
+	r.chk.Count("crowd", len(reqs))
 }

@@ -13,7 +13,7 @@
 // each picks an Accept-Encoding, an Accept-Language, whether to send its
 // credentials, path spellings, query orders and GET or HEAD (a HEAD
 // answer is checked by the stamp the origin also sends as X-Stamp). The
-// origin (origin.go) stamps every answer with the resource and version it
+// origin (package origin) stamps every answer with the resource and version it
 // answered for and with the value of every identity dimension the answer
 // depends on, as it saw it; its behaviour per resource is redrawn every round (Vary sets,
 // private, Set-Cookie, sizes either side of max_body_bytes, gzip, delays,
@@ -23,7 +23,7 @@
 // at once and served only when a refetch fails, and every one is held to
 // the identity checks (Checked counts stale-if-error-<route>).
 //
-// # Conditionals (conditional.go)
+// # Conditionals (traffic/conditional.go, check/notmodified.go)
 //
 // Every 200 a client receives with a validator goes into one pool per
 // resource (one for lists), whoever received it. A GET may then carry
@@ -39,7 +39,7 @@
 // pool changes what a request sends, never how many draws it takes, so a
 // seed still fixes the sequence of draws.
 //
-// # HTTP edges (edges.go)
+// # HTTP edges (traffic/edges.go)
 //
 // Issue 21's edge inputs that can shape an answer on the cached path are
 // drawn at low rates: the same header as two field lines (one empty, or
@@ -52,7 +52,7 @@
 // Expect: 100-continue. The report's Checked counts the answers each got,
 // by status, so a run shows they reached the replicas.
 //
-// # Trailers (trailers.go)
+// # Trailers (origin/trailers.go, check/trailers.go)
 //
 // On a drawn share of its answers (reads, their 5xx, writes, bulk answers
 // and bulk failures) the origin sends the body chunked and ends it with
@@ -89,7 +89,7 @@
 // retries answered first still goes), during the next round, whose few
 // requests' budget it is not.
 //
-// # Invariants (check.go)
+// # Invariants (package check)
 //
 //   - identity: never another identity's per-address, per-credential,
 //     per-tenant or per-language answer, nor a Set-Cookie minted for
@@ -106,9 +106,10 @@
 //   - coding: never a Content-Encoding the request did not accept (no
 //     Accept-Encoding accepts identity only);
 //   - budget: the upstream calls of a round of concurrent requests stay
-//     within the sum of their budgets (BudgetRead, BudgetWrite,
+//     within the sum of their budgets (traffic.BudgetRead, BudgetWrite,
 //     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs), resends apart (see
-//     BudgetRead); a crowd round's are checked once the run is over;
+//     traffic.BudgetRead); a crowd round's are checked once the run is
+//     over;
 //   - resend: no upstream request (one X-Request-Id) reaches the origin
 //     more than MaxSends times: once, and once more after a hang-up on a
 //     reused connection (RFC 9112 §9.3.1);
@@ -125,6 +126,17 @@
 //   - bound: after the run, no Redis key is longer than max_key_bytes
 //     (plus 256 bytes of the sidecar's own prefix and suffixes).
 //
+// # Packages
+//
+// Each part reads alone, and imports run one way. mix (the table of
+// inputs) and origin (the scripted upstream and its wire format) import
+// nothing of the harness; traffic (the identities and the draws of their
+// requests) imports both; check (every answer held to the invariants
+// below, and the report's violations and counts) imports origin and
+// traffic; invariant (this package: rounds, their budgets, sending, the
+// report) imports them all. Nothing imports back. The tests (env_test.go)
+// start Redis, the origin and the replicas, and call Run.
+//
 // # Running it
 //
 //	go test ./internal/invariant                       # fixed seeds (make test)
@@ -138,14 +150,14 @@
 //
 // # Adding an input
 //
-// Features (features.go) is the one table of the mix: one row per request
+// mix.Features (mix/mix.go) is the one table of the mix: one row per request
 // feature or origin behaviour, with a one-line note. To add one: add its
 // row (On: true when the sidecar already holds the invariants with it; else
 // On: false and Gate naming the issue item that fixes it, e.g. "20.2", or
 // Heavy when only the fixed seeds' wall time keeps it off),
-// draw it in request.go (drawRequest / drawHeaders / drawQuery) or in
-// run.go (drawProfile) and origin.go behind `Mix.Has("name")`, and add a
-// check in check.go if no existing one would see it break. A route setting
+// draw it in package traffic (Gen.Draw / drawHeaders / drawQuery) or in
+// run.go (drawProfile) and package origin behind `Mix.Has("name")`, and add a
+// check in package check if no existing one would see it break. A route setting
 // the feature needs goes into a new route of replicaConfig (env_test.go),
 // never into an existing route. Whoever fixes a gated item flips its row
 // to On in the same change.

@@ -14,6 +14,9 @@ import (
 
 	"github.com/sidecache/sidecache/internal/config"
 	"github.com/sidecache/sidecache/internal/invariant"
+	"github.com/sidecache/sidecache/internal/invariant/check"
+	"github.com/sidecache/sidecache/internal/invariant/mix"
+	"github.com/sidecache/sidecache/internal/invariant/origin"
 	"github.com/sidecache/sidecache/internal/redistest"
 	"github.com/sidecache/sidecache/internal/server"
 )
@@ -121,14 +124,14 @@ const (
 
 // env is a Redis, the origin and two replicas sharing them.
 type env struct {
-	origin   *invariant.Origin
+	origin   *origin.Origin
 	redis    *redistest.Server
 	replicas []string
 }
 
 func startEnv(t testing.TB, seed uint64) *env {
 	t.Helper()
-	e := &env{redis: redistest.Start(t), origin: invariant.NewOrigin(seed)}
+	e := &env{redis: redistest.Start(t), origin: origin.NewOrigin(seed)}
 	t.Cleanup(e.origin.Close)
 	yaml := fmt.Sprintf(replicaConfig, e.origin.URL, e.redis.Addr(), maxBodyBytes, maxKeyBytes, maxLag)
 	for range 2 {
@@ -164,10 +167,10 @@ func startReplica(t testing.TB, yaml string) string {
 	return "http://" + srv.ProxyAddr()
 }
 
-// mix is the default mix, changed by INVARIANT_FEATURES (see the package
+// envMix is the default mix, changed by INVARIANT_FEATURES (see the package
 // doc).
-func mix(t testing.TB) invariant.Mix {
-	m, unknown := invariant.ParseMix(os.Getenv("INVARIANT_FEATURES"))
+func envMix(t testing.TB) mix.Mix {
+	m, unknown := mix.ParseMix(os.Getenv("INVARIANT_FEATURES"))
 	if len(unknown) > 0 {
 		t.Fatalf("INVARIANT_FEATURES names unknown features %v", unknown)
 	}
@@ -176,7 +179,7 @@ func mix(t testing.TB) invariant.Mix {
 
 // run drives one seed through e and returns its report, with the
 // end-of-run bound checks (Redis keys) added.
-func (e *env) run(t testing.TB, seed uint64, rounds int, m invariant.Mix) invariant.Report {
+func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Report {
 	t.Helper()
 	rep := invariant.Run(context.Background(), invariant.Config{
 		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Origin: e.origin,
@@ -188,15 +191,15 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m invariant.Mix) invari
 
 // redisBounds: no key in Redis is longer than max_key_bytes plus the
 // sidecar's own prefixes and suffixes (256 bytes is generous for those).
-func (e *env) redisBounds(t testing.TB) []invariant.Violation {
+func (e *env) redisBounds(t testing.TB) []check.Violation {
 	rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
 	defer rc.Close()
 	ctx := context.Background()
-	var out []invariant.Violation
+	var out []check.Violation
 	iter := rc.Scan(ctx, 0, "*", 1000).Iterator()
 	for iter.Next(ctx) {
 		if k := iter.Val(); len(k) > maxKeyBytes+256 {
-			out = append(out, invariant.Violation{Kind: "bound", Msg: fmt.Sprintf("Redis key of %d bytes (max_key_bytes %d): %.80q", len(k), maxKeyBytes, k)})
+			out = append(out, check.Violation{Kind: "bound", Msg: fmt.Sprintf("Redis key of %d bytes (max_key_bytes %d): %.80q", len(k), maxKeyBytes, k)})
 		}
 	}
 	if err := iter.Err(); err != nil {

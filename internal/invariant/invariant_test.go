@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/sidecache/sidecache/internal/invariant"
 )
 
 // The fixed seeds of `make test`: each starts its own Redis, origin and two
@@ -18,7 +16,7 @@ const roundsPerSeed = 110
 
 func TestInvariants(t *testing.T) {
 	loopbackAliases(t)
-	m := mix(t)
+	m := envMix(t)
 	var total atomic.Int64
 	t.Cleanup(func() { t.Logf("%d randomized requests", total.Load()) })
 	for _, seed := range seeds {
@@ -41,7 +39,7 @@ func FuzzInvariants(f *testing.F) {
 		f.Add(s, uint8(8))
 	}
 	loopbackAliases(f)
-	m := mix(f)
+	m := envMix(f)
 	e := startEnv(f, 99)
 	f.Fuzz(func(t *testing.T, seed uint64, rounds uint8) {
 		rep := e.run(t, seed, 1+int(rounds%16), m)
@@ -57,7 +55,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("set INVARIANT_SOAK=10m (make soak-invariants DURATION=10m)")
 	}
 	loopbackAliases(t)
-	m := mix(t)
+	m := envMix(t)
 	if !strings.Contains(os.Getenv("INVARIANT_FEATURES"), "list-crowd-large") {
 		m["list-crowd-large"] = true // the soak has the time for it
 	}
@@ -73,37 +71,4 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	t.Logf("soak: %d randomized requests, %d seeds with violations", requests, bad)
-}
-
-func TestParseMix(t *testing.T) {
-	m, unknown := invariant.ParseMix("all,-hangup,+nope")
-	if len(unknown) != 1 || unknown[0] != "nope" {
-		t.Fatalf("unknown = %v", unknown)
-	}
-	for _, f := range invariant.Features {
-		if want := f.Name != "hangup"; m.Has(f.Name) != want {
-			t.Errorf("%s: %v, want %v", f.Name, m.Has(f.Name), want)
-		}
-		if !f.On && f.Gate == "" && !f.Heavy {
-			t.Errorf("%s is off with no gate naming the item it waits for, and is not heavy", f.Name)
-		}
-		if f.Note == "" {
-			t.Errorf("%s has no note", f.Name)
-		}
-	}
-}
-
-// TestCrowdRound: the origin tells a crowd round's bulk calls by their
-// ids, good or bad, and no ordinary round's id passes for one.
-func TestCrowdRound(t *testing.T) {
-	for id, want := range map[string]int{"100001": 0, "195006": 95, "171096": 71, "80009592296622685407": 95, "80000700000000000000": 7} {
-		if k, ok := invariant.CrowdRound(id); !ok || k != want {
-			t.Errorf("CrowdRound(%q) = %d, %v; want %d", id, k, ok, want)
-		}
-	}
-	for _, id := range []string{"1", "64", "99999999999999999999", "90009592296622685407", "x", ""} {
-		if k, ok := invariant.CrowdRound(id); ok {
-			t.Errorf("CrowdRound(%q) = %d, want none", id, k)
-		}
-	}
 }

@@ -3,13 +3,18 @@ package invariant
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/invariant/check"
+	"github.com/sidecache/sidecache/internal/invariant/mix"
+	"github.com/sidecache/sidecache/internal/invariant/origin"
+	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
 
 // Config is one run: the replicas to drive (base URLs of their proxy
@@ -18,9 +23,9 @@ import (
 type Config struct {
 	Seed     uint64
 	Rounds   int
-	Mix      Mix
+	Mix      mix.Mix
 	Replicas []string
-	Origin   *Origin
+	Origin   *origin.Origin
 	Host     string // Host header of every request
 	// MaxLag is the replicas' coherence.max_lag; LagMargin is added to it
 	// before a peer's stale read counts (the replicas' clocks are this
@@ -38,23 +43,16 @@ type Report struct {
 	Requests   int // client requests sent
 	Rounds     int
 	Calls      int64 // origin requests received
-	Violations []Violation
+	Violations []check.Violation
 	// Checked counts the answers each version check applied to (own: a
 	// write through the same replica preceded the read; lag: one through
 	// the peer, more than max_lag before), so a run shows that its
 	// checks were live; Lists counts list requests answered 200, and
-	// MaxRound the most upstream calls one round used against its budget.
+	// MaxRound the most upstream calls one round used against its budget
+	// (check.Checker.Result, plus the runner's crowd and budget counts).
 	Checked                  map[string]int
 	MaxRound, MaxRoundBudget int64
 }
-
-// Violation is one broken invariant, with the request that showed it.
-type Violation struct {
-	Kind string // identity, coding, resource, query, own-write, max-lag, budget, resend, garbled, bound
-	Msg  string
-}
-
-func (v Violation) String() string { return v.Kind + ": " + v.Msg }
 
 // Kinds counts the violations by kind.
 func (r *Report) Kinds() map[string]int {
@@ -65,110 +63,34 @@ func (r *Report) Kinds() map[string]int {
 	return m
 }
 
-// Budget of upstream requests, per client request: a read (per-ID batch
-// read included) may cost its fetch and one more fetch after learning a
-// Vary'd header it had withheld (README: "asked once more") or after
-// taking over a lapsed lease; a write one request; a list of n IDs
-// 2 + 2·⌈log2 n⌉ (a bulk call plus isolating a bad ID, issue 20.4). The
-// harness sums the budgets of a round's concurrent requests and compares
-// the sum with the requests the origin received during the round.
-//
-// A request sent once more after the origin hung up on a reused
-// connection (RFC 9112 §9.3.1: Go's transport does so for an idempotent
-// request) carries the X-Request-Id of the first send and is counted
-// apart (Origin.Resends), bounded by the resend check (MaxSends per id),
-// not by these budgets: Go's transport alone resends for as long as the
-// connection it takes is a reused one, which internal/resend stops after
-// one resend. (A resend of a pass-through request that carries no id is
-// counted here: one lean pass-through read, 2.)
-const (
-	BudgetRead  = 2
-	BudgetWrite = 1
-)
-
-// BudgetList is the budget of a list request of n IDs.
-func BudgetList(n int) int {
-	b := 2
-	for m := 1; m < n; m *= 2 {
-		b += 2
-	}
-	return b
-}
-
-// identity is one client: its own source address and credentials.
-type identity struct {
-	name, addr, tenant string
-	client             *http.Client
-	proxied            *http.Client // absolute-form: the replica as its proxy
-}
-
-func newIdentities() []*identity {
-	var ids []*identity
-	for i, n := range []string{"alice", "bob", "carol", "dave"} {
-		addr := fmt.Sprintf("127.0.0.%d", i+2)
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}, Timeout: 5 * time.Second}
-		tenants := []string{"acme", "globex", "initech", ""}
-		newClient := func(proxy func(*http.Request) (*url.URL, error)) *http.Client {
-			return &http.Client{
-				Timeout: 20 * time.Second,
-				Transport: &http.Transport{
-					DialContext:           d.DialContext,
-					Proxy:                 proxy,
-					DisableCompression:    true, // the checks see the coding as sent
-					MaxIdleConnsPerHost:   32,
-					ExpectContinueTimeout: 5 * time.Second,
-				},
-				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			}
-		}
-		ids = append(ids, &identity{name: n, addr: addr, tenant: tenants[i], client: newClient(nil), proxied: newClient(viaProxy)})
-	}
-	return ids
-}
-
 // run is the state of one run.
 type run struct {
 	cfg Config
+	// rng draws the origin's profiles and, through gen, the requests:
+	// one sequence, fixed by the seed.
 	rng *rand.Rand
-	ids []*identity
-	rid int
-	// lists are id lists drawn before, sent again (drawRequest).
-	lists [][]string
+	gen *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
-	mu   sync.Mutex
-	acks map[string][]ack
-	// copies are the answers with validators the clients received, by
-	// resource (conditional.go), for later conditional requests.
-	copies map[string][]*copyOf
-	rep    Report
+	// chk checks every answer and collects what the run found.
+	chk *check.Checker
+	rep Report
 	// patches counts the PATCHes sent: a round ends only once the origin
 	// has received them all, so a write whose client hung up (and which
 	// the sidecar still forwards) counts in its own round's budget.
 	patches int64
 }
 
-type ack struct {
-	path    string
-	ver     int
-	at      time.Time
-	replica int
-}
-
 // Run drives cfg.Rounds rounds of concurrent requests and checks every
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), ids: newIdentities(), acks: map[string][]ack{}, copies: map[string][]*copyOf{}}
-	r.rep.Checked = map[string]int{}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20))}
+	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
+	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin}, r.gen)
 	cfg.Origin.ResetCrowd()
-	defer func() {
-		for _, id := range r.ids {
-			id.client.CloseIdleConnections()
-			id.proxied.CloseIdleConnections()
-		}
-	}()
+	defer r.gen.CloseIdle()
 	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
 		if r.crowdDue(round) {
 			r.crowd(ctx, round)
@@ -177,15 +99,12 @@ func Run(ctx context.Context, cfg Config) Report {
 		r.round(ctx)
 	}
 	r.checkCrowds()
+	r.rep.Checked, r.rep.Violations = r.chk.Result()
 	r.rep.Calls = cfg.Origin.Calls.Load()
 	return r.rep
 }
 
-func (r *run) violate(kind, format string, a ...any) {
-	r.mu.Lock()
-	r.rep.Violations = append(r.rep.Violations, Violation{Kind: kind, Msg: fmt.Sprintf(format, a...)})
-	r.mu.Unlock()
-}
+func (r *run) violate(kind, format string, a ...any) { r.chk.Violate(kind, format, a...) }
 
 // round draws the origin's profiles and a handful of requests, sends them
 // all at once, and checks the round's upstream calls against its budget.
@@ -193,19 +112,19 @@ func (r *run) round(ctx context.Context) {
 	r.rep.Rounds++
 	hot := r.drawResources()
 	n := 1 + r.rng.IntN(10)
-	reqs := make([]*request, n)
+	reqs := make([]*traffic.Request, n)
 	for i := range reqs {
-		reqs[i] = r.drawRequest(hot)
+		reqs[i] = r.gen.Draw(hot)
 	}
 	r.play(ctx, reqs, -1)
 }
 
 // play sends a round's requests all at once, checks each answer, and
 // checks the round's upstream calls against the sum of their budgets.
-func (r *run) play(ctx context.Context, reqs []*request, crowd int) {
+func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
 	n, budget := len(reqs), 0
 	for _, q := range reqs {
-		budget += q.budget
+		budget += q.Budget
 	}
 	o := r.cfg.Origin
 	o.NewRound()
@@ -220,7 +139,7 @@ func (r *run) play(ctx context.Context, reqs []*request, crowd int) {
 	}
 	wg.Wait()
 	for _, q := range reqs {
-		if q.method == http.MethodPatch {
+		if q.Method == http.MethodPatch {
 			r.patches++
 		}
 	}
@@ -239,7 +158,7 @@ func (r *run) play(ctx context.Context, reqs []*request, crowd int) {
 	// bound the sidecar's transport resent one fetch on every idle
 	// connection.
 	for _, id := range o.NewRound() {
-		r.violate("resend", "%s sent more than %d times", id, MaxSends)
+		r.violate("resend", "%s sent more than %d times", id, origin.MaxSends)
 	}
 	// A crowd round's bulk calls are its own whenever they arrive (the
 	// origin tells them by their ids): a batch a round queued may still
@@ -263,7 +182,7 @@ type roundCost struct {
 	used, budget int64
 	crowd        int   // the crowd round's number, whose bulk calls add to used
 	ended        int64 // of which received by its last answer
-	reqs         []*request
+	reqs         []*traffic.Request
 }
 
 func (r *run) checkBudget(c roundCost) {
@@ -303,7 +222,7 @@ func (r *run) checkCrowds() {
 	for _, c := range r.crowds {
 		own := o.CrowdCallsOf(c.crowd)
 		// Checked shows how many arrived after the round's last answer.
-		r.rep.Checked["crowd-late-calls"] += int(own - c.ended)
+		r.chk.Count("crowd-late-calls", int(own-c.ended))
 		c.used += own
 		r.checkBudget(c)
 	}
@@ -319,11 +238,11 @@ func (r *run) drawResources() string {
 	}
 	// The bulk endpoint's profile: only its Gzip (compression()-shaped
 	// answers) is read.
-	bulk := Profile{Gzip: r.cfg.Mix.Has("bulk-vary-gzip") && r.chance(60)}
+	bulk := origin.Profile{Gzip: r.cfg.Mix.Has("bulk-vary-gzip") && r.chance(60)}
 	if r.cfg.Mix.Has("trailers") && r.chance(40) {
 		bulk.Trailers = 30 + r.rng.IntN(71)
 	}
-	r.cfg.Origin.SetProfile(BulkProfile, bulk)
+	r.cfg.Origin.SetProfile(origin.BulkProfile, bulk)
 	for _, n := range tNames {
 		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawProfile(false))
 	}
@@ -340,15 +259,15 @@ func (r *run) drawResources() string {
 // once and failures, so stale-if-error copies are served while requests
 // of other variants share the refetch's flight. Without it /n answers
 // never vary nor fail and its copies stay fresh for the whole run.
-func (r *run) drawStaleProfile() Profile {
+func (r *run) drawStaleProfile() origin.Profile {
 	m := r.cfg.Mix
-	p := Profile{Size: 64 + r.rng.IntN(512), StaleAtOnce: r.chance(70)}
+	p := origin.Profile{Size: 64 + r.rng.IntN(512), StaleAtOnce: r.chance(70)}
 	if m.Has("vary") {
 		if m.Has("accept-language") && r.chance(60) {
-			p.Dims = append(p.Dims, Dim{Name: "lang", How: "vary"})
+			p.Dims = append(p.Dims, origin.Dim{Name: "lang", How: "vary"})
 		}
 		if m.Has("tenant") && r.chance(30) {
-			p.Dims = append(p.Dims, Dim{Name: "tenant", How: "vary"})
+			p.Dims = append(p.Dims, origin.Dim{Name: "tenant", How: "vary"})
 		}
 	}
 	p.Gzip = m.Has("gzip") && r.chance(50)
@@ -366,9 +285,9 @@ var tNames = []string{"plain", "caf%E9"}
 
 func (r *run) chance(pct int) bool { return r.rng.IntN(100) < pct }
 
-func (r *run) drawProfile(idents bool) Profile {
+func (r *run) drawProfile(idents bool) origin.Profile {
 	m := r.cfg.Mix
-	p := Profile{Size: 64 + r.rng.IntN(r.cfg.MaxBodyBytes/4), ETag: m.Has("304") && r.chance(50)}
+	p := origin.Profile{Size: 64 + r.rng.IntN(r.cfg.MaxBodyBytes/4), ETag: m.Has("304") && r.chance(50)}
 	if m.Has("if-none-match") {
 		p.WeakETag = r.chance(30)
 	}
@@ -401,8 +320,8 @@ func (r *run) drawProfile(idents bool) Profile {
 			}
 		}
 	}
-	for _, k := range sortedDims(dims) {
-		p.Dims = append(p.Dims, Dim{Name: k, How: dims[k]})
+	for _, k := range slices.Sorted(maps.Keys(dims)) {
+		p.Dims = append(p.Dims, origin.Dim{Name: k, How: dims[k]})
 	}
 	p.Gzip = m.Has("gzip") && r.chance(50)
 	if p.Gzip && m.Has("gzip-threshold") && r.chance(50) {

@@ -1,4 +1,9 @@
-package invariant
+// Package mix is the invariant harness's table of inputs: one row per
+// request feature or origin behaviour the randomized runs may draw, and
+// the Mix a run draws from (the On rows, changed by INVARIANT_FEATURES).
+// It is its own package so that the clients, the origin and the runner
+// all read one table, and a row's gate is visible without reading them.
+package mix
 
 import (
 	"slices"
@@ -22,10 +27,10 @@ type Feature struct {
 }
 
 // Features is THE table of the mix. To add an input: add a row here, draw
-// it where the generator (client.go) or the origin (origin.go) decides
-// what to send or answer — `if mix.Has("name")` — and, when the input can
-// break an invariant in a way the checks in check.go do not yet see, add
-// that check. Keep each note to one line: what the input is and why it is
+// it where the clients (package traffic) or the origin's profiles (the
+// runner's drawProfile, package origin) decide what to send or answer —
+// `if mix.Has("name")` — and, when the input can break an invariant in a
+// way the checks (package check) do not yet see, add that check. Keep each note to one line: what the input is and why it is
 // hostile.
 var Features = []Feature{
 	// Who the clients are and what they send.

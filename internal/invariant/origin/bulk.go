@@ -1,4 +1,4 @@
-package invariant
+package origin
 
 import (
 	"encoding/json"
@@ -23,7 +23,7 @@ const MaxID = 1<<31 - 1
 // (crowd rounds); its other fields are not read.
 const BulkProfile = "u/*"
 
-// Crowd rounds' ids (crowd.go): good ones are crowdBase+crowdSpan·round+i,
+// Crowd rounds' ids (the runner's crowd.go): good ones are crowdBase+crowdSpan·round+i,
 // above every id an ordinary round draws (1-64); bad ones are 20 digits,
 // "8", the round in 5 digits and 14 random ones, over MaxID and over
 // 2⁶⁴ like an ordinary round's bad ids, which start with 9.
@@ -32,8 +32,11 @@ const (
 	crowdSpan = 1000
 )
 
-// crowdBadID is a bad id of crowd round round.
-func crowdBadID(round int, rnd uint64) string {
+// CrowdID is the i-th good id of crowd round round.
+func CrowdID(round, i int) string { return fmt.Sprint(crowdBase + round*crowdSpan + i + 1) }
+
+// CrowdBadID is a bad id of crowd round round.
+func CrowdBadID(round int, rnd uint64) string {
 	return fmt.Sprintf("8%05d%014d", round, rnd%1e14)
 }
 
@@ -190,4 +193,11 @@ func decodeUnreserved(s string) string {
 
 func unreserved(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// GoodID reports whether the id of a /u/{id} path is one the bulk
+// endpoint parses (MaxID).
+func GoodID(path string) bool {
+	n, err := strconv.ParseUint(path[strings.LastIndexByte(path, '/')+1:], 10, 64)
+	return err == nil && n <= MaxID
 }

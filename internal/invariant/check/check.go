@@ -1,4 +1,4 @@
-package invariant
+package check
 
 import (
 	"bytes"
@@ -8,17 +8,19 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/invariant/origin"
+	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
 
-// now is the clock the version checks order reads and writes by: this
+// Now is the clock the version checks order reads and writes by: this
 // process's, which is also the in-process replicas' clock.
-func now() time.Time { return time.Now() }
+func Now() time.Time { return time.Now() }
 
-// readBody reads the whole answer, decoding a gzip coding.
-func readBody(resp *http.Response) ([]byte, error) {
+// ReadBody reads the whole answer, decoding a gzip coding.
+func ReadBody(resp *http.Response) ([]byte, error) {
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, err
@@ -35,7 +37,7 @@ func readBody(resp *http.Response) ([]byte, error) {
 	return b, nil
 }
 
-// check applies every invariant to one answer:
+// Answer applies every invariant to one answer:
 //
 //   - coding: the Content-Encoding is one the request accepted (no
 //     Accept-Encoding accepts identity only, as clients that send none
@@ -50,21 +52,21 @@ func readBody(resp *http.Response) ([]byte, error) {
 //     acknowledged through the same replica before the read was sent, nor
 //     older than any write acknowledged more than max_lag (plus margin)
 //     before it was sent.
-func (r *run) check(q *request, resp *http.Response, body []byte, start, end time.Time) {
+func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, start, end time.Time) {
 	ce := resp.Header.Get("Content-Encoding")
 	switch strings.ToLower(ce) {
 	case "", "identity":
 	case "gzip":
-		if !AcceptsGzip(q.hdr.Values("Accept-Encoding")) {
-			r.violate("coding", "%s: answered %d with Content-Encoding gzip (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
+		if !origin.AcceptsGzip(q.Hdr.Values("Accept-Encoding")) {
+			ch.Violate("coding", "%s: answered %d with Content-Encoding gzip (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
 		}
 	default:
-		r.violate("coding", "%s: Content-Encoding %q", q, ce)
+		ch.Violate("coding", "%s: Content-Encoding %q", q, ce)
 	}
 	for _, sc := range resp.Header.Values("Set-Cookie") {
 		if v, ok := strings.CutPrefix(sc, "minted="); ok {
-			if v, _, _ = strings.Cut(v, ";"); v != q.who.addr {
-				r.violate("identity", "%s: Set-Cookie minted for %s (%s)", q, v, resp.Header.Get("Cache-Status"))
+			if v, _, _ = strings.Cut(v, ";"); v != q.Who.Addr {
+				ch.Violate("identity", "%s: Set-Cookie minted for %s (%s)", q, v, resp.Header.Get("Cache-Status"))
 			}
 		}
 	}
@@ -74,145 +76,146 @@ func (r *run) check(q *request, resp *http.Response, body []byte, start, end tim
 		// per-ID read's, nor a list's whose ids are all good, however
 		// many requests share the batches (crowd rounds).
 		crowd := ""
-		if q.crowd {
+		if q.Crowd {
 			crowd = " in a crowd round"
 		}
 		switch {
-		case q.route == "u" && q.kind == "read" && Resource(q.path) != "" && goodID(q.path):
-			r.violate("collateral", "%s: a good ID answered %d%s (%s): %.120q", q, resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
-		case q.kind == "list" && goodIDs(q.ids):
-			r.violate("collateral", "%s: a list of %d good IDs answered %d%s (%s): %.120q", q, len(q.ids), resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
+		case q.Route == "u" && q.Kind == "read" && origin.Resource(q.Path) != "" && origin.GoodID(q.Path):
+			ch.Violate("collateral", "%s: a good ID answered %d%s (%s): %.120q", q, resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
+		case q.Kind == "list" && goodIDs(q.Ids):
+			ch.Violate("collateral", "%s: a list of %d good IDs answered %d%s (%s): %.120q", q, len(q.Ids), resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
 		}
 	}
 	if resp.StatusCode == http.StatusNotModified {
-		r.checkNotModified(q, resp, start, end)
+		ch.checkNotModified(q, resp, start, end)
 		return
 	}
-	if resp.StatusCode == http.StatusPartialContent && q.hdr.Get("Range") == "" {
-		r.violate("range", "%s: 206 (%s) to a request without Range (%s)", q, resp.Header.Get("Content-Range"), resp.Header.Get("Cache-Status"))
+	if resp.StatusCode == http.StatusPartialContent && q.Hdr.Get("Range") == "" {
+		ch.Violate("range", "%s: 206 (%s) to a request without Range (%s)", q, resp.Header.Get("Content-Range"), resp.Header.Get("Cache-Status"))
 		return
 	}
-	if q.method == http.MethodHead {
-		r.checkHead(q, resp, start, end)
+	if q.Method == http.MethodHead {
+		ch.checkHead(q, resp, start, end)
 		return
 	}
 	switch {
-	case q.kind == "list" && resp.StatusCode == http.StatusOK:
-		r.mu.Lock()
-		r.rep.Checked["list"]++
-		r.mu.Unlock()
-		var sts []Stamp
+	case q.Kind == "list" && resp.StatusCode == http.StatusOK:
+		ch.mu.Lock()
+		ch.checked["list"]++
+		ch.mu.Unlock()
+		var sts []origin.Stamp
 		if err := json.Unmarshal(body, &sts); err != nil {
-			r.violate("garbled", "%s: list answer: %v", q, err)
+			ch.Violate("garbled", "%s: list answer: %v", q, err)
 			return
 		}
 		for _, st := range sts {
-			if !slices.Contains(q.ids, st.ID) || st.Res != "u/"+st.ID {
-				r.violate("resource", "%s: list element %s/%s not asked for", q, st.ID, st.Res)
+			if !slices.Contains(q.Ids, st.ID) || st.Res != "u/"+st.ID {
+				ch.Violate("resource", "%s: list element %s/%s not asked for", q, st.ID, st.Res)
 			}
 		}
 		if sts == nil {
-			sts = []Stamp{}
+			sts = []origin.Stamp{}
 		}
-		r.remember(q, resp, nil, sts)
+		ch.remember(q, resp, nil, sts)
 	case bytes.HasPrefix(body, []byte(`{"`)):
-		var st Stamp
+		var st origin.Stamp
 		if err := json.Unmarshal(body, &st); err != nil || st.Res == "" {
-			if resp.StatusCode == http.StatusOK && q.route != "u" {
-				r.violate("garbled", "%s: %d %.80q", q, resp.StatusCode, body)
+			if resp.StatusCode == http.StatusOK && q.Route != "u" {
+				ch.Violate("garbled", "%s: %d %.80q", q, resp.StatusCode, body)
 			}
 			return
 		}
-		r.checkStamp(q, resp, st, start, end)
-		r.remember(q, resp, &st, nil)
-	case resp.StatusCode == http.StatusOK && q.kind != "list":
-		r.violate("garbled", "%s: 200 without a stamp: %.80q", q, body)
+		ch.checkStamp(q, resp, st, start, end)
+		ch.remember(q, resp, &st, nil)
+	case resp.StatusCode == http.StatusOK && q.Kind != "list":
+		ch.Violate("garbled", "%s: 200 without a stamp: %.80q", q, body)
 	}
 }
 
-func (r *run) checkStamp(q *request, resp *http.Response, st Stamp, start, end time.Time) {
-	r.checkStampAs(q, resp, st, start, end, "")
+func (ch *Checker) checkStamp(q *traffic.Request, resp *http.Response, st origin.Stamp, start, end time.Time) {
+	ch.checkStampAs(q, resp, st, start, end, "")
 }
 
 // checkStampAs checks the stamp of the answer q's client keeps: a 200's,
 // or the copy a 304 confirmed (pre says which, in messages).
-func (r *run) checkStampAs(q *request, resp *http.Response, st Stamp, start, end time.Time, pre string) {
+func (ch *Checker) checkStampAs(q *traffic.Request, resp *http.Response, st origin.Stamp, start, end time.Time, pre string) {
 	cs := pre + resp.Header.Get("Cache-Status")
 	if strings.Contains(cs, "stale-if-error") {
 		// Shows the stale-if-error copies reached the identity checks.
-		r.rep.Checked["stale-if-error-"+q.route]++
+		// Under the lock (Count): answers are checked concurrently.
+		ch.Count("stale-if-error-"+q.Route, 1)
 		if len(st.By) > 0 {
-			r.rep.Checked["stale-if-error-varied"]++
+			ch.Count("stale-if-error-varied", 1)
 		}
 	}
-	if st.Res != q.res {
-		r.violate("resource", "%s: answer for %s, want %s (%s)", q, st.Res, q.res, cs)
+	if st.Res != q.Res {
+		ch.Violate("resource", "%s: answer for %s, want %s (%s)", q, st.Res, q.Res, cs)
 	}
 	for _, k := range sortedDims(st.By) {
-		if v := st.By[k]; v != q.sent[k] {
-			r.violate("identity", "%s: answer for %s=%.40q, this request sent %.40q (%s)", q, k, v, q.sent[k], cs)
+		if v := st.By[k]; v != q.Sent[k] {
+			ch.Violate("identity", "%s: answer for %s=%.40q, this request sent %.40q (%s)", q, k, v, q.Sent[k], cs)
 		}
 	}
 	// Only a client's id is a leak: on the cached path the sidecar sends
 	// its own (issue 20 item 7b), which every request may see echoed.
 	// A copy a 304 keeps echoes the id of the request that fetched it,
 	// checked when that request's answer was.
-	if strings.HasPrefix(st.Rid, "rid-") && st.Rid != q.rid && pre == "" {
-		r.violate("unkeyed", "%s: answer echoes X-Request-Id %q of another request (%s)", q, st.Rid, cs)
+	if strings.HasPrefix(st.Rid, "rid-") && st.Rid != q.Rid && pre == "" {
+		ch.Violate("unkeyed", "%s: answer echoes X-Request-Id %q of another request (%s)", q, st.Rid, cs)
 	}
-	// key.host shares one entry between every spelling of the host, so
+	// key.Host shares one entry between every spelling of the host, so
 	// the upstream may only have seen the canonical one — unless the
 	// request bypassed the cache, whose answer is its own and never stored.
-	own := q.host == "" || st.Fh == q.host && strings.Contains(cs, "fwd=bypass")
-	if q.route == "h" && st.Fh != strings.ToLower(r.cfg.Host) && !own {
-		r.violate("unkeyed", "%s: answer shaped by X-Forwarded-Host %q, want the keyed %q (%s)", q, st.Fh, r.cfg.Host, cs)
+	own := q.Host == "" || st.Fh == q.Host && strings.Contains(cs, "fwd=bypass")
+	if q.Route == "h" && st.Fh != strings.ToLower(ch.cfg.Host) && !own {
+		ch.Violate("unkeyed", "%s: answer shaped by X-Forwarded-Host %q, want the keyed %q (%s)", q, st.Fh, ch.cfg.Host, cs)
 	}
-	if q.kind != "write" {
-		switch q.route {
+	if q.Kind != "write" {
+		switch q.Route {
 		case "r":
-			if !sameParams(st.Q, q.query) {
-				r.violate("query", "%s: origin answered for ?%s (%s)", q, st.Q, cs)
+			if !sameParams(st.Q, q.Query) {
+				ch.Violate("query", "%s: origin answered for ?%s (%s)", q, st.Q, cs)
 			}
 		case "p":
-			if !subParams(st.Q, q.query) {
-				r.violate("query", "%s: origin answered for ?%s (%s)", q, st.Q, cs)
+			if !subParams(st.Q, q.Query) {
+				ch.Violate("query", "%s: origin answered for ?%s (%s)", q, st.Q, cs)
 			}
 		}
 	}
 	if (resp.StatusCode < 200 || resp.StatusCode > 299) && resp.StatusCode != http.StatusNotModified {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
 	if resp.StatusCode == http.StatusNotModified {
-		r.rep.Checked["304-kept"]++
+		ch.checked["304-kept"]++
 	}
-	if q.kind == "write" {
-		r.acks[st.Res] = append(r.acks[st.Res], ack{path: q.path, ver: st.Ver, at: end, replica: q.replica})
+	if q.Kind == "write" {
+		ch.acks[st.Res] = append(ch.acks[st.Res], ack{path: q.Path, ver: st.Ver, at: end, replica: q.Replica})
 		return
 	}
-	for _, a := range r.acks[st.Res] {
+	for _, a := range ch.acks[st.Res] {
 		if !a.at.Before(start) {
 			continue
 		}
-		lag := start.Sub(a.at) > r.cfg.MaxLag+r.cfg.LagMargin
+		lag := start.Sub(a.at) > ch.cfg.MaxLag+ch.cfg.LagMargin
 		switch {
-		case a.replica == q.replica:
-			r.rep.Checked["own"]++
+		case a.replica == q.Replica:
+			ch.checked["own"]++
 		case lag:
-			r.rep.Checked["lag"]++
+			ch.checked["lag"]++
 		}
 		if st.Ver >= a.ver {
 			continue
 		}
-		if a.replica == q.replica {
-			r.rep.Violations = append(r.rep.Violations, Violation{Kind: "own-write", Msg: fmt.Sprintf(
+		if a.replica == q.Replica {
+			ch.violations = append(ch.violations, Violation{Kind: "own-write", Msg: fmt.Sprintf(
 				"%s: version %d, but v%d (PATCH %s) was acknowledged through this replica %v before it was sent (%s)", q, st.Ver, a.ver, a.path, start.Sub(a.at).Round(time.Millisecond), cs)})
 			return
 		}
 		if lag {
-			r.rep.Violations = append(r.rep.Violations, Violation{Kind: "max-lag", Msg: fmt.Sprintf(
-				"%s: version %d, but v%d (PATCH %s) was acknowledged %v before it was sent (max_lag %v) (%s)", q, st.Ver, a.ver, a.path, start.Sub(a.at).Round(time.Millisecond), r.cfg.MaxLag, cs)})
+			ch.violations = append(ch.violations, Violation{Kind: "max-lag", Msg: fmt.Sprintf(
+				"%s: version %d, but v%d (PATCH %s) was acknowledged %v before it was sent (max_lag %v) (%s)", q, st.Ver, a.ver, a.path, start.Sub(a.at).Round(time.Millisecond), ch.cfg.MaxLag, cs)})
 			return
 		}
 	}
@@ -259,16 +262,10 @@ func subParams(got, sent string) bool {
 	return true
 }
 
-// goodID: the id of a /u/{id} path is one the origin's bulk endpoint parses.
-func goodID(path string) bool {
-	n, err := strconv.ParseUint(path[strings.LastIndexByte(path, '/')+1:], 10, 64)
-	return err == nil && n <= MaxID
-}
-
 // goodIDs: every id of a list is one the origin's bulk endpoint parses.
 func goodIDs(ids []string) bool {
 	for _, id := range ids {
-		if !goodID("/" + id) {
+		if !origin.GoodID("/" + id) {
 			return false
 		}
 	}
@@ -277,18 +274,28 @@ func goodIDs(ids []string) bool {
 
 // checkHead checks a HEAD answer by the stamp its header carries: no body
 // to read, the same identity, resource and version invariants.
-func (r *run) checkHead(q *request, resp *http.Response, start, end time.Time) {
-	sh := resp.Header.Get(StampHeader)
+func (ch *Checker) checkHead(q *traffic.Request, resp *http.Response, start, end time.Time) {
+	sh := resp.Header.Get(origin.StampHeader)
 	if sh == "" {
 		if resp.StatusCode == http.StatusOK {
-			r.violate("garbled", "%s: HEAD 200 without a stamp (%s)", q, resp.Header.Get("Cache-Status"))
+			ch.Violate("garbled", "%s: HEAD 200 without a stamp (%s)", q, resp.Header.Get("Cache-Status"))
 		}
 		return
 	}
-	var st Stamp
+	var st origin.Stamp
 	if err := json.Unmarshal([]byte(sh), &st); err != nil || st.Res == "" {
-		r.violate("garbled", "%s: HEAD stamp %.80q", q, sh)
+		ch.Violate("garbled", "%s: HEAD stamp %.80q", q, sh)
 		return
 	}
-	r.checkStamp(q, resp, st, start, end)
+	ch.checkStamp(q, resp, st, start, end)
+}
+
+// sortedDims is for stable messages.
+func sortedDims(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -1,0 +1,80 @@
+// Package check holds the invariant harness's answers to the invariants:
+// every client's answer (Answer, Trailers), a 304's kept copy held as if
+// it were the answer, and the writes each read is ordered against. It
+// collects what it found (Violations) and what each check applied to
+// (Checked), so a run shows its checks were live. It knows nothing of
+// rounds or budgets, which the runner checks.
+package check
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/invariant/origin"
+	"github.com/sidecache/sidecache/internal/invariant/traffic"
+)
+
+// Violation is one broken invariant, with the request that showed it.
+type Violation struct {
+	Kind string // identity, coding, resource, query, own-write, max-lag, budget, resend, garbled, bound
+	Msg  string
+}
+
+func (v Violation) String() string { return v.Kind + ": " + v.Msg }
+
+// Config is what the checks need to know of the replicas' config.
+type Config struct {
+	Host string // Host header of every request
+	// MaxLag is the replicas' coherence.max_lag; LagMargin is added to it
+	// before a peer's stale read counts (see invariant.Config).
+	MaxLag, LagMargin time.Duration
+}
+
+// Checker checks one run's answers; its methods are safe for concurrent
+// use by the run's requests.
+type Checker struct {
+	cfg Config
+	// remember puts a checked 200 with a validator into the clients'
+	// pool (traffic.Gen.Remember), for later conditionals.
+	remember func(q *traffic.Request, resp *http.Response, st *origin.Stamp, list []origin.Stamp)
+
+	mu         sync.Mutex
+	acks       map[string][]ack
+	checked    map[string]int
+	violations []Violation
+}
+
+type ack struct {
+	path    string
+	ver     int
+	at      time.Time
+	replica int
+}
+
+// New is the checker of a run whose clients draw from gen.
+func New(cfg Config, gen *traffic.Gen) *Checker {
+	return &Checker{cfg: cfg, remember: gen.Remember, acks: map[string][]ack{}, checked: map[string]int{}}
+}
+
+// Violate records a broken invariant.
+func (ch *Checker) Violate(kind, format string, a ...any) {
+	ch.mu.Lock()
+	ch.violations = append(ch.violations, Violation{Kind: kind, Msg: fmt.Sprintf(format, a...)})
+	ch.mu.Unlock()
+}
+
+// Count adds n to what check key applied to.
+func (ch *Checker) Count(key string, n int) {
+	ch.mu.Lock()
+	ch.checked[key] += n
+	ch.mu.Unlock()
+}
+
+// Result is what the checks applied to and found, once the run is over.
+func (ch *Checker) Result() (checked map[string]int, violations []Violation) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.checked, ch.violations
+}

@@ -1,0 +1,238 @@
+package traffic
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/sidecache/sidecache/internal/invariant/origin"
+)
+
+// Draw draws the next request; hot is the round's hot resource id.
+func (g *Gen) Draw(hot string) *Request {
+	m := g.mix
+	who := g.ids[g.rng.IntN(len(g.ids))]
+	q := &Request{
+		Who: who, Replica: g.rng.IntN(g.replicas), Method: http.MethodGet, Hdr: http.Header{},
+		Sent: map[string]string{"addr": who.Addr, "cookie": "", "auth": "", "tenant": "", "lang": ""},
+		Kind: "read", Route: "r", Budget: BudgetRead,
+	}
+	id := hot
+	if g.chance(35) {
+		id = fmt.Sprint(1 + g.rng.IntN(4))
+	}
+	roll := g.rng.IntN(100)
+	switch {
+	case m.Has("write") && roll < 12:
+		q.Kind, q.Method, q.Budget = "write", http.MethodPatch, BudgetWrite
+		q.Path = "/r/" + id
+		if m.Has("write-spelling") && g.chance(40) {
+			q.Path = pick(g, "/r/0"+id, "/r/"+id+"/", "/R/"+id, "//r/"+id, "/r/./"+id, "/r/"+id+";v=1", "/r/%2B"+id)
+		}
+		if m.Has("percent-path") && g.chance(10) {
+			// RFC 3986 §6.2.2.2: %3N is the digit N; the origin decodes it.
+			q.Path = pick(g, "/r/%3"+id, "/%72/"+id, "/r/%2e/"+id)
+		}
+		q.Hangup = m.Has("write-hangup") && g.chance(15)
+		if m.Has("no-cache") && g.chance(20) {
+			q.Path = "/n/" + id // the route that honours no-cache
+		}
+	case roll < 18:
+		q.Route = "t"
+		name := "plain"
+		if m.Has("write-non-utf8") && g.chance(60) {
+			name = "caf%E9"
+		}
+		q.Path = "/t/" + name
+		if m.Has("write") && g.chance(25) {
+			q.Kind, q.Method, q.Budget = "write", http.MethodPatch, BudgetWrite
+		}
+	case m.Has("batch") && roll < 28:
+		q.Route = "u"
+		uid := fmt.Sprint(1 + g.rng.IntN(8))
+		if m.Has("bad-ids") && g.chance(15) {
+			uid = "99999999999999999999"
+		}
+		q.Path = "/u/" + uid
+	case m.Has("batch") && roll < 34:
+		q.Kind, q.Route, q.Path = "list", "u", "/u"
+		n := 1 + g.rng.IntN(40)
+		bad := 10
+		if g.chance(50) {
+			bad = 90
+		}
+		for i := 0; i < n; i++ {
+			uid := fmt.Sprint(1 + g.rng.IntN(64))
+			if m.Has("bad-ids") && g.chance(bad) {
+				uid = fmt.Sprintf("9%019d", g.rng.Uint64()%1e19)
+			}
+			q.Ids = append(q.Ids, uid)
+		}
+		if again := g.rng.IntN(100); m.Has("if-none-match") && len(g.lists) > 0 && again < 40 {
+			// The same list again, so a client may revalidate it (the
+			// split list's ETag is the sidecar's, over the bytes).
+			q.Ids = g.lists[again%len(g.lists)]
+		} else if len(g.lists) < 8 && !slices.ContainsFunc(q.Ids, func(id string) bool { return !origin.GoodID("/" + id) }) {
+			g.lists = append(g.lists, q.Ids) // good ids only: a list that fails has no ETag
+		}
+		q.Query = "ids=" + strings.Join(q.Ids, ",")
+		q.Budget = BudgetList(len(q.Ids))
+	case m.Has("no-cache") && roll < 38:
+		// freshness: origin, request_no_cache: refresh: no-cache reads
+		// are forced refreshes, one per key at a time.
+		q.Route, q.Path = "n", "/n/"+id
+	case roll < 45:
+		q.Route, q.Path = "p", "/p/"+id
+		q.Query = "fields=" + pick(g, "name", "email")
+		if m.Has("extra-param") && g.chance(50) {
+			q.Query += "&callback=cb" + fmt.Sprint(g.rng.IntN(1000))
+		}
+	case m.Has("host-spelling") && roll >= 92:
+		q.Route, q.Path = "h", "/h/"+id
+		q.Host = pick(g, g.host, "svc", "svc.ns.svc.cluster.local", strings.ToUpper(g.host))
+	case m.Has("batch-etag-field") && roll >= 86:
+		// batch.etag_field: the element's ETag is the app's own field.
+		q.Route, q.Path = "e", "/e/"+fmt.Sprint(1+g.rng.IntN(8))
+		if m.Has("write") && g.chance(20) {
+			q.Kind, q.Method, q.Budget = "write", http.MethodPatch, BudgetWrite
+		}
+	default:
+		q.Path = "/r/" + id
+		if m.Has("path-spelling") && g.chance(15) {
+			q.Path = pick(g, "/r/0"+id, "/r/"+id+"/", "/R/"+id)
+		}
+		if m.Has("percent-path") && g.chance(6) {
+			q.Path = pick(g, "/r/%3"+id, "/%72/"+id, "/r/%2e/"+id, "/r/"+id+"%2F")
+		}
+		q.Query = g.drawQuery()
+		if m.Has("head") && g.chance(15) {
+			q.Method = http.MethodHead // a GET route answers HEAD from its GET entry
+		}
+		if m.Has("stale-if-error") && g.chance(30) {
+			// Route n's stale copies (the runner's drawStaleProfile) need
+			// reads, of several variants at once, to be served on its
+			// failures.
+			q.Route, q.Path = "n", "/n/"+id
+		}
+	}
+	if q.Kind != "list" {
+		q.Res = origin.Resource(q.Path)
+	}
+	g.drawEdges(q)
+	g.drawHeaders(q)
+	if q.Method == http.MethodGet {
+		g.drawConditional(q)
+	}
+	return q
+}
+
+func pick(g *Gen, s ...string) string { return s[g.rng.IntN(len(s))] }
+
+func (g *Gen) drawQuery() string {
+	m := g.mix
+	if !g.chance(35) {
+		return ""
+	}
+	parts := []string{"a=1", "b=2"}
+	if m.Has("query-order") && g.chance(50) {
+		parts = []string{"b=2", "a=1"}
+	}
+	if m.Has("query-repeat") && g.chance(50) {
+		if g.chance(50) {
+			parts = append(parts, "lang=fr", "lang=en")
+		} else {
+			parts = append(parts, "lang=en", "lang=fr")
+		}
+	}
+	if m.Has("query-escape") && g.chance(50) {
+		parts = append(parts, pick(g, "q=%zz", "q=%25zz", "c=1;d=2", "c=1%3Bd=2"))
+	}
+	return strings.Join(parts, "&")
+}
+
+func (g *Gen) drawHeaders(q *Request) {
+	m := g.mix
+	h := q.Hdr
+	if m.Has("accept-encoding") {
+		choices := []string{"", "gzip", "identity", "gzip;q=0", "gzip, br"}
+		if m.Has("accept-encoding-spellings") {
+			choices = append(choices, "gzip, deflate", "gzip, deflate, br", "gzip, deflate, br, zstd", "br, gzip")
+		}
+		if m.Has("accept-encoding-q") && g.chance(15) {
+			choices = []string{"gzip;q=0.001", "identity;q=0, gzip", "*;q=0", "GZIP", "gzip;q=1.0, *;q=0", "*",
+				"x-gzip", "gzip ; q=0", "deflate;q=0.5, gzip;q=0", "*, gzip;q=0", "gzip;q=0.000", "br;q=1, gzip;q=0.5", "gzip;Q=0"}
+		}
+		if ae := pick(g, choices...); ae != "" {
+			h.Set("Accept-Encoding", ae)
+		}
+	}
+	if m.Has("accept-language") {
+		lang := pick(g, "", "en", "fr", "de")
+		if m.Has("long-accept-language") && g.chance(5) {
+			lang = strings.Repeat("en-GB;q=0.9, ", 500) + "fr"
+		}
+		if lang != "" {
+			h.Set("Accept-Language", lang)
+			q.Sent["lang"] = lang
+		}
+	}
+	if m.Has("tenant") && q.Who.Tenant != "" && g.chance(70) {
+		h.Set("X-Tenant", q.Who.Tenant)
+		q.Sent["tenant"] = q.Who.Tenant
+	}
+	if m.Has("duplicate-headers") && g.chance(8) {
+		g.drawDuplicates(q)
+	}
+	if m.Has("cookie") && g.chance(25) {
+		h.Set("Cookie", "sid="+q.Who.Name)
+		if m.Has("cookie-empty-first") && q.Route == "p" && g.chance(60) {
+			h["Cookie"] = []string{"", "sid=" + q.Who.Name}
+		}
+		q.Sent["cookie"] = q.Who.Name
+	}
+	if m.Has("auth") && g.chance(15) {
+		h.Set("Authorization", "Bearer "+q.Who.Name)
+		if m.Has("cookie-empty-first") && q.Route == "p" && g.chance(60) {
+			h["Authorization"] = []string{"", "Bearer " + q.Who.Name}
+		}
+		q.Sent["auth"] = q.Who.Name
+	}
+	if m.Has("request-id") && g.chance(50) {
+		g.rid++
+		q.Rid = fmt.Sprintf("rid-%d-%d", g.seed, g.rid)
+		h.Set("X-Request-Id", q.Rid)
+	}
+	if m.Has("no-cache") && g.chance(10) {
+		switch pick(g, "no-cache", "max-age=0", "pragma") {
+		case "pragma":
+			h.Set("Pragma", "no-cache")
+		case "max-age=0":
+			h.Set("Cache-Control", "max-age=0")
+		default:
+			h.Set("Cache-Control", "no-cache")
+		}
+	}
+}
+
+// CrowdRequest is a GET of the batch route by a random identity through a
+// random replica, with the headers that split batches into groups
+// (Accept-Encoding, X-Tenant) and no credentials (which would bypass the
+// batcher).
+func (g *Gen) CrowdRequest(rng *rand.Rand) *Request {
+	who := g.ids[rng.IntN(len(g.ids))]
+	q := &Request{
+		Who: who, Replica: rng.IntN(g.replicas), Method: http.MethodGet, Hdr: http.Header{},
+		Sent: map[string]string{"addr": who.Addr, "cookie": "", "auth": "", "tenant": "", "lang": ""},
+		Kind: "read", Route: "u", Budget: BudgetRead, Crowd: true,
+	}
+	if ae := []string{"", "gzip", "identity", "gzip, deflate, br"}[rng.IntN(4)]; ae != "" {
+		q.Hdr.Set("Accept-Encoding", ae)
+	}
+	if who.Tenant != "" && rng.IntN(2) == 0 {
+		q.Hdr.Set("X-Tenant", who.Tenant)
+		q.Sent["tenant"] = who.Tenant
+	}
+	return q
+}

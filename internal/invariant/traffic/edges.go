@@ -1,0 +1,72 @@
+package traffic
+
+import (
+	"net/http"
+
+	"github.com/sidecache/sidecache/internal/invariant/origin"
+)
+
+// The HTTP edge inputs of issue 21 that can shape an answer on the cached
+// path, each drawn at a low rate: Range (bypassed, and never stored as the
+// whole), absolute-form targets (RFC 9112 §3.2.2: the authority replaces
+// Host), writes with a body sent chunked with trailers or behind Expect:
+// 100-continue, and duplicate field lines of the headers an answer varies
+// on. Percent-encoded path spellings and odd Accept-Encoding lists are
+// drawn with the paths and headers (draw.go).
+
+// drawEdges draws the request-line and framing edges of q.
+func (g *Gen) drawEdges(q *Request) {
+	m := g.mix
+	if q.Method == http.MethodGet && m.Has("range") && g.chance(4) {
+		q.Hdr.Set("Range", pick(g, "bytes=0-9", "bytes=-5", "bytes=0-0,5-9", "bytes=10-"))
+	}
+	if m.Has("absolute-form") && g.chance(5) {
+		q.Absolute = true
+		if q.Route == "h" && q.Host == "" {
+			q.Host = pick(g, g.host, "svc", "SVC.Invariant")
+		}
+		if q.Host == "" {
+			q.Host = g.host
+		}
+	}
+	if q.Method == http.MethodPatch {
+		if m.Has("chunked-write") && g.chance(15) {
+			q.Body, q.Chunked = `{"bump":1}`, true
+		}
+		if m.Has("expect") && g.chance(15) {
+			q.Body, q.Expect = `{"bump":1}`, true
+		}
+	}
+}
+
+// drawDuplicates sends a header the origin may vary on as two field
+// lines (RFC 9110 §5.3: one list, joined with commas): another value
+// after the client's own, or an empty line before it. The origin joins
+// every non-empty line (dimValue), so what the client sent is that join;
+// a sidecar that keyed on the first line only, or forwarded only it,
+// would serve one list's answer to another.
+func (g *Gen) drawDuplicates(q *Request) {
+	h := q.Hdr
+	switch pick(g, "lang", "tenant", "encoding") {
+	case "lang":
+		if lang := h.Get("Accept-Language"); lang != "" && len(lang) < 100 {
+			h["Accept-Language"] = []string{lang, pick(g, "en", "fr", "de")}
+			if g.chance(30) {
+				h["Accept-Language"] = []string{"", lang}
+			}
+			q.Sent["lang"] = origin.JoinLines(h["Accept-Language"])
+		}
+	case "tenant":
+		if t := h.Get("X-Tenant"); t != "" {
+			h["X-Tenant"] = []string{t, pick(g, "acme", "globex", "initech")}
+			if g.chance(30) {
+				h["X-Tenant"] = []string{"", t}
+			}
+			q.Sent["tenant"] = origin.JoinLines(h["X-Tenant"])
+		}
+	default:
+		h["Accept-Encoding"] = pick2(g, []string{"identity", "gzip"}, []string{"", "gzip"}, []string{"gzip;q=0", "identity"})
+	}
+}
+
+func pick2(g *Gen, s ...[]string) []string { return s[g.rng.IntN(len(s))] }

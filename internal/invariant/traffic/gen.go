@@ -1,0 +1,50 @@
+// Package traffic is the invariant harness's hostile clients: four
+// identities, each on its own loopback address with its own credentials,
+// and the draws that turn a seed into their requests (paths and their
+// spellings, queries, headers, HTTP edges, conditionals naming copies
+// any identity received). A Request records what it sent, so the checks
+// can hold its answer to it; its Budget is the upstream calls it may
+// cost. It knows nothing of the checks or of how rounds are played.
+package traffic
+
+import (
+	"math/rand/v2"
+	"sync"
+
+	"github.com/sidecache/sidecache/internal/invariant/mix"
+)
+
+// Gen draws one run's requests. Its rng is the run's own, shared with
+// the draws of the origin's profiles, so the seed alone fixes the whole
+// sequence of draws, as before the harness was split.
+type Gen struct {
+	rng      *rand.Rand
+	mix      mix.Mix
+	ids      []*Identity
+	replicas int    // how many replicas a request may go through
+	host     string // the Host header of every request by default
+	seed     uint64 // names the X-Request-Ids it draws
+	rid      int
+	// lists are id lists drawn before, sent again (Draw).
+	lists [][]string
+
+	mu sync.Mutex
+	// copies are the answers with validators the clients received, by
+	// resource (conditional.go), for later conditional requests.
+	copies map[string][]*Copy
+}
+
+// NewGen is the generator of a run of seed through replicas replicas.
+func NewGen(rng *rand.Rand, m mix.Mix, seed uint64, replicas int, host string) *Gen {
+	return &Gen{rng: rng, mix: m, ids: newIdentities(), replicas: replicas, host: host, seed: seed, copies: map[string][]*Copy{}}
+}
+
+func (g *Gen) chance(pct int) bool { return g.rng.IntN(100) < pct }
+
+// CloseIdle closes the identities' idle connections: a run is over.
+func (g *Gen) CloseIdle() {
+	for _, id := range g.ids {
+		id.Client.CloseIdleConnections()
+		id.Proxied.CloseIdleConnections()
+	}
+}

@@ -1,0 +1,160 @@
+package traffic
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Request is one drawn client request and what its answer is checked
+// against: the dimension values it sent, the resource the origin would
+// answer for, and its budget of upstream calls.
+type Request struct {
+	Kind    string // read, write, list
+	Route   string // r, p, t, u
+	Replica int
+	Who     *Identity
+	Method  string
+	Path    string // as sent, escaped
+	Query   string // as sent, raw
+	Hdr     http.Header
+	Sent    map[string]string // dimension → value this request sent ("" none)
+	Res     string
+	Ids     []string // list
+	Rid     string
+	Host    string // Host header; "" is the run's Host
+	Budget  int
+	Hangup  bool // write-hangup: the client leaves once the request is sent
+	// Absolute: sent in absolute-form (GET http://host/path, RFC 9112
+	// §3.2.2) through the identity's proxy-configured client.
+	Absolute bool
+	// Body: a write's body; Chunked: sent chunked with trailers; Expect:
+	// with Expect: 100-continue.
+	Body            string
+	Chunked, Expect bool
+	// Cond is the conditional this request sent (conditional.go).
+	Cond Cond
+	// Crowd: sent in a crowd round (CrowdRequest), over a healthy origin.
+	Crowd bool
+}
+
+func (q *Request) String() string {
+	u := q.Path
+	if q.Query != "" {
+		u += "?" + q.Query
+	}
+	var h []string
+	for _, k := range []string{"Accept-Encoding", "Accept-Language", "X-Tenant", "Cookie", "Authorization", "Cache-Control", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"} {
+		if vs, ok := q.Hdr[k]; ok {
+			v := strings.Join(vs, "|")
+			if len(v) > 40 {
+				v = v[:40] + "…"
+			}
+			h = append(h, k+"="+v)
+		}
+	}
+	for _, k := range []string{"Range", "Expect"} {
+		if v := q.Hdr.Get(k); v != "" {
+			h = append(h, k+"="+v)
+		}
+	}
+	if q.Absolute {
+		u = "http://" + q.Host + u
+	}
+	if q.Chunked {
+		h = append(h, "chunked+trailers")
+	}
+	return fmt.Sprintf("%s(%s)@replica%d %s %s [%s]", q.Who.Name, q.Who.Addr, q.Replica, q.Method, u, strings.Join(h, " "))
+}
+
+// proxyKey carries the replica an absolute-form request goes through.
+type proxyKey struct{}
+
+// viaProxy is the proxied client's Proxy: the replica the request's
+// context names, so the request line is absolute-form.
+func viaProxy(req *http.Request) (*url.URL, error) {
+	u, _ := req.Context().Value(proxyKey{}).(*url.URL)
+	return u, nil
+}
+
+// HTTPRequest builds q's request to replica base: origin-form to the
+// replica, or absolute-form through it; a write's body, chunked with
+// trailers or behind Expect: 100-continue.
+func (g *Gen) HTTPRequest(ctx context.Context, q *Request, base string) (*http.Request, error) {
+	target := base + q.Path
+	if q.Absolute {
+		pu, err := url.Parse(base)
+		if err != nil {
+			return nil, err
+		}
+		ctx = context.WithValue(ctx, proxyKey{}, pu)
+		host := g.host
+		if q.Host != "" {
+			host = q.Host
+		}
+		target = "http://" + host + q.Path
+	}
+	var body io.Reader
+	if q.Body != "" {
+		body = strings.NewReader(q.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, q.Method, target, body)
+	if err != nil {
+		return nil, err
+	}
+	req.URL.RawQuery = q.Query
+	if !q.Absolute {
+		req.Host = g.host
+		if q.Host != "" {
+			req.Host = q.Host
+		}
+	}
+	if q.Body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if q.Chunked {
+		req.ContentLength = -1
+		req.Body = io.NopCloser(strings.NewReader(q.Body)) // unknown length: chunked
+		req.GetBody = nil
+		// A trailer naming a tag header and one naming a field that
+		// may not be a trailer (RFC 9110 §6.5.1): both must be dropped.
+		req.Trailer = http.Header{"Surrogate-Key": {"r:1 r:2 r:3 r:4"}, "Cache-Control": {"no-store"}, "X-Sum": {"1"}}
+	}
+	if q.Expect {
+		req.Header.Set("Expect", "100-continue")
+	}
+	return req, nil
+}
+
+// Budget of upstream requests, per client request: a read (per-ID batch
+// read included) may cost its fetch and one more fetch after learning a
+// Vary'd header it had withheld (README: "asked once more") or after
+// taking over a lapsed lease; a write one request; a list of n IDs
+// 2 + 2·⌈log2 n⌉ (a bulk call plus isolating a bad ID, issue 20.4). The
+// harness sums the budgets of a round's concurrent requests and compares
+// the sum with the requests the origin received during the round.
+//
+// A request sent once more after the origin hung up on a reused
+// connection (RFC 9112 §9.3.1: Go's transport does so for an idempotent
+// request) carries the X-Request-Id of the first send and is counted
+// apart (Origin.Resends), bounded by the resend check (MaxSends per id),
+// not by these budgets: Go's transport alone resends for as long as the
+// connection it takes is a reused one, which internal/resend stops after
+// one resend. (A resend of a pass-through request that carries no id is
+// counted here: one lean pass-through read, 2.)
+const (
+	BudgetRead  = 2
+	BudgetWrite = 1
+)
+
+// BudgetList is the budget of a list request of n IDs.
+func BudgetList(n int) int {
+	b := 2
+	for m := 1; m < n; m *= 2 {
+		b += 2
+	}
+	return b
+}
