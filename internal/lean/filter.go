@@ -10,36 +10,52 @@ import (
 // FilterTrailers applies trailers to the trailers httputil.ReverseProxy
 // will relay from resp, so that its path drops the fields WriteResponse
 // and WriteTrailers drop: the names announced now, and the fields that
-// came, once the body has been read to its end (the Transport fills
-// resp.Trailer at its EOF, before ReverseProxy copies it). An upgraded
-// connection's body is left as it is: ReverseProxy needs it to be the
-// connection.
+// came, as soon as they are in resp.Trailer (see trailerFilter), before
+// ReverseProxy copies them. An upgraded connection's body is left as it
+// is: ReverseProxy needs it to be the connection.
 func FilterTrailers(resp *http.Response, trailers func(http.Header)) {
 	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil || resp.Body == http.NoBody {
 		return
 	}
 	trailers(resp.Trailer)
 	if resp.ContentLength < 0 { // only a chunked answer has trailers
-		resp.Body = &trailerFilter{ReadCloser: resp.Body, resp: resp, f: trailers}
+		resp.Body = newTrailerFilter(resp, trailers)
 	}
 }
 
+// trailerFilter applies f to resp.Trailer whenever a read of the body
+// finds it grown, and at the body's end. The transport fills
+// resp.Trailer when the body on the wire ends, which is not always this
+// body's end: http.Transport's gzip decoder (an answer to a request that
+// sent no Accept-Encoding, which the transport asked in gzip itself)
+// reads the small compressed body, and its trailers, ahead of the decoded
+// bytes it returns. A field f drops must be gone by the time the read
+// that brought it returns, or the large-body stream, which announces the
+// trailers after the fill has read max_body_bytes of the decoded body,
+// announces it. f decides by name, so a field it kept, which only gets
+// its value, needs no second look; a new name always grows the map.
 type trailerFilter struct {
 	io.ReadCloser
 	resp *http.Response
 	f    func(http.Header)
+	seen int // len(resp.Trailer) when f last ran
+}
+
+func newTrailerFilter(resp *http.Response, f func(http.Header)) *trailerFilter {
+	return &trailerFilter{ReadCloser: resp.Body, resp: resp, f: f, seen: len(resp.Trailer)}
 }
 
 func (b *trailerFilter) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && len(b.resp.Trailer) > 0 {
-		b.f(b.resp.Trailer)
+	if t := b.resp.Trailer; len(t) != b.seen || err == io.EOF && len(t) > 0 {
+		b.f(t)
+		b.seen = len(b.resp.Trailer)
 	}
 	return n, err
 }
 
 // DropConnectionTrailers removes from resp's trailers, those announced now
-// and those that come at the body's end, the fields resp's Connection
+// and those that come with the body (trailerFilter), the fields resp's Connection
 // header names: hop-by-hop fields (RFC 9110 §7.6.1), which the caller
 // drops from the header when it removes the hop-by-hop fields, must not
 // reach the client as trailers either. It must be called before that
@@ -67,7 +83,7 @@ func dropConnectionNamed(resp *http.Response, conn []string) {
 	}
 	drop(resp.Trailer)
 	if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody && resp.ContentLength < 0 {
-		resp.Body = &trailerFilter{ReadCloser: resp.Body, resp: resp, f: drop}
+		resp.Body = newTrailerFilter(resp, drop)
 	}
 }
 

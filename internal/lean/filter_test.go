@@ -80,3 +80,66 @@ func TestDropConnectionTrailers(t *testing.T) {
 		t.Errorf("trailers %v: want X-Sum alone", hop.Trailer)
 	}
 }
+
+// aheadBody is a body whose reader has reached the end on the wire before
+// it has returned every byte (a decoder that read ahead, as
+// http.Transport's gzip does): its first read fills resp.Trailer, as the
+// transport does at the wire's end, and data still follows.
+type aheadBody struct {
+	resp    *http.Response
+	left    int
+	trailer http.Header
+}
+
+func (b *aheadBody) Read(p []byte) (int, error) {
+	if b.trailer != nil {
+		if b.resp.Trailer == nil {
+			b.resp.Trailer = http.Header{}
+		}
+		for k, v := range b.trailer {
+			b.resp.Trailer[k] = v
+		}
+		b.trailer = nil
+	}
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), b.left, 4)
+	b.left -= n
+	return n, nil
+}
+
+func (b *aheadBody) Close() error { return nil }
+
+// A field the filter drops is gone from resp.Trailer as soon as the read
+// that brought it returns, not only at the body's end: a stream that
+// announces the trailers after reading part of a decoded body must not
+// find it there. Both wrappers: Connection's names and FilterTrailers'.
+func TestTrailersFilteredBeforeBodyEnd(t *testing.T) {
+	for _, announced := range []http.Header{nil, {"X-Sum": nil}} {
+		for _, wrap := range []struct {
+			name string
+			f    func(*http.Response)
+		}{
+			{"DropConnectionTrailers", lean.DropConnectionTrailers},
+			{"FilterTrailers", func(r *http.Response) { lean.FilterTrailers(r, func(h http.Header) { h.Del("X-Hop") }) }},
+		} {
+			resp := &http.Response{StatusCode: http.StatusOK, ContentLength: -1,
+				Header: http.Header{"Connection": {"x-hop"}}, Trailer: announced.Clone()}
+			resp.Body = &aheadBody{resp: resp, left: 8, trailer: http.Header{"X-Sum": {"42"}, "X-Hop": {"h"}}}
+			wrap.f(resp)
+			if _, err := resp.Body.Read(make([]byte, 4)); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := resp.Trailer["X-Hop"]; ok {
+				t.Errorf("%s, announced %v: X-Hop in the trailers before the body's end: %v", wrap.name, announced, resp.Trailer)
+			}
+			if _, err := io.ReadAll(resp.Body); err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Trailer) != 1 || resp.Trailer.Get("X-Sum") != "42" {
+				t.Errorf("%s, announced %v: trailers at the end %v, want X-Sum: 42 alone", wrap.name, announced, resp.Trailer)
+			}
+		}
+	}
+}
