@@ -20,9 +20,10 @@ import (
 // at once) but the dialing goroutine has not yet run to see it.
 // Counting those would open the breaker because the sidecar is slow, and
 // the upstream calls that follow make it slower still. So the lean client
-// (lean.go) marks them lateError and done does not count them, as neither
-// a failure nor a success; the call still fails and its request degrades
-// on its own. Counted as before: a refused or reset connection, a dial
+// (lean.go) marks them lateError, and go-redis's connections goLate
+// (lateconn.go, where its pool waits are covered too), and done does not
+// count them, as neither a failure nor a success; the call still fails
+// and its request degrades on its own. Counted as before: a refused or reset connection, a dial
 // that timed out unanswered, a read that
 // timed out with nothing received, a partial write, an error reply such
 // as LOADING.
@@ -40,10 +41,12 @@ func (e *lateError) Unwrap() error { return e.err }
 // late marks err as the sidecar's lateness.
 func late(err error) error { return &lateError{err: err} }
 
-// isLate reports whether err is, or wraps, a lateError.
+// isLate reports whether err is, or wraps, a lateError or a goLate
+// (lateconn.go).
 func isLate(err error) bool {
 	var le *lateError
-	return errors.As(err, &le)
+	var gl *goLate
+	return errors.As(err, &le) || errors.As(err, &gl)
 }
 
 // timedOut reports whether err is a deadline's (net's i/o timeout).

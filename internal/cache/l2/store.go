@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,10 @@ type Options struct {
 	// MaxLag/4 and Proven reports when one last came back (heartbeat.go).
 	// 0 = no heartbeats.
 	MaxLag time.Duration
+
+	// goStall, tests only, runs before each write and read on a go-redis
+	// connection (lateconn.go): how a test makes the sidecar late there.
+	goStall func(at stallAt, nc net.Conn)
 }
 
 // Store is the L2 tier. It implements cache.Store and adds tag
@@ -231,13 +236,20 @@ func clientOptions(o Options) *redis.UniversalOptions {
 		DialTimeout:           o.Timeout,
 		ReadTimeout:           o.Timeout,
 		WriteTimeout:          o.Timeout,
-		PoolTimeout:           o.Timeout,
-		DialerRetries:         1,
+		// A quarter: a pool wait and its retry both end before the
+		// call's deadline, as redis.ErrPoolTimeout, which is lateness
+		// (lateconn.go), not the context's error, which counts.
+		PoolTimeout:   o.Timeout / 4,
+		DialerRetries: 1,
 		// One retry covers a pooled connection that died with a restarted
 		// server; the context deadline still bounds the pair.
 		MaxRetries:      1,
 		MinRetryBackoff: time.Millisecond,
 		MaxRetryBackoff: 4 * time.Millisecond,
+
+		// Each connection reports the sidecar's lateness as goLate
+		// (lateconn.go), as the lean client does.
+		Dialer: lateDialer(o),
 
 		DisableIdentity:          true, // one round trip less per new connection
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
@@ -295,7 +307,7 @@ func (s *Store) done(parent context.Context, err error) {
 		return
 	}
 	if parent.Err() != nil || !unavailable(err) {
-		if isLate(err) {
+		if isLate(err) || errors.Is(err, redis.ErrPoolTimeout) {
 			s.log.Debug("redis call late, not counted against redis", "err", err)
 		}
 		return
@@ -309,7 +321,7 @@ func (s *Store) done(parent context.Context, err error) {
 // reset, a node loading or without quorum) rather than that one command
 // was wrong.
 func unavailable(err error) bool {
-	if isLate(err) {
+	if isLate(err) || errors.Is(err, redis.ErrPoolTimeout) {
 		return false // the sidecar's lateness (late.go)
 	}
 	var rerr redis.Error

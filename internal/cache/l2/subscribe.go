@@ -32,6 +32,10 @@ func subOptions(o Options) *redis.UniversalOptions {
 	u := clientOptions(o)
 	d := subTimeout(o)
 	u.DialTimeout, u.ReadTimeout, u.WriteTimeout, u.PoolTimeout = d, d, d, d
+	// The subscription's receive loop tells a receive timeout (PING the
+	// quiet connection) from a broken one (resubscribe) by net.Error:
+	// net's dialer and sockets, whose timeouts stay timeouts.
+	u.Dialer = nil
 	return u
 }
 

@@ -1,0 +1,176 @@
+package l2
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sidecache/sidecache/internal/redistest"
+)
+
+// The lateness rule on go-redis's paths (lateconn.go): a Get of a key
+// never read before has no guess, so it runs the read script through
+// go-redis, not the lean client. stall (Options.goStall) makes the
+// sidecar late there, as late_test.go does on the lean client.
+
+// lateGoReplica is a replica whose go-redis connections run stall, with
+// a pooled connection and the read script loaded.
+func lateGoReplica(t *testing.T, addr string, timeout time.Duration, stall func(at stallAt, nc net.Conn)) *replica {
+	t.Helper()
+	r := newReplica(t, []string{addr}, func(o *Options) {
+		o.Timeout = timeout
+		o.FailureThreshold = 3
+		o.ProbeInterval = 5 * time.Second // as lateReplica: no PING between the calls
+		o.goStall = stall
+	})
+	r.waitUp(t)
+	eventually(t, 10*time.Second, func() error { // a miss, by the script
+		_, _, err := r.Get(context.Background(), "u")
+		return err
+	})
+	return r
+}
+
+// TestGoRedisLateWriteNotCounted: scripted reads whose deadline passed
+// before their command was written fail, FailureThreshold+1 times in a
+// row, and the breaker stays closed; the same Gets against a stopped
+// Redis open it.
+func TestGoRedisLateWriteNotCounted(t *testing.T) {
+	srv := redistest.Start(t)
+	var armed atomic.Bool
+	var stalled atomic.Int32
+	r := lateGoReplica(t, srv.Addr(), 500*time.Millisecond, func(at stallAt, nc net.Conn) {
+		if at == stallWrite && armed.Load() {
+			stalled.Add(1)
+			untilPast(t, at, nc)
+		}
+	})
+	ctx := context.Background()
+	armed.Store(true)
+	for i := range r.opts.FailureThreshold + 1 {
+		if _, _, err := r.Get(ctx, "u"); err == nil {
+			t.Fatalf("Get %d: no error with its deadline passed before the write", i)
+		}
+	}
+	if n := stalled.Load(); n < int32(r.opts.FailureThreshold+1) {
+		t.Fatalf("%d writes stalled, want at least %d", n, r.opts.FailureThreshold+1)
+	}
+	noStateChange(t, r, "late writes")
+	armed.Store(false)
+	eventually(t, 10*time.Second, func() error {
+		_, _, err := r.Get(ctx, "u")
+		return err
+	})
+
+	srv.Stop()
+	for i := 0; r.Up(); i++ {
+		if i == r.opts.FailureThreshold {
+			t.Fatalf("breaker closed after %d failed Gets against a stopped Redis", i)
+		}
+		if _, _, err := r.Get(ctx, "u"); err == nil {
+			t.Fatalf("Get %d: no error with Redis stopped", i)
+		}
+	}
+}
+
+// TestGoRedisLateReplyNotCounted: a scripted read whose deadline passed
+// while its reply was already in the receive buffer fails but does not
+// count; reads that time out with nothing received (Redis paused) do.
+func TestGoRedisLateReplyNotCounted(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := raw(t, srv.Addr())
+	var armed atomic.Bool
+	var stalled atomic.Int32
+	r := lateGoReplica(t, srv.Addr(), 500*time.Millisecond, func(at stallAt, nc net.Conn) {
+		if at == stallRead && armed.Load() {
+			stalled.Add(1)
+			for !pending(nc) { // Redis has answered
+				time.Sleep(time.Millisecond)
+			}
+			untilPast(t, at, nc)
+		}
+	})
+	ctx := context.Background()
+	armed.Store(true)
+	for i := range r.opts.FailureThreshold + 1 {
+		if _, _, err := r.Get(ctx, "u"); err == nil {
+			t.Fatalf("Get %d: no error with its deadline passed before the read", i)
+		}
+	}
+	if n := stalled.Load(); n < int32(r.opts.FailureThreshold+1) {
+		t.Fatalf("%d reads stalled, want at least %d", n, r.opts.FailureThreshold+1)
+	}
+	noStateChange(t, r, "late reads")
+	armed.Store(false)
+	eventually(t, 10*time.Second, func() error {
+		_, _, err := r.Get(ctx, "u")
+		return err
+	})
+
+	if err := rc.Do(ctx, "CLIENT", "PAUSE", "60000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; r.Up(); i++ {
+		if i == r.opts.FailureThreshold {
+			t.Fatalf("breaker closed after %d reads timed out on a paused Redis", i)
+		}
+		if _, _, err := r.Get(ctx, "u"); err == nil {
+			t.Fatalf("Get %d: no error with Redis paused", i)
+		}
+	}
+	srv.Kill() // CLIENT UNPAUSE would be paused too
+}
+
+// TestGoRedisPoolWaitNotCounted: with every pooled connection held by
+// this sidecar's other calls (stalled in their reads), scripted reads
+// that time out waiting for one fail with redis.ErrPoolTimeout,
+// FailureThreshold+1 times in a row, and the breaker stays closed.
+func TestGoRedisPoolWaitNotCounted(t *testing.T) {
+	srv := redistest.Start(t)
+	var holding atomic.Bool
+	var held atomic.Int32
+	release := make(chan struct{})
+	r := lateGoReplica(t, srv.Addr(), time.Second, func(at stallAt, nc net.Conn) {
+		if at == stallRead && holding.Load() {
+			held.Add(1)
+			<-release
+		}
+	})
+	size := r.rdb.(*redis.Client).Options().PoolSize
+	holding.Store(true)
+	var wg sync.WaitGroup
+	for range size { // straight to go-redis: their outcomes are not done's
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = r.rdb.Get(context.Background(), "h").Err()
+		}()
+	}
+	eventually(t, 10*time.Second, func() error {
+		if n := held.Load(); int(n) < size {
+			return errors.New("connections not all held yet")
+		}
+		return nil
+	})
+	ctx := context.Background()
+	for i := range r.opts.FailureThreshold + 1 {
+		if _, _, err := r.Get(ctx, "u"); !errors.Is(err, redis.ErrPoolTimeout) {
+			t.Fatalf("Get %d with all %d connections held = %v; want a pool timeout", i, size, err)
+		}
+	}
+	noStateChange(t, r, "pool waits")
+	holding.Store(false)
+	close(release)
+	wg.Wait()
+	eventually(t, 10*time.Second, func() error {
+		_, _, err := r.Get(ctx, "u")
+		return err
+	})
+	noStateChange(t, r, "after the holders")
+}
