@@ -51,30 +51,45 @@ func TestGoRedisLateWriteNotCounted(t *testing.T) {
 			untilPast(t, at, nc)
 		}
 	})
+	lateGetsNotCounted(t, r, &armed, &stalled, "write")
+
+	srv.Stop()
+	opensWithinThreshold(t, r, "against a stopped Redis")
+}
+
+// lateGetsNotCounted arms the stall, makes FailureThreshold+1 Gets that
+// must fail late at the named stage (write or read) without the breaker
+// moving, then disarms it and waits for a Get to succeed again.
+func lateGetsNotCounted(t *testing.T, r *replica, armed *atomic.Bool, stalled *atomic.Int32, stage string) {
+	t.Helper()
 	ctx := context.Background()
 	armed.Store(true)
 	for i := range r.opts.FailureThreshold + 1 {
 		if _, _, err := r.Get(ctx, "u"); err == nil {
-			t.Fatalf("Get %d: no error with its deadline passed before the write", i)
+			t.Fatalf("Get %d: no error with its deadline passed before the %s", i, stage)
 		}
 	}
 	if n := stalled.Load(); n < int32(r.opts.FailureThreshold+1) {
-		t.Fatalf("%d writes stalled, want at least %d", n, r.opts.FailureThreshold+1)
+		t.Fatalf("%d %ss stalled, want at least %d", n, stage, r.opts.FailureThreshold+1)
 	}
-	noStateChange(t, r, "late writes")
+	noStateChange(t, r, "late "+stage+"s")
 	armed.Store(false)
 	eventually(t, 10*time.Second, func() error {
 		_, _, err := r.Get(ctx, "u")
 		return err
 	})
+}
 
-	srv.Stop()
+// opensWithinThreshold makes failing Gets until the breaker opens, which
+// must take no more than FailureThreshold of them.
+func opensWithinThreshold(t *testing.T, r *replica, why string) {
+	t.Helper()
 	for i := 0; r.Up(); i++ {
 		if i == r.opts.FailureThreshold {
-			t.Fatalf("breaker closed after %d failed Gets against a stopped Redis", i)
+			t.Fatalf("breaker closed after %d failed Gets %s", i, why)
 		}
-		if _, _, err := r.Get(ctx, "u"); err == nil {
-			t.Fatalf("Get %d: no error with Redis stopped", i)
+		if _, _, err := r.Get(context.Background(), "u"); err == nil {
+			t.Fatalf("Get %d: no error %s", i, why)
 		}
 	}
 }
@@ -96,34 +111,12 @@ func TestGoRedisLateReplyNotCounted(t *testing.T) {
 			untilPast(t, at, nc)
 		}
 	})
-	ctx := context.Background()
-	armed.Store(true)
-	for i := range r.opts.FailureThreshold + 1 {
-		if _, _, err := r.Get(ctx, "u"); err == nil {
-			t.Fatalf("Get %d: no error with its deadline passed before the read", i)
-		}
-	}
-	if n := stalled.Load(); n < int32(r.opts.FailureThreshold+1) {
-		t.Fatalf("%d reads stalled, want at least %d", n, r.opts.FailureThreshold+1)
-	}
-	noStateChange(t, r, "late reads")
-	armed.Store(false)
-	eventually(t, 10*time.Second, func() error {
-		_, _, err := r.Get(ctx, "u")
-		return err
-	})
+	lateGetsNotCounted(t, r, &armed, &stalled, "read")
 
-	if err := rc.Do(ctx, "CLIENT", "PAUSE", "60000", "ALL").Err(); err != nil {
+	if err := rc.Do(context.Background(), "CLIENT", "PAUSE", "60000", "ALL").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; r.Up(); i++ {
-		if i == r.opts.FailureThreshold {
-			t.Fatalf("breaker closed after %d reads timed out on a paused Redis", i)
-		}
-		if _, _, err := r.Get(ctx, "u"); err == nil {
-			t.Fatalf("Get %d: no error with Redis paused", i)
-		}
-	}
+	opensWithinThreshold(t, r, "on a paused Redis")
 	srv.Kill() // CLIENT UNPAUSE would be paused too
 }
 
