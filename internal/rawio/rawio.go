@@ -7,18 +7,16 @@
 // proc.go, reentersyscall → entersyscallWakeSysmon). A sidecar that goes
 // idle between requests (GOMAXPROCS=1, cmd/sidecache/gc.go) pays a sysmon
 // wake and sleep (futex and nanosleep context switches) at the first
-// syscall of every busy period. A 100-line net/http server at
-// GOMAXPROCS=1, 3,000 req/s open loop (vegeta attack -rate 3000
-// -duration 10s, /proc CPU per request), 2 vCPUs: serving from memory
-// 41–46 µs per request through net's own Read and Write, 29 µs through
-// this package's; with one Redis GET per request, 63–67 µs, 52 µs with
-// the Redis client's reads and writes raw too. The sidecar itself
-// (bench/profile-l2-hit.sh, its L1-hit variant with max_bytes 64MiB on the
-// reader, bench/profile-batched-miss.sh; 3 runs each, base then raw, back
-// to back, on a shared 2-vCPU VM), /proc CPU per request: L1 hit 57–62 →
-// 40–41 µs, L2 hit 90–94 → 68–76 µs, batched miss 104–110 → 82–90 µs;
-// context switches per request (perf stat -e context-switches -p PID
-// over 10 s at 3,000 req/s) 1.4–1.6 → 0.6, 2.7–2.9 → 1.3, 1.7–1.9 → 0.5.
+// syscall of every busy period. Measured by `bin/bench -cpu` (bench/README.md;
+// bench/results/CPU-2026-11-26-0207.md and -0221.md: /proc CPU per
+// request at 3,000 req/s open loop, one core, median of 3 rounds, this
+// package against the build before it, in the same runs): L1 hit 54.0 /
+// 55.3 → 43.3 / 45.7 µs, pass-through 96.0 / 100.3 → 68.0 / 80.3 µs,
+// batched miss 92.7 / 99.7 → 79.3 / 83.0 µs, L2 hit 110.3 / 92.7 → 82.7 /
+// 76.7 µs. Context switches per request (perf stat -e context-switches
+// -p PID over 10 s at 3,000 req/s, bench/profile-l2-hit.sh and
+// bench/profile-batched-miss.sh): L1 hit 1.4–1.6 → 0.6, L2 hit 2.7–2.9 →
+// 1.3, batched miss 1.7–1.9 → 0.5.
 //
 // Why it is safe: a net.Conn's file descriptor is non-blocking (net
 // creates every socket so, and waits for readiness in its poller), so
