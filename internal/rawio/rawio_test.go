@@ -191,19 +191,38 @@ func TestReadDeadlineSetWhileWaiting(t *testing.T) {
 	})
 }
 
-// fill writes to a peer that does not read until the socket's buffers are
-// full: a write that waits past its deadline returns the bytes it wrote
-// and a timeout, as net.Conn's.
+// A write to a peer that does not read waits once the socket's buffers
+// are full; a deadline that passes then returns the bytes it wrote and a
+// timeout, as net.Conn's. The deadline is set only once the peer's
+// receive queue holds bytes of this write (a state, not a delay: a 50 ms
+// deadline set up front lapsed before the first byte on a loaded CI
+// machine, and the write then rightly wrote nothing).
 func TestWriteDeadlineOnFullBuffer(t *testing.T) {
 	both(t, func(t *testing.T, nc net.Conn, c rw, peer *net.TCPConn) {
 		peer.SetReadBuffer(4 << 10)
 		nc.(*net.TCPConn).SetWriteBuffer(4 << 10)
-		nc.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
 		p := make([]byte, 64<<20) // far past both buffers
-		n, err := c.Write(p)
-		checkOp(t, err, "write")
-		if n <= 0 || n >= len(p) || !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("write to a peer that does not read: %d of %d, %v", n, len(p), err)
+		type result struct {
+			n   int
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			n, err := c.Write(p)
+			done <- result{n, err}
+		}()
+		for queued(t, peer) == 0 {
+			select {
+			case r := <-done:
+				t.Fatalf("write to a peer that does not read ended: %d of %d, %v", r.n, len(p), r.err)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		nc.SetWriteDeadline(time.Now())
+		r := <-done
+		checkOp(t, r.err, "write")
+		if r.n <= 0 || r.n >= len(p) || !errors.Is(r.err, os.ErrDeadlineExceeded) {
+			t.Fatalf("write to a peer that does not read: %d of %d, %v", r.n, len(p), r.err)
 		}
 	})
 }
