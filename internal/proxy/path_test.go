@@ -50,23 +50,15 @@ func TestStaleIfErrorServesOnlyItsOwnVariant(t *testing.T) {
 		{name: "encoding", vary: "Accept-Encoding", hdr: "Accept-Encoding", prime: "gzip", bad: "identity", enc: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var failing atomic.Bool
-			hold := make(chan struct{})
-			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-				if failing.Load() {
-					<-hold
-					w.WriteHeader(http.StatusServiceUnavailable)
-					return
-				}
+			f := newFailingFront(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Vary", tt.vary)
 				if tt.enc && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
 					w.Header().Set("Content-Encoding", "gzip")
 				}
 				fmt.Fprint(w, "v="+r.Header.Get(tt.hdr))
 			})
-			c := &clock{}
-			rt := testRoute{Name: "greet", Pattern: "/greet/{id}", TTL: time.Second, StaleIfError: time.Hour, ForwardAll: true}
-			e := newEnv(t, up, []testRoute{rt}, withSharedTierOnly, withClock(c))
+			e, up, c, hold := f.e, f.up, f.c, f.hold
+			failing := &f.failing
 			if resp, b := e.do("GET", "/greet/1", http.Header{tt.hdr: {tt.prime}}); resp.StatusCode != 200 || !strings.Contains(cacheStatus(resp), "stored") {
 				t.Fatalf("priming: %d %q %q", resp.StatusCode, b, cacheStatus(resp))
 			}
@@ -229,20 +221,12 @@ func TestLongKeyPassesThrough(t *testing.T) {
 // answer it, so it looks up its own. L2 only, so both requests key the
 // URL's one flight (see TestStaleIfErrorServesOnlyItsOwnVariant).
 func TestStaleIfErrorJoinerGetsItsOwnStaleVariant(t *testing.T) {
-	var failing atomic.Bool
-	hold := make(chan struct{})
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		if failing.Load() {
-			<-hold
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
+	f := newFailingFront(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Vary", "Accept-Language")
 		fmt.Fprint(w, "v="+r.Header.Get("Accept-Language"))
 	})
-	c := &clock{}
-	rt := testRoute{Name: "greet", Pattern: "/greet/{id}", TTL: time.Second, StaleIfError: time.Hour, ForwardAll: true}
-	e := newEnv(t, up, []testRoute{rt}, withSharedTierOnly, withClock(c))
+	e, up, c, hold := f.e, f.up, f.c, f.hold
+	failing := &f.failing
 	for _, lang := range []string{"en", "fr"} {
 		if resp, b := e.do("GET", "/greet/1", http.Header{"Accept-Language": {lang}}); b != "v="+lang || !strings.Contains(cacheStatus(resp), "stored") {
 			t.Fatalf("priming %s: %q %q", lang, b, cacheStatus(resp))
@@ -273,4 +257,32 @@ func TestStaleIfErrorJoinerGetsItsOwnStaleVariant(t *testing.T) {
 	if n := up.calls.Load(); n != 3 {
 		t.Errorf("upstream calls = %d, want 3: fr did not collapse onto en's flight", n)
 	}
+}
+
+// failingFront is a front on route greet (ttl 1s, stale-if-error 1h), L2
+// only and on its own clock, whose upstream answers with ok until failing
+// is set, and from then on waits for hold to close and answers 503: a
+// flight held in its failing fetch while other requests join it.
+type failingFront struct {
+	e       *env
+	up      *upstream
+	c       *clock
+	failing atomic.Bool
+	hold    chan struct{}
+}
+
+func newFailingFront(t *testing.T, ok http.HandlerFunc) *failingFront {
+	t.Helper()
+	f := &failingFront{c: &clock{}, hold: make(chan struct{})}
+	f.up = newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if f.failing.Load() {
+			<-f.hold
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		ok(w, r)
+	})
+	rt := testRoute{Name: "greet", Pattern: "/greet/{id}", TTL: time.Second, StaleIfError: time.Hour, ForwardAll: true}
+	f.e = newEnv(t, f.up, []testRoute{rt}, withSharedTierOnly, withClock(f.c))
+	return f
 }
