@@ -102,8 +102,8 @@ func (e Error) Error() string { return string(e) }
 func (Error) RedisError() {}
 
 var (
-	// ErrProto is a reply that is not RESP2 as MGET answers it.
-	ErrProto = errors.New("mget: redis protocol error")
+	// errProto is a reply that is not RESP2 as MGET answers it.
+	errProto = errors.New("mget: redis protocol error")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("mget: closed")
 )
@@ -323,11 +323,11 @@ func (c *conn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, error
 		return nil, Error(line[1:])
 	case '*':
 	default:
-		return nil, ErrProto
+		return nil, errProto
 	}
 	n, err := strconv.Atoi(string(line[1:]))
 	if err != nil || n != 1+len(rest) {
-		return nil, ErrProto
+		return nil, errProto
 	}
 	if cap(c.vals) < n {
 		c.vals, c.ends = make([][]byte, n), make([]int, n)
@@ -341,11 +341,11 @@ func (c *conn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, error
 			return nil, err
 		}
 		if line[0] != '$' {
-			return nil, ErrProto
+			return nil, errProto
 		}
 		m, err := strconv.Atoi(string(line[1:]))
 		if err != nil || m < -1 || m > maxBulk {
-			return nil, ErrProto
+			return nil, errProto
 		}
 		if m == -1 {
 			ends[i] = -1
@@ -390,12 +390,12 @@ func (c *conn) line() ([]byte, error) {
 	l, err := c.br.ReadSlice('\n')
 	if err != nil {
 		if errors.Is(err, bufio.ErrBufferFull) {
-			return nil, ErrProto
+			return nil, errProto
 		}
 		return nil, err
 	}
 	if len(l) < 3 || l[len(l)-2] != '\r' {
-		return nil, ErrProto
+		return nil, errProto
 	}
 	return l[:len(l)-2], nil
 }
