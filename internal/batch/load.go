@@ -79,17 +79,35 @@ func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string,
 // answers, and is lost: then must guard its own (coalesce.Flight's
 // FinishWith does).
 func (l *Loader[A, V]) LoadThen(ctx context.Context, req *Requester, group string, arg A, id string, then func(v V, found bool, err error)) {
+	l.LoadTo(ctx, req, group, arg, id, thenFunc[V](then))
+}
+
+// Waiter is told the outcome of a LoadTo, as LoadThen's then is.
+type Waiter[V any] interface {
+	Loaded(v V, found bool, err error)
+}
+
+// thenFunc is LoadThen's then as a Waiter (a func is pointer-shaped: the
+// conversion allocates nothing).
+type thenFunc[V any] func(v V, found bool, err error)
+
+func (f thenFunc[V]) Loaded(v V, found bool, err error) { f(v, found, err) }
+
+// LoadTo is LoadThen with a Waiter: a pointer to what the caller
+// allocates for the load anyway (the proxy's batched miss) costs no
+// closure.
+func (l *Loader[A, V]) LoadTo(ctx context.Context, req *Requester, group string, arg A, id string, w Waiter[V]) {
 	var zero V
 	if err := ctx.Err(); err != nil {
-		then(zero, false, err)
+		w.Loaded(zero, false, err)
 		return
 	}
-	r, settled, err := l.join(ctx, req, keyOf(group), arg, id, then)
+	r, settled, err := l.join(ctx, req, keyOf(group), arg, id, w)
 	switch {
 	case err != nil:
-		then(zero, false, err)
+		w.Loaded(zero, false, err)
 	case settled:
-		then(r.v, r.found, r.err)
+		w.Loaded(r.v, r.found, r.err)
 	}
 }
 
@@ -99,7 +117,7 @@ func (l *Loader[A, V]) LoadThen(ctx context.Context, req *Requester, group strin
 // then's (LoadThen) or, when then is nil, one that waits on r.done
 // (LoadAs). settled reports that r is settled already (its v, found and
 // err are final, and then is not kept).
-func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, arg A, id string, then func(V, bool, error)) (r *result[V], settled bool, err error) {
+func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, arg A, id string, then Waiter[V]) (r *result[V], settled bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// An id Enlist put in a batch waits on it even once the loader is
@@ -119,7 +137,7 @@ func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, a
 
 // wait adds a waiter to r, not yet settled: then, or (nil) one on
 // r.done. Loader.mu must be held.
-func (r *result[V]) wait(then func(V, bool, error)) {
+func (r *result[V]) wait(then Waiter[V]) {
 	switch {
 	case then == nil && r.done == nil:
 		r.done = make(chan struct{})
@@ -168,6 +186,9 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 	}
 	if b == nil {
 		b = &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx)}
+		if g.last > 1 {
+			b.ids, b.res = make([]string, 0, g.last), make([]*result[V], 0, g.last)
+		}
 		l.wg.Add(1)
 		g.open = b
 		if !lone {

@@ -133,7 +133,7 @@ func (x *exchange) join(flightKey string, held candidate) {
 		// upstream one call at a time per key.
 		f, leader, err = x.h.refreshes.Do(ctx, flightKey, x.arrival, x.detach().fillTraced)
 	} else {
-		f, leader, err = x.h.flights.DoThen(ctx, flightKey, x.detach().fillFirst)
+		f, leader, err = x.h.flights.DoThen(ctx, flightKey, x.fillFirst) // copies x when it leads
 	}
 	interim.Close()
 	if ctx.Err() != nil {
