@@ -138,7 +138,7 @@ func (x *exchange) forID(id string) *exchange {
 	rt := x.rs.rt
 	c := x.detach()
 	c.r = perIDRequest(x.r, rt, id)
-	c.params = route.Params{{Key: rt.Batch.IDParam, Value: id}}
+	c.params.set(route.Params{{Key: rt.Batch.IDParam, Value: id}})
 	c.key = cachekey.Build(c.r, &rt.Key)
 	c.vnames, c.vcoding, c.vkey = nil, "", ""
 	return c
@@ -153,7 +153,7 @@ func (x *exchange) forID(id string) *exchange {
 func (x *exchange) elementExchange() *exchange {
 	c := x.detach()
 	c.r = perIDRequest(x.r, x.rs.rt, "")
-	c.params = route.Params{{Key: x.rs.rt.Batch.IDParam}}
+	c.params.set(route.Params{{Key: x.rs.rt.Batch.IDParam}})
 	return c
 }
 
@@ -161,7 +161,7 @@ func (x *exchange) elementExchange() *exchange {
 func (c *exchange) setID(id string) {
 	rt := c.rs.rt
 	c.r.URL.Path = rt.PathFor(rt.Batch.IDParam, id)
-	c.params[0].Value = id
+	c.params.in[0].Value = id
 	c.key = cachekey.Build(c.r, &rt.Key)
 	c.vnames, c.vcoding, c.vkey = nil, "", ""
 }

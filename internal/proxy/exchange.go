@@ -24,7 +24,7 @@ type exchange struct {
 	rs     *routeState
 	w      http.ResponseWriter
 	r      *http.Request
-	params route.Params
+	params params
 	key    string // the cache key (cached path only)
 	start  time.Time
 	rec    *accesslog.Record // nil unless the access log is on
@@ -263,6 +263,38 @@ func (x *exchange) variantKeyIn(names []string, coding string) string {
 func entryCoding(e *cache.Entry) (string, bool) {
 	return cachekey.StoredCoding(e.Header.Get("Content-Encoding"))
 }
+
+// params are an exchange's route params. A route of up to two (the usual
+// /users/{id}) keeps them in the exchange itself: the request's exchange
+// lives on its stack on an L1 hit, and a slice of the matcher's there
+// would follow every copy of it (detach, lead) to the heap, so matching
+// cost an allocation per request. Copies of the exchange copy them.
+type params struct {
+	n    int
+	in   [2]route.Param
+	more route.Params // when there are more than len(in)
+}
+
+// set keeps ps, which it does not retain.
+func (p *params) set(ps route.Params) {
+	if len(ps) > len(p.in) {
+		p.n, p.more = 0, slices.Clone(ps)
+		return
+	}
+	p.n, p.more = copy(p.in[:], ps), nil
+}
+
+// list is the params; it points into p unless there are more than
+// len(p.in).
+func (p *params) list() route.Params {
+	if p.more != nil {
+		return p.more
+	}
+	return p.in[:p.n:p.n]
+}
+
+// Get returns the value of the named param, or "".
+func (p *params) Get(name string) string { return p.list().Get(name) }
 
 // candidate is an entry together with the variant it is: the key it is
 // stored under and the request headers that selected it. The fit rule needs

@@ -316,7 +316,7 @@ func (x *exchange) keep(ctx context.Context, code int, header http.Header, body 
 // stored itself when nothing strips it. It returns the flight by value: a
 // bulk answer's elements take three fields of it.
 func (x *exchange) keepAs(ctx context.Context, code int, header, stored http.Header, body []byte, requested time.Time) flight {
-	e := &cache.Entry{Status: code, Header: stored, Body: body, StoredAt: requested, Tags: entryTags(x.rs, x.params)}
+	e := &cache.Entry{Status: code, Header: stored, Body: body, StoredAt: requested, Tags: entryTags(x.rs, x.params.list())}
 	tagged := x.tagEntry(e, header) // URI tag, upstream surrogate keys (origintags.go)
 	a := x.admit(e, header)
 	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)
