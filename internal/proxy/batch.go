@@ -103,7 +103,7 @@ func (m *lead) Later(ctx context.Context, fl *coalesce.Flight[*flight]) {
 	m.ctx, m.fl = ctx, fl
 	x := &m.x
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
-	x.rs.batcher.LoadTo(ctx, x.list, x.rs.fwd.group(x.r), x, id, m)
+	x.rs.batcher.LoadTo(ctx, x.list, x.rs.fwd.group(x.r), x, id, m, &m.slot)
 }
 
 // Loaded finishes the flight Later handed to the batch with the id's

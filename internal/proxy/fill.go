@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
@@ -63,14 +64,16 @@ func (x *exchange) fill(ctx context.Context) (*flight, error) {
 // flight runs with, a copy (detach), so that the flight may outlive the
 // request's stack frame, and, for a batched miss, what the flight needs
 // until the batch answers it: the flight to finish, the stale copy and
-// the answer. One allocation, where a detached exchange, a closure for
-// each hand-over (to coalesce, to the batch) and the answer were one each.
+// the answer, and the id's result in its batch. One allocation, where a
+// detached exchange, a closure for each hand-over (to coalesce, to the
+// batch), the answer and the result were one each.
 type lead struct {
 	x     exchange
 	ctx   context.Context
 	fl    *coalesce.Flight[*flight]
 	stale candidate
 	f     flight
+	slot  batch.Slot[*bulkAnswer]
 }
 
 // fillFirst is the flight of join, run only by the request that leads it
