@@ -153,7 +153,7 @@ func (r *result[V]) wait(then Waiter[V]) {
 // joinLocked is join's work on the loader's state; a new result is made
 // in s, if given and not used yet. l.mu must be held.
 func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key groupKey, arg A, id string, s *Slot[V]) *result[V] {
-	if l.q.has(id, l.opts.Now()) {
+	if !l.q.empty() && l.q.has(id, l.opts.Now()) {
 		return l.joinAloneLocked(ctx, req, arg, id, s)
 	}
 	g := l.groups[key]

@@ -88,7 +88,10 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
 	ans, found, err := x.rs.batcher.LoadAs(ctx, x.list, x.rs.fwd.group(x.r), x, id)
-	return x.batchedFlight(new(flight), ctx, ans, found, err)
+	if err != nil && ctx.Err() != nil {
+		return nil, err
+	}
+	return x.batchedFlight(new(flight), ans, found, err)
 }
 
 // Later goes on with the flight of a batched miss (lead, fillFirst): it
@@ -98,9 +101,10 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 // flight goroutine the batch woke. The leader still stops waiting when
 // its client leaves (coalesce.DoThen), and the batch goes on and stores
 // the id's element (fetchBulk) for the next request. ctx is the flight's
-// (coalesce: never cancelled).
+// (coalesce: never cancelled), so the batch's failure is always the
+// upstream's (batchedFlight).
 func (m *lead) Later(ctx context.Context, fl *coalesce.Flight[*flight]) {
-	m.ctx, m.fl = ctx, fl
+	m.fl = fl
 	x := &m.x
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
 	x.rs.batcher.LoadTo(ctx, x.list, x.rs.fwd.group(x.r), x, id, m, &m.slot)
@@ -109,19 +113,18 @@ func (m *lead) Later(ctx context.Context, fl *coalesce.Flight[*flight]) {
 // Loaded finishes the flight Later handed to the batch with the id's
 // answer (batch.Waiter), on the batch's goroutine.
 func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
+	stale := m.f.stale // fillFirst's, before batchedFlight makes m.f anew
 	m.fl.FinishWith(func() (*flight, error) {
-		f, err := m.x.batchedFlight(&m.f, m.ctx, ans, found, err)
-		return m.x.missed(f, err, m.stale)
+		f, err := m.x.batchedFlight(&m.f, ans, found, err)
+		return m.x.missed(f, err, stale)
 	})
 }
 
 // batchedFlight is the flight of one id the batcher answered, made in f.
-// ans is shared by the id's waiters: it is only read.
-func (x *exchange) batchedFlight(f *flight, ctx context.Context, ans *bulkAnswer, found bool, err error) (*flight, error) {
+// ans is shared by the id's waiters: it is only read. An error is the
+// batch's (a waiter whose ctx ended has its own: loadBatched).
+func (x *exchange) batchedFlight(f *flight, ans *bulkAnswer, found bool, err error) (*flight, error) {
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
 		return nil, &upstreamErr{code: http.StatusBadGateway, err: err}
 	}
 	if !found {

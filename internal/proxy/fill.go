@@ -64,16 +64,15 @@ func (x *exchange) fill(ctx context.Context) (*flight, error) {
 // flight runs with, a copy (detach), so that the flight may outlive the
 // request's stack frame, and, for a batched miss, what the flight needs
 // until the batch answers it: the flight to finish, the stale copy and
-// the answer, and the id's result in its batch. One allocation, where a
-// detached exchange, a closure for each hand-over (to coalesce, to the
-// batch), the answer and the result were one each.
+// the answer (with the stale copy the fill found, f.stale), and the id's
+// result in its batch. One allocation, where a detached exchange, a
+// closure for each hand-over (to coalesce, to the batch), the answer and
+// the result were one each.
 type lead struct {
-	x     exchange
-	ctx   context.Context
-	fl    *coalesce.Flight[*flight]
-	stale candidate
-	f     flight
-	slot  batch.Slot[*bulkAnswer]
+	x    exchange
+	fl   *coalesce.Flight[*flight]
+	f    flight
+	slot batch.Slot[*bulkAnswer]
 }
 
 // fillFirst is the flight of join, run only by the request that leads it
@@ -97,7 +96,7 @@ func (x *exchange) fillFirst(ctx context.Context) (*flight, coalesce.Next[*fligh
 	case f != nil:
 		return f, coalesce.Next[*flight]{}, nil
 	case fx.batched():
-		m.stale = stale
+		m.f.stale = stale
 		return nil, coalesce.Next[*flight]{Handoff: m}, nil
 	}
 	return nil, coalesce.Next[*flight]{Then: func(ctx context.Context) (*flight, error) { return fx.fillMiss(ctx, stale) }}, nil
