@@ -250,13 +250,20 @@ func keyIs(key []byte, name string) bool {
 }
 
 // skipString returns the index just past the string starting at b[i].
+//
+// It looks for the closing quote with bytes.IndexByte, which scans many
+// bytes at a time, and for an escape only before it: an element's long
+// strings (a bio, a description) were most of the walks' time byte by
+// byte.
 func skipString(b []byte, i int) int {
-	for i++; b[i] != '"'; i++ {
-		if b[i] == '\\' {
-			i++
+	for i++; ; {
+		q := i + bytes.IndexByte(b[i:], '"')
+		e := bytes.IndexByte(b[i:q], '\\')
+		if e < 0 {
+			return q + 1
 		}
+		i += e + 2 // the escape and the byte it escapes, a quote maybe
 	}
-	return i + 1
 }
 
 // skipValue returns the index just past the value starting at b[i].
