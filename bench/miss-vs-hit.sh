@@ -25,18 +25,27 @@ mkdir -p "$out"
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 (cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
+# Ports free now, picked at random: two runs at once on one machine (several
+# people measuring) must not bind each other's ports. With fixed ports the
+# second run's demo failed to bind, silently, and its sidecar fetched from
+# the first run's demo.
+used=$(ss -Htln | awk '{n = split($4, a, ":"); print a[n]}')
+read -r port demo_port admin_port < <(for p in $(shuf -i 20000-59999 -n 50); do
+  grep -qx "$p" <<<"$used" || echo "$p"; done | head -3 | xargs)
 bin/bench -print-config cache+batch |
   sed -e '/^  l2:/,/^[a-z]/{/^[a-z]/!d;}' \
-      -e 's#^listen: .*#listen: 127.0.0.1:18180#' \
-      -e 's#^  listen: .*#  listen: 127.0.0.1:19190#' \
-      -e 's#^  url: .*#  url: http://127.0.0.1:13100#' >"$out/sidecache.yaml"
-seq 100001 160000 | sed 's#^#GET http://127.0.0.1:18180/users/#' >"$out/targets.txt"
-bin/demo-upstream -listen 127.0.0.1:13100 -slots 10 -query-time 5ms -per-row-time 50us -clients 10000 -users 10000000 >/dev/null 2>&1 &
+      -e "s#^listen: .*#listen: 127.0.0.1:$port#" \
+      -e "s#^  listen: .*#  listen: 127.0.0.1:$admin_port#" \
+      -e "s#^  url: .*#  url: http://127.0.0.1:$demo_port#" >"$out/sidecache.yaml"
+seq 100001 160000 | sed "s#^#GET http://127.0.0.1:$port/users/#" >"$out/targets.txt"
+bin/demo-upstream -listen 127.0.0.1:$demo_port -slots 10 -query-time 5ms -per-row-time 50us -clients 10000 -users 10000000 >"$out/demo.log" 2>&1 &
 demo=$!
 GOMAXPROCS=1 "$bin" -config "$out/sidecache.yaml" -log-level warn >"$out/sidecache.log" 2>&1 &
 sc=$!
 trap 'kill $sc $demo 2>/dev/null; wait 2>/dev/null' EXIT
-for _ in $(seq 100); do curl -sf http://127.0.0.1:19190/readyz >/dev/null && break; sleep 0.1; done
+for _ in $(seq 100); do curl -sf http://127.0.0.1:$admin_port/readyz >/dev/null && break; sleep 0.1; done
+# Both ours and still running (a port taken meanwhile fails loudly here).
+kill -0 $sc $demo || { echo "sidecar or demo exited; see $out/sidecache.log and $out/demo.log" >&2; exit 1; }
 ticks() { awk -v f="$1" '{print f == "user" ? $14 : $14 + $15}' "/proc/$sc/stat"; }
 hz=$(getconf CLK_TCK)
 perf=$(command -v perf && perf stat -e task-clock -- true >/dev/null 2>&1 && echo yes || true)
@@ -68,7 +77,7 @@ phase() {
 }
 
 phase miss
-curl -sf http://127.0.0.1:19190/metrics | awk '/^sidecache_batch_size_sum/{s=$2} /^sidecache_batch_size_count/{c=$2}
+curl -sf http://127.0.0.1:$admin_port/metrics | awk '/^sidecache_batch_size_sum/{s=$2} /^sidecache_batch_size_count/{c=$2}
   END {if (c) printf "  %d bulk calls, %.1f ids per call\n", c, s/c}'
 phase hit
 if [ -n "${PERF_RECORD:-}" ] && [ -n "$perf" ]; then

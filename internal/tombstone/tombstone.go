@@ -38,11 +38,21 @@ type Set struct {
 	maxBytes int64
 	seed     maphash.Seed
 	live     atomic.Int64 // number of tombstones, for a lock-free fast path
-	mu       sync.RWMutex
-	tags     map[uint64]*node
-	order    list      // tombstones by time of invalidation, oldest first
-	bytes    int64     // what the tombstones are charged, nodeBytes each
-	all      time.Time // a purge of everything
+	// until is the instant past which no tombstone is within the window:
+	// the latest invalidation (latest, guarded by mu) plus the window.
+	// Tombstones leave only when an Add prunes, so after the last
+	// invalidation live stays above zero until the next one; past until,
+	// Stale answers without the lock and without hashing a tag. Without
+	// it, every lookup after a purge (the bench's before each round, an
+	// operator's) or after the last write took the read lock and hashed
+	// every tag of its entry, for as long as no other write came.
+	until  atomic.Pointer[time.Time]
+	latest time.Time
+	mu     sync.RWMutex
+	tags   map[uint64]*node
+	order  list      // tombstones by time of invalidation, oldest first
+	bytes  int64     // what the tombstones are charged, nodeBytes each
+	all    time.Time // a purge of everything
 	// folded holds, per hash bucket, the latest invalidation folded into
 	// it (unix ns; 0: none); foldedAt is the latest fold, so the whole
 	// array is known to be expired once foldedAt is.
@@ -90,6 +100,7 @@ func (t *Set) Add(now time.Time, tags ...string) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.noteLocked(now)
 	for _, tag := range tags {
 		h := t.hash(tag)
 		if n := t.tags[h]; n != nil {
@@ -114,7 +125,24 @@ func (t *Set) AddAll(now time.Time) {
 	if now.After(t.all) {
 		t.all = now
 	}
+	t.noteLocked(now)
 	t.pruneLocked(now)
+}
+
+// noteLocked records an invalidation at now in latest and until.
+func (t *Set) noteLocked(now time.Time) {
+	if now.After(t.latest) {
+		t.latest = now
+	}
+	t.storeUntilLocked()
+}
+
+func (t *Set) storeUntilLocked() {
+	if t.latest.IsZero() {
+		return
+	}
+	u := t.latest.Add(t.window)
+	t.until.Store(&u)
 }
 
 // pruneLocked drops tombstones past the window, folds the oldest into the
@@ -161,7 +189,6 @@ func (t *Set) removeLocked(n *node) {
 	t.bytes -= nodeBytes
 }
 
-// Len is the number of tag tombstones kept, for tests and metrics.
 // Widen keeps tombstones for at least window from now on: a reload that
 // raises the upstream timeout lets fetches run longer, and a tombstone
 // must outlive the longest fetch that began before it. The window never
@@ -170,9 +197,11 @@ func (t *Set) removeLocked(n *node) {
 func (t *Set) Widen(window time.Duration) {
 	t.mu.Lock()
 	t.window = max(t.window, window)
+	t.storeUntilLocked()
 	t.mu.Unlock()
 }
 
+// Len is the number of tag tombstones kept, for tests and metrics.
 func (t *Set) Len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -183,6 +212,11 @@ func (t *Set) Len() int {
 // one of its tags, or a purge of everything, within the window.
 func (t *Set) Stale(e *cache.Entry, now time.Time) bool {
 	if e == nil || t.live.Load() == 0 {
+		return false
+	}
+	// Past until on both clocks (the folded stamps are compared on the
+	// wall clock, the others on the monotonic one when both times have it).
+	if u := t.until.Load(); u != nil && now.After(*u) && now.UnixNano() > u.UnixNano() {
 		return false
 	}
 	t.mu.RLock()

@@ -213,3 +213,16 @@ func TestWiden(t *testing.T) {
 		})
 	}
 }
+
+// The hot path long after a purge of everything (the bench's purge before
+// each round, an operator's POST /purge?all=1): every tombstone has left
+// the window, so it costs what BenchmarkStaleNone does.
+func BenchmarkStaleAfterExpiredPurge(b *testing.B) {
+	s := tombstone.New(time.Second)
+	s.AddAll(time.Now().Add(-time.Minute))
+	e := &cache.Entry{StoredAt: time.Now(), Tags: []string{"user:123456", "route:user"}}
+	now := time.Now()
+	for b.Loop() {
+		s.Stale(e, now)
+	}
+}

@@ -21,7 +21,8 @@ func TestSidecarYAMLValid(t *testing.T) {
 	}{
 		{"pass", "", 0, false, false, false, 0},
 		{"cache", ports.redis, 7, true, false, false, 256 << 20},
-		{"cache", "", 7, false, false, false, 256 << 20}, // the L1-hit peer
+		{"cache", "", 7, false, false, false, 256 << 20},
+		{"hit", "", 7, false, false, false, 256 << 20}, // the L1 hit of the CPU and peers tables
 		{"batch", "", 7, false, true, true, 64 << 20},
 		{"cache+batch", ports.redis, 7, true, true, true, 256 << 20},
 		{"cache+batch", "", 7, false, true, true, 256 << 20}, // the CPU table's batched miss and split

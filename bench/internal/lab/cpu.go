@@ -157,7 +157,7 @@ func (l *Lab) RunCPU(ctx context.Context, cp CPUParams) ([]CPUResult, error) {
 	if cp.row("hit") {
 		for _, sc := range sidecars {
 			entries = append(entries, cpuEntry{row: "hit", test: "hit", server: sc.Name + " (L1 hit)", start: func() (*sut, error) {
-				return l.startSidecarBin(ctx, sc, "cache", l.demoAddr, "")
+				return l.startSidecarBin(ctx, sc, "hit", l.demoAddr, "")
 			}, fill: true})
 		}
 		entries = append(entries,

@@ -108,7 +108,7 @@ func (l *Lab) startFastHit(ctx context.Context, upstream string) (*sut, error) {
 		return nil, err
 	}
 	addr := "127.0.0.1:" + itoa(port)
-	pr, err := l.start("fasthit", self, "-serve-fasthit", addr, "-upstream", upstream)
+	pr, err := l.start("fasthit", self, "-serve-fasthit", addr, "-upstream", upstream, "-ttl", HitTTL)
 	if err != nil {
 		return nil, err
 	}

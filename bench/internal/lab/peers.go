@@ -216,7 +216,7 @@ func (l *Lab) startVarnish(ctx context.Context, upstream string) (*sut, error) {
 	}
 	addr := "127.0.0.1:" + itoa(port)
 	argv := []string{bin, "-F", "-a", addr, "-b", upstream, "-n", filepath.Join(l.dir, "varnish"),
-		"-s", "malloc,256m", "-t", "300"}
+		"-s", "malloc,256m", "-t", "3600"} // HitTTL
 	if os.Geteuid() == 0 {
 		argv = append(argv, "-j", "none") // no privilege-dropping jail for a throwaway instance
 	}
@@ -268,7 +268,7 @@ func (l *Lab) RunPeers(ctx context.Context, res *Results) {
 	add("bare", entry{"pass", "bare Go (no proxy)", already, false})
 	add("sidecache", entry{"pass", "sidecache (no routes)", func() (*sut, error) { return l.startSidecar(ctx, "pass", bare.addr, "") }, false})
 	add("nginx", entry{"pass", "nginx proxy_pass", func() (*sut, error) { return l.startNginx(ctx, bare.addr, false) }, false})
-	add("sidecache", entry{"hit", "sidecache (L1 hit)", func() (*sut, error) { return l.startSidecar(ctx, "cache", l.demoAddr, "") }, true})
+	add("sidecache", entry{"hit", "sidecache (L1 hit)", func() (*sut, error) { return l.startSidecar(ctx, "hit", l.demoAddr, "") }, true})
 	add("nginx", entry{"hit", "nginx proxy_cache", func() (*sut, error) { return l.startNginx(ctx, l.demoAddr, true) }, true})
 	add("varnish", entry{"hit", "varnish", func() (*sut, error) { return l.startVarnish(ctx, l.demoAddr) }, true})
 	add("bare", entry{"hit", "bare Go (from memory)", already, false})

@@ -51,7 +51,7 @@ func (r *CPUReport) Markdown() string {
 	w("Each server's own CPU time (utime + stime of its processes and their descendants, from `/proc/<pid>/stat`) "+
 		"over %v at a fixed open-loop %d req/s (vegeta, %d connections), divided by the requests answered. "+
 		"GET /clients/{id} over %d keys (bodies of the demo's client records, 600 B–1 KB). "+
-		"Hit: every key cached first. Pass: a proxy without routes in front of the bare Go server. "+
+		"Hit: every key cached first, for "+lab.HitTTL+" (longer than the run; reports before 2026-11-26 05:00 kept 5 min, so the later rounds of a long run charged some misses to the hit rows). Pass: a proxy without routes in front of the bare Go server. "+
 		"Batched miss: GET /users/{id} on ids never asked before, batching on (max_size 100, max_wait 2ms), L1 only, purged before each round. "+
 		"Split: GET /users?ids=… of %d ids at %d req/s, half of them cached before each round, half never asked before. "+
 		"L2 hit: GET /clients/{id} on a replica with L1 off, every entry stored in Redis by another replica (L1 off too); "+
