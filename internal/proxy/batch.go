@@ -215,7 +215,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	}
 	res := make(map[string]bulkAnswer, len(ids))
 	share := took / time.Duration(len(ids))
-	heads := x.elementHeads(resp.Header)
+	heads := x.elementHeads(resp.Header, t0)
 	ex := x.elementExchange()
 	reqID := out.Header.Get("X-Request-Id")
 	for i, id := range ids {

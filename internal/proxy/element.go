@@ -60,16 +60,18 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
 	}
 	var f flight
-	if age, ok := upstream["Age"]; ok || x.h.tagh.s.StripsFrom(h) {
-		if ok {
-			h["Age"] = age // admit reads the answer's age from it; the entry does not keep it
-		}
-		f = *x.keep(ctx, status, h, body, requested)
+	if age, ok := upstream["Age"]; ok && x.rs.rt.Origin != nil {
+		// The origin's freshness reads the answer's age from it
+		// (httpcache.Origin.Storage); the entry does not keep it.
+		h["Age"] = age
+		f = x.keepAs(ctx, status, h, httpcache.StoredHeader(h), body, requested, &heads.heard)
 	} else {
 		// h is already what the entry keeps (StoredHeader of it would
-		// be a copy of it), and it has no field tagEntry strips: it is
-		// both the answer admit reads and the entry's header.
-		f = x.keepAs(ctx, status, h, h, body, requested)
+		// be a copy of it), and admit reads its age and the rest of
+		// what it needs of the header from heads.heard: it is both the
+		// answer admit reads and the entry's header. tagEntry reads
+		// the tag headers from it before it strips them.
+		f = x.keepAs(ctx, status, h, h, body, requested, &heads.heard)
 	}
 	if !f.stored && status == http.StatusOK {
 		x.notStored(notStoredUncacheable, upstream)
@@ -84,14 +86,28 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 type elementHeads struct {
 	*bulk.Elements
 	reason string
+	// heard is what admit reads of an element's header alone: the same
+	// for every element (their headers differ in Content-Type,
+	// Last-Modified and ETag only), with the answer's Age.
+	heard heard
 }
 
-func (x *exchange) elementHeads(upstream http.Header) elementHeads {
+// elementHeads works out what the elements of a bulk answer with header
+// upstream, whose request left at requested, share.
+func (x *exchange) elementHeads(upstream http.Header, requested time.Time) elementHeads {
 	names, reason := x.elementVary(upstream)
 	if reason == "" && httpcache.Private(upstream) {
 		reason = notStoredPrivate
 	}
-	return elementHeads{bulk.NewElements(httpcache.StoredHeader(upstream), names), reason}
+	heads := elementHeads{Elements: bulk.NewElements(httpcache.StoredHeader(upstream), names), reason: reason}
+	if reason == "" {
+		h := heads.Header(http.StatusOK, nil, `""`)
+		if age, ok := upstream["Age"]; ok {
+			h["Age"] = age
+		}
+		heads.heard = hear(h, requested, x.h.now())
+	}
+	return heads
 }
 
 // elementVary sorts the names of a bulk answer's Vary (issue 24 item 1)

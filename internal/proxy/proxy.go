@@ -434,10 +434,30 @@ func expand(ts []route.Template, p route.Params) []string {
 	return out
 }
 
-func entryTags(rs *routeState, params route.Params) []string {
+// newEntry is a new entry for an answer on rs's route, its Tags the
+// route's tag and its tag templates expanded with params, with room for
+// the URI tags tagEntry adds (surrogate.EntryURITags). A route with at
+// most one tag template gets the entry and its tags in one allocation
+// (entryBlock): each miss stores one, and the two live exactly as long.
+func newEntry(rs *routeState, params route.Params) *cache.Entry {
 	rt := rs.rt
-	// Room for the URI tags tagEntry appends (surrogate.EntryURITags).
-	tags := make([]string, 0, len(rt.Tags)+3)
-	tags = append(tags, rs.routeTag)
-	return append(tags, expand(rt.Tags, params)...)
+	var e *cache.Entry
+	if n := len(rt.Tags) + 3; n <= len(entryBlock{}.tags) {
+		b := new(entryBlock)
+		e = &b.e
+		e.Tags = b.tags[:0]
+	} else {
+		e = &cache.Entry{Tags: make([]string, 0, n)}
+	}
+	e.Tags = append(e.Tags, rs.routeTag)
+	for _, t := range rt.Tags {
+		e.Tags = append(e.Tags, t.Expand(params))
+	}
+	return e
+}
+
+// entryBlock is an entry and the backing array of its tags (newEntry).
+type entryBlock struct {
+	e    cache.Entry
+	tags [4]string
 }
