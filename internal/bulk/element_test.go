@@ -112,7 +112,7 @@ func TestElements(t *testing.T) {
 		{"Cache-Control": {"public, max-age=60"}, "Date": {"Wed, 25 Nov 2026 14:00:00 GMT"},
 			"Content-Type": {"application/json; charset=utf-8"}, "Etag": {`W/"list"`}, "Content-Encoding": {"gzip"},
 			"Vary": {"Accept-Encoding"}, "Set-Cookie": {"a=1", "b=2"}, "X-App": {"v2", "v3"}, "Last-Modified": {"Wed, 25 Nov 2026 13:00:00 GMT"}},
-		{"Cache-Control": {"max-age=5"}, "X-Nil": nil},
+		{"Cache-Control": {"max-age=5"}, "X-Nil": nil, "X-Empty": {}, "X-Last": {"a", "b"}},
 		{},
 	} {
 		for _, vary := range [][]string{nil, {"Accept-Language", "X-Tenant"}} {
