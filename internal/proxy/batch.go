@@ -15,6 +15,7 @@ import (
 	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
 // errBulk marks a failed bulk call. Its waiters answer 502: a batch never
@@ -147,7 +148,8 @@ func (x *exchange) elementExchange() *exchange {
 // setID aims an elementExchange at id, as forID(id) would.
 func (c *exchange) setID(id string) {
 	rt := c.rs.rt
-	c.r.URL.Path = rt.PathFor(rt.Batch.IDParam, id)
+	c.uriTag = rt.PrefixedPathFor(surrogate.URITagPrefix, rt.Batch.IDParam, id)
+	c.r.URL.Path = c.uriTag[len(surrogate.URITagPrefix):]
 	c.params[0].Value = id
 	c.key = cachekey.Build(c.r, &rt.Key)
 	c.vnames, c.vcoding, c.vkey = nil, "", ""
