@@ -90,21 +90,38 @@ func NewElements(h http.Header, vary []string) *Elements {
 // make for it from the answer's header. It is the caller's to change: no
 // two elements' headers share a map or a value's backing array.
 func (e *Elements) Header(status int, body []byte, etag string) http.Header {
+	return e.HeaderIn(nil, status, body, etag)
+}
+
+// HeaderIn is Header with vals as the backing array of the header's values
+// when it has room for them all (Values), so that the caller can allocate
+// it together with what lives as long (an entry).
+func (e *Elements) HeaderIn(vals []string, status int, body []byte, etag string) http.Header {
 	if status != http.StatusOK {
-		return e.other.with("", "")
+		return e.other.with(vals, "", "")
 	}
 	if etag == "" {
 		etag = ETag(body)
 	}
-	return e.ok.with("Etag", etag)
+	return e.ok.with(vals, "Etag", etag)
 }
 
+// Values is the most values an element's header holds: the capacity vals
+// needs for HeaderIn to use it.
+func (e *Elements) Values() int { return max(len(e.ok.vals), len(e.other.vals)) + 1 }
+
 // with is a new header holding t and the field k: v (none if k is ""), in
-// two allocations beside the map: every value shares one backing array,
-// each slice capped so that an append to one never writes into another.
-func (t *template) with(k, v string) http.Header {
+// two allocations beside the map: every value shares one backing array
+// (vals if it has room, a new one otherwise), each slice capped so that an
+// append to one never writes into another.
+func (t *template) with(vals []string, k, v string) http.Header {
 	n := len(t.keys)
-	sv := make([]string, len(t.vals), len(t.vals)+1)
+	var sv []string
+	if need := len(t.vals) + 1; cap(vals) >= need {
+		sv = vals[:len(t.vals):need]
+	} else {
+		sv = make([]string, len(t.vals), need)
+	}
 	copy(sv, t.vals)
 	if k != "" {
 		sv = append(sv, v)

@@ -134,6 +134,21 @@ func TestElements(t *testing.T) {
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("%v vary %v status %d: got %v, want %v", h, vary, c.status, got, want)
 				}
+				vals := make([]string, 0, es.Values())
+				in := es.HeaderIn(vals, c.status, []byte(c.body), etag)
+				if !reflect.DeepEqual(in, want) {
+					t.Errorf("%v vary %v status %d: HeaderIn got %v, want %v", h, vary, c.status, in, want)
+				}
+				full := vals[:cap(vals)]
+				for k, vv := range in {
+					inVals := len(vv) == 0
+					for i := range full {
+						inVals = inVals || &full[i] == &vv[0]
+					}
+					if !inVals {
+						t.Errorf("HeaderIn: %s's value is not held in vals", k)
+					}
+				}
 				for k := range got {
 					if got[k] != nil {
 						got[k] = append(got[k], "appended")

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -49,9 +50,9 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 	if f := x.rs.rt.Batch.ETagField; f != "" && elem != nil {
 		etag, _ = bulk.ElementETag(elem, f)
 	}
-	h := heads.Header(status, body, etag)
 	reason := heads.reason
 	if reason != "" {
+		h := heads.Header(status, body, etag)
 		h["Cache-Control"] = []string{"private"}
 		if httpcache.HasDirective(upstream, "private") || httpcache.HasDirective(upstream, "no-store") {
 			h["Cache-Control"] = slices.Clone(upstream.Values("Cache-Control"))
@@ -59,19 +60,23 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		x.notStored(reason, upstream)
 		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
 	}
+	e, vals := newElementEntry(x.rs, x.params, heads.Values())
+	h := heads.HeaderIn(vals, status, body, etag)
+	e.Status, e.Header, e.Body, e.StoredAt = status, h, body, requested
 	var f flight
 	if age, ok := upstream["Age"]; ok && x.rs.rt.Origin != nil {
 		// The origin's freshness reads the answer's age from it
 		// (httpcache.Origin.Storage); the entry does not keep it.
+		e.Header = maps.Clone(h)
 		h["Age"] = age
-		f = x.keepAs(ctx, status, h, httpcache.StoredHeader(h), body, requested, &heads.heard)
+		f = x.keepAs(ctx, e, h, &heads.heard)
 	} else {
 		// h is already what the entry keeps (StoredHeader of it would
 		// be a copy of it), and admit reads its age and the rest of
 		// what it needs of the header from heads.heard: it is both the
 		// answer admit reads and the entry's header. tagEntry reads
 		// the tag headers from it before it strips them.
-		f = x.keepAs(ctx, status, h, h, body, requested, &heads.heard)
+		f = x.keepAs(ctx, e, h, &heads.heard)
 	}
 	if !f.stored && status == http.StatusOK {
 		x.notStored(notStoredUncacheable, upstream)
