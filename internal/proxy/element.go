@@ -60,7 +60,7 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		x.notStored(reason, upstream)
 		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
 	}
-	e, vals := newElementEntry(x.rs, x.params, heads.Values())
+	e, vals := newElementEntry(x.rs, x.params.list(), heads.Values())
 	h := heads.HeaderIn(vals, status, body, etag)
 	e.Status, e.Header, e.Body, e.StoredAt = status, h, body, requested
 	var f flight
