@@ -51,7 +51,31 @@ func ElementHeader(h http.Header, status int, body []byte, vary []string, etag s
 // of ElementHeader that does not depend on the element, done once per
 // answer instead of once per element.
 type Elements struct {
-	ok, other http.Header // a 200 element's without its ETag; any other status's
+	ok, other template // a 200 element's without its ETag; any other status's
+}
+
+// template is an element header laid flat, so that each element's copy is
+// built without walking a map: keys[i] holds vals[at[i]:at[i+1]] (nil
+// where at[i] < 0, as Clone keeps a nil value nil).
+type template struct {
+	keys []string
+	at   []int
+	vals []string
+}
+
+func flatten(h http.Header) template {
+	t := template{keys: make([]string, 0, len(h)), at: make([]int, 0, len(h)+1)}
+	for k, vv := range h {
+		t.keys = append(t.keys, k)
+		if vv == nil {
+			t.at = append(t.at, -1)
+			continue
+		}
+		t.at = append(t.at, len(t.vals))
+		t.vals = append(t.vals, vv...)
+	}
+	t.at = append(t.at, len(t.vals))
+	return t
 }
 
 // NewElements prepares the element headers of a bulk answer whose stored
@@ -59,45 +83,63 @@ type Elements struct {
 func NewElements(h http.Header, vary []string) *Elements {
 	ok := ElementHeader(h.Clone(), http.StatusOK, nil, vary, `""`)
 	delete(ok, "Etag")
-	return &Elements{ok: ok, other: ElementHeader(h.Clone(), http.StatusNotFound, nil, vary, "")}
+	return &Elements{ok: flatten(ok), other: flatten(ElementHeader(h.Clone(), http.StatusNotFound, nil, vary, ""))}
 }
 
 // Header is a new header for one element, the same as ElementHeader would
-// make for it from the answer's header.
+// make for it from the answer's header. It is the caller's to change: no
+// two elements' headers share a map or a value's backing array.
 func (e *Elements) Header(status int, body []byte, etag string) http.Header {
+	return e.HeaderIn(nil, status, body, etag)
+}
+
+// HeaderIn is Header with vals as the backing array of the header's values
+// when it has room for them all (Values), so that the caller can allocate
+// it together with what lives as long (an entry).
+func (e *Elements) HeaderIn(vals []string, status int, body []byte, etag string) http.Header {
 	if status != http.StatusOK {
-		return cloneWith(e.other, "", "")
+		return e.other.with(vals, "", "")
 	}
 	if etag == "" {
 		etag = ETag(body)
 	}
-	return cloneWith(e.ok, "Etag", etag)
+	return e.ok.with(vals, "Etag", etag)
 }
 
-// cloneWith is h.Clone() with the field k: v added (none if k is ""), in
-// two allocations beside the map: every value shares one backing array,
-// each slice capped so that an append to one never writes into another.
-func cloneWith(h http.Header, k, v string) http.Header {
-	n := 0
-	for _, vv := range h {
-		n += len(vv)
+// Values is the most values an element's header holds: the capacity vals
+// needs for HeaderIn to use it.
+func (e *Elements) Values() int { return max(len(e.ok.vals), len(e.other.vals)) + 1 }
+
+// with is a new header holding t and the field k: v (none if k is ""), in
+// two allocations beside the map: every value shares one backing array
+// (vals if it has room, a new one otherwise), each slice capped so that an
+// append to one never writes into another.
+func (t *template) with(vals []string, k, v string) http.Header {
+	n := len(t.keys)
+	var sv []string
+	if need := len(t.vals) + 1; cap(vals) >= need {
+		sv = vals[:len(t.vals):need]
+	} else {
+		sv = make([]string, len(t.vals), need)
 	}
-	if k != "" {
-		n++
-	}
-	sv := make([]string, 0, n)
-	c := make(http.Header, len(h)+1)
-	for key, vv := range h {
-		if vv == nil {
-			c[key] = nil
-			continue
-		}
-		sv = append(sv, vv...)
-		c[key] = sv[len(sv)-len(vv) : len(sv) : len(sv)]
-	}
+	copy(sv, t.vals)
 	if k != "" {
 		sv = append(sv, v)
-		c[k] = sv[len(sv)-1 : len(sv) : len(sv)]
+		n++
+	}
+	c := make(http.Header, n)
+	end := t.at[len(t.keys)]
+	for i := len(t.keys) - 1; i >= 0; i-- {
+		// Walked backwards: a nil value's end is the next one's start.
+		if t.at[i] < 0 {
+			c[t.keys[i]] = nil
+			continue
+		}
+		c[t.keys[i]] = sv[t.at[i]:end:end]
+		end = t.at[i]
+	}
+	if k != "" {
+		c[k] = sv[len(sv)-1:]
 	}
 	return c
 }

@@ -112,7 +112,7 @@ func TestElements(t *testing.T) {
 		{"Cache-Control": {"public, max-age=60"}, "Date": {"Wed, 25 Nov 2026 14:00:00 GMT"},
 			"Content-Type": {"application/json; charset=utf-8"}, "Etag": {`W/"list"`}, "Content-Encoding": {"gzip"},
 			"Vary": {"Accept-Encoding"}, "Set-Cookie": {"a=1", "b=2"}, "X-App": {"v2", "v3"}, "Last-Modified": {"Wed, 25 Nov 2026 13:00:00 GMT"}},
-		{"Cache-Control": {"max-age=5"}, "X-Nil": nil},
+		{"Cache-Control": {"max-age=5"}, "X-Nil": nil, "X-Empty": {}, "X-Last": {"a", "b"}},
 		{},
 	} {
 		for _, vary := range [][]string{nil, {"Accept-Language", "X-Tenant"}} {
@@ -133,6 +133,21 @@ func TestElements(t *testing.T) {
 				got := es.Header(c.status, []byte(c.body), etag)
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("%v vary %v status %d: got %v, want %v", h, vary, c.status, got, want)
+				}
+				vals := make([]string, 0, es.Values())
+				in := es.HeaderIn(vals, c.status, []byte(c.body), etag)
+				if !reflect.DeepEqual(in, want) {
+					t.Errorf("%v vary %v status %d: HeaderIn got %v, want %v", h, vary, c.status, in, want)
+				}
+				full := vals[:cap(vals)]
+				for k, vv := range in {
+					inVals := len(vv) == 0
+					for i := range full {
+						inVals = inVals || &full[i] == &vv[0]
+					}
+					if !inVals {
+						t.Errorf("HeaderIn: %s's value is not held in vals", k)
+					}
 				}
 				for k := range got {
 					if got[k] != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
 // errBulk marks a failed bulk call. Its waiters answer 502: a batch never
@@ -163,7 +164,8 @@ func (x *exchange) elementExchange() *exchange {
 // setID aims an elementExchange at id, as forID(id) would.
 func (c *exchange) setID(id string) {
 	rt := c.rs.rt
-	c.r.URL.Path = rt.PathFor(rt.Batch.IDParam, id)
+	c.uriTag = rt.PrefixedPathFor(surrogate.URITagPrefix, rt.Batch.IDParam, id)
+	c.r.URL.Path = c.uriTag[len(surrogate.URITagPrefix):]
 	c.params.in[0].Value = id
 	c.key = cachekey.Build(c.r, &rt.Key)
 	c.vnames, c.vcoding, c.vkey = nil, "", ""
@@ -232,7 +234,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	res := make(map[string]*bulkAnswer, len(ids))
 	answers := make([]bulkAnswer, len(ids))
 	share := took / time.Duration(len(ids))
-	heads := x.elementHeads(resp.Header)
+	heads := x.elementHeads(resp.Header, t0)
 	ex := x.elementExchange()
 	reqID := out.Header.Get("X-Request-Id")
 	for i, id := range ids {

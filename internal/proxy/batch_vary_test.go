@@ -288,3 +288,40 @@ func TestBatchElementETagField(t *testing.T) {
 		t.Errorf("element with an unusable rev: ETag %q (body %q), want the sidecar's own", tag, b3)
 	}
 }
+
+// TestBatchElementAge: the age a bulk answer arrived with is each
+// element's, on a route with and without origin freshness, worked out once
+// for the whole answer (elementHeads): the miss and the hit that follows
+// report it, once, and the route's TTL counts from it.
+func TestBatchElementAge(t *testing.T) {
+	for _, origin := range []bool{false, true} {
+		t.Run("origin="+strconv.FormatBool(origin), func(t *testing.T) {
+			o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+				w.Header().Set("Cache-Control", "public, max-age=60")
+				w.Header().Set("Age", "30")
+				usersAnswer(func(string) bool { return true })(w, r, ids)
+			})
+			rt := userRoute(100, 5*time.Millisecond)
+			if origin {
+				rt.Origin = &route.Origin{}
+			}
+			e := newEnv(t, o.upstream, []testRoute{rt})
+			for i, want := range []string{"fwd=miss", "hit"} {
+				r, b := e.get("/users/7")
+				if r.StatusCode != 200 || b != userJSON("7", nil) {
+					t.Fatalf("request %d: %d %q", i, r.StatusCode, b)
+				}
+				if cs := r.Header.Get("Cache-Status"); !strings.Contains(cs, want) {
+					t.Errorf("request %d: Cache-Status %q, want %s", i, cs, want)
+				}
+				ages := r.Header.Values("Age")
+				if age, _ := strconv.Atoi(r.Header.Get("Age")); len(ages) != 1 || age < 30 || age >= 60 {
+					t.Errorf("request %d: Age %q, want one value from 30, the bulk answer's", i, ages)
+				}
+			}
+			if n := len(o.snapshot()); n != 1 {
+				t.Errorf("%d bulk calls, want 1", n)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -49,9 +50,9 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 	if f := x.rs.rt.Batch.ETagField; f != "" && elem != nil {
 		etag, _ = bulk.ElementETag(elem, f)
 	}
-	h := heads.Header(status, body, etag)
 	reason := heads.reason
 	if reason != "" {
+		h := heads.Header(status, body, etag)
 		h["Cache-Control"] = []string{"private"}
 		if httpcache.HasDirective(upstream, "private") || httpcache.HasDirective(upstream, "no-store") {
 			h["Cache-Control"] = slices.Clone(upstream.Values("Cache-Control"))
@@ -59,17 +60,23 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		x.notStored(reason, upstream)
 		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
 	}
+	e, vals := newElementEntry(x.rs, x.params.list(), heads.Values())
+	h := heads.HeaderIn(vals, status, body, etag)
+	e.Status, e.Header, e.Body, e.StoredAt = status, h, body, requested
 	var f flight
-	if age, ok := upstream["Age"]; ok || x.h.tagh.s.StripsFrom(h) {
-		if ok {
-			h["Age"] = age // admit reads the answer's age from it; the entry does not keep it
-		}
-		f = *x.keep(ctx, status, h, body, requested)
+	if age, ok := upstream["Age"]; ok && x.rs.rt.Origin != nil {
+		// The origin's freshness reads the answer's age from it
+		// (httpcache.Origin.Storage); the entry does not keep it.
+		e.Header = maps.Clone(h)
+		h["Age"] = age
+		f = x.keepAs(ctx, e, h, &heads.heard)
 	} else {
 		// h is already what the entry keeps (StoredHeader of it would
-		// be a copy of it), and it has no field tagEntry strips: it is
-		// both the answer admit reads and the entry's header.
-		f = x.keepAs(ctx, status, h, h, body, requested)
+		// be a copy of it), and admit reads its age and the rest of
+		// what it needs of the header from heads.heard: it is both the
+		// answer admit reads and the entry's header. tagEntry reads
+		// the tag headers from it before it strips them.
+		f = x.keepAs(ctx, e, h, &heads.heard)
 	}
 	if !f.stored && status == http.StatusOK {
 		x.notStored(notStoredUncacheable, upstream)
@@ -84,14 +91,28 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 type elementHeads struct {
 	*bulk.Elements
 	reason string
+	// heard is what admit reads of an element's header alone: the same
+	// for every element (their headers differ in Content-Type,
+	// Last-Modified and ETag only), with the answer's Age.
+	heard heard
 }
 
-func (x *exchange) elementHeads(upstream http.Header) elementHeads {
+// elementHeads works out what the elements of a bulk answer with header
+// upstream, whose request left at requested, share.
+func (x *exchange) elementHeads(upstream http.Header, requested time.Time) elementHeads {
 	names, reason := x.elementVary(upstream)
 	if reason == "" && httpcache.Private(upstream) {
 		reason = notStoredPrivate
 	}
-	return elementHeads{bulk.NewElements(httpcache.StoredHeader(upstream), names), reason}
+	heads := elementHeads{Elements: bulk.NewElements(httpcache.StoredHeader(upstream), names), reason: reason}
+	if reason == "" {
+		h := heads.Header(http.StatusOK, nil, `""`)
+		if age, ok := upstream["Age"]; ok {
+			h["Age"] = age
+		}
+		heads.heard = hear(h, requested, x.h.now())
+	}
+	return heads
 }
 
 // elementVary sorts the names of a bulk answer's Vary (issue 24 item 1)

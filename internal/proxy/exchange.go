@@ -26,6 +26,10 @@ type exchange struct {
 	r      *http.Request
 	params params
 	key    string // the cache key (cached path only)
+	// uriTag is surrogate.URITagPrefix followed by r.URL.Path, when setID
+	// built the two in one string (an element of a bulk answer; tagEntry
+	// then takes the URI tag from it); "" otherwise.
+	uriTag string
 	start  time.Time
 	rec    *accesslog.Record // nil unless the access log is on
 	// refresh: the client asked not to be served a stored response

@@ -309,18 +309,22 @@ func deadlineFirst(ctx context.Context, err error) error {
 // entry's age counts from then (RFC 9111 §4.2.3), and an invalidation after
 // it means the answer may predate the write.
 func (x *exchange) keep(ctx context.Context, code int, header http.Header, body []byte, requested time.Time) *flight {
-	f := x.keepAs(ctx, code, header, httpcache.StoredHeader(header), body, requested)
+	e := newEntry(x.rs, x.params.list())
+	e.Status, e.Header, e.Body, e.StoredAt = code, httpcache.StoredHeader(header), body, requested
+	f := x.keepAs(ctx, e, header, nil)
 	return &f
 }
 
-// keepAs is keep with the entry's header already made: stored, which
-// tagEntry may strip; header, the answer's, is only read, and may be
-// stored itself when nothing strips it. It returns the flight by value: a
-// bulk answer's elements take three fields of it.
-func (x *exchange) keepAs(ctx context.Context, code int, header, stored http.Header, body []byte, requested time.Time) flight {
-	e := &cache.Entry{Status: code, Header: stored, Body: body, StoredAt: requested, Tags: entryTags(x.rs, x.params.list())}
+// keepAs is keep with the entry already made (newEntry; its status,
+// header, body and request time set): e.Header, which tagEntry may strip;
+// header, the answer's, is only read (before the strip, for the tags), and
+// may be e.Header itself. hd, if not nil, is what admit reads of header
+// alone, worked out already (a bulk answer's, for each of its elements).
+// It returns the flight by value: a bulk answer's elements take three
+// fields of it.
+func (x *exchange) keepAs(ctx context.Context, e *cache.Entry, header http.Header, hd *heard) flight {
 	tagged := x.tagEntry(e, header) // URI tag, upstream surrogate keys (origintags.go)
-	a := x.admit(e, header)
+	a := x.admit(e, header, hd)
 	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)
 	a.store = a.store && tagged
 	f := flight{c: candidate{e: e, vary: a.vary, private: !a.shareable}}

@@ -98,19 +98,26 @@ func (a admission) apply(e *cache.Entry) {
 // and bulk fetches both call it. e carries the answer's status, stored
 // header, body, request time and tags; admit does not change it (the
 // caller applies the admission when it stores).
-func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
+//
+// hd is what admit reads of upstream alone (heard), when the caller worked
+// it out already; nil: admit works it out.
+func (x *exchange) admit(e *cache.Entry, upstream http.Header, hd *heard) admission {
 	rt := x.rs.rt
 	now := x.h.now()
-	a := admission{shareable: !httpcache.Private(upstream), age: httpcache.AgeAtRequest(upstream, e.StoredAt, now)}
+	if hd == nil {
+		h := hear(upstream, e.StoredAt, now)
+		hd = &h
+	}
+	a := admission{shareable: !hd.private, age: hd.age}
 	var of httpcache.Storage
 	if rt.Origin != nil {
 		of = originOf(rt).Storage(e.Status, upstream, e.Header, e.StoredAt, now)
 		a.shareable = of.Shareable
 	}
 	negative, cacheable := httpcache.CacheableStatus(e.Status, rt.NegativeTTL)
-	names, star := cachekey.AnswerVary(upstream)
+	names := hd.vary
 	a.vary = names
-	if star {
+	if hd.star {
 		a.shareable = false // Vary: * matches no other request (RFC 9110 §12.5.5)
 	}
 	if forward.VariesOnOwn(names) {
@@ -129,7 +136,7 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	if rt.Origin != nil {
 		cacheable = of.Cacheable
 	}
-	if !cacheable || !a.shareable || rt.Origin == nil && httpcache.HasDirective(upstream, "no-cache") {
+	if !cacheable || !a.shareable || rt.Origin == nil && hd.noCache {
 		return a
 	}
 	// The header block counts: a huge header is as costly to keep as a
@@ -155,6 +162,39 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header) admission {
 	// Fetched before a write to it was invalidated: serve, never keep.
 	a.store = a.store && !x.h.tombs.Stale(e, now)
 	return a
+}
+
+// heard is what admit reads of an upstream answer's header alone: the
+// same for every element of a bulk answer, whose header each element's
+// repeats (elementHeads works it out once per answer: parsing Date, Age,
+// Cache-Control and Vary again for each of a hundred elements was a tenth
+// of their cost), and worked out by admit itself for a per-ID answer.
+type heard struct {
+	// age is the age the answer had when its request left (RFC 9111
+	// §4.2.3). It does not depend on when the answer arrived: the
+	// apparent age grows with the arrival time exactly as the round
+	// trip AgeAtRequest takes off does, so one arrival time serves
+	// every element (but for the clamp at httpcache.MaxDelta, which an
+	// answer dated 68 years ago reaches).
+	age     time.Duration
+	private bool // httpcache.Private: Set-Cookie, private or no-store
+	// vary and star are cachekey.AnswerVary's; vary is only read, by
+	// every entry it is handed to.
+	vary    []string
+	star    bool
+	noCache bool // Cache-Control: no-cache (RFC 9111 §5.2.2.4)
+}
+
+// hear works out heard for an answer with header h, whose request left at
+// requested and which arrived at received.
+func hear(h http.Header, requested, received time.Time) heard {
+	names, star := cachekey.AnswerVary(h)
+	return heard{
+		age:     httpcache.AgeAtRequest(h, requested, received),
+		private: httpcache.Private(h),
+		vary:    names, star: star,
+		noCache: httpcache.HasDirective(h, "no-cache"),
+	}
 }
 
 // passVariant remembers that the variant of this request an upstream

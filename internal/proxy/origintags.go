@@ -38,7 +38,13 @@ func (t tagHeaders) carryOver(merged, update http.Header, old []string) {
 // costs a miss where under-invalidating would serve a purged answer.
 func (x *exchange) tagEntry(e *cache.Entry, upstream http.Header) bool {
 	var ok bool
-	e.Tags, ok = x.h.tagh.s.AppendKeys(surrogate.EntryURITags(e.Tags, x.r.URL.Path), upstream)
+	var tags []string
+	if x.uriTag != "" {
+		tags = surrogate.EntryURITagsOf(e.Tags, x.uriTag) // an element's (setID)
+	} else {
+		tags = surrogate.EntryURITags(e.Tags, x.r.URL.Path)
+	}
+	e.Tags, ok = x.h.tagh.s.AppendKeys(tags, upstream)
 	x.h.tagh.s.StripFrom(e.Header)
 	if !ok {
 		x.h.log.Debug("upstream tags over bounds: not stored", "route", x.rs.rt.Name, "path", x.r.URL.Path)

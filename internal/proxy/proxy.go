@@ -436,10 +436,72 @@ func expand(ts []route.Template, p route.Params) []string {
 	return out
 }
 
-func entryTags(rs *routeState, params route.Params) []string {
-	rt := rs.rt
-	// Room for the URI tags tagEntry appends (surrogate.EntryURITags).
-	tags := make([]string, 0, len(rt.Tags)+3)
-	tags = append(tags, rs.routeTag)
-	return append(tags, expand(rt.Tags, params)...)
+// newEntry is a new entry for an answer on rs's route, its Tags the
+// route's tag and its tag templates expanded with params, with room for
+// the URI tags tagEntry adds (surrogate.EntryURITags). A route with at
+// most one tag template gets the entry and its tags in one allocation
+// (entryBlock): each miss stores one, and the two live exactly as long.
+func newEntry(rs *routeState, params route.Params) *cache.Entry {
+	var b *entryBlock
+	if blockTags(rs) {
+		b = new(entryBlock)
+	}
+	return b.entry(rs, params)
+}
+
+// newElementEntry is newEntry for an element of a bulk answer whose header
+// holds at most n values (bulk.Elements.Values), with vals, room for those
+// values in the same allocation when they fit (else nil): the element's
+// header lives exactly as long as its entry.
+func newElementEntry(rs *routeState, params route.Params, n int) (e *cache.Entry, vals []string) {
+	switch {
+	case !blockTags(rs):
+	case n <= len(elementBlock4{}.vals):
+		b := new(elementBlock4)
+		return b.entryBlock.entry(rs, params), b.vals[:0]
+	case n <= len(elementBlock8{}.vals):
+		b := new(elementBlock8)
+		return b.entryBlock.entry(rs, params), b.vals[:0]
+	}
+	return newEntry(rs, params), nil
+}
+
+// entryBlock is an entry and the backing array of its tags (newEntry).
+type entryBlock struct {
+	e    cache.Entry
+	tags [4]string
+}
+
+// elementBlock4 and elementBlock8 are an entryBlock and the backing array
+// of its header's values (newElementEntry), in two sizes so that the
+// common header (Content-Type, Date, Cache-Control, ETag) costs no more
+// bytes than two allocations would.
+type elementBlock4 struct {
+	entryBlock
+	vals [4]string
+}
+
+type elementBlock8 struct {
+	entryBlock
+	vals [8]string
+}
+
+// blockTags reports whether the tags of rs's entries fit an entryBlock.
+func blockTags(rs *routeState) bool { return len(rs.rt.Tags)+3 <= len(entryBlock{}.tags) }
+
+// entry fills in the entry of b (nil: a new entry of its own) with its
+// tags (newEntry).
+func (b *entryBlock) entry(rs *routeState, params route.Params) *cache.Entry {
+	var e *cache.Entry
+	if b != nil {
+		e = &b.e
+		e.Tags = b.tags[:0]
+	} else {
+		e = &cache.Entry{Tags: make([]string, 0, len(rs.rt.Tags)+3)}
+	}
+	e.Tags = append(e.Tags, rs.routeTag)
+	for _, t := range rs.rt.Tags {
+		e.Tags = append(e.Tags, t.Expand(params))
+	}
+	return e
 }

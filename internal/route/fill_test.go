@@ -23,6 +23,9 @@ func TestPathFor(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("%q.PathFor(%q, %q) = %q, want %q", tt.pattern, tt.param, tt.value, got, tt.want)
 		}
+		if p := tb.Routes()[0].PrefixedPathFor("_uri:", tt.param, tt.value); p != "_uri:"+tt.want {
+			t.Errorf("%q.PrefixedPathFor(_uri:, %q, %q) = %q, want _uri:%q", tt.pattern, tt.param, tt.value, p, tt.want)
+		}
 		if !tt.matches {
 			continue
 		}
@@ -39,5 +42,8 @@ func TestPathForOneAllocation(t *testing.T) {
 	r := tb.Routes()[0]
 	if n := testing.AllocsPerRun(100, func() { _ = r.PathFor("id", "1234567") }); n != 1 {
 		t.Errorf("PathFor: %v allocations, want 1", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = r.PrefixedPathFor("_uri:", "id", "1234567") }); n != 1 {
+		t.Errorf("PrefixedPathFor: %v allocations, want 1", n)
 	}
 }

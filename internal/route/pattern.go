@@ -205,8 +205,13 @@ func (pt *pattern) match(path string, ps Params) (Params, bool) {
 //
 // Its length is counted first, so the path costs one allocation: a batch
 // builds one per element of every bulk answer.
-func (r *Route) PathFor(param, value string) string {
-	n := 0
+func (r *Route) PathFor(param, value string) string { return r.PrefixedPathFor("", param, value) }
+
+// PrefixedPathFor is prefix followed by PathFor(param, value), in the one
+// allocation: a batch's element takes its path from the end of its URI
+// tag (surrogate.URITagPrefix), which is then not built again.
+func (r *Route) PrefixedPathFor(prefix, param, value string) string {
+	n := len(prefix)
 	for _, s := range r.pat.segs {
 		switch {
 		case s.kind == segStatic || s.kind == segWildcard:
@@ -219,6 +224,7 @@ func (r *Route) PathFor(param, value string) string {
 	}
 	var b strings.Builder
 	b.Grow(n)
+	b.WriteString(prefix)
 	for _, s := range r.pat.segs {
 		switch {
 		case s.kind == segStatic || s.kind == segWildcard:

@@ -156,3 +156,23 @@ func TestSameOriginPath(t *testing.T) {
 		})
 	}
 }
+
+// EntryURITagsOf, given the prefix and the path in one string, gives the
+// tags EntryURITags gives for the path, and takes the string itself as the
+// URI tag when the path needs no escaping (a batch element's, built with
+// route.PrefixedPathFor), building none.
+func TestEntryURITagsOf(t *testing.T) {
+	for _, path := range []string{"/users/42", "/Users/42", "/users//42/", "/a\x01b", "/A\x7fB", "", "/users/%2F"} {
+		for _, start := range [][]string{nil, {"_route:user"}, {"_route:user", surrogate.URITag(path)}} {
+			tagged := surrogate.URITagPrefix + path
+			want := surrogate.EntryURITags(slices.Clone(start), path)
+			if got := surrogate.EntryURITagsOf(slices.Clone(start), tagged); !slices.Equal(got, want) {
+				t.Errorf("EntryURITagsOf(%q, %q) = %q, want %q", start, tagged, got, want)
+			}
+		}
+	}
+	tagged := surrogate.URITagPrefix + "/users/42"
+	if n := testing.AllocsPerRun(100, func() { _ = surrogate.EntryURITagsOf(make([]string, 0, 4), tagged) }); n > 1 {
+		t.Errorf("EntryURITagsOf: %v allocations, want the tags' only", n)
+	}
+}

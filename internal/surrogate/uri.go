@@ -9,23 +9,18 @@ import (
 	"github.com/sidecache/sidecache/internal/spelling"
 )
 
-// uriTagPrefix starts the implicit URI tag; tags starting with "_" are
+// URITagPrefix starts the implicit URI tag; tags starting with "_" are
 // reserved for the sidecar's own.
-const uriTagPrefix = "_uri:"
+const URITagPrefix = "_uri:"
+
+const uriTagPrefix = URITagPrefix
 
 // URITag is the implicit tag of every entry stored for a request to path
 // (the decoded URL path), so that a purge of that tag drops every entry of
 // the path (RFC 9111 §4.4 invalidates by URI). Control characters are
 // escaped: a tag is one line in L2.
 func URITag(path string) string {
-	clean := true
-	for i := 0; i < len(path); i++ {
-		if path[i] < 0x20 || path[i] == 0x7f {
-			clean = false
-			break
-		}
-	}
-	if clean {
+	if unescaped(path) {
 		return uriTagPrefix + path
 	}
 	var b strings.Builder
@@ -124,6 +119,31 @@ func addPath(tags []string, path string, stored func(string) bool) []string {
 		tags = addTag(tags, FoldedURITag(path))
 	}
 	return tags
+}
+
+// EntryURITagsOf is EntryURITags(tags, path) for tagged, which is
+// URITagPrefix followed by path (route.PrefixedPathFor): when path needs no
+// escaping tagged is its URI tag, and is not built again.
+func EntryURITagsOf(tags []string, tagged string) []string {
+	path, ok := strings.CutPrefix(tagged, uriTagPrefix)
+	if !ok || !unescaped(path) {
+		return EntryURITags(tags, path)
+	}
+	folded := spelling.Fold(path)
+	if folded == path {
+		return addTag(tags, tagged)
+	}
+	return addTag(addTag(tags, URITag(folded)), tagged)
+}
+
+// unescaped reports whether URITag(path) is the prefix and path as is.
+func unescaped(path string) bool {
+	for i := 0; i < len(path); i++ {
+		if path[i] < 0x20 || path[i] == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func addTag(tags []string, t string) []string {
