@@ -65,7 +65,7 @@ type Store struct {
 	// leave dead items in grave for the next holder of mu to unindex.
 	mu   sync.Mutex
 	keys map[string]*item
-	tags map[string]keySet
+	tags map[string]*tagNode // the head of the tag's list (taglist.go)
 
 	graveMu sync.Mutex
 	grave   []*item
@@ -92,6 +92,11 @@ type item struct {
 	e    *cache.Entry
 	cost int64
 	dead atomic.Bool
+	// indexed is whether keys maps key to this item, guarded by mu: a late
+	// callback for a replaced value then finds it unindexed without a
+	// lookup in keys.
+	indexed bool
+	nodes   []tagNode // one per e.Tags, in its order
 }
 
 // New returns an empty Store; Close releases its goroutines.
@@ -110,7 +115,7 @@ func New(opts Options) (*Store, error) {
 		now:      opts.Now,
 		maxBytes: opts.MaxBytes,
 		keys:     make(map[string]*item),
-		tags:     make(map[string]keySet),
+		tags:     make(map[string]*tagNode),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -175,7 +180,7 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 		return errors.New("l1: set: nil entry")
 	}
 	ttl := e.Remaining(s.now())
-	it := &item{key: key, e: e, cost: cost(key, e)}
+	it := newItem(key, e)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -225,11 +230,18 @@ func (s *Store) DeleteTags(tags ...string) int {
 	s.drainLocked()
 	n := 0
 	for _, tag := range tags {
-		set := s.tags[tag]
-		for _, key := range set.list() { // a copy: retireLocked removes from the set
-			s.retireLocked(s.keys[key])
-			s.c.Del(key)
-			n++
+		h := s.tags[tag]
+		if h == nil {
+			continue
+		}
+		// The tail first: unlinking a node other than the head does not
+		// write s.tags, so the tag's entry is written once, when the head
+		// goes last.
+		for last := false; !last; n++ {
+			t := h.prev
+			last = t == h
+			s.retireLocked(t.it)
+			s.c.Del(t.it.key)
 		}
 	}
 	return n
@@ -242,8 +254,7 @@ func (s *Store) KeysWithTag(tag string, max int) (keys []string, more bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drainLocked()
-	set := s.tags[tag]
-	keys = set.list()
+	keys = s.keysLocked(tag)
 	slices.Sort(keys)
 	if len(keys) > max {
 		return keys[:max], true
@@ -313,18 +324,8 @@ func (s *Store) kill(it *item) bool {
 // indexLocked makes it the live item of its key.
 func (s *Store) indexLocked(it *item) {
 	s.keys[it.key] = it
-	for _, tag := range it.e.Tags {
-		set := s.tags[tag]
-		if set.more != nil {
-			// A tag many entries share (the route's): its set is a map,
-			// which the add fills in place, so the tags map is not
-			// written again (one hash less on a large map per write).
-			set.more[it.key] = struct{}{}
-			continue
-		}
-		set.add(it.key)
-		s.tags[tag] = set
-	}
+	it.indexed = true
+	s.linkLocked(it)
 	s.bytes.Add(it.cost)
 	s.items.Add(1)
 }
@@ -338,18 +339,14 @@ func (s *Store) retireLocked(it *item) {
 // unindexLocked removes it from the index, unless its key has moved on to
 // a newer item: that is how a late callback for an old value is ignored.
 func (s *Store) unindexLocked(it *item) {
-	if s.keys[it.key] != it {
+	if !it.indexed {
 		return
 	}
+	it.indexed = false
 	delete(s.keys, it.key)
-	for _, tag := range it.e.Tags {
-		if set, ok := s.tags[tag]; ok {
-			set.remove(it.key)
-			if set.empty() {
-				delete(s.tags, tag)
-			} else {
-				s.tags[tag] = set
-			}
+	for i := range it.nodes {
+		if n := &it.nodes[i]; n.next != nil {
+			s.unlinkLocked(n, it.e.Tags[i])
 		}
 	}
 }
@@ -369,9 +366,10 @@ func (s *Store) drainLocked() {
 func (s *Store) resetLocked() {
 	for _, it := range s.keys {
 		s.kill(it)
+		it.indexed = false // its late callback must not unindex a newer item
 	}
 	s.keys = make(map[string]*item)
-	s.tags = make(map[string]keySet)
+	s.tags = make(map[string]*tagNode)
 	s.graveMu.Lock()
 	s.grave = nil
 	s.graveMu.Unlock()

@@ -86,18 +86,49 @@ func checkIndex(t *testing.T, s *Store) {
 		if it.key != key {
 			t.Errorf("index key %q holds item for %q", key, it.key)
 		}
+		if !it.indexed {
+			t.Errorf("item for %q in the index not marked indexed", key)
+		}
 		bytes += it.cost
 		for _, tag := range it.e.Tags {
-			if set := s.tags[tag]; !slices.Contains(set.list(), key) {
+			if keys := s.keysLocked(tag); !slices.Contains(keys, key) {
 				t.Errorf("key %q missing under its tag %q", key, tag)
 			}
 		}
 	}
-	for tag, set := range s.tags {
-		if set.empty() {
-			t.Errorf("empty set kept for tag %q", tag)
+	for tag, h := range s.tags {
+		if h == nil || !h.head {
+			t.Errorf("tag %q maps to %v, not the head of its list", tag, h)
+			continue
 		}
-		for _, key := range set.list() {
+		keys := s.keysLocked(tag)
+		if len(keys) == 0 {
+			t.Errorf("empty list kept for tag %q", tag)
+		}
+		seen := map[string]bool{}
+		for n := h; ; n = n.next {
+			if n.next.prev != n || n.prev.next != n {
+				t.Errorf("tag %q: list links broken at key %q", tag, n.it.key)
+				break
+			}
+			if n != h && n.head {
+				t.Errorf("tag %q: second head at key %q", tag, n.it.key)
+			}
+			if i := slices.Index(n.it.e.Tags, tag); i < 0 || &n.it.nodes[i] != n {
+				t.Errorf("tag %q: key %q listed by a node not its first for the tag", tag, n.it.key)
+			}
+			if s.keys[n.it.key] != n.it {
+				t.Errorf("tag %q lists an item for %q that is not its key's live one", tag, n.it.key)
+			}
+			if n.next == h {
+				break
+			}
+		}
+		for _, key := range keys {
+			if seen[key] {
+				t.Errorf("tag %q lists key %q twice", tag, key)
+			}
+			seen[key] = true
 			if s.keys[key] == nil {
 				t.Errorf("tag %q names unindexed key %q", tag, key)
 			}
