@@ -186,17 +186,20 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 	defer s.mu.Unlock()
 	s.drainLocked()
 	old := s.keys[key]
-	if old != nil {
-		s.retireLocked(old)
-	}
 	if ttl <= 0 || it.cost > s.maxBytes {
 		if old != nil {
+			s.retireLocked(old)
 			s.c.Del(key)
 		}
 		if ttl > 0 {
 			return fmt.Errorf("%w: %d bytes over l1.max_bytes %d", ErrRejected, it.cost, s.maxBytes)
 		}
 		return nil
+	}
+	if old != nil {
+		// Retired but left in keys: indexLocked overwrites its slot.
+		s.kill(old)
+		s.unlinkAllLocked(old)
 	}
 	s.indexLocked(it)
 	if !s.c.SetWithTTL(key, it, it.cost, ttl) {
@@ -342,8 +345,14 @@ func (s *Store) unindexLocked(it *item) {
 	if !it.indexed {
 		return
 	}
-	it.indexed = false
 	delete(s.keys, it.key)
+	s.unlinkAllLocked(it)
+}
+
+// unlinkAllLocked marks it unindexed and removes it from its tags' lists;
+// the caller removes or overwrites its slot in keys.
+func (s *Store) unlinkAllLocked(it *item) {
+	it.indexed = false
 	for i := range it.nodes {
 		if n := &it.nodes[i]; n.next != nil {
 			s.unlinkLocked(n, it.e.Tags[i])
