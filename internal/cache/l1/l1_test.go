@@ -79,12 +79,13 @@ func checkIndex(t *testing.T, s *Store) {
 	s.mu.Lock()
 	s.drainLocked()
 	var bytes int64
-	for key, it := range s.keys {
+	for h, it := range s.keys {
+		key := it.key
 		if it.dead.Load() {
 			t.Errorf("index holds dead item for %q", key)
 		}
-		if it.key != key {
-			t.Errorf("index key %q holds item for %q", key, it.key)
+		if it.h != h || s.hash(key) != h {
+			t.Errorf("index slot %x holds item for %q (hash %x)", h, key, s.hash(key))
 		}
 		if !it.indexed {
 			t.Errorf("item for %q in the index not marked indexed", key)
@@ -96,47 +97,41 @@ func checkIndex(t *testing.T, s *Store) {
 			}
 		}
 	}
-	for tag, h := range s.tags {
+	for th, h := range s.tags {
 		if h == nil || !h.head {
-			t.Errorf("tag %q maps to %v, not the head of its list", tag, h)
+			t.Errorf("hash %x maps to %v, not the head of its list", th, h)
 			continue
-		}
-		keys := s.keysLocked(tag)
-		if len(keys) == 0 {
-			t.Errorf("empty list kept for tag %q", tag)
 		}
 		seen := map[string]bool{}
 		for n := h; ; n = n.next {
 			if n.next.prev != n || n.prev.next != n {
-				t.Errorf("tag %q: list links broken at key %q", tag, n.it.key)
+				t.Errorf("hash %x: list links broken at key %q", th, n.it.key)
 				break
 			}
 			if n != h && n.head {
-				t.Errorf("tag %q: second head at key %q", tag, n.it.key)
+				t.Errorf("hash %x: second head at key %q", th, n.it.key)
 			}
-			if i := slices.Index(n.it.e.Tags, tag); i < 0 || &n.it.nodes[i] != n {
-				t.Errorf("tag %q: key %q listed by a node not its first for the tag", tag, n.it.key)
+			// The node is the item's first for a tag with this hash.
+			tags := n.it.e.Tags
+			i := slices.IndexFunc(tags, func(tag string) bool { return s.hash(tag) == th })
+			if i < 0 || &n.it.nodes[i] != n || int(n.tag) != i {
+				t.Errorf("hash %x: key %q listed by a node not its first for the hash", th, n.it.key)
 			}
-			if s.keys[n.it.key] != n.it {
-				t.Errorf("tag %q lists an item for %q that is not its key's live one", tag, n.it.key)
+			if s.keys[n.it.h] != n.it {
+				t.Errorf("hash %x lists an item for %q that is not its key's live one", th, n.it.key)
 			}
+			if seen[n.it.key] {
+				t.Errorf("hash %x lists key %q twice", th, n.it.key)
+			}
+			seen[n.it.key] = true
 			if n.next == h {
 				break
 			}
 		}
-		for _, key := range keys {
-			if seen[key] {
-				t.Errorf("tag %q lists key %q twice", tag, key)
-			}
-			seen[key] = true
-			if s.keys[key] == nil {
-				t.Errorf("tag %q names unindexed key %q", tag, key)
-			}
-		}
 	}
 	keys := make(map[string]*item, len(s.keys))
-	for k, it := range s.keys {
-		keys[k] = it
+	for _, it := range s.keys {
+		keys[it.key] = it
 	}
 	s.mu.Unlock()
 
@@ -367,7 +362,7 @@ func TestLateCallbackKeepsNewerItem(t *testing.T) {
 	set(t, s, "k", entry("1", time.Hour, "old"))
 	s.Wait()
 	s.mu.Lock()
-	old := s.keys["k"]
+	old := s.keys[s.hash("k")]
 	s.mu.Unlock()
 	e := entry("2", time.Hour, "new")
 	set(t, s, "k", e)

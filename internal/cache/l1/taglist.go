@@ -1,11 +1,15 @@
 package l1
 
-import "github.com/sidecache/sidecache/internal/cache"
+import (
+	"slices"
 
-// tagNode is an item's link in the list of the items stored under one of
-// its tags: item.nodes[i] belongs to the list of e.Tags[i]. The lists are
-// circular and doubly linked, and s.tags maps a tag to one node of its
-// list, its head, so that:
+	"github.com/sidecache/sidecache/internal/cache"
+)
+
+// tagNode is an item's link in the list of the items carrying a tag with
+// a given hash (Store.hash): item.nodes[i] belongs to the list of the hash
+// of e.Tags[i]. The lists are circular and doubly linked, and s.tags maps
+// a hash to one node of its list, its head, so that:
 //
 //   - indexing an entry under a tag that already has entries (the route's
 //     tag, which every entry of the route carries) is one lookup and a
@@ -15,19 +19,21 @@ import "github.com/sidecache/sidecache/internal/cache"
 //     DeleteTags, which takes the tail first, writes it once per tag;
 //   - a tag names its keys without a scan of the cache (KeysWithTag).
 //
-// next is nil while the node is in no list: its item is not indexed, or
-// the tag repeats an earlier one of the same entry (an item is listed once
-// per tag, so DeleteTags counts it once).
+// Two tags share a list only if their hashes collide, so a walk for a tag
+// keeps the items that carry it. An item is in a list once: next is nil
+// for a node whose tag's hash repeats an earlier tag's of the same entry
+// (and while the item is not indexed), so DeleteTags counts it once.
 type tagNode struct {
 	next, prev *tagNode
 	it         *item
-	head       bool // s.tags maps the tag to this node
+	tag        int32 // its index in it.e.Tags
+	head       bool  // s.tags maps the hash to this node
 }
 
 // newItem allocates the item for e under key with its tag nodes in the
 // same allocation for the usual tag counts (the route's, an id's, the URI's
 // one or two), where a separate slice would cost a second allocation.
-func newItem(key string, e *cache.Entry) *item {
+func newItem(key string, e *cache.Entry, h uint64) *item {
 	var it *item
 	switch len(e.Tags) {
 	case 0:
@@ -59,23 +65,30 @@ func newItem(key string, e *cache.Entry) *item {
 	default:
 		it = &item{nodes: make([]tagNode, len(e.Tags))}
 	}
-	it.key, it.e, it.cost = key, e, cost(key, e)
+	it.key, it.e, it.cost, it.h = key, e, cost(key, e), h
 	return it
 }
 
-// linkLocked adds it's nodes to the lists of its tags.
+// linkLocked adds it's nodes to the lists of its tags' hashes.
 func (s *Store) linkLocked(it *item) {
-	tags := it.e.Tags
-	for i, tag := range tags {
+	var small [8]uint64
+	hs := small[:0]
+	if len(it.e.Tags) > len(small) {
+		hs = make([]uint64, 0, len(it.e.Tags))
+	}
+	for i, tag := range it.e.Tags {
 		n := &it.nodes[i]
-		n.it = it
-		if i > 0 && repeats(tags[:i], tag) {
+		n.it, n.tag = it, int32(i)
+		th := s.hash(tag)
+		repeat := slices.Contains(hs, th)
+		hs = append(hs, th)
+		if repeat {
 			continue
 		}
-		h := s.tags[tag]
+		h := s.tags[th]
 		if h == nil {
 			n.next, n.prev, n.head = n, n, true
-			s.tags[tag] = n
+			s.tags[th] = n
 			continue
 		}
 		// At the tail, before the head: s.tags is not written.
@@ -85,25 +98,16 @@ func (s *Store) linkLocked(it *item) {
 	}
 }
 
-func repeats(earlier []string, tag string) bool {
-	for _, t := range earlier {
-		if t == tag {
-			return true
-		}
-	}
-	return false
-}
-
-// unlinkLocked removes n, listed under tag, from its list, dropping the
-// tag from s.tags with its last node.
-func (s *Store) unlinkLocked(n *tagNode, tag string) {
+// unlinkLocked removes n from its list, dropping the hash from s.tags with
+// the list's last node.
+func (s *Store) unlinkLocked(n *tagNode) {
 	if n.next == n {
-		delete(s.tags, tag)
+		delete(s.tags, s.hash(n.it.e.Tags[n.tag]))
 	} else {
 		n.prev.next, n.next.prev = n.next, n.prev
 		if n.head {
 			n.next.head = true
-			s.tags[tag] = n.next
+			s.tags[s.hash(n.it.e.Tags[n.tag])] = n.next
 		}
 	}
 	// Cleared, so that an unindexed item ristretto still holds keeps no
@@ -111,15 +115,17 @@ func (s *Store) unlinkLocked(n *tagNode, tag string) {
 	n.next, n.prev, n.head = nil, nil, false
 }
 
-// keysLocked returns the keys listed under tag, a copy.
+// keysLocked returns the keys stored under tag.
 func (s *Store) keysLocked(tag string) []string {
-	h := s.tags[tag]
+	h := s.tags[s.hash(tag)]
 	if h == nil {
 		return nil
 	}
 	var keys []string
 	for n := h; ; {
-		keys = append(keys, n.it.key)
+		if slices.Contains(n.it.e.Tags, tag) {
+			keys = append(keys, n.it.key)
+		}
 		if n = n.next; n == h {
 			return keys
 		}
