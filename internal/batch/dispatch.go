@@ -21,6 +21,7 @@ func (l *Loader[A, V]) expire(b *batch[A, V]) {
 func (l *Loader[A, V]) closeOpenLocked(g *group[A, V]) {
 	b := g.open
 	g.open = nil
+	g.last = len(b.ids)
 	if b.timer != nil {
 		b.timer.Stop()
 	}
@@ -135,10 +136,10 @@ func (r *result[V]) tell() {
 	}
 }
 
-// tellOne calls then, recovering a panic (see LoadThen).
-func tellOne[V any](then func(V, bool, error), v V, found bool, err error) {
+// tellOne tells then, recovering a panic (see LoadThen).
+func tellOne[V any](then Waiter[V], v V, found bool, err error) {
 	defer func() { _ = recover() }()
-	then(v, found, err)
+	then.Loaded(v, found, err)
 }
 
 // call runs fetch, turning a panic into an error.

@@ -35,6 +35,11 @@ type group[A, V any] struct {
 	ready    []*batch[A, V]        // closed to ids, waiting for a slot, oldest first
 	pending  map[string]*result[V] // ids of open and ready batches
 	inFlight int
+	// last is the size of the group's last batch closed to ids: the next
+	// batch's room for ids, so that a busy group's batch of n ids costs
+	// its ids and results one allocation each, not log₂ n. It is never
+	// over MaxSize.
+	last int
 }
 
 // batch is one fetch to make. Its fields are guarded by Loader.mu until it
@@ -70,8 +75,8 @@ type result[V any] struct {
 	// a request that LoadThen finishes costs no channel.
 	done chan struct{}
 	// then and thens are the LoadThen waiters' (then the first one's).
-	then  func(V, bool, error)
-	thens []func(V, bool, error)
+	then  Waiter[V]
+	thens []Waiter[V]
 	v     V
 	found bool
 	err   error

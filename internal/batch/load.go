@@ -51,7 +51,7 @@ func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string,
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	r, settled, err := l.join(ctx, req, keyOf(group), arg, id, nil)
+	r, settled, err := l.join(ctx, req, keyOf(group), arg, id, nil, nil)
 	switch {
 	case err != nil:
 		return v, false, err
@@ -79,17 +79,36 @@ func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string,
 // answers, and is lost: then must guard its own (coalesce.Flight's
 // FinishWith does).
 func (l *Loader[A, V]) LoadThen(ctx context.Context, req *Requester, group string, arg A, id string, then func(v V, found bool, err error)) {
+	l.LoadTo(ctx, req, group, arg, id, thenFunc[V](then), nil)
+}
+
+// Waiter is told the outcome of a LoadTo, as LoadThen's then is.
+type Waiter[V any] interface {
+	Loaded(v V, found bool, err error)
+}
+
+// thenFunc is LoadThen's then as a Waiter (a func is pointer-shaped: the
+// conversion allocates nothing).
+type thenFunc[V any] func(v V, found bool, err error)
+
+func (f thenFunc[V]) Loaded(v V, found bool, err error) { f(v, found, err) }
+
+// LoadTo is LoadThen with a Waiter, and room for the id's result in s
+// (nil: none): a caller that allocates for the load anyway (the proxy's
+// batched miss) gives a pointer into that for both, and its load costs no
+// closure and, when it adds its id to a batch, no result of its own.
+func (l *Loader[A, V]) LoadTo(ctx context.Context, req *Requester, group string, arg A, id string, w Waiter[V], s *Slot[V]) {
 	var zero V
 	if err := ctx.Err(); err != nil {
-		then(zero, false, err)
+		w.Loaded(zero, false, err)
 		return
 	}
-	r, settled, err := l.join(ctx, req, keyOf(group), arg, id, then)
+	r, settled, err := l.join(ctx, req, keyOf(group), arg, id, w, s)
 	switch {
 	case err != nil:
-		then(zero, false, err)
+		w.Loaded(zero, false, err)
 	case settled:
-		then(r.v, r.found, r.err)
+		w.Loaded(r.v, r.found, r.err)
 	}
 }
 
@@ -99,7 +118,7 @@ func (l *Loader[A, V]) LoadThen(ctx context.Context, req *Requester, group strin
 // then's (LoadThen) or, when then is nil, one that waits on r.done
 // (LoadAs). settled reports that r is settled already (its v, found and
 // err are final, and then is not kept).
-func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, arg A, id string, then func(V, bool, error)) (r *result[V], settled bool, err error) {
+func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, arg A, id string, then Waiter[V], s *Slot[V]) (r *result[V], settled bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// An id Enlist put in a batch waits on it even once the loader is
@@ -108,7 +127,7 @@ func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, a
 		if l.closed {
 			return nil, false, ErrClosed
 		}
-		r = l.joinLocked(ctx, req, key, arg, id)
+		r = l.joinLocked(ctx, req, key, arg, id, s)
 	}
 	if r.settled {
 		return r, true, nil
@@ -119,7 +138,7 @@ func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, a
 
 // wait adds a waiter to r, not yet settled: then, or (nil) one on
 // r.done. Loader.mu must be held.
-func (r *result[V]) wait(then func(V, bool, error)) {
+func (r *result[V]) wait(then Waiter[V]) {
 	switch {
 	case then == nil && r.done == nil:
 		r.done = make(chan struct{})
@@ -131,10 +150,11 @@ func (r *result[V]) wait(then func(V, bool, error)) {
 	}
 }
 
-// joinLocked is join's work on the loader's state. l.mu must be held.
-func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key groupKey, arg A, id string) *result[V] {
-	if l.q.has(id, l.opts.Now()) {
-		return l.joinAloneLocked(ctx, req, arg, id)
+// joinLocked is join's work on the loader's state; a new result is made
+// in s, if given and not used yet. l.mu must be held.
+func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key groupKey, arg A, id string, s *Slot[V]) *result[V] {
+	if !l.q.empty() && l.q.has(id, l.opts.Now()) {
+		return l.joinAloneLocked(ctx, req, arg, id, s)
 	}
 	g := l.groups[key]
 	lone := false
@@ -168,13 +188,16 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 	}
 	if b == nil {
 		b = &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx)}
+		if g.last > 1 {
+			b.ids, b.res = make([]string, 0, g.last), make([]*result[V], 0, g.last)
+		}
 		l.wg.Add(1)
 		g.open = b
 		if !lone {
 			b.timer = time.AfterFunc(l.opts.MaxWait, func() { l.expire(b) })
 		}
 	}
-	r := &result[V]{held: 1}
+	r := s.result()
 	r.addRequester(req)
 	b.ids = append(b.ids, id)
 	b.res = append(b.res, r)
@@ -189,17 +212,39 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 // joinAloneLocked fetches a quarantined id in a batch of its own, in a
 // group of its own that is never registered, or fails it with ErrBudget
 // when req (a list request) has no call left. l.mu must be held.
-func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, arg A, id string) *result[V] {
+func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, arg A, id string, s *Slot[V]) *result[V] {
 	if req != nil && !req.afford(1) {
 		return l.overBudgetLocked(id)
 	}
-	r := &result[V]{held: 1}
+	r := s.result()
 	g := &group[A, V]{pending: make(map[string]*result[V])}
 	b := &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), ids: []string{id}, res: []*result[V]{r}, alone: true}
 	l.wg.Add(1)
 	g.ready = append(g.ready, b)
 	l.pumpLocked(g)
 	return r
+}
+
+// Slot is room for the result of one id's load (LoadTo), in memory its
+// caller allocates anyway. A load that adds its id to a batch keeps the
+// id's result there, shared with the id's other waiters for as long as
+// any of them or the batch refers to it; a slot is used once, and a
+// LoadTo given a used one allocates. Its zero value is ready to use; the
+// caller must not touch it otherwise.
+type Slot[V any] struct {
+	r    result[V]
+	used bool
+}
+
+// result is a new id's result, held by the call it joins: in s unless s
+// is nil or used. Loader.mu must be held.
+func (s *Slot[V]) result() *result[V] {
+	if s == nil || s.used {
+		return &result[V]{held: 1}
+	}
+	s.used = true
+	s.r.held = 1
+	return &s.r
 }
 
 // overBudgetLocked is the result of a Load whose list request has no call

@@ -98,3 +98,50 @@ func TestLoadThenSettledAtOnce(t *testing.T) {
 		t.Errorf("closed loader: %+v, want ErrClosed", got)
 	}
 }
+
+// slotWaiter is a LoadTo caller's memory: its waiter and its slot.
+type slotWaiter struct {
+	slot Slot[string]
+	got  chan told
+}
+
+func (w *slotWaiter) Loaded(v string, found bool, err error) { w.got <- told{v, found, err} }
+
+// A LoadTo keeps the result of an id it adds to a batch in its slot, and
+// only then: a load of an id already waiting shares that result and
+// leaves its own slot unused, a used slot is not used again, and every
+// waiter is told its id's outcome once.
+func TestLoadToSlot(t *testing.T) {
+	rec := &recorder{hold: make(chan struct{})}
+	l := New(Options{MaxSize: 3, MaxWait: never}, rec.fetch)
+	defer l.Close()
+	ctx := context.Background()
+	first := &slotWaiter{got: make(chan told, 2)}
+	joiner := &slotWaiter{got: make(chan told, 2)}
+	l.LoadTo(ctx, nil, "g", "arg", "a", first, &first.slot)
+	l.LoadTo(ctx, nil, "g", "arg", "a", joiner, &joiner.slot)
+	if !first.slot.used || joiner.slot.used {
+		t.Errorf("slots used: first %v, joiner %v; want the first's only", first.slot.used, joiner.slot.used)
+	}
+	// first's slot, used, is given again for another id: that id's
+	// result is allocated, not made over a's.
+	again := &slotWaiter{got: make(chan told, 2)}
+	l.LoadTo(ctx, nil, "g", "arg", "b", again, &first.slot)
+	l.LoadTo(ctx, nil, "g", "arg", "c", thenFunc[string](func(v string, found bool, err error) {}), nil)
+	close(rec.hold)
+	for name, w := range map[string]*slotWaiter{"first a": first, "joiner a": joiner} {
+		if got := recv(t, w.got); got != (told{"v:a", true, nil}) {
+			t.Errorf("%s: %+v, want v:a", name, got)
+		}
+	}
+	if got := recv(t, again.got); got != (told{"v:b", true, nil}) {
+		t.Errorf("b in a used slot: %+v, want v:b", got)
+	}
+	l.Close()
+	if len(first.got)+len(joiner.got)+len(again.got) != 0 {
+		t.Error("a waiter was told twice")
+	}
+	if calls, _ := rec.snapshot(); len(calls) != 1 || len(calls[0]) != 3 {
+		t.Errorf("calls %v, want one of a, b and c", calls)
+	}
+}

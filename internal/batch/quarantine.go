@@ -30,6 +30,10 @@ func newQuarantine(ttl time.Duration, max int) *quarantine {
 	return &quarantine{ttl: ttl, max: max, until: make(map[[sha256.Size]byte]time.Time)}
 }
 
+// empty reports whether no id is quarantined: a Load then need not read
+// the clock to ask (has).
+func (q *quarantine) empty() bool { return q.ttl <= 0 || len(q.until) == 0 }
+
 // has reports whether id is quarantined at now.
 func (q *quarantine) has(id string, now time.Time) bool {
 	if q.ttl <= 0 || len(q.until) == 0 {

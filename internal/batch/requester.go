@@ -97,7 +97,7 @@ func (l *Loader[A, V]) Enlist(ctx context.Context, req *Requester, group string,
 		if req.enlisted == nil {
 			req.enlisted = make(map[string]any, len(ids))
 		}
-		req.enlisted[id] = l.joinLocked(ctx, req, key, arg, id)
+		req.enlisted[id] = l.joinLocked(ctx, req, key, arg, id, nil)
 	}
 }
 

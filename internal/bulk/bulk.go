@@ -146,9 +146,8 @@ func elements(body []byte, idField string, start func(n int), each func(id []byt
 	}
 	start(bytes.Count(b, []byte(`},{`)) + 1)
 	for i, n := 1, 0; b[i] != ']'; n++ {
-		end := skipValue(b, i)
+		end, id, decoded, plain, err := elementAt(b, i, idField)
 		e := b[i:end]
-		id, decoded, plain, err := elementKey(e, idField)
 		if err != nil {
 			return fmt.Errorf("%w: element %d: %w", ErrShape, n, err)
 		}
@@ -161,14 +160,24 @@ func elements(body []byte, idField string, start func(n int), each func(id []byt
 	return nil
 }
 
-// elementKey returns the id of one compact, valid array element (see
-// Split): plain, its own bytes in e (a plain ASCII string's inside, a
-// number's literal), else decoded from its escapes.
-func elementKey(e []byte, idField string) (id []byte, decoded string, plain bool, err error) {
-	if e[0] != '{' {
-		return nil, "", false, errors.New("not an object")
+// elementAt returns the end of the array element starting at b[i] (b
+// compact and valid) and its id (see idOf). An object's end is found by
+// the walk of its fields that finds the id (fieldEnd), so an element is
+// scanned once past validation, not once to find its end and once more
+// for its id.
+func elementAt(b []byte, i int, idField string) (end int, id []byte, decoded string, plain bool, err error) {
+	if b[i] != '{' {
+		return skipValue(b, i), nil, "", false, errors.New("not an object")
 	}
-	v := field(e, idField)
+	v, end := fieldEnd(b, i, idField)
+	id, decoded, plain, err = idOf(v, idField)
+	return end, id, decoded, plain, err
+}
+
+// idOf returns the id of an element whose id field holds v (nil: none):
+// plain, its own bytes in v (a plain ASCII string's inside, a number's
+// literal), else decoded from its escapes.
+func idOf(v []byte, idField string) (id []byte, decoded string, plain bool, err error) {
 	switch {
 	case v == nil:
 		return nil, "", false, fmt.Errorf("no %q field", idField)
@@ -193,27 +202,40 @@ func elementKey(e []byte, idField string) (id []byte, decoded string, plain bool
 // per element; validity was checked by the caller, so the walk need not
 // check it again.
 func field(obj []byte, name string) []byte {
-	var val []byte
-	for i := 1; obj[i] != '}'; {
-		keyEnd := skipString(obj, i)
+	val, _ := fieldEnd(obj, 0, name)
+	return val
+}
+
+// fieldEnd is field for the object starting at b[i], b compact and
+// valid; end is the index just past the object.
+func fieldEnd(b []byte, i int, name string) (val []byte, end int) {
+	for i++; b[i] != '}'; {
+		keyEnd := skipString(b, i)
 		start := keyEnd + 1 // past ':'
-		end := skipValue(obj, start)
-		if keyIs(obj[i:keyEnd], name) {
-			val = obj[start:end]
+		end := skipValue(b, start)
+		if keyIs(b[i:keyEnd], name) {
+			val = b[start:end]
 		}
 		i = end
-		if obj[i] == ',' {
+		if b[i] == ',' {
 			i++
 		}
 	}
-	return val
+	return val, i + 1
 }
 
 // plainASCII reports whether the inside of a JSON string is its own
 // text: no escape, and no byte that decoding could replace (non-ASCII may
-// be invalid UTF-8, which encoding/json turns into U+FFFD).
+// be invalid UTF-8, which encoding/json turns into U+FFFD). A byte loop:
+// a byte from 0x80 up starts a rune from 0x80 up or an invalid one, so
+// decoding runes (bytes.IndexFunc) told no more, slower.
 func plainASCII(raw []byte) bool {
-	return bytes.IndexFunc(raw, func(r rune) bool { return r == '\\' || r >= 0x80 }) < 0
+	for _, c := range raw {
+		if c == '\\' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // keyIs reports whether the quoted JSON string key decodes to name. Only
@@ -228,13 +250,20 @@ func keyIs(key []byte, name string) bool {
 }
 
 // skipString returns the index just past the string starting at b[i].
+//
+// It looks for the closing quote with bytes.IndexByte, which scans many
+// bytes at a time, and for an escape only before it: an element's long
+// strings (a bio, a description) were most of the walks' time byte by
+// byte.
 func skipString(b []byte, i int) int {
-	for i++; b[i] != '"'; i++ {
-		if b[i] == '\\' {
-			i++
+	for i++; ; {
+		q := i + bytes.IndexByte(b[i:], '"')
+		e := bytes.IndexByte(b[i:q], '\\')
+		if e < 0 {
+			return q + 1
 		}
+		i += e + 2 // the escape and the byte it escapes, a quote maybe
 	}
-	return i + 1
 }
 
 // skipValue returns the index just past the value starting at b[i].

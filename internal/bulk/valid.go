@@ -147,6 +147,9 @@ func (v *validator) array(i, depth int) (int, bool) {
 func (v *validator) str(i int) (int, bool) {
 	b := v.b
 	for i++; i < len(b); i++ {
+		if strPlain[b[i]] {
+			continue // the usual byte: one load and a test, not the switch's three
+		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1, true
@@ -171,6 +174,15 @@ func (v *validator) str(i int) (int, bool) {
 	}
 	return i, false
 }
+
+// strPlain holds the bytes a string may hold as they are: from 0x20 up,
+// but '"' and '\'. Read only.
+var strPlain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'

@@ -122,12 +122,22 @@ type Then[V any] func(ctx context.Context) (V, error)
 // happens (an error is an answer): the flight's waiters wait for it.
 type Later[V any] func(ctx context.Context, f *Flight[V])
 
+// Handoff is Later as a method. A flight that goes on with a Handoff
+// costs no closure when the Handoff is a pointer to what the caller
+// allocates for the flight anyway (the proxy's batched miss: its exchange,
+// its answer and the batch's waiter in one allocation).
+type Handoff[V any] interface {
+	Later(ctx context.Context, f *Flight[V])
+}
+
 // Next is how a flight goes on after a first step that did not answer it
-// (DoThen): Then on a goroutine of its own, or, when Then is nil, Later.
-// The zero Next: first's answer is the flight's.
+// (DoThen): Then on a goroutine of its own, or, when Then is nil, Later,
+// or, when Later is nil too, Handoff's Later. The zero Next: first's
+// answer is the flight's.
 type Next[V any] struct {
-	Then  Then[V]
-	Later Later[V]
+	Then    Then[V]
+	Later   Later[V]
+	Handoff Handoff[V]
 }
 
 // DoThen is Do for a flight whose first step is short and usually
@@ -147,8 +157,8 @@ type Next[V any] struct {
 // batched miss goes on with Later: the batch's own goroutine finishes the
 // flight, so the miss costs no goroutine of its own and its waiters one
 // wake-up, not two, while the leader can still stop waiting at once. A
-// panic or runtime.Goexit in first, Then or Later is every caller's error,
-// as in Do.
+// panic or runtime.Goexit in first, Then, Later or Handoff is every
+// caller's error, as in Do.
 func (g *Group[V]) DoThen(ctx context.Context, key string, first func(ctx context.Context) (V, Next[V], error)) (v V, leader bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return v, false, err
@@ -160,7 +170,7 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first func(ctx contex
 		if !c.step(func() (V, bool, error) {
 			v, n, err := first(flightCtx)
 			next = n
-			return v, n.Then != nil || n.Later != nil, err
+			return v, n.Then != nil || n.Later != nil || n.Handoff != nil, err
 		}) {
 			return c.v, true, c.err
 		}
@@ -168,7 +178,11 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first func(ctx contex
 			go c.run(flightCtx, next.Then)
 		} else {
 			c.step(func() (v V, _ bool, _ error) {
-				next.Later(flightCtx, c)
+				if next.Later != nil {
+					next.Later(flightCtx, c)
+				} else {
+					next.Handoff.Later(flightCtx, c)
+				}
 				return v, true, nil
 			})
 		}

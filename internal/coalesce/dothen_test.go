@@ -209,6 +209,56 @@ func TestDoThenLaterPanics(t *testing.T) {
 	}
 }
 
+// handoff is a Handoff that hands the flight on, as the proxy's batched
+// miss hands it to the batch, after recording the context it got.
+type handoff struct {
+	ctx    context.Context
+	handed chan *Flight[string]
+	panics bool
+}
+
+func (h *handoff) Later(ctx context.Context, f *Flight[string]) {
+	h.ctx = ctx
+	h.handed <- f
+	if h.panics {
+		panic("boom")
+	}
+}
+
+// A Handoff goes on as a Later does: on the leader's goroutine, with the
+// leader's context values and no cancellation, and the flight is finished
+// by whoever it was handed to; one that panics is every caller's error.
+func TestDoThenHandoff(t *testing.T) {
+	var g Group[string]
+	h := &handoff{handed: make(chan *Flight[string], 1)}
+	lctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "from-leader"))
+	defer cancel()
+	out := make(chan outcome, 1)
+	go func() {
+		v, l, err := g.DoThen(lctx, "k", func(context.Context) (string, Next[string], error) {
+			return "", Next[string]{Handoff: h}, nil
+		})
+		out <- outcome{v, l, err}
+	}()
+	f := recv(t, h.handed)
+	f.Finish("finished", nil)
+	if o := recv(t, out); o.err != nil || o.v != "finished" || !o.leader {
+		t.Errorf("leader got (%q, leader=%v, %v), want (finished, true, nil)", o.v, o.leader, o.err)
+	}
+	if got, _ := h.ctx.Value(ctxKey{}).(string); got != "from-leader" || h.ctx.Done() != nil {
+		t.Errorf("Handoff's ctx: value %q, Done %v; want the leader's values, never cancelled", got, h.ctx.Done())
+	}
+
+	p := &handoff{handed: make(chan *Flight[string], 1), panics: true}
+	_, leader, err := g.DoThen(context.Background(), "p", func(context.Context) (string, Next[string], error) {
+		return "", Next[string]{Handoff: p}, nil
+	})
+	if !errors.Is(err, ErrPanicked) || !leader {
+		t.Errorf("panicking Handoff: got (leader=%v, %v), want ErrPanicked", leader, err)
+	}
+	recv(t, p.handed).Finish("late", nil)
+}
+
 // leaderLeavesWaiterStays starts a caller that joins the flight of "k",
 // waits until it has joined, then ends the leader's ctx (cancel) and
 // checks that the leader stops waiting at once with its ctx's error. It

@@ -63,7 +63,10 @@ type bulkAnswer struct {
 
 // batcher is a route's loader: the opener's exchange rides along to make
 // the bulk call with its headers.
-type batcher = batch.Loader[*exchange, bulkAnswer]
+// Its values are pointers into one slice per bulk call (fetchBulk): an
+// element's answer is too large for a map to hold in place, and was one
+// allocation per id.
+type batcher = batch.Loader[*exchange, *bulkAnswer]
 
 func (h *Handler) newBatcher(rs *routeState) *batcher {
 	b := rs.rt.Batch
@@ -74,9 +77,9 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 	return batch.New(batch.Options{MaxSize: b.MaxSize, MaxWait: b.MaxWait, MaxInFlight: b.MaxInFlight,
 		OnBatch: rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow,
 		Quarantine: quarantine, Now: h.now,
-		Refused:      func(v any) bool { return v.(bulkAnswer).refused },
+		Refused:      func(v any) bool { return v.(*bulkAnswer).refused },
 		OnQuarantine: rs.bm.Quarantined, OnEvict: rs.bm.QuarantineEvicted, OnBudget: rs.bm.BudgetExhausted},
-		func(ctx context.Context, x *exchange, ids []string) (map[string]bulkAnswer, error) {
+		func(ctx context.Context, x *exchange, ids []string) (map[string]*bulkAnswer, error) {
 			return x.fetchBulkTraced(ctx, ids)
 		})
 }
@@ -85,38 +88,51 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
 	ans, found, err := x.rs.batcher.LoadAs(ctx, x.list, x.rs.fwd.group(x.r), x, id)
-	return x.batchedFlight(ctx, ans, found, err)
+	if err != nil && ctx.Err() != nil {
+		return nil, err
+	}
+	return x.batchedFlight(new(flight), ans, found, err)
 }
 
-// loadLater is loadBatched for the flight of a miss (fillFirst): it joins
-// the batch and returns, and the batch's goroutine finishes fl when the
-// id is answered. So a batched miss costs no goroutine of its own, and
-// its waiters are woken once, by the batch, instead of by a flight
-// goroutine the batch woke. The leader still stops waiting when its
-// client leaves (coalesce.DoThen), and the batch goes on and stores the
-// id's element (fetchBulk) for the next request.
-func (x *exchange) loadLater(ctx context.Context, stale candidate, fl *coalesce.Flight[*flight]) {
+// Later goes on with the flight of a batched miss (lead, fillFirst): it
+// joins the batch and returns, and the batch's goroutine finishes fl when
+// the id is answered (Loaded). So a batched miss costs no goroutine of its
+// own, and its waiters are woken once, by the batch, instead of by a
+// flight goroutine the batch woke. The leader still stops waiting when
+// its client leaves (coalesce.DoThen), and the batch goes on and stores
+// the id's element (fetchBulk) for the next request. ctx is the flight's
+// (coalesce: never cancelled), so the batch's failure is always the
+// upstream's (batchedFlight).
+func (m *lead) Later(ctx context.Context, fl *coalesce.Flight[*flight]) {
+	m.fl = fl
+	x := &m.x
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
-	x.rs.batcher.LoadThen(ctx, x.list, x.rs.fwd.group(x.r), x, id, func(ans bulkAnswer, found bool, err error) {
-		fl.FinishWith(func() (*flight, error) {
-			f, err := x.batchedFlight(ctx, ans, found, err)
-			return x.missed(f, err, stale)
-		})
+	x.rs.batcher.LoadTo(ctx, x.list, x.rs.fwd.group(x.r), x, id, m, &m.slot)
+}
+
+// Loaded finishes the flight Later handed to the batch with the id's
+// answer (batch.Waiter), on the batch's goroutine.
+func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
+	stale := m.f.stale // fillFirst's, before batchedFlight makes m.f anew
+	m.fl.FinishWith(func() (*flight, error) {
+		f, err := m.x.batchedFlight(&m.f, ans, found, err)
+		return m.x.missed(f, err, stale)
 	})
 }
 
-// batchedFlight is the flight of one id the batcher answered.
-func (x *exchange) batchedFlight(ctx context.Context, ans bulkAnswer, found bool, err error) (*flight, error) {
+// batchedFlight is the flight of one id the batcher answered, made in f.
+// ans is shared by the id's waiters: it is only read. An error is the
+// batch's (a waiter whose ctx ended has its own: loadBatched).
+func (x *exchange) batchedFlight(f *flight, ans *bulkAnswer, found bool, err error) (*flight, error) {
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
 		return nil, &upstreamErr{code: http.StatusBadGateway, err: err}
 	}
 	if !found {
-		ans.e = notFoundEntry(x.h.now())
+		*f = flight{c: candidate{e: notFoundEntry(x.h.now())}, batched: true}
+		return f, nil
 	}
-	return &flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true, link: ans.link, upstream: ans.upstream, reqID: ans.reqID}, nil
+	*f = flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true, link: ans.link, upstream: ans.upstream, reqID: ans.reqID}
+	return f, nil
 }
 
 // forID is the exchange a client would have made for one id of the batch
@@ -125,7 +141,7 @@ func (x *exchange) forID(id string) *exchange {
 	rt := x.rs.rt
 	c := x.detach()
 	c.r = perIDRequest(x.r, rt, id)
-	c.params = route.Params{{Key: rt.Batch.IDParam, Value: id}}
+	c.params.set(route.Params{{Key: rt.Batch.IDParam, Value: id}})
 	c.key = cachekey.Build(c.r, &rt.Key)
 	c.vnames, c.vcoding, c.vkey = nil, "", ""
 	return c
@@ -140,7 +156,7 @@ func (x *exchange) forID(id string) *exchange {
 func (x *exchange) elementExchange() *exchange {
 	c := x.detach()
 	c.r = perIDRequest(x.r, x.rs.rt, "")
-	c.params = route.Params{{Key: x.rs.rt.Batch.IDParam}}
+	c.params.set(route.Params{{Key: x.rs.rt.Batch.IDParam}})
 	return c
 }
 
@@ -148,7 +164,7 @@ func (x *exchange) elementExchange() *exchange {
 func (c *exchange) setID(id string) {
 	rt := c.rs.rt
 	c.r.URL.Path = rt.PathFor(rt.Batch.IDParam, id)
-	c.params[0].Value = id
+	c.params.in[0].Value = id
 	c.key = cachekey.Build(c.r, &rt.Key)
 	c.vnames, c.vcoding, c.vkey = nil, "", ""
 }
@@ -170,7 +186,7 @@ func (c *exchange) setID(id string) {
 // per-ID URL need not be one the upstream serves as the bulk endpoint
 // does. A lone id whose answer has the wrong shape gets 502: a body that is
 // not its element is not handed out as one.
-func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulkAnswer, error) {
+func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bulkAnswer, error) {
 	rt := x.rs.rt
 	ctx, cancel := context.WithTimeout(ctx, x.st.timeout)
 	defer cancel()
@@ -202,7 +218,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
 	case !ok && len(ids) == 1:
-		return map[string]bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), upstream: took, reqID: out.Header.Get("X-Request-Id"), refused: true}}, nil
+		return map[string]*bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), upstream: took, reqID: out.Header.Get("X-Request-Id"), refused: true}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
@@ -213,14 +229,16 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]bulk
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", errBulk, err)
 	}
-	res := make(map[string]bulkAnswer, len(ids))
+	res := make(map[string]*bulkAnswer, len(ids))
+	answers := make([]bulkAnswer, len(ids))
 	share := took / time.Duration(len(ids))
 	heads := x.elementHeads(resp.Header)
 	ex := x.elementExchange()
 	reqID := out.Header.Get("X-Request-Id")
 	for i, id := range ids {
 		ex.setID(id)
-		a := ex.keepElement(ctx, parts[i], resp.Header, heads, t0)
+		a := &answers[i]
+		*a = ex.keepElement(ctx, parts[i], resp.Header, heads, t0)
 		a.upstream = share
 		a.reqID = reqID
 		res[id] = a

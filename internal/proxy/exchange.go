@@ -24,7 +24,7 @@ type exchange struct {
 	rs     *routeState
 	w      http.ResponseWriter
 	r      *http.Request
-	params route.Params
+	params params
 	key    string // the cache key (cached path only)
 	start  time.Time
 	rec    *accesslog.Record // nil unless the access log is on
@@ -133,7 +133,7 @@ func (x *exchange) join(flightKey string, held candidate) {
 		// upstream one call at a time per key.
 		f, leader, err = x.h.refreshes.Do(ctx, flightKey, x.arrival, x.detach().fillTraced)
 	} else {
-		f, leader, err = x.h.flights.DoThen(ctx, flightKey, x.detach().fillFirst)
+		f, leader, err = x.h.flights.DoThen(ctx, flightKey, x.fillFirst) // copies x when it leads
 	}
 	interim.Close()
 	if ctx.Err() != nil {
@@ -263,6 +263,40 @@ func (x *exchange) variantKeyIn(names []string, coding string) string {
 func entryCoding(e *cache.Entry) (string, bool) {
 	return cachekey.StoredCoding(e.Header.Get("Content-Encoding"))
 }
+
+// params are an exchange's route params. A route of one (the usual
+// /users/{id}, a batch route's) keeps it in the exchange itself: the
+// request's exchange lives on its stack on an L1 hit, and a slice of the
+// matcher's there would follow every copy of it (detach, lead) to the
+// heap, so matching cost an allocation per request. Copies of the
+// exchange copy them. Room for one only: a batched miss's lead then fits
+// in 768 bytes.
+type params struct {
+	n    int
+	in   [1]route.Param
+	more route.Params // when there are more than len(in)
+}
+
+// set keeps ps, which it does not retain.
+func (p *params) set(ps route.Params) {
+	if len(ps) > len(p.in) {
+		p.n, p.more = 0, slices.Clone(ps)
+		return
+	}
+	p.n, p.more = copy(p.in[:], ps), nil
+}
+
+// list is the params; it points into p unless there are more than
+// len(p.in).
+func (p *params) list() route.Params {
+	if p.more != nil {
+		return p.more
+	}
+	return p.in[:p.n:p.n]
+}
+
+// Get returns the value of the named param, or "".
+func (p *params) Get(name string) string { return p.list().Get(name) }
 
 // candidate is an entry together with the variant it is: the key it is
 // stored under and the request headers that selected it. The fit rule needs

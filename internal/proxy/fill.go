@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
@@ -59,28 +60,46 @@ func (x *exchange) fill(ctx context.Context) (*flight, error) {
 	return x.fillMiss(ctx, stale)
 }
 
-// fillFirst is the flight of join: fill's tier read runs on the goroutine
-// of the request that leads the flight (coalesce.DoThen), and only a miss
-// goes on to the upstream on a goroutine of its own, which the leader may
-// stop waiting for. An L2 hit thus costs no goroutine, no stack grown to
-// the Redis client's depth and no hand-over. A miss of a batched route
-// needs no goroutine either: it joins a batch, whose goroutine finishes
-// the flight (coalesce.Later; loadLater). With tracing on, the whole
-// fill runs in its span on the flight's goroutine, as before.
+// lead is the flight a request leads (join, fillFirst): the exchange the
+// flight runs with, a copy (detach), so that the flight may outlive the
+// request's stack frame, and, for a batched miss, what the flight needs
+// until the batch answers it: the flight to finish, the stale copy and
+// the answer (with the stale copy the fill found, f.stale), and the id's
+// result in its batch. One allocation, where a detached exchange, a
+// closure for each hand-over (to coalesce, to the batch), the answer and
+// the result were one each.
+type lead struct {
+	x    exchange
+	fl   *coalesce.Flight[*flight]
+	f    flight
+	slot batch.Slot[*bulkAnswer]
+}
+
+// fillFirst is the flight of join, run only by the request that leads it
+// (coalesce.DoThen), on a copy of its exchange (lead): fill's tier read
+// runs on the leader's goroutine, and only a miss goes on to the upstream
+// on a goroutine of its own, which the leader may stop waiting for. An L2
+// hit thus costs no goroutine, no stack grown to the Redis client's depth
+// and no hand-over. A miss of a batched route needs no goroutine either:
+// it joins a batch, whose goroutine finishes the flight (coalesce.Handoff;
+// lead.Later). With tracing on, the whole fill runs in its span on the
+// flight's goroutine, as before. A request that joins a flight in
+// progress copies nothing.
 func (x *exchange) fillFirst(ctx context.Context) (*flight, coalesce.Next[*flight], error) {
-	if x.h.tr != nil {
-		return nil, coalesce.Next[*flight]{Then: x.fillTraced}, nil
+	m := &lead{x: *x}
+	fx := &m.x // not x: the request's own exchange stays on its stack
+	if fx.h.tr != nil {
+		return nil, coalesce.Next[*flight]{Then: fx.fillTraced}, nil
 	}
-	f, stale := x.fillCached(ctx)
+	f, stale := fx.fillCached(ctx)
 	switch {
 	case f != nil:
 		return f, coalesce.Next[*flight]{}, nil
-	case x.batched():
-		return nil, coalesce.Next[*flight]{Later: func(ctx context.Context, fl *coalesce.Flight[*flight]) {
-			x.loadLater(ctx, stale, fl)
-		}}, nil
+	case fx.batched():
+		m.f.stale = stale
+		return nil, coalesce.Next[*flight]{Handoff: m}, nil
 	}
-	return nil, coalesce.Next[*flight]{Then: func(ctx context.Context) (*flight, error) { return x.fillMiss(ctx, stale) }}, nil
+	return nil, coalesce.Next[*flight]{Then: func(ctx context.Context) (*flight, error) { return fx.fillMiss(ctx, stale) }}, nil
 }
 
 // fillCached is fill's first step: the tiers' read, bounded by each
@@ -299,7 +318,7 @@ func (x *exchange) keep(ctx context.Context, code int, header http.Header, body 
 // stored itself when nothing strips it. It returns the flight by value: a
 // bulk answer's elements take three fields of it.
 func (x *exchange) keepAs(ctx context.Context, code int, header, stored http.Header, body []byte, requested time.Time) flight {
-	e := &cache.Entry{Status: code, Header: stored, Body: body, StoredAt: requested, Tags: entryTags(x.rs, x.params)}
+	e := &cache.Entry{Status: code, Header: stored, Body: body, StoredAt: requested, Tags: entryTags(x.rs, x.params.list())}
 	tagged := x.tagEntry(e, header) // URI tag, upstream surrogate keys (origintags.go)
 	a := x.admit(e, header)
 	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)

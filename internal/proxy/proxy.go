@@ -356,7 +356,8 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.state.Load()
 	x := exchange{h: h, st: st, w: w, r: r, start: h.now(), rec: accesslog.FromContext(r.Context())}
-	rt, params, ok := st.table.Match(r.Method, r.URL.Path)
+	var scratch [4]route.Param
+	rt, params, ok := st.table.MatchAppend(scratch[:0], r.Method, r.URL.Path)
 	if x.rec != nil && ok {
 		x.rec.Route = rt.Name
 	}
@@ -369,7 +370,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	x.rs, x.params = st.routes[rt], params
+	x.rs = st.routes[rt]
+	x.params.set(params)
 	h.traceRoute(r, rt)
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:

@@ -134,24 +134,31 @@ func (x *exchange) fail(err error) {
 // writeEntry answers from an entry: the stored header, Age when it came
 // from the cache (RFC 9111 §5.1), Cache-Status, and a 304 when the client's
 // conditional matches a stored 200 (RFC 9110 §13.2.2).
+//
+// The values it sets (Age, Cache-Status, Content-Length) share one
+// backing array, each a slice of capacity 1, so that one more value added
+// to any of them is copied elsewhere: one allocation per response, not
+// one per header.
 func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
 	dst := x.w.Header()
+	vals := make([]string, 3)
 	if e.Status == http.StatusOK && httpcache.NotModified(x.r, e.Header) {
 		for _, k := range notModifiedHeaders {
 			if v, ok := e.Header[k]; ok {
 				dst[k] = v
 			}
 		}
-		x.setCacheHeaders(dst, e, st, fromCache)
+		x.setCacheHeaders(dst, e, st, fromCache, vals)
 		x.w.WriteHeader(http.StatusNotModified)
 		return
 	}
 	for k, v := range e.Header {
 		dst[k] = v
 	}
-	x.setCacheHeaders(dst, e, st, fromCache)
+	x.setCacheHeaders(dst, e, st, fromCache, vals)
 	if e.Status != http.StatusNoContent && e.Status != http.StatusNotModified {
-		dst["Content-Length"] = []string{strconv.Itoa(len(e.Body))}
+		vals[2] = strconv.Itoa(len(e.Body))
+		dst["Content-Length"] = vals[2:3:3]
 	}
 	x.w.WriteHeader(e.Status)
 	if x.r.Method != http.MethodHead {
@@ -159,15 +166,19 @@ func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
 	}
 }
 
-func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, fromCache bool) {
+// setCacheHeaders sets Via, Age and Cache-Status; vals holds the
+// values, Age's in vals[0] and Cache-Status's in vals[1] (writeEntry).
+func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, fromCache bool, vals []string) {
 	x.h.addVia(dst) // after the stored Via, never into it (addVia)
 	// A fetched answer that arrived with an age keeps it (RFC 9111 §5.1:
 	// a cache passes the age of the caches before it on, plus its own);
 	// under a second is only Date's rounding, not worth an Age: 0.
 	if fromCache || e.InitialAge >= time.Second {
-		dst["Age"] = []string{strconv.FormatInt(int64(e.Age(x.h.now())/time.Second), 10)}
+		vals[0] = strconv.FormatInt(int64(e.Age(x.h.now())/time.Second), 10)
+		dst["Age"] = vals[0:1:1]
 	}
-	dst["Cache-Status"] = []string{httpcache.AppendCacheStatus(e.Header.Get("Cache-Status"), st.String())}
+	vals[1] = httpcache.AppendCacheStatus(e.Header.Get("Cache-Status"), st.String())
+	dst["Cache-Status"] = vals[1:2:2]
 }
 
 // streamLarge answers the client whose request fetched a response too large

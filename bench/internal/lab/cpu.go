@@ -44,6 +44,9 @@ func (cp CPUParams) row(name string) bool { return len(cp.Rows) == 0 || slices.C
 const (
 	BareMemoryServer = "bare Go GOMAXPROCS=1 (from memory)"
 	BareRedisServer  = "bare Go GOMAXPROCS=1 (one Redis GET per request)"
+	// L2ReadLoopServer is the l2 row's reference issuing the L2 hit's own
+	// MGET from the paced GET's loop.
+	L2ReadLoopServer = "redis MGET of an L2 entry and its epoch keys, paced per command (the L2 hit's command)"
 )
 
 // CPUSidecar is one more sidecache binary, or the same with more

@@ -203,6 +203,25 @@ func (l *Lab) cpuRowEntries(ctx context.Context, cp CPUParams, sidecars []CPUSid
 				return pacedGets(ctx, redis, keys, cp.Rate, 16, d, ref.batched)
 			}})
 	}
+	// The L2 hit's own command from the same loop: its MGET ÷ the paced
+	// GET is what the command costs Redis beyond a GET, and the L2 hit ÷
+	// it what the serving conditions (a sidecar under vegeta's load, its
+	// connections) add, as the bare Go row shows for a GET.
+	var reads [][]string
+	var readsOnce sync.Once
+	var readsErr error
+	out = append(out, cpuEntry{row: "l2", test: "l2 hit", server: L2ReadLoopServer, redis: redis,
+		note: func() string {
+			return fmt.Sprintf("the MGET an L2 hit sends (the entry key, then the epoch key of each of the %d tags its header names), "+
+				"for %d of the entries the readers serve, each at its own instant from the paced GET's loop", len(reads[0])-2, len(reads))
+		},
+		cell: func(d time.Duration) (int, int, error) {
+			readsOnce.Do(func() { reads, readsErr = l2ReadCmds(ctx, redis, "bench-l2-reader:", l.p.Keys) })
+			if readsErr != nil {
+				return 0, 0, readsErr
+			}
+			return pacedCmds(ctx, redis, func(i int) []string { return reads[i%len(reads)] }, cp.Rate, 16, d, false)
+		}})
 	if bin, err := exec.LookPath("redis-benchmark"); err == nil {
 		host, port, _ := strings.Cut(redis, ":")
 		out = append(out, cpuEntry{row: "l2", test: "l2 hit", server: "redis-benchmark GET, closed loop (reference)", redis: redis, note: note,

@@ -104,6 +104,11 @@ func meanValueSize(ctx context.Context, addr, pattern string) (int, error) {
 // cost it less each. It returns the replies that held a value and the
 // failures.
 func pacedGets(ctx context.Context, addr string, keys []string, rate, conns int, d time.Duration, batched bool) (ok, failed int, err error) {
+	return pacedCmds(ctx, addr, func(i int) []string { return []string{"GET", keys[i%len(keys)]} }, rate, conns, d, batched)
+}
+
+// pacedCmds is pacedGets with command i given by cmd.
+func pacedCmds(ctx context.Context, addr string, cmd func(i int) []string, rate, conns int, d time.Duration, batched bool) (ok, failed int, err error) {
 	var cs []*resp.Conn
 	defer func() {
 		for _, c := range cs {
@@ -129,7 +134,7 @@ func pacedGets(ctx context.Context, addr string, keys []string, rate, conns int,
 	for _, c := range cs {
 		wg.Go(func() {
 			for k := range tokens {
-				if v, err := c.Do("GET", keys[k%len(keys)]); err == nil && v != nil {
+				if v, err := c.Do(cmd(k)...); err == nil && v != nil {
 					nOK.Add(1)
 				} else {
 					nFail.Add(1)
@@ -178,4 +183,63 @@ func releaseBatched(ctx context.Context, tokens chan<- int, rate, total int) {
 			}
 		}
 	}
+}
+
+// l2ReadCmds are the MGETs an L2 hit sends (internal/cache/l2 fastread.go:
+// the entry key, then the epoch key of each tag its header names), for up
+// to n entries whose keys start with prefix+"e:": the L2 hit's own command
+// issued from a loop, so that its Redis cost can be told from the serving
+// conditions'. The header is the entry's first lines: "sc2 <time>", one
+// tag a line, an empty line.
+func l2ReadCmds(ctx context.Context, addr, prefix string, n int) ([][]string, error) {
+	c, err := resp.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var out [][]string
+	for cursor := "0"; len(out) < n; {
+		v, err := c.Do("SCAN", cursor, "MATCH", prefix+"e:*", "COUNT", "1000")
+		if err != nil {
+			return nil, err
+		}
+		a, _ := v.([]any)
+		if len(a) != 2 {
+			return nil, errors.New("SCAN: unexpected reply")
+		}
+		for _, k := range a[1].([]any) {
+			if len(out) == n {
+				break
+			}
+			key := k.(string)
+			v, err := c.Do("GET", key)
+			if err != nil {
+				return nil, err
+			}
+			b, _ := v.(string)
+			first, rest, ok := strings.Cut(b, "\n")
+			if !ok || !strings.HasPrefix(first, "sc2 ") {
+				return nil, fmt.Errorf("%s: not an L2 entry's header", key)
+			}
+			cmd := []string{"MGET", key}
+			for {
+				var tag string
+				if tag, rest, ok = strings.Cut(rest, "\n"); !ok {
+					return nil, fmt.Errorf("%s: header without its end", key)
+				}
+				if tag == "" {
+					break
+				}
+				cmd = append(cmd, prefix+"v:"+tag)
+			}
+			out = append(out, cmd)
+		}
+		if cursor = a[0].(string); cursor == "0" {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no key matches %se:*", prefix)
+	}
+	return out, nil
 }

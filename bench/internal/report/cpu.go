@@ -172,6 +172,7 @@ func (r *CPUReport) Markdown() string {
 			"((L1 hit + bare Go's extra) ÷ L1 hit).", lab.BareRedisServer, lab.BareMemoryServer)
 		w("")
 	}
+	r.l2Split(w, names, ratio)
 	w("Numbers from a machine running other work are noisy: read the spread, and the ratios within one run.")
 	return b.String()
 }
@@ -231,6 +232,36 @@ func (r *CPUReport) redisOf(prefix string) time.Duration {
 		}
 	}
 	return 0
+}
+
+// l2Split is where Redis's CPU per L2 hit goes, when the l2 row measured
+// the L2 hit's own MGET from the paced loop: the command's share (that
+// MGET ÷ the paced GET) and the serving conditions' (the L2 hit ÷ that
+// MGET: the same command sent by a sidecar under vegeta's load, on its
+// connections), beside the same split of a plain GET (bare Go's GET ÷ the
+// paced GET).
+func (r *CPUReport) l2Split(w func(string, ...any), names []string, ratio func(a, b time.Duration) string) {
+	loopMGET, loopGET := r.redisOf(lab.L2ReadLoopServer), r.redisOf("redis GET, paced per command")
+	if loopMGET == 0 {
+		return
+	}
+	bareGET := r.redisOf(lab.BareRedisServer)
+	w("| sidecar | Redis per L2 hit ÷ paced GET (goal ≤ 1.5×) | = the command: paced MGET ÷ paced GET | × serving it: L2 hit ÷ paced MGET | a plain GET served: bare Go's GET ÷ paced GET |")
+	w("|---|---:|---:|---:|---:|")
+	for _, n := range names {
+		l2Redis := r.redisOf(n + " (L2 hit")
+		if l2Redis == 0 {
+			continue
+		}
+		w("| %s | %s | %s | %s | %s |", n, ratio(l2Redis, loopGET), ratio(loopMGET, loopGET), ratio(l2Redis, loopMGET), ratio(bareGET, loopGET))
+	}
+	w("")
+	w("Where Redis's CPU per L2 hit goes: *%s* sends, from the paced GET's loop (same connections, each command at its own instant), "+
+		"the very MGET an L2 hit sends — the entry key and its tags' epoch keys, read from the entries the readers serve. "+
+		"Its ratio to the paced GET is what the command costs Redis beyond a GET; the L2 hit's ratio to it is what serving "+
+		"the same command from a sidecar under the HTTP load adds, to be read beside bare Go's GET ÷ the paced GET, the same "+
+		"for a plain GET.", lab.L2ReadLoopServer)
+	w("")
 }
 
 func usf(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

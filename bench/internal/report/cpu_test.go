@@ -119,3 +119,32 @@ func TestCPUBareRedisFloor(t *testing.T) {
 		t.Errorf("a negative bare extra got a ratio:\n%s", md)
 	}
 }
+
+// TestCPUL2Split: with the L2 hit's MGET measured from the paced loop,
+// the report splits Redis per L2 hit ÷ paced GET into the command's share
+// and the serving conditions', beside bare Go's GET ÷ the paced GET; no
+// split without that row.
+func TestCPUL2Split(t *testing.T) {
+	d := func(n int) []time.Duration { return []time.Duration{time.Duration(n) * time.Microsecond} }
+	r := &CPUReport{Started: time.Unix(0, 0), Results: []lab.CPUResult{
+		{Test: "hit", Server: "sidecache (L1 hit)", PerReq: d(40)},
+		{Test: "l2 hit", Server: "sidecache (L2 hit, L1 off)", PerReq: d(64), RedisPerReq: d(24)},
+		{Test: "l2 hit", Server: lab.BareRedisServer, PerReq: d(42), RedisPerReq: d(20)},
+		{Test: "l2 hit", Server: "redis GET, paced per command (reference)", RedisOnly: true, RedisPerReq: d(16)},
+		{Test: "l2 hit", Server: lab.L2ReadLoopServer, RedisOnly: true, RedisPerReq: d(18)},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| sidecar | Redis per L2 hit ÷ paced GET (goal ≤ 1.5×) | = the command: paced MGET ÷ paced GET | × serving it: L2 hit ÷ paced MGET | a plain GET served: bare Go's GET ÷ paced GET |",
+		"| sidecache | 1.50× | 1.12× | 1.33× | 1.25× |",
+		"| l2 hit | " + lab.L2ReadLoopServer + " | — |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	r.Results = r.Results[:4]
+	if md := r.Markdown(); strings.Contains(md, "paced MGET") {
+		t.Errorf("a split without the MGET row:\n%s", md)
+	}
+}

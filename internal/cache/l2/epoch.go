@@ -152,7 +152,7 @@ func (s *Store) getChecked(ctx context.Context, key string) ([]byte, error) {
 	if !s.isCluster() {
 		return s.getGuessed(ctx, key)
 	}
-	if eks, ok := s.guesses.get(key); ok {
+	if eks, ok := s.guesses.Get(key); ok {
 		b, v, err := s.getGuessedCluster(ctx, key, eks)
 		if err != nil || v != verdictUnknown {
 			return b, err

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"hash/maphash"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sidecache/sidecache/internal/cache/l2/mget"
 )
 
 // Reading an entry without the script.
@@ -42,100 +42,13 @@ import (
 // the epoch keys live in other slots, the same test runs on one pipeline of
 // GETs (getGuessedCluster) instead of getChecked's two round trips.
 
-// Bounds of the guess table. The keys come from requests and the tags
-// from routes, paths (the URI tag) and upstream answers, so an attacker can
-// fill the table: it holds at most guessSlots guesses and guessBytes of
-// epoch keys (plus the maps' own overhead, about 1 MiB when full), and a
-// key with more than maxGuessTags tags or maxGuessBytes of them is always
-// read by the script.
+// maxGuessTags and maxGuessBytes bound what learn records: a key with more
+// tags than maxGuessTags, or more than maxGuessBytes of them, is always
+// read by the script (the table's own bounds: internal/cache/l2/guess).
 const (
-	guessShards   = 16
-	guessSlots    = 1 << 14
-	guessBytes    = 4 << 20
 	maxGuessTags  = 16
 	maxGuessBytes = 2 << 10
 )
-
-// guesses maps a key's hash to the epoch keys of the tags it was last
-// seen with. A collision of two keys' hashes only makes one guess wrong.
-type guesses struct {
-	seed   maphash.Seed
-	shards [guessShards]guessShard
-}
-
-type guessShard struct {
-	mu    sync.RWMutex
-	m     map[uint64][]string // epoch keys, prefixed; never modified once stored
-	bytes int                 // cost of what m holds
-}
-
-func newGuesses() *guesses {
-	g := &guesses{seed: maphash.MakeSeed()}
-	for i := range g.shards {
-		g.shards[i].m = make(map[uint64][]string)
-	}
-	return g
-}
-
-// cost is what a guess is charged against guessBytes: its strings and
-// their headers.
-func cost(eks []string) int {
-	n := 24 + 16*len(eks)
-	for _, k := range eks {
-		n += len(k)
-	}
-	return n
-}
-
-func (g *guesses) shard(key string) (*guessShard, uint64) {
-	h := maphash.String(g.seed, key)
-	return &g.shards[h%guessShards], h
-}
-
-// get returns the epoch keys guessed for key; ok is false if there is no
-// guess (a key without tags has an empty one).
-func (g *guesses) get(key string) (eks []string, ok bool) {
-	sh, h := g.shard(key)
-	sh.mu.RLock()
-	eks, ok = sh.m[h]
-	sh.mu.RUnlock()
-	return eks, ok
-}
-
-// put records eks as key's guess. A full shard drops guesses first,
-// arbitrary ones (map iteration order), which is enough to bound it: a
-// dropped guess costs one script read.
-func (g *guesses) put(key string, eks []string) {
-	c := cost(eks)
-	sh, h := g.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if old, ok := sh.m[h]; ok {
-		delete(sh.m, h)
-		sh.bytes -= cost(old)
-	}
-	for k, old := range sh.m {
-		if len(sh.m) < guessSlots/guessShards && sh.bytes+c <= guessBytes/guessShards {
-			break
-		}
-		delete(sh.m, k)
-		sh.bytes -= cost(old)
-	}
-	sh.m[h] = eks
-	sh.bytes += c
-}
-
-// size is the number of guesses held and their cost, for tests.
-func (g *guesses) size() (n, bytes int) {
-	for i := range g.shards {
-		sh := &g.shards[i]
-		sh.mu.RLock()
-		n += len(sh.m)
-		bytes += sh.bytes
-		sh.mu.RUnlock()
-	}
-	return n, bytes
-}
 
 // learn records tags as key's guess, if they are within the bounds.
 func (s *Store) learn(key string, tags []string) {
@@ -153,7 +66,7 @@ func (s *Store) learn(key string, tags []string) {
 	for i, t := range tags {
 		eks[i] = s.epochKey(t)
 	}
-	s.guesses.put(key, eks)
+	s.guesses.Put(key, eks)
 }
 
 // learnHeader records the tags named by the header of b, a stored value.
@@ -204,7 +117,7 @@ func (s *Store) checkGuessed(b []byte, eks []string, eps [][]byte) verdict {
 	return verdictServe
 }
 
-// getLean is the guessed read (getGuessed) on the lean client (lean.go),
+// getLean is the guessed read (getGuessed) on the lean client (mget),
 // with the deadline dl instead of a context of its own: no timer, no
 // context allocated for a hit. done is false when there is no lean client
 // (Cluster, Sentinel), no guess for key, or a header named a tag that was
@@ -213,12 +126,15 @@ func (s *Store) getLean(ctx context.Context, key string, dl time.Time) (b []byte
 	if s.lean == nil {
 		return nil, false, nil
 	}
-	eks, ok := s.guesses.get(key)
+	eks, ok := s.guesses.Get(key)
 	if !ok {
 		return nil, false, nil
 	}
 	var v verdict
-	err = s.lean.mget(ctx, dl, [3]string{s.opts.Prefix, "e:", key}, eks, func(vals [][]byte) { b, v = s.judge(vals, eks) })
+	err = s.lean.MGet(ctx, dl, [3]string{s.opts.Prefix, "e:", key}, eks, func(vals [][]byte) { b, v = s.judge(vals, eks) })
+	if errors.Is(err, mget.ErrClosed) {
+		err = ErrClosed // the store's, as before the pool had its own
+	}
 	if err != nil {
 		return nil, true, err
 	}
@@ -229,7 +145,7 @@ func (s *Store) getLean(ctx context.Context, key string, dl time.Time) (b []byte
 // are guessed, else (or when the guess fell short) the script, which
 // teaches the guess. With a lean client the MGET was getLean's, before.
 func (s *Store) getGuessed(ctx context.Context, key string) ([]byte, error) {
-	if eks, ok := s.guesses.get(key); ok && s.lean == nil {
+	if eks, ok := s.guesses.Get(key); ok && s.lean == nil {
 		args := make([]string, 1+len(eks))
 		args[0] = s.entryKey(key)
 		copy(args[1:], eks)

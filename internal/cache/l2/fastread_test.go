@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sidecache/sidecache/internal/cache/l2/guess"
 	"github.com/sidecache/sidecache/internal/redistest"
 )
 
@@ -162,7 +163,7 @@ func TestGuessedReadChecksEveryHeaderTag(t *testing.T) {
 }
 
 // TestGuessesBounded: the keys and tags that fill the table come from
-// requests; it never holds more than guessSlots guesses or guessBytes, a
+// requests; it never holds more than guess.Slots guesses or guess.Bytes, a
 // key with too many tag bytes gets none (and is read by the script), and a
 // key whose guess was dropped is still read right.
 func TestGuessesBounded(t *testing.T) {
@@ -171,18 +172,18 @@ func TestGuessesBounded(t *testing.T) {
 	b := newReplica(t, []string{srv.Addr()})
 	rc := raw(t, srv.Addr())
 	ctx := context.Background()
-	for i := range 3 * guessSlots {
+	for i := range 3 * guess.Slots {
 		a.learn(fmt.Sprint("short", i), []string{fmt.Sprint("tag", i)})
 	}
-	if n, _ := a.guesses.size(); n > guessSlots || n < guessSlots/2 {
-		t.Fatalf("%d guesses held after %d keys; want at most %d (and most of them)", n, 3*guessSlots, guessSlots)
+	if n, _ := a.guesses.Size(); n > guess.Slots || n < guess.Slots/2 {
+		t.Fatalf("%d guesses held after %d keys; want at most %d (and most of them)", n, 3*guess.Slots, guess.Slots)
 	}
 	big := strings.Repeat("x", maxGuessBytes/2-8)
-	for i := range 3 * guessBytes / maxGuessBytes {
+	for i := range 3 * guess.Bytes / maxGuessBytes {
 		a.learn(fmt.Sprint("big", i), []string{fmt.Sprint(i, big), fmt.Sprint(big, i)})
 	}
-	if n, size := a.guesses.size(); size > guessBytes || size < guessBytes/2 {
-		t.Fatalf("%d guesses of %d bytes held after %d of about %d; want at most %d (and most of them)", n, size, 3*guessBytes/maxGuessBytes, maxGuessBytes, guessBytes)
+	if n, size := a.guesses.Size(); size > guess.Bytes || size < guess.Bytes/2 {
+		t.Fatalf("%d guesses of %d bytes held after %d of about %d; want at most %d (and most of them)", n, size, 3*guess.Bytes/maxGuessBytes, maxGuessBytes, guess.Bytes)
 	}
 
 	long := strings.Repeat("x", maxGuessBytes+1)

@@ -257,11 +257,11 @@ func (s *Store) subscribe(ctx context.Context) {
 				continue // not every channel confirmed yet
 			}
 			s.subscribed.Store(true)
-			s.forgetAcked()
+			s.proof.ForgetAcked()
 			failed = 0
 			if gap {
 				gap = false
-				s.gap(time.Now())
+				s.proof.Gap(time.Now())
 				s.log.Info("invalidation channel resubscribed; older L1 entries now need to be younger than max_lag")
 				s.deliver(Invalidation{All: true, Gap: true})
 			}
@@ -274,7 +274,7 @@ func (s *Store) subscribe(ctx context.Context) {
 			inv = decodeWire(inv)
 			switch {
 			case inv.Beat != nil:
-				if inv.Origin == s.origin && s.heard(*inv.Beat, time.Now()) {
+				if inv.Origin == s.origin && s.proof.Heard(inv.Beat.Seq, time.Unix(0, inv.Beat.Sent), time.Now()) {
 					s.log.Warn("own heartbeats that Redis took never came back; older L1 entries now need to be younger than max_lag")
 					s.deliver(Invalidation{All: true, Gap: true})
 				}

@@ -12,10 +12,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sidecache/sidecache/internal/cache/l2/late"
+	"github.com/sidecache/sidecache/internal/cache/l2/mget"
 	"github.com/sidecache/sidecache/internal/redistest"
 )
 
-// The sidecar's lateness is not evidence against Redis (late.go). These
+// The sidecar's lateness is not evidence against Redis (internal/cache/l2/late). These
 // tests make the sidecar late on purpose — a stall between the command's
 // steps, as CPU starvation makes one — and check the breaker's state by
 // counts, never by how long anything took.
@@ -23,7 +25,7 @@ import (
 // lateReplica is a replica whose L2 hit goes through the lean client with
 // a guess for "k" (one MGET per Get), stall set on its pool before the
 // pool's first connection.
-func lateReplica(t *testing.T, addr string, stall func(at stallAt, nc net.Conn)) *replica {
+func lateReplica(t *testing.T, addr string, stall late.Stall) *replica {
 	t.Helper()
 	r := newReplica(t, []string{addr}, func(o *Options) {
 		o.Timeout = 500 * time.Millisecond
@@ -33,12 +35,12 @@ func lateReplica(t *testing.T, addr string, stall func(at stallAt, nc net.Conn))
 		// run (about 2 s), one soon enough to bring up a replica whose
 		// first PING a loaded machine failed.
 		o.ProbeInterval = 5 * time.Second
+		o.leanStall = stall
 	})
 	r.waitUp(t)
 	if r.lean == nil {
 		t.Fatal("no lean client on a single Redis")
 	}
-	r.lean.stall = stall
 	ctx := context.Background()
 	if err := r.Set(ctx, "k", entry("v", time.Hour, "t")); err != nil {
 		t.Fatal(err)
@@ -53,14 +55,14 @@ func lateReplica(t *testing.T, addr string, stall func(at stallAt, nc net.Conn))
 
 // untilPast waits until nc's deadline for the step at has passed, as
 // net's poller sees it (its timer has fired): the sidecar is late.
-func untilPast(t *testing.T, at stallAt, nc net.Conn) {
+func untilPast(t *testing.T, at late.Stage, nc net.Conn) {
 	t.Helper()
 	rc, err := nc.(syscall.Conn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
 	check := rc.Read
-	if at == stallWrite {
+	if at == late.BeforeWrite {
 		check = rc.Write
 	}
 	// RawConn's Read and Write fail once the deadline has passed, before
@@ -78,12 +80,6 @@ func noStateChange(t *testing.T, r *replica, what string) {
 	}
 }
 
-func idleConns(p *leanPool) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.idle)
-}
-
 // TestLateWriteNotCounted: Gets whose deadline passed before the MGET was
 // written fail, FailureThreshold+1 times in a row, and the breaker stays
 // closed; the connection, which nothing was written on, stays pooled. The
@@ -91,8 +87,8 @@ func idleConns(p *leanPool) int {
 func TestLateWriteNotCounted(t *testing.T) {
 	srv := redistest.Start(t)
 	var armed atomic.Bool
-	r := lateReplica(t, srv.Addr(), func(at stallAt, nc net.Conn) {
-		if at == stallWrite && armed.Load() {
+	r := lateReplica(t, srv.Addr(), func(at late.Stage, nc net.Conn) {
+		if at == late.BeforeWrite && armed.Load() {
 			untilPast(t, at, nc)
 		}
 	})
@@ -104,7 +100,7 @@ func TestLateWriteNotCounted(t *testing.T) {
 		}
 	}
 	noStateChange(t, r, "late writes")
-	if n := idleConns(r.lean); n != 1 {
+	if n := r.lean.Idle(); n != 1 {
 		t.Fatalf("%d idle connections after late writes, want the one kept (nothing was sent on it)", n)
 	}
 	armed.Store(false)
@@ -134,12 +130,12 @@ func TestLateReplyNotCounted(t *testing.T) {
 	var armed atomic.Bool
 	var stalled atomic.Int32
 	before := 0 // MGETs run before the one stalled; the stall's goroutine only
-	r := lateReplica(t, srv.Addr(), func(at stallAt, nc net.Conn) {
+	r := lateReplica(t, srv.Addr(), func(at late.Stage, nc net.Conn) {
 		switch {
 		case !armed.Load():
-		case at == stallWrite:
+		case at == late.BeforeWrite:
 			before = mgetCalls(t, rc)
-		case at == stallRead:
+		case at == late.BeforeRead:
 			stalled.Add(1)
 			replied(t, rc, before)
 			untilPast(t, at, nc)
@@ -152,7 +148,7 @@ func TestLateReplyNotCounted(t *testing.T) {
 		if err == nil {
 			t.Fatalf("Get %d: no error with its deadline passed before the read", i)
 		}
-		if n := idleConns(r.lean); n != 0 {
+		if n := r.lean.Idle(); n != 0 {
 			t.Fatalf("Get %d: %d idle connections after a late read, want it dropped", i, n)
 		}
 	}
@@ -216,11 +212,17 @@ func replied(t *testing.T, rc *redis.Client, before int) {
 func TestNoFreeConnectionNotCounted(t *testing.T) {
 	srv := redistest.Start(t)
 	r := lateReplica(t, srv.Addr(), nil)
-	r.lean.close()
-	r.lean = newLeanPool(r.opts, 1)
+	r.lean.Close()
+	r.lean = mget.New(leanOptions(r.opts, 1))
 	ctx := context.Background()
-	c, _, err := r.lean.get(ctx, time.Now().Add(time.Minute)) // the holder
-	if err != nil {
+	hold, held := make(chan struct{}), make(chan error, 1)
+	go func() { // the holder
+		held <- r.lean.MGet(ctx, time.Now().Add(time.Minute), [3]string{"holder"}, nil, func([][]byte) {
+			held <- nil
+			<-hold
+		})
+	}()
+	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
 	for i := range r.opts.FailureThreshold + 1 {
@@ -230,72 +232,11 @@ func TestNoFreeConnectionNotCounted(t *testing.T) {
 		}
 	}
 	noStateChange(t, r, "no free connection")
-	r.lean.put(c)
+	close(hold)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
 	if e, ok := r.mustGet(t, "k"); !ok || string(e.Body) != "v" {
 		t.Fatalf("Get after the holder returned = %v, %v; want the entry", e, ok)
-	}
-}
-
-// TestLateBeforeDial: a call whose deadline passed before a connection
-// could be dialed fails without dialing and does not count, nor does one
-// whose deadline passed before its write on a pooled connection (kept);
-// a refused dial counts.
-func TestLateBeforeDial(t *testing.T) {
-	srv := redistest.Start(t)
-	ctx := context.Background()
-	p := newLean(t, srv.Addr(), 2)
-	past := time.Now().Add(-time.Second)
-	err := p.mget(ctx, past, [3]string{"a"}, nil, func([][]byte) {})
-	if err == nil || unavailable(err) {
-		t.Fatalf("mget past its deadline, nothing pooled = %v; want an error not counted", err)
-	}
-	if n := idleConns(p); n != 0 {
-		t.Fatalf("%d idle connections: dialed past the deadline", n)
-	}
-	if _, err := leanGet(ctx, p, "a"); err != nil { // pools a connection
-		t.Fatal(err)
-	}
-	err = p.mget(ctx, past, [3]string{"a"}, nil, func([][]byte) {})
-	if err == nil || unavailable(err) {
-		t.Fatalf("mget past its deadline on a pooled connection = %v; want an error not counted", err)
-	}
-	if n := idleConns(p); n != 1 {
-		t.Fatalf("%d idle connections after a late write, want the one kept", n)
-	}
-	if _, err := leanGet(ctx, p, "a"); err != nil {
-		t.Fatalf("mget on the kept connection: %v", err)
-	}
-	srv.Stop()
-	p.close()
-	p = newLean(t, srv.Addr(), 2)
-	if _, err := leanGet(ctx, p, "a"); err == nil || !unavailable(err) {
-		t.Fatalf("mget on a stopped Redis = %v; want an error that counts", err)
-	}
-}
-
-// TestLateDialNotCounted: a dial whose deadline passed while the
-// connection was in fact being established (the dialing goroutine late,
-// here held before connect until the deadline) does not count; a dial
-// refused does (TestLateBeforeDial).
-func TestLateDialNotCounted(t *testing.T) {
-	srv := redistest.Start(t)
-	p := newLean(t, srv.Addr(), 2)
-	var armed atomic.Bool
-	var dl time.Time
-	p.dialer.Control = func(_, _ string, _ syscall.RawConn) error {
-		for armed.Load() && time.Now().Before(dl) {
-			time.Sleep(time.Until(dl) + time.Millisecond)
-		}
-		return nil
-	}
-	armed.Store(true)
-	dl = time.Now().Add(200 * time.Millisecond)
-	err := p.mget(context.Background(), dl, [3]string{"a"}, nil, func([][]byte) {})
-	if err == nil || unavailable(err) {
-		t.Fatalf("mget whose dial was late = %v; want an error not counted", err)
-	}
-	armed.Store(false)
-	if _, err := leanGet(context.Background(), p, "a"); err != nil {
-		t.Fatal(err)
 	}
 }

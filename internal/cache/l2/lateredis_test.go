@@ -11,17 +11,18 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sidecache/sidecache/internal/cache/l2/late"
 	"github.com/sidecache/sidecache/internal/redistest"
 )
 
-// The lateness rule on go-redis's paths (lateconn.go): a Get of a key
+// The lateness rule on go-redis's paths (late.Dialer): a Get of a key
 // never read before has no guess, so it runs the read script through
 // go-redis, not the lean client. stall (Options.goStall) makes the
 // sidecar late there, as late_test.go does on the lean client.
 
 // lateGoReplica is a replica whose go-redis connections run stall, with
 // a pooled connection and the read script loaded.
-func lateGoReplica(t *testing.T, addr string, timeout time.Duration, stall func(at stallAt, nc net.Conn)) *replica {
+func lateGoReplica(t *testing.T, addr string, timeout time.Duration, stall late.Stall) *replica {
 	t.Helper()
 	r := newReplica(t, []string{addr}, func(o *Options) {
 		o.Timeout = timeout
@@ -45,8 +46,8 @@ func TestGoRedisLateWriteNotCounted(t *testing.T) {
 	srv := redistest.Start(t)
 	var armed atomic.Bool
 	var stalled atomic.Int32
-	r := lateGoReplica(t, srv.Addr(), 500*time.Millisecond, func(at stallAt, nc net.Conn) {
-		if at == stallWrite && armed.Load() {
+	r := lateGoReplica(t, srv.Addr(), 500*time.Millisecond, func(at late.Stage, nc net.Conn) {
+		if at == late.BeforeWrite && armed.Load() {
 			stalled.Add(1)
 			untilPast(t, at, nc)
 		}
@@ -102,10 +103,10 @@ func TestGoRedisLateReplyNotCounted(t *testing.T) {
 	rc := raw(t, srv.Addr())
 	var armed atomic.Bool
 	var stalled atomic.Int32
-	r := lateGoReplica(t, srv.Addr(), 500*time.Millisecond, func(at stallAt, nc net.Conn) {
-		if at == stallRead && armed.Load() {
+	r := lateGoReplica(t, srv.Addr(), 500*time.Millisecond, func(at late.Stage, nc net.Conn) {
+		if at == late.BeforeRead && armed.Load() {
 			stalled.Add(1)
-			for !pending(nc) { // Redis has answered
+			for !late.Pending(nc) { // Redis has answered
 				time.Sleep(time.Millisecond)
 			}
 			untilPast(t, at, nc)
@@ -129,8 +130,8 @@ func TestGoRedisPoolWaitNotCounted(t *testing.T) {
 	var holding atomic.Bool
 	var held atomic.Int32
 	release := make(chan struct{})
-	r := lateGoReplica(t, srv.Addr(), time.Second, func(at stallAt, nc net.Conn) {
-		if at == stallRead && holding.Load() {
+	r := lateGoReplica(t, srv.Addr(), time.Second, func(at late.Stage, nc net.Conn) {
+		if at == late.BeforeRead && holding.Load() {
 			held.Add(1)
 			<-release
 		}

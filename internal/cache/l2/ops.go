@@ -86,7 +86,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 	cmds := make([]redis.Cmder, len(keys))
 	guessed := make([][]string, len(keys))
 	for i, k := range keys {
-		switch eks, ok := s.guesses.get(k); {
+		switch eks, ok := s.guesses.Get(k); {
 		case s.isCluster():
 			cmds[i] = pipe.Get(cctx, s.entryKey(k))
 		case ok:

@@ -22,9 +22,9 @@ import (
 // cut from its master stops delivering both, and the proof stalls (until
 // the replica moves on: relayStall). One that resynchronised in full (its
 // backlog could not cover a long cut) skipped part of the stream without
-// closing its subscribers' connections: heard() notices that from this
-// replica's own beats that the master acknowledged but that never came
-// back, and sets the floor as a rebuilt subscription does. The master
+// closing its subscribers' connections: proof.Tracker.Heard notices that
+// from this replica's own beats that the master acknowledged but that
+// never came back, and sets the floor as a rebuilt subscription does. The master
 // then runs one PUBLISH per message and sends the stream once per read
 // replica; each read replica delivers to its share of the fleet.
 //
@@ -72,7 +72,7 @@ func (s *Store) newSub() redis.UniversalClient {
 // replica although the connection works: its own beats, taken by the
 // master, stopped coming back (relayStall). Only with another to go to.
 func (s *Store) relayStalled() bool {
-	return s.relayed() && len(s.opts.SubscribeAddrs) > 1 && s.subscribed.Load() && s.unheard() >= relayStall
+	return s.relayed() && len(s.opts.SubscribeAddrs) > 1 && s.subscribed.Load() && s.proof.Unheard() >= relayStall
 }
 
 // nextRelay moves the subscription's client to the next read replica in

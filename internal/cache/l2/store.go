@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +30,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/sidecache/sidecache/internal/cache/l2/guess"
+	"github.com/sidecache/sidecache/internal/cache/l2/late"
+	"github.com/sidecache/sidecache/internal/cache/l2/mget"
+	"github.com/sidecache/sidecache/internal/cache/l2/proof"
 )
 
 // Defaults for the zero values of Options.
@@ -106,15 +110,17 @@ type Options struct {
 	MaxLag time.Duration
 
 	// goStall, tests only, runs before each write and read on a go-redis
-	// connection (lateconn.go): how a test makes the sidecar late there.
-	goStall func(at stallAt, nc net.Conn)
+	// connection (late.Dialer): how a test makes the sidecar late there.
+	goStall late.Stall
+	// leanStall, tests only, is the lean client's (mget.Options.Stall).
+	leanStall late.Stall
 }
 
 // Store is the L2 tier. It implements cache.Store and adds tag
 // invalidation, purge and leases.
 type Store struct {
 	rdb    redis.UniversalClient
-	lean   *leanPool             // the L2 hit's MGET on a single Redis (lean.go); nil in Cluster and Sentinel
+	lean   *mget.Pool            // the L2 hit's MGET on a single Redis (internal/cache/l2/mget); nil in Cluster and Sentinel
 	sub    redis.UniversalClient // the subscription's, with its own timeouts (subscribe.go); swapped under psMu by relay failover
 	relay  int                   // index in SubscribeAddrs of sub's relay (relay.go); subscriber goroutine only
 	opts   Options
@@ -128,8 +134,8 @@ type Store struct {
 
 	queue   chan op
 	dropped atomic.Uint64
-	proof   proof
-	guesses *guesses // each key's tags, for reads without the script (fastread.go)
+	proof   *proof.Tracker // what this replica's heartbeats prove (heartbeat.go)
+	guesses *guess.Table   // each key's tags, for reads without the script (fastread.go)
 
 	psMu       sync.Mutex
 	ps         *redis.PubSub // the current subscription, closed by Close
@@ -187,12 +193,13 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		log:     log.With("component", "l2"),
 		origin:  hex.EncodeToString(id),
 		queue:   make(chan op, opts.QueueSize),
-		guesses: newGuesses(),
+		guesses: guess.New(),
+		proof:   proof.New(proofGrace(opts)),
 		stop:    make(chan struct{}),
 		exited:  make(chan struct{}),
 	}
 	if opts.MasterName == "" && !opts.Cluster && len(opts.Addrs) == 1 {
-		s.lean = newLeanPool(opts, leanConns())
+		s.lean = mget.New(leanOptions(opts, mget.DefaultConns()))
 	}
 	s.relay = firstRelay(s.origin, len(opts.SubscribeAddrs))
 	s.sub = s.newSub()
@@ -218,6 +225,15 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// leanOptions are the lean client's for o's one Redis, conns connections
+// at most.
+func leanOptions(o Options, conns int) mget.Options {
+	return mget.Options{
+		Addr: o.Addrs[0], Username: o.Username, Password: o.Password, DB: o.DB,
+		MaxConns: conns, Stall: o.leanStall,
+	}
+}
+
 // clientOptions turns Options into go-redis options tuned so that no call
 // outlives Timeout: go-redis' defaults (5 s timeouts, 3 retries, 5 dial
 // attempts 100 ms apart, a pool wait of ReadTimeout+1 s) each exceed it.
@@ -238,7 +254,7 @@ func clientOptions(o Options) *redis.UniversalOptions {
 		WriteTimeout:          o.Timeout,
 		// A quarter: a pool wait and its retry both end before the
 		// call's deadline, as redis.ErrPoolTimeout, which is lateness
-		// (lateconn.go), not the context's error, which counts.
+		// (internal/cache/l2/late), not the context's error, which counts.
 		PoolTimeout:   o.Timeout / 4,
 		DialerRetries: 1,
 		// One retry covers a pooled connection that died with a restarted
@@ -247,9 +263,9 @@ func clientOptions(o Options) *redis.UniversalOptions {
 		MinRetryBackoff: time.Millisecond,
 		MaxRetryBackoff: 4 * time.Millisecond,
 
-		// Each connection reports the sidecar's lateness as goLate
-		// (lateconn.go), as the lean client does.
-		Dialer: lateDialer(o),
+		// Each connection reports the sidecar's lateness in a form
+		// go-redis does not retry (late.Dialer), as the lean client does.
+		Dialer: late.Dialer(late.DialerOptions{Timeout: o.Timeout, Stall: o.goStall}),
 
 		DisableIdentity:          true, // one round trip less per new connection
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
@@ -272,7 +288,7 @@ func (s *Store) Close() error {
 		s.cancel()
 		s.wg.Wait()
 		if s.lean != nil {
-			s.lean.close()
+			s.lean.Close()
 		}
 		err = errors.Join(s.rdb.Close(), s.sub.Close())
 	})
@@ -299,7 +315,7 @@ func (s *Store) admit() error {
 // done records the outcome of a call to Redis. parent is the caller's
 // context: a call cut short because the caller went away says nothing
 // about Redis and is not counted, nor is one that failed because the
-// sidecar was late (late.go).
+// sidecar was late (internal/cache/l2/late).
 func (s *Store) done(parent context.Context, err error) {
 	if err == nil || errors.Is(err, redis.Nil) {
 		s.fails.Store(0)
@@ -307,7 +323,7 @@ func (s *Store) done(parent context.Context, err error) {
 		return
 	}
 	if parent.Err() != nil || !unavailable(err) {
-		if isLate(err) || errors.Is(err, redis.ErrPoolTimeout) {
+		if late.Is(err) || errors.Is(err, redis.ErrPoolTimeout) {
 			s.log.Debug("redis call late, not counted against redis", "err", err)
 		}
 		return
@@ -321,8 +337,8 @@ func (s *Store) done(parent context.Context, err error) {
 // reset, a node loading or without quorum) rather than that one command
 // was wrong.
 func unavailable(err error) bool {
-	if isLate(err) || errors.Is(err, redis.ErrPoolTimeout) {
-		return false // the sidecar's lateness (late.go)
+	if late.Is(err) || errors.Is(err, redis.ErrPoolTimeout) {
+		return false // the sidecar's lateness (internal/cache/l2/late)
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {

@@ -1,4 +1,33 @@
-package l2
+// Package mget is a lean Redis client for the L2 hit's one command: an
+// MGET of an entry key and its tags' epoch keys, on a single Redis.
+//
+// An L2 hit is one MGET (internal/cache/l2, fastread.go), and on the
+// sidecar the go-redis call around it cost more than the round trip's
+// syscalls: a pool Get that tests the connection's health with a
+// non-blocking read syscall every time, hooks, the RESP3 push-notification
+// peek before each reply, per-command allocations (docs/coherence.md, "The
+// L2 read"). Pool speaks RESP2 on its own connections, for that command
+// only: it writes the MGET with the keys appended straight into the
+// connection's buffer, reads the reply into one allocation for the entry,
+// and returns the connection to a free list without a health check — a
+// connection the server closed meanwhile fails the read (EOF, reset) and
+// the call is retried once on a new connection, as go-redis's MaxRetries 1
+// does.
+//
+// It keeps what the go-redis client guaranteed:
+//   - the context's deadline bounds the call (the socket's deadline is
+//     set from it; without one, the caller's): a stalled Redis fails the
+//     call at the deadline, with the connection closed since a late reply
+//     would answer the next command;
+//   - at most MaxConns connections, a caller waiting for one no longer
+//     than its deadline;
+//   - a missing key is a nil element, an error reply an Error, which
+//     implements redis.Error (so the store classifies it as go-redis's).
+//
+// A failure that is the sidecar's lateness, not Redis's, is marked so
+// (internal/cache/l2/late). It serves a single Redis only: Cluster (slots,
+// redirections) and Sentinel (the master changes) keep go-redis.
+package mget
 
 import (
 	"bufio"
@@ -12,36 +41,22 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/cache/l2/late"
 	"github.com/sidecache/sidecache/internal/rawio"
 )
 
-// A lean client for the L2 hit's one command.
-//
-// An L2 hit is one MGET (fastread.go), and on the sidecar the go-redis
-// call around it cost more than the round trip's syscalls: a pool Get that
-// tests the connection's health with a non-blocking read syscall every
-// time, hooks, the RESP3 push-notification peek before each reply,
-// per-command allocations (docs/coherence.md, "The L2 read"). leanPool
-// speaks RESP2 on its own connections, for that command only: it writes
-// the MGET with the keys appended straight into the connection's buffer,
-// reads the reply into one allocation for the entry, and returns the
-// connection to a free list without a health check — a connection the
-// server closed meanwhile fails the read (EOF, reset) and the call is
-// retried once on a new connection, as go-redis's MaxRetries 1 does.
-//
-// It keeps what the go-redis client guaranteed:
-//   - the context's deadline bounds the call (the socket's deadline is
-//     set from it; without one, Timeout): a stalled Redis fails the call
-//     at the deadline, with the connection closed since a late reply
-//     would answer the next command;
-//   - at most maxConns connections, a caller waiting for one no longer
-//     than its deadline;
-//   - a missing key is a nil element, an error reply an error that
-//     implements redis.Error (so unavailable classifies it as go-redis's).
-//
-// It serves a single Redis only: Cluster (slots, redirections) and
-// Sentinel (the master changes) keep go-redis (Store.lean is nil there).
-type leanPool struct {
+// Options are a Pool's.
+type Options struct {
+	Addr     string // host:port of the one Redis
+	Username string // AUTH's, if any
+	Password string
+	DB       int        // SELECTed when not 0
+	MaxConns int        // open connections at most (DefaultConns)
+	Stall    late.Stall // tests only: runs before each MGET's write and read
+}
+
+// Pool is a bounded pool of RESP2 connections that run MGET.
+type Pool struct {
 	addr     string
 	user     string
 	pass     string
@@ -49,23 +64,16 @@ type leanPool struct {
 	dialer   net.Dialer
 	slots    chan struct{} // one token per open or opening connection
 	mu       sync.Mutex
-	idle     []*leanConn
+	idle     []*conn
 	isClosed bool
 
 	// stall, tests only, runs before each MGET's write and before its
-	// read (stallWrite, stallRead) with the connection: how a test makes
-	// the sidecar late (late.go). Nil in production.
-	stall func(at stallAt, nc net.Conn)
+	// read with the connection: how a test makes the sidecar late
+	// (internal/cache/l2/late). Nil in production.
+	stall late.Stall
 }
 
-type stallAt uint8
-
-const (
-	stallWrite stallAt = iota
-	stallRead
-)
-
-type leanConn struct {
+type conn struct {
 	nc   net.Conn
 	rw   *rawio.Conn   // nc's reads and writes, raw (internal/rawio)
 	br   *bufio.Reader // over rw
@@ -73,10 +81,10 @@ type leanConn struct {
 	vals [][]byte      // mget's answer (until put)
 	ends []int         // where each epoch's value starts in buf, -1: nil
 
-	stall func(at stallAt, nc net.Conn) // the pool's
+	stall late.Stall // the pool's
 }
 
-// maxBulk is the largest bulk string leanPool accepts: Redis's own limit
+// maxBulk is the largest bulk string Pool accepts: Redis's own limit
 // (proto-max-bulk-len, 512 MiB). A larger length is a broken stream.
 const maxBulk = 512 << 20
 
@@ -85,28 +93,35 @@ const maxBulk = 512 << 20
 // allocated.
 const maxIdleBuf = 64 << 10
 
-// respError is an error reply.
-type respError string
+// Error is an error reply, Redis's text as it is.
+type Error string
 
-func (e respError) Error() string { return string(e) }
+func (e Error) Error() string { return string(e) }
 
-// RedisError makes respError a redis.Error.
-func (respError) RedisError() {}
+// RedisError makes Error a redis.Error.
+func (Error) RedisError() {}
 
-var errProto = errors.New("l2: redis protocol error")
+var (
+	// errProto is a reply that is not RESP2 as MGET answers it.
+	errProto = errors.New("mget: redis protocol error")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("mget: closed")
+)
 
-func newLeanPool(o Options, maxConns int) *leanPool {
-	return &leanPool{
-		addr: o.Addrs[0], user: o.Username, pass: o.Password, db: o.DB,
-		slots: make(chan struct{}, maxConns),
+// New returns a pool for o; it dials on demand.
+func New(o Options) *Pool {
+	return &Pool{
+		addr: o.Addr, user: o.Username, pass: o.Password, db: o.DB,
+		slots: make(chan struct{}, o.MaxConns),
+		stall: o.Stall,
 	}
 }
 
-// mget runs MGET key rest... before dl (or ctx's deadline, if sooner),
+// MGet runs MGET key rest... before dl (or ctx's deadline, if sooner),
 // key being the concatenation of its three parts, and calls use with the
 // values (nil: no such key, or not a string). vals[0], key's, is the
 // caller's to keep; vals and the others are valid only during use.
-func (p *leanPool) mget(ctx context.Context, dl time.Time, key [3]string, rest []string, use func(vals [][]byte)) error {
+func (p *Pool) MGet(ctx context.Context, dl time.Time, key [3]string, rest []string, use func(vals [][]byte)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -128,17 +143,17 @@ func (p *leanPool) mget(ctx context.Context, dl time.Time, key [3]string, rest [
 			p.put(c)
 			return nil
 		}
-		var rerr respError
+		var rerr Error
 		if errors.As(err, &rerr) {
 			p.put(c) // the reply was read whole: the connection is fine
 			return err
 		}
-		var le *lateError
-		if errors.As(err, &le) && le.unsent {
+		var le *late.Error
+		if errors.As(err, &le) && le.Unsent() {
 			p.put(c) // nothing written: the connection is fine
 			return err
 		}
-		err = readFailed(c.nc, err) // before the close: is the reply there?
+		err = late.ReadFailed(c.nc, err) // before the close: is the reply there?
 		p.drop(c)
 		var ne net.Error
 		if try > 0 || !reused || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
@@ -150,7 +165,7 @@ func (p *leanPool) mget(ctx context.Context, dl time.Time, key [3]string, rest [
 
 // get takes an idle connection or dials one, waiting for a free slot no
 // longer than dl (or ctx's cancellation).
-func (p *leanPool) get(ctx context.Context, dl time.Time) (*leanConn, bool, error) {
+func (p *Pool) get(ctx context.Context, dl time.Time) (*conn, bool, error) {
 	select {
 	case p.slots <- struct{}{}:
 	default:
@@ -159,10 +174,10 @@ func (p *leanPool) get(ctx context.Context, dl time.Time) (*leanConn, bool, erro
 		select {
 		case p.slots <- struct{}{}:
 		case <-ctx.Done():
-			return nil, false, fmt.Errorf("l2: no free connection: %w", ctx.Err())
+			return nil, false, fmt.Errorf("mget: no free connection: %w", ctx.Err())
 		case <-t.C:
-			// Not evidence: the holders report their own outcomes (late.go).
-			return nil, false, late(fmt.Errorf("l2: no free connection: %w", context.DeadlineExceeded))
+			// Not evidence: the holders report their own outcomes (late).
+			return nil, false, late.Mark(fmt.Errorf("mget: no free connection: %w", context.DeadlineExceeded))
 		}
 	}
 	p.mu.Lock()
@@ -180,7 +195,7 @@ func (p *leanPool) get(ctx context.Context, dl time.Time) (*leanConn, bool, erro
 	p.mu.Unlock()
 	if !time.Now().Before(dl) {
 		<-p.slots
-		return nil, false, late(fmt.Errorf("l2: dial: %w", context.DeadlineExceeded))
+		return nil, false, late.Mark(fmt.Errorf("mget: dial: %w", context.DeadlineExceeded))
 	}
 	c, err := p.dial(ctx, dl)
 	if err != nil {
@@ -190,7 +205,7 @@ func (p *leanPool) get(ctx context.Context, dl time.Time) (*leanConn, bool, erro
 	return c, false, nil
 }
 
-func (p *leanPool) put(c *leanConn) {
+func (p *Pool) put(c *conn) {
 	p.mu.Lock()
 	if p.isClosed {
 		p.mu.Unlock()
@@ -202,13 +217,14 @@ func (p *leanPool) put(c *leanConn) {
 	<-p.slots
 }
 
-func (p *leanPool) drop(c *leanConn) {
+func (p *Pool) drop(c *conn) {
 	_ = c.nc.Close()
 	<-p.slots
 }
 
-// close closes the idle connections; those in use are closed when put.
-func (p *leanPool) close() {
+// Close closes the idle connections; those in use are closed when put.
+// Calls after it fail with ErrClosed.
+func (p *Pool) Close() {
 	p.mu.Lock()
 	p.isClosed = true
 	idle := p.idle
@@ -221,15 +237,15 @@ func (p *leanPool) close() {
 
 // dial opens a connection and authenticates and selects the database as
 // go-redis does (RESP2: no HELLO).
-func (p *leanPool) dial(ctx context.Context, dl time.Time) (*leanConn, error) {
+func (p *Pool) dial(ctx context.Context, dl time.Time) (*conn, error) {
 	dctx, cancel := context.WithDeadline(ctx, dl)
 	defer cancel()
-	nc, err := dialLate(dctx, p.dialer, p.addr)
+	nc, err := late.Dial(dctx, p.dialer, p.addr)
 	if err != nil {
 		return nil, err
 	}
 	rw := rawio.New(nc) // the socket's deadline (SetDeadline) bounds its calls
-	c := &leanConn{nc: nc, rw: rw, br: bufio.NewReaderSize(rw, 4096), buf: make([]byte, 0, 512), stall: p.stall}
+	c := &conn{nc: nc, rw: rw, br: bufio.NewReaderSize(rw, 4096), buf: make([]byte, 0, 512), stall: p.stall}
 	var cmds [][]string
 	switch {
 	case p.user != "":
@@ -242,7 +258,7 @@ func (p *leanPool) dial(ctx context.Context, dl time.Time) (*leanConn, error) {
 	}
 	if len(cmds) > 0 {
 		if err := c.handshake(dl, cmds); err != nil {
-			err = readFailed(nc, err)
+			err = late.ReadFailed(nc, err)
 			_ = nc.Close()
 			return nil, err
 		}
@@ -250,7 +266,7 @@ func (p *leanPool) dial(ctx context.Context, dl time.Time) (*leanConn, error) {
 	return c, nil
 }
 
-func (c *leanConn) handshake(dl time.Time, cmds [][]string) error {
+func (c *conn) handshake(dl time.Time, cmds [][]string) error {
 	if err := c.nc.SetDeadline(dl); err != nil {
 		return err
 	}
@@ -263,7 +279,7 @@ func (c *leanConn) handshake(dl time.Time, cmds [][]string) error {
 	}
 	c.buf = b
 	if n, err := c.rw.Write(b); err != nil {
-		return writeFailed(n, err)
+		return late.WriteFailed(n, err)
 	}
 	for range cmds {
 		line, err := c.line()
@@ -271,14 +287,14 @@ func (c *leanConn) handshake(dl time.Time, cmds [][]string) error {
 			return err
 		}
 		if line[0] == '-' {
-			return respError(line[1:])
+			return Error(line[1:])
 		}
 	}
 	return nil
 }
 
 // mget writes the command and reads its reply before dl.
-func (c *leanConn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, error) {
+func (c *conn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, error) {
 	if err := c.nc.SetDeadline(dl); err != nil {
 		return nil, err
 	}
@@ -290,13 +306,13 @@ func (c *leanConn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, e
 	}
 	c.buf = b
 	if c.stall != nil {
-		c.stall(stallWrite, c.nc)
+		c.stall(late.BeforeWrite, c.nc)
 	}
 	if n, err := c.rw.Write(b); err != nil {
-		return nil, writeFailed(n, err)
+		return nil, late.WriteFailed(n, err)
 	}
 	if c.stall != nil {
-		c.stall(stallRead, c.nc)
+		c.stall(late.BeforeRead, c.nc)
 	}
 	line, err := c.line()
 	if err != nil {
@@ -304,7 +320,7 @@ func (c *leanConn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, e
 	}
 	switch line[0] {
 	case '-':
-		return nil, respError(line[1:])
+		return nil, Error(line[1:])
 	case '*':
 	default:
 		return nil, errProto
@@ -370,7 +386,7 @@ func (c *leanConn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, e
 
 // line reads one reply line without its CRLF. It is valid until the next
 // read.
-func (c *leanConn) line() ([]byte, error) {
+func (c *conn) line() ([]byte, error) {
 	l, err := c.br.ReadSlice('\n')
 	if err != nil {
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -402,6 +418,13 @@ func appendBulk(buf []byte, a, b, c string) []byte {
 	return append(buf, '\r', '\n')
 }
 
-// leanConns is the lean pool's bound: go-redis's default PoolSize, 10
-// connections per GOMAXPROCS.
-func leanConns() int { return 10 * runtime.GOMAXPROCS(0) }
+// Idle is the number of idle connections pooled.
+func (p *Pool) Idle() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
+// DefaultConns is go-redis's default PoolSize, 10 connections per
+// GOMAXPROCS: the store's bound for its pool.
+func DefaultConns() int { return 10 * runtime.GOMAXPROCS(0) }

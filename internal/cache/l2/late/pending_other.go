@@ -1,14 +1,14 @@
 //go:build !unix
 
-package l2
+package late
 
 import (
 	"net"
 	"syscall"
 )
 
-// pending cannot tell elsewhere: a read timeout counts against Redis.
-func pending(net.Conn) bool { return false }
+// Pending cannot tell elsewhere: a read timeout counts against Redis.
+func Pending(net.Conn) bool { return false }
 
 // dialWatch cannot tell elsewhere: a dial timeout counts against Redis.
 type dialWatch struct{}

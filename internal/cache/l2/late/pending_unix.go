@@ -1,6 +1,6 @@
 //go:build unix
 
-package l2
+package late
 
 import (
 	"net"
@@ -8,12 +8,12 @@ import (
 	"syscall"
 )
 
-// pending reports whether nc's receive buffer holds bytes, with a
+// Pending reports whether nc's receive buffer holds bytes, with a
 // non-blocking MSG_PEEK through RawConn.Control, which (unlike RawConn.Read)
 // does not check the deadline that has just passed. False when it cannot
 // tell. The peek does not block: net makes every socket non-blocking
 // (EAGAIN: nothing there).
-func pending(nc net.Conn) bool {
+func Pending(nc net.Conn) bool {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return false
