@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -63,9 +64,19 @@ type Store struct {
 	// callbacks run on its own goroutine and never wait for mu (they would
 	// deadlock against a Del blocked on ristretto's full write buffer); they
 	// leave dead items in grave for the next holder of mu to unindex.
-	mu   sync.Mutex
-	keys map[string]*item
-	tags map[string]keySet
+	//
+	// Both maps are keyed by a 64-bit hash of the string (hash), computed
+	// once per Set and per tag, not by the string: a growing map rehashes
+	// a uint64 without reading the string's bytes back, and a lookup then
+	// an insert hash once. keys holds one live item per hash (a Set
+	// retires a live item of another key with the same hash, as a cache
+	// may drop any entry); tags lists, per hash, the items carrying a tag
+	// with that hash, and its walks keep those that carry the tag asked.
+	mu       sync.Mutex
+	keys     map[uint64]*item
+	tags     map[uint64]*tagNode // the head of the hash's list (taglist.go)
+	seed     maphash.Seed
+	hashMask uint64 // all ones; tests narrow it to force collisions
 
 	graveMu sync.Mutex
 	grave   []*item
@@ -73,16 +84,21 @@ type Store struct {
 
 // cost is what keeping e under key charges against MaxBytes: the entry and
 // its key, plus this store's own per-item bookkeeping (the item, its slot
-// in keys, ristretto's stored item and expiry bucket) and the key's slot in
-// the index of each of its tags. Leaving any of it out lets a flood of
-// distinct keys with small answers hold many times MaxBytes.
+// in keys, ristretto's stored item and expiry bucket) and what each of its
+// tags holds in the index. Leaving any of it out lets a flood of distinct
+// keys with small answers hold many times MaxBytes.
 func cost(key string, e *cache.Entry) int64 {
 	return e.KeyedSize(key) + itemOverhead + int64(len(e.Tags))*tagSlotOverhead
 }
 
+// tagSlotOverhead is a tag's node in the item (32 B) plus, for a tag that
+// names only this entry (an id's, a URI's), its slot in the tags map (a
+// hash and a pointer, 16 B, at a load that falls to 7/16 right after the
+// map's tables split). It was 48, which the heap test's batched-miss shape
+// (two such tags) outgrew when the index was keyed by strings.
 const (
 	itemOverhead    = 384
-	tagSlotOverhead = 48
+	tagSlotOverhead = 80
 )
 
 // item is what ristretto stores: the entry plus what the index needs to
@@ -91,7 +107,13 @@ type item struct {
 	key  string
 	e    *cache.Entry
 	cost int64
+	h    uint64 // s.hash(key)
 	dead atomic.Bool
+	// indexed is whether keys maps key to this item, guarded by mu: a late
+	// callback for a replaced value then finds it unindexed without a
+	// lookup in keys.
+	indexed bool
+	nodes   []tagNode // one per e.Tags, in its order
 }
 
 // New returns an empty Store; Close releases its goroutines.
@@ -109,8 +131,10 @@ func New(opts Options) (*Store, error) {
 	s := &Store{
 		now:      opts.Now,
 		maxBytes: opts.MaxBytes,
-		keys:     make(map[string]*item),
-		tags:     make(map[string]keySet),
+		keys:     make(map[uint64]*item),
+		tags:     make(map[uint64]*tagNode),
+		seed:     maphash.MakeSeed(),
+		hashMask: ^uint64(0),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -146,10 +170,11 @@ func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
 		// in which a key just filled by a coalesced fetch looks absent and
 		// the next burst of requests goes upstream again. Only misses pay
 		// for the lock.
+		h := s.hash(key)
 		s.mu.Lock()
-		it = s.keys[key]
+		it = s.keys[h]
 		s.mu.Unlock()
-		if it == nil || it.e.Remaining(s.now()) <= 0 {
+		if it == nil || it.key != key || it.e.Remaining(s.now()) <= 0 {
 			return nil, false, nil
 		}
 	}
@@ -175,23 +200,29 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 		return errors.New("l1: set: nil entry")
 	}
 	ttl := e.Remaining(s.now())
-	it := &item{key: key, e: e, cost: cost(key, e)}
+	it := newItem(key, e, s.hash(key))
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drainLocked()
-	old := s.keys[key]
-	if old != nil {
-		s.retireLocked(old)
-	}
+	old := s.keys[it.h] // key's live item, or another key's with its hash
 	if ttl <= 0 || it.cost > s.maxBytes {
-		if old != nil {
+		if old != nil && old.key == key {
+			s.retireLocked(old)
 			s.c.Del(key)
 		}
 		if ttl > 0 {
 			return fmt.Errorf("%w: %d bytes over l1.max_bytes %d", ErrRejected, it.cost, s.maxBytes)
 		}
 		return nil
+	}
+	if old != nil {
+		// Retired but left in keys: indexLocked overwrites its slot.
+		s.kill(old)
+		s.unlinkAllLocked(old)
+		if old.key != key {
+			s.c.Del(old.key)
+		}
 	}
 	s.indexLocked(it)
 	if !s.c.SetWithTTL(key, it, it.cost, ttl) {
@@ -208,7 +239,7 @@ func (s *Store) Delete(_ context.Context, keys ...string) error {
 	defer s.mu.Unlock()
 	s.drainLocked()
 	for _, key := range keys {
-		if it := s.keys[key]; it != nil {
+		if it := s.keys[s.hash(key)]; it != nil && it.key == key {
 			s.retireLocked(it)
 		}
 		// Also when unindexed: ristretto may still hold a dead item there.
@@ -225,11 +256,25 @@ func (s *Store) DeleteTags(tags ...string) int {
 	s.drainLocked()
 	n := 0
 	for _, tag := range tags {
-		set := s.tags[tag]
-		for _, key := range set.list() { // a copy: retireLocked removes from the set
-			s.retireLocked(s.keys[key])
-			s.c.Del(key)
-			n++
+		h := s.tags[s.hash(tag)]
+		if h == nil {
+			continue
+		}
+		// The tail first: unlinking a node other than the head does not
+		// write s.tags, so the hash's entry is written once, when the head
+		// goes last. Retiring an item unlinks only its node in this list
+		// (it has one per hash), so the next node to visit stays linked.
+		for t := h.prev; ; {
+			prev, last := t.prev, t == h
+			if slices.Contains(t.it.e.Tags, tag) {
+				s.retireLocked(t.it)
+				s.c.Del(t.it.key)
+				n++
+			}
+			if last {
+				break
+			}
+			t = prev
 		}
 	}
 	return n
@@ -242,8 +287,7 @@ func (s *Store) KeysWithTag(tag string, max int) (keys []string, more bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drainLocked()
-	set := s.tags[tag]
-	keys = set.list()
+	keys = s.keysLocked(tag)
 	slices.Sort(keys)
 	if len(keys) > max {
 		return keys[:max], true
@@ -312,19 +356,9 @@ func (s *Store) kill(it *item) bool {
 
 // indexLocked makes it the live item of its key.
 func (s *Store) indexLocked(it *item) {
-	s.keys[it.key] = it
-	for _, tag := range it.e.Tags {
-		set := s.tags[tag]
-		if set.more != nil {
-			// A tag many entries share (the route's): its set is a map,
-			// which the add fills in place, so the tags map is not
-			// written again (one hash less on a large map per write).
-			set.more[it.key] = struct{}{}
-			continue
-		}
-		set.add(it.key)
-		s.tags[tag] = set
-	}
+	s.keys[it.h] = it
+	it.indexed = true
+	s.linkLocked(it)
 	s.bytes.Add(it.cost)
 	s.items.Add(1)
 }
@@ -338,18 +372,23 @@ func (s *Store) retireLocked(it *item) {
 // unindexLocked removes it from the index, unless its key has moved on to
 // a newer item: that is how a late callback for an old value is ignored.
 func (s *Store) unindexLocked(it *item) {
-	if s.keys[it.key] != it {
+	if !it.indexed {
 		return
 	}
-	delete(s.keys, it.key)
-	for _, tag := range it.e.Tags {
-		if set, ok := s.tags[tag]; ok {
-			set.remove(it.key)
-			if set.empty() {
-				delete(s.tags, tag)
-			} else {
-				s.tags[tag] = set
-			}
+	delete(s.keys, it.h)
+	s.unlinkAllLocked(it)
+}
+
+// hash is what keys and tags are indexed by.
+func (s *Store) hash(str string) uint64 { return maphash.String(s.seed, str) & s.hashMask }
+
+// unlinkAllLocked marks it unindexed and removes it from its tags' lists;
+// the caller removes or overwrites its slot in keys.
+func (s *Store) unlinkAllLocked(it *item) {
+	it.indexed = false
+	for i := range it.nodes {
+		if n := &it.nodes[i]; n.next != nil {
+			s.unlinkLocked(n)
 		}
 	}
 }
@@ -369,9 +408,10 @@ func (s *Store) drainLocked() {
 func (s *Store) resetLocked() {
 	for _, it := range s.keys {
 		s.kill(it)
+		it.indexed = false // its late callback must not unindex a newer item
 	}
-	s.keys = make(map[string]*item)
-	s.tags = make(map[string]keySet)
+	s.keys = make(map[uint64]*item)
+	s.tags = make(map[uint64]*tagNode)
 	s.graveMu.Lock()
 	s.grave = nil
 	s.graveMu.Unlock()

@@ -79,33 +79,59 @@ func checkIndex(t *testing.T, s *Store) {
 	s.mu.Lock()
 	s.drainLocked()
 	var bytes int64
-	for key, it := range s.keys {
+	for h, it := range s.keys {
+		key := it.key
 		if it.dead.Load() {
 			t.Errorf("index holds dead item for %q", key)
 		}
-		if it.key != key {
-			t.Errorf("index key %q holds item for %q", key, it.key)
+		if it.h != h || s.hash(key) != h {
+			t.Errorf("index slot %x holds item for %q (hash %x)", h, key, s.hash(key))
+		}
+		if !it.indexed {
+			t.Errorf("item for %q in the index not marked indexed", key)
 		}
 		bytes += it.cost
 		for _, tag := range it.e.Tags {
-			if set := s.tags[tag]; !slices.Contains(set.list(), key) {
+			if keys := s.keysLocked(tag); !slices.Contains(keys, key) {
 				t.Errorf("key %q missing under its tag %q", key, tag)
 			}
 		}
 	}
-	for tag, set := range s.tags {
-		if set.empty() {
-			t.Errorf("empty set kept for tag %q", tag)
+	for th, h := range s.tags {
+		if h == nil || !h.head {
+			t.Errorf("hash %x maps to %v, not the head of its list", th, h)
+			continue
 		}
-		for _, key := range set.list() {
-			if s.keys[key] == nil {
-				t.Errorf("tag %q names unindexed key %q", tag, key)
+		seen := map[string]bool{}
+		for n := h; ; n = n.next {
+			if n.next.prev != n || n.prev.next != n {
+				t.Errorf("hash %x: list links broken at key %q", th, n.it.key)
+				break
+			}
+			if n != h && n.head {
+				t.Errorf("hash %x: second head at key %q", th, n.it.key)
+			}
+			// The node is the item's first for a tag with this hash.
+			tags := n.it.e.Tags
+			i := slices.IndexFunc(tags, func(tag string) bool { return s.hash(tag) == th })
+			if i < 0 || &n.it.nodes[i] != n || int(n.tag) != i {
+				t.Errorf("hash %x: key %q listed by a node not its first for the hash", th, n.it.key)
+			}
+			if s.keys[n.it.h] != n.it {
+				t.Errorf("hash %x lists an item for %q that is not its key's live one", th, n.it.key)
+			}
+			if seen[n.it.key] {
+				t.Errorf("hash %x lists key %q twice", th, n.it.key)
+			}
+			seen[n.it.key] = true
+			if n.next == h {
+				break
 			}
 		}
 	}
 	keys := make(map[string]*item, len(s.keys))
-	for k, it := range s.keys {
-		keys[k] = it
+	for _, it := range s.keys {
+		keys[it.key] = it
 	}
 	s.mu.Unlock()
 
@@ -336,7 +362,7 @@ func TestLateCallbackKeepsNewerItem(t *testing.T) {
 	set(t, s, "k", entry("1", time.Hour, "old"))
 	s.Wait()
 	s.mu.Lock()
-	old := s.keys["k"]
+	old := s.keys[s.hash("k")]
 	s.mu.Unlock()
 	e := entry("2", time.Hour, "new")
 	set(t, s, "k", e)

@@ -1,0 +1,133 @@
+package l1
+
+import (
+	"slices"
+
+	"github.com/sidecache/sidecache/internal/cache"
+)
+
+// tagNode is an item's link in the list of the items carrying a tag with
+// a given hash (Store.hash): item.nodes[i] belongs to the list of the hash
+// of e.Tags[i]. The lists are circular and doubly linked, and s.tags maps
+// a hash to one node of its list, its head, so that:
+//
+//   - indexing an entry under a tag that already has entries (the route's
+//     tag, which every entry of the route carries) is one lookup and a
+//     splice: no insert into a set holding every key of the route, no
+//     growth of that set while the cache fills;
+//   - unindexing it writes s.tags only when the node is the head, and
+//     DeleteTags, which takes the tail first, writes it once per tag;
+//   - a tag names its keys without a scan of the cache (KeysWithTag).
+//
+// Two tags share a list only if their hashes collide, so a walk for a tag
+// keeps the items that carry it. An item is in a list once: next is nil
+// for a node whose tag's hash repeats an earlier tag's of the same entry
+// (and while the item is not indexed), so DeleteTags counts it once.
+type tagNode struct {
+	next, prev *tagNode
+	it         *item
+	tag        int32 // its index in it.e.Tags
+	head       bool  // s.tags maps the hash to this node
+}
+
+// newItem allocates the item for e under key with its tag nodes in the
+// same allocation for the usual tag counts (the route's, an id's, the URI's
+// one or two), where a separate slice would cost a second allocation.
+func newItem(key string, e *cache.Entry, h uint64) *item {
+	var it *item
+	switch len(e.Tags) {
+	case 0:
+		it = new(item)
+	case 1:
+		p := new(struct {
+			item
+			n [1]tagNode
+		})
+		it, p.nodes = &p.item, p.n[:]
+	case 2:
+		p := new(struct {
+			item
+			n [2]tagNode
+		})
+		it, p.nodes = &p.item, p.n[:]
+	case 3:
+		p := new(struct {
+			item
+			n [3]tagNode
+		})
+		it, p.nodes = &p.item, p.n[:]
+	case 4:
+		p := new(struct {
+			item
+			n [4]tagNode
+		})
+		it, p.nodes = &p.item, p.n[:]
+	default:
+		it = &item{nodes: make([]tagNode, len(e.Tags))}
+	}
+	it.key, it.e, it.cost, it.h = key, e, cost(key, e), h
+	return it
+}
+
+// linkLocked adds it's nodes to the lists of its tags' hashes.
+func (s *Store) linkLocked(it *item) {
+	var small [8]uint64
+	hs := small[:0]
+	if len(it.e.Tags) > len(small) {
+		hs = make([]uint64, 0, len(it.e.Tags))
+	}
+	for i, tag := range it.e.Tags {
+		n := &it.nodes[i]
+		n.it, n.tag = it, int32(i)
+		th := s.hash(tag)
+		repeat := slices.Contains(hs, th)
+		hs = append(hs, th)
+		if repeat {
+			continue
+		}
+		h := s.tags[th]
+		if h == nil {
+			n.next, n.prev, n.head = n, n, true
+			s.tags[th] = n
+			continue
+		}
+		// At the tail, before the head: s.tags is not written.
+		n.prev, n.next = h.prev, h
+		h.prev.next = n
+		h.prev = n
+	}
+}
+
+// unlinkLocked removes n from its list, dropping the hash from s.tags with
+// the list's last node.
+func (s *Store) unlinkLocked(n *tagNode) {
+	if n.next == n {
+		delete(s.tags, s.hash(n.it.e.Tags[n.tag]))
+	} else {
+		n.prev.next, n.next.prev = n.next, n.prev
+		if n.head {
+			n.next.head = true
+			s.tags[s.hash(n.it.e.Tags[n.tag])] = n.next
+		}
+	}
+	// Cleared, so that an unindexed item ristretto still holds keeps no
+	// neighbour alive.
+	n.next, n.prev, n.head = nil, nil, false
+}
+
+// keysLocked returns the keys stored under tag.
+func (s *Store) keysLocked(tag string) []string {
+	h := s.tags[s.hash(tag)]
+	if h == nil {
+		return nil
+	}
+	var keys []string
+	for n := h; ; {
+		if slices.Contains(n.it.e.Tags, tag) {
+			keys = append(keys, n.it.key)
+		}
+		if n = n.next; n == h {
+			return keys
+		}
+	}
+}
