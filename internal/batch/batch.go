@@ -116,6 +116,11 @@ type Options struct {
 	OnEvict      func()
 	// OnBudget, if set, is told the number of ids failed with ErrBudget.
 	OnBudget func(ids int)
+	// OnPanic, if set, is told once of each fetch that panicked, with the
+	// panic's value and stack: the stack is then left out of the error
+	// each waiter gets (ErrPanicked), so that it is logged once, not once
+	// per waiter.
+	OnPanic func(v any, stack []byte)
 	// Now is the clock of the quarantine; nil means time.Now.
 	Now func() time.Time
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -262,6 +263,56 @@ func TestFetchFailureFailsEveryWaiter(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPanicToldOnce: a panicked fetch is told to OnPanic once, with its
+// stack, however many waiters it fails, and their error carries the panic's
+// value but not the stack (logged once, not once per waiter); the group's
+// slot is free again for the next call.
+func TestPanicToldOnce(t *testing.T) {
+	var told atomic.Int64
+	var stack atomic.Value
+	var fail atomic.Bool
+	fail.Store(true)
+	l := New(Options{MaxSize: 4, MaxWait: never, MaxInFlight: 1, OnPanic: func(v any, st []byte) {
+		told.Add(1)
+		stack.Store(string(st))
+	}}, func(_ context.Context, _ string, ids []string) (map[string]string, error) {
+		if fail.Load() {
+			panic("boom")
+		}
+		m := make(map[string]string, len(ids))
+		for _, id := range ids {
+			m[id] = "v:" + id
+		}
+		return m, nil
+	})
+	defer l.Close()
+	out := make(chan outcome, 4)
+	for i := range 4 {
+		go load(l, context.Background(), "g", "", strconv.Itoa(i), out)
+	}
+	for range 4 {
+		o := recv(t, out)
+		if !errors.Is(o.err, ErrPanicked) || !strings.Contains(o.err.Error(), "boom") || strings.Contains(o.err.Error(), "goroutine ") {
+			t.Fatalf("id %s: error %v, want ErrPanicked with the value and no stack", o.id, o.err)
+		}
+	}
+	if n := told.Load(); n != 1 {
+		t.Errorf("OnPanic told %d times for one fetch, want 1", n)
+	}
+	if st, _ := stack.Load().(string); !strings.Contains(st, "goroutine ") {
+		t.Errorf("OnPanic's stack %q", st)
+	}
+	fail.Store(false)
+	for i := range 4 {
+		go load(l, context.Background(), "g", strconv.Itoa(i), strconv.Itoa(i), out)
+	}
+	for range 4 {
+		if o := recv(t, out); o.err != nil || o.v != "v:"+o.id {
+			t.Fatalf("after the panic: %+v", o)
+		}
 	}
 }
 

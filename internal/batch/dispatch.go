@@ -142,11 +142,18 @@ func tellOne[V any](then Waiter[V], v V, found bool, err error) {
 	then.Loaded(v, found, err)
 }
 
-// call runs fetch, turning a panic into an error.
+// call runs fetch, turning a panic into an error: every waiter of b gets
+// it, and run still releases b's slot of its group. It runs on the
+// loader's own goroutine (run), where nothing else would recover it.
 func (l *Loader[A, V]) call(b *batch[A, V]) (m map[string]V, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			m, err = nil, fmt.Errorf("%w: %v\n\n%s", ErrPanicked, r, debug.Stack())
+			if l.opts.OnPanic == nil {
+				m, err = nil, fmt.Errorf("%w: %v\n\n%s", ErrPanicked, r, debug.Stack())
+				return
+			}
+			l.opts.OnPanic(r, debug.Stack())
+			m, err = nil, fmt.Errorf("%w: %v", ErrPanicked, r)
 		}
 	}()
 	if l.opts.OnBatch != nil {

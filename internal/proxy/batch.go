@@ -79,7 +79,13 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 		OnBatch: rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow,
 		Quarantine: quarantine, Now: h.now,
 		Refused:      func(v any) bool { return v.(*bulkAnswer).refused },
-		OnQuarantine: rs.bm.Quarantined, OnEvict: rs.bm.QuarantineEvicted, OnBudget: rs.bm.BudgetExhausted},
+		OnQuarantine: rs.bm.Quarantined, OnEvict: rs.bm.QuarantineEvicted, OnBudget: rs.bm.BudgetExhausted,
+		OnPanic: func(v any, stack []byte) {
+			// A bug, not the upstream: logged once per bulk call, with
+			// its stack; each waiter answers 502 (batchedFlight) and
+			// logs the failure without the stack.
+			h.log.Error("batch fetch panicked", "route", rs.rt.Name, "panic", fmt.Sprint(v), "stack", string(stack))
+		}},
 		func(ctx context.Context, x *exchange, ids []string) (map[string]*bulkAnswer, error) {
 			return x.fetchBulkTraced(ctx, ids)
 		})

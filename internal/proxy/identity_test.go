@@ -151,7 +151,13 @@ func TestLearnedVaryJudgedByWhatItsFetchSent(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/page/1" && r.Header.Get("X-Tenant") == "" {
 			arrived <- struct{}{}
-			<-hold
+			// Or until the sidecar gives up the call: a test that fails
+			// before close(hold) must not leave this handler, and the
+			// server's Close, waiting forever.
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
 		}
 		w.Header().Set("Vary", "X-Tenant")
 		fmt.Fprint(w, "tenant="+r.Header.Get("X-Tenant"))
