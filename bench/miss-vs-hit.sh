@@ -25,13 +25,8 @@ mkdir -p "$out"
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 (cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
-# Ports free now, picked at random: two runs at once on one machine (several
-# people measuring) must not bind each other's ports. With fixed ports the
-# second run's demo failed to bind, silently, and its sidecar fetched from
-# the first run's demo.
-used=$(ss -Htln | awk '{n = split($4, a, ":"); print a[n]}')
-read -r port demo_port admin_port < <(for p in $(shuf -i 20000-59999 -n 50); do
-  grep -qx "$p" <<<"$used" || echo "$p"; done | head -3 | xargs)
+. bench/ports.sh
+read -r port demo_port admin_port < <(free_ports 3)
 bin/bench -print-config cache+batch |
   sed -e '/^  l2:/,/^[a-z]/{/^[a-z]/!d;}' \
       -e "s#^listen: .*#listen: 127.0.0.1:$port#" \
@@ -44,8 +39,7 @@ GOMAXPROCS=1 "$bin" -config "$out/sidecache.yaml" -log-level warn >"$out/sidecac
 sc=$!
 trap 'kill $sc $demo 2>/dev/null; wait 2>/dev/null' EXIT
 for _ in $(seq 100); do curl -sf http://127.0.0.1:$admin_port/readyz >/dev/null && break; sleep 0.1; done
-# Both ours and still running (a port taken meanwhile fails loudly here).
-kill -0 $sc $demo || { echo "sidecar or demo exited; see $out/sidecache.log and $out/demo.log" >&2; exit 1; }
+running $sc $demo
 ticks() { awk -v f="$1" '{print f == "user" ? $14 : $14 + $15}' "/proc/$sc/stat"; }
 hz=$(getconf CLK_TCK)
 perf=$(command -v perf && perf stat -e task-clock -- true >/dev/null 2>&1 && echo yes || true)

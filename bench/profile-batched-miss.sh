@@ -15,29 +15,32 @@ mkdir -p "$out"
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 (cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
+. bench/ports.sh
+read -r port demo_port admin_port < <(free_ports 3)
 bin/bench -print-config cache+batch |
   sed -e '/^  l2:/,/^[a-z]/{/^[a-z]/!d;}' \
-      -e 's#^listen: .*#listen: 127.0.0.1:18180#' \
-      -e 's#^  listen: .*#  listen: 127.0.0.1:19190\n  pprof: true#' \
-      -e 's#^  url: .*#  url: http://127.0.0.1:13100#' >"$out/sidecache.yaml"
-seq 100001 180000 | sed 's#^#GET http://127.0.0.1:18180/users/#' >"$out/targets.txt"
-bin/demo-upstream -listen 127.0.0.1:13100 -slots 10 -query-time 5ms -per-row-time 50us -clients 10000 -users 10000000 >/dev/null 2>&1 &
+      -e "s#^listen: .*#listen: 127.0.0.1:$port#" \
+      -e "s#^  listen: .*#  listen: 127.0.0.1:$admin_port\n  pprof: true#" \
+      -e "s#^  url: .*#  url: http://127.0.0.1:$demo_port#" >"$out/sidecache.yaml"
+seq 100001 180000 | sed "s#^#GET http://127.0.0.1:$port/users/#" >"$out/targets.txt"
+bin/demo-upstream -listen 127.0.0.1:$demo_port -slots 10 -query-time 5ms -per-row-time 50us -clients 10000 -users 10000000 >/dev/null 2>&1 &
 demo=$!
 GOMAXPROCS=1 "$bin" -config "$out/sidecache.yaml" -log-level warn >"$out/sidecache.log" 2>&1 &
 sc=$!
 trap 'kill $sc $demo 2>/dev/null; wait 2>/dev/null' EXIT
-for _ in $(seq 100); do curl -sf http://127.0.0.1:19190/readyz >/dev/null && break; sleep 0.1; done
+for _ in $(seq 100); do curl -sf http://127.0.0.1:$admin_port/readyz >/dev/null && break; sleep 0.1; done
+running $sc $demo
 ticks() { awk '{print $14+$15}' "/proc/$sc/stat"; }
 t0=$(ticks)
 "$out/vegeta" attack -targets "$out/targets.txt" -rate 3000 -duration 20s -workers 128 -max-workers 512 >"$out/attack.bin" &
 vg=$!
 sleep 3
-curl -sf -H 'Authorization: Bearer bench' -o "$out/cpu.pprof" 'http://127.0.0.1:19190/debug/pprof/profile?seconds=15'
+curl -sf -H 'Authorization: Bearer bench' -o "$out/cpu.pprof" "http://127.0.0.1:$admin_port/debug/pprof/profile?seconds=15"
 wait $vg
 t1=$(ticks)
 n=$("$out/vegeta" report -type=json <"$out/attack.bin" | sed -n 's/.*"requests":\([0-9]*\).*/\1/p')
 hz=$(getconf CLK_TCK)
 echo "requests $n, sidecar CPU $(( (t1 - t0) * 1000000 / hz / n )) µs per request"
-curl -sf http://127.0.0.1:19190/metrics | grep -E '^sidecache_batch_size_(sum|count)'
+curl -sf http://127.0.0.1:$admin_port/metrics | grep -E '^sidecache_batch_size_(sum|count)'
 go tool pprof -top -cum -nodecount=30 "$bin" "$out/cpu.pprof" 2>/dev/null | head -40
 echo "profile: $out/cpu.pprof"

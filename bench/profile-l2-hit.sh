@@ -15,35 +15,38 @@ mkdir -p "$out"
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 (cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
+. bench/ports.sh
+read -r wport wadmin rport radmin demo_port redis_port < <(free_ports 6)
 conf() { # listen admin-listen pprof
   bin/bench -print-config l2-reader |
     sed -e "s#^listen: .*#listen: $1#" \
         -e "s#^  listen: .*#  listen: $2\n  pprof: $3#" \
-        -e 's#^  url: .*#  url: http://127.0.0.1:13101#' \
-        -e 's#addrs: \[.*\]#addrs: [127.0.0.1:16390]#'
+        -e "s#^  url: .*#  url: http://127.0.0.1:$demo_port#" \
+        -e "s#addrs: \[.*\]#addrs: [127.0.0.1:$redis_port]#"
 }
-conf 127.0.0.1:18181 127.0.0.1:19191 false >"$out/writer.yaml"
-conf 127.0.0.1:18182 127.0.0.1:19192 true >"$out/reader.yaml"
-seq 1 1000 | sed 's#^#GET http://127.0.0.1:18182/clients/#' >"$out/targets.txt"
-redis-server --port 16390 --save '' --appendonly no >"$out/redis.log" 2>&1 &
+conf 127.0.0.1:$wport 127.0.0.1:$wadmin false >"$out/writer.yaml"
+conf 127.0.0.1:$rport 127.0.0.1:$radmin true >"$out/reader.yaml"
+seq 1 1000 | sed "s#^#GET http://127.0.0.1:$rport/clients/#" >"$out/targets.txt"
+redis-server --port $redis_port --save '' --appendonly no >"$out/redis.log" 2>&1 &
 rd=$!
-bin/demo-upstream -listen 127.0.0.1:13101 -clients 10000 >/dev/null 2>&1 &
+bin/demo-upstream -listen 127.0.0.1:$demo_port -clients 10000 >/dev/null 2>&1 &
 demo=$!
 GOMAXPROCS=1 "$bin" -config "$out/writer.yaml" -log-level warn >"$out/writer.log" 2>&1 &
 wr=$!
 GOMAXPROCS=1 "$bin" -config "$out/reader.yaml" -log-level warn >"$out/reader.log" 2>&1 &
 sc=$!
 trap 'kill $sc $wr $demo $rd 2>/dev/null; wait 2>/dev/null' EXIT
-for p in 19191 19192; do
+for p in $wadmin $radmin; do
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$p/readyz" >/dev/null && break; sleep 0.1; done
 done
+running $sc $wr $demo $rd
 # The reader serves an entry younger than coherence.max_lag (1 s) whatever
 # its proof, and an older one while its invalidation channel is proven
 # (its own heartbeats come back) and the entry was stored after its floor
 # (cache.Tiered.coherent). The sleeps let the reader be proven and the
 # entries age past max_lag, so the run measures the steady state's path.
 sleep 3
-seq 1 1000 | sed 's#^#http://127.0.0.1:18181/clients/#' | xargs -P 16 -I{} curl -sf -o /dev/null -H 'Host: 127.0.0.1:18182' {}
+seq 1 1000 | sed "s#^#http://127.0.0.1:$wport/clients/#" | xargs -P 16 -I{} curl -sf -o /dev/null -H "Host: 127.0.0.1:$rport" {}
 sleep 2
 "$out/vegeta" attack -targets "$out/targets.txt" -rate 3000 -duration 2s >/dev/null # warm
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
@@ -51,12 +54,12 @@ t0=$(ticks $sc); r0=$(ticks $rd)
 "$out/vegeta" attack -targets "$out/targets.txt" -rate 3000 -duration 20s -workers 64 -max-workers 512 >"$out/attack.bin" &
 vg=$!
 sleep 3
-curl -sf -H 'Authorization: Bearer bench' -o "$out/cpu.pprof" 'http://127.0.0.1:19192/debug/pprof/profile?seconds=15'
+curl -sf -H 'Authorization: Bearer bench' -o "$out/cpu.pprof" "http://127.0.0.1:$radmin/debug/pprof/profile?seconds=15"
 wait $vg
 t1=$(ticks $sc); r1=$(ticks $rd)
 n=$("$out/vegeta" report -type=json <"$out/attack.bin" | sed -n 's/.*"requests":\([0-9]*\).*/\1/p')
 hz=$(getconf CLK_TCK)
 echo "requests $n, reader CPU $(( (t1 - t0) * 1000000 / hz / n )) µs per request, redis $(( (r1 - r0) * 1000000 / hz / n )) µs per request"
-curl -sf http://127.0.0.1:19192/metrics | grep -E '^sidecache_requests_total\{result="(hit|miss|collapsed)",route="client"' || true
+curl -sf http://127.0.0.1:$radmin/metrics | grep -E '^sidecache_requests_total\{result="(hit|miss|collapsed)",route="client"' || true
 go tool pprof -top -nodecount=30 "$bin" "$out/cpu.pprof" 2>/dev/null | head -38
 echo "profile: $out/cpu.pprof"

@@ -1,0 +1,33 @@
+# Sourced by bench's profiling scripts (miss-vs-hit.sh,
+# profile-batched-miss.sh, profile-l2-hit.sh).
+#
+# free_ports N prints N ports free now, picked at random: two runs at once
+# on one machine (several people measuring) must not bind each other's
+# ports. With fixed ports the second run's demo failed to bind, silently,
+# and its sidecar fetched from the first run's demo. They are taken below
+# the kernel's ephemeral range, where no outgoing connection's local port
+# (vegeta's, a TIME_WAIT left by the previous run) can hold them: a port
+# picked inside it was once taken by the time the demo bound it.
+free_ports() {
+  local low used
+  low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range)
+  used=$(ss -Htan | awk '{n = split($4, a, ":"); print a[n]}' | sort -u)
+  for p in $(shuf -i 10000-$((low - 1)) -n $(($1 * 20))); do
+    grep -qx "$p" <<<"$used" || echo "$p"
+  done | head -"$1" | xargs
+}
+
+# running PID... exits the script, loudly, when a process it started has
+# exited (a port taken meanwhile, a bad config): see the logs under $out.
+# A child that exited and was not yet waited for is a zombie, which kill -0
+# still finds; its state in /proc tells.
+running() {
+  local pid state
+  for pid in "$@"; do
+    state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
+    if [ -z "$state" ] || [ "$state" = Z ]; then
+      echo "process $pid this script started has exited; see the logs in $out" >&2
+      exit 1
+    fi
+  done
+}
