@@ -86,6 +86,7 @@ type CPUResult struct {
 	PerBulk     []float64 // requests answered per upstream bulk call, per round, sorted
 	IDs         int       // ids per request (the split row), for µs per id
 	HitShare    float64   // Cache-Status hits over answers, median round
+	MinHitShare float64   // the lowest round's: a round that served misses shows even when the median did not
 	TPS         float64   // achieved rate of the median round
 	Errors      int       // over every round
 	Missing     string    // why not measured
@@ -271,6 +272,9 @@ func (l *Lab) RunCPU(ctx context.Context, cp CPUParams) ([]CPUResult, error) {
 		slices.Sort(tps[i])
 		slices.Sort(hits[i])
 		results[i].TPS, results[i].HitShare = median(tps[i]), median(hits[i])
+		if len(hits[i]) > 0 {
+			results[i].MinHitShare = hits[i][0]
+		}
 		if entries[i].note != nil && results[i].Missing == "" {
 			results[i].Note = entries[i].note()
 		}

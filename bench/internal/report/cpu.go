@@ -78,6 +78,9 @@ func (r *CPUReport) Markdown() string {
 			}
 			if c.IDs <= 1 { // a split answer is one of many ids, not a hit
 				hits = fmt.Sprintf("%.0f %%", 100*c.HitShare)
+				if lo := fmt.Sprintf("%.0f %%", 100*c.MinHitShare); lo != hits {
+					hits += " (lowest round " + lo + ")"
+				}
 			}
 		}
 		if len(c.PerBulk) > 0 {

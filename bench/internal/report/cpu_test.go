@@ -148,3 +148,24 @@ func TestCPUL2Split(t *testing.T) {
 		t.Errorf("a split without the MGET row:\n%s", md)
 	}
 }
+
+// TestCPUHitShareLowestRound: the hits column shows the median round's
+// share, and the lowest round's beside it when that one served misses (a
+// full run once outlasted the hit rows' TTL: its last round served 96 %
+// hits behind a median of 100 %).
+func TestCPUHitShareLowestRound(t *testing.T) {
+	d := func(n int) []time.Duration { return []time.Duration{time.Duration(n) * time.Microsecond} }
+	r := &CPUReport{Started: time.Unix(0, 0), Results: []lab.CPUResult{
+		{Test: "hit", Server: "sidecache (L1 hit)", PerReq: d(40), HitShare: 1, MinHitShare: 0.96},
+		{Test: "hit", Server: "before-abc (L1 hit)", PerReq: d(40), HitShare: 1, MinHitShare: 1},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| hit | sidecache (L1 hit) | 40.0 | 40.0–40.0 |  |  |  | 100 % (lowest round 96 %) |",
+		"| hit | before-abc (L1 hit) | 40.0 | 40.0–40.0 |  |  |  | 100 % |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the table lacks %q:\n%s", want, md)
+		}
+	}
+}
