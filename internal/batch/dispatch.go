@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"time"
 )
 
 // expire marks b's MaxWait as up, if b still accepts ids.
@@ -28,14 +29,27 @@ func (l *Loader[A, V]) closeOpenLocked(g *group[A, V]) {
 	g.ready = append(g.ready, b)
 }
 
-// pumpLocked starts g's fetches while it has slots: ready batches first,
-// then the open batch if its MaxWait is up and g has nothing in flight (or
-// the loader is closing). l.mu must be held.
+// pumpLocked starts g's fetches while it has slots, each on a goroutine
+// of its own: ready batches first, then the open batch if its MaxWait is
+// up and g has nothing in flight (or the loader is closing); see
+// nextLocked. l.mu must be held.
 func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
+	for b := l.nextLocked(g); b != nil; b = l.nextLocked(g) {
+		go l.run(b)
+	}
+}
+
+// nextLocked dispatches the batch of g to fetch next, if g has a slot
+// for it (see pumpLocked), and returns it, to be run; nil: none. When g
+// has no call in flight and its open batch's window is not up, it arms
+// the batch's timer for what is left of the window (see windowLocked).
+// l.mu must be held.
+func (l *Loader[A, V]) nextLocked(g *group[A, V]) *batch[A, V] {
 	for g.inFlight < l.opts.MaxInFlight {
 		if len(g.ready) == 0 {
-			if b := g.open; b == nil || !l.closed && !(b.expired && g.inFlight == 0) {
-				break
+			b := g.open
+			if b == nil || !l.closed && !(g.inFlight == 0 && l.windowLocked(b)) {
+				return nil
 			}
 			l.closeOpenLocked(g)
 		}
@@ -51,8 +65,30 @@ func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
 			}
 		}
 		g.inFlight++
-		go l.run(b)
+		return b
 	}
+	return nil
+}
+
+// windowLocked reports whether the open batch b's MaxWait is up, for a
+// group with no call in flight. Its window runs from its first Load, but
+// it matters only once the group has no call in flight (until then b
+// waits for a call to return, however long), so b's timer is armed only
+// then, for what is left of the window: a busy group's batches, which
+// open while a call is in flight and leave when it returns, cost no timer
+// (its allocation, the goroutine it runs on when it fires, the lock it
+// takes). l.mu must be held.
+func (l *Loader[A, V]) windowLocked(b *batch[A, V]) bool {
+	if b.expired || b.timer != nil {
+		return b.expired
+	}
+	left := l.opts.MaxWait - time.Since(b.opened)
+	if left <= 0 {
+		b.expired = true
+		return true
+	}
+	b.timer = time.AfterFunc(left, func() { l.expire(b) })
+	return false
 }
 
 // unsettledLocked leaves out of b, about to be fetched, the ids another
@@ -89,8 +125,19 @@ func (l *Loader[A, V]) unsettledLocked(b *batch[A, V]) bool {
 }
 
 // run makes b's fetch, then answers its ids or queues their retries, and
-// tells the LoadThen waiters of the ids it settled.
+// tells the LoadThen waiters of the ids it settled. The first batch its
+// call's return lets go (a busy group's next batch, which waited for it)
+// it then runs itself, and so on: a busy group's calls cost no goroutine
+// each, nor the stack growth of each new goroutine to the fetch's depth.
 func (l *Loader[A, V]) run(b *batch[A, V]) {
+	for b != nil {
+		b = l.runOne(b)
+	}
+}
+
+// runOne is run for one batch; it returns the next batch to run, already
+// dispatched (nextLocked), or nil.
+func (l *Loader[A, V]) runOne(b *batch[A, V]) (next *batch[A, V]) {
 	defer l.wg.Done()
 	m, err := l.call(b)
 
@@ -99,6 +146,7 @@ func (l *Loader[A, V]) run(b *batch[A, V]) {
 	g.inFlight--
 	l.settleLocked(b, m, err)
 	tell := tellLocked(b.res)
+	next = l.nextLocked(g)
 	l.pumpLocked(g)
 	if g.open == nil && len(g.ready) == 0 && g.inFlight == 0 && l.groups[g.key] == g {
 		delete(l.groups, g.key)
@@ -107,6 +155,7 @@ func (l *Loader[A, V]) run(b *batch[A, V]) {
 	for _, r := range tell {
 		r.tell()
 	}
+	return next
 }
 
 // tellLocked marks the results of res that are settled and have LoadThen

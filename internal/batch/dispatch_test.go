@@ -1,0 +1,167 @@
+package batch
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// goid is the id of the calling goroutine, from its stack's header line
+// ("goroutine 42 [running]:").
+func goid() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := bytes.Fields(buf)
+	if len(f) < 2 {
+		return ""
+	}
+	return string(f[1])
+}
+
+// openTimer reports whether group g has an open batch, and whether that
+// batch has its timer armed.
+func openTimer(l *Loader[string, string], g string) (open, armed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gr := l.groups[keyOf(g)]
+	if gr == nil || gr.open == nil {
+		return false, false
+	}
+	return true, gr.open.timer != nil
+}
+
+// TestWindowTimerOnlyWithNoCallInFlight: a batch that opens while a call
+// of its group is in flight arms no timer (it waits for the call however
+// long its window is); when the call returns, it leaves at once if its
+// window is up, and otherwise arms its timer then, for the rest.
+func TestWindowTimerOnlyWithNoCallInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		maxWait time.Duration
+		// leaves: the second batch goes as the first call returns.
+		leaves bool
+		first  []string // the first call's ids
+	}{
+		// No call in flight and the window already up: it goes at once.
+		{"window up when the call returns", time.Nanosecond, true, []string{"a"}},
+		// A full batch goes at once, whatever the window.
+		{"window left when the call returns", never, false, []string{"a1", "a2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGate()
+			l := New(Options{MaxSize: 2, MaxWait: tc.maxWait, MaxInFlight: 1}, g.fetch)
+			var once sync.Once
+			letGo := func() { once.Do(func() { close(g.release) }) }
+			defer l.Close()
+			defer letGo() // before Close, which waits for the held calls
+			ctx := context.Background()
+			out := make(chan told, 3)
+			then := func(v string, found bool, err error) { out <- told{v, found, err} }
+			for _, id := range tc.first {
+				l.LoadThen(ctx, nil, "g", "", id, then)
+			}
+			waitFor(t, "the first call to start", func() bool { return g.calls.Load() == 1 })
+			l.LoadThen(ctx, nil, "g", "", "b", then)
+			if open, armed := openTimer(l, "g"); !open || armed {
+				t.Fatalf("batch opened while a call is in flight: open %v, timer armed %v; want open, no timer", open, armed)
+			}
+			g.release <- struct{}{}
+			for range tc.first {
+				if o := recv(t, out); o.err != nil || o.v == "v:b" {
+					t.Fatalf("first call's load got %+v", o)
+				}
+			}
+			// Its waiters are told after the loader's state is settled: the
+			// second batch is gone or open by now.
+			open, armed := openTimer(l, "g")
+			if tc.leaves {
+				if open {
+					t.Fatal("second batch still open after the call returned past its window")
+				}
+				waitFor(t, "the second call to start", func() bool { return g.calls.Load() == 2 })
+				letGo()
+			} else {
+				if !open || !armed {
+					t.Fatalf("second batch: open %v, timer armed %v; want open with its timer armed", open, armed)
+				}
+				letGo()
+				l.Close() // sends it
+			}
+			if o := recv(t, out); o.err != nil || o.v != "v:b" {
+				t.Fatalf("b got %+v", o)
+			}
+			if c := g.calls.Load(); c != 2 {
+				t.Errorf("%d calls, want 2", c)
+			}
+		})
+	}
+}
+
+// TestNextBatchRunsOnReturningCallsGoroutine: the batch a returning call
+// lets go is fetched on that call's goroutine, after the call's waiters
+// are told, not on a goroutine of its own: a busy group's calls cost no
+// goroutine each (and no stack grown anew to the fetch's depth).
+func TestNextBatchRunsOnReturningCallsGoroutine(t *testing.T) {
+	var mu sync.Mutex
+	var events, gids []string
+	note := func(e string) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	release := make(chan struct{})
+	fetch := func(_ context.Context, _ string, ids []string) (map[string]string, error) {
+		mu.Lock()
+		gids = append(gids, goid())
+		events = append(events, "fetch "+ids[0])
+		mu.Unlock()
+		<-release
+		m := make(map[string]string, len(ids))
+		for _, id := range ids {
+			m[id] = "v:" + id
+		}
+		return m, nil
+	}
+	l := New(Options{MaxSize: 1, MaxWait: never, MaxInFlight: 1}, fetch)
+	defer func() {
+		close(release) // before Close, which waits for a held call
+		l.Close()
+	}()
+	ctx := context.Background()
+	out := make(chan told, 3)
+	const n = 3
+	for i := range n {
+		id := strconv.Itoa(i)
+		l.LoadThen(ctx, nil, "g", "", id, func(v string, found bool, err error) {
+			note("told " + id)
+			out <- told{v, found, err}
+		})
+	}
+	for range n {
+		select {
+		case release <- struct{}{}:
+		case <-time.After(waitTimeout):
+			t.Fatal("timed out waiting for a call")
+		}
+		if o := recv(t, out); o.err != nil || !o.found {
+			t.Fatalf("got %+v", o)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"fetch 0", "told 0", "fetch 1", "told 1", "fetch 2", "told 2"}
+	if !slices.Equal(events, want) {
+		t.Errorf("events %v, want %v", events, want)
+	}
+	for i := 1; i < len(gids); i++ {
+		if gids[i] != gids[0] {
+			t.Errorf("calls ran on goroutines %v, want one", gids)
+			break
+		}
+	}
+}
