@@ -165,3 +165,34 @@ func TestNextBatchRunsOnReturningCallsGoroutine(t *testing.T) {
 		}
 	}
 }
+
+// TestEnlistGoesTogetherWithTinyWindow: a list's ids Enlist puts in a
+// batch under one hold of the lock go in one call even when MaxWait is up
+// before the second of them joins: only a timer (which needs the lock) or
+// a call's return ends a window.
+func TestEnlistGoesTogetherWithTinyWindow(t *testing.T) {
+	const n = 20
+	rec := &recorder{}
+	l := New(Options{MaxSize: 100, MaxWait: time.Nanosecond}, rec.fetch)
+	defer l.Close()
+	req := l.Requester(n)
+	ids := make([]string, n)
+	for k := range ids {
+		ids[k] = strconv.Itoa(k)
+	}
+	l.Enlist(context.Background(), req, "g", "", ids)
+	out := make(chan outcome, n)
+	for _, id := range ids {
+		l.LoadThen(context.Background(), req, "g", "", id, func(v string, found bool, err error) {
+			out <- outcome{id, v, found, err}
+		})
+	}
+	for range n {
+		if o := recv(t, out); o.err != nil || !o.found {
+			t.Fatalf("got %+v", o)
+		}
+	}
+	if calls, _ := rec.snapshot(); len(calls) != 1 || len(calls[0]) != n {
+		t.Errorf("calls %v, want one of the list's %d ids", calls, n)
+	}
+}
