@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"time"
 )
 
 // expire marks b's MaxWait as up, if b still accepts ids.
@@ -34,21 +33,18 @@ func (l *Loader[A, V]) closeOpenLocked(g *group[A, V]) {
 // up and g has nothing in flight (or the loader is closing); see
 // nextLocked. l.mu must be held.
 func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
-	for b := l.nextLocked(g, false); b != nil; b = l.nextLocked(g, false) {
+	for b := l.nextLocked(g); b != nil; b = l.nextLocked(g) {
 		go l.run(b)
 	}
 }
 
 // nextLocked dispatches the batch of g to fetch next, if g has a slot
-// for it (see pumpLocked), and returns it, to be run; nil: none. When g
-// has no call in flight, its open batch's window is checked, and its
-// timer armed if need be (see windowLocked; returned: a call of g has
-// just returned). l.mu must be held.
-func (l *Loader[A, V]) nextLocked(g *group[A, V], returned bool) *batch[A, V] {
+// for it (see pumpLocked), and returns it, to be run; nil: none. l.mu
+// must be held.
+func (l *Loader[A, V]) nextLocked(g *group[A, V]) *batch[A, V] {
 	for g.inFlight < l.opts.MaxInFlight {
 		if len(g.ready) == 0 {
-			b := g.open
-			if b == nil || !l.closed && !(g.inFlight == 0 && l.windowLocked(b, returned)) {
+			if b := g.open; b == nil || !l.closed && !(b.expired && g.inFlight == 0) {
 				return nil
 			}
 			l.closeOpenLocked(g)
@@ -68,33 +64,6 @@ func (l *Loader[A, V]) nextLocked(g *group[A, V], returned bool) *batch[A, V] {
 		return b
 	}
 	return nil
-}
-
-// windowLocked reports whether the open batch b's MaxWait is up, for a
-// group with no call in flight. Its window runs from its first Load, but
-// it matters only once the group has no call in flight (until then b
-// waits for a call to return, however long), so b's timer is armed only
-// then, for what is left of the window: a busy group's batches, which
-// open while a call is in flight and leave when it returns, cost no timer
-// (its allocation, the goroutine it runs on when it fires, the lock it
-// takes).
-//
-// Only a call's return (returned) lets a batch whose window is already
-// up go at once. Otherwise the window ends on its timer, which needs the
-// lock: ids joined under one hold of the lock go together however short
-// MaxWait is (Enlist puts a list's ids in its batches at once, and a
-// window of 1 µs is up before its second id). l.mu must be held.
-func (l *Loader[A, V]) windowLocked(b *batch[A, V], returned bool) bool {
-	if b.expired || b.timer != nil {
-		return b.expired
-	}
-	left := l.opts.MaxWait - time.Since(b.opened)
-	if left <= 0 && returned {
-		b.expired = true
-		return true
-	}
-	b.timer = time.AfterFunc(max(left, 0), func() { l.expire(b) })
-	return false
 }
 
 // unsettledLocked leaves out of b, about to be fetched, the ids another
@@ -152,7 +121,7 @@ func (l *Loader[A, V]) runOne(b *batch[A, V]) (next *batch[A, V]) {
 	g.inFlight--
 	l.settleLocked(b, m, err)
 	tell := tellLocked(b.res)
-	next = l.nextLocked(g, true)
+	next = l.nextLocked(g)
 	l.pumpLocked(g)
 	if g.open == nil && len(g.ready) == 0 && g.inFlight == 0 && l.groups[g.key] == g {
 		delete(l.groups, g.key)

@@ -23,85 +23,6 @@ func goid() string {
 	return string(f[1])
 }
 
-// openTimer reports whether group g has an open batch, and whether that
-// batch has its timer armed.
-func openTimer(l *Loader[string, string], g string) (open, armed bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	gr := l.groups[keyOf(g)]
-	if gr == nil || gr.open == nil {
-		return false, false
-	}
-	return true, gr.open.timer != nil
-}
-
-// TestWindowTimerOnlyWithNoCallInFlight: a batch that opens while a call
-// of its group is in flight arms no timer (it waits for the call however
-// long its window is); when the call returns, it leaves at once if its
-// window is up, and otherwise arms its timer then, for the rest.
-func TestWindowTimerOnlyWithNoCallInFlight(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		maxWait time.Duration
-		// leaves: the second batch goes as the first call returns.
-		leaves bool
-		first  []string // the first call's ids
-	}{
-		// No call in flight and the window already up: it goes at once.
-		{"window up when the call returns", time.Nanosecond, true, []string{"a"}},
-		// A full batch goes at once, whatever the window.
-		{"window left when the call returns", never, false, []string{"a1", "a2"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			g := newGate()
-			l := New(Options{MaxSize: 2, MaxWait: tc.maxWait, MaxInFlight: 1}, g.fetch)
-			var once sync.Once
-			letGo := func() { once.Do(func() { close(g.release) }) }
-			defer l.Close()
-			defer letGo() // before Close, which waits for the held calls
-			ctx := context.Background()
-			out := make(chan told, 3)
-			then := func(v string, found bool, err error) { out <- told{v, found, err} }
-			for _, id := range tc.first {
-				l.LoadThen(ctx, nil, "g", "", id, then)
-			}
-			waitFor(t, "the first call to start", func() bool { return g.calls.Load() == 1 })
-			l.LoadThen(ctx, nil, "g", "", "b", then)
-			if open, armed := openTimer(l, "g"); !open || armed {
-				t.Fatalf("batch opened while a call is in flight: open %v, timer armed %v; want open, no timer", open, armed)
-			}
-			g.release <- struct{}{}
-			for range tc.first {
-				if o := recv(t, out); o.err != nil || o.v == "v:b" {
-					t.Fatalf("first call's load got %+v", o)
-				}
-			}
-			// Its waiters are told after the loader's state is settled: the
-			// second batch is gone or open by now.
-			open, armed := openTimer(l, "g")
-			if tc.leaves {
-				if open {
-					t.Fatal("second batch still open after the call returned past its window")
-				}
-				waitFor(t, "the second call to start", func() bool { return g.calls.Load() == 2 })
-				letGo()
-			} else {
-				if !open || !armed {
-					t.Fatalf("second batch: open %v, timer armed %v; want open with its timer armed", open, armed)
-				}
-				letGo()
-				l.Close() // sends it
-			}
-			if o := recv(t, out); o.err != nil || o.v != "v:b" {
-				t.Fatalf("b got %+v", o)
-			}
-			if c := g.calls.Load(); c != 2 {
-				t.Errorf("%d calls, want 2", c)
-			}
-		})
-	}
-}
-
 // TestNextBatchRunsOnReturningCallsGoroutine: the batch a returning call
 // lets go is fetched on that call's goroutine, after the call's waiters
 // are told, not on a goroutine of its own: a busy group's calls cost no
@@ -168,8 +89,8 @@ func TestNextBatchRunsOnReturningCallsGoroutine(t *testing.T) {
 
 // TestEnlistGoesTogetherWithTinyWindow: a list's ids Enlist puts in a
 // batch under one hold of the lock go in one call even when MaxWait is up
-// before the second of them joins: only a timer (which needs the lock) or
-// a call's return ends a window.
+// before the second of them joins: a window ends on its timer, which
+// needs the lock.
 func TestEnlistGoesTogetherWithTinyWindow(t *testing.T) {
 	const n = 20
 	rec := &recorder{}

@@ -45,17 +45,13 @@ type group[A, V any] struct {
 // batch is one fetch to make. Its fields are guarded by Loader.mu until it
 // is dispatched, and read only by its run after.
 type batch[A, V any] struct {
-	g   *group[A, V]
-	arg A
-	ctx context.Context
-	ids []string
-	res []*result[V] // res[i] is the outcome of ids[i]
-	// opened is when the open batch's first Load came; its timer, armed
-	// once its group has no call in flight (windowLocked), marks its
-	// MaxWait up. Neither is set for isolation halves and lone batches.
-	opened  time.Time
-	timer   *time.Timer
-	expired bool // MaxWait is up
+	g       *group[A, V]
+	arg     A
+	ctx     context.Context
+	ids     []string
+	res     []*result[V] // res[i] is the outcome of ids[i]
+	timer   *time.Timer  // nil for isolation halves and lone batches
+	expired bool         // MaxWait is up
 	// retry: an isolation call, of owner's ids only (nil: one-id requests').
 	retry bool
 	owner *Requester

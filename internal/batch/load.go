@@ -194,7 +194,7 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 		l.wg.Add(1)
 		g.open = b
 		if !lone {
-			b.opened = time.Now() // its timer, if it needs one, is windowLocked's
+			b.timer = time.AfterFunc(l.opts.MaxWait, func() { l.expire(b) })
 		}
 	}
 	r := s.result()
