@@ -60,6 +60,10 @@ type Client struct {
 	maxHdr  int64         // bytes of an answer's header sections, 1xx included
 	dialer  net.Dialer
 	max     int // idle connections kept
+	// plainHost: host is written as it is by http.Request.write (no
+	// punycode, zone or invalid byte to rework): Send may take requests.
+	plainHost bool
+	gzips     sync.Pool // *gzip.Reader for Send's gzip answers (out.go)
 
 	mu     sync.Mutex
 	idle   []*Conn
@@ -97,7 +101,8 @@ func New(upstream *url.URL, timeout time.Duration, maxIdle int, maxHeader int64)
 	}
 	return &Client{
 		addr: addr, host: upstream.Host, base: upstream, timeout: timeout, max: maxIdle, maxHdr: maxHeader,
-		dialer: net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second},
+		dialer:    net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second},
+		plainHost: plainHost(upstream.Host),
 	}
 }
 

@@ -205,7 +205,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	out.Header.Del("Accept-Encoding")
 	out.Header.Set("Accept", "application/json")
 	t0 := x.h.now()
-	resp, err := x.st.transport.RoundTrip(out)
+	resp, err := x.st.send(out)
 	if err != nil {
 		x.rs.m.Upstream(0, x.h.now().Sub(t0))
 		return nil, fmt.Errorf("%w: %w", errBulk, err)

@@ -335,6 +335,20 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	return &st
 }
 
+// send makes a cached-path upstream call (out from outgoing) on the
+// caller's goroutine over the lean pool when it takes out (lean.Client
+// TakesOut: a plain-HTTP upstream, a GET with no client trace), the same
+// bytes on the wire and the same answer as the Transport's (lean/out.go);
+// otherwise by the Transport. Either way the caller reads and closes the
+// body: a body read to its end frees the connection for reuse, any other
+// closes it.
+func (st *state) send(out *http.Request) (*http.Response, error) {
+	if st.lean.TakesOut(out) {
+		return st.lean.Send(out, nil)
+	}
+	return st.transport.RoundTrip(out)
+}
+
 func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	st := *old
 	st.table = t
