@@ -79,7 +79,9 @@ func newScriptedUpstream(t *testing.T, answer func(n int, req string) string) *s
 	return u
 }
 
-func (u *scriptedUpstream) url() *url.URL { return &url.URL{Scheme: "http", Host: u.ln.Addr().String()} }
+func (u *scriptedUpstream) url() *url.URL {
+	return &url.URL{Scheme: "http", Host: u.ln.Addr().String()}
+}
 
 func (u *scriptedUpstream) requests() []string {
 	u.mu.Lock()

@@ -152,7 +152,7 @@ func TestCachedCallWireMatchesTransport(t *testing.T) {
 		"X-Forwarded-For": {"6.6.6.6"}, "X-Forwarded-Host": {"evil.example"}, "X-Forwarded-Proto": {"https"},
 		"Forwarded": {"for=6.6.6.6"}, "Via": {"1.1 evil"}, "X-Request-Id": {"client-id"},
 		"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
-		"X-Tenant": {"t1"}, "If-None-Match": {`"x"`}, "X-Original-Url": {"/admin"},
+		"X-Tenant":    {"t1"}, "If-None-Match": {`"x"`}, "X-Original-Url": {"/admin"},
 	}
 	for _, tc := range []struct {
 		name, path string
