@@ -28,6 +28,12 @@
 // past an answer, read as the next one, would hand one client's response to
 // another (a response desync), so such a connection is closed (conn.go).
 //
+// The cached path's own calls, the fill's GET and the bulk call, which the
+// proxy builds whole for http.Transport, take the same pool by Send
+// (out.go): written and answered as the Transport would, on the caller's
+// goroutine (the bulk call's readLoop and writeLoop were ≈ 3.3 µs of a
+// batched miss's CPU).
+//
 // It knows nothing of caching, metrics or the client's connection beyond
 // the request: the proxy wraps it with those (internal/proxy/passloop.go).
 package lean

@@ -452,3 +452,45 @@ func TestSend1xx(t *testing.T) {
 		t.Errorf("%d connections after the 101, want 2: it was not reused", n)
 	}
 }
+
+// A body closed before its end closes its connection even when nothing of
+// the rest has arrived yet, so neither the buffer nor the peek on reuse
+// could tell: the rest, sent later, would be read as the next answer.
+func TestSendBodyNotReadToItsEndNotPooled(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
+			}
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+		<-release // the rest never comes while the test runs
+	}()
+	u := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	cl := lean.New(u, 5*time.Second, 0, 0)
+	resp, err := cl.Send(outRequest(t.Context(), u, "/", http.Header{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, 5)); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := lean.Idle(cl); n != 0 {
+		t.Errorf("%d idle connections after a body closed before its end, want 0", n)
+	}
+}

@@ -264,9 +264,10 @@ func NewTransport(timeout time.Duration, idlePerHost int, maxHeader int64) *http
 	d := &net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		Proxy: nil, // a sidecar talks to its own pod, never through a proxy
-		// The connections' reads and writes are raw (internal/rawio): the
-		// fill's, the bulk call's and ReverseProxy's upstream sockets
-		// enter no syscall.Syscall either.
+		// The connections' reads and writes are raw (internal/rawio):
+		// ReverseProxy's upstream sockets, and the fill's and the bulk
+		// call's where they take the Transport (state.send), enter no
+		// syscall.Syscall either.
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, network, addr)
 			if err != nil {
