@@ -124,7 +124,7 @@ func fetchAs(t *testing.T, e *env, path, host string, hdr http.Header) (*http.Re
 var requestID = regexp.MustCompile(`(?m)^X-Request-Id: [^\r]*\r$`)
 
 var tenantRoute = testRoute{Name: "tenant", Pattern: "/tenants/{id}", TTL: time.Minute,
-	Key: cachekey.Options{Headers: []string{"X-Tenant"}, Host: "canonical.example"}}
+	Key: cachekey.Options{AllQuery: true, Headers: []string{"X-Tenant"}, Host: "canonical.example"}}
 
 // The upstream gets the same request, byte for byte but for the sidecar's
 // random X-Request-Id, from a fill and a bulk call over the lean pool as
