@@ -5,14 +5,28 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
 
+// processCPU is the process's CPU time so far, user and system: a load's
+// cost is mostly in goroutines the benchmark's own do not run (the
+// batch's, the timers'), and its ns/op is the upstream's latency over
+// the loads in flight, not work.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // benchLoads runs b.N loads of distinct ids from 64·GOMAXPROCS goroutines
 // through a loader with opts, whose fetch takes latency and fails with
 // ErrIsolate for every id divisible by badEvery (0: none), and reports the
-// ids per call and the calls per load. group gives each load's group.
+// ids per call, the calls per load and the process's CPU per load
+// (cpu-ns/op). group gives each load's group.
 // Loads wait with Load, or, with then, are told with LoadThen.
 func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int64, group func(n int64) string, then ...bool) {
 	var fetches, ids atomic.Int64
@@ -39,6 +53,7 @@ func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int6
 	b.SetParallelism(64)
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU(b)
 	b.RunParallel(func(pb *testing.PB) {
 		type outcome struct {
 			found bool
@@ -64,6 +79,7 @@ func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int6
 		}
 	})
 	b.StopTimer()
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 	if f := fetches.Load(); f > 0 {
 		b.ReportMetric(float64(ids.Load())/float64(f), "ids/call")
 		b.ReportMetric(float64(f)/float64(b.N), "calls/load")

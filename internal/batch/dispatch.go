@@ -28,14 +28,24 @@ func (l *Loader[A, V]) closeOpenLocked(g *group[A, V]) {
 	g.ready = append(g.ready, b)
 }
 
-// pumpLocked starts g's fetches while it has slots: ready batches first,
-// then the open batch if its MaxWait is up and g has nothing in flight (or
-// the loader is closing). l.mu must be held.
+// pumpLocked starts g's fetches while it has slots, each on a goroutine
+// of its own: ready batches first, then the open batch if its MaxWait is
+// up and g has nothing in flight (or the loader is closing); see
+// nextLocked. l.mu must be held.
 func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
+	for b := l.nextLocked(g); b != nil; b = l.nextLocked(g) {
+		go l.run(b)
+	}
+}
+
+// nextLocked dispatches the batch of g to fetch next, if g has a slot
+// for it (see pumpLocked), and returns it, to be run; nil: none. l.mu
+// must be held.
+func (l *Loader[A, V]) nextLocked(g *group[A, V]) *batch[A, V] {
 	for g.inFlight < l.opts.MaxInFlight {
 		if len(g.ready) == 0 {
 			if b := g.open; b == nil || !l.closed && !(b.expired && g.inFlight == 0) {
-				break
+				return nil
 			}
 			l.closeOpenLocked(g)
 		}
@@ -51,8 +61,9 @@ func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
 			}
 		}
 		g.inFlight++
-		go l.run(b)
+		return b
 	}
+	return nil
 }
 
 // unsettledLocked leaves out of b, about to be fetched, the ids another
@@ -89,8 +100,19 @@ func (l *Loader[A, V]) unsettledLocked(b *batch[A, V]) bool {
 }
 
 // run makes b's fetch, then answers its ids or queues their retries, and
-// tells the LoadThen waiters of the ids it settled.
+// tells the LoadThen waiters of the ids it settled. The first batch its
+// call's return lets go (a busy group's next batch, which waited for it)
+// it then runs itself, and so on: a busy group's calls cost no goroutine
+// each, nor the stack growth of each new goroutine to the fetch's depth.
 func (l *Loader[A, V]) run(b *batch[A, V]) {
+	for b != nil {
+		b = l.runOne(b)
+	}
+}
+
+// runOne is run for one batch; it returns the next batch to run, already
+// dispatched (nextLocked), or nil.
+func (l *Loader[A, V]) runOne(b *batch[A, V]) (next *batch[A, V]) {
 	defer l.wg.Done()
 	m, err := l.call(b)
 
@@ -99,6 +121,7 @@ func (l *Loader[A, V]) run(b *batch[A, V]) {
 	g.inFlight--
 	l.settleLocked(b, m, err)
 	tell := tellLocked(b.res)
+	next = l.nextLocked(g)
 	l.pumpLocked(g)
 	if g.open == nil && len(g.ready) == 0 && g.inFlight == 0 && l.groups[g.key] == g {
 		delete(l.groups, g.key)
@@ -107,6 +130,7 @@ func (l *Loader[A, V]) run(b *batch[A, V]) {
 	for _, r := range tell {
 		r.tell()
 	}
+	return next
 }
 
 // tellLocked marks the results of res that are settled and have LoadThen

@@ -77,12 +77,25 @@ func (g *Group[V]) Do(ctx context.Context, key string, fn func(ctx context.Conte
 }
 
 // wait is a caller's wait for c: its answer, or ctx.Err() when ctx ends
-// first.
+// first. An answer already there is taken without a select (a Later that
+// finished the flight before returning, a waiter that joined late), even
+// when ctx has ended too; a ctx that never ends (no Done channel) costs
+// no select either.
 func (c *Flight[V]) wait(ctx context.Context, leader bool) (v V, _ bool, err error) {
 	select {
 	case <-c.done:
 		return c.v, leader, c.err
-	case <-ctx.Done():
+	default:
+	}
+	done := ctx.Done()
+	if done == nil {
+		<-c.done
+		return c.v, leader, c.err
+	}
+	select {
+	case <-c.done:
+		return c.v, leader, c.err
+	case <-done:
 		return v, leader && c.ran.Load(), ctx.Err()
 	}
 }

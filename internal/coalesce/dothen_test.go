@@ -277,3 +277,46 @@ func leaderLeavesWaiterStays(t *testing.T, g *Group[string], joined *atomic.Int6
 	}
 	return waiterOut
 }
+
+// TestReadyAnswerTakenOverEndedContext: a leader whose flight was
+// finished before it waits (a Later that finished it at once) takes the
+// answer without a select, even when its ctx ended meanwhile: a select
+// on both would pick either at random.
+func TestReadyAnswerTakenOverEndedContext(t *testing.T) {
+	var g Group[string]
+	for i := range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		v, leader, err := g.DoThen(ctx, "k", func(context.Context) (string, Next[string], error) {
+			return "", Next[string]{Later: func(_ context.Context, f *Flight[string]) {
+				cancel()
+				f.Finish("answer", nil)
+			}}, nil
+		})
+		if v != "answer" || !leader || err != nil {
+			t.Fatalf("call %d: (%q, %v, %v), want (answer, true, nil)", i, v, leader, err)
+		}
+	}
+}
+
+// TestWaitWithoutDone: a ctx that can never end (Done nil) waits for the
+// flight's answer alone.
+func TestWaitWithoutDone(t *testing.T) {
+	var g Group[string]
+	release := make(chan struct{})
+	var fl atomic.Pointer[Flight[string]]
+	out := make(chan outcome, 1)
+	go func() {
+		v, l, err := g.DoThen(context.Background(), "k", func(context.Context) (string, Next[string], error) {
+			return "", Next[string]{Later: func(_ context.Context, f *Flight[string]) {
+				fl.Store(f)
+				close(release)
+			}}, nil
+		})
+		out <- outcome{v, l, err}
+	}()
+	recv(t, release)
+	fl.Load().Finish("later", nil)
+	if o := recv(t, out); o.v != "later" || !o.leader || o.err != nil {
+		t.Fatalf("got %+v, want (later, true, nil)", o)
+	}
+}
