@@ -1,5 +1,7 @@
 package bulk
 
+import "encoding/binary"
+
 // maxDepth is encoding/json's nesting bound (its maxNestingDepth): an
 // answer nested deeper is invalid to json.Valid, so it is to valid too.
 const maxDepth = 10000
@@ -147,6 +149,12 @@ func (v *validator) array(i, depth int) (int, bool) {
 func (v *validator) str(i int) (int, bool) {
 	b := v.b
 	for i++; i < len(b); i++ {
+		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		if strPlain[b[i]] {
 			continue // the usual byte: one load and a test, not the switch's three
 		}
@@ -173,6 +181,19 @@ func (v *validator) str(i int) (int, bool) {
 		}
 	}
 	return i, false
+}
+
+// plain8 reports whether the 8 bytes of w (little-endian) are all
+// strPlain: none below 0x20, none a quote or a backslash. A bulk answer's
+// strings (a bio, a description) are most of its bytes, and were checked
+// one byte at a time: str skips them 8 at a time. Each test is exact when
+// it finds nothing (x - 0x01…01 borrows out of a byte only below 0x01,
+// which is how a byte is found), so no special byte is skipped.
+func plain8(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := w ^ ones*'"'
+	s := w ^ ones*'\\'
+	return ((w-ones*0x20)&^w|(q-ones)&^q|(s-ones)&^s)&highs == 0
 }
 
 // strPlain holds the bytes a string may hold as they are: from 0x20 up,
