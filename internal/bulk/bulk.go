@@ -93,6 +93,13 @@ func Split(body []byte, idField string) (map[string][]byte, error) {
 // string for an id the answer spells as the caller does: a batch's
 // elements cost one allocation each, not two and a map entry.
 func SplitFor(body []byte, idField string, ids []string) ([][]byte, error) {
+	return SplitForRoom(body, idField, ids, 0)
+}
+
+// SplitForRoom is SplitFor with room bytes of capacity past the end of
+// each element's copy, the caller's to fill (ETagAfter): what lives as
+// long as the element then shares its allocation.
+func SplitForRoom(body []byte, idField string, ids []string, room int) ([][]byte, error) {
 	index := make(map[string]int, len(ids))
 	for i, id := range ids {
 		if _, dup := index[id]; !dup {
@@ -109,7 +116,8 @@ func SplitFor(body []byte, idField string, ids []string) ([][]byte, error) {
 			i, ok = index[decoded]
 		}
 		if ok && out[i] == nil {
-			out[i] = bytes.Clone(e) // not nil: an element is at least {}
+			// Not nil: an element is at least {}.
+			out[i] = append(make([]byte, 0, len(e)+room), e...)
 		}
 	})
 	if err != nil {

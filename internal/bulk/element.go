@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"unsafe"
 )
 
 // representation are the fields of a bulk answer that describe the bytes
@@ -87,44 +88,35 @@ func NewElements(h http.Header, vary []string) *Elements {
 }
 
 // Header is a new header for one element, the same as ElementHeader would
-// make for it from the answer's header. It is the caller's to change: no
-// two elements' headers share a map or a value's backing array.
+// make for it from the answer's header. Its map is the caller's to change;
+// its values are shared by every element's header of the answer and are
+// read only, as a stored entry's are (a hit hands them to the response
+// writer as they are): each is capped, so an append to one copies it.
 func (e *Elements) Header(status int, body []byte, etag string) http.Header {
 	return e.HeaderIn(nil, status, body, etag)
 }
 
-// HeaderIn is Header with vals as the backing array of the header's values
-// when it has room for them all (Values), so that the caller can allocate
-// it together with what lives as long (an entry).
-func (e *Elements) HeaderIn(vals []string, status int, body []byte, etag string) http.Header {
+// HeaderIn is Header with slot[:1] as the backing array of the ETag's
+// value when slot has room for it, so that the caller can allocate it
+// together with what lives as long (an entry).
+func (e *Elements) HeaderIn(slot []string, status int, body []byte, etag string) http.Header {
 	if status != http.StatusOK {
-		return e.other.with(vals, "", "")
+		return e.other.with(nil, "", "")
 	}
 	if etag == "" {
 		etag = ETag(body)
 	}
-	return e.ok.with(vals, "Etag", etag)
+	return e.ok.with(slot, "Etag", etag)
 }
 
-// Values is the most values an element's header holds: the capacity vals
-// needs for HeaderIn to use it.
-func (e *Elements) Values() int { return max(len(e.ok.vals), len(e.other.vals)) + 1 }
-
-// with is a new header holding t and the field k: v (none if k is ""), in
-// two allocations beside the map: every value shares one backing array
-// (vals if it has room, a new one otherwise), each slice capped so that an
-// append to one never writes into another.
-func (t *template) with(vals []string, k, v string) http.Header {
+// with is a new header holding t and the field k: v (none if k is ""),
+// in one allocation beside the map (none if slot has room for v): t's
+// values are the answer's, shared by every element's header, each slice
+// capped so that an append to one never writes into another. Laying them
+// out per element cost a copy of each and its room in every entry.
+func (t *template) with(slot []string, k, v string) http.Header {
 	n := len(t.keys)
-	var sv []string
-	if need := len(t.vals) + 1; cap(vals) >= need {
-		sv = vals[:len(t.vals):need]
-	} else {
-		sv = make([]string, len(t.vals), need)
-	}
-	copy(sv, t.vals)
 	if k != "" {
-		sv = append(sv, v)
 		n++
 	}
 	c := make(http.Header, n)
@@ -135,11 +127,16 @@ func (t *template) with(vals []string, k, v string) http.Header {
 			c[t.keys[i]] = nil
 			continue
 		}
-		c[t.keys[i]] = sv[t.at[i]:end:end]
+		c[t.keys[i]] = t.vals[t.at[i]:end:end]
 		end = t.at[i]
 	}
 	if k != "" {
-		c[k] = sv[len(sv)-1:]
+		if cap(slot) == 0 {
+			slot = make([]string, 1)
+		}
+		slot = slot[:1:1]
+		slot[0] = v
+		c[k] = slot
 	}
 	return c
 }
@@ -147,12 +144,35 @@ func (t *template) with(vals []string, k, v string) http.Header {
 // ETag is a strong entity tag for body (RFC 9110 §8.8.3): 96 bits of its
 // SHA-256, so it changes whenever a byte does, as a strong validator must.
 func ETag(body []byte) string {
+	var b [ETagLen]byte
+	etagOf(b[:], body)
+	return string(b[:])
+}
+
+// ETagLen is the length of an ETag: a quoted 16-character base64 text.
+const ETagLen = 2 + 16
+
+func etagOf(b, body []byte) {
 	sum := sha256.Sum256(body)
-	var b [2 + 16]byte
 	b[0] = '"'
 	base64.RawURLEncoding.Encode(b[1:17], sum[:12])
 	b[17] = '"'
-	return string(b[:])
+}
+
+// ETagAfter is ETag(elem), written into the ETagLen bytes of elem's
+// capacity past its end when it has them (SplitForRoom), and elem capped
+// at its length: the tag then lives in the element's own allocation, one
+// allocation less per element and no object more for the collector to
+// find in a cache of many. The caller gives up those bytes: they are the
+// string's, never written again (the capped body cannot reach them).
+func ETagAfter(elem []byte) (tag string, body []byte) {
+	n := len(elem)
+	if cap(elem)-n < ETagLen {
+		return ETag(elem), elem
+	}
+	b := elem[n : n+ETagLen]
+	etagOf(b, elem)
+	return unsafe.String(&b[0], ETagLen), elem[:n:n]
 }
 
 // maxETag bounds an app's per-element validator: longer ones are ignored.

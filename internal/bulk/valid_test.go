@@ -2,7 +2,9 @@ package bulk
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"strings"
 	"testing"
 )
@@ -52,5 +54,39 @@ func checkValid(t *testing.T, b []byte) {
 	}
 	if want := c.String() != string(b); sp != want {
 		t.Fatalf("valid(%.80q) spaced=%v, json.Compact changes it: %v", b, sp, want)
+	}
+}
+
+// special8 finds a word's first special byte wherever it is, whatever
+// the bytes around it, and flags none in a word of plain bytes.
+func TestSpecial8(t *testing.T) {
+	for _, fill := range []byte{'a', ' ', '!', 0x7f, 0x80, 0xa0, 0xff} {
+		for p := range 8 {
+			for c := range 256 {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[p] = byte(c)
+				if p < 7 {
+					w[7] = '"' // a special byte above never hides the first
+				}
+				m := special8(binary.LittleEndian.Uint64(w[:]))
+				first := 8
+				for i, b := range w {
+					if !strPlain[b] {
+						first = i
+						break
+					}
+				}
+				got := 8
+				if m != 0 {
+					got = bits.TrailingZeros64(m) >> 3
+				}
+				if got != first {
+					t.Fatalf("special8(%q): first special byte at %d, want %d", w, got, first)
+				}
+			}
+		}
 	}
 }

@@ -44,6 +44,10 @@ var errBulk = errors.New("bulk call failed")
 // it still applies, for a short while.
 const defaultQuarantine = 10 * time.Second
 
+// maxBulkBuf is the largest buffer a route keeps to read its next bulk
+// answer into (routeState.bulkBufs).
+const maxBulkBuf = 1 << 20
+
 // bulkAnswer is one id's share of a bulk call.
 type bulkAnswer struct {
 	e      *cache.Entry
@@ -213,7 +217,11 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	}
 	defer resp.Body.Close()
 	limit := min(x.h.maxBody*int64(len(ids)), 256<<20)
-	body, err := readAll(resp.Body, resp.ContentLength, limit)
+	buf, _ := x.rs.bulkBufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	body, err := readAllTo(*buf, resp.Body, resp.ContentLength, limit)
 	took := x.h.now().Sub(t0)
 	x.rs.m.Upstream(resp.StatusCode, took)
 	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
@@ -231,7 +239,14 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
-	parts, err := bulk.SplitFor(body, rt.Batch.IDField, ids)
+	// Room past each element for its ETag (keepElement).
+	parts, err := bulk.SplitForRoom(body, rt.Batch.IDField, ids, bulk.ETagLen)
+	if cap(body) <= maxBulkBuf {
+		// Nothing holds body past the split: the elements are
+		// copies, an error's text too.
+		*buf = body[:0]
+		x.rs.bulkBufs.Put(buf)
+	}
 	switch {
 	case errors.Is(err, bulk.ErrShape) && len(ids) > 1:
 		return nil, fmt.Errorf("%w: %w: %w", errBulk, batch.ErrIsolate, err)

@@ -50,6 +50,10 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 	if f := x.rs.rt.Batch.ETagField; f != "" && elem != nil {
 		etag, _ = bulk.ElementETag(elem, f)
 	}
+	if etag == "" && elem != nil {
+		// In the room SplitForRoom left past the element's bytes.
+		etag, body = bulk.ETagAfter(elem)
+	}
 	reason := heads.reason
 	if reason != "" {
 		h := heads.Header(status, body, etag)
@@ -60,8 +64,8 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		x.notStored(reason, upstream)
 		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
 	}
-	e, vals := newElementEntry(x.rs, x.params.list(), heads.Values())
-	h := heads.HeaderIn(vals, status, body, etag)
+	e, slot := newElementEntry(x.rs, x.params.list())
+	h := heads.HeaderIn(slot, status, body, etag)
 	e.Status, e.Header, e.Body, e.StoredAt = status, h, body, requested
 	var f flight
 	if age, ok := upstream["Age"]; ok && x.rs.rt.Origin != nil {

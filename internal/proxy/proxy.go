@@ -184,6 +184,10 @@ type routeState struct {
 	// notStoredLogged are the reasons an element of a bulk answer was not
 	// stored that were logged already (element.go), at most five.
 	notStoredLogged sync.Map
+	// bulkBufs are the buffers the route's bulk answers are read into
+	// (*[]byte; fetchBulk): each answer is split into copies of its
+	// elements and then dropped, so the next call reads into its buffer.
+	bulkBufs sync.Pool
 }
 
 // New builds a Handler.
@@ -464,21 +468,17 @@ func newEntry(rs *routeState, params route.Params) *cache.Entry {
 	return b.entry(rs, params)
 }
 
-// newElementEntry is newEntry for an element of a bulk answer whose header
-// holds at most n values (bulk.Elements.Values), with vals, room for those
-// values in the same allocation when they fit (else nil): the element's
-// header lives exactly as long as its entry.
-func newElementEntry(rs *routeState, params route.Params, n int) (e *cache.Entry, vals []string) {
-	switch {
-	case !blockTags(rs):
-	case n <= len(elementBlock4{}.vals):
-		b := new(elementBlock4)
-		return b.entryBlock.entry(rs, params), b.vals[:0]
-	case n <= len(elementBlock8{}.vals):
-		b := new(elementBlock8)
-		return b.entryBlock.entry(rs, params), b.vals[:0]
+// newElementEntry is newEntry for an element of a bulk answer, with slot,
+// room for its header's ETag value in the same allocation (nil when the
+// route's tags do not fit a block): the element's header lives exactly
+// as long as its entry. Its other values are the answer's, shared by the
+// headers of all its elements (bulk.Elements.HeaderIn).
+func newElementEntry(rs *routeState, params route.Params) (e *cache.Entry, slot []string) {
+	if !blockTags(rs) {
+		return newEntry(rs, params), nil
 	}
-	return newEntry(rs, params), nil
+	b := new(elementBlock)
+	return b.entryBlock.entry(rs, params), b.etag[:0]
 }
 
 // entryBlock is an entry and the backing array of its tags (newEntry).
@@ -487,18 +487,11 @@ type entryBlock struct {
 	tags [4]string
 }
 
-// elementBlock4 and elementBlock8 are an entryBlock and the backing array
-// of its header's values (newElementEntry), in two sizes so that the
-// common header (Content-Type, Date, Cache-Control, ETag) costs no more
-// bytes than two allocations would.
-type elementBlock4 struct {
+// elementBlock is an entryBlock and the backing array of its header's
+// ETag value (newElementEntry).
+type elementBlock struct {
 	entryBlock
-	vals [4]string
-}
-
-type elementBlock8 struct {
-	entryBlock
-	vals [8]string
+	etag [1]string
 }
 
 // blockTags reports whether the tags of rs's entries fit an entryBlock.
