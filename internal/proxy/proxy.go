@@ -428,14 +428,6 @@ func (h *Handler) InvalidatedAll() { h.tombs.AddAll(h.now()) }
 // purge by route is a purge by tag. Tags starting with "_" are reserved.
 func RouteTag(name string) string { return "_route:" + name }
 
-func expand(ts []route.Template, p route.Params) []string {
-	out := make([]string, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, t.Expand(p))
-	}
-	return out
-}
-
 // newEntry is a new entry for an answer on rs's route, its Tags the
 // route's tag and its tag templates expanded with params, with room for
 // the URI tags tagEntry adds (surrogate.EntryURITags). A route with at
