@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,6 +166,7 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer px.settlePanic(p) // not x: the list's exchange stays on its stack
 			f, err := px.fillTraced(ctx)
 			if err == nil && f.c.e.Status >= 500 {
 				err = &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", f.c.e.Status)}
@@ -176,6 +178,20 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 		}()
 	}
 	wg.Wait()
+}
+
+// settlePanic turns a panic in p's fetch into p's 502, as a panicked bulk
+// fetch answers its waiters (batch.Options.OnPanic): the goroutine is
+// fetchMissing's own, where nothing else would recover it and the process
+// would die. A bug, not the upstream: logged with its stack; the list's
+// answer and its log line carry no stack. x is p's own exchange.
+func (x *exchange) settlePanic(p *part) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	x.h.log.Error("split fetch panicked", "route", x.rs.rt.Name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	p.e, p.err = nil, &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id fetch panicked: %v", v)}
 }
 
 // enlist puts the list's missing ids into the target's batches at once
