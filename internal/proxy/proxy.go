@@ -46,6 +46,7 @@ import (
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/routeshape"
 	"github.com/sidecache/sidecache/internal/spelling"
+	"github.com/sidecache/sidecache/internal/splitlist"
 	"github.com/sidecache/sidecache/internal/tombstone"
 	"github.com/sidecache/sidecache/internal/upstreamlog"
 )
@@ -154,8 +155,8 @@ type Handler struct {
 	// withheldLogged outlives reloads: a withheld header is logged once
 	// per route and name in the life of the process.
 	withheldLogged *forward.Logged
-	// gzips are gzip writers for split lists (splitlist.go).
-	gzips sync.Pool
+	// gzips are gzip writers for split lists (internal/splitlist).
+	gzips splitlist.Gzip
 }
 
 // state is what a reload replaces as one: the upstream, the table and what
