@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
+	"github.com/sidecache/sidecache/internal/bufpool"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
@@ -136,7 +137,7 @@ type Handler struct {
 	// key at a time, joined only by requests that arrived before it began.
 	refreshes coalesce.Ordered[*flight]
 	hfp       hitforpass.Set
-	bufs      bufferPool // copy buffers for pass-through and large bodies
+	bufs      bufpool.Pool // copy buffers for pass-through and large bodies
 	// refreshing holds the keys with a stale-while-revalidate refresh
 	// under way, so a burst of stale hits starts one goroutine, not many.
 	refreshing sync.Map
@@ -208,7 +209,7 @@ func New(opts Options) (*Handler, error) {
 		m:         opts.Metrics,
 		log:       opts.Logger,
 		now:       opts.Now,
-		bufs:      newBufferPool(),
+		bufs:      bufpool.New(),
 		tagh:      newTagHeaders(opts.TagHeaders),
 	}
 	if h.maxBody <= 0 {
