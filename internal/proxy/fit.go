@@ -8,20 +8,17 @@ import (
 	"github.com/sidecache/sidecache/internal/admit"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/fit"
 )
 
-// need is how fresh an entry must be to answer.
-type need uint8
+// need is how fresh an entry must be to answer (internal/fit).
+type need = fit.Need
 
 const (
-	// needAny: a response fetched for this very flight; its freshness is
-	// moot (an uncacheable answer still answers the request that fetched it).
-	needAny need = iota
-	needFresh
-	// needRevalidate: fresh, or stale within stale-while-revalidate.
-	needRevalidate
-	// needIfError: within stale-if-error (the upstream just failed).
-	needIfError
+	needAny        = fit.Any
+	needFresh      = fit.Fresh
+	needRevalidate = fit.Revalidate
+	needIfError    = fit.IfError
 )
 
 // answers is the one fit rule (RFC 9111 §4): may c answer x's request? It
@@ -36,19 +33,8 @@ func (x *exchange) answers(c candidate, n need) bool {
 		return false
 	}
 	now := x.h.now()
-	switch n {
-	case needFresh:
-		if !x.freshEnough(e, now) {
-			return false
-		}
-	case needRevalidate:
-		if !x.freshEnough(e, now) && (x.wantsFresher() || !e.WithinStaleWhileRevalidate(now)) {
-			return false
-		}
-	case needIfError:
-		if !e.WithinStaleIfError(now) {
-			return false
-		}
+	if n != needAny && !fit.Enough(e, n, x.freshDirectives(), now) {
+		return false
 	}
 	if len(c.vary) > 0 {
 		// Another variant, unless only the coding differs: a variant in
