@@ -22,9 +22,9 @@ import (
 
 // write forwards a request a route or its method may make invalidate
 // (every unsafe method, and a route with invalidate tags), and applies the
-// invalidation the upstream's answer calls for (invalidate.go) before the
-// client sees that answer, so a client always reads its own write (RFC
-// 9111 §4.4 asks the same of a cache).
+// invalidation the upstream's answer calls for (invalidate.go,
+// internal/writeinv) before the client sees that answer, so a client
+// always reads its own write (RFC 9111 §4.4 asks the same of a cache).
 func (x *exchange) write(o outcome, detail string) {
 	inv := x.writeInvalidation()
 	if inv == nil {

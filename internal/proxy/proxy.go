@@ -9,10 +9,11 @@
 //   - respond (respond.go): one outcome drives both the Cache-Status member
 //     and the metrics result.
 //
-// Two rules are kept in one place each: admit (fit.go) decides whether an
-// upstream answer may be stored and for how long, for per-key and bulk
-// fetches alike; answers (fit.go) decides whether a stored or fetched entry
-// may answer a given request, for every entry about to be served.
+// Two rules are kept in one place each: admit (fit.go, internal/admit)
+// decides whether an upstream answer may be stored and for how long, for
+// per-key and bulk fetches alike; answers (fit.go, its freshness in
+// internal/fit) decides whether a stored or fetched entry may answer a
+// given request, for every entry about to be served.
 //
 // It declares the few interfaces it needs of the cache tiers; it does not
 // know how they are built.
