@@ -149,7 +149,7 @@ func TestBatchListFailureSparesCollapsedVictim(t *testing.T) {
 	var first atomic.Bool
 	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
 		if first.CompareAndSwap(false, true) {
-			<-release // the list's first call, held until the victim is in
+			held(t, release) // the list's first call, held until the victim is in
 		}
 		rejectBad(w, r, ids)
 	})

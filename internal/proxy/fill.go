@@ -325,29 +325,29 @@ func (x *exchange) keep(ctx context.Context, code int, header http.Header, body 
 func (x *exchange) keepAs(ctx context.Context, e *cache.Entry, header http.Header, hd *heard) flight {
 	tagged := x.tagEntry(e, header) // URI tag, upstream surrogate keys (origintags.go)
 	a := x.admit(e, header, hd)
-	e.InitialAge = a.age // reported as Age even when not stored (RFC 9111 §5.1)
-	a.store = a.store && tagged
-	f := flight{c: candidate{e: e, vary: a.vary, private: !a.shareable}}
+	e.InitialAge = a.Age // reported as Age even when not stored (RFC 9111 §5.1)
+	a.Store = a.Store && tagged
+	f := flight{c: candidate{e: e, vary: a.Vary, private: !a.Shareable}}
 	coding, known := entryCoding(e)
 	if known && coding != cachekey.Identity {
 		x.rs.fwd.rules.NoteCoding(coding) // clients accepting it look there first
 	}
 	key := x.key
-	if len(a.vary) > 0 {
+	if len(a.Vary) > 0 {
 		// The variant is keyed on the coding it is in, not on what the
 		// client asked: an identity answer serves every client.
-		key = x.variantKeyIn(a.vary, coding)
+		key = x.variantKeyIn(a.Vary, coding)
 		f.c.vkey = key
-		a.store = a.store && (known || !slices.Contains(a.vary, "Accept-Encoding"))
+		a.Store = a.Store && (known || !slices.Contains(a.Vary, "Accept-Encoding"))
 	}
-	if !a.store || len(key) > x.h.maxKey {
+	if !a.Store || len(key) > x.h.maxKey {
 		// max_key_bytes bounds variant keys too: a 60 KB Accept-Language
 		// must not become a 60 KB key in L1 and Redis.
 		return f
 	}
-	a.apply(e)
-	if len(a.vary) > 0 {
-		_ = x.h.cache.Set(ctx, x.key, e.Marker(a.vary))
+	a.Apply(e)
+	if len(a.Vary) > 0 {
+		_ = x.h.cache.Set(ctx, x.key, e.Marker(a.Vary))
 	}
 	if err := x.h.cache.Set(ctx, key, e); err != nil {
 		x.h.log.Debug("cache set", "key", key, "err", err)

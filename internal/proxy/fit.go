@@ -5,25 +5,20 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/admit"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
-	"github.com/sidecache/sidecache/internal/forward"
-	"github.com/sidecache/sidecache/internal/httpcache"
-	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/fit"
 )
 
-// need is how fresh an entry must be to answer.
-type need uint8
+// need is how fresh an entry must be to answer (internal/fit).
+type need = fit.Need
 
 const (
-	// needAny: a response fetched for this very flight; its freshness is
-	// moot (an uncacheable answer still answers the request that fetched it).
-	needAny need = iota
-	needFresh
-	// needRevalidate: fresh, or stale within stale-while-revalidate.
-	needRevalidate
-	// needIfError: within stale-if-error (the upstream just failed).
-	needIfError
+	needAny        = fit.Any
+	needFresh      = fit.Fresh
+	needRevalidate = fit.Revalidate
+	needIfError    = fit.IfError
 )
 
 // answers is the one fit rule (RFC 9111 §4): may c answer x's request? It
@@ -38,19 +33,8 @@ func (x *exchange) answers(c candidate, n need) bool {
 		return false
 	}
 	now := x.h.now()
-	switch n {
-	case needFresh:
-		if !x.freshEnough(e, now) {
-			return false
-		}
-	case needRevalidate:
-		if !x.freshEnough(e, now) && (x.wantsFresher() || !e.WithinStaleWhileRevalidate(now)) {
-			return false
-		}
-	case needIfError:
-		if !e.WithinStaleIfError(now) {
-			return false
-		}
+	if n != needAny && !fit.Enough(e, n, x.freshDirectives(), now) {
+		return false
 	}
 	if len(c.vary) > 0 {
 		// Another variant, unless only the coding differs: a variant in
@@ -64,137 +48,32 @@ func (x *exchange) answers(c candidate, n need) bool {
 	return cachekey.AcceptsStored(x.r.Header, e.Header) && !x.h.tombs.Stale(e, now)
 }
 
-// admission is admit's verdict on one upstream answer.
-type admission struct {
-	// shareable: the answer may reach clients other than the one whose
-	// request fetched it (collapsed waiters included).
-	shareable bool
-	store     bool
-	// vary names the request headers that select this variant.
-	vary []string
-	// The entry's freshness lifetime and stale windows, when store, on
-	// the current-age axis (see cache.Entry); age is its initial age.
-	ttl, swr, sie, keep, age time.Duration
-	noStale                  bool
-	// strip are fields a shared cache must not keep (origin mode:
-	// qualified no-cache and private, RFC 9111 §5.2.2.4, §5.2.2.7).
-	strip []string
+// admission is admit's verdict on one upstream answer (internal/admit).
+type admission = admit.Admission
+
+// heard is what admit reads of an upstream answer's header alone
+// (admit.Heard): worked out once per bulk answer for all its elements
+// (elementHeads), and by admit itself for a per-ID answer.
+type heard = admit.Heard
+
+// hear works out heard for an answer with header h, whose request left at
+// requested and which arrived at received.
+func hear(h http.Header, requested, received time.Time) heard {
+	return admit.Hear(h, requested, received)
 }
 
-// apply gives e the lifetimes admit chose for it.
-func (a admission) apply(e *cache.Entry) {
-	e.TTL, e.StaleWhileRevalidate, e.StaleIfError = a.ttl, a.swr, a.sie
-	e.InitialAge, e.Keep, e.NoStale = a.age, a.keep, a.noStale
-	if len(a.strip) > 0 {
-		e.Header = e.Header.Clone()
-		for _, k := range a.strip {
-			delete(e.Header, k)
-		}
-	}
-}
-
-// admit is the one admission rule (docs/configuration.md, "Cacheable responses"; RFC 9111
-// §3): may this upstream answer be stored, and for how long. Per-key fetches
-// and bulk fetches both call it. e carries the answer's status, stored
-// header, body, request time and tags; admit does not change it (the
-// caller applies the admission when it stores).
-//
-// hd is what admit reads of upstream alone (heard), when the caller worked
-// it out already; nil: admit works it out.
+// admit is the one admission rule (internal/admit) for e, an upstream
+// answer to x's request, on x's route; e is not changed. hd is what admit
+// reads of upstream alone, when the caller worked it out already; nil:
+// admit works it out.
 func (x *exchange) admit(e *cache.Entry, upstream http.Header, hd *heard) admission {
-	rt := x.rs.rt
 	now := x.h.now()
 	if hd == nil {
 		h := hear(upstream, e.StoredAt, now)
 		hd = &h
 	}
-	a := admission{shareable: !hd.private, age: hd.age}
-	var of httpcache.Storage
-	if rt.Origin != nil {
-		of = originOf(rt).Storage(e.Status, upstream, e.Header, e.StoredAt, now)
-		a.shareable = of.Shareable
-	}
-	negative, cacheable := httpcache.CacheableStatus(e.Status, rt.NegativeTTL)
-	names := hd.vary
-	a.vary = names
-	if hd.star {
-		a.shareable = false // Vary: * matches no other request (RFC 9110 §12.5.5)
-	}
-	if forward.VariesOnOwn(names) {
-		// The answer varies on a header the sidecar wrote (the caller's
-		// address in X-Forwarded-For, its own request id): no key holds
-		// that value, so the answer is this client's alone.
-		a.shareable = false
-	}
-	if x.sentWithout(names) {
-		// The answer varies on a header this request carried but its
-		// fetch did not send: the upstream answered another variant
-		// than the one the key names. Neither kept nor shared (fetch
-		// learns the header and asks again when it can).
-		a.shareable = false
-	}
-	if rt.Origin != nil {
-		cacheable = of.Cacheable
-	}
-	if !cacheable || !a.shareable || rt.Origin == nil && hd.noCache {
-		return a
-	}
-	// The header block counts: a huge header is as costly to keep as a
-	// huge body.
-	if int64(len(e.Body))+httpcache.HeaderBytes(e.Header) > x.h.maxBody {
-		return a
-	}
-	switch {
-	case rt.Origin != nil:
-		a.ttl, a.swr, a.sie, a.noStale, a.strip = of.TTL, of.StaleWhileRevalidate, of.StaleIfError, of.NoStale, of.Strip
-	case negative:
-		// The route's lifetimes run from the fetch: on the age axis they
-		// start at the age the answer arrived with.
-		a.ttl = a.age + rt.NegativeTTL
-	default:
-		a.ttl, a.swr, a.sie = a.age+rt.TTL, rt.StaleWhileRevalidate, rt.StaleIfError
-	}
-	a.keep = httpcache.KeepFor(e.Header, a.ttl-a.age)
-	a.store = a.ttl > a.age // fresh for a while
-	if rt.Origin != nil {
-		a.store = of.Store
-	}
-	// Fetched before a write to it was invalidated: serve, never keep.
-	a.store = a.store && !x.h.tombs.Stale(e, now)
-	return a
-}
-
-// heard is what admit reads of an upstream answer's header alone: the
-// same for every element of a bulk answer, whose header each element's
-// repeats (elementHeads works it out once per answer: parsing Date, Age,
-// Cache-Control and Vary again for each of a hundred elements was a tenth
-// of their cost), and worked out by admit itself for a per-ID answer.
-type heard struct {
-	// age is the age the answer had when its request left (RFC 9111
-	// §4.2.3). It does not depend on when the answer arrived: the
-	// apparent age grows with the arrival time exactly as the round
-	// trip AgeAtRequest takes off does, so one arrival time serves
-	// every element (but for the clamp at httpcache.MaxDelta, which an
-	// answer dated 68 years ago reaches).
-	age     time.Duration
-	private bool // httpcache.Private: Set-Cookie, private or no-store
-	// vary and star are cachekey.AnswerVary's; vary is only read, by
-	// every entry it is handed to.
-	vary    []string
-	star    bool
-	noCache bool // Cache-Control: no-cache (RFC 9111 §5.2.2.4)
-}
-
-// hear works out heard for an answer with header h, whose request left at
-// requested and which arrived at received.
-func hear(h http.Header, requested, received time.Time) heard {
-	names, star := cachekey.AnswerVary(h)
-	return heard{
-		age:     httpcache.AgeAtRequest(h, requested, received),
-		private: httpcache.Private(h),
-		vary:    names, star: star,
-		noCache: httpcache.HasDirective(h, "no-cache"),
-	}
+	o := admit.Options{Route: x.rs.rt, MaxBody: x.h.maxBody, Tombs: x.h.tombs}
+	return admit.Decide(&o, e, upstream, hd, x.sentWithout(hd.Vary), now)
 }
 
 // passVariant remembers that the variant of this request an upstream
@@ -235,14 +114,4 @@ func (x *exchange) passes() bool {
 func (x *exchange) askedCoding() string {
 	every := cachekey.Codings(0).With("gzip").With("br").With("zstd")
 	return cachekey.VariantCoding(x.r.Header["Accept-Encoding"], every)
-}
-
-// originOf is the origin-freshness settings of rt, a freshness: origin
-// route, for httpcache (RFC 9111 §3, §4.2; docs/configuration.md,
-// "Freshness from the origin").
-func originOf(rt *route.Route) httpcache.Origin {
-	return httpcache.Origin{
-		Targets: rt.Origin.Targets, Heuristic: rt.TTL, Negative: rt.NegativeTTL, MaxTTL: rt.Origin.MaxTTL,
-		StaleWhileRevalidate: rt.StaleWhileRevalidate, StaleIfError: rt.StaleIfError,
-	}
 }

@@ -19,7 +19,7 @@ func TestLeaderLeavesWhileUpstreamHeld(t *testing.T) {
 	arrived, release := make(chan struct{}), make(chan struct{})
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
-		<-release
+		held(t, release)
 		w.Write([]byte("fetched"))
 	})
 	e := newEnv(t, up, []testRoute{clientRoute})
@@ -33,7 +33,7 @@ func TestLeaderLeavesWhileUpstreamHeld(t *testing.T) {
 		defer close(returned)
 		e.h.ServeHTTP(&discard{h: make(http.Header)}, req)
 	}()
-	<-arrived
+	await(t, arrived)
 	cancel()
 	select {
 	case <-returned:
@@ -70,7 +70,7 @@ func TestBatchedLeaderLeavesJoinerAnswered(t *testing.T) {
 	good := usersAnswer(func(string) bool { return true })
 	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
 		close(arrived)
-		<-release
+		held(t, release)
 		good(w, r, ids)
 	})
 	e := newEnv(t, o.upstream, []testRoute{userRoute(10, time.Millisecond)})
@@ -85,7 +85,7 @@ func TestBatchedLeaderLeavesJoinerAnswered(t *testing.T) {
 		defer close(returned)
 		e.h.ServeHTTP(&discard{h: make(http.Header)}, httptest.NewRequest("GET", url, nil).WithContext(ctx))
 	}()
-	<-arrived
+	await(t, arrived)
 	cancel()
 	select {
 	case <-returned:

@@ -52,7 +52,7 @@ func TestStreamsFlushEveryPath(t *testing.T) {
 				defer free()
 				up := newRawUp(t, func(c net.Conn) {
 					io.WriteString(c, row.head+row.frame(first))
-					<-release
+					held(t, release)
 					io.WriteString(c, row.frame(last)+row.end)
 					c.Close() // ends the answer that runs until close; the others are whole
 				})

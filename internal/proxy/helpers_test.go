@@ -157,3 +157,30 @@ func refusedAddr(t testing.TB) string {
 	}
 	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
+
+// held blocks a test origin (or store) until release is ready. It also
+// returns when the test has ended (t.Context is done before the cleanups
+// run, and an origin's Close waits for its handlers) or after a minute: a
+// test that fails before it releases what it held then fails, instead of
+// hanging the suite to the package timeout.
+func held[T any](t testing.TB, release <-chan T) {
+	select {
+	case <-release:
+	case <-t.Context().Done():
+	case <-time.After(time.Minute):
+	}
+}
+
+// await waits, on the test's goroutine, for what ch signals (an origin
+// reached, a goroutine started or done) and returns it; after a minute the
+// test fails instead of hanging the suite.
+func await[T any](t testing.TB, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatal("waited a minute for a signal that never came")
+		panic("unreachable")
+	}
+}

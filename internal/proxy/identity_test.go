@@ -68,7 +68,7 @@ func TestLargePrivateAnswerOnlyToItsFetcher(t *testing.T) {
 		select {
 		case release := <-hold: // the round's first call, the fetcher's: held until the others joined
 			arrived <- who
-			<-release
+			held(t, release)
 		default:
 		}
 		body := who + "." + letters(4<<10) // gzipped, still over the bound
@@ -170,7 +170,7 @@ func TestLearnedVaryJudgedByWhatItsFetchSent(t *testing.T) {
 		resp, b := e.do("GET", "/page/1", globex)
 		first <- b + " (" + cacheStatus(resp) + ")"
 	}()
-	<-arrived // sent without X-Tenant: not learned yet
+	await(t, arrived) // sent without X-Tenant: not learned yet
 	if _, b := e.do("GET", "/page/2", http.Header{"X-Tenant": {"acme"}}); b != "tenant=acme" {
 		t.Fatalf("teaching request: %q", b)
 	}

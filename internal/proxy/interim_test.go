@@ -96,7 +96,7 @@ func TestEarlyHintsAfterClientLeft(t *testing.T) {
 	var once sync.Once
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		once.Do(func() { close(arrived) })
-		<-release
+		held(t, release)
 		w.Header().Set("Link", "</a.js>; rel=preload")
 		w.WriteHeader(http.StatusEarlyHints)
 		fmt.Fprint(w, "late")
@@ -112,7 +112,7 @@ func TestEarlyHintsAfterClientLeft(t *testing.T) {
 		}
 		done <- err
 	}()
-	<-arrived
+	await(t, arrived)
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("the request was answered before the upstream")

@@ -156,7 +156,7 @@ func TestLeaseHolderGone(t *testing.T) {
 			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 				if first.CompareAndSwap(false, true) {
 					close(holding)
-					<-gate
+					held(t, gate)
 				}
 				fmt.Fprintf(w, "item %s", r.URL.Path)
 			})
@@ -168,7 +168,7 @@ func TestLeaseHolderGone(t *testing.T) {
 
 			aDone := make(chan string, 1)
 			go func() { aDone <- a.fetch(path) }()
-			<-holding // A holds the lease; its upstream request is blocked
+			await(t, holding) // A holds the lease; its upstream request is blocked
 
 			const perReplica = 3
 			answers := make(chan string, perReplica*len(waiters))

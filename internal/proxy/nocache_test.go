@@ -71,7 +71,7 @@ func TestForcedRefreshJoinsOnlyALaterRefresh(t *testing.T) {
 		defer running.Add(-1)
 		if gated.Load() {
 			arrived <- struct{}{}
-			<-gate
+			held(t, gate)
 		}
 		w.Header().Set("Cache-Control", "max-age=60")
 		fmt.Fprintf(w, "call-%d", n)
@@ -84,7 +84,7 @@ func TestForcedRefreshJoinsOnlyALaterRefresh(t *testing.T) {
 	gated.Store(true)
 	first := make(chan string, 1)
 	go func() { _, b := e.do("GET", "/o/1", http.Header{"Cache-Control": {"no-cache"}}); first <- b }()
-	<-arrived // call-2, the first refresh, is held at the origin
+	await(t, arrived) // call-2, the first refresh, is held at the origin
 	const n = 6
 	var wg sync.WaitGroup
 	bodies := make([]string, n)

@@ -28,7 +28,7 @@ func (t tagHeaders) carryOver(merged, update http.Header, old []string) {
 }
 
 // tagEntry completes the tags of e, an answer fetched for x: the implicit
-// URI tags of x's path (invalidate.go) and the keys the upstream named in
+// URI tags of x's path (internal/writeinv) and the keys the upstream named in
 // its tag headers, which it then strips from e's header (when configured).
 // It reports false when the upstream's keys are over the bounds: e may
 // answer its request but must not be stored.
@@ -51,7 +51,7 @@ func (x *exchange) tagEntry(e *cache.Entry, upstream http.Header) bool {
 		return false
 	}
 	// Strict for storage: a write skips a tag longer than max_key_bytes
-	// (writeInv.after), so no entry may carry one.
+	// (internal/writeinv), so no entry may carry one.
 	for _, t := range e.Tags {
 		if len(t) > x.h.maxKey {
 			x.h.log.Debug("tag over max_key_bytes: not stored", "route", x.rs.rt.Name, "bytes", len(t))

@@ -10,7 +10,6 @@ import (
 	"net/http/httputil"
 	"net/textproto"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
@@ -23,9 +22,9 @@ import (
 
 // write forwards a request a route or its method may make invalidate
 // (every unsafe method, and a route with invalidate tags), and applies the
-// invalidation the upstream's answer calls for (invalidate.go) before the
-// client sees that answer, so a client always reads its own write (RFC
-// 9111 §4.4 asks the same of a cache).
+// invalidation the upstream's answer calls for (invalidate.go,
+// internal/writeinv) before the client sees that answer, so a client
+// always reads its own write (RFC 9111 §4.4 asks the same of a cache).
 func (x *exchange) write(o outcome, detail string) {
 	inv := x.writeInvalidation()
 	if inv == nil {
@@ -164,22 +163,6 @@ func (pi *passInfo) end() {
 		pi.det.Stop()
 	}
 }
-
-// bufferPool recycles copy buffers; without it every pass-through response
-// allocates 32 KiB. Get and Put are httputil.BufferPool's (Put allocates
-// the slice's header it keeps); the sidecar's own copies take and return
-// the kept pointer (get, put), which allocates nothing.
-type bufferPool struct{ p *sync.Pool }
-
-func newBufferPool() bufferPool {
-	return bufferPool{&sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
-}
-
-func (bp bufferPool) Get() []byte  { return *bp.p.Get().(*[]byte) }
-func (bp bufferPool) Put(b []byte) { bp.p.Put(&b) }
-
-func (bp bufferPool) get() *[]byte  { return bp.p.Get().(*[]byte) }
-func (bp bufferPool) put(b *[]byte) { bp.p.Put(b) }
 
 // upstreamErr is a fetch failure the client may be told about: only its
 // status and a fixed text leave the sidecar, never the upstream's words.

@@ -36,9 +36,9 @@ func (x *exchange) leanPass(st status) {
 	st.fwdStatus = resp.StatusCode
 	resp.Header["Cache-Status"] = []string{httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String())}
 	x.h.addVia(resp.Header)
-	buf := x.h.bufs.get()
+	buf := x.h.bufs.Take()
 	err = lean.WriteResponse(w, resp, *buf, x.h.trailers)
-	x.h.bufs.put(buf)
+	x.h.bufs.Return(buf)
 	if err != nil {
 		c.Close()
 		if r.Context().Value(http.ServerContextKey) != nil {

@@ -56,7 +56,7 @@ func TestPassThroughKeepsProtocol(t *testing.T) {
 		case "/stream":
 			io.WriteString(w, "first;")
 			http.NewResponseController(w).Flush()
-			<-release // the client has read the first part
+			held(t, release) // the client has read the first part
 			io.WriteString(w, "second")
 		case "/headers":
 			for _, h := range []string{"X-Secret", "Keep-Alive", "Upgrade", "Proxy-Authorization"} {
@@ -162,9 +162,9 @@ func TestPassThroughClientLeaves(t *testing.T) {
 		}
 		errc <- err
 	}()
-	<-started
+	await(t, started)
 	cancel()
-	<-errc
+	await(t, errc)
 	select {
 	case <-ended:
 	case <-time.After(5 * time.Second):

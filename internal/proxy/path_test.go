@@ -99,7 +99,7 @@ func TestStaleWhileRevalidateFromSharedTier(t *testing.T) {
 	hold := make(chan struct{})
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1) > 1 {
-			<-hold
+			held(t, hold)
 		}
 		fmt.Fprintf(w, "v%d", n.Load())
 	})
@@ -276,7 +276,7 @@ func newFailingFront(t *testing.T, ok http.HandlerFunc) *failingFront {
 	f := &failingFront{c: &clock{}, hold: make(chan struct{})}
 	f.up = newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if f.failing.Load() {
-			<-f.hold
+			held(t, f.hold)
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}

@@ -9,10 +9,11 @@
 //   - respond (respond.go): one outcome drives both the Cache-Status member
 //     and the metrics result.
 //
-// Two rules are kept in one place each: admit (fit.go) decides whether an
-// upstream answer may be stored and for how long, for per-key and bulk
-// fetches alike; answers (fit.go) decides whether a stored or fetched entry
-// may answer a given request, for every entry about to be served.
+// Two rules are kept in one place each: admit (fit.go, internal/admit)
+// decides whether an upstream answer may be stored and for how long, for
+// per-key and bulk fetches alike; answers (fit.go, its freshness in
+// internal/fit) decides whether a stored or fetched entry may answer a
+// given request, for every entry about to be served.
 //
 // It declares the few interfaces it needs of the cache tiers; it does not
 // know how they are built.
@@ -33,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
+	"github.com/sidecache/sidecache/internal/bufpool"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
@@ -46,6 +48,7 @@ import (
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/routeshape"
 	"github.com/sidecache/sidecache/internal/spelling"
+	"github.com/sidecache/sidecache/internal/splitlist"
 	"github.com/sidecache/sidecache/internal/tombstone"
 	"github.com/sidecache/sidecache/internal/upstreamlog"
 )
@@ -135,7 +138,7 @@ type Handler struct {
 	// key at a time, joined only by requests that arrived before it began.
 	refreshes coalesce.Ordered[*flight]
 	hfp       hitforpass.Set
-	bufs      bufferPool // copy buffers for pass-through and large bodies
+	bufs      bufpool.Pool // copy buffers for pass-through and large bodies
 	// refreshing holds the keys with a stale-while-revalidate refresh
 	// under way, so a burst of stale hits starts one goroutine, not many.
 	refreshing sync.Map
@@ -154,8 +157,8 @@ type Handler struct {
 	// withheldLogged outlives reloads: a withheld header is logged once
 	// per route and name in the life of the process.
 	withheldLogged *forward.Logged
-	// gzips are gzip writers for split lists (splitlist.go).
-	gzips sync.Pool
+	// gzips are gzip writers for split lists (internal/splitlist).
+	gzips splitlist.Gzip
 }
 
 // state is what a reload replaces as one: the upstream, the table and what
@@ -211,7 +214,7 @@ func New(opts Options) (*Handler, error) {
 		m:         opts.Metrics,
 		log:       opts.Logger,
 		now:       opts.Now,
-		bufs:      newBufferPool(),
+		bufs:      bufpool.New(),
 		tagh:      newTagHeaders(opts.TagHeaders),
 	}
 	if h.maxBody <= 0 {
@@ -446,14 +449,6 @@ func (h *Handler) InvalidatedAll() { h.tombs.AddAll(h.now()) }
 // RouteTag is the implicit tag every entry of a route carries, so that a
 // purge by route is a purge by tag. Tags starting with "_" are reserved.
 func RouteTag(name string) string { return "_route:" + name }
-
-func expand(ts []route.Template, p route.Params) []string {
-	out := make([]string, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, t.Expand(p))
-	}
-	return out
-}
 
 // newEntry is a new entry for an answer on rs's route, its Tags the
 // route's tag and its tag templates expanded with params, with room for

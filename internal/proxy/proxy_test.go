@@ -46,7 +46,7 @@ func TestSecondGetIsL1Hit(t *testing.T) {
 func TestConcurrentColdGetsCoalesce(t *testing.T) {
 	release := make(chan struct{})
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		<-release
+		held(t, release)
 		fmt.Fprintf(w, "body-%d", time.Now().UnixNano())
 	})
 	e := newEnv(t, up, []testRoute{clientRoute})
@@ -354,7 +354,7 @@ func TestCoalescingNeverLeaksPrivate(t *testing.T) {
 		me := n
 		seq.Unlock()
 		if me == 1 {
-			<-release
+			held(t, release)
 		}
 		w.Header().Set("Set-Cookie", fmt.Sprintf("session=%d", me))
 		fmt.Fprintf(w, "for-%d", me)

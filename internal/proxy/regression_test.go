@@ -26,14 +26,15 @@ func withSharedTierOnly(o *proxy.Options, s *l1.Store) {
 // it needs, without sleeping. gets counts every read.
 type heldStore struct {
 	cache.Store
+	t       testing.TB
 	gets    atomic.Int64
 	armed   atomic.Bool
 	arrived chan struct{} // closed when the held read has begun
 	release chan struct{}
 }
 
-func newHeldStore(s cache.Store) *heldStore {
-	return &heldStore{Store: s, arrived: make(chan struct{}), release: make(chan struct{})}
+func newHeldStore(t testing.TB, s cache.Store) *heldStore {
+	return &heldStore{Store: s, t: t, arrived: make(chan struct{}), release: make(chan struct{})}
 }
 
 // hold makes the next read wait for release (once).
@@ -43,7 +44,7 @@ func (s *heldStore) Get(ctx context.Context, key string) (*cache.Entry, bool, er
 	s.gets.Add(1)
 	if s.armed.CompareAndSwap(true, false) {
 		close(s.arrived)
-		<-s.release
+		held(s.t, s.release)
 	}
 	return s.Store.Get(ctx, key)
 }
@@ -71,7 +72,7 @@ func TestCollapsedOntoCacheHitGetsOwnVariant(t *testing.T) {
 	rt := testRoute{Name: "greet", Pattern: "/greet/{id}", TTL: time.Minute, ForwardAll: true}
 	var l2 *heldStore
 	e := newEnv(t, up, []testRoute{rt}, func(o *proxy.Options, s *l1.Store) {
-		l2 = newHeldStore(s)
+		l2 = newHeldStore(t, s)
 		o.Cache = cache.NewTiered(nil, l2, cache.TieredOptions{})
 	})
 	t.Cleanup(func() {
@@ -100,7 +101,7 @@ func TestCollapsedOntoCacheHitGetsOwnVariant(t *testing.T) {
 		en <- r
 		enBody <- b
 	}()
-	<-l2.arrived // en leads the flight and is reading the variants marker
+	await(t, l2.arrived) // en leads the flight and is reading the variants marker
 	var joined atomic.Int64
 	fr := make(chan *http.Response, 1)
 	frBody := make(chan string, 1)
@@ -140,7 +141,7 @@ func TestUnstoredVariantNotSharedAcrossVariants(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 { // the leader's call, held until the other joined
 			close(arrived)
-			<-release
+			held(t, release)
 		}
 		w.Header().Set("Vary", "Accept-Language")
 		w.WriteHeader(http.StatusNotFound)
@@ -157,7 +158,7 @@ func TestUnstoredVariantNotSharedAcrossVariants(t *testing.T) {
 	})
 	bodies := map[string]chan string{"en": make(chan string, 1), "de": make(chan string, 1)}
 	go func() { _, b := e.do("GET", "/greet/1", http.Header{"Accept-Language": {"en"}}); bodies["en"] <- b }()
-	<-arrived
+	await(t, arrived)
 	var joined atomic.Int64
 	go func() {
 		_, b := e.doCounted("GET", "/greet/1", http.Header{"Accept-Language": {"de"}}, &joined)
@@ -195,7 +196,7 @@ func TestReadYourWriteDespitePreWriteFlight(t *testing.T) {
 			default:
 			}
 			if !ex {
-				<-release // the pre-write read is slow
+				held(t, release) // the pre-write read is slow
 				w.WriteHeader(http.StatusNotFound)
 				fmt.Fprint(w, "absent")
 				return
@@ -209,7 +210,7 @@ func TestReadYourWriteDespitePreWriteFlight(t *testing.T) {
 
 	first := make(chan string, 1)
 	go func() { _, b := e.get("/clients/9"); first <- b }()
-	<-getArrived // the pre-write GET is at the upstream
+	await(t, getArrived) // the pre-write GET is at the upstream
 
 	req, _ := http.NewRequest(http.MethodPut, e.front.URL+"/clients/9", strings.NewReader("x"))
 	resp, err := client.Do(req)
@@ -249,7 +250,7 @@ func TestOversizedWaitersStreamOnce(t *testing.T) {
 	var first atomic.Bool
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if first.CompareAndSwap(false, true) {
-			<-release // the flight's call, held until every request waits on it
+			held(t, release) // the flight's call, held until every request waits on it
 		}
 		fmt.Fprint(w, big)
 	})
@@ -302,7 +303,7 @@ func TestPurgeAllTombstoneSurvivesKeyInvalidation(t *testing.T) {
 				mu.Unlock()
 				if first {
 					arrived <- struct{}{}
-					<-release
+					held(t, release)
 					fmt.Fprint(w, "old")
 					return
 				}
@@ -311,7 +312,7 @@ func TestPurgeAllTombstoneSurvivesKeyInvalidation(t *testing.T) {
 			e := newEnv(t, up, []testRoute{clientRoute})
 			done := make(chan string, 1)
 			go func() { _, b := e.get("/clients/1"); done <- b }()
-			<-arrived
+			await(t, arrived)
 			e.h.InvalidatedAll() // POST /purge?all=1 (purger.PurgeAll)
 			e.l1.Clear()
 			if keyOnly {

@@ -224,9 +224,9 @@ func (x *exchange) streamLarge(l *largeBody) {
 	var err error
 	if x.r.Method != http.MethodHead {
 		// As the pass-through paths: a stream is flushed as it comes.
-		buf := x.h.bufs.get()
+		buf := x.h.bufs.Take()
 		err = lean.CopyBody(x.w, resp, l.prefix, *buf)
-		x.h.bufs.put(buf)
+		x.h.bufs.Return(buf)
 		if err == nil {
 			lean.WriteTrailers(x.w, resp, announced, x.h.trailers)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/splitlist"
 )
 
 // split answers a list request (GET /users?ids=3,1,2) per id from the
@@ -165,6 +167,7 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer px.settlePanic(p) // not x: the list's exchange stays on its stack
 			f, err := px.fillTraced(ctx)
 			if err == nil && f.c.e.Status >= 500 {
 				err = &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", f.c.e.Status)}
@@ -176,6 +179,20 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 		}()
 	}
 	wg.Wait()
+}
+
+// settlePanic turns a panic in p's fetch into p's 502, as a panicked bulk
+// fetch answers its waiters (batch.Options.OnPanic): the goroutine is
+// fetchMissing's own, where nothing else would recover it and the process
+// would die. A bug, not the upstream: logged with its stack; the list's
+// answer and its log line carry no stack. x is p's own exchange.
+func (x *exchange) settlePanic(p *part) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	x.h.log.Error("split fetch panicked", "route", x.rs.rt.Name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	p.e, p.err = nil, &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id fetch panicked: %v", v)}
 }
 
 // enlist puts the list's missing ids into the target's batches at once
@@ -203,11 +220,11 @@ func (x *exchange) enlist(ctx context.Context, parts map[string]*part) {
 	first.rs.batcher.Enlist(ctx, first.list, first.rs.fwd.group(first.r), first.detach(), ids)
 }
 
-// joinParts writes the reassembled array, or the first id's failure.
+// joinParts writes the reassembled array (internal/splitlist), or the
+// first id's failure.
 func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 	misses := len(parts) - hits
-	elems := make([][]byte, 0, len(parts))
-	ct, cc, priv, first := "", "", false, true
+	l := splitlist.Make(len(parts))
 	for _, id := range ids {
 		p := parts[id]
 		if p == nil {
@@ -222,30 +239,37 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 			x.count(outcomes[outError].result)
 			return
 		}
-		if p.e.Status != http.StatusOK {
-			continue
-		}
-		if ct == "" {
-			ct = p.e.Header.Get("Content-Type")
-		}
-		priv = priv || httpcache.Private(p.e.Header)
-		if c := p.e.Header.Get("Cache-Control"); first {
-			cc, first = c, false
-		} else if c != cc {
-			cc = ""
-		}
-		elems = append(elems, p.e.Body)
-	}
-	if ct == "" {
-		ct = "application/json"
+		l.Add(p.e.Status, p.e.Header, p.e.Body)
 	}
 	o := outHit
 	if misses > 0 {
 		o = outMiss
 	}
-	body := bulk.Join(elems)
 	s := x.status(o, nil, 0)
 	s.detail = `"split hits=` + strconv.Itoa(hits) + ` misses=` + strconv.Itoa(misses) + `"`
-	x.writeList(body, ct, cc, priv, s)
+	x.writeList(l.Answer(), s)
 	x.count(outcomes[o].result)
+}
+
+// writeList answers a split list request with the reassembled array, its
+// header as splitlist sets it, and a 304 when the client's If-None-Match
+// holds its ETag (RFC 9110 §13.1.2).
+func (x *exchange) writeList(a splitlist.Answer, s status) {
+	hd := x.w.Header()
+	gz := a.SetHeader(hd, x.r.Header["Accept-Encoding"])
+	hd.Set("Cache-Status", s.String())
+	if httpcache.NotModified(x.r, hd) {
+		x.w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	body := a.Body
+	if gz {
+		body = x.h.gzips.Compress(body)
+		hd.Set("Content-Encoding", "gzip")
+	}
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	x.w.WriteHeader(http.StatusOK)
+	if x.r.Method != http.MethodHead {
+		_, _ = x.w.Write(body)
+	}
 }

@@ -110,7 +110,7 @@ func TestTraceCoalescedMiss(t *testing.T) {
 	var parent atomic.Value
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		parent.Store(r.Header.Get("Traceparent"))
-		<-release
+		held(t, release)
 		fmt.Fprint(w, "cold")
 	})
 	te := newTracedEnv(t, up, []testRoute{clientRoute})

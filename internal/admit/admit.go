@@ -1,0 +1,169 @@
+// Package admit is the one admission rule (docs/configuration.md,
+// "Cacheable responses"; RFC 9111 §3): may an upstream answer be stored,
+// may it reach clients other than the one whose request fetched it, and
+// for how long is it fresh, servable stale and kept. Per-key fetches and
+// bulk fetches both ask it, for a route in either freshness mode (the
+// route's ttl, or the origin's Cache-Control and Expires). It is a pure
+// rule over the answer, the route and the clock; storing is the caller's.
+package admit
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/forward"
+	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/route"
+)
+
+// Admission is Decide's verdict on one upstream answer.
+type Admission struct {
+	// Shareable: the answer may reach clients other than the one whose
+	// request fetched it (collapsed waiters included).
+	Shareable bool
+	Store     bool
+	// Vary names the request headers that select this variant.
+	Vary []string
+	// The entry's freshness lifetime and stale windows, when Store, on
+	// the current-age axis (see cache.Entry); Age is its initial age.
+	TTL, SWR, SIE, Keep, Age time.Duration
+	NoStale                  bool
+	// Strip are fields a shared cache must not keep (origin mode:
+	// qualified no-cache and private, RFC 9111 §5.2.2.4, §5.2.2.7).
+	Strip []string
+}
+
+// Apply gives e the lifetimes Decide chose for it.
+func (a Admission) Apply(e *cache.Entry) {
+	e.TTL, e.StaleWhileRevalidate, e.StaleIfError = a.TTL, a.SWR, a.SIE
+	e.InitialAge, e.Keep, e.NoStale = a.Age, a.Keep, a.NoStale
+	if len(a.Strip) > 0 {
+		e.Header = e.Header.Clone()
+		for _, k := range a.Strip {
+			delete(e.Header, k)
+		}
+	}
+}
+
+// Tombs tells whether an entry predates an invalidation of one of its
+// tags (internal/tombstone): such an answer is served, never kept.
+type Tombs interface {
+	Stale(e *cache.Entry, now time.Time) bool
+}
+
+// Options are what Decide judges an answer by besides the answer itself.
+type Options struct {
+	Route *route.Route
+	// MaxBody bounds what is kept: the body and the header block
+	// together (max_body_bytes).
+	MaxBody int64
+	Tombs   Tombs
+}
+
+// Decide is the admission of e, an upstream answer: e carries its status,
+// stored header, body, request time and tags, and is not changed (the
+// caller applies the admission when it stores). upstream is the answer's
+// header as received, hd what Decide reads of it alone (Hear), now the
+// time it arrived. sentWithout reports that the answer varies on a header
+// the request carried but its fetch did not send: the upstream answered
+// another variant than the one the key names.
+func Decide(o *Options, e *cache.Entry, upstream http.Header, hd *Heard, sentWithout bool, now time.Time) Admission {
+	rt := o.Route
+	a := Admission{Shareable: !hd.Private, Age: hd.Age}
+	var of httpcache.Storage
+	if rt.Origin != nil {
+		of = Origin(rt).Storage(e.Status, upstream, e.Header, e.StoredAt, now)
+		a.Shareable = of.Shareable
+	}
+	negative, cacheable := httpcache.CacheableStatus(e.Status, rt.NegativeTTL)
+	names := hd.Vary
+	a.Vary = names
+	if hd.Star {
+		a.Shareable = false // Vary: * matches no other request (RFC 9110 §12.5.5)
+	}
+	if forward.VariesOnOwn(names) {
+		// The answer varies on a header the sidecar wrote (the caller's
+		// address in X-Forwarded-For, its own request id): no key holds
+		// that value, so the answer is this client's alone.
+		a.Shareable = false
+	}
+	if sentWithout {
+		// Neither kept nor shared (the caller's fetch learns the header
+		// and asks again when it can).
+		a.Shareable = false
+	}
+	if rt.Origin != nil {
+		cacheable = of.Cacheable
+	}
+	if !cacheable || !a.Shareable || rt.Origin == nil && hd.NoCache {
+		return a
+	}
+	// The header block counts: a huge header is as costly to keep as a
+	// huge body.
+	if int64(len(e.Body))+httpcache.HeaderBytes(e.Header) > o.MaxBody {
+		return a
+	}
+	switch {
+	case rt.Origin != nil:
+		a.TTL, a.SWR, a.SIE, a.NoStale, a.Strip = of.TTL, of.StaleWhileRevalidate, of.StaleIfError, of.NoStale, of.Strip
+	case negative:
+		// The route's lifetimes run from the fetch: on the age axis they
+		// start at the age the answer arrived with.
+		a.TTL = a.Age + rt.NegativeTTL
+	default:
+		a.TTL, a.SWR, a.SIE = a.Age+rt.TTL, rt.StaleWhileRevalidate, rt.StaleIfError
+	}
+	a.Keep = httpcache.KeepFor(e.Header, a.TTL-a.Age)
+	a.Store = a.TTL > a.Age // fresh for a while
+	if rt.Origin != nil {
+		a.Store = of.Store
+	}
+	// Fetched before a write to it was invalidated: serve, never keep.
+	a.Store = a.Store && !o.Tombs.Stale(e, now)
+	return a
+}
+
+// Heard is what Decide reads of an upstream answer's header alone: the
+// same for every element of a bulk answer, whose header each element's
+// repeats (the caller works it out once per answer: parsing Date, Age,
+// Cache-Control and Vary again for each of a hundred elements was a tenth
+// of their cost).
+type Heard struct {
+	// Age is the age the answer had when its request left (RFC 9111
+	// §4.2.3). It does not depend on when the answer arrived: the
+	// apparent age grows with the arrival time exactly as the round
+	// trip AgeAtRequest takes off does, so one arrival time serves
+	// every element (but for the clamp at httpcache.MaxDelta, which an
+	// answer dated 68 years ago reaches).
+	Age     time.Duration
+	Private bool // httpcache.Private: Set-Cookie, private or no-store
+	// Vary and Star are cachekey.AnswerVary's; Vary is only read, by
+	// every entry it is handed to.
+	Vary    []string
+	Star    bool
+	NoCache bool // Cache-Control: no-cache (RFC 9111 §5.2.2.4)
+}
+
+// Hear works out Heard for an answer with header h, whose request left at
+// requested and which arrived at received.
+func Hear(h http.Header, requested, received time.Time) Heard {
+	names, star := cachekey.AnswerVary(h)
+	return Heard{
+		Age:     httpcache.AgeAtRequest(h, requested, received),
+		Private: httpcache.Private(h),
+		Vary:    names, Star: star,
+		NoCache: httpcache.HasDirective(h, "no-cache"),
+	}
+}
+
+// Origin is the origin-freshness settings of rt, a freshness: origin
+// route, for httpcache (RFC 9111 §3, §4.2; docs/configuration.md,
+// "Freshness from the origin").
+func Origin(rt *route.Route) httpcache.Origin {
+	return httpcache.Origin{
+		Targets: rt.Origin.Targets, Heuristic: rt.TTL, Negative: rt.NegativeTTL, MaxTTL: rt.Origin.MaxTTL,
+		StaleWhileRevalidate: rt.StaleWhileRevalidate, StaleIfError: rt.StaleIfError,
+	}
+}

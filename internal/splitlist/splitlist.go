@@ -1,0 +1,118 @@
+// Package splitlist reassembles a list answer (GET /users?ids=3,1,2) from
+// the per-ID answers it was split into, as the app's own list endpoint
+// would have sent it (issue 24 item 2): the elements in the requested
+// order, unknown ids left out, one Content-Type and Cache-Control for the
+// whole, gzip-coded for a client that accepts gzip once the list is worth
+// compressing, and a strong ETag per coding. Which ids, and where each
+// element comes from, are the caller's.
+package splitlist
+
+import (
+	"bytes"
+	"compress/gzip"
+	"net/http"
+	"sync"
+
+	"github.com/sidecache/sidecache/internal/bulk"
+	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/httpcache"
+)
+
+// GzipMin is the smallest list that is compressed: the default threshold
+// of Express's compression() (1 KiB), below which gzip's framing costs
+// more than it saves.
+const GzipMin = 1024
+
+// List gathers a list's elements in order (Add), then gives its answer.
+type List struct {
+	elems   [][]byte
+	ct, cc  string
+	private bool
+	n       int // elements added
+}
+
+// Make is a List with room for n elements.
+func Make(n int) List { return List{elems: make([][]byte, 0, n)} }
+
+// Add appends the answer for the next id: its status, stored header and
+// body. Only a 200 is an element; any other (a 404 of an unknown id) is
+// left out, as an upstream answering with a SQL `IN (…)` would.
+func (l *List) Add(status int, h http.Header, body []byte) {
+	if status != http.StatusOK {
+		return
+	}
+	if l.ct == "" {
+		l.ct = h.Get("Content-Type")
+	}
+	l.private = l.private || httpcache.Private(h)
+	if c := h.Get("Cache-Control"); l.n == 0 {
+		l.cc = c
+	} else if c != l.cc {
+		l.cc = ""
+	}
+	l.n++
+	l.elems = append(l.elems, body)
+}
+
+// Answer is a reassembled list, ready to send.
+type Answer struct {
+	Body        []byte // the JSON array, uncompressed
+	ContentType string // the first element's; application/json if none
+	// CacheControl is the one every element shares, "" if they differ;
+	// Private overrides it.
+	CacheControl string
+	Private      bool // an element is private to its client
+}
+
+// Answer joins the elements added so far.
+func (l *List) Answer() Answer {
+	ct := l.ct
+	if ct == "" {
+		ct = "application/json"
+	}
+	return Answer{Body: bulk.Join(l.elems), ContentType: ct, CacheControl: l.cc, Private: l.private}
+}
+
+// SetHeader sets a's representation fields in hd for a client whose
+// Accept-Encoding values are accept, and reports whether the body is to
+// be sent gzip-coded: Vary: Accept-Encoding either way (RFC 9110
+// §12.5.5), and a strong ETag per coding over the bytes sent (RFC 9110
+// §8.8.3: a strong tag names one representation), so the caller can
+// answer a matching If-None-Match with a 304 (RFC 9110 §13.1.2).
+func (a Answer) SetHeader(hd http.Header, accept []string) (gz bool) {
+	hd.Set("Content-Type", a.ContentType)
+	hd.Set("Vary", "Accept-Encoding")
+	switch {
+	case a.Private:
+		hd.Set("Cache-Control", "private")
+	case a.CacheControl != "":
+		hd.Set("Cache-Control", a.CacheControl)
+	}
+	gz = len(a.Body) >= GzipMin && cachekey.VariantCoding(accept, cachekey.Codings(0).With("gzip")) == "gzip"
+	tag := bulk.ETag(a.Body)
+	if gz {
+		tag = tag[:len(tag)-1] + `-gzip"`
+	}
+	hd.Set("Etag", tag)
+	return gz
+}
+
+// Gzip compresses lists at gzip's fastest level with pooled writers (a
+// flate writer allocates its window once). The zero value is ready.
+type Gzip struct{ writers sync.Pool }
+
+// Compress returns body gzip-coded.
+func (g *Gzip) Compress(body []byte) []byte {
+	var buf bytes.Buffer
+	buf.Grow(len(body) / 3)
+	zw, _ := g.writers.Get().(*gzip.Writer)
+	if zw == nil {
+		zw, _ = gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	} else {
+		zw.Reset(&buf)
+	}
+	_, _ = zw.Write(body)
+	_ = zw.Close()
+	g.writers.Put(zw)
+	return buf.Bytes()
+}

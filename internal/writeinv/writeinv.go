@@ -1,0 +1,126 @@
+// Package writeinv decides what a write invalidates, and only that: the
+// tags a write request and its upstream's answer call for. Anyone can send
+// a write, so what it costs is bounded. Dropping the tags (tombstones,
+// Redis, metrics) is the caller's.
+//
+// When: only once the upstream has had its say. A write route's invalidate
+// tags drop after a 2xx (or a 101: an upgraded connection may carry writes
+// of its own); its URIs (RFC 9111 §4.4) after a 2xx or 3xx. A write whose
+// request provably reached the upstream — it was written whole — but whose
+// answer never came (a timeout, a connection reset after sending) may have
+// been applied, and invalidates as a 2xx would the target's tags (code 0).
+// A write the upstream refused (4xx, 405, 5xx) or never received whole (the
+// client hung up mid-body, the dial failed) invalidates nothing: the
+// caller does not ask.
+//
+// What: lenient for invalidation (internal/spelling). The write's path,
+// its canonical spelling and its folded spelling are each matched against
+// the route table, so `PATCH /Clients/05/` drops the `client:5` tags of the
+// write route `/clients/{id:[1-9][0-9]*}`, even though its literal
+// spelling matches no route. Every stored entry carries the URI tag of its
+// folded path (surrogate.EntryURITags), so the write's URI tag reaches the
+// entry whatever spelling either used.
+//
+// How much: at most three URIs per write (target, Location,
+// Content-Location), each tagged only when a spelling of it is one a
+// cacheable route could have stored (anything else has no entry to drop,
+// and costs no Redis round trip); no tag longer than Options.MaxKey (no
+// stored entry has one: the store refuses them, strict for storage).
+package writeinv
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/spelling"
+	"github.com/sidecache/sidecache/internal/surrogate"
+)
+
+// Options are what a write is judged against.
+type Options struct {
+	Table *route.Table
+	// MaxKey is the longest key or tag, in bytes, an entry may be stored
+	// under or carry (max_key_bytes).
+	MaxKey int
+	// Upstream is the upstream's host: a Location naming it is the
+	// sidecar's own origin.
+	Upstream string
+	// NoURIs: nothing is cached, so no URI has an entry to drop.
+	NoURIs bool
+}
+
+// Plan is one write's invalidation, waiting for the upstream's answer. It
+// keeps no reference to its caller, so that stays on the stack.
+type Plan struct {
+	o      Options
+	r      *http.Request
+	route  []string // the write routes' invalidate tags, over every spelling
+	routes []string // their names (Routes)
+	uri    bool     // an unsafe method: its URIs are invalidated too
+}
+
+// New is r's invalidation; false when r invalidates nothing whatever the
+// answer.
+func New(o Options, r *http.Request) (Plan, bool) {
+	p := Plan{o: o, r: r, uri: !httpcache.SafeMethod(r.Method) && !o.NoURIs}
+	var params route.Params
+	for _, path := range spelling.Candidates(r.URL.Path) {
+		rt, ps, ok := o.Table.MatchAppend(params[:0], r.Method, path)
+		if !ok || len(rt.Invalidate) == 0 {
+			continue
+		}
+		params = ps
+		for _, tp := range rt.Invalidate {
+			if t := tp.Expand(ps); !slices.Contains(p.route, t) {
+				p.route = append(p.route, t)
+			}
+		}
+		if !slices.Contains(p.routes, rt.Name) {
+			p.routes = append(p.routes, rt.Name)
+		}
+	}
+	return p, len(p.route) > 0 || p.uri
+}
+
+// Tags are the tags the upstream's answer (its status and header, or code
+// 0 when the request was sent whole and no answer came) invalidates, and
+// how many more were skipped as longer than MaxKey.
+func (p *Plan) Tags(code int, answer http.Header) (tags []string, skipped int) {
+	if code == 0 || code == http.StatusSwitchingProtocols || code >= 200 && code <= 299 {
+		tags = append(tags, p.route...)
+	}
+	if p.uri {
+		for _, t := range surrogate.Invalidated(code, p.r.URL, answer, p.stored, p.r.Host, p.o.Upstream) {
+			if !slices.Contains(tags, t) {
+				tags = append(tags, t)
+			}
+		}
+	}
+	kept := tags[:0]
+	for _, t := range tags {
+		if len(t) <= p.o.MaxKey {
+			kept = append(kept, t)
+		}
+	}
+	return kept, len(tags) - len(kept)
+}
+
+// Routes names the write routes whose tags the write invalidates, for
+// the caller's log.
+func (p *Plan) Routes() []string { return p.routes }
+
+// stored reports whether an entry could exist for path: within the key
+// bound, and a path a cacheable route takes.
+func (p *Plan) stored(path string) bool {
+	if len(path) > p.o.MaxKey {
+		return false
+	}
+	for _, m := range [...]string{http.MethodGet, http.MethodHead} {
+		if rt, _, ok := p.o.Table.MatchAppend(nil, m, path); ok && rt.Cacheable() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,95 @@
+package writeinv_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/surrogate"
+	"github.com/sidecache/sidecache/internal/writeinv"
+)
+
+func table(t *testing.T) *route.Table {
+	t.Helper()
+	tab, err := route.Compile([]route.Spec{
+		{Name: "client-write", Methods: []string{http.MethodPatch, http.MethodPost}, Pattern: "/clients/{id:[1-9][0-9]*}",
+			Invalidate: []string{"client:{id}", "clients"}},
+		{Name: "client", Pattern: "/clients/{id}", TTL: 60e9, Key: cachekey.Options{AllQuery: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tab
+}
+
+// TestTags: which tags a write invalidates, for which answer.
+func TestTags(t *testing.T) {
+	uri := surrogate.FoldedURITag("/clients/5")
+	cases := []struct {
+		name, method, path string
+		code               int
+		answer             http.Header
+		maxKey             int
+		want               []string // in any order
+		skipped            int
+	}{
+		{"2xx: route tags and the URI", http.MethodPatch, "/clients/5", 204, nil, 200, []string{"client:5", "clients", uri}, 0},
+		{"another spelling", http.MethodPatch, "/Clients/05/", 200, nil, 200, []string{"client:5", "clients", uri}, 0},
+		{"3xx: the URI alone", http.MethodPatch, "/clients/5", 303, nil, 200, []string{uri}, 0},
+		{"no answer: as a 2xx", http.MethodPatch, "/clients/5", 0, nil, 200, []string{"client:5", "clients", uri}, 0},
+		{"refused: nothing", http.MethodPatch, "/clients/5", 409, nil, 200, nil, 0},
+		{"a Location of the same origin", http.MethodPost, "/clients/5", 201, http.Header{"Location": {"/clients/6"}}, 200,
+			[]string{"client:5", "clients", uri, surrogate.FoldedURITag("/clients/6")}, 0},
+		// The path too is over the bound: no entry has it, no URI tag.
+		{"tags over the key bound are skipped", http.MethodPatch, "/clients/5", 200, nil, len("clients"), []string{"clients"}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, "http://app.test"+tc.path, nil)
+			p, ok := writeinv.New(writeinv.Options{Table: table(t), MaxKey: tc.maxKey, Upstream: "upstream.test"}, r)
+			if !ok {
+				t.Fatal("no plan for a write")
+			}
+			got, skipped := p.Tags(tc.code, tc.answer)
+			for _, w := range tc.want {
+				if !slices.Contains(got, w) {
+					t.Errorf("tags %q lack %q", got, w)
+				}
+			}
+			if len(tc.want) == 0 && len(got) > 0 {
+				t.Errorf("tags %q, want none", got)
+			}
+			if skipped != tc.skipped {
+				t.Errorf("skipped %d, want %d", skipped, tc.skipped)
+			}
+			if tc.code == 200 && !slices.Contains(p.Routes(), "client-write") {
+				t.Errorf("routes %q", p.Routes())
+			}
+		})
+	}
+}
+
+// TestNew: a request that invalidates nothing whatever the answer has no
+// plan; an unsafe one without a cache drops its route tags alone.
+func TestNew(t *testing.T) {
+	tab := table(t)
+	get := httptest.NewRequest(http.MethodGet, "http://app.test/clients/5", nil)
+	if _, ok := writeinv.New(writeinv.Options{Table: tab, MaxKey: 200}, get); ok {
+		t.Error("a GET of a route without invalidate tags has a plan")
+	}
+	del := httptest.NewRequest(http.MethodDelete, "http://app.test/elsewhere", nil)
+	if _, ok := writeinv.New(writeinv.Options{Table: tab, MaxKey: 200, NoURIs: true}, del); ok {
+		t.Error("an unsafe request of no write route, nothing cached, has a plan")
+	}
+	p, ok := writeinv.New(writeinv.Options{Table: tab, MaxKey: 200, NoURIs: true}, httptest.NewRequest(http.MethodPatch, "http://app.test/clients/5", nil))
+	if !ok {
+		t.Fatal("no plan for a write route")
+	}
+	if got, _ := p.Tags(200, nil); strings.Join(got, " ") != "client:5 clients" {
+		t.Errorf("nothing cached: tags %q, want the route's", got)
+	}
+}
