@@ -115,7 +115,10 @@ func (x *exchange) fetchBulkTraced(ctx context.Context, ids []string) (map[strin
 		spans.Error(sp, err)
 	}
 	for _, a := range res {
-		a.link = sp.SpanContext()
+		if a.call == nil {
+			a.call = &bulkCall{}
+		}
+		a.call.link = sp.SpanContext() // the same call for every id
 	}
 	return res, err
 }
