@@ -150,7 +150,7 @@ func (x *exchange) batchedFlight(f *flight, ans *bulkAnswer, found bool, err err
 	}
 	*f = flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true}
 	if c := ans.call; c != nil {
-		f.link, f.upstream, f.reqID = c.link, c.upstream, c.reqID
+		f.link, f.upstream, f.reqID = &c.link, c.upstream, c.reqID
 	}
 	return f, nil
 }

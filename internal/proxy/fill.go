@@ -33,7 +33,11 @@ type flight struct {
 	stale candidate
 	// upstream is the time the fill spent on its upstream call.
 	upstream time.Duration
-	link     spanLink // the span waiters link to (trace.go)
+	// link is the span waiters link to (trace.go); nil: none. A pointer,
+	// as only traced fills have one: a batched flight's points into its
+	// bulkCall, and the lead holding the flight stays in a smaller size
+	// class.
+	link *spanLink
 	// reqID is the X-Request-Id the sidecar sent on the upstream call
 	// that produced the answer, for the access log.
 	reqID string
