@@ -10,6 +10,11 @@
 // serves a dead item, and an item is live only while the index holds it.
 // Whatever race ristretto loses, a tag invalidation therefore never leaves a
 // servable entry behind.
+//
+// For the same reason the index, not ristretto, expires entries (expiry.go):
+// ristretto stores them without a TTL, Get checks what is left of the
+// entry's lifetime itself, and a sweep retires the expired ones, so their
+// memory comes back without ristretto's per-write expiration bookkeeping.
 package l1
 
 import (
@@ -80,11 +85,32 @@ type Store struct {
 
 	graveMu sync.Mutex
 	grave   []*item
+
+	// expiry lists, per bucket of deadlines, the indexed items (expiry.go).
+	// sweep is the timer that retires them once expired, armed while
+	// expiry holds any; closed stops it for good. All guarded by mu.
+	expiry     map[int64]*item
+	sweepTimer *time.Timer
+	sweepArmed bool
+	closed     bool
+
+	// pending counts, per slot of a key's hash, the items Set handed
+	// ristretto that ristretto may not have stored yet (settle). A Get
+	// that ristretto misses reads keys only if its key's slot counts one:
+	// a key never stored, the lookup of every batched miss, is answered
+	// without mu or a probe of keys, which has grown cold by then.
+	pending [pendingSlots]atomic.Int32
+	// epoch changes when Clear or Close zeroes pending: an item counted
+	// before then is settled without being uncounted. Written under mu.
+	epoch atomic.Uint32
+	// lastCosted is the last item ristretto's goroutine priced (costed);
+	// only that goroutine uses it.
+	lastCosted *item
 }
 
 // cost is what keeping e under key charges against MaxBytes: the entry and
 // its key, plus this store's own per-item bookkeeping (the item, its slot
-// in keys, ristretto's stored item and expiry bucket) and what each of its
+// in keys, ristretto's stored item and policy slot) and what each of its
 // tags holds in the index. Leaving any of it out lets a flood of distinct
 // keys with small answers hold many times MaxBytes.
 func cost(key string, e *cache.Entry) int64 {
@@ -113,7 +139,15 @@ type item struct {
 	// callback for a replaced value then finds it unindexed without a
 	// lookup in keys.
 	indexed bool
+	// pending is the Store's epoch while the item counts in Store.pending,
+	// 0 once settled.
+	pending atomic.Uint32
 	nodes   []tagNode // one per e.Tags, in its order
+	// deadline is when the entry's lifetime ends, in UnixNano of Store.now;
+	// expNext and expPrev link it in its bucket's list (expiry.go) while
+	// it is indexed, guarded by mu.
+	deadline         int64
+	expNext, expPrev *item
 }
 
 // New returns an empty Store; Close releases its goroutines.
@@ -133,9 +167,11 @@ func New(opts Options) (*Store, error) {
 		maxBytes: opts.MaxBytes,
 		keys:     make(map[uint64]*item),
 		tags:     make(map[uint64]*tagNode),
+		expiry:   make(map[int64]*item),
 		seed:     maphash.MakeSeed(),
 		hashMask: ^uint64(0),
 	}
+	s.epoch.Store(1)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -145,7 +181,11 @@ func New(opts Options) (*Store, error) {
 		MaxCost:            opts.MaxBytes,
 		BufferItems:        64,
 		IgnoreInternalCost: true,
-		// OnEvict covers policy evictions, TTL expiry and Clear; OnReject
+		// Set passes a cost of 0 so that ristretto's goroutine calls Cost
+		// as it takes each item from its buffer: that is how the store
+		// learns that the item before it has been stored (costed).
+		Cost: s.costed,
+		// OnEvict covers policy evictions and Clear; OnReject
 		// covers admission refusals. OnExit is left unset on purpose: it
 		// also fires synchronously inside Set and Del, for values this
 		// package has already retired itself.
@@ -169,8 +209,11 @@ func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
 		// already holds the item: serving it from there closes the window
 		// in which a key just filled by a coalesced fetch looks absent and
 		// the next burst of requests goes upstream again. Only misses pay
-		// for the lock.
+		// for the lock, and only those of a key with a write in flight.
 		h := s.hash(key)
+		if s.pending[h%pendingSlots].Load() == 0 {
+			return nil, false, nil
+		}
 		s.mu.Lock()
 		it = s.keys[h]
 		s.mu.Unlock()
@@ -178,7 +221,8 @@ func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
 			return nil, false, nil
 		}
 	}
-	if it.dead.Load() {
+	// Ristretto keeps items past their lifetime, until the sweep.
+	if it.dead.Load() || it.e.Remaining(s.now()) <= 0 {
 		return nil, false, nil
 	}
 	return it.e, true, nil
@@ -199,8 +243,10 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 	if e == nil {
 		return errors.New("l1: set: nil entry")
 	}
-	ttl := e.Remaining(s.now())
+	now := s.now()
+	ttl := e.Remaining(now)
 	it := newItem(key, e, s.hash(key))
+	it.deadline = deadline(now, ttl)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -224,9 +270,13 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 			s.c.Del(old.key)
 		}
 	}
+	it.pending.Store(s.epoch.Load())
+	s.pending[it.h%pendingSlots].Add(1)
 	s.indexLocked(it)
-	if !s.c.SetWithTTL(key, it, it.cost, ttl) {
+	// No TTL: the index expires the item (expiry.go). Cost 0: see costed.
+	if !s.c.Set(key, it, 0) {
 		// Dropped under contention or after Close: nothing will call back.
+		s.settle(it)
 		s.retireLocked(it)
 		return fmt.Errorf("%w: dropped", ErrRejected)
 	}
@@ -308,6 +358,10 @@ func (s *Store) Clear() {
 func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
+	if s.sweepTimer != nil {
+		s.sweepTimer.Stop()
+	}
 	s.c.Close()
 	s.resetLocked()
 }
@@ -330,7 +384,11 @@ func (s *Store) Items() int64 { return s.items.Load() }
 // the first death counts. It runs on ristretto's goroutine, or inside
 // Clear and Close, so it must not wait for mu.
 func (s *Store) gone(it *item) {
-	if it == nil || !s.kill(it) {
+	if it == nil {
+		return
+	}
+	s.settle(it) // refused, or left the buffer in a Clear
+	if !s.kill(it) {
 		return
 	}
 	s.graveMu.Lock()
@@ -359,6 +417,7 @@ func (s *Store) indexLocked(it *item) {
 	s.keys[it.h] = it
 	it.indexed = true
 	s.linkLocked(it)
+	s.linkExpiryLocked(it)
 	s.bytes.Add(it.cost)
 	s.items.Add(1)
 }
@@ -386,6 +445,7 @@ func (s *Store) hash(str string) uint64 { return maphash.String(s.seed, str) & s
 // the caller removes or overwrites its slot in keys.
 func (s *Store) unlinkAllLocked(it *item) {
 	it.indexed = false
+	s.unlinkExpiryLocked(it)
 	for i := range it.nodes {
 		if n := &it.nodes[i]; n.next != nil {
 			s.unlinkLocked(n)
@@ -412,6 +472,15 @@ func (s *Store) resetLocked() {
 	}
 	s.keys = make(map[uint64]*item)
 	s.tags = make(map[uint64]*tagNode)
+	s.expiry = make(map[int64]*item)
+	// Ristretto's buffer is empty now, its goroutine idle until the next
+	// write: no item is in flight, and none counted so far will be
+	// uncounted (some never would: a replaced value Clear takes from the
+	// buffer is not called back).
+	for i := range s.pending {
+		s.pending[i].Store(0)
+	}
+	s.epoch.Store(max(s.epoch.Load()+1, 1))
 	s.graveMu.Lock()
 	s.grave = nil
 	s.graveMu.Unlock()
