@@ -25,8 +25,9 @@ func TestSidecarYAMLValid(t *testing.T) {
 		{"hit", "", 7, false, false, false, 256 << 20}, // the L1 hit of the CPU and peers tables
 		{"batch", "", 7, false, true, true, 64 << 20},
 		{"cache+batch", ports.redis, 7, true, true, true, 256 << 20},
-		{"cache+batch", "", 7, false, true, true, 256 << 20}, // the CPU table's batched miss and split
-		{"l2-reader", ports.redis, 7, true, false, false, 0}, // the CPU table's L2 hit
+		{"cache+batch", "", 7, false, true, true, 256 << 20},          // the CPU table's batched miss and split
+		{"cache+batch-bound", "", 7, false, true, true, BoundL1Bytes}, // the batched miss with L1 at its bound
+		{"l2-reader", ports.redis, 7, true, false, false, 0},          // the CPU table's L2 hit
 	}
 	for _, tc := range tests {
 		t.Run(tc.mode+"/"+tc.redis, func(t *testing.T) {

@@ -114,6 +114,7 @@ type cpuEntry struct {
 	rate              int                                             // 0: CPUParams.Rate
 	next              func() load.Request                             // nil: GET /clients/{id}
 	prep              func(*sut) error                                // before the warm-up and before every round
+	after             func(*sut) error                                // after every measured cell, its CPU read
 	redis             string                                          // Redis address whose CPU counts too
 	bulk              bool                                            // count the demo's bulk calls (GET /users)
 	ids               int                                             // ids per request
@@ -339,6 +340,11 @@ func (l *Lab) cpuCell(ctx context.Context, e cpuEntry, s *sut, d time.Duration,
 			return out, err
 		}
 		out.bulkCalls = after["GET /users"] - counts["GET /users"]
+	}
+	if e.after != nil {
+		if err := e.after(s); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }

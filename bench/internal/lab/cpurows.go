@@ -21,6 +21,10 @@ import (
 // id, so a large table costs it nothing).
 const ColdUsers = 10_000_000
 
+// BoundTest is the path of the batched miss with L1 at its bound, the
+// batch row's steady state: the report finds it by this name.
+const BoundTest = "batched miss, L1 at its bound"
+
 // coldIDs hands out user ids past the warm keys, each once (wrapping
 // after ColdUsers).
 type coldIDs struct {
@@ -60,7 +64,9 @@ func splitPath(n, keys int, cold *coldIDs) string {
 
 // cpuRowEntries are the rows only sidecache has, for each sidecar:
 //   - batch: GET /users/{id} on ids never asked before, batching on, L1
-//     only (purged before each round), with requests per bulk call;
+//     only (purged before each round), with requests per bulk call; and
+//     the same on a sidecar whose L1 (BoundL1) is full and evicting
+//     before each round (BoundTest);
 //   - split: GET /users?ids=… of Bulk ids, half of them cached before each
 //     round, half cold;
 //   - l2: a replica with L1 off reading entries another replica (L1 off
@@ -76,6 +82,9 @@ func (l *Lab) cpuRowEntries(ctx context.Context, cp CPUParams, sidecars []CPUSid
 	var out []cpuEntry
 	cold := newColdIDs(l.p.Keys)
 	purge := func(s *sut) error { return s.purge(ctx) }
+	coldGet := func() load.Request {
+		return load.Request{Method: "GET", Path: "/users/" + strconv.FormatInt(cold.take(), 10)}
+	}
 	if cp.row("batch") || cp.row("split") {
 		for _, sc := range sidecars {
 			// One process serves both rows: each round's preparation
@@ -90,9 +99,14 @@ func (l *Lab) cpuRowEntries(ctx context.Context, cp CPUParams, sidecars []CPUSid
 			if cp.row("batch") {
 				out = append(out, cpuEntry{row: "batch", test: "batched miss", server: sc.Name + " (batched miss)",
 					start: start, prep: purge, bulk: true, ids: 1,
-					next: func() load.Request {
-						return load.Request{Method: "GET", Path: "/users/" + strconv.FormatInt(cold.take(), 10)}
-					}})
+					next: coldGet})
+				// The same load on a sidecar of its own whose L1 is full
+				// and evicting before each round (boundRow).
+				b := &boundRow{ctx: ctx, cold: cold, max: BoundL1Bytes}
+				out = append(out, cpuEntry{row: "batch", test: BoundTest, server: sc.Name + " (" + BoundTest + ")",
+					start: func() (*sut, error) { return l.startSidecarBin(ctx, sc, "cache+batch-bound", l.demoAddr, "") },
+					prep:  b.prep, after: b.after, note: b.note, bulk: true, ids: 1,
+					next: coldGet})
 			}
 			if cp.row("split") {
 				out = append(out, cpuEntry{row: "split", test: "split", server: sc.Name + " (split)",

@@ -123,6 +123,7 @@ func (l *Lab) startRedis(ctx context.Context) error {
 // sut is one server under test.
 type sut struct {
 	addr  string
+	admin string // a sidecar's admin base URL (http://host:port); "" for others
 	procs []*proc.Proc
 	purge func(ctx context.Context) error // nil: nothing to purge
 }
@@ -185,6 +186,7 @@ func (l *Lab) startSidecarBin(ctx context.Context, sc CPUSidecar, mode, upstream
 		return nil, err
 	}
 	admin := "http://" + sp.admin
+	s.admin = admin
 	s.purge = func(ctx context.Context) error {
 		code, body, err := httpDo(ctx, "POST", admin+"/purge?all=1",
 			http.Header{"Authorization": {"Bearer " + sidecarAdminToken}})

@@ -47,6 +47,7 @@ func TestCPUPathRatios(t *testing.T) {
 	r := &CPUReport{Started: time.Unix(0, 0), Results: []lab.CPUResult{
 		{Test: "hit", Server: "sidecache (L1 hit)", PerReq: d(40)},
 		{Test: "batched miss", Server: "sidecache (batched miss)", PerReq: d(60), PerBulk: []float64{12}, IDs: 1},
+		{Test: lab.BoundTest, Server: "sidecache (" + lab.BoundTest + ")", PerReq: d(50), PerBulk: []float64{11}, IDs: 1},
 		{Test: "split", Server: "sidecache (split)", PerReq: d(400), IDs: 20},
 		{Test: "l2 hit", Server: "sidecache (L2 hit, L1 off)", PerReq: d(50), RedisPerReq: d(9)},
 		{Test: "l2 hit", Server: "redis GET, paced per command (reference)", RedisOnly: true, RedisPerReq: d(6)},
@@ -55,7 +56,7 @@ func TestCPUPathRatios(t *testing.T) {
 	}}
 	md := r.Markdown()
 	for _, want := range []string{
-		"| sidecache | 1.50× | 0.50× | 1.25× | 1.50× | 2.25× | 3.00× |",
+		"| sidecache | 1.50× | 1.25× | 0.50× | 1.25× | 1.50× | 2.25× | 3.00× |",
 		"| split | sidecache (split) | 400.0 | 400.0–400.0 | 20.0 |",
 		"| batched miss | sidecache (batched miss) | 60.0 | 60.0–60.0 |  | 12.0 |",
 	} {
@@ -85,8 +86,8 @@ func TestCPUBareRedisFloor(t *testing.T) {
 	for _, want := range []string{
 		"| l2 hit | bare Go GOMAXPROCS=1 (one Redis GET per request) | 42.0 | 42.0–42.0 |  |  | 8.0 (8.0–8.0) |",
 		"| L2 hit ÷ L1 hit (goal ≤ 1.5×) | Redis per L2 hit ÷ paced GET (goal ≤ 1.5×) | Redis per L2 hit ÷ GET in 1 ms batches | Redis per L2 hit ÷ redis-benchmark GET | L2 hit's extra ÷ bare Go's Redis GET extra",
-		"| sidecache | — | — | 1.60× | 1.50× | — | — | 2.00× (24.0 ÷ 12.0 µs) | 1.40× |",
-		"| sidecache GOMAXPROCS=2 | — | — | 1.50× | — | — | — | — (GOMAXPROCS≠1) | 1.40× |",
+		"| sidecache | — | — | — | 1.60× | 1.50× | — | — | 2.00× (24.0 ÷ 12.0 µs) | 1.40× |",
+		"| sidecache GOMAXPROCS=2 | — | — | — | 1.50× | — | — | — | — (GOMAXPROCS≠1) | 1.40× |",
 		"The Go reference: *bare Go GOMAXPROCS=1 (one Redis GET per request)*",
 	} {
 		if !strings.Contains(md, want) {
@@ -104,7 +105,7 @@ func TestCPUBareRedisFloor(t *testing.T) {
 		{Test: "l2 hit", Server: lab.BareMemoryServer, PerReq: d(30)},
 		{Test: "l2 hit", Server: lab.BareRedisServer, PerReq: d(42), RedisPerReq: d(8)},
 	}
-	if md := r.Markdown(); !strings.Contains(md, "| sidecache | — | — | — | — | — | — | — | 1.40× |") {
+	if md := r.Markdown(); !strings.Contains(md, "| sidecache | — | — | — | — | — | — | — | — | 1.40× |") {
 		t.Errorf("l2 alone: the floor is missing:\n%s", md)
 	}
 
@@ -166,6 +167,39 @@ func TestCPUHitShareLowestRound(t *testing.T) {
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the table lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestCPUBatchBound: the batched miss with L1 at its bound gets its row
+// (hits read 0 %: every request a miss, as the batch row's), its note
+// (the L1's state) and its ratio to the same sidecar's L1 hit beside the
+// filling row's, also for a sidecar measured on that row alone.
+func TestCPUBatchBound(t *testing.T) {
+	d := func(n int) []time.Duration { return []time.Duration{time.Duration(n) * time.Microsecond} }
+	bound := func(name string, n int) lab.CPUResult {
+		return lab.CPUResult{Test: lab.BoundTest, Server: name + " (" + lab.BoundTest + ")", PerReq: d(n), PerBulk: []float64{11}, IDs: 1}
+	}
+	r := &CPUReport{Started: time.Unix(0, 0), Results: []lab.CPUResult{
+		{Test: "hit", Server: "sidecache (L1 hit)", PerReq: d(40), HitShare: 1, MinHitShare: 1},
+		{Test: "hit", Server: "before-abc (L1 hit)", PerReq: d(50), HitShare: 1, MinHitShare: 1},
+		{Test: "batched miss", Server: "sidecache (batched miss)", PerReq: d(90), PerBulk: []float64{12}, IDs: 1},
+		bound("sidecache", 73),
+		bound("before-abc", 100),
+	}}
+	r.Results[3].Note = "l1.max_bytes 32MiB, full"
+	md := r.Markdown()
+	for _, want := range []string{
+		"| batched miss | sidecache (batched miss) | 90.0 | 90.0–90.0 |  | 12.0 |  | 0 % |",
+		"| batched miss, L1 at its bound | sidecache (batched miss, L1 at its bound) | 73.0 | 73.0–73.0 |  | 11.0 |  | 0 % |",
+		"| sidecar | batched miss ÷ hit (goal ≤ 1.3×) | batched miss, L1 at its bound ÷ hit | split per id ÷ hit |",
+		"| sidecache | 2.25× | 1.82× | — |",
+		"| before-abc | — | 2.00× | — |",
+		"sidecache (batched miss, L1 at its bound): l1.max_bytes 32MiB, full.",
+		"Batched miss, L1 at its bound: the same load on a sidecar of its own whose L1 (" + lab.BoundL1 + ") is full and evicting before each round",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
 		}
 	}
 }
