@@ -40,6 +40,8 @@ type Options struct {
 	// 0 derives it from MaxBytes assuming entries of about 2 KiB.
 	ExpectedItems int64
 	// Now is the clock entry lifetimes are measured against; nil is time.Now.
+	// The expiry sweep calls it from its own goroutine: it must be safe
+	// for concurrent use.
 	Now func() time.Time
 }
 
@@ -162,11 +164,21 @@ func New(opts Options) (*Store, error) {
 	if expected == 0 {
 		expected = min(max(opts.MaxBytes/assumedEntryBytes, minExpectedItems), maxExpectedItems)
 	}
+	// The index maps are made at the size they reach when the expected
+	// items fill the store: a filling store would otherwise grow them all
+	// along, each growth rewriting every slot of a table long gone cold
+	// (the batched miss's write measured 3.7 µs with growth, 2.9 without).
+	// Seven eighths of expected: Go sizes a map for a hint at 8/7 of it
+	// rounded up to a power of two, so that is one table slot per expected
+	// item. It costs up front what they would hold full, about 2.2 MiB
+	// each per 128Ki expected items (MaxBytes 256 MiB), a store of larger
+	// entries never holding that many.
+	hint := int(expected - expected/8)
 	s := &Store{
 		now:      opts.Now,
 		maxBytes: opts.MaxBytes,
-		keys:     make(map[uint64]*item),
-		tags:     make(map[uint64]*tagNode),
+		keys:     make(map[uint64]*item, hint),
+		tags:     make(map[uint64]*tagNode, hint),
 		expiry:   make(map[int64]*item),
 		seed:     maphash.MakeSeed(),
 		hashMask: ^uint64(0),
@@ -217,12 +229,14 @@ func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
 		s.mu.Lock()
 		it = s.keys[h]
 		s.mu.Unlock()
-		if it == nil || it.key != key || it.e.Remaining(s.now()) <= 0 {
+		if it == nil || it.key != key {
 			return nil, false, nil
 		}
 	}
-	// Ristretto keeps items past their lifetime, until the sweep.
-	if it.dead.Load() || it.e.Remaining(s.now()) <= 0 {
+	// Ristretto keeps items past their lifetime, until the sweep. The
+	// deadline is the entry's Remaining as Set saw it, read from the item
+	// Get has in hand rather than from the entry.
+	if it.dead.Load() || s.now().UnixNano() >= it.deadline {
 		return nil, false, nil
 	}
 	return it.e, true, nil
@@ -350,7 +364,7 @@ func (s *Store) Clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.c.Clear()
-	s.resetLocked()
+	s.resetLocked(false)
 }
 
 // Close drops every entry and stops ristretto's goroutines. The Store must
@@ -363,7 +377,7 @@ func (s *Store) Close() {
 		s.sweepTimer.Stop()
 	}
 	s.c.Close()
-	s.resetLocked()
+	s.resetLocked(true)
 }
 
 // Wait blocks until every Set, Delete and DeleteTags made before it has
@@ -464,15 +478,20 @@ func (s *Store) drainLocked() {
 	}
 }
 
-// resetLocked empties the index after ristretto has been emptied.
-func (s *Store) resetLocked() {
+// resetLocked empties the index after ristretto has been emptied. The maps
+// keep their size for the entries to come, unless the store is closing.
+func (s *Store) resetLocked(closing bool) {
 	for _, it := range s.keys {
 		s.kill(it)
 		it.indexed = false // its late callback must not unindex a newer item
 	}
-	s.keys = make(map[uint64]*item)
-	s.tags = make(map[uint64]*tagNode)
-	s.expiry = make(map[int64]*item)
+	if closing {
+		s.keys, s.tags, s.expiry = map[uint64]*item{}, map[uint64]*tagNode{}, map[int64]*item{}
+	} else {
+		clear(s.keys)
+		clear(s.tags)
+		clear(s.expiry)
+	}
 	// Ristretto's buffer is empty now, its goroutine idle until the next
 	// write: no item is in flight, and none counted so far will be
 	// uncounted (some never would: a replaced value Clear takes from the
