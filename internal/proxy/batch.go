@@ -201,11 +201,12 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	path, rawQuery, _ := strings.Cut(bulk.URL(rt.Batch.Path, rt.Batch.Param, ids), "?")
 	out := x.outgoing(ctx, path, rawQuery)
 	// The answer is split here, so let the transport negotiate and undo
-	// compression: stored elements are identity-coded.
+	// compression (lean.Send does as http.Transport does): stored
+	// elements are identity-coded.
 	out.Header.Del("Accept-Encoding")
 	out.Header.Set("Accept", "application/json")
 	t0 := x.h.now()
-	resp, err := x.st.transport.RoundTrip(out)
+	resp, err := x.st.send(out)
 	if err != nil {
 		x.rs.m.Upstream(0, x.h.now().Sub(t0))
 		return nil, fmt.Errorf("%w: %w", errBulk, err)

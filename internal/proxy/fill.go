@@ -218,10 +218,10 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	out := x.withInterim(x.outgoing(fctx, x.r.URL.Path, x.upstreamQuery()))
+	out := x.outgoing(fctx, x.r.URL.Path, x.upstreamQuery())
 	x.addConditional(out)
 	t0 := x.h.now()
-	resp, err := x.st.transport.RoundTrip(out)
+	resp, err := x.sendFetch(out)
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
 		// A GET that did not ask to upgrade cannot be switched (RFC 9110
 		// §15.2.2); relaying it would leave the client hanging.

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"net/textproto"
 
 	"github.com/sidecache/sidecache/internal/relay"
 )
@@ -30,5 +31,15 @@ func (x *exchange) relayInterim() *relay.Interim {
 	return x.interim
 }
 
-// withInterim attaches the relay to the outgoing request of a fetch.
-func (x *exchange) withInterim(out *http.Request) *http.Request { return x.interim.Attach(out) }
+// sendFetch sends a fetch's outgoing request (state.send) with the relay
+// as its 1xx hook: lean's, or the Transport's client trace.
+func (x *exchange) sendFetch(out *http.Request) (*http.Response, error) {
+	if x.st.lean.TakesOut(out) {
+		var on1xx func(int, textproto.MIMEHeader) error
+		if x.interim != nil {
+			on1xx = x.interim.Got
+		}
+		return x.st.lean.Send(out, on1xx)
+	}
+	return x.st.transport.RoundTrip(x.interim.Attach(out))
+}

@@ -264,9 +264,10 @@ func NewTransport(timeout time.Duration, idlePerHost int, maxHeader int64) *http
 	d := &net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		Proxy: nil, // a sidecar talks to its own pod, never through a proxy
-		// The connections' reads and writes are raw (internal/rawio): the
-		// fill's, the bulk call's and ReverseProxy's upstream sockets
-		// enter no syscall.Syscall either.
+		// The connections' reads and writes are raw (internal/rawio):
+		// ReverseProxy's upstream sockets, and the fill's and the bulk
+		// call's where they take the Transport (state.send), enter no
+		// syscall.Syscall either.
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, network, addr)
 			if err != nil {
@@ -333,6 +334,20 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 		st.lean = lean.New(u, timeout, h.idle, h.maxHdr)
 	}
 	return &st
+}
+
+// send makes a cached-path upstream call (out from outgoing) on the
+// caller's goroutine over the lean pool when it takes out (lean.Client
+// TakesOut: a plain-HTTP upstream, a GET with no client trace), the same
+// bytes on the wire and the same answer as the Transport's (lean/out.go);
+// otherwise by the Transport. Either way the caller reads and closes the
+// body: a body read to its end frees the connection for reuse, any other
+// closes it.
+func (st *state) send(out *http.Request) (*http.Response, error) {
+	if st.lean.TakesOut(out) {
+		return st.lean.Send(out, nil)
+	}
+	return st.transport.RoundTrip(out)
 }
 
 func (h *Handler) withRoutes(old *state, t *route.Table) *state {
