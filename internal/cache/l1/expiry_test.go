@@ -82,53 +82,6 @@ func TestGetMissesPastLifetime(t *testing.T) {
 	}
 }
 
-// Every write Set counts in pending settles once ristretto has stored it
-// or dropped it, whatever happened to its key since (replaced, deleted,
-// invalidated, cleared): otherwise a Get miss of a key sharing its slot
-// pays for the lock and a probe of keys forever. Only the last write
-// ristretto took may wait for the next one.
-func TestPendingSettles(t *testing.T) {
-	t.Parallel()
-	s := newStore(t, Options{MaxBytes: 64 << 10})
-	for round := range 4 {
-		for i := range 300 {
-			key := fmt.Sprintf("k%d", i%120)
-			set(t, s, key, entry(fmt.Sprintf("%0*d", i%7*100, i), time.Hour, fmt.Sprintf("t%d", i%5)))
-			switch i % 50 {
-			case 10:
-				_ = s.Delete(t.Context(), key)
-			case 20:
-				s.DeleteTags("t3")
-			}
-		}
-		if round == 2 {
-			s.Clear()
-		}
-		s.Wait()
-		var sum int32
-		for i := range s.pending {
-			sum += s.pending[i].Load()
-		}
-		if sum < 0 || sum > 1 {
-			t.Fatalf("round %d: pending counts %d writes after Wait, want at most 1", round, sum)
-		}
-		checkIndex(t, s)
-	}
-	// An entry the cache refuses to hold (more than it is ever allowed)
-	// counts nothing either.
-	_ = s.Set(t.Context(), "huge", entry(string(make([]byte, 128<<10)), time.Hour))
-	s.Wait()
-	set(t, s, "after", entry("x", time.Hour))
-	s.Wait()
-	var sum int32
-	for i := range s.pending {
-		sum += s.pending[i].Load()
-	}
-	if sum > 1 {
-		t.Fatalf("pending counts %d writes, want at most 1", sum)
-	}
-}
-
 // checkExpiryLocked asserts that every indexed item is in the list of its
 // deadline's bucket, once, and nothing else is.
 func checkExpiryLocked(t *testing.T, s *Store) {

@@ -95,19 +95,6 @@ type Store struct {
 	sweepTimer *time.Timer
 	sweepArmed bool
 	closed     bool
-
-	// pending counts, per slot of a key's hash, the items Set handed
-	// ristretto that ristretto may not have stored yet (settle). A Get
-	// that ristretto misses reads keys only if its key's slot counts one:
-	// a key never stored, the lookup of every batched miss, is answered
-	// without mu or a probe of keys, which has grown cold by then.
-	pending [pendingSlots]atomic.Int32
-	// epoch changes when Clear or Close zeroes pending: an item counted
-	// before then is settled without being uncounted. Written under mu.
-	epoch atomic.Uint32
-	// lastCosted is the last item ristretto's goroutine priced (costed);
-	// only that goroutine uses it.
-	lastCosted *item
 }
 
 // cost is what keeping e under key charges against MaxBytes: the entry and
@@ -132,23 +119,23 @@ const (
 // item is what ristretto stores: the entry plus what the index needs to
 // recognise it when a callback hands it back.
 type item struct {
-	key  string
+	// What a hit reads, first and together: the item's cache line is cold
+	// when the hits spread over many keys.
 	e    *cache.Entry
+	dead atomic.Bool
+	// deadline is when the entry's lifetime ends, in UnixNano of Store.now.
+	deadline int64
+
+	key  string
 	cost int64
 	h    uint64 // s.hash(key)
-	dead atomic.Bool
 	// indexed is whether keys maps key to this item, guarded by mu: a late
 	// callback for a replaced value then finds it unindexed without a
 	// lookup in keys.
 	indexed bool
-	// pending is the Store's epoch while the item counts in Store.pending,
-	// 0 once settled.
-	pending atomic.Uint32
 	nodes   []tagNode // one per e.Tags, in its order
-	// deadline is when the entry's lifetime ends, in UnixNano of Store.now;
-	// expNext and expPrev link it in its bucket's list (expiry.go) while
-	// it is indexed, guarded by mu.
-	deadline         int64
+	// expNext and expPrev link it in its deadline's bucket's list
+	// (expiry.go) while it is indexed, guarded by mu.
 	expNext, expPrev *item
 }
 
@@ -183,7 +170,6 @@ func New(opts Options) (*Store, error) {
 		seed:     maphash.MakeSeed(),
 		hashMask: ^uint64(0),
 	}
-	s.epoch.Store(1)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -193,10 +179,6 @@ func New(opts Options) (*Store, error) {
 		MaxCost:            opts.MaxBytes,
 		BufferItems:        64,
 		IgnoreInternalCost: true,
-		// Set passes a cost of 0 so that ristretto's goroutine calls Cost
-		// as it takes each item from its buffer: that is how the store
-		// learns that the item before it has been stored (costed).
-		Cost: s.costed,
 		// OnEvict covers policy evictions and Clear; OnReject
 		// covers admission refusals. OnExit is left unset on purpose: it
 		// also fires synchronously inside Set and Del, for values this
@@ -221,11 +203,8 @@ func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
 		// already holds the item: serving it from there closes the window
 		// in which a key just filled by a coalesced fetch looks absent and
 		// the next burst of requests goes upstream again. Only misses pay
-		// for the lock, and only those of a key with a write in flight.
+		// for the lock.
 		h := s.hash(key)
-		if s.pending[h%pendingSlots].Load() == 0 {
-			return nil, false, nil
-		}
 		s.mu.Lock()
 		it = s.keys[h]
 		s.mu.Unlock()
@@ -284,13 +263,10 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 			s.c.Del(old.key)
 		}
 	}
-	it.pending.Store(s.epoch.Load())
-	s.pending[it.h%pendingSlots].Add(1)
 	s.indexLocked(it)
-	// No TTL: the index expires the item (expiry.go). Cost 0: see costed.
-	if !s.c.Set(key, it, 0) {
+	// No TTL: the index expires the item (expiry.go).
+	if !s.c.Set(key, it, it.cost) {
 		// Dropped under contention or after Close: nothing will call back.
-		s.settle(it)
 		s.retireLocked(it)
 		return fmt.Errorf("%w: dropped", ErrRejected)
 	}
@@ -398,11 +374,7 @@ func (s *Store) Items() int64 { return s.items.Load() }
 // the first death counts. It runs on ristretto's goroutine, or inside
 // Clear and Close, so it must not wait for mu.
 func (s *Store) gone(it *item) {
-	if it == nil {
-		return
-	}
-	s.settle(it) // refused, or left the buffer in a Clear
-	if !s.kill(it) {
+	if it == nil || !s.kill(it) {
 		return
 	}
 	s.graveMu.Lock()
@@ -492,14 +464,6 @@ func (s *Store) resetLocked(closing bool) {
 		clear(s.tags)
 		clear(s.expiry)
 	}
-	// Ristretto's buffer is empty now, its goroutine idle until the next
-	// write: no item is in flight, and none counted so far will be
-	// uncounted (some never would: a replaced value Clear takes from the
-	// buffer is not called back).
-	for i := range s.pending {
-		s.pending[i].Store(0)
-	}
-	s.epoch.Store(max(s.epoch.Load()+1, 1))
 	s.graveMu.Lock()
 	s.grave = nil
 	s.graveMu.Unlock()
