@@ -198,24 +198,27 @@ func New(opts Options) (*Store, error) {
 // the entry or anything it points to (Header, Body, Tags).
 func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
 	it, ok := s.c.Get(key)
-	if !ok {
+	if !ok || it.dead.Load() {
 		// Ristretto applies a Set asynchronously. Until it does, the index
 		// already holds the item: serving it from there closes the window
 		// in which a key just filled by a coalesced fetch looks absent and
-		// the next burst of requests goes upstream again. Only misses pay
-		// for the lock.
+		// the next burst of requests goes upstream again. So does a Set
+		// that replaces a key: it kills the old value before ristretto
+		// swaps in the new one. Only misses pay for the lock. The item is
+		// checked under it, where the index holds no value a Set replaced.
 		h := s.hash(key)
 		s.mu.Lock()
 		it = s.keys[h]
+		live := it != nil && it.key == key && !it.dead.Load()
 		s.mu.Unlock()
-		if it == nil || it.key != key {
+		if !live {
 			return nil, false, nil
 		}
 	}
 	// Ristretto keeps items past their lifetime, until the sweep. The
 	// deadline is the entry's Remaining as Set saw it, read from the item
 	// Get has in hand rather than from the entry.
-	if it.dead.Load() || s.now().UnixNano() >= it.deadline {
+	if s.now().UnixNano() >= it.deadline {
 		return nil, false, nil
 	}
 	return it.e, true, nil
