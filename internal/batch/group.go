@@ -78,11 +78,13 @@ type result[V any] struct {
 	then  Waiter[V]
 	thens []Waiter[V]
 	v     V
-	found bool
 	err   error
-	solo  bool         // a one-id client request waits on it
 	reqs  []*Requester // the list requests waiting on it
 	held  int          // calls holding it, queued or in flight
+	// The flags sit together: a Slot in a caller's allocation holds a
+	// result, and each 8 bytes may take that to a larger size class.
+	found bool
+	solo  bool // a one-id client request waits on it
 	// settled: v, found and err are final, done (if any) is closed.
 	settled bool
 	told    bool // its LoadThen waiters are being told (tellLocked)

@@ -90,6 +90,12 @@ type Rules struct {
 	// learned are Vary'd header names seen on the route's answers
 	// (copy-on-write; at most maxLearned).
 	learned atomic.Pointer[[]string]
+	// grouped are, without forward_headers: all, the names of every
+	// request header that may enter a batch group, sorted: the keyed ones
+	// and the learned ones Group counts (replaced whenever one is
+	// learned). Group then looks these few up instead of judging every
+	// header the request carries; with none, the group is the host alone.
+	grouped atomic.Pointer[[]string]
 	// codings are the content-codings (cachekey.Codings) the route's
 	// answers came in: the variants a request may be served from.
 	codings atomic.Uint32
@@ -142,7 +148,22 @@ func New(c Config) *Rules {
 		f.log = slog.Default()
 	}
 	f.learned.Store(&[]string{})
+	f.grouped.Store(f.groupedNames(nil))
 	return f
+}
+
+// groupedNames are the sorted names Group may count on a route that
+// forwards only what it keys and learned (learned): those Grouped reports.
+func (f *Rules) groupedNames(learned []string) *[]string {
+	var names []string
+	for _, k := range slices.Concat(f.keyed, learned) {
+		if !slices.Contains(names, k) && (slices.Contains(f.keyed, k) && !Own(k) ||
+			slices.Contains(learned, k) && !Own(k) && !f.never(k) && !ignoredInGroup(k)) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	return &names
 }
 
 // Forwards reports whether a client's (canonical) header reaches the
@@ -231,6 +252,7 @@ func (f *Rules) learn(name string) bool {
 	}
 	next := append(slices.Clone(cur), name)
 	f.learned.Store(&next)
+	f.grouped.Store(f.groupedNames(next))
 	f.log.Info("forwarding a header the route's answers vary on", "route", f.route, "header", name)
 	return true
 }
@@ -304,6 +326,24 @@ func (f *Rules) Group(host string, h http.Header) string {
 	names := scratch[:0]
 	host = strings.ToLower(host)
 	n := len(host)
+	if !f.all {
+		// Only the route's few grouped names can count: look them up
+		// (already in order). With none, as on most routes, the group is
+		// the host, the same string the loop below would build.
+		for _, k := range *f.grouped.Load() {
+			if vs, ok := h[k]; ok {
+				names = append(names, k)
+				n += 1 + len(k)
+				for _, v := range vs {
+					n += 1 + len(v)
+				}
+			}
+		}
+		if len(names) == 0 {
+			return host
+		}
+		return join(host, n, names, h)
+	}
 	for k, vs := range h {
 		keyed := slices.Contains(f.keyed, k) && !Own(k)
 		if !keyed && (!f.Forwards(k) || f.never(k) || ignoredInGroup(k)) {
@@ -316,6 +356,11 @@ func (f *Rules) Group(host string, h http.Header) string {
 		}
 	}
 	slices.Sort(names)
+	return join(host, n, names, h)
+}
+
+// join is the group string of host and the headers names of h, n bytes.
+func join(host string, n int, names []string, h http.Header) string {
 	var b strings.Builder
 	b.Grow(n)
 	b.WriteString(host)

@@ -242,3 +242,77 @@ func BenchmarkGroup(b *testing.B) {
 		f.Group("app.example", h)
 	}
 }
+
+// groupOf is Group as its doc says it: the host and every header of h
+// that Grouped counts, sorted, with its values. Group looks up only the
+// route's few grouped names when it can; it must build the same string.
+func groupOf(f *forward.Rules, host string, h http.Header) string {
+	var names []string
+	for k := range h {
+		if f.Grouped(k) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	s := strings.ToLower(host)
+	for _, k := range names {
+		s += "\n" + k
+		for _, v := range h[k] {
+			s += "\x00" + v
+		}
+	}
+	return s
+}
+
+// TestGroupMatchesGrouped: on random headers, before and after headers are
+// learned from a Vary, Group is the string groupOf builds, so requests
+// differing in a header the group counts never share a bulk call however
+// Group finds those headers.
+func TestGroupMatchesGrouped(t *testing.T) {
+	pool := []string{"X-Tenant", "Accept-Language", "Accept", "Accept-Encoding", "Authorization", "Connection",
+		"X-Forwarded-For", "Traceparent", "X-Request-Id", "Via", "User-Agent", "X-B3-Traceid", "x-tenant", "Cookie", "If-None-Match"}
+	learn := [][]string{nil, {"Accept-Language"}, {"Cookie", "User-Agent", "Connection"}, {"Authorization", "Accept"}}
+	seed := uint64(1)
+	next := func(n int) int { // a fixed LCG: the same cases every run
+		seed = seed*6364136223846793005 + 1442695040888963407
+		return int(seed>>33) % n
+	}
+	for _, all := range []bool{false, true} {
+		for _, keyed := range [][]string{nil, {"X-Tenant"}, {"X-Tenant", "User-Agent", "Via"}} {
+			f := forward.New(forward.Config{Route: "r", All: all, Keyed: keyed, Never: never,
+				Log: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))})
+			for _, vary := range learn {
+				f.LearnVary(http.Header{"Accept-Language": {"x"}, "Cookie": {"x"}, "User-Agent": {"x"},
+					"Connection": {"x"}, "Authorization": {"x"}, "Accept": {"x"}}, vary)
+				for range 200 {
+					h := http.Header{}
+					for range next(6) {
+						k := pool[next(len(pool))]
+						for range next(3) {
+							h[k] = append(h[k], fmt.Sprint(next(3)))
+						}
+						if h[k] == nil && next(2) == 0 {
+							h[k] = []string{}
+						}
+					}
+					host := []string{"App.example", "app.example", ""}[next(3)]
+					if got, want := f.Group(host, h), groupOf(f, host, h); got != want {
+						t.Fatalf("all=%v keyed=%v learned %v: Group(%q, %v) = %q, want %q", all, keyed, vary, host, h, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkGroupKeyed is BenchmarkGroup on a route that forwards only what
+// it keys (the default): the group looks up the keyed names alone.
+func BenchmarkGroupKeyed(b *testing.B) {
+	f := rules(false, nil)
+	h := http.Header{"Accept": {"*/*"}, "Authorization": {"Bearer abcdefghijklmnopqrstuvwxyz"},
+		"User-Agent": {"Mozilla/5.0"}, "Accept-Language": {"en-GB,en;q=0.9"}, "Traceparent": {"00-1-2-01"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		f.Group("app.example", h)
+	}
+}

@@ -50,20 +50,26 @@ const maxBulkBuf = 1 << 20
 
 // bulkAnswer is one id's share of a bulk call.
 type bulkAnswer struct {
-	e      *cache.Entry
-	stored bool
-	link   spanLink // the bulk call (trace.go)
-	// upstream is this id's share of the bulk call's time (the call's
-	// time over its ids), for the access log.
-	upstream time.Duration
-	reqID    string // the bulk call's X-Request-Id
+	e    *cache.Entry
+	call *bulkCall // what every id of the call shares; nil: nothing
 	// refused: the upstream's own failing answer to a one-id call.
 	refused bool
+	stored  bool
 	// private: for the requests of this call only (keepElement); vary
 	// and vkey: the variant it is, when stored as one.
 	private bool
 	vary    []string
 	vkey    string
+}
+
+// bulkCall is what the answers of one bulk call share, held once for
+// all of them rather than copied into each (an answer is made per id).
+type bulkCall struct {
+	link spanLink // the bulk call (trace.go)
+	// upstream is each id's share of the bulk call's time (the call's
+	// time over its ids), for the access log.
+	upstream time.Duration
+	reqID    string // the bulk call's X-Request-Id
 }
 
 // batcher is a route's loader: the opener's exchange rides along to make
@@ -142,7 +148,10 @@ func (x *exchange) batchedFlight(f *flight, ans *bulkAnswer, found bool, err err
 		*f = flight{c: candidate{e: notFoundEntry(x.h.now())}, batched: true}
 		return f, nil
 	}
-	*f = flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true, link: ans.link, upstream: ans.upstream, reqID: ans.reqID}
+	*f = flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true}
+	if c := ans.call; c != nil {
+		f.link, f.upstream, f.reqID = &c.link, c.upstream, c.reqID
+	}
 	return f, nil
 }
 
@@ -235,7 +244,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
 	case !ok && len(ids) == 1:
-		return map[string]*bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), upstream: took, reqID: out.Header.Get("X-Request-Id"), refused: true}}, nil
+		return map[string]*bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), call: &bulkCall{upstream: took, reqID: out.Header.Get("X-Request-Id")}, refused: true}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
@@ -255,16 +264,14 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	}
 	res := make(map[string]*bulkAnswer, len(ids))
 	answers := make([]bulkAnswer, len(ids))
-	share := took / time.Duration(len(ids))
+	call := &bulkCall{upstream: took / time.Duration(len(ids)), reqID: out.Header.Get("X-Request-Id")}
 	heads := x.elementHeads(resp.Header, t0)
 	ex := x.elementExchange()
-	reqID := out.Header.Get("X-Request-Id")
 	for i, id := range ids {
 		ex.setID(id)
 		a := &answers[i]
 		*a = ex.keepElement(ctx, parts[i], resp.Header, heads, t0)
-		a.upstream = share
-		a.reqID = reqID
+		a.call = call
 		res[id] = a
 	}
 	return res, nil

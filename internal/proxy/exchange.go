@@ -32,13 +32,14 @@ type exchange struct {
 	uriTag string
 	start  time.Time
 	rec    *accesslog.Record // nil unless the access log is on
-	// refresh: the client asked not to be served a stored response
-	// (no-cache, on a route that honours it), or this is a background
-	// revalidation.
-	refresh bool
 	// arrival stamps a forced refresh's arrival (coalesce.Ordered); 0
 	// for every other request.
 	arrival uint64
+	// refresh: the client asked not to be served a stored response
+	// (no-cache, on a route that honours it), or this is a background
+	// revalidation. (With own and retried: the flags sit together, as a
+	// flight's lead copies the exchange; see flight.)
+	refresh bool
 	// own: fetch for this client alone, skipping the lookups and the
 	// cluster lease (the flight's answer was not for it).
 	own bool

@@ -22,6 +22,10 @@ type flight struct {
 	c       candidate // the answer: found in a tier (c.tier set) or fetched
 	stored  bool      // a tier accepted the fetched answer
 	batched bool
+	// revalidated: c is a stored entry the upstream confirmed (304).
+	// (The flags sit together: a lead holds a flight, and every 8 bytes
+	// of it may take the lead to a larger size class.)
+	revalidated bool
 	// large is set instead of c when the body is over max_body_bytes: the
 	// live response, streamed by one client (see largeBody).
 	large *largeBody
@@ -29,9 +33,11 @@ type flight struct {
 	stale candidate
 	// upstream is the time the fill spent on its upstream call.
 	upstream time.Duration
-	// revalidated: c is a stored entry the upstream confirmed (304).
-	revalidated bool
-	link        spanLink // the span waiters link to (trace.go)
+	// link is the span waiters link to (trace.go); nil: none. A pointer,
+	// as only traced fills have one: a batched flight's points into its
+	// bulkCall, and the lead holding the flight stays in a smaller size
+	// class.
+	link *spanLink
 	// reqID is the X-Request-Id the sidecar sent on the upstream call
 	// that produced the answer, for the access log.
 	reqID string

@@ -67,8 +67,9 @@ func (x *exchange) fillTraced(ctx context.Context) (*flight, error) {
 	if err != nil {
 		spans.Error(sp, err)
 	}
-	if f != nil && !f.link.IsValid() {
-		f.link = sp.SpanContext()
+	if f != nil && (f.link == nil || !f.link.IsValid()) {
+		link := sp.SpanContext()
+		f.link = &link
 	}
 	return f, err
 }
@@ -96,7 +97,8 @@ func (x *exchange) fetchTraced(ctx context.Context) (*flight, error) {
 		spans.HTTPStatus(sp, f.c.e.Status)
 		sp.SetAttributes(spans.AttrStored.Bool(f.stored))
 	}
-	f.link = sp.SpanContext()
+	link := sp.SpanContext()
+	f.link = &link
 	return f, err
 }
 
@@ -115,7 +117,10 @@ func (x *exchange) fetchBulkTraced(ctx context.Context, ids []string) (map[strin
 		spans.Error(sp, err)
 	}
 	for _, a := range res {
-		a.link = sp.SpanContext()
+		if a.call == nil {
+			a.call = &bulkCall{}
+		}
+		a.call.link = sp.SpanContext() // the same call for every id
 	}
 	return res, err
 }
@@ -123,12 +128,12 @@ func (x *exchange) fetchBulkTraced(ctx context.Context, ids []string) (map[strin
 // linkFlight links the request's span to the call that answered it, when
 // that call was not its own: a collapsed waiter's, or a bulk call's.
 func (x *exchange) linkFlight(f *flight, leader bool) {
-	if x.h.tr == nil || f == nil || !f.link.IsValid() || leader && !f.batched {
+	if x.h.tr == nil || f == nil || f.link == nil || !f.link.IsValid() || leader && !f.batched {
 		return
 	}
 	kind := "collapsed"
 	if f.batched {
 		kind = "batch"
 	}
-	spans.Link(x.r.Context(), f.link, kind)
+	spans.Link(x.r.Context(), *f.link, kind)
 }
