@@ -40,6 +40,11 @@ func deadline(now time.Time, ttl time.Duration) int64 {
 // tail, before the head), and arms the sweep.
 func (s *Store) linkExpiryLocked(it *item) {
 	b := it.deadline / int64(expiryBucket)
+	if len(s.expiry) == 0 || b < s.swept {
+		// The sweep walks from here (a clock set back may give a
+		// deadline before the buckets already swept).
+		s.swept = b
+	}
 	if h := s.expiry[b]; h == nil {
 		it.expNext, it.expPrev = it, it
 		s.expiry[b] = it
@@ -98,18 +103,20 @@ func (s *Store) sweep() {
 }
 
 // sweepLocked retires up to budget items of the buckets wholly past and
-// reports whether none is left.
+// reports whether none is left. It walks the buckets from the first not
+// yet swept up to now, about one per second of the clock, however many
+// buckets the items' deadlines spread over: ranging over every bucket
+// each second held mu for as long as the spread was wide (a year of
+// max-age written every second is 31 million buckets).
 func (s *Store) sweepLocked(budget int) bool {
 	if s.closed {
 		return true
 	}
 	s.drainLocked()
 	past := s.now().UnixNano() / int64(expiryBucket)
-	for b := range s.expiry {
-		if b >= past {
-			continue // b ends after now: (b+1)·bucket > now
-		}
-		for it := s.expiry[b]; it != nil; it = s.expiry[b] {
+	for ; s.swept < past && len(s.expiry) > 0; s.swept++ {
+		// s.swept ends before now: (swept+1)·bucket <= now.
+		for it := s.expiry[s.swept]; it != nil; it = s.expiry[s.swept] {
 			if budget == 0 {
 				return false
 			}

@@ -12,6 +12,7 @@ type fakeClock struct{ ahead atomic.Int64 }
 
 func (c *fakeClock) now() time.Time          { return time.Now().Add(time.Duration(c.ahead.Load())) }
 func (c *fakeClock) advance(d time.Duration) { c.ahead.Add(int64(d)) }
+func (c *fakeClock) since() time.Duration    { return time.Duration(c.ahead.Load()) }
 
 // Ristretto keeps entries without a TTL; the index expires them. An entry
 // whose lifetime has ended must leave the index, the gauges and ristretto
@@ -104,5 +105,46 @@ func checkExpiryLocked(t *testing.T, s *Store) {
 	}
 	if listed != len(s.keys) {
 		t.Errorf("expiry lists hold %d items, index %d", listed, len(s.keys))
+	}
+}
+
+// The sweep walks the buckets from the first not yet swept: entries whose
+// deadlines lie far apart leave each in its turn, and an entry written
+// after the clock went back (its deadline before the buckets already
+// swept) leaves too.
+func TestSweepWalksInOrder(t *testing.T) {
+	t.Parallel()
+	var clock fakeClock
+	s := newStore(t, Options{Now: clock.now})
+	ttls := []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 365 * 24 * time.Hour}
+	for i, ttl := range ttls {
+		set(t, s, fmt.Sprint("k", i), entry("x", ttl))
+	}
+	for i, ttl := range ttls {
+		clock.advance(ttl - clock.since() + 2*time.Second)
+		left := int64(len(ttls) - i - 1)
+		eventually(t, 30*time.Second, fmt.Sprintf("after %v, %d entries left", ttl, left), func() bool { return s.Items() == left })
+		checkIndex(t, s)
+	}
+	clock.advance(-48 * time.Hour)
+	set(t, s, "back", entry("x", time.Minute))
+	clock.advance(2 * time.Minute)
+	eventually(t, 30*time.Second, "the entry written after the clock went back left", func() bool { return s.Items() == 0 })
+	checkIndex(t, s)
+}
+
+// BenchmarkSweepWideSpread is a sweep's cost with the store's entries'
+// deadlines spread over many buckets, none of them due: it holds mu for
+// that long every second.
+func BenchmarkSweepWideSpread(b *testing.B) {
+	s := newStore(b, Options{MaxBytes: 256 << 20})
+	for i := range 100_000 {
+		set(b, s, fmt.Sprint("k", i), entry("x", time.Duration(i+1)*time.Hour))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b.ResetTimer()
+	for b.Loop() {
+		s.sweepLocked(sweepChunk)
 	}
 }

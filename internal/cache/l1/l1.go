@@ -92,6 +92,7 @@ type Store struct {
 	// sweep is the timer that retires them once expired, armed while
 	// expiry holds any; closed stops it for good. All guarded by mu.
 	expiry     map[int64]*item
+	swept      int64 // the first bucket the sweep has not emptied
 	sweepTimer *time.Timer
 	sweepArmed bool
 	closed     bool
