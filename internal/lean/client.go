@@ -168,22 +168,27 @@ func retryable(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
+// await arms c for reading an answer's header sections, after a request
+// was written on it at now. The response-header timeout, and the client
+// leaving, both end the wait by a deadline in the past. The watch on ctx
+// stays on while the body is read (Conn.stop): a client that leaves
+// mid-body ends the upstream request too, as ReverseProxy's does. One
+// bound covers every header section of the answer, as http.Transport
+// without a 1xx hook: a flood of 1xx cannot read more than one header.
+func (cl *Client) await(ctx context.Context, c *Conn, now time.Time) {
+	c.deadline = now.Add(cl.timeout)
+	_ = c.c.SetReadDeadline(c.deadline)
+	c.stop = context.AfterFunc(ctx, c.expire)
+	c.lr.n = cl.maxHdr
+}
+
 // roundTrip writes r on c and reads the answer's header, by now plus the
 // response-header timeout (now: when c was taken, a clock read spared).
 func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx func(int, http.Header), now time.Time) (*http.Response, error) {
 	if err := writeRequest(c.bw, r, cl.base, cl.host); err != nil {
 		return nil, err
 	}
-	// The response-header timeout, and the client leaving, both end the
-	// wait by a deadline in the past. The watch on ctx stays on while the
-	// body is read (Conn.stop): a client that leaves mid-body ends the
-	// upstream request too, as ReverseProxy's does.
-	c.deadline = now.Add(cl.timeout)
-	_ = c.c.SetReadDeadline(c.deadline)
-	c.stop = context.AfterFunc(ctx, c.expire)
-	// One bound for every header section of the answer, as http.Transport
-	// without a 1xx hook: a flood of 1xx cannot read more than one header.
-	c.lr.n = cl.maxHdr
+	cl.await(ctx, c, now)
 	for {
 		resp, err := http.ReadResponse(c.br, r)
 		if err != nil {

@@ -131,10 +131,7 @@ func (cl *Client) sendOn(ctx context.Context, c *Conn, out *http.Request, gz boo
 	if err := writeOut(c.bw, out, cl.host, gz); err != nil {
 		return nil, err
 	}
-	c.deadline = now.Add(cl.timeout)
-	_ = c.c.SetReadDeadline(c.deadline)
-	c.stop = context.AfterFunc(ctx, c.expire)
-	c.lr.n = cl.maxHdr
+	cl.await(ctx, c, now)
 	for {
 		resp, err := http.ReadResponse(c.br, out)
 		if err != nil {
