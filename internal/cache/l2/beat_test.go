@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,12 +143,16 @@ func TestOwnBeatsStopWhilePeersFlow(t *testing.T) {
 	}
 
 	// What the tiers make of it, on a clock set relative to the proof.
-	now := p0
-	clock := func() time.Time { return now }
+	// Atomic: the L1 reads its clock from its expiry sweep's goroutine too.
+	var now atomic.Pointer[time.Time]
+	set := func(t time.Time) { now.Store(&t) }
+	clock := func() time.Time { return *now.Load() }
+	set(p0)
 	l1s, err := l1.New(l1.Options{MaxBytes: 1 << 20, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(l1s.Close)
 	tiers := cache.NewTiered(l1s, nil, cache.TieredOptions{Now: clock, MaxLag: lag, Proven: b.Proven})
 	e := entry("v", time.Hour)
 	e.StoredAt = p0.Add(-lag)
@@ -155,11 +160,11 @@ func TestOwnBeatsStopWhilePeersFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	l1s.Wait()
-	now = p0.Add(lag / 2)
+	set(p0.Add(lag / 2))
 	if got, _, _ := tiers.Lookup(ctx, "k"); got == nil {
 		t.Fatal("entry not served while the proof is within max_lag")
 	}
-	now = p0.Add(lag + time.Millisecond)
+	set(p0.Add(lag + time.Millisecond))
 	if got, _, _ := tiers.Lookup(ctx, "k"); got != nil {
 		t.Fatal("entry older than max_lag served once B's own beats stopped")
 	}

@@ -1,0 +1,122 @@
+package l1
+
+import (
+	"math"
+	"time"
+)
+
+// The index expires entries itself rather than through ristretto's TTL,
+// which costs every write an insert into a map of its expiration bucket
+// (on ristretto's goroutine, into a map that grows from empty every five
+// seconds) and every expiry four probes of ristretto's maps. Here an
+// indexed item is linked into the list of its deadline's bucket: a write
+// costs a lookup in a map of a few buckets and a splice next to the item
+// written before it, both in cache. Once a second, while any item is
+// indexed, a sweep retires the items of the buckets wholly past, as a
+// tag's invalidation does: an expired entry's memory comes back within
+// about two seconds of its deadline, while MaxBytes bounds it all along.
+// Get never serves an expired entry in the meantime: it checks what is
+// left of the entry's lifetime itself.
+
+const (
+	// expiryBucket is the width of a bucket of deadlines, and how often
+	// the sweep runs.
+	expiryBucket = time.Second
+	// sweepChunk is how many items a sweep retires per hold of mu, so
+	// that a bucket of many expired entries does not stall Get and Set.
+	sweepChunk = 256
+)
+
+// deadline is now+ttl in UnixNano, saturated.
+func deadline(now time.Time, ttl time.Duration) int64 {
+	n := now.UnixNano()
+	if int64(ttl) > math.MaxInt64-n {
+		return math.MaxInt64
+	}
+	return n + int64(ttl)
+}
+
+// linkExpiryLocked adds it to the list of its deadline's bucket (at its
+// tail, before the head), and arms the sweep.
+func (s *Store) linkExpiryLocked(it *item) {
+	b := it.deadline / int64(expiryBucket)
+	if h := s.expiry[b]; h == nil {
+		it.expNext, it.expPrev = it, it
+		s.expiry[b] = it
+	} else {
+		it.expPrev, it.expNext = h.expPrev, h
+		h.expPrev.expNext = it
+		h.expPrev = it
+	}
+	if !s.sweepArmed && !s.closed {
+		s.sweepArmed = true
+		if s.sweepTimer == nil {
+			s.sweepTimer = time.AfterFunc(expiryBucket, s.sweep)
+		} else {
+			s.sweepTimer.Reset(expiryBucket)
+		}
+	}
+}
+
+// unlinkExpiryLocked removes it from its bucket's list, and the bucket
+// with its last item.
+func (s *Store) unlinkExpiryLocked(it *item) {
+	if it.expNext == nil {
+		return
+	}
+	b := it.deadline / int64(expiryBucket)
+	if it.expNext == it {
+		delete(s.expiry, b)
+	} else {
+		it.expPrev.expNext, it.expNext.expPrev = it.expNext, it.expPrev
+		if s.expiry[b] == it {
+			s.expiry[b] = it.expNext
+		}
+	}
+	// Cleared, so that an unindexed item ristretto still holds keeps no
+	// neighbour alive.
+	it.expNext, it.expPrev = nil, nil
+}
+
+// sweep is the timer's: it retires the expired items, sweepChunk at a
+// time, and re-arms while any item is indexed.
+func (s *Store) sweep() {
+	for {
+		s.mu.Lock()
+		done := s.sweepLocked(sweepChunk)
+		if done {
+			s.sweepArmed = !s.closed && len(s.expiry) > 0
+			if s.sweepArmed {
+				s.sweepTimer.Reset(expiryBucket)
+			}
+		}
+		s.mu.Unlock()
+		if done {
+			return
+		}
+	}
+}
+
+// sweepLocked retires up to budget items of the buckets wholly past and
+// reports whether none is left.
+func (s *Store) sweepLocked(budget int) bool {
+	if s.closed {
+		return true
+	}
+	s.drainLocked()
+	past := s.now().UnixNano() / int64(expiryBucket)
+	for b := range s.expiry {
+		if b >= past {
+			continue // b ends after now: (b+1)·bucket > now
+		}
+		for it := s.expiry[b]; it != nil; it = s.expiry[b] {
+			if budget == 0 {
+				return false
+			}
+			budget--
+			s.retireLocked(it) // unlinks it, and the bucket with its last
+			s.c.Del(it.key)
+		}
+	}
+	return true
+}
