@@ -262,9 +262,12 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 		// Retired but left in keys: indexLocked overwrites its slot.
 		s.kill(old)
 		s.unlinkAllLocked(old)
-		if old.key != key {
-			s.c.Del(old.key)
-		}
+		// Deleted from ristretto even when it is this key's: if
+		// ristretto has not applied old's write yet, it takes this write
+		// as a second new key and its policy, which has the key by then,
+		// rejects it, naming the live item (TestRewriteBeforeApplied).
+		// The delete is applied between the two, in order.
+		s.c.Del(old.key)
 	}
 	s.indexLocked(it)
 	// No TTL: the index expires the item (expiry.go).
