@@ -102,7 +102,7 @@ func Decide(o *Options, e *cache.Entry, upstream http.Header, hd *Heard, sentWit
 	}
 	// The header block counts: a huge header is as costly to keep as a
 	// huge body.
-	if int64(len(e.Body))+httpcache.HeaderBytes(e.Header) > o.MaxBody {
+	if int64(len(e.Body))+headerBytes(e) > o.MaxBody {
 		return a
 	}
 	switch {
@@ -115,7 +115,7 @@ func Decide(o *Options, e *cache.Entry, upstream http.Header, hd *Heard, sentWit
 	default:
 		a.TTL, a.SWR, a.SIE = a.Age+rt.TTL, rt.StaleWhileRevalidate, rt.StaleIfError
 	}
-	a.Keep = httpcache.KeepFor(e.Header, a.TTL-a.Age)
+	a.Keep = httpcache.KeepWindow(e.ETag() != "" || httpcache.HasValidator(e.Header), a.TTL-a.Age)
 	a.Store = a.TTL > a.Age // fresh for a while
 	if rt.Origin != nil {
 		a.Store = of.Store
@@ -123,6 +123,16 @@ func Decide(o *Options, e *cache.Entry, upstream http.Header, hd *Heard, sentWit
 	// Fetched before a write to it was invalidated: serve, never keep.
 	a.Store = a.Store && !o.Tombs.Stale(e, now)
 	return a
+}
+
+// headerBytes is httpcache.HeaderBytes of e's header with its ETag, where
+// e holds it outside the header (cache.Entry.SetETag).
+func headerBytes(e *cache.Entry) int64 {
+	n := httpcache.HeaderBytes(e.Header)
+	if v := e.ETagField(); v != nil {
+		n += int64(len("Etag") + len(v[0]) + 4)
+	}
+	return n
 }
 
 // Heard is what Decide reads of an upstream answer's header alone: the

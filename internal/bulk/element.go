@@ -96,6 +96,17 @@ func (e *Elements) Header(status int, body []byte, etag string) http.Header {
 	return e.HeaderIn(nil, status, body, etag)
 }
 
+// Shared is the header of every element of status status but for the
+// ETag (none: a 200 element's is the caller's to keep beside it): one new
+// map, for the caller to share among the answer's elements once it stops
+// changing it.
+func (e *Elements) Shared(status int) http.Header {
+	if status != http.StatusOK {
+		return e.other.with(nil, "", "")
+	}
+	return e.ok.with(nil, "", "")
+}
+
 // HeaderIn is Header with slot[:1] as the backing array of the ETag's
 // value when slot has room for it, so that the caller can allocate it
 // together with what lives as long (an entry).

@@ -46,7 +46,18 @@ func Marshal(e *Entry) []byte {
 	b = binary.AppendUvarint(b, flags)
 	b = appendStrings(b, e.Tags)
 	b = appendStrings(b, e.Variants)
-	b = binary.AppendUvarint(b, uint64(len(e.Header)))
+	// An ETag held outside the header (SetETag) is written as the header
+	// field it stands for: the stored layout is one, whichever form the
+	// entry had, and a reader of any version decodes it into the header.
+	n := len(e.Header)
+	if e.etag != nil {
+		n++
+		b = binary.AppendUvarint(b, uint64(n))
+		b = appendString(b, "Etag")
+		b = appendStrings(b, e.etag)
+	} else {
+		b = binary.AppendUvarint(b, uint64(n))
+	}
 	for k, vs := range e.Header {
 		b = appendString(b, k)
 		b = appendStrings(b, vs)

@@ -48,7 +48,50 @@ type Entry struct {
 	// extended with the values of these request headers (RFC 9111 §4.1).
 	// Status is 0 on such a marker.
 	Variants []string
+
+	// etag, when not nil, is the entry's ETag field value (one string),
+	// held outside Header, which then has no Etag: the elements of one
+	// bulk answer differ in their ETags alone, so they share one
+	// read-only header map instead of a map each (SetETag). Every reader
+	// of the ETag goes through ETag or ETagField, so both forms (this one
+	// and an Etag in Header, as the codec decodes it) read the same.
+	etag []string
 }
+
+// SetETag gives e the ETag v[0] without putting it into e.Header, which
+// may then be shared with other entries and must not hold an Etag: v
+// (len 1) becomes the field's value as the client receives it.
+func (e *Entry) SetETag(v []string) { e.etag = v[:1:1] }
+
+// ETag is e's entity tag, "" if none: the one SetETag gave it, else its
+// header's.
+func (e *Entry) ETag() string {
+	if e.etag != nil {
+		return e.etag[0]
+	}
+	return e.Header.Get("Etag")
+}
+
+// FullHeader is e's header with its ETag in it: e.Header itself, or a
+// copy with the ETag SetETag gave it. For a reader that needs the whole
+// header as one map on a path that costs an upstream request anyway
+// (revalidation).
+func (e *Entry) FullHeader() http.Header {
+	if e.etag == nil {
+		return e.Header
+	}
+	h := make(http.Header, len(e.Header)+1)
+	for k, v := range e.Header {
+		h[k] = v
+	}
+	h["Etag"] = e.etag
+	return h
+}
+
+// ETagField is the ETag field value SetETag gave e, nil when e's header
+// holds its ETag (if any) itself: a writer of e's header adds it as the
+// field Etag.
+func (e *Entry) ETagField() []string { return e.etag }
 
 // IsVariants reports whether e is a variants marker rather than a response.
 func (e *Entry) IsVariants() bool { return e.Status == 0 && len(e.Variants) > 0 }
@@ -121,6 +164,11 @@ func (e *Entry) Size() int64 {
 		for _, v := range vs {
 			n += int64(len(v)) + stringOverhead
 		}
+	}
+	if e.etag != nil {
+		// Charged as the header slot it was (the shared map is charged
+		// to every entry that holds it, as if its own).
+		n += int64(len("Etag")) + headerOverhead + int64(len(e.etag[0])) + stringOverhead
 	}
 	for _, t := range e.Tags {
 		n += int64(len(t)) + stringOverhead

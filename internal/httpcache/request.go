@@ -114,8 +114,14 @@ func SafeMethod(m string) bool {
 // (a date-derived validator is weak within its second, RFC 9110 §8.8.2.2),
 // and a 304 would keep the client on the copy from before the write.
 func NotModified(r *http.Request, stored http.Header) bool {
+	return NotModifiedTag(r, stored.Get("Etag"), stored)
+}
+
+// NotModifiedTag is NotModified for a stored response whose entity tag is
+// etag ("" if none), whatever its header holds under Etag: an entry may
+// keep its ETag outside its header (cache.Entry.SetETag).
+func NotModifiedTag(r *http.Request, etag string, stored http.Header) bool {
 	if Present(r.Header, "If-None-Match") {
-		etag := stored.Get("Etag")
 		for _, line := range r.Header["If-None-Match"] {
 			for _, tag := range strings.Split(line, ",") {
 				if tag = strings.TrimSpace(tag); tag == "*" {

@@ -112,7 +112,12 @@ const (
 // KeepFor is the revalidation window of an entry of header h and freshness
 // lifetime life; 0 without a validator.
 func KeepFor(h http.Header, life time.Duration) time.Duration {
-	if !HasValidator(h) {
+	return KeepWindow(HasValidator(h), life)
+}
+
+// KeepWindow is KeepFor for an entry that has a validator or not.
+func KeepWindow(validator bool, life time.Duration) time.Duration {
+	if !validator {
 		return 0
 	}
 	return min(max(life, MinKeep), MaxKeep)

@@ -65,22 +65,43 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
 	}
 	e, slot := newElementEntry(x.rs, x.params.list())
-	h := heads.HeaderIn(slot, status, body, etag)
-	e.Status, e.Header, e.Body, e.StoredAt = status, h, body, requested
+	e.Status, e.Body, e.StoredAt = status, body, requested
 	var f flight
-	if age, ok := upstream["Age"]; ok && x.rs.rt.Origin != nil {
+	switch age, aged := upstream["Age"]; {
+	case heads.shared[0] != nil:
+		// The answer's one header map for its elements of this status,
+		// the element's ETag beside it in the entry (cache.Entry.SetETag):
+		// tags are read from shared, the entry keeps stored (the same
+		// but for the tag headers).
+		i := 0
+		if status != http.StatusOK {
+			i = 1
+		}
+		e.Header = heads.stored[i]
+		if status == http.StatusOK { // etag set above (ETagAfter when nothing else)
+			if cap(slot) == 0 {
+				slot = make([]string, 1)
+			}
+			slot = slot[:1:1]
+			slot[0] = etag
+			e.SetETag(slot)
+		}
+		f = x.keepAs(ctx, e, heads.shared[i], &heads.heard)
+	case aged && x.rs.rt.Origin != nil:
 		// The origin's freshness reads the answer's age from it
 		// (httpcache.Origin.Storage); the entry does not keep it.
+		h := heads.HeaderIn(slot, status, body, etag)
 		e.Header = maps.Clone(h)
 		h["Age"] = age
 		f = x.keepAs(ctx, e, h, &heads.heard)
-	} else {
+	default:
 		// h is already what the entry keeps (StoredHeader of it would
 		// be a copy of it), and admit reads its age and the rest of
 		// what it needs of the header from heads.heard: it is both the
 		// answer admit reads and the entry's header. tagEntry reads
 		// the tag headers from it before it strips them.
-		f = x.keepAs(ctx, e, h, &heads.heard)
+		e.Header = heads.HeaderIn(slot, status, body, etag)
+		f = x.keepAs(ctx, e, e.Header, &heads.heard)
 	}
 	if !f.stored && status == http.StatusOK {
 		x.notStored(notStoredUncacheable, upstream)
@@ -95,6 +116,13 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 type elementHeads struct {
 	*bulk.Elements
 	reason string
+	// shared, when not nil, are the header maps the answer's stored
+	// elements share, a 200's (its ETag kept beside it) and any other
+	// status's, and stored the same without the tag headers (tagEntry
+	// strips those): read only once made. Nil on an origin route, whose
+	// freshness rule reads each element's header with its ETag
+	// (httpcache.Origin.Storage): each element has its own there.
+	shared, stored [2]http.Header
 	// heard is what admit reads of an element's header alone: the same
 	// for every element (their headers differ in Content-Type,
 	// Last-Modified and ETag only), with the answer's Age.
@@ -115,6 +143,16 @@ func (x *exchange) elementHeads(upstream http.Header, requested time.Time) eleme
 			h["Age"] = age
 		}
 		heads.heard = hear(h, requested, x.h.now())
+		if x.rs.rt.Origin == nil {
+			for i, status := range [2]int{http.StatusOK, http.StatusNotFound} {
+				heads.shared[i] = heads.Shared(status)
+				heads.stored[i] = heads.shared[i]
+				if x.h.tagh.s.StripsFrom(heads.shared[i]) {
+					heads.stored[i] = heads.Shared(status)
+					x.h.tagh.s.StripFrom(heads.stored[i])
+				}
+			}
+		}
 	}
 	return heads
 }

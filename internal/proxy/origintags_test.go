@@ -139,3 +139,25 @@ func TestUpstreamTagsBulkElements(t *testing.T) {
 		e.get("/users/7")
 	}
 }
+
+// TestUpstreamTagsEveryBulkElement: the elements of one bulk answer share
+// one header map, stripped of the tag headers once (elementHeads): every
+// element, not only the first, still carries the answer's keys.
+func TestUpstreamTagsEveryBulkElement(t *testing.T) {
+	all := usersAnswer(func(string) bool { return true })
+	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		w.Header().Set("Surrogate-Key", "users")
+		all(w, r, ids)
+	})
+	e := newEnv(t, o.upstream, []testRoute{userRoute(100, 50*time.Millisecond)}, withTagHeaders(true))
+	paths := userPaths(1, 6)
+	for _, a := range fetchAll(e, paths, nil) {
+		if a.err != nil || a.code != 200 {
+			t.Fatalf("%d %v", a.code, a.err)
+		}
+	}
+	e.l1.Wait()
+	if n := e.l1.DeleteTags("users"); n != len(paths) {
+		t.Fatalf("purge of the answer's key dropped %d entries, want all %d elements (%d bulk calls)", n, len(paths), len(o.snapshot()))
+	}
+}

@@ -142,11 +142,14 @@ func (x *exchange) fail(err error) {
 func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
 	dst := x.w.Header()
 	vals := make([]string, 3)
-	if e.Status == http.StatusOK && httpcache.NotModified(x.r, e.Header) {
+	if e.Status == http.StatusOK && httpcache.NotModifiedTag(x.r, e.ETag(), e.Header) {
 		for _, k := range notModifiedHeaders {
 			if v, ok := e.Header[k]; ok {
 				dst[k] = v
 			}
+		}
+		if v := e.ETagField(); v != nil {
+			dst["Etag"] = v
 		}
 		x.setCacheHeaders(dst, e, st, fromCache, vals)
 		x.w.WriteHeader(http.StatusNotModified)
@@ -154,6 +157,9 @@ func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
 	}
 	for k, v := range e.Header {
 		dst[k] = v
+	}
+	if v := e.ETagField(); v != nil {
+		dst["Etag"] = v // the entry's own, outside its shared header (cache.Entry.SetETag)
 	}
 	x.setCacheHeaders(dst, e, st, fromCache, vals)
 	if e.Status != http.StatusNoContent && e.Status != http.StatusNotModified {

@@ -24,7 +24,7 @@ import (
 // tiers, of x's variant, in an encoding x accepts, not invalidated since.
 // Otherwise the zero candidate.
 func (x *exchange) validatable(c candidate) candidate {
-	if c.e == nil || c.e.IsVariants() || !httpcache.HasValidator(c.e.Header) ||
+	if c.e == nil || c.e.IsVariants() || c.e.ETag() == "" && !httpcache.HasValidator(c.e.Header) ||
 		c.e.Remaining(x.h.now()) == 0 || !x.answers(c, needAny) {
 		return candidate{}
 	}
@@ -35,7 +35,7 @@ func (x *exchange) validatable(c candidate) candidate {
 // revalidated (httpcache.AddConditional).
 func (x *exchange) addConditional(out *http.Request) {
 	if x.base.e != nil {
-		httpcache.AddConditional(out.Header, x.base.e.Header)
+		httpcache.AddConditional(out.Header, x.base.e.FullHeader())
 	}
 }
 
@@ -50,11 +50,12 @@ func (x *exchange) addConditional(out *http.Request) {
 // fetch is then made once more, unconditionally.
 func (x *exchange) refreshed(ctx context.Context, notModified http.Header, requested time.Time, took time.Duration) (*flight, error) {
 	b := x.base.e
-	if !httpcache.Confirms(notModified, b.Header) {
+	stored := b.FullHeader()
+	if !httpcache.Confirms(notModified, stored) {
 		x.base = candidate{}
 		return x.fetch(ctx)
 	}
-	merged, update := httpcache.Freshen(b.Header, notModified)
+	merged, update := httpcache.Freshen(stored, notModified)
 	x.h.tagh.carryOver(merged, update, b.Tags)
 	f := x.keep(ctx, b.Status, merged, b.Body, requested)
 	f.revalidated, f.upstream = true, took

@@ -72,9 +72,7 @@ func viewEntry(tier, key string, e *cache.Entry, now time.Time) EntryView {
 		Remaining:                  e.Remaining(now).String(), Tags: e.Tags, Variants: e.Variants,
 		Size: e.KeyedSize(key),
 	}
-	if e.Header != nil {
-		v.ETag, v.LastModified = e.Header.Get("ETag"), e.Header.Get("Last-Modified")
-	}
+	v.ETag, v.LastModified = e.ETag(), e.Header.Get("Last-Modified")
 	if v.Tags == nil {
 		v.Tags = []string{}
 	}
