@@ -84,7 +84,7 @@ bench-quick: build $(BIN)/bench
 
 # CPU µs per request at a fixed 3,000 req/s for sidecache and the
 # installed peers — hit, pass-through, batched miss, split, L2 hit (with
-# Redis's CPU): bench/results/cpu-latest.md (≈ 10 min). Some rows only:
+# Redis's CPU): bench/results/cpu-latest.md (≈ 12 min; 16 min with CPU_BEFORE). Some rows only:
 # make bench-cpu CPU_ARGS='-cpu-rows batch,split,l2'.
 # CPU_BEFORE=<rev> also measures a sidecache built from that commit
 # (git archive into a temp dir), e.g. make bench-cpu CPU_BEFORE=16d946c.

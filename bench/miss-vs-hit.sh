@@ -58,7 +58,8 @@ ticks() { awk -v f="$1" '{print f == "user" ? $14 : $14 + $15}' "/proc/$sc/stat"
 hz=$(getconf CLK_TCK)
 perf=$(command -v perf && perf stat -e task-clock -- true >/dev/null 2>&1 && echo yes || true)
 # Frames whose µs per request PERF_RECORD prints ("batch.Loader.run" is
-# the batch's goroutine, whose frame name carries its type parameters).
+# the batch's goroutine, whose frame name carries its type parameters;
+# run may be inlined into the goroutine's wrapper, runOne is not).
 frames='net/http.(*conn).serve|net/http.(*response).finishRequest|net/http.(*connReader).backgroundRead|proxy.(*exchange).join|batch.Loader.run|proxy.(*exchange).fetchBulk|proxy.(*exchange).keepElement|l1.(*Store).Set|bulk.SplitFor|runtime.gcBgMarkWorker|runtime.mallocgc|runtime.sysmon'
 
 metric() { # the sum of a metric's series whose line holds every further pattern
@@ -131,7 +132,7 @@ if [ -n "${PERF_RECORD:-}" ] && [ -n "$perf" ]; then
     perf script -i "$out/$name.data" 2>/dev/null | awk -v re="$frames" -v name="$name" '
       BEGIN {n = split(re, fr, "|")}
       function is(f, p) {
-        if (p == "batch.Loader.run") return index(f, "internal/batch.(*Loader[") && f ~ /\)\.run$/
+        if (p == "batch.Loader.run") return index(f, "internal/batch.(*Loader[") && f ~ /\)\.run(One)?$/
         return index(f, p) > 0 }
       function flush(   i, j) {
         if (!k) return
