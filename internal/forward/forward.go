@@ -153,12 +153,12 @@ func New(c Config) *Rules {
 }
 
 // groupedNames are the sorted names Group may count on a route that
-// forwards only what it keys and learned (learned): those Grouped reports.
+// forwards only what it keys and learned (learned, already stored: Grouped
+// reads it): the names among those that Grouped reports.
 func (f *Rules) groupedNames(learned []string) *[]string {
 	var names []string
 	for _, k := range slices.Concat(f.keyed, learned) {
-		if !slices.Contains(names, k) && (slices.Contains(f.keyed, k) && !Own(k) ||
-			slices.Contains(learned, k) && !Own(k) && !f.never(k) && !ignoredInGroup(k)) {
+		if !slices.Contains(names, k) && f.Grouped(k) {
 			names = append(names, k)
 		}
 	}
