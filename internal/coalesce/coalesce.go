@@ -179,25 +179,28 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first func(ctx contex
 	c, leader := g.join(key)
 	if leader {
 		flightCtx := context.WithoutCancel(ctx)
-		var next Next[V]
+		var then Then[V]
+		// A Later (or Handoff) runs in first's step: a panic in it is
+		// every caller's error all the same, and the hand-over costs no
+		// step of its own.
 		if !c.step(func() (V, bool, error) {
 			v, n, err := first(flightCtx)
-			next = n
-			return v, n.Then != nil || n.Later != nil || n.Handoff != nil, err
+			switch {
+			case n.Then != nil:
+				then = n.Then
+			case n.Later != nil:
+				n.Later(flightCtx, c)
+			case n.Handoff != nil:
+				n.Handoff.Later(flightCtx, c)
+			default:
+				return v, false, err
+			}
+			return v, true, err
 		}) {
 			return c.v, true, c.err
 		}
-		if next.Then != nil {
-			go c.run(flightCtx, next.Then)
-		} else {
-			c.step(func() (v V, _ bool, _ error) {
-				if next.Later != nil {
-					next.Later(flightCtx, c)
-				} else {
-					next.Handoff.Later(flightCtx, c)
-				}
-				return v, true, nil
-			})
+		if then != nil {
+			go c.run(flightCtx, then)
 		}
 	}
 	return c.wait(ctx, leader)
