@@ -34,7 +34,18 @@ var errGoexit = errors.New("coalesce: fn called runtime.Goexit")
 type Group[V any] struct {
 	mu    sync.Mutex
 	calls map[string]*Flight[V]
+	// finished counts the flights finished so far (Finished).
+	finished atomic.Uint64
 }
+
+// Finished is how many of g's flights have finished so far. A caller that
+// read what its flight would fill (a cache), found nothing there, and then
+// leads a flight may skip reading it again when Finished has not moved
+// since before that read: no flight of g (of its key or any other) has
+// finished meanwhile, so none has filled it. A flight's Finish counts
+// before its key leaves g, so a caller that leads a new flight for the
+// key of one that finished after its read sees the count moved.
+func (g *Group[V]) Finished() uint64 { return g.finished.Load() }
 
 // Flight is one flight of a key: v and err are written once, before done
 // is closed. A Later finishes it with Finish.
@@ -253,6 +264,7 @@ func (c *Flight[V]) Finish(v V, err error) {
 	}
 	c.v, c.err = v, err
 	g := c.g
+	g.finished.Add(1) // before the key leaves g: see Finished
 	g.mu.Lock()
 	if g.calls[c.key] == c {
 		delete(g.calls, c.key)
