@@ -57,7 +57,8 @@ func (f *flight) need() need {
 // tier, takes the cluster lease, calls the upstream or the batcher. It
 // re-checks both tiers first (another flight may have just filled them, and
 // L2 was not read before the flight, so that a herd of misses costs one L2
-// read, not one each).
+// read, not one each); L1 only when a flight may have filled it since the
+// request read it (fillCached).
 func (x *exchange) fill(ctx context.Context) (*flight, error) {
 	f, stale := x.fillCached(ctx)
 	if f != nil {
