@@ -1,0 +1,32 @@
+package edge
+
+// A client gone before its answer.
+//
+// While a handler runs, net/http keeps a read waiting on the client's
+// connection (its connReader's background read, through Conn.Read): the
+// first byte of a pipelined request is kept for the next one, and the
+// end of the stream or a failure cancels the request's context, so a
+// batched miss leaves its batch, a request waiting for another's fetch
+// leaves the flight, a pass-through's upstream request is cancelled, and
+// the access log says 499, as NGINX (proxy_ignore_client_abort off).
+//
+// A read cannot tell a client that closed its connection from one that
+// only shut down its writing side (a half-close): both are the end of the
+// stream (FIN). So a half-close while a request waits is a client gone,
+// as in net/http and NGINX; it is what a client that closes while it
+// waits sends first, and the only way to cancel for one is to cancel for
+// both. A client that half-closes must therefore have its answers before
+// it does (an answer that never parked, such as an L1 hit, is written
+// before the background read runs, and is sent).
+//
+// What such a client is sent: nothing more. net/http would write, for a
+// handler that returned without an answer because its context ended, an
+// implicit 200 with an empty body, which a half-closed client still reads
+// (and a cache in front stores) as the resource's answer. Wire's handler
+// panics with http.ErrAbortHandler instead when the request's context
+// ended while it ran: net/http then closes the connection without the
+// implicit answer, and logs nothing. Before the handler returns, net/http
+// cancels that context only when a read of the connection ended or failed
+// (above) or a write to it failed (the client is gone either way):
+// http.Server.Shutdown cancels nothing, and internal/server sets no
+// BaseContext that could.
