@@ -76,6 +76,9 @@ type Conn struct {
 	wmu sync.Mutex // one Write at a time, its wait included (Write)
 	// phase: whether a handler's answer is in progress (wire.go).
 	phase atomic.Int32
+	// gone: a read ended at the client's end of stream or failed other
+	// than by a deadline (gone.go).
+	gone atomic.Bool
 }
 
 type connKey struct{}
@@ -106,6 +109,9 @@ func (c *Conn) SawTransferEncoding() bool { return c.te.Load() }
 
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.io.Read(p)
+	if err != nil && !timeout(err) {
+		c.gone.Store(true)
+	}
 	if n > 0 {
 		both, te := c.scan.feed(p[:n])
 		if both {

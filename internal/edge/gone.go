@@ -1,5 +1,7 @@
 package edge
 
+import "net"
+
 // A client gone before its answer.
 //
 // While a handler runs, net/http keeps a read waiting on the client's
@@ -22,11 +24,20 @@ package edge
 // What such a client is sent: nothing more. net/http would write, for a
 // handler that returned without an answer because its context ended, an
 // implicit 200 with an empty body, which a half-closed client still reads
-// (and a cache in front stores) as the resource's answer. Wire's handler
-// panics with http.ErrAbortHandler instead when the request's context
-// ended while it ran: net/http then closes the connection without the
-// implicit answer, and logs nothing. Before the handler returns, net/http
-// cancels that context only when a read of the connection ended or failed
-// (above) or a write to it failed (the client is gone either way):
-// http.Server.Shutdown cancels nothing, and internal/server sets no
-// BaseContext that could.
+// (and a cache in front stores) as the resource's answer. So when a read
+// of the connection met the client's end of stream or a failure (Conn's
+// gone) and the request's context ended while its handler ran, Wire's
+// handler panics with http.ErrAbortHandler: net/http then closes the
+// connection without the implicit answer, and logs nothing. A read that
+// ran out of time (read_timeout on a body that trickles) also ends the
+// context, but the client is there: its answer (the handler's own) is
+// sent, as before.
+
+// timeout reports whether err, a read's, is a deadline's. Asserted, not
+// errors.As'd: net/http's background read ends in one on every request
+// (abortPendingRead), and errors.As's target would be allocated each time.
+// A read's errors are *net.OpError or io.EOF (internal/rawio).
+func timeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -64,5 +65,38 @@ func TestGoneClientSentNothing(t *testing.T) {
 		if tc.want != "" && len(b) == 0 {
 			t.Errorf("%s: the answer's rest is lost", tc.path)
 		}
+	}
+}
+
+// A body that stops coming past ReadTimeout ends the request's context
+// too (net/http cancels it at any failed read), but the client is there:
+// the handler's answer to the failed read is sent, as without Wire's
+// abort.
+func TestTimedOutClientStillAnswered(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := Wire(&http.Server{
+		ReadTimeout: 100 * time.Millisecond,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := io.ReadAll(r.Body); err != nil {
+				<-r.Context().Done() // ended by the failed read
+				http.Error(w, "body timed out", http.StatusRequestTimeout)
+			}
+		}),
+	})
+	go srv.Serve(Listener(ln, time.Minute, nil))
+	t.Cleanup(func() { srv.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("answer %v, %v; want the handler's 408", resp, err)
 	}
 }

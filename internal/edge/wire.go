@@ -37,11 +37,12 @@ func Wire(s *http.Server) *http.Server {
 		next = http.DefaultServeMux
 	}
 	s.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c := FromContext(r.Context()); c != nil {
+		c := FromContext(r.Context())
+		if c != nil {
 			c.phase.Store(phaseAnswering)
 		}
 		next.ServeHTTP(w, r)
-		if r.Context().Err() != nil {
+		if c != nil && r.Context().Err() != nil && c.gone.Load() {
 			// The client left (gone.go): send nothing more.
 			panic(http.ErrAbortHandler)
 		}
