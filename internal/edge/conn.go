@@ -13,7 +13,10 @@
 //     (RFC 9110 §7.8, RFC 9113 §3.1);
 //   - wire.go: what net/http answers itself, before any handler (a
 //     malformed request, a header block over its bound), seen on the
-//     connection.
+//     connection;
+//   - gone.go: a client that left (closed or half-closed) while its
+//     request waited is sent nothing more, not net/http's implicit empty
+//     200.
 //
 // All tell a Counter what they refuse or cut, by reason (guard.go). It
 // knows nothing of routes or caching; internal/server wires it around
