@@ -207,19 +207,26 @@ func leave(t *testing.T, c *net.TCPConn, how string) {
 }
 
 // Requests pipelined on one connection (all written before any answer is
-// read) are each answered, in the order sent: batched misses, an L1 hit,
-// a coalesced fill and pass-through mixed, while the background read of
-// each waiting request takes the first byte of the next.
+// read) are each answered, in the order sent: batched misses, L1 hits, a
+// coalesced fill and pass-through mixed. The second request arrives while
+// the first waits for its bulk call, so the first's background read takes
+// the second's first byte, which must not be lost; the rest come together.
 func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
 	o := newHeldOrigin(t)
-	o.unblock()
 	rep, _ := accessReplica(t, fmt.Sprintf(goneYAML, o.url))
 	paths := []string{"/users/1", "/users/2", "/clients/5", "/other/a", "/users/1", "/clients/5", "/users/3", "/other/b", "/clients/6", "/users/4"}
-	var req strings.Builder
-	for _, p := range paths {
-		fmt.Fprintf(&req, "GET %s HTTP/1.1\r\nHost: clients.svc\r\n\r\n", p)
+	reqs := make([]string, len(paths))
+	for i, p := range paths {
+		reqs[i] = fmt.Sprintf("GET %s HTTP/1.1\r\nHost: clients.svc\r\n\r\n", p)
 	}
-	c := sendRaw(t, rep, req.String())
+	c := sendRaw(t, rep, reqs[0])
+	if got := within(t, o.arrived, "the first request's bulk call"); got != "/users" {
+		t.Fatalf("upstream got %s, want /users", got)
+	}
+	if _, err := io.WriteString(c, strings.Join(reqs[1:], "")); err != nil {
+		t.Fatal(err)
+	}
+	o.unblock()
 	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	br := bufio.NewReader(c)
 	for i, p := range paths {
