@@ -21,6 +21,21 @@ import "net"
 // it does (an answer that never parked, such as an L1 hit, is written
 // before the background read runs, and is sent).
 //
+// What the watch costs, and why it stays. A handler that never parks (an
+// L1 hit) answers before the background read's goroutine first runs, at
+// abortPendingRead, with the read deadline already past: no system call.
+// One that parks (a batched miss waiting for its bulk call) lets it run
+// first: one read(2) that finds nothing (EAGAIN), a wait in the poller,
+// and a wake by abortPendingRead's deadline: 1.2–2.0 µs more per request
+// under the background read's frames (bench/miss-vs-hit.sh, PERF_RECORD,
+// four runs, issue 23), and one more read call (perf trace: 1.9 per hit,
+// 2.9 per batched miss, the extra one an EAGAIN). That read cannot be
+// skipped for a wait alone: each read through net's poller first clears
+// the readiness the poller already delivered (internal/poll prepareRead),
+// so only a read tells whether the client sent anything since, and a
+// client's end of stream queued behind its request (the half-close above)
+// is seen by nothing else.
+//
 // What such a client is sent: nothing more. net/http would write, for a
 // handler that returned without an answer because its context ended, an
 // implicit 200 with an empty body, which a half-closed client still reads
