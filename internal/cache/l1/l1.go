@@ -59,6 +59,12 @@ type Store struct {
 	c        *ristretto.Cache[string, *item]
 	now      func() time.Time
 	maxBytes int64
+	// base is s.now() when the store was made: deadlines are counted from
+	// it (since). realClock is whether now is time.Now, whose monotonic
+	// reading since can take alone (time.Since): one clock read on a hit
+	// where time.Now takes two (the wall clock's and the monotonic one's).
+	base      time.Time
+	realClock bool
 
 	// bytes and items count the live items, for the sidecache_l1_bytes and
 	// sidecache_l1_items gauges (ristretto's own metrics are off: they cost
@@ -124,7 +130,7 @@ type item struct {
 	// when the hits spread over many keys.
 	e    *cache.Entry
 	dead atomic.Bool
-	// deadline is when the entry's lifetime ends, in UnixNano of Store.now.
+	// deadline is when the entry's lifetime ends, in Store.since's time.
 	deadline int64
 
 	key  string
@@ -172,8 +178,9 @@ func New(opts Options) (*Store, error) {
 		hashMask: ^uint64(0),
 	}
 	if s.now == nil {
-		s.now = time.Now
+		s.now, s.realClock = time.Now, true
 	}
+	s.base = s.now()
 	gone := func(i *ristretto.Item[*item]) { s.gone(i.Value) }
 	c, err := ristretto.NewCache(&ristretto.Config[string, *item]{
 		NumCounters:        10 * expected,
@@ -219,7 +226,7 @@ func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
 	// Ristretto keeps items past their lifetime, until the sweep. The
 	// deadline is the entry's Remaining as Set saw it, read from the item
 	// Get has in hand rather than from the entry.
-	if s.now().UnixNano() >= it.deadline {
+	if s.since() >= it.deadline {
 		return nil, false, nil
 	}
 	return it.e, true, nil
@@ -243,7 +250,7 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 	now := s.now()
 	ttl := e.Remaining(now)
 	it := newItem(key, e, s.hash(key))
-	it.deadline = deadline(now, ttl)
+	it.deadline = deadline(int64(now.Sub(s.base)), ttl)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
