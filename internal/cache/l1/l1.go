@@ -93,6 +93,9 @@ type Store struct {
 
 	graveMu sync.Mutex
 	grave   []*item
+	// graveAny is whether grave may hold items, so that drainLocked, which
+	// every write calls, takes graveMu only then.
+	graveAny atomic.Bool
 
 	// expiry lists, per bucket of deadlines, the indexed items (expiry.go).
 	// sweep is the timer that retires them once expired, armed while
@@ -251,12 +254,26 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 	ttl := e.Remaining(now)
 	it := newItem(key, e, s.hash(key))
 	it.deadline = deadline(int64(now.Sub(s.base)), ttl)
+	s.hashTags(it)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drainLocked()
+	// The key's slot and its tags' heads are looked up back to back, before
+	// anything is written: in a large store each is a cache miss (a batched
+	// miss's key and id tag are new), and with nothing between them the CPU
+	// waits for them together rather than one after another.
 	old := s.keys[it.h] // key's live item, or another key's with its hash
-	if ttl <= 0 || it.cost > s.maxBytes {
+	keep := ttl > 0 && it.cost <= s.maxBytes
+	var heads [linkAhead]*tagNode
+	ahead := heads[:0]
+	if keep {
+		ahead = heads[:min(len(it.nodes), linkAhead)]
+		for i := range ahead {
+			ahead[i] = s.tags[it.nodes[i].th]
+		}
+	}
+	if !keep {
 		if old != nil && old.key == key {
 			s.retireLocked(old)
 			s.c.Del(key)
@@ -276,8 +293,10 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 		// rejects it, naming the live item (TestRewriteBeforeApplied).
 		// The delete is applied between the two, in order.
 		s.c.Del(old.key)
+		// Unlinking old wrote s.tags: the heads are looked up again.
+		ahead = nil
 	}
-	s.indexLocked(it)
+	s.indexLocked(it, ahead)
 	// No TTL: the index expires the item (expiry.go).
 	if !s.c.Set(key, it, it.cost) {
 		// Dropped under contention or after Close: nothing will call back.
@@ -393,6 +412,7 @@ func (s *Store) gone(it *item) {
 	}
 	s.graveMu.Lock()
 	s.grave = append(s.grave, it)
+	s.graveAny.Store(true)
 	s.graveMu.Unlock()
 	// Unindex now if nobody is busy, so the entry's memory is released
 	// without waiting for the next write.
@@ -412,11 +432,12 @@ func (s *Store) kill(it *item) bool {
 	return true
 }
 
-// indexLocked makes it the live item of its key.
-func (s *Store) indexLocked(it *item) {
+// indexLocked makes it the live item of its key; heads are its tags'
+// (linkLocked).
+func (s *Store) indexLocked(it *item, heads []*tagNode) {
 	s.keys[it.h] = it
 	it.indexed = true
-	s.linkLocked(it)
+	s.linkLocked(it, heads)
 	s.linkExpiryLocked(it)
 	s.bytes.Add(it.cost)
 	s.items.Add(1)
@@ -455,9 +476,13 @@ func (s *Store) unlinkAllLocked(it *item) {
 
 // drainLocked unindexes the items ristretto's callbacks reported dead.
 func (s *Store) drainLocked() {
+	if !s.graveAny.Load() {
+		return // a callback storing now is drained by the next holder of mu
+	}
 	s.graveMu.Lock()
 	grave := s.grave
 	s.grave = nil
+	s.graveAny.Store(false)
 	s.graveMu.Unlock()
 	for _, it := range grave {
 		s.unindexLocked(it)
@@ -480,5 +505,6 @@ func (s *Store) resetLocked(closing bool) {
 	}
 	s.graveMu.Lock()
 	s.grave = nil
+	s.graveAny.Store(false)
 	s.graveMu.Unlock()
 }
