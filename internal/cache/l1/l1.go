@@ -116,10 +116,10 @@ func cost(key string, e *cache.Entry) int64 {
 	return e.KeyedSize(key) + itemOverhead + int64(len(e.Tags))*tagSlotOverhead
 }
 
-// tagSlotOverhead is a tag's node in the item (32 B) plus, for a tag that
-// names only this entry (an id's, a URI's), its slot in the tags map (a
-// hash and a pointer, 16 B, at a load that falls to 7/16 right after the
-// map's tables split). It was 48, which the heap test's batched-miss shape
+// tagSlotOverhead is a tag's node in the item (40 B, its tag's hash
+// included) plus, for a tag that names only this entry (an id's, a URI's),
+// its slot in the tags map (a hash and a pointer, 16 B, at a load that
+// falls to 7/16 right after the map's tables split). It was 48, which the heap test's batched-miss shape
 // (two such tags) outgrew when the index was keyed by strings.
 const (
 	itemOverhead    = 384
