@@ -68,7 +68,7 @@ var (
 // no elements.
 func Split(body []byte, idField string) (map[string][]byte, error) {
 	var out map[string][]byte
-	err := elements(body, idField, func(n int) { out = make(map[string][]byte, n) },
+	err := elements(body, idField, 0, func(n int) { out = make(map[string][]byte, n) },
 		func(id []byte, decoded string, plain bool, e []byte) {
 			k := decoded
 			if plain {
@@ -107,7 +107,7 @@ func SplitForRoom(body []byte, idField string, ids []string, room int) ([][]byte
 		}
 	}
 	out := make([][]byte, len(ids))
-	err := elements(body, idField, func(int) {}, func(id []byte, decoded string, plain bool, e []byte) {
+	err := elements(body, idField, len(ids), func(int) {}, func(id []byte, decoded string, plain bool, e []byte) {
 		var i int
 		var ok bool
 		if plain {
@@ -126,25 +126,31 @@ func SplitForRoom(body []byte, idField string, ids []string, room int) ([][]byte
 	return out, nil
 }
 
-// elements is Split's scan: it validates body, calls start with about
-// how many elements it holds, then each with every element (compact) and
-// its id — id, the id's own bytes in e, when plain, else decoded. It
-// stops at the first malformed element.
-func elements(body []byte, idField string, start func(n int), each func(id []byte, decoded string, plain bool, e []byte)) error {
-	// The body is validated once (valid, which also finds whitespace
-	// between tokens), and compacted only if it has some (most encoders
-	// send none), so the elements are then
-	// sliced out of it by a scan that need not check validity again
-	// (skipValue): no decode of the answer into values, and one copy of
-	// each element's raw bytes.
+// elements is Split's scan: it validates body, calls start with how
+// many elements it holds, then each with every element (compact) and its
+// id — id, the id's own bytes in e, when plain, else decoded. It stops at
+// the first malformed element. hint is about how many elements to expect.
+func elements(body []byte, idField string, hint int, start func(n int), each func(id []byte, decoded string, plain bool, e []byte)) error {
+	// The body is validated once (validator, which also finds
+	// whitespace between tokens), and compacted only if it has some
+	// (most encoders send none). The validating pass records where each
+	// element and its id field are (validator.record), so the elements
+	// are then sliced out of it with no second walk of their fields: no
+	// decode of the answer into values, and one copy of each element's
+	// raw bytes.
 	b := body
-	if ok, spaced := valid(body); !ok || spaced {
+	v := validator{b: b, record: true, idField: idField, elems: make([]span, 0, max(hint, 1))}
+	if ok, spaced := v.check(); !ok || spaced {
 		var buf bytes.Buffer
 		buf.Grow(len(body))
 		if err := json.Compact(&buf, body); err != nil {
 			return fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		b = buf.Bytes()
+		// Once more on the compact bytes, for the spans: rare (most
+		// answers come compact), and no costlier than the walk it saves.
+		v = validator{b: b, record: true, idField: idField, elems: v.elems[:0]}
+		v.check()
 	}
 	switch {
 	case string(b) == "null":
@@ -152,34 +158,23 @@ func elements(body []byte, idField string, start func(n int), each func(id []byt
 	case b[0] != '[':
 		return fmt.Errorf("%w: not an array", ErrShape)
 	}
-	start(bytes.Count(b, []byte(`},{`)) + 1)
-	for i, n := 1, 0; b[i] != ']'; n++ {
-		end, id, decoded, plain, err := elementAt(b, i, idField)
-		e := b[i:end]
+	start(len(v.elems))
+	for n, sp := range v.elems {
+		e := b[sp.start:sp.end]
+		if e[0] != '{' {
+			return fmt.Errorf("%w: element %d: not an object", ErrShape, n)
+		}
+		var val []byte
+		if sp.idEnd > 0 {
+			val = b[sp.idStart:sp.idEnd]
+		}
+		id, decoded, plain, err := idOf(val, idField)
 		if err != nil {
 			return fmt.Errorf("%w: element %d: %w", ErrShape, n, err)
 		}
 		each(id, decoded, plain, e)
-		i = end
-		if b[i] == ',' {
-			i++
-		}
 	}
 	return nil
-}
-
-// elementAt returns the end of the array element starting at b[i] (b
-// compact and valid) and its id (see idOf). An object's end is found by
-// the walk of its fields that finds the id (fieldEnd), so an element is
-// scanned once past validation, not once to find its end and once more
-// for its id.
-func elementAt(b []byte, i int, idField string) (end int, id []byte, decoded string, plain bool, err error) {
-	if b[i] != '{' {
-		return skipValue(b, i), nil, "", false, errors.New("not an object")
-	}
-	v, end := fieldEnd(b, i, idField)
-	id, decoded, plain, err = idOf(v, idField)
-	return end, id, decoded, plain, err
 }
 
 // idOf returns the id of an element whose id field holds v (nil: none):
