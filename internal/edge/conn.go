@@ -13,7 +13,10 @@
 //     (RFC 9110 §7.8, RFC 9113 §3.1);
 //   - wire.go: what net/http answers itself, before any handler (a
 //     malformed request, a header block over its bound), seen on the
-//     connection.
+//     connection;
+//   - gone.go: a client that left (closed or half-closed) while its
+//     request waited is sent nothing more, not net/http's implicit empty
+//     200.
 //
 // All tell a Counter what they refuse or cut, by reason (guard.go). It
 // knows nothing of routes or caching; internal/server wires it around
@@ -76,6 +79,9 @@ type Conn struct {
 	wmu sync.Mutex // one Write at a time, its wait included (Write)
 	// phase: whether a handler's answer is in progress (wire.go).
 	phase atomic.Int32
+	// gone: a read ended at the client's end of stream or failed other
+	// than by a deadline (gone.go).
+	gone atomic.Bool
 }
 
 type connKey struct{}
@@ -106,6 +112,9 @@ func (c *Conn) SawTransferEncoding() bool { return c.te.Load() }
 
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.io.Read(p)
+	if err != nil && !timeout(err) {
+		c.gone.Store(true)
+	}
 	if n > 0 {
 		both, te := c.scan.feed(p[:n])
 		if both {

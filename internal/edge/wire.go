@@ -27,8 +27,9 @@ const (
 )
 
 // Wire makes s count, on connections from Listener, the requests net/http
-// answers itself (above), and makes each connection reachable from its
-// requests (ConnContext). It wraps s.Handler and sets s.ConnContext and
+// answers itself (above), makes each connection reachable from its
+// requests (ConnContext), and sends a client that left before its answer
+// nothing more (gone.go). It wraps s.Handler and sets s.ConnContext and
 // s.ConnState, which must not be set otherwise.
 func Wire(s *http.Server) *http.Server {
 	next := s.Handler
@@ -36,10 +37,15 @@ func Wire(s *http.Server) *http.Server {
 		next = http.DefaultServeMux
 	}
 	s.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c := FromContext(r.Context()); c != nil {
+		c := FromContext(r.Context())
+		if c != nil {
 			c.phase.Store(phaseAnswering)
 		}
 		next.ServeHTTP(w, r)
+		if c != nil && r.Context().Err() != nil && c.gone.Load() {
+			// The client left (gone.go): send nothing more.
+			panic(http.ErrAbortHandler)
+		}
 	})
 	s.ConnContext = ConnContext
 	s.ConnState = connState
