@@ -68,7 +68,7 @@ var (
 // no elements.
 func Split(body []byte, idField string) (map[string][]byte, error) {
 	var out map[string][]byte
-	err := elements(body, idField, func(n int) { out = make(map[string][]byte, n) },
+	err := elements(body, idField, 0, func(n int) { out = make(map[string][]byte, n) },
 		func(id []byte, decoded string, plain bool, e []byte) {
 			k := decoded
 			if plain {
@@ -99,21 +99,37 @@ func SplitFor(body []byte, idField string, ids []string) ([][]byte, error) {
 // SplitForRoom is SplitFor with room bytes of capacity past the end of
 // each element's copy, the caller's to fill (ETagAfter): what lives as
 // long as the element then shares its allocation.
+//
+// An answer most often lists its elements in the order the ids were asked
+// (a SQL IN over an index, a loop over the ids), so each element's id is
+// first compared with the id after the last one found, and the map of
+// ids to their places is only built for an element out of that order:
+// the map and its hashing were a good part of a small answer's split.
+// With distinct ids the id found so is the one the map would find.
 func SplitForRoom(body []byte, idField string, ids []string, room int) ([][]byte, error) {
-	index := make(map[string]int, len(ids))
-	for i, id := range ids {
-		if _, dup := index[id]; !dup {
-			index[id] = i
-		}
-	}
+	var index map[string]int // built at the first element out of order
+	next := 0                // the place after the last id found
 	out := make([][]byte, len(ids))
-	err := elements(body, idField, func(int) {}, func(id []byte, decoded string, plain bool, e []byte) {
-		var i int
-		var ok bool
-		if plain {
-			i, ok = index[string(id)] // no copy: a map lookup by a converted []byte
-		} else {
-			i, ok = index[decoded]
+	err := elements(body, idField, len(ids), func(int) {}, func(id []byte, decoded string, plain bool, e []byte) {
+		// string(id) is no copy where only compared or looked up.
+		i, ok := next, next < len(ids) && (plain && ids[next] == string(id) || !plain && ids[next] == decoded)
+		if !ok {
+			if index == nil {
+				index = make(map[string]int, len(ids))
+				for i, id := range ids {
+					if _, dup := index[id]; !dup {
+						index[id] = i
+					}
+				}
+			}
+			if plain {
+				i, ok = index[string(id)]
+			} else {
+				i, ok = index[decoded]
+			}
+		}
+		if ok {
+			next = i + 1
 		}
 		if ok && out[i] == nil {
 			// Not nil: an element is at least {}.
@@ -126,25 +142,31 @@ func SplitForRoom(body []byte, idField string, ids []string, room int) ([][]byte
 	return out, nil
 }
 
-// elements is Split's scan: it validates body, calls start with about
-// how many elements it holds, then each with every element (compact) and
-// its id — id, the id's own bytes in e, when plain, else decoded. It
-// stops at the first malformed element.
-func elements(body []byte, idField string, start func(n int), each func(id []byte, decoded string, plain bool, e []byte)) error {
-	// The body is validated once (valid, which also finds whitespace
-	// between tokens), and compacted only if it has some (most encoders
-	// send none), so the elements are then
-	// sliced out of it by a scan that need not check validity again
-	// (skipValue): no decode of the answer into values, and one copy of
-	// each element's raw bytes.
+// elements is Split's scan: it validates body, calls start with how
+// many elements it holds, then each with every element (compact) and its
+// id — id, the id's own bytes in e, when plain, else decoded. It stops at
+// the first malformed element. hint is about how many elements to expect.
+func elements(body []byte, idField string, hint int, start func(n int), each func(id []byte, decoded string, plain bool, e []byte)) error {
+	// The body is validated once (validator, which also finds
+	// whitespace between tokens), and compacted only if it has some
+	// (most encoders send none). The validating pass records where each
+	// element and its id field are (validator.record), so the elements
+	// are then sliced out of it with no second walk of their fields: no
+	// decode of the answer into values, and one copy of each element's
+	// raw bytes.
 	b := body
-	if ok, spaced := valid(body); !ok || spaced {
+	v := validator{b: b, record: true, idField: idField, elems: make([]span, 0, max(hint, 1))}
+	if ok, spaced := v.check(); !ok || spaced {
 		var buf bytes.Buffer
 		buf.Grow(len(body))
 		if err := json.Compact(&buf, body); err != nil {
 			return fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		b = buf.Bytes()
+		// Once more on the compact bytes, for the spans: rare (most
+		// answers come compact), and no costlier than the walk it saves.
+		v = validator{b: b, record: true, idField: idField, elems: v.elems[:0]}
+		v.check()
 	}
 	switch {
 	case string(b) == "null":
@@ -152,34 +174,23 @@ func elements(body []byte, idField string, start func(n int), each func(id []byt
 	case b[0] != '[':
 		return fmt.Errorf("%w: not an array", ErrShape)
 	}
-	start(bytes.Count(b, []byte(`},{`)) + 1)
-	for i, n := 1, 0; b[i] != ']'; n++ {
-		end, id, decoded, plain, err := elementAt(b, i, idField)
-		e := b[i:end]
+	start(len(v.elems))
+	for n, sp := range v.elems {
+		e := b[sp.start:sp.end]
+		if e[0] != '{' {
+			return fmt.Errorf("%w: element %d: not an object", ErrShape, n)
+		}
+		var val []byte
+		if sp.idEnd > 0 {
+			val = b[sp.idStart:sp.idEnd]
+		}
+		id, decoded, plain, err := idOf(val, idField)
 		if err != nil {
 			return fmt.Errorf("%w: element %d: %w", ErrShape, n, err)
 		}
 		each(id, decoded, plain, e)
-		i = end
-		if b[i] == ',' {
-			i++
-		}
 	}
 	return nil
-}
-
-// elementAt returns the end of the array element starting at b[i] (b
-// compact and valid) and its id (see idOf). An object's end is found by
-// the walk of its fields that finds the id (fieldEnd), so an element is
-// scanned once past validation, not once to find its end and once more
-// for its id.
-func elementAt(b []byte, i int, idField string) (end int, id []byte, decoded string, plain bool, err error) {
-	if b[i] != '{' {
-		return skipValue(b, i), nil, "", false, errors.New("not an object")
-	}
-	v, end := fieldEnd(b, i, idField)
-	id, decoded, plain, err = idOf(v, idField)
-	return end, id, decoded, plain, err
 }
 
 // idOf returns the id of an element whose id field holds v (nil: none):

@@ -343,9 +343,13 @@ func FuzzSplit(f *testing.F) {
 		if !wantOK || !slices.Equal(slices.Sorted(maps.Keys(got)), want) {
 			t.Fatalf("Split found ids %q, encoding/json finds %q (ok=%v)", slices.Sorted(maps.Keys(got)), want, wantOK)
 		}
+		ref := referenceElements(body, "id")
 		for id, e := range got {
 			if !json.Valid(e) {
 				t.Fatalf("element %q is not valid JSON: %q", id, e)
+			}
+			if string(e) != ref[id] {
+				t.Fatalf("element %q is %q, encoding/json's (compacted) %q", id, e, ref[id])
 			}
 		}
 		checkSplitFor(t, body)
@@ -389,6 +393,40 @@ func referenceIDs(body []byte, idField string) ([]string, bool) {
 		}
 	}
 	return slices.Sorted(maps.Keys(seen)), true
+}
+
+// referenceElements is each id's element of a valid answer as
+// encoding/json finds it, compacted: the first element carrying the id
+// (referenceIDs reads the ids alike). Split slices its elements out of the
+// pass that validates the answer: this holds the slices to the elements.
+func referenceElements(body []byte, idField string) map[string]string {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(body, &raws); err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, raw := range raws {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return nil
+		}
+		var id any
+		d := json.NewDecoder(bytes.NewReader(obj[idField]))
+		d.UseNumber()
+		if err := d.Decode(&id); err != nil {
+			return nil
+		}
+		k := fmt.Sprint(id)
+		if _, dup := out[k]; dup {
+			continue
+		}
+		var c bytes.Buffer
+		if err := json.Compact(&c, raw); err != nil {
+			return nil
+		}
+		out[k] = c.String()
+	}
+	return out
 }
 
 func BenchmarkSplit(b *testing.B) {

@@ -1,6 +1,8 @@
 package bulk
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -40,6 +42,19 @@ func checkSplitFor(t *testing.T, body []byte) {
 			t.Errorf("SplitFor(%q): id %q got %q, Split %q", body, id, got[i], w)
 		}
 	}
+	// In the answer's own order, as most upstreams list them (SplitFor
+	// then compares each id with the next asked), an absent id amid them.
+	inOrder := answerOrder(body)
+	inOrder = slices.Insert(inOrder, len(inOrder)/2, "\x00absent")
+	ordered, err := SplitFor(body, "id", inOrder)
+	if err != nil {
+		t.Fatalf("SplitFor(%q) in the answer's order: %v", body, err)
+	}
+	for i, id := range inOrder {
+		if w, ok := want[id]; string(ordered[i]) != string(w) || !ok && ordered[i] != nil {
+			t.Errorf("SplitFor(%q) in the answer's order: id %q got %q, Split %q", body, id, ordered[i], w)
+		}
+	}
 	// With room for each element's ETag: the same elements, each tag
 	// written past its own element alone.
 	roomy, err := SplitForRoom(body, "id", ids, ETagLen)
@@ -62,6 +77,32 @@ func checkSplitFor(t *testing.T, body []byte) {
 			t.Errorf("SplitForRoom(%q): id %q: %q tag %s, want %q tag %s", body, ids[i], e, tags[i], got[i], ETag(got[i]))
 		}
 	}
+}
+
+// answerOrder is the ids of a valid answer in the order of their first
+// element, as encoding/json reads them (referenceElements).
+func answerOrder(body []byte) []string {
+	var raws []json.RawMessage
+	if json.Unmarshal(body, &raws) != nil {
+		return nil
+	}
+	var ids []string
+	for _, raw := range raws {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil
+		}
+		var id any
+		d := json.NewDecoder(bytes.NewReader(obj["id"]))
+		d.UseNumber()
+		if d.Decode(&id) != nil {
+			return nil
+		}
+		if k := fmt.Sprint(id); !slices.Contains(ids, k) {
+			ids = append(ids, k)
+		}
+	}
+	return ids
 }
 
 // ETagAfter gives ETag's tag with or without room past the element.

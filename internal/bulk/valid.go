@@ -20,18 +20,36 @@ const maxDepth = 10000
 // FuzzValid holds it to json.Valid's verdict.
 func valid(b []byte) (ok, spaced bool) {
 	v := validator{b: b}
+	return v.check()
+}
+
+// check is valid for v.b, recording the elements of a top-level array
+// in v.elems when v.record is set.
+func (v *validator) check() (ok, spaced bool) {
 	i := v.ws(0)
 	i, ok = v.value(i, 0)
 	if !ok {
 		return false, false
 	}
-	return v.ws(i) == len(b), v.spaced
+	return v.ws(i) == len(v.b), v.spaced
 }
 
 type validator struct {
 	b      []byte
 	spaced bool
+	// record: each element of a top-level array goes to elems as the
+	// scan passes it, with the value of its last top-level field named
+	// idField when it is an object, so that the answer's elements and
+	// ids are found in the one pass that validates it (elements), not
+	// by a second walk of every element's fields after it.
+	record  bool
+	idField string
+	elems   []span
 }
+
+// span is one element of a top-level array: b[start:end], and, for an
+// object, the value of its id field at b[idStart:idEnd] (idEnd 0: none).
+type span struct{ start, end, idStart, idEnd int }
 
 // ws skips whitespace from b[i] and returns the index past it.
 func (v *validator) ws(i int) int {
@@ -86,6 +104,9 @@ func (v *validator) object(i, depth int) (int, bool) {
 		return i, false
 	}
 	b := v.b
+	// An element of the top-level array (the only containers at depth
+	// 1 are top-level ones, and a span is only recorded for an array's).
+	elem := v.record && depth == 2 && len(v.elems) > 0
 	i = v.ws(i + 1)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, true
@@ -94,15 +115,22 @@ func (v *validator) object(i, depth int) (int, bool) {
 		if i >= len(b) || b[i] != '"' {
 			return i, false
 		}
+		key := i
 		var ok bool
 		if i, ok = v.str(i); !ok {
 			return i, false
 		}
+		isID := elem && keyIs(b[key:i], v.idField)
 		if i = v.ws(i); i >= len(b) || b[i] != ':' {
 			return i, false
 		}
-		if i, ok = v.value(v.ws(i+1), depth); !ok {
+		start := v.ws(i + 1)
+		if i, ok = v.value(start, depth); !ok {
 			return i, false
+		}
+		if isID { // the last one counts, as encoding/json's does
+			s := &v.elems[len(v.elems)-1]
+			s.idStart, s.idEnd = start, i
 		}
 		if i = v.ws(i); i >= len(b) {
 			return i, false
@@ -128,10 +156,17 @@ func (v *validator) array(i, depth int) (int, bool) {
 	if i < len(b) && b[i] == ']' {
 		return i + 1, true
 	}
+	rec := v.record && depth == 1
 	for {
+		if rec {
+			v.elems = append(v.elems, span{start: i})
+		}
 		var ok bool
 		if i, ok = v.value(i, depth); !ok {
 			return i, false
+		}
+		if rec {
+			v.elems[len(v.elems)-1].end = i
 		}
 		if i = v.ws(i); i >= len(b) {
 			return i, false

@@ -68,8 +68,37 @@ func (o *Options) KeyHost(host string) string {
 // GET response (RFC 9110 §9.3.2).
 func Build(r *http.Request, o *Options) string {
 	var scratch [512]byte
-	b := scratch[:0]
+	b := appendHead(scratch[:0], r, o)
+	if r.URL == nil {
+		b = append(b, '/')
+	} else {
+		b = appendPath(b, r.URL)
+	}
+	return string(appendTail(b, r, o))
+}
 
+// Frame is the key of a request split around its path, for the keys of
+// requests that differ from it in their URL's path alone (a bulk
+// answer's elements, one per id): Key writes only the path of each, not
+// again the method, host, query and headers the requests share.
+type Frame struct{ head, tail string }
+
+// NewFrame is the frame of r's key under o (Build).
+func NewFrame(r *http.Request, o *Options) Frame {
+	return Frame{head: string(appendHead(nil, r, o)), tail: string(appendTail(nil, r, o))}
+}
+
+// Key is Build(r2, o) for a request r2 that is the frame's but for its
+// URL's path: u is r2.URL.
+func (f *Frame) Key(u *url.URL) string {
+	var scratch [512]byte
+	b := append(scratch[:0], f.head...)
+	b = appendPath(b, u)
+	return string(append(b, f.tail...))
+}
+
+// appendHead writes the key's method and host (Build).
+func appendHead(b []byte, r *http.Request, o *Options) []byte {
 	m := r.Method
 	if m == "" || m == http.MethodHead {
 		m = http.MethodGet
@@ -81,15 +110,14 @@ func Build(r *http.Request, o *Options) string {
 	if host == "" && r.URL != nil {
 		host = r.URL.Host
 	}
-	b = appendHost(b, o.KeyHost(host))
+	return appendHost(b, o.KeyHost(host))
+}
 
-	if r.URL == nil {
-		b = append(b, '/')
-	} else {
-		b = appendPath(b, r.URL)
-	}
+// appendTail writes what the key holds past the path: the query and
+// the headers o names (Build).
+func appendTail(b []byte, r *http.Request, o *Options) []byte {
 	if o == nil {
-		return string(b)
+		return b
 	}
 	if r.URL != nil && (o.AllQuery || len(o.Query) > 0) {
 		b = appendQuery(b, r.URL.RawQuery, o)
@@ -98,7 +126,7 @@ func Build(r *http.Request, o *Options) string {
 		b = append(b, ' ')
 		b = appendHeader(b, textproto.CanonicalMIMEHeaderKey(name), r.Header)
 	}
-	return string(b)
+	return b
 }
 
 // appendMethod writes the method; bytes outside tchar (RFC 9110 §5.6.2)

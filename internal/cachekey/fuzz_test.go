@@ -271,6 +271,13 @@ func BenchmarkBuild(b *testing.B) {
 			}
 		})
 	}
+	b.Run("frame", func(b *testing.B) { // Build "all"'s key, its path written alone
+		b.ReportAllocs()
+		f := NewFrame(r, &Options{AllQuery: true, Headers: []string{"Accept-Language"}})
+		for b.Loop() {
+			_ = f.Key(r.URL)
+		}
+	})
 	b.Run("vary", func(b *testing.B) {
 		b.ReportAllocs()
 		names := []string{"Accept-Encoding"}

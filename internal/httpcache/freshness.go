@@ -106,7 +106,7 @@ func Evaluate(h http.Header, received time.Time, opts Options) Freshness {
 		// several (§4.2.1: the response may be considered stale).
 		f.Explicit = true
 		if vs := h.Values("Expires"); len(vs) == 1 {
-			if t, err := http.ParseTime(strings.TrimSpace(vs[0])); err == nil && t.After(date) {
+			if t, err := ParseDate(strings.TrimSpace(vs[0])); err == nil && t.After(date) {
 				f.Lifetime = t.Sub(date)
 			}
 		}
@@ -128,7 +128,7 @@ func Heuristic(h http.Header, date time.Time, fixed time.Duration) time.Duration
 	if fixed > 0 {
 		return fixed
 	}
-	lm, err := http.ParseTime(h.Get("Last-Modified"))
+	lm, err := ParseDate(h.Get("Last-Modified"))
 	if err != nil || !lm.Before(date) {
 		return 0
 	}
@@ -137,7 +137,7 @@ func Heuristic(h http.Header, date time.Time, fixed time.Duration) time.Duration
 
 // dateOf is the response's Date, or received when it has none that parses.
 func dateOf(h http.Header, received time.Time) time.Time {
-	if t, err := http.ParseTime(h.Get("Date")); err == nil {
+	if t, err := ParseDate(h.Get("Date")); err == nil {
 		return t
 	}
 	return received
@@ -152,7 +152,7 @@ func InitialAge(h http.Header, requested, received time.Time) time.Duration {
 	delay := max(received.Sub(requested), 0)
 	corrected := AgeValue(h) + delay
 	apparent := time.Duration(0)
-	if t, err := http.ParseTime(h.Get("Date")); err == nil {
+	if t, err := ParseDate(h.Get("Date")); err == nil {
 		apparent = max(received.Sub(t), 0)
 	}
 	return min(max(apparent, corrected), MaxDelta)

@@ -138,15 +138,15 @@ func NotModifiedTag(r *http.Request, etag string, stored http.Header) bool {
 	if len(ims) != 1 {
 		return false
 	}
-	t, err := http.ParseTime(ims[0])
+	t, err := ParseDate(ims[0])
 	if err != nil {
 		return false
 	}
 	if lm := stored.Get("Last-Modified"); lm != "" {
-		m, err := http.ParseTime(lm)
+		m, err := ParseDate(lm)
 		return err == nil && !m.After(t)
 	}
-	d, err := http.ParseTime(stored.Get("Date"))
+	d, err := ParseDate(stored.Get("Date"))
 	return err == nil && d.Before(t)
 }
 

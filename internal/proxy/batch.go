@@ -180,13 +180,15 @@ func (x *exchange) elementExchange() *exchange {
 	return c
 }
 
-// setID aims an elementExchange at id, as forID(id) would.
-func (c *exchange) setID(id string) {
+// setID aims an elementExchange at id, as forID(id) would; key is the
+// frame of its keys (cachekey.NewFrame of its request), as they differ in
+// their path alone.
+func (c *exchange) setID(id string, key *cachekey.Frame) {
 	rt := c.rs.rt
 	c.uriTag = rt.PrefixedPathFor(surrogate.URITagPrefix, rt.Batch.IDParam, id)
 	c.r.URL.Path = c.uriTag[len(surrogate.URITagPrefix):]
 	c.params.in[0].Value = id
-	c.key = cachekey.Build(c.r, &rt.Key)
+	c.key = key.Key(c.r.URL)
 	c.vnames, c.vcoding, c.vkey = nil, "", ""
 }
 
@@ -267,8 +269,9 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	call := &bulkCall{upstream: took / time.Duration(len(ids)), reqID: out.Header.Get("X-Request-Id")}
 	heads := x.elementHeads(resp.Header, t0)
 	ex := x.elementExchange()
+	frame := cachekey.NewFrame(ex.r, &rt.Key)
 	for i, id := range ids {
-		ex.setID(id)
+		ex.setID(id, &frame)
 		a := &answers[i]
 		*a = ex.keepElement(ctx, parts[i], resp.Header, heads, t0)
 		a.call = call
