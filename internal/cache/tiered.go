@@ -229,6 +229,22 @@ func (t *Tiered) LookupLocal(ctx context.Context, key string) (*Entry, Tier, err
 	return e, TierL1, nil
 }
 
+// LookupShared consults L2 only, as Lookup does after an L1 miss (an L2
+// hit fills L1): for a flight's leader that read L1 just before it joined
+// the flight and knows that nothing has filled it since, so that its miss
+// does not cost a second L1 read.
+func (t *Tiered) LookupShared(ctx context.Context, key string) (*Entry, Tier, error) {
+	if t.l2 == nil {
+		return nil, "", nil
+	}
+	e, err := t.lookup(ctx, TierL2, t.l2, key, t.now())
+	if e == nil {
+		return nil, "", err
+	}
+	t.promote(ctx, key, e)
+	return e, TierL2, nil
+}
+
 func (t *Tiered) lookup(ctx context.Context, tier Tier, s Store, key string, now time.Time) (*Entry, error) {
 	e, ok, err := s.Get(ctx, key)
 	switch {

@@ -34,7 +34,18 @@ var errGoexit = errors.New("coalesce: fn called runtime.Goexit")
 type Group[V any] struct {
 	mu    sync.Mutex
 	calls map[string]*Flight[V]
+	// finished counts the flights finished so far (Finished).
+	finished atomic.Uint64
 }
+
+// Finished is how many of g's flights have finished so far. A caller that
+// read what its flight would fill (a cache), found nothing there, and then
+// leads a flight may skip reading it again when Finished has not moved
+// since before that read: no flight of g (of its key or any other) has
+// finished meanwhile, so none has filled it. A flight's Finish counts
+// before its key leaves g, so a caller that leads a new flight for the
+// key of one that finished after its read sees the count moved.
+func (g *Group[V]) Finished() uint64 { return g.finished.Load() }
 
 // Flight is one flight of a key: v and err are written once, before done
 // is closed. A Later finishes it with Finish.
@@ -179,25 +190,28 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first func(ctx contex
 	c, leader := g.join(key)
 	if leader {
 		flightCtx := context.WithoutCancel(ctx)
-		var next Next[V]
+		var then Then[V]
+		// A Later (or Handoff) runs in first's step: a panic in it is
+		// every caller's error all the same, and the hand-over costs no
+		// step of its own.
 		if !c.step(func() (V, bool, error) {
 			v, n, err := first(flightCtx)
-			next = n
-			return v, n.Then != nil || n.Later != nil || n.Handoff != nil, err
+			switch {
+			case n.Then != nil:
+				then = n.Then
+			case n.Later != nil:
+				n.Later(flightCtx, c)
+			case n.Handoff != nil:
+				n.Handoff.Later(flightCtx, c)
+			default:
+				return v, false, err
+			}
+			return v, true, err
 		}) {
 			return c.v, true, c.err
 		}
-		if next.Then != nil {
-			go c.run(flightCtx, next.Then)
-		} else {
-			c.step(func() (v V, _ bool, _ error) {
-				if next.Later != nil {
-					next.Later(flightCtx, c)
-				} else {
-					next.Handoff.Later(flightCtx, c)
-				}
-				return v, true, nil
-			})
+		if then != nil {
+			go c.run(flightCtx, then)
 		}
 	}
 	return c.wait(ctx, leader)
@@ -250,6 +264,7 @@ func (c *Flight[V]) Finish(v V, err error) {
 	}
 	c.v, c.err = v, err
 	g := c.g
+	g.finished.Add(1) // before the key leaves g: see Finished
 	g.mu.Lock()
 	if g.calls[c.key] == c {
 		delete(g.calls, c.key)

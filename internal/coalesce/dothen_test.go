@@ -3,6 +3,7 @@ package coalesce
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -318,5 +319,45 @@ func TestWaitWithoutDone(t *testing.T) {
 	fl.Load().Finish("later", nil)
 	if o := recv(t, out); o.v != "later" || !o.leader || o.err != nil {
 		t.Fatalf("got %+v, want (later, true, nil)", o)
+	}
+}
+
+// TestFinishedMovesBeforeANewFlight: a caller that read Finished while a
+// flight for its key was running, and then leads the next flight for that
+// key, sees the count moved in its first step (the proxy's leader then
+// reads L1 again, which the finished flight may have filled).
+func TestFinishedMovesBeforeANewFlight(t *testing.T) {
+	var g Group[int]
+	ctx := context.Background()
+	handed := make(chan *Flight[int], 1)
+	running := make(chan error, 1)
+	go func() {
+		v, l, err := g.DoThen(ctx, "k", func(context.Context) (int, Next[int], error) {
+			return 0, Next[int]{Later: func(_ context.Context, f *Flight[int]) { handed <- f }}, nil
+		})
+		if err == nil && (v != 1 || !l) {
+			err = fmt.Errorf("got (%d, leader %v), want (1, true)", v, l)
+		}
+		running <- err
+	}()
+	f := <-handed
+	before := g.Finished()
+	f.Finish(1, nil)
+	if err := <-running; err != nil {
+		t.Fatalf("first flight: %v", err)
+	}
+	var seen uint64
+	v, leader, err := g.DoThen(ctx, "k", func(context.Context) (int, Next[int], error) {
+		seen = g.Finished()
+		return 2, Next[int]{}, nil
+	})
+	if v != 2 || !leader || err != nil {
+		t.Fatalf("second flight: %d %v %v", v, leader, err)
+	}
+	if seen != before+1 {
+		t.Errorf("Finished in the next flight's first step: %d, want %d", seen, before+1)
+	}
+	if n := g.Finished(); n != before+2 {
+		t.Errorf("Finished after both: %d, want %d", n, before+2)
 	}
 }

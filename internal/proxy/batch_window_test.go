@@ -55,8 +55,9 @@ func (h *heldOrigin) check() {
 	}
 }
 
-// fillLookups counts the both-tier lookups a flight makes just before it
-// asks the batcher, so a test knows how many requests have got that far.
+// fillLookups counts the lookups a flight makes just before it asks the
+// batcher (both tiers, or L2 only when L1 held nothing: LookupShared), so
+// a test knows how many requests have got that far.
 type fillLookups struct {
 	proxy.Cache
 	n     *atomic.Int64
@@ -65,6 +66,13 @@ type fillLookups struct {
 
 func (c fillLookups) Lookup(ctx context.Context, key string) (*cache.Entry, cache.Tier, error) {
 	e, tier, err := c.Cache.Lookup(ctx, key)
+	c.n.Add(1)
+	c.after()
+	return e, tier, err
+}
+
+func (c fillLookups) LookupShared(ctx context.Context, key string) (*cache.Entry, cache.Tier, error) {
+	e, tier, err := c.Cache.LookupShared(ctx, key)
 	c.n.Add(1)
 	c.after()
 	return e, tier, err

@@ -274,3 +274,9 @@ func (s spyCache) LookupMany(ctx context.Context, keys []string) ([]*cache.Entry
 	}
 	return es, tiers, err
 }
+
+func (s spyCache) LookupShared(ctx context.Context, key string) (*cache.Entry, cache.Tier, error) {
+	e, tier, err := s.Cache.LookupShared(ctx, key)
+	s.onLookup(key)
+	return e, tier, err
+}

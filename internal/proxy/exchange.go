@@ -35,6 +35,11 @@ type exchange struct {
 	// arrival stamps a forced refresh's arrival (coalesce.Ordered); 0
 	// for every other request.
 	arrival uint64
+	// emptyAt is 1 + the count of finished flights (coalesce.Group's
+	// Finished) read before the request's L1 lookup, when that lookup
+	// found nothing under the key; 0 otherwise. A leader's fill then
+	// skips L1 while the count has not moved (fillCached).
+	emptyAt uint64
 	// refresh: the client asked not to be served a stored response
 	// (no-cache, on a route that honours it), or this is a background
 	// revalidation. (With own and retried: the flags sit together, as a
@@ -96,7 +101,11 @@ func (x *exchange) cached() {
 			x.base = x.validatable(c)
 		}
 	} else {
+		finished := x.h.flights.Finished() // before the lookup: see emptyAt
 		c := x.lookup(x.r.Context(), true)
+		if c.e == nil && c.vary == nil {
+			x.emptyAt = finished + 1
+		}
 		switch {
 		case x.answers(c, needFresh):
 			x.respondEntry(outHit, c, 0)

@@ -57,7 +57,8 @@ func (f *flight) need() need {
 // tier, takes the cluster lease, calls the upstream or the batcher. It
 // re-checks both tiers first (another flight may have just filled them, and
 // L2 was not read before the flight, so that a herd of misses costs one L2
-// read, not one each).
+// read, not one each); L1 only when a flight may have filled it since the
+// request read it (fillCached).
 func (x *exchange) fill(ctx context.Context) (*flight, error) {
 	f, stale := x.fillCached(ctx)
 	if f != nil {
@@ -119,9 +120,24 @@ func (x *exchange) fillFirst(ctx context.Context) (*flight, coalesce.Next[*fligh
 // tier's own timeout. It returns the flight when a tier answers,
 // otherwise nil and the stale copy it found, for the rest of the fill
 // (fillMiss: the lease and the upstream).
+//
+// A leader whose request found nothing in L1 under its key reads L2 only
+// while no flight has finished since that read (emptyAt): only a flight
+// fills L1 for a cached request, and one that filled it for this key
+// finished after the read, or this request would have joined it. So a
+// batched or L2-served miss costs one L1 read, not two. (A list request's
+// bulk call, or a forced refresh, may store the key meanwhile: the leader
+// then fetches it once more, as it would had the store come a moment
+// after its second read.)
 func (x *exchange) fillCached(ctx context.Context) (f *flight, stale candidate) {
 	if !x.refresh && !x.own {
-		c := x.lookup(ctx, false)
+		var c candidate
+		if x.emptyAt != 0 && x.h.flights.Finished()+1 == x.emptyAt {
+			e, tier, _ := x.h.cache.LookupShared(ctx, x.key)
+			c = x.resolve(ctx, x.h.cache.Lookup, e, tier)
+		} else {
+			c = x.lookup(ctx, false)
+		}
 		if x.answers(c, needRevalidate) {
 			return &flight{c: c}, stale
 		}

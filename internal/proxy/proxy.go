@@ -59,6 +59,9 @@ type Cache interface {
 	Lookup(ctx context.Context, key string) (*cache.Entry, cache.Tier, error)
 	// LookupLocal reads this replica's own tier only (L1).
 	LookupLocal(ctx context.Context, key string) (*cache.Entry, cache.Tier, error)
+	// LookupShared reads the shared tier only (L2), for a leader that
+	// knows L1 holds nothing under the key (exchange.emptyAt).
+	LookupShared(ctx context.Context, key string) (*cache.Entry, cache.Tier, error)
 	// LookupMany reads many keys with at most one L2 round trip.
 	LookupMany(ctx context.Context, keys []string) ([]*cache.Entry, []cache.Tier, error)
 	// Set returns nil only when at least one tier accepted the entry.

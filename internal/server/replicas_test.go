@@ -144,8 +144,9 @@ func TestPurgeByTag(t *testing.T) {
 // upstream call (a Redis lease makes coalescing cluster-wide).
 //
 // Deterministic: the upstream holds its answer until every request has
-// reached its replica and passed the L1 check (100 L1 lookups per replica,
-// plus the flight leader's own), so no request arrives after the fill and
+// reached its replica and passed the L1 check (100 L1 lookups per replica),
+// and the flight's leader has read L2 (its fill's read: L1 again only when
+// a flight finished since its own check), so no request arrives after the fill and
 // starts a flight of its own; and Redis gets a timeout no loaded machine
 // reaches, since a lease that times out rightly costs a fetch of its own.
 func TestClusterWideCoalescing(t *testing.T) {
@@ -179,7 +180,7 @@ func TestClusterWideCoalescing(t *testing.T) {
 	}
 	for _, r := range reps {
 		eventually(t, 30*time.Second, "every request checked L1", func() bool {
-			return l1Lookups(t, r) >= 101
+			return tierLookups(t, r, "l1") >= 100 && tierLookups(t, r, "l2") >= 1
 		})
 	}
 	close(gate)
@@ -192,12 +193,12 @@ func TestClusterWideCoalescing(t *testing.T) {
 	}
 }
 
-// l1Lookups sums sidecache_cache_lookups_total{tier="l1"} on r.
-func l1Lookups(t *testing.T, r *replica) float64 {
+// tierLookups sums sidecache_cache_lookups_total{tier=tier} on r.
+func tierLookups(t *testing.T, r *replica, tier string) float64 {
 	_, _, m := r.do(t, http.MethodGet, "admin:/metrics")
 	var n float64
 	for _, line := range strings.Split(m, "\n") {
-		if strings.HasPrefix(line, "sidecache_cache_lookups_total{") && strings.Contains(line, `tier="l1"`) {
+		if strings.HasPrefix(line, "sidecache_cache_lookups_total{") && strings.Contains(line, `tier="`+tier+`"`) {
 			var v float64
 			fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v)
 			n += v

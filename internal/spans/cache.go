@@ -13,6 +13,7 @@ import (
 type Cache interface {
 	Lookup(ctx context.Context, key string) (*cache.Entry, cache.Tier, error)
 	LookupLocal(ctx context.Context, key string) (*cache.Entry, cache.Tier, error)
+	LookupShared(ctx context.Context, key string) (*cache.Entry, cache.Tier, error)
 	LookupMany(ctx context.Context, keys []string) ([]*cache.Entry, []cache.Tier, error)
 	Set(ctx context.Context, key string, e *cache.Entry) error
 }
@@ -43,6 +44,14 @@ func (c tracedCache) LookupLocal(ctx context.Context, key string) (*cache.Entry,
 	ctx, sp := c.tr.Start(ctx, lookup, trace.WithAttributes(attrTier.String(string(cache.TierL1))))
 	defer sp.End()
 	e, t, err := c.Cache.LookupLocal(ctx, key)
+	c.result(sp, e, t, err)
+	return e, t, err
+}
+
+func (c tracedCache) LookupShared(ctx context.Context, key string) (*cache.Entry, cache.Tier, error) {
+	ctx, sp := c.tr.Start(ctx, lookup, trace.WithAttributes(attrTier.String(string(cache.TierL2))))
+	defer sp.End()
+	e, t, err := c.Cache.LookupShared(ctx, key)
 	c.result(sp, e, t, err)
 	return e, t, err
 }

@@ -39,7 +39,7 @@ const (
 	AttrMethod    = attribute.Key("http.request.method")
 	AttrServer    = attribute.Key("server.address")
 
-	attrTier    = attribute.Key("sidecache.cache.tier")   // the tier asked: l1 (the peek) or l2 (L1 re-checked, then L2)
+	attrTier    = attribute.Key("sidecache.cache.tier")   // the tier asked: l1 (the peek) or l2 (L1 re-checked unless nothing can have filled it since the peek, then L2)
 	attrResult  = attribute.Key("sidecache.cache.result") // hit, stale, miss, marker, error
 	attrFoundIn = attribute.Key("sidecache.cache.found_in")
 	attrKeys    = attribute.Key("sidecache.cache.keys")
