@@ -163,7 +163,9 @@ func (x *exchange) elementHeads(upstream http.Header, requested time.Time) eleme
 				}
 			}
 		}
-		x.rs.heads.Store(&headsMemo{upstream: upstream.Clone(), names: names, h: h, e: heads})
+		key := upstream.Clone()
+		delete(key, "Content-Length")
+		x.rs.heads.Store(&headsMemo{upstream: key, names: names, h: h, e: heads})
 	}
 	return heads
 }
@@ -182,12 +184,22 @@ type headsMemo struct {
 }
 
 // matches reports whether an answer with header upstream and Vary names
-// names has m's heads: the same fields, with the same values in order.
+// names has m's heads: the same fields, with the same values in order, but
+// for Content-Length, which no element keeps nor anything in the heads
+// reads (StoredHeader drops it), and which differs with nearly every
+// answer as the ids of a call do.
 func (m *headsMemo) matches(upstream http.Header, names []string) bool {
-	if len(upstream) != len(m.upstream) || !slices.Equal(names, m.names) {
+	n := len(upstream)
+	if _, ok := upstream["Content-Length"]; ok {
+		n--
+	}
+	if n != len(m.upstream) || !slices.Equal(names, m.names) {
 		return false
 	}
 	for k, vv := range upstream {
+		if k == "Content-Length" {
+			continue
+		}
 		mv, ok := m.upstream[k]
 		if !ok || (vv == nil) != (mv == nil) || !slices.Equal(vv, mv) {
 			return false
