@@ -166,6 +166,7 @@ func unmarshal(data []byte, own bool) (*Entry, error) {
 	if len(body) > 0 {
 		if own {
 			e.Body = body[:len(body):len(body)]
+			e.lent = true
 		} else {
 			e.Body = make([]byte, len(body))
 			copy(e.Body, body)

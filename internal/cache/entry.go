@@ -56,6 +56,13 @@ type Entry struct {
 	// of the ETag goes through ETag or ETagField, so both forms (this one
 	// and an Etag in Header, as the codec decodes it) read the same.
 	etag []string
+
+	// lent: Body is a slice of a buffer that holds more than the body
+	// (UnmarshalOwned: an L2 reply, with its framing and encoded
+	// fields), so a copy kept beyond the request needs a body of its own
+	// (Tiered.promote). The slice's capacity cannot tell: the body ends
+	// where the reply does.
+	lent bool
 }
 
 // SetETag gives e the ETag v[0] without putting it into e.Header, which

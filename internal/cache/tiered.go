@@ -205,10 +205,11 @@ func (t *Tiered) promote(ctx context.Context, key string, e *Entry) {
 	if t.l1 == nil {
 		return
 	}
-	if cap(e.Body) > len(e.Body) {
+	if e.lent || cap(e.Body) > len(e.Body) {
 		c := *e
 		c.Body = make([]byte, len(e.Body))
 		copy(c.Body, e.Body)
+		c.lent = false
 		e = &c
 	}
 	_ = t.l1.Set(ctx, key, e)

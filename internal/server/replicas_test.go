@@ -217,6 +217,20 @@ func TestRedisCluster(t *testing.T) {
 	for i := range n {
 		a.get(t, fmt.Sprintf("/clients/%d", i))
 	}
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	defer cc.Close()
+	// A stores into L2 after answering: B reads only once every entry is
+	// there, or a read that came first would fetch it itself and keep it
+	// in its own L1 (no L2 hit ever after, and a second upstream GET).
+	eventually(t, 5*time.Second, "A's entries in the cluster", func() bool {
+		var stored atomic.Int64
+		err := cc.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
+			keys, err := c.Keys(ctx, "sidecache:e:*").Result()
+			stored.Add(int64(len(keys)))
+			return err
+		})
+		return err == nil && stored.Load() >= n
+	})
 	for i := range n {
 		path := fmt.Sprintf("/clients/%d", i)
 		eventually(t, 3*time.Second, "B l2 hit "+path, func() bool {
@@ -231,8 +245,6 @@ func TestRedisCluster(t *testing.T) {
 		t.Fatalf("upstream GETs = %d, want %d", g, n)
 	}
 	// Every master holds some of the entries.
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
-	defer cc.Close()
 	var masters, empty atomic.Int64
 	err := cc.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
 		masters.Add(1)

@@ -50,14 +50,15 @@ func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error)
 	if err := s.admit(); err != nil {
 		return nil, false, wrap("get", err)
 	}
-	dl := time.Now().Add(s.opts.Timeout)
+	start := time.Now()
+	dl := start.Add(s.opts.Timeout)
 	b, done, err := s.getLean(ctx, key, dl)
 	if !done {
 		cctx, cancel := context.WithDeadline(ctx, dl)
 		b, err = s.getChecked(cctx, key)
 		cancel()
 	}
-	s.done(ctx, err)
+	s.doneAt(ctx, err, start)
 	if err != nil {
 		return nil, false, wrap("get", err)
 	}

@@ -317,9 +317,21 @@ func (s *Store) admit() error {
 // about Redis and is not counted, nor is one that failed because the
 // sidecar was late (internal/cache/l2/late).
 func (s *Store) done(parent context.Context, err error) {
+	s.doneAt(parent, err, time.Time{})
+}
+
+// doneAt is done for a call that began at start (zero: now), which a
+// success records as the time Redis last answered: an L2 hit, which has
+// read the clock for its deadline, does not read it again.
+func (s *Store) doneAt(parent context.Context, err error, start time.Time) {
 	if err == nil || errors.Is(err, redis.Nil) {
-		s.fails.Store(0)
-		s.okAt.Store(time.Now().UnixNano())
+		if s.fails.Load() != 0 {
+			s.fails.Store(0)
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		s.okAt.Store(start.UnixNano())
 		return
 	}
 	if parent.Err() != nil || !unavailable(err) {

@@ -279,3 +279,48 @@ func TestLeanConnIsRaw(t *testing.T) {
 		t.Errorf("%d raw reads, %d raw writes on the connection; want both > 0", r, w)
 	}
 }
+
+// TestLeanDeadlineKeptAndBounded: a connection keeps the socket deadline
+// of its last call while that deadline still leaves a call almost all of
+// its time (no SetDeadline per MGET), and a call whose deadline comes
+// before the kept one sets its own, so a stalled Redis fails it at its
+// deadline, not at the earlier call's.
+func TestLeanDeadlineKeptAndBounded(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rc := raw(t, srv.Addr())
+	if err := rc.Set(ctx, "a", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := newLean(t, srv.Addr(), 1)
+	mget := func(dl time.Time) error {
+		return p.MGet(ctx, dl, [3]string{"a"}, nil, func([][]byte) {})
+	}
+	far := time.Now().Add(time.Hour)
+	if err := mget(far); err != nil {
+		t.Fatal(err)
+	}
+	if err := mget(far.Add(time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.idle[0].dl; !got.Equal(far) {
+		t.Fatalf("socket deadline %v after a call due 1 ms later; want the first call's, %v, kept", got, far)
+	}
+	if err := mget(far.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.idle[0].dl; !got.Equal(far.Add(time.Hour)) {
+		t.Fatalf("socket deadline %v after a call due an hour later; want that call's", got)
+	}
+	// Redis answers nothing for 3 s: a call due in 100 ms must fail then,
+	// not succeed once Redis resumes under the kept deadline.
+	if err := rc.Do(ctx, "CLIENT", "PAUSE", "3000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Do(ctx, "CLIENT", "UNPAUSE")
+	err := mget(time.Now().Add(100 * time.Millisecond))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("mget due in 100 ms against a paused Redis = %v; want its deadline's timeout", err)
+	}
+}
