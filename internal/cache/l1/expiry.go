@@ -27,19 +27,39 @@ const (
 	sweepChunk = 256
 )
 
-// deadline is now+ttl in UnixNano, saturated.
-func deadline(now time.Time, ttl time.Duration) int64 {
-	n := now.UnixNano()
-	if int64(ttl) > math.MaxInt64-n {
+// since is the store's clock, which deadlines are in: the time since
+// s.base by s.now. The default clock reads only the monotonic clock; an
+// Options.Now is called, and its times' wall readings are compared where
+// they carry no monotonic one (time.Time.Sub).
+func (s *Store) since() int64 {
+	if s.realClock {
+		return int64(time.Since(s.base))
+	}
+	return int64(s.now().Sub(s.base))
+}
+
+// deadline is now+ttl, saturated.
+func deadline(now int64, ttl time.Duration) int64 {
+	if int64(ttl) > math.MaxInt64-now {
 		return math.MaxInt64
 	}
-	return n + int64(ttl)
+	return now + int64(ttl)
+}
+
+// bucket is the expiry bucket of a time of since's, rounded down (an
+// Options.Now may go back before base).
+func bucket(t int64) int64 {
+	b := t / int64(expiryBucket)
+	if t%int64(expiryBucket) < 0 {
+		b--
+	}
+	return b
 }
 
 // linkExpiryLocked adds it to the list of its deadline's bucket (at its
 // tail, before the head), and arms the sweep.
 func (s *Store) linkExpiryLocked(it *item) {
-	b := it.deadline / int64(expiryBucket)
+	b := bucket(it.deadline)
 	if len(s.expiry) == 0 || b < s.swept {
 		// The sweep walks from here (a clock set back may give a
 		// deadline before the buckets already swept).
@@ -69,7 +89,7 @@ func (s *Store) unlinkExpiryLocked(it *item) {
 	if it.expNext == nil {
 		return
 	}
-	b := it.deadline / int64(expiryBucket)
+	b := bucket(it.deadline)
 	if it.expNext == it {
 		delete(s.expiry, b)
 	} else {
@@ -113,7 +133,7 @@ func (s *Store) sweepLocked(budget int) bool {
 		return true
 	}
 	s.drainLocked()
-	past := s.now().UnixNano() / int64(expiryBucket)
+	past := bucket(s.since())
 	for ; s.swept < past && len(s.expiry) > 0; s.swept++ {
 		// s.swept ends before now: (swept+1)·bucket <= now.
 		for it := s.expiry[s.swept]; it != nil; it = s.expiry[s.swept] {

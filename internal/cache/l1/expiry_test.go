@@ -94,7 +94,7 @@ func checkExpiryLocked(t *testing.T, s *Store) {
 				t.Errorf("expiry bucket %d: links broken at key %q", b, it.key)
 				break
 			}
-			if it.deadline/int64(expiryBucket) != b || s.keys[it.h] != it {
+			if bucket(it.deadline) != b || s.keys[it.h] != it {
 				t.Errorf("expiry bucket %d lists %q (deadline %d, live %v)", b, it.key, it.deadline, s.keys[it.h] == it)
 			}
 			listed++

@@ -59,6 +59,12 @@ type Store struct {
 	c        *ristretto.Cache[string, *item]
 	now      func() time.Time
 	maxBytes int64
+	// base is s.now() when the store was made: deadlines are counted from
+	// it (since). realClock is whether now is time.Now, whose monotonic
+	// reading since can take alone (time.Since): one clock read on a hit
+	// where time.Now takes two (the wall clock's and the monotonic one's).
+	base      time.Time
+	realClock bool
 
 	// bytes and items count the live items, for the sidecache_l1_bytes and
 	// sidecache_l1_items gauges (ristretto's own metrics are off: they cost
@@ -87,6 +93,9 @@ type Store struct {
 
 	graveMu sync.Mutex
 	grave   []*item
+	// graveAny is whether grave may hold items, so that drainLocked, which
+	// every write calls, takes graveMu only then.
+	graveAny atomic.Bool
 
 	// expiry lists, per bucket of deadlines, the indexed items (expiry.go).
 	// sweep is the timer that retires them once expired, armed while
@@ -107,10 +116,10 @@ func cost(key string, e *cache.Entry) int64 {
 	return e.KeyedSize(key) + itemOverhead + int64(len(e.Tags))*tagSlotOverhead
 }
 
-// tagSlotOverhead is a tag's node in the item (32 B) plus, for a tag that
-// names only this entry (an id's, a URI's), its slot in the tags map (a
-// hash and a pointer, 16 B, at a load that falls to 7/16 right after the
-// map's tables split). It was 48, which the heap test's batched-miss shape
+// tagSlotOverhead is a tag's node in the item (40 B, its tag's hash
+// included) plus, for a tag that names only this entry (an id's, a URI's),
+// its slot in the tags map (a hash and a pointer, 16 B, at a load that
+// falls to 7/16 right after the map's tables split). It was 48, which the heap test's batched-miss shape
 // (two such tags) outgrew when the index was keyed by strings.
 const (
 	itemOverhead    = 384
@@ -124,7 +133,7 @@ type item struct {
 	// when the hits spread over many keys.
 	e    *cache.Entry
 	dead atomic.Bool
-	// deadline is when the entry's lifetime ends, in UnixNano of Store.now.
+	// deadline is when the entry's lifetime ends, in Store.since's time.
 	deadline int64
 
 	key  string
@@ -172,8 +181,9 @@ func New(opts Options) (*Store, error) {
 		hashMask: ^uint64(0),
 	}
 	if s.now == nil {
-		s.now = time.Now
+		s.now, s.realClock = time.Now, true
 	}
+	s.base = s.now()
 	gone := func(i *ristretto.Item[*item]) { s.gone(i.Value) }
 	c, err := ristretto.NewCache(&ristretto.Config[string, *item]{
 		NumCounters:        10 * expected,
@@ -219,7 +229,7 @@ func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
 	// Ristretto keeps items past their lifetime, until the sweep. The
 	// deadline is the entry's Remaining as Set saw it, read from the item
 	// Get has in hand rather than from the entry.
-	if s.now().UnixNano() >= it.deadline {
+	if s.since() >= it.deadline {
 		return nil, false, nil
 	}
 	return it.e, true, nil
@@ -243,13 +253,27 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 	now := s.now()
 	ttl := e.Remaining(now)
 	it := newItem(key, e, s.hash(key))
-	it.deadline = deadline(now, ttl)
+	it.deadline = deadline(int64(now.Sub(s.base)), ttl)
+	s.hashTags(it)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drainLocked()
+	// The key's slot and its tags' heads are looked up back to back, before
+	// anything is written: in a large store each is a cache miss (a batched
+	// miss's key and id tag are new), and with nothing between them the CPU
+	// waits for them together rather than one after another.
 	old := s.keys[it.h] // key's live item, or another key's with its hash
-	if ttl <= 0 || it.cost > s.maxBytes {
+	keep := ttl > 0 && it.cost <= s.maxBytes
+	var heads [linkAhead]*tagNode
+	ahead := heads[:0]
+	if keep {
+		ahead = heads[:min(len(it.nodes), linkAhead)]
+		for i := range ahead {
+			ahead[i] = s.tags[it.nodes[i].th]
+		}
+	}
+	if !keep {
 		if old != nil && old.key == key {
 			s.retireLocked(old)
 			s.c.Del(key)
@@ -269,8 +293,10 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 		// rejects it, naming the live item (TestRewriteBeforeApplied).
 		// The delete is applied between the two, in order.
 		s.c.Del(old.key)
+		// Unlinking old wrote s.tags: the heads are looked up again.
+		ahead = nil
 	}
-	s.indexLocked(it)
+	s.indexLocked(it, ahead)
 	// No TTL: the index expires the item (expiry.go).
 	if !s.c.Set(key, it, it.cost) {
 		// Dropped under contention or after Close: nothing will call back.
@@ -386,6 +412,7 @@ func (s *Store) gone(it *item) {
 	}
 	s.graveMu.Lock()
 	s.grave = append(s.grave, it)
+	s.graveAny.Store(true)
 	s.graveMu.Unlock()
 	// Unindex now if nobody is busy, so the entry's memory is released
 	// without waiting for the next write.
@@ -405,11 +432,12 @@ func (s *Store) kill(it *item) bool {
 	return true
 }
 
-// indexLocked makes it the live item of its key.
-func (s *Store) indexLocked(it *item) {
+// indexLocked makes it the live item of its key; heads are its tags'
+// (linkLocked).
+func (s *Store) indexLocked(it *item, heads []*tagNode) {
 	s.keys[it.h] = it
 	it.indexed = true
-	s.linkLocked(it)
+	s.linkLocked(it, heads)
 	s.linkExpiryLocked(it)
 	s.bytes.Add(it.cost)
 	s.items.Add(1)
@@ -448,9 +476,13 @@ func (s *Store) unlinkAllLocked(it *item) {
 
 // drainLocked unindexes the items ristretto's callbacks reported dead.
 func (s *Store) drainLocked() {
+	if !s.graveAny.Load() {
+		return // a callback storing now is drained by the next holder of mu
+	}
 	s.graveMu.Lock()
 	grave := s.grave
 	s.grave = nil
+	s.graveAny.Store(false)
 	s.graveMu.Unlock()
 	for _, it := range grave {
 		s.unindexLocked(it)
@@ -473,5 +505,6 @@ func (s *Store) resetLocked(closing bool) {
 	}
 	s.graveMu.Lock()
 	s.grave = nil
+	s.graveAny.Store(false)
 	s.graveMu.Unlock()
 }

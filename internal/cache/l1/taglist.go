@@ -26,8 +26,11 @@ import (
 type tagNode struct {
 	next, prev *tagNode
 	it         *item
-	tag        int32 // its index in it.e.Tags
-	head       bool  // s.tags maps the hash to this node
+	// th is the hash of its tag (hashTags), taken before Set locks mu and
+	// kept for unlinkLocked, which would hash the tag again.
+	th   uint64
+	tag  int32 // its index in it.e.Tags
+	head bool  // s.tags maps the hash to this node
 }
 
 // newItem allocates the item for e under key with its tag nodes in the
@@ -69,26 +72,43 @@ func newItem(key string, e *cache.Entry, h uint64) *item {
 	return it
 }
 
-// linkLocked adds it's nodes to the lists of its tags' hashes.
-func (s *Store) linkLocked(it *item) {
-	var small [8]uint64
-	hs := small[:0]
-	if len(it.e.Tags) > len(small) {
-		hs = make([]uint64, 0, len(it.e.Tags))
-	}
+// hashTags hashes it's tags into its nodes, before mu is taken.
+func (s *Store) hashTags(it *item) {
 	for i, tag := range it.e.Tags {
 		n := &it.nodes[i]
-		n.it, n.tag = it, int32(i)
-		th := s.hash(tag)
-		repeat := slices.Contains(hs, th)
-		hs = append(hs, th)
+		n.it, n.tag, n.th = it, int32(i), s.hash(tag)
+	}
+}
+
+// linkAhead is how many of an item's tags Set looks up before it writes
+// the index (see Set); more are looked up as they are linked.
+const linkAhead = 4
+
+// linkLocked adds it's nodes to the lists of its tags' hashes. heads[i],
+// where given, is what s.tags held for nodes[i]'s hash when Set looked it
+// up, with no write to s.tags since.
+func (s *Store) linkLocked(it *item, heads []*tagNode) {
+	for i := range it.nodes {
+		n := &it.nodes[i]
+		repeat := false
+		for j := range i {
+			if it.nodes[j].th == n.th {
+				repeat = true
+				break
+			}
+		}
 		if repeat {
 			continue
 		}
-		h := s.tags[th]
+		var h *tagNode
+		if i < len(heads) {
+			h = heads[i]
+		} else {
+			h = s.tags[n.th]
+		}
 		if h == nil {
 			n.next, n.prev, n.head = n, n, true
-			s.tags[th] = n
+			s.tags[n.th] = n
 			continue
 		}
 		// At the tail, before the head: s.tags is not written.
@@ -102,12 +122,12 @@ func (s *Store) linkLocked(it *item) {
 // the list's last node.
 func (s *Store) unlinkLocked(n *tagNode) {
 	if n.next == n {
-		delete(s.tags, s.hash(n.it.e.Tags[n.tag]))
+		delete(s.tags, n.th)
 	} else {
 		n.prev.next, n.next.prev = n.next, n.prev
 		if n.head {
 			n.next.head = true
-			s.tags[s.hash(n.it.e.Tags[n.tag])] = n.next
+			s.tags[n.th] = n.next
 		}
 	}
 	// Cleared, so that an unindexed item ristretto still holds keeps no
