@@ -368,7 +368,15 @@ func ParseIDs(v string, maxIDs int) ([]string, error) {
 // ("a,b" -> "a%2Cb") cannot be mistaken for two. If path already has a query
 // ("/users?active=1"), the parameter is appended with "&".
 func URL(path, param string, ids []string) string {
+	// Sized first, so the URL is built in one allocation rather than
+	// grown through several as the ids go in (an escaped id may still
+	// grow it once).
+	n := len(path) + 2 + len(param) + len(ids)
+	for _, id := range ids {
+		n += len(id)
+	}
 	var b strings.Builder
+	b.Grow(n)
 	b.WriteString(path)
 	if strings.Contains(path, "?") {
 		b.WriteByte('&')

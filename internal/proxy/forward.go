@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
 	"net/url"
 	"strings"
 
@@ -57,10 +58,20 @@ func (f *forwarding) learnVary(r *http.Request, names []string) bool {
 // conditional fields never go (the cache answers conditionals itself and
 // wants a full response to store), nor do a client's Forwarded,
 // X-Forwarded-*, Via, request id and trace context (forward.Own: the
-// sidecar writes its own, never trusting the client's).
+// sidecar writes its own, never trusting the client's). A field the
+// client's Connection names is hop-by-hop too (RFC 9110 §7.6.1): it is
+// taken from what was copied by src's Connection, as Copy never copies
+// Connection itself (nor any other hop-by-hop field: neverForwarded), so
+// dst's own, which RemoveHopHeaders(dst) read, named nothing.
 func (f *forwarding) copyHeaders(dst, src http.Header) {
 	f.rules.Copy(dst, src)
-	httpcache.RemoveHopHeaders(dst)
+	for _, v := range src["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				dst.Del(name)
+			}
+		}
+	}
 }
 
 // group is the batch group of a request (forward.Rules.Group).

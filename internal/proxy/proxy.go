@@ -194,6 +194,10 @@ type routeState struct {
 	// (*[]byte; fetchBulk): each answer is split into copies of its
 	// elements and then dropped, so the next call reads into its buffer.
 	bulkBufs sync.Pool
+	// heads are the element heads of the route's last bulk answer whose
+	// elements could be stored (element.go), for the next answer with
+	// the same header.
+	heads atomic.Pointer[headsMemo]
 }
 
 // New builds a Handler.
