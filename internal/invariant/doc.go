@@ -49,7 +49,9 @@
 // absolute-form targets (RFC 9112 §3.2.2), percent-encoded path spellings
 // the origin decodes (/r/%35 is /r/5 to it, as RFC 3986 §6.2.2.2 says) on
 // reads and writes, and writes with a chunked body and trailers or behind
-// Expect: 100-continue. The report's Checked counts the answers each got,
+// Expect: 100-continue, and a field the client's Connection names
+// (X-Client-Hop: hop-by-hop, RFC 9110 §7.6.1). The report's Checked
+// counts the answers each got,
 // by status, so a run shows they reached the replicas.
 //
 // # Trailers (origin/trailers.go, check/trailers.go)
@@ -110,6 +112,8 @@
 //     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs), resends apart (see
 //     traffic.BudgetRead); a crowd round's are checked once the run is
 //     over;
+//   - connection-hop: no upstream call (per-ID fetch, bulk call,
+//     pass-through, write) carries a field the client's Connection named;
 //   - resend: no upstream request (one X-Request-Id) reaches the origin
 //     more than MaxSends times: once, and once more after a hang-up on a
 //     reused connection (RFC 9112 §9.3.1);

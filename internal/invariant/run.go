@@ -160,6 +160,10 @@ func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
 	for _, id := range o.NewRound() {
 		r.violate("resend", "%s sent more than %d times", id, origin.MaxSends)
 	}
+	// A call of an earlier round that arrives late is still one too many.
+	for _, call := range o.TakeHops() {
+		r.violate("connection-hop", "upstream call %s carried %s, which a client's Connection named", call, origin.ClientHop)
+	}
 	// A crowd round's bulk calls are its own whenever they arrive (the
 	// origin tells them by their ids): a batch a round queued may still
 	// be sent after the round's last answer, such as one list's retry

@@ -3,6 +3,7 @@ package check
 import (
 	"net/http"
 
+	"github.com/sidecache/sidecache/internal/invariant/origin"
 	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
 
@@ -19,6 +20,8 @@ func (ch *Checker) Edges(q *traffic.Request, resp *http.Response) {
 		k = "expect"
 	case q.Hdr.Get("Range") != "":
 		k = "range"
+	case q.Hdr.Get(origin.ClientHop) != "":
+		k = "connection-hop"
 	default:
 		return
 	}

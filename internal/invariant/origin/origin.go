@@ -132,6 +132,23 @@ type Origin struct {
 	CrowdCalls atomic.Int64
 	// trailCalls numbers the answers sent with trailers (X-Trail-Call).
 	trailCalls int64
+	// hops lists the calls that carried ClientHop, this round.
+	hops []string
+}
+
+// ClientHop is the field a client's Connection names (the harness's
+// connection-hop draw): hop-by-hop (RFC 9110 §7.6.1), so no call the
+// sidecar makes may carry it.
+const ClientHop = "X-Client-Hop"
+
+// TakeHops returns the calls received since the last TakeHops that
+// carried ClientHop.
+func (o *Origin) TakeHops() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	hops := o.hops
+	o.hops = nil
+	return hops
 }
 
 // MaxSends is the most calls one upstream request (one X-Request-Id) may
@@ -209,6 +226,11 @@ func (o *Origin) NewRound() (overSent []string) {
 
 func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	o.Calls.Add(1)
+	if v := r.Header.Values(ClientHop); len(v) > 0 {
+		o.mu.Lock()
+		o.hops = append(o.hops, r.Method+" "+r.URL.RequestURI())
+		o.mu.Unlock()
+	}
 	resent := false
 	if id := r.Header.Get("X-Request-Id"); id != "" {
 		o.mu.Lock()

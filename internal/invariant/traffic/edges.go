@@ -10,7 +10,8 @@ import (
 // path, each drawn at a low rate: Range (bypassed, and never stored as the
 // whole), absolute-form targets (RFC 9112 §3.2.2: the authority replaces
 // Host), writes with a body sent chunked with trailers or behind Expect:
-// 100-continue, and duplicate field lines of the headers an answer varies
+// 100-continue, a field the client's Connection names (hop-by-hop: it
+// must reach no upstream call), and duplicate field lines of the headers an answer varies
 // on. Percent-encoded path spellings and odd Accept-Encoding lists are
 // drawn with the paths and headers (draw.go).
 
@@ -28,6 +29,11 @@ func (g *Gen) drawEdges(q *Request) {
 		if q.Host == "" {
 			q.Host = g.host
 		}
+	}
+	if m.Has("connection-hop") && g.chance(8) {
+		// One list element among others, as a client may send it.
+		q.Hdr.Set("Connection", pick(g, origin.ClientHop, "keep-alive, "+origin.ClientHop, "x-client-hop"))
+		q.Hdr.Set(origin.ClientHop, "hop")
 	}
 	if q.Method == http.MethodPatch {
 		if m.Has("chunked-write") && g.chance(15) {
