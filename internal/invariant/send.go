@@ -1,13 +1,16 @@
 package invariant
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
 	"sync/atomic"
+	"time"
 
 	"github.com/sidecache/sidecache/internal/invariant/check"
 	"github.com/sidecache/sidecache/internal/invariant/traffic"
@@ -30,6 +33,10 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 	}
 	for k, vs := range q.Hdr {
 		req.Header[k] = vs
+	}
+	if q.HalfClose {
+		r.doHalfClosed(ctx, q, req)
+		return
 	}
 	if q.Hangup {
 		hctx, cancel := context.WithCancel(req.Context()) // keeps proxyKey
@@ -74,5 +81,51 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		return
 	}
 	r.chk.Trailers(q, resp)
+	r.chk.Answer(q, resp, body, start, end)
+}
+
+// doHalfClosed sends q's request on a connection of its own from q's
+// identity's address and shuts the connection's sending side once it is
+// written. A client that half-closes is gone to the sidecar as much as one
+// that closed (a read cannot tell them apart): a request that has to wait
+// is sent nothing; one answered at once may be sent its answer, which must
+// then be whole and right. Before, net/http's implicit empty 200 reached
+// such a client as if it were the answer.
+func (r *run) doHalfClosed(ctx context.Context, q *traffic.Request, req *http.Request) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(q.Who.Addr)}, Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", req.URL.Host)
+	if err != nil {
+		r.violate("transport", "%s: half-close: %v", q, err)
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	start := check.Now()
+	if err := req.Write(conn); err != nil {
+		r.violate("transport", "%s: half-close: %v", q, err)
+		return
+	}
+	conn.(*net.TCPConn).CloseWrite()
+	br := bufio.NewReader(conn)
+	if _, err := br.Peek(1); errors.Is(err, io.EOF) {
+		r.chk.Count("half-close-none", 1) // sent nothing: the client is gone
+		return
+	}
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		r.violate("garbled", "%s: half-close: reading the answer: %v", q, err)
+		return
+	}
+	r.chk.Count("half-close-"+resp.Status[:3], 1)
+	body, err := check.ReadBody(resp)
+	resp.Body.Close()
+	end := check.Now()
+	if err != nil {
+		if r.cfg.Mix.Has("truncate") && errors.Is(err, io.ErrUnexpectedEOF) {
+			return
+		}
+		r.violate("garbled", "%s: half-close: reading the answer: %v", q, err)
+		return
+	}
 	r.chk.Answer(q, resp, body, start, end)
 }

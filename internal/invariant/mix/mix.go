@@ -70,6 +70,7 @@ var Features = []Feature{
 	{Name: "percent-path", On: true, Note: "paths with escaped unreserved characters (/r/%35, /%72/5, /r/%2e/5) that the origin decodes, and /r/5%2F that it does not; on reads and writes"},
 	{Name: "chunked-write", On: true, Note: "writes with a chunked body and trailers (Surrogate-Key, Cache-Control: no-store): trailers shape nothing"},
 	{Name: "expect", On: true, Note: "writes with a body behind Expect: 100-continue"},
+	{Name: "half-close", On: true, Note: "reads whose client shuts its sending side once the request is written: whatever it is sent is a whole, right answer (nothing at all when the request had to wait), never net/http's implicit empty 200"},
 	{Name: "connection-hop", On: true, Note: "a client's Connection names X-Client-Hop, sent beside it: hop-by-hop, so no upstream call (per-ID fetch, bulk call, pass-through, write) may carry it (RFC 9110 §7.6.1)"},
 	{Name: "list-crowd", On: true, Note: "every 22nd round: 60 concurrent split lists of 12-24 fresh ids (pool of 48) and 20 one-id reads of them, over a slow, healthy bulk endpoint: every answer a 200"},
 	{Name: "list-crowd-large", On: false, Heavy: true, Note: "list-crowd every 8th round with 200 lists (pool of 96) and 50 one-id reads, as make bench's batch row; off in the fixed seeds for wall time only"},

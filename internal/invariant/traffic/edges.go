@@ -30,6 +30,9 @@ func (g *Gen) drawEdges(q *Request) {
 			q.Host = g.host
 		}
 	}
+	if q.Method == http.MethodGet && !q.Absolute && m.Has("half-close") && g.chance(6) {
+		q.HalfClose = true
+	}
 	if m.Has("connection-hop") && g.chance(8) {
 		// One list element among others, as a client may send it.
 		q.Hdr.Set("Connection", pick(g, origin.ClientHop, "keep-alive, "+origin.ClientHop, "x-client-hop"))

@@ -28,6 +28,9 @@ type Request struct {
 	Host    string // Host header; "" is the run's Host
 	Budget  int
 	Hangup  bool // write-hangup: the client leaves once the request is sent
+	// HalfClose: a read sent on a connection of its own whose client
+	// shuts its sending side once the request is written (half-close).
+	HalfClose bool
 	// Absolute: sent in absolute-form (GET http://host/path, RFC 9112
 	// §3.2.2) through the identity's proxy-configured client.
 	Absolute bool
