@@ -49,8 +49,10 @@
 // absolute-form targets (RFC 9112 §3.2.2), percent-encoded path spellings
 // the origin decodes (/r/%35 is /r/5 to it, as RFC 3986 §6.2.2.2 says) on
 // reads and writes, and writes with a chunked body and trailers or behind
-// Expect: 100-continue, and a field the client's Connection names
-// (X-Client-Hop: hop-by-hop, RFC 9110 §7.6.1). The report's Checked
+// Expect: 100-continue, a field the client's Connection names
+// (X-Client-Hop: hop-by-hop, RFC 9110 §7.6.1), and reads whose client
+// half-closes once the request is written (send.go: sent nothing when
+// the request had to wait, else a whole answer, checked as any other). The report's Checked
 // counts the answers each got,
 // by status, so a run shows they reached the replicas.
 //
