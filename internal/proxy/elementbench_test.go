@@ -3,10 +3,8 @@ package proxy_test
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -39,26 +37,5 @@ func BenchmarkBatchedMissesBio(b *testing.B) {
 	rt := userRoute(100, 2*time.Millisecond)
 	rt.Tags = []string{"user:{id}"}
 	e := newEnv(b, o.upstream, []testRoute{rt})
-	var next, failed atomic.Int64
-	b.SetParallelism(32)
-	b.ReportAllocs()
-	cpu := startCPU(b)
-	b.RunParallel(func(pb *testing.PB) {
-		w := &codeWriter{discard: discard{h: make(http.Header, 8)}}
-		for pb.Next() {
-			req := httptest.NewRequest(http.MethodGet, "/users/"+strconv.FormatInt(100000+next.Add(1), 10), nil)
-			clear(w.h)
-			w.code = 0
-			e.h.ServeHTTP(w, req)
-			if w.code != http.StatusOK {
-				failed.Add(1)
-			}
-		}
-	})
-	b.StopTimer()
-	cpu.stop()
-	if f := failed.Load(); f > 0 {
-		b.Fatalf("%d of %d misses failed", f, next.Load())
-	}
-	b.ReportMetric(float64(next.Load())/float64(max(len(o.snapshot()), 1)), "ids/bulk")
+	runBatchedMisses(b, e, o, 100000)
 }
