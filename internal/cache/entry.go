@@ -65,6 +65,19 @@ type Entry struct {
 	lent bool
 }
 
+// OwnBody is e's body as a new entry kept beyond the request may hold
+// it: e's own slice, or a copy exactly as long as the body when e's is a
+// slice of a larger buffer (lent from an L2 reply, or with room past its
+// end), which a kept entry would otherwise pin uncharged by Size.
+func (e *Entry) OwnBody() []byte {
+	if !e.lent && cap(e.Body) == len(e.Body) {
+		return e.Body
+	}
+	body := make([]byte, len(e.Body))
+	copy(body, e.Body)
+	return body
+}
+
 // SetETag gives e the ETag v[0] without putting it into e.Header, which
 // may then be shared with other entries and must not hold an Etag: v
 // (len 1) becomes the field's value as the client receives it.

@@ -205,11 +205,9 @@ func (t *Tiered) promote(ctx context.Context, key string, e *Entry) {
 	if t.l1 == nil {
 		return
 	}
-	if e.lent || cap(e.Body) > len(e.Body) {
+	if body := e.OwnBody(); len(body) > 0 && &body[0] != &e.Body[0] {
 		c := *e
-		c.Body = make([]byte, len(e.Body))
-		copy(c.Body, e.Body)
-		c.lent = false
+		c.Body, c.lent = body, false
 		e = &c
 	}
 	_ = t.l1.Set(ctx, key, e)

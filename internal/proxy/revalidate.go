@@ -57,7 +57,9 @@ func (x *exchange) refreshed(ctx context.Context, notModified http.Header, reque
 	}
 	merged, update := httpcache.Freshen(stored, notModified)
 	x.h.tagh.carryOver(merged, update, b.Tags)
-	f := x.keep(ctx, b.Status, merged, b.Body, requested)
+	// Its body may be a slice of the L2 reply it was read from: the entry
+	// stored again holds a copy (Entry.OwnBody).
+	f := x.keep(ctx, b.Status, merged, b.OwnBody(), requested)
 	f.revalidated, f.upstream = true, took
 	return f, nil
 }
