@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/sidecache/sidecache/internal/accesslog"
 )
 
 // A batched miss's access record names the bulk call that answered it:
@@ -13,12 +11,7 @@ import (
 func TestBatchedMissRecordsBulkCall(t *testing.T) {
 	o := newBulkOrigin(t, usersAnswer(func(string) bool { return true }))
 	e := newEnv(t, o.upstream, []testRoute{userRoute(100, time.Millisecond)})
-	var rec *accesslog.Record
-	front := edgeServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, rc := accesslog.WithRecord(r.Context())
-		rec = rc
-		e.h.ServeHTTP(w, r.WithContext(ctx))
-	}), nil)
+	front, rec := recordedFront(t, e)
 	resp, _ := getWith(t, client, front.URL+userPaths(1, 1)[0], nil)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d, want 200", resp.StatusCode)
@@ -27,10 +20,10 @@ func TestBatchedMissRecordsBulkCall(t *testing.T) {
 	if len(calls) != 1 {
 		t.Fatalf("%d bulk calls, want 1", len(calls))
 	}
-	if sent := calls[0].header.Get("X-Request-Id"); sent == "" || rec.UpstreamRequestID != sent {
-		t.Errorf("access record holds upstream request id %q, want the bulk call's %q", rec.UpstreamRequestID, sent)
+	if sent := calls[0].header.Get("X-Request-Id"); sent == "" || (*rec).UpstreamRequestID != sent {
+		t.Errorf("access record holds upstream request id %q, want the bulk call's %q", (*rec).UpstreamRequestID, sent)
 	}
-	if rec.Upstream <= 0 {
-		t.Errorf("access record's upstream time %v, want the id's share of the call's", rec.Upstream)
+	if (*rec).Upstream <= 0 {
+		t.Errorf("access record's upstream time %v, want the id's share of the call's", (*rec).Upstream)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/edge"
@@ -91,6 +92,18 @@ func newEnv(t testing.TB, up *upstream, routes []testRoute, opts ...envOpt) *env
 // socket past its buffer) and wired to it (edge.Wire), counting into count
 // (nil: nothing). Without edge.Guard: the proxy's own tests see the
 // requests the edge would let through, as they come.
+// recordedFront serves e's handler behind the edge, each request with an
+// access-log record, as the server wires it; *rec is the last request's.
+func recordedFront(t testing.TB, e *env) (front *httptest.Server, rec **accesslog.Record) {
+	rec = new(*accesslog.Record)
+	front = edgeServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, rc := accesslog.WithRecord(r.Context())
+		*rec = rc
+		e.h.ServeHTTP(w, r.WithContext(ctx))
+	}), nil)
+	return front, rec
+}
+
 func edgeServer(t testing.TB, h http.Handler, count edge.Counter) *httptest.Server {
 	t.Helper()
 	front := httptest.NewUnstartedServer(h)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cache/l2"
@@ -119,20 +118,15 @@ func TestClientRequestIDNotForwarded(t *testing.T) {
 		fmt.Fprint(w, "id="+r.Header.Get("X-Request-Id"))
 	})
 	e := newEnv(t, up, []testRoute{{Name: "c", Pattern: "/c/{id}", TTL: time.Minute, ForwardAll: true}})
-	var rec *accesslog.Record
-	front := edgeServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, rc := accesslog.WithRecord(r.Context())
-		rec = rc
-		e.h.ServeHTTP(w, r.WithContext(ctx))
-	}), nil)
+	front, rec := recordedFront(t, e)
 	_, b := getWith(t, client, front.URL+"/c/1", http.Header{"X-Request-Id": {"<script>alert(1)</script>"}})
 	if strings.Contains(b, "script") {
 		t.Fatalf("the client's request id reached the upstream: %q", b)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(ids) != 1 || ids[0] == "" || rec.UpstreamRequestID != ids[0] {
-		t.Errorf("upstream saw ids %q; access record holds %q, want the one sent", ids, rec.UpstreamRequestID)
+	if len(ids) != 1 || ids[0] == "" || (*rec).UpstreamRequestID != ids[0] {
+		t.Errorf("upstream saw ids %q; access record holds %q, want the one sent", ids, (*rec).UpstreamRequestID)
 	}
 }
 
