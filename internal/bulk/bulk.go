@@ -101,19 +101,31 @@ func SplitFor(body []byte, idField string, ids []string) ([][]byte, error) {
 // long as the element then shares its allocation.
 //
 // An answer most often lists its elements in the order the ids were asked
-// (a SQL IN over an index, a loop over the ids), so each element's id is
-// first compared with the id after the last one found, and the map of
-// ids to their places is only built for an element out of that order:
-// the map and its hashing were a good part of a small answer's split.
-// With distinct ids the id found so is the one the map would find.
+// (a loop over the ids), or nearly so (a SQL IN … ORDER BY id, while a
+// batch lists its ids in the order its requests came), so each element's
+// id is first compared with the id after the last one found, then with
+// the ids after it (wrapping around): a few comparisons of short strings
+// where a map of ids to their places cost an allocation and a hash of
+// every id per call. Only a batch of more than maxScan ids, where a scan
+// could cost many comparisons per element, builds the map, at the first
+// element out of order. With distinct ids the id found so is the one the
+// map would find.
 func SplitForRoom(body []byte, idField string, ids []string, room int) ([][]byte, error) {
-	var index map[string]int // built at the first element out of order
+	var index map[string]int // built at the first element out of order, past maxScan ids
 	next := 0                // the place after the last id found
 	out := make([][]byte, len(ids))
 	err := elements(body, idField, len(ids), func(int) {}, func(id []byte, decoded string, plain bool, e []byte) {
 		// string(id) is no copy where only compared or looked up.
-		i, ok := next, next < len(ids) && (plain && ids[next] == string(id) || !plain && ids[next] == decoded)
-		if !ok {
+		is := func(k int) bool { return plain && ids[k] == string(id) || !plain && ids[k] == decoded }
+		i, ok := next, next < len(ids) && is(next)
+		switch {
+		case ok:
+		case len(ids) <= maxScan:
+			for j := 1; j <= len(ids) && !ok; j++ {
+				i = (next + j) % len(ids)
+				ok = is(i)
+			}
+		default:
 			if index == nil {
 				index = make(map[string]int, len(ids))
 				for i, id := range ids {
@@ -141,6 +153,10 @@ func SplitForRoom(body []byte, idField string, ids []string, room int) ([][]byte
 	}
 	return out, nil
 }
+
+// maxScan is the most ids SplitForRoom finds an element's place among by
+// comparing its id with theirs: past it, by a map.
+const maxScan = 64
 
 // elements is Split's scan: it validates body, calls start with how
 // many elements it holds, then each with every element (compact) and its
