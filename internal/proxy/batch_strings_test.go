@@ -16,8 +16,9 @@ import (
 // body, and a write invalidates its id's tag alone.
 func TestBatchElementStrings(t *testing.T) {
 	ids := []string{"abcdef", "éé", "7", "a b"}
-	o := newBulkOrigin(t, nil, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }) // the writes
-	rt := userRoute(len(ids), time.Second)                                                                           // one call: it leaves full
+	// The writes' answer: 204.
+	o := newBulkOrigin(t, nil, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	rt := userRoute(len(ids), time.Second) // one call: it leaves full
 	rt.Tags = []string{"user:{id}"}
 	write := testRoute{Name: "user-write", Methods: []string{"PATCH"}, Pattern: "/users/{id}", Invalidate: []string{"user:{id}"}}
 	e := newEnv(t, o.upstream, []testRoute{rt, write}, withL1Invalidator)
