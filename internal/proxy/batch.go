@@ -203,7 +203,7 @@ func (c *exchange) setID(id string, key *cachekey.Frame, room []byte, tags *[ele
 	c.params.in[0].Value = id
 	// The path, read in place by AppendKey (b's bytes are not written
 	// again, and stay where they are if b grows).
-	u := url.URL{Path: unsafe.String(&b[len(surrogate.URITagPrefix)], uri-len(surrogate.URITagPrefix))}
+	u := url.URL{Path: bytesString(b, len(surrogate.URITagPrefix), uri)}
 	b = key.AppendKey(b, &u)
 	k := len(b)
 	var ends [elementTags]int
@@ -223,7 +223,7 @@ func (c *exchange) setID(id string, key *cachekey.Frame, room []byte, tags *[ele
 		// Not in room: one allocation of its own, never written again.
 		out = append(make([]byte, 0, len(b)), b...)
 	}
-	str := func(i, j int) string { return unsafe.String(&out[i], j-i) }
+	str := func(i, j int) string { return bytesString(out, i, j) }
 	c.uriTag = str(0, uri)
 	c.r.URL.Path = c.uriTag[len(surrogate.URITagPrefix):]
 	c.key = str(uri, k)
@@ -233,14 +233,14 @@ func (c *exchange) setID(id string, key *cachekey.Frame, room []byte, tags *[ele
 	}
 	from := k
 	for i := range n {
-		tags[i] = ""
-		if ends[i] > from {
-			tags[i] = str(from, ends[i])
-		}
-		from = ends[i]
+		tags[i], from = str(from, ends[i]), ends[i]
 	}
 	return tags[:n]
 }
+
+// bytesString is b[i:j] as a string, without a copy: b's bytes there are
+// never written again.
+func bytesString(b []byte, i, j int) string { return unsafe.String(unsafe.SliceData(b[i:j]), j-i) }
 
 // elementTags is the most tag templates setID expands for an element.
 const elementTags = 4
