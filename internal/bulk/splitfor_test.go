@@ -258,7 +258,29 @@ func BenchmarkSplitForBioNearOrder(b *testing.B) {
 	for i := 0; i+1 < len(ids); i += 2 {
 		ids[i], ids[i+1] = ids[i+1], ids[i]
 	}
-	body := Join(elems)
+	benchSplitForRoom(b, Join(elems), ids)
+}
+
+// BenchmarkSplitForBioShuffled is BenchmarkSplitForBioNearOrder with the
+// ids in no order the answer's follows (a batch of requests from many
+// clients at once).
+func BenchmarkSplitForBioShuffled(b *testing.B) {
+	var elems [][]byte
+	var ids []string
+	for i := range 25 {
+		bio := strings.Repeat("lorem ipsum dolor ", 30+i%20)
+		elems = append(elems, fmt.Appendf(nil,
+			`{"id":%d,"name":"Ann Smith","email":"ann.%d@users.example.com","version":1,"updated_at":"2024-01-01T00:00:00Z","bio":%q}`,
+			100000+i, i, bio))
+		ids = append(ids, fmt.Sprint(100000+i))
+	}
+	for i := range ids { // a fixed permutation: i -> 7i mod 25
+		ids[i] = fmt.Sprint(100000 + 7*i%25)
+	}
+	benchSplitForRoom(b, Join(elems), ids)
+}
+
+func benchSplitForRoom(b *testing.B, body []byte, ids []string) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
