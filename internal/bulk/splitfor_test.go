@@ -207,12 +207,17 @@ func BenchmarkSplitForBio(b *testing.B) {
 // rotated, pairs swapped (a batch's arrival order against an answer
 // sorted by id), an absent id among them.
 func TestSplitForOrders(t *testing.T) {
-	for _, n := range []int{1, 2, 10, maxScan, maxScan + 1, 150} {
+	// "u1000"…, and ids that share their last 8 bytes (tail8).
+	for _, n := range []int{1, 2, 10, maxScan, maxScan + 1, 150, -10, -maxScan} {
+		format := "u%d"
+		if n < 0 {
+			n, format = -n, "%d-shared-tail"
+		}
 		var elems [][]byte
 		var sorted []string
 		for i := range n {
-			elems = append(elems, fmt.Appendf(nil, `{"id":"u%d","n":%d}`, 1000+i, i))
-			sorted = append(sorted, fmt.Sprintf("u%d", 1000+i))
+			elems = append(elems, fmt.Appendf(nil, `{"id":"`+format+`","n":%d}`, 1000+i, i))
+			sorted = append(sorted, fmt.Sprintf(format, 1000+i))
 		}
 		body := Join(elems)
 		want, err := Split(body, "id")
