@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/bulk"
@@ -182,14 +184,89 @@ func (x *exchange) elementExchange() *exchange {
 
 // setID aims an elementExchange at id, as forID(id) would; key is the
 // frame of its keys (cachekey.NewFrame of its request), as they differ in
-// their path alone.
-func (c *exchange) setID(id string, key *cachekey.Frame) {
+// their path alone. The strings the element's entry keeps, its URI tag,
+// key and expanded tag templates (returned, in tags' array), are laid out
+// in room when it holds them (the capacity SplitForRoom left past the
+// element's bytes and ETag), else in one allocation of their own: they
+// live exactly as long as the element's body, and one object is one
+// allocation and one mark for the collector in a cache of many, where
+// they were one each (issue 23).
+func (c *exchange) setID(id string, key *cachekey.Frame, room []byte, tags *[elementTags]string) []string {
 	rt := c.rs.rt
-	c.uriTag = rt.PrefixedPathFor(surrogate.URITagPrefix, rt.Batch.IDParam, id)
-	c.r.URL.Path = c.uriTag[len(surrogate.URITagPrefix):]
+	var scratch [256]byte
+	b := room[:0]
+	if cap(b) == 0 {
+		b = scratch[:0]
+	}
+	b = rt.AppendPathFor(b, surrogate.URITagPrefix, rt.Batch.IDParam, id)
+	uri := len(b)
 	c.params.in[0].Value = id
-	c.key = key.Key(c.r.URL)
+	// The path, read in place by AppendKey (b's bytes are not written
+	// again, and stay where they are if b grows).
+	u := url.URL{Path: bytesString(b, len(surrogate.URITagPrefix), uri)}
+	b = key.AppendKey(b, &u)
+	k := len(b)
+	var ends [elementTags]int
+	n := len(rt.Tags)
+	if n > elementTags {
+		n = 0 // expanded by newElementEntry
+	}
+	ps := c.params.list()
+	for i, t := range rt.Tags[:n] {
+		b = t.AppendExpand(b, ps)
+		ends[i] = len(b)
+	}
+	var out []byte // b where it stays: b itself may be scratch's
+	if cap(room) >= len(b) && unsafe.SliceData(b) == unsafe.SliceData(room) {
+		out = room[:len(b)]
+	} else {
+		// Not in room: one allocation of its own, never written again.
+		out = append(make([]byte, 0, len(b)), b...)
+	}
+	str := func(i, j int) string { return bytesString(out, i, j) }
+	c.uriTag = str(0, uri)
+	c.r.URL.Path = c.uriTag[len(surrogate.URITagPrefix):]
+	c.key = str(uri, k)
 	c.vnames, c.vcoding, c.vkey = nil, "", ""
+	if n == 0 && len(rt.Tags) > 0 {
+		return nil
+	}
+	from := k
+	for i := range n {
+		tags[i], from = str(from, ends[i]), ends[i]
+	}
+	return tags[:n]
+}
+
+// bytesString is b[i:j] as a string, without a copy: b's bytes there are
+// never written again.
+func bytesString(b []byte, i, j int) string { return unsafe.String(unsafe.SliceData(b[i:j]), j-i) }
+
+// elementTags is the most tag templates setID expands for an element.
+const elementTags = 4
+
+// elementRoom is the room setID takes for the strings of the longest of
+// ids, which the split leaves past each element: an id they outgrow (one
+// escaped in the key) gets an allocation of its own.
+func (c *exchange) elementRoom(ids []string, key *cachekey.Frame) int {
+	longest := ""
+	for _, id := range ids {
+		if len(id) > len(longest) {
+			longest = id
+		}
+	}
+	rt := c.rs.rt
+	var scratch [256]byte
+	b := rt.AppendPathFor(scratch[:0], surrogate.URITagPrefix, rt.Batch.IDParam, longest)
+	u := url.URL{Path: string(b[len(surrogate.URITagPrefix):])}
+	b = key.AppendKey(b, &u)
+	if len(rt.Tags) <= elementTags {
+		ps := route.Params{{Key: rt.Batch.IDParam, Value: longest}}
+		for _, t := range rt.Tags {
+			b = t.AppendExpand(b, ps)
+		}
+	}
+	return len(b)
 }
 
 // fetchBulk makes the one upstream call of a batch and turns its JSON
@@ -250,8 +327,11 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
-	// Room past each element for its ETag (keepElement).
-	parts, err := bulk.SplitForRoom(body, rt.Batch.IDField, ids, bulk.ETagLen)
+	// Room past each element for its ETag (keepElement), and for the
+	// strings its entry keeps (setID).
+	ex := x.elementExchange()
+	frame := cachekey.NewFrame(ex.r, &rt.Key)
+	parts, err := bulk.SplitForRoom(body, rt.Batch.IDField, ids, bulk.ETagLen+ex.elementRoom(ids, &frame))
 	if cap(body) <= maxBulkBuf {
 		// Nothing holds body past the split: the elements are
 		// copies, an error's text too.
@@ -268,12 +348,17 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	answers := make([]bulkAnswer, len(ids))
 	call := &bulkCall{upstream: took / time.Duration(len(ids)), reqID: out.Header.Get("X-Request-Id")}
 	heads := x.elementHeads(resp.Header, t0)
-	ex := x.elementExchange()
-	frame := cachekey.NewFrame(ex.r, &rt.Key)
+	var tagArray [elementTags]string
 	for i, id := range ids {
-		ex.setID(id, &frame)
+		elem, room := parts[i], []byte(nil)
+		if n := len(elem); elem != nil {
+			// The element, its ETag's room (bulk.ETagAfter) and past
+			// them the room of its strings.
+			elem, room = elem[:n:n+bulk.ETagLen], elem[n+bulk.ETagLen:n+bulk.ETagLen:cap(elem)]
+		}
+		tags := ex.setID(id, &frame, room, &tagArray)
 		a := &answers[i]
-		*a = ex.keepElement(ctx, parts[i], resp.Header, heads, t0)
+		*a = ex.keepElement(ctx, elem, resp.Header, heads, t0, tags)
 		a.call = call
 		res[id] = a
 	}
