@@ -147,7 +147,7 @@ func (x *exchange) join(flightKey string, held candidate) {
 		// upstream one call at a time per key.
 		f, leader, err = x.h.refreshes.Do(ctx, flightKey, x.arrival, x.detach().fillTraced)
 	} else {
-		f, leader, err = x.h.flights.DoThen(ctx, flightKey, x.fillFirst) // copies x when it leads
+		f, leader, err = x.h.flights.DoThen(ctx, flightKey, x.fillFirst) // copies x when it misses
 	}
 	interim.Close()
 	if ctx.Err() != nil {
