@@ -124,7 +124,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 // opens a batch: the batch makes its bulk call with the opener's.
 func (x *exchange) loadBatchedTo(ctx context.Context, fl *coalesce.Flight[*flight], stale candidate) {
 	m := &lead{fl: fl, h: x.h, base: x.base.e}
-	m.f.stale = stale
+	m.f.stale = staleRef(stale)
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
 	x.rs.batcher.LoadTo(ctx, x.list, x.rs.fwd.group(x.r), func() *exchange { return x.detach() }, id, m, &m.slot)
 }

@@ -177,8 +177,8 @@ func (x *exchange) join(flightKey string, held candidate) {
 		return
 	}
 	failed := err != nil || f.c.e.Status >= 500
-	if held.e == nil && f != nil && x.answers(f.stale, needIfError) {
-		held = f.stale
+	if held.e == nil && f != nil && f.stale != nil && x.answers(*f.stale, needIfError) {
+		held = *f.stale
 	}
 	if failed && held.e == nil && !x.refresh && (!leader || x.own) {
 		// The flight's stale copy, if any, is its leader's variant; this

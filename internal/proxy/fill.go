@@ -29,8 +29,11 @@ type flight struct {
 	// large is set instead of c when the body is over max_body_bytes: the
 	// live response, streamed by one client (see largeBody).
 	large *largeBody
-	// stale is a stale copy the fill found, for stale-if-error.
-	stale candidate
+	// stale is a stale copy the fill found, for stale-if-error; nil:
+	// none. A pointer, as only a fill that found one has it: a flight
+	// is made per L2 hit and held by every batched miss's lead, and the
+	// candidate in place took a flight from 128 bytes to 192.
+	stale *candidate
 	// upstream is the time the fill spent on its upstream call.
 	upstream time.Duration
 	// link is the span waiters link to (trace.go); nil: none. A pointer,
@@ -166,8 +169,18 @@ func (x *exchange) missed(f *flight, err error, stale candidate) (*flight, error
 	if f == nil {
 		f = &flight{} // keeps the stale copy reachable for the waiters
 	}
-	f.stale = stale
+	f.stale = staleRef(stale)
 	return f, err
+}
+
+// staleRef is flight.stale for the stale copy a fill found (c.e nil:
+// none).
+func staleRef(c candidate) *candidate {
+	if c.e == nil {
+		return nil
+	}
+	held := c // a copy made here, so that no call allocates without one
+	return &held
 }
 
 // batched reports whether the request's miss is loaded through the
