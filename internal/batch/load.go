@@ -157,11 +157,11 @@ func (r *result[V]) wait(then Waiter[V]) {
 }
 
 // joinLocked is join's work on the loader's state; a new result is made
-// in s, if given and not used yet, and arg is called for a batch it
+// in s, if given and not used yet, and open makes the arg of a batch it
 // opens (LoadTo). l.mu must be held.
-func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key groupKey, arg func() A, id string, s *Slot[V]) *result[V] {
+func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key groupKey, open func() A, id string, s *Slot[V]) *result[V] {
 	if !l.q.empty() && l.q.has(id, l.opts.Now()) {
-		return l.joinAloneLocked(ctx, req, arg, id, s)
+		return l.joinAloneLocked(ctx, req, open, id, s)
 	}
 	g := l.groups[key]
 	lone := false
@@ -194,7 +194,8 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 		return l.overBudgetLocked(id)
 	}
 	if b == nil {
-		b = &batch[A, V]{g: g, arg: arg(), ctx: context.WithoutCancel(ctx)}
+		arg := open()
+		b = &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx)}
 		if g.last > 1 {
 			b.ids, b.res = make([]string, 0, g.last), make([]*result[V], 0, g.last)
 		}
@@ -219,13 +220,14 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 // joinAloneLocked fetches a quarantined id in a batch of its own, in a
 // group of its own that is never registered, or fails it with ErrBudget
 // when req (a list request) has no call left. l.mu must be held.
-func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, arg func() A, id string, s *Slot[V]) *result[V] {
+func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, open func() A, id string, s *Slot[V]) *result[V] {
 	if req != nil && !req.afford(1) {
 		return l.overBudgetLocked(id)
 	}
+	arg := open()
 	r := s.result()
 	g := &group[A, V]{pending: make(map[string]*result[V])}
-	b := &batch[A, V]{g: g, arg: arg(), ctx: context.WithoutCancel(ctx), ids: []string{id}, res: []*result[V]{r}, alone: true}
+	b := &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), ids: []string{id}, res: []*result[V]{r}, alone: true}
 	l.wg.Add(1)
 	g.ready = append(g.ready, b)
 	l.pumpLocked(g)
