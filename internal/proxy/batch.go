@@ -110,44 +110,54 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if err != nil && ctx.Err() != nil {
 		return nil, err
 	}
-	return x.batchedFlight(new(flight), ans, found, err)
+	return batchedFlight(x.h.now(), new(flight), ans, found, err)
 }
 
-// Later goes on with the flight of a batched miss (lead, fillFirst): it
-// joins the batch and returns, and the batch's goroutine finishes fl when
-// the id is answered (Loaded). So a batched miss costs no goroutine of its
-// own, and its waiters are woken once, by the batch, instead of by a
-// flight goroutine the batch woke. The leader still stops waiting when
-// its client leaves (coalesce.DoThen), and the batch goes on and stores
-// the id's element (fetchBulk) for the next request. ctx is the flight's
-// (coalesce: never cancelled), so the batch's failure is always the
-// upstream's (batchedFlight).
-func (m *lead) Later(ctx context.Context, fl *coalesce.Flight[*flight]) {
-	m.fl = fl
-	x := &m.x
+// loadBatchedTo goes on with fl, the flight of a batched miss
+// (fillFirst): it joins the batch with a lead and returns, and the
+// batch's goroutine finishes fl when the id is answered (lead.Loaded). So
+// a batched miss costs no goroutine of its own, and its waiters are woken
+// once, by the batch, instead of by a flight goroutine the batch woke.
+// The leader still stops waiting when its client leaves (coalesce.DoThen),
+// and the batch goes on and stores the id's element (fetchBulk) for the
+// next request. ctx is the flight's (coalesce: never cancelled), so the
+// batch's failure is always the upstream's (batchedFlight). The exchange
+// is copied (detach, with the base fillCached chose) only when this id
+// opens a batch: the batch makes its bulk call with the opener's.
+func (x *exchange) loadBatchedTo(ctx context.Context, fl *coalesce.Flight[*flight], stale candidate) {
+	m := &lead{fl: fl, h: x.h, base: x.base.e}
+	m.f.stale = staleRef(stale)
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
-	x.rs.batcher.LoadTo(ctx, x.list, x.rs.fwd.group(x.r), x, id, m, &m.slot)
+	x.rs.batcher.LoadTo(ctx, x.list, x.rs.fwd.group(x.r), func() *exchange { return x.detach() }, id, m, &m.slot)
 }
 
-// Loaded finishes the flight Later handed to the batch with the id's
-// answer (batch.Waiter), on the batch's goroutine.
+// Loaded finishes the flight loadBatchedTo handed to the batch with the
+// id's answer (batch.Waiter), on the batch's goroutine (or the leader's,
+// when the batch settles the id at once).
 func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
 	stale := m.f.stale // fillFirst's, before batchedFlight makes m.f anew
 	m.fl.FinishWith(func() (*flight, error) {
-		f, err := m.x.batchedFlight(&m.f, ans, found, err)
-		return m.x.missed(f, err, stale)
+		f, err := batchedFlight(m.h.now(), &m.f, ans, found, err)
+		if err != nil {
+			err = mustRevalidateError(m.base, err)
+			f = &m.f // keeps the stale copy reachable for the waiters
+			*f = flight{}
+		}
+		f.stale = stale
+		return f, err
 	})
 }
 
-// batchedFlight is the flight of one id the batcher answered, made in f.
-// ans is shared by the id's waiters: it is only read. An error is the
-// batch's (a waiter whose ctx ended has its own: loadBatched).
-func (x *exchange) batchedFlight(f *flight, ans *bulkAnswer, found bool, err error) (*flight, error) {
+// batchedFlight is the flight of one id the batcher answered, made in f;
+// now is when, for an absent id's 404. ans is shared by the id's
+// waiters: it is only read. An error is the batch's (a waiter whose ctx
+// ended has its own: loadBatched).
+func batchedFlight(now time.Time, f *flight, ans *bulkAnswer, found bool, err error) (*flight, error) {
 	if err != nil {
 		return nil, &upstreamErr{code: http.StatusBadGateway, err: err}
 	}
 	if !found {
-		*f = flight{c: candidate{e: notFoundEntry(x.h.now())}, batched: true}
+		*f = flight{c: candidate{e: notFoundEntry(now)}, batched: true}
 		return f, nil
 	}
 	*f = flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true}
