@@ -115,26 +115,26 @@ func unmarshal(data []byte, own bool) (*Entry, error) {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, data[1])
 	}
 	r := reader{b: data[2:]}
-	e := &Entry{}
+	var h Entry // the fixed fields, until the strings are counted
 	status := r.uvarint()
 	if status > 999 {
 		r.fail("status")
 	}
-	e.Status = int(status)
+	h.Status = int(status)
 	if ns := r.varint(); ns != 0 {
-		e.StoredAt = time.Unix(0, ns)
+		h.StoredAt = time.Unix(0, ns)
 	}
-	e.TTL = time.Duration(r.varint())
-	e.StaleWhileRevalidate = time.Duration(r.varint())
-	e.StaleIfError = time.Duration(r.varint())
+	h.TTL = time.Duration(r.varint())
+	h.StaleWhileRevalidate = time.Duration(r.varint())
+	h.StaleIfError = time.Duration(r.varint())
 	if version >= 2 {
-		e.InitialAge = time.Duration(r.varint())
-		e.Keep = time.Duration(r.varint())
+		h.InitialAge = time.Duration(r.varint())
+		h.Keep = time.Duration(r.varint())
 		flags := r.uvarint()
 		if flags&^flagNoStale != 0 {
 			r.fail("flags")
 		}
-		e.NoStale = flags&flagNoStale != 0
+		h.NoStale = flags&flagNoStale != 0
 	}
 	// First pass: validate the strings and count them.
 	strs := r.b
@@ -153,7 +153,9 @@ func unmarshal(data []byte, own bool) (*Entry, error) {
 		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
 	}
 	// Second pass, over input the first found well formed.
-	s := strDecoder{b: strs, s: string(strs), backing: make([]string, nss)}
+	e, backing := newEntry(nss)
+	*e = h
+	s := strDecoder{b: strs, s: string(strs), backing: backing}
 	e.Tags = s.strings()
 	e.Variants = s.strings()
 	if n := s.count(); n > 0 {
@@ -173,6 +175,36 @@ func unmarshal(data []byte, own bool) (*Entry, error) {
 		}
 	}
 	return e, nil
+}
+
+// newEntry allocates an entry and the backing array for its n strings'
+// lists together, in one allocation when n is small (almost every entry:
+// a few tags, a handful of header fields): an L2 hit decodes one entry per
+// request, and each allocation there is the sidecar's own cost of the hit.
+// The array is only ever read through capped slices (strDecoder.strings),
+// and it lives as long as the entry's lists, which keep it anyway.
+func newEntry(n int) (*Entry, []string) {
+	switch {
+	case n <= 4:
+		b := new(struct {
+			e Entry
+			s [4]string
+		})
+		return &b.e, b.s[:n:n]
+	case n <= 8:
+		b := new(struct {
+			e Entry
+			s [8]string
+		})
+		return &b.e, b.s[:n:n]
+	case n <= 16:
+		b := new(struct {
+			e Entry
+			s [16]string
+		})
+		return &b.e, b.s[:n:n]
+	}
+	return new(Entry), make([]string, n)
 }
 
 // strDecoder cuts the strings of a region reader validated: b is the

@@ -87,14 +87,15 @@ const (
 )
 
 // checkGuessed applies the script's test to b, an entry read in the same
-// MGET as eps, the values of the epoch keys eks (nil: the key is missing).
-// It does not allocate.
-func (s *Store) checkGuessed(b []byte, eks []string, eps [][]byte) verdict {
-	at, lines, _, ok := header(b)
+// MGET as eps, the values of the epoch keys eks (nil: the key is missing),
+// and returns the codec's bytes after b's header when it serves b (decode
+// then need not parse the header again). It does not allocate.
+func (s *Store) checkGuessed(b []byte, eks []string, eps [][]byte) (verdict, []byte) {
+	at, lines, payload, ok := header(b)
 	if !ok {
-		return verdictNoHeader
+		return verdictNoHeader, nil
 	}
-	pfx := len(s.epochKey(""))
+	pfx := len(s.opts.Prefix) + len("v:") // epochKey's prefix, not built for its length
 	for len(lines) > 0 {
 		i := bytes.IndexByte(lines, '\n')
 		tag := lines[:i]
@@ -104,17 +105,17 @@ func (s *Store) checkGuessed(b []byte, eks []string, eps [][]byte) verdict {
 			j++
 		}
 		if j == len(eks) {
-			return verdictUnknown
+			return verdictUnknown, nil
 		}
 		if eps[j] == nil {
-			return verdictRefuse // evicted, expired or never stored
+			return verdictRefuse, nil // evicted, expired or never stored
 		}
 		n, err := strconv.ParseInt(string(eps[j]), 10, 64)
 		if err != nil || n >= at {
-			return verdictRefuse
+			return verdictRefuse, nil
 		}
 	}
-	return verdictServe
+	return verdictServe, payload
 }
 
 // getLean is the guessed read (getGuessed) on the lean client (mget),
@@ -122,23 +123,24 @@ func (s *Store) checkGuessed(b []byte, eks []string, eps [][]byte) verdict {
 // context allocated for a hit. done is false when there is no lean client
 // (Cluster, Sentinel), no guess for key, or a header named a tag that was
 // not guessed: the caller reads with getChecked then, by the same dl.
-func (s *Store) getLean(ctx context.Context, key string, dl time.Time) (b []byte, done bool, err error) {
+// payload, when not nil, is b's codec bytes (judge).
+func (s *Store) getLean(ctx context.Context, key string, dl time.Time) (b, payload []byte, done bool, err error) {
 	if s.lean == nil {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	eks, ok := s.guesses.Get(key)
 	if !ok {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	var v verdict
-	err = s.lean.MGet(ctx, dl, [3]string{s.opts.Prefix, "e:", key}, eks, func(vals [][]byte) { b, v = s.judge(vals, eks) })
+	err = s.lean.MGet(ctx, dl, [3]string{s.opts.Prefix, "e:", key}, eks, func(vals [][]byte) { b, payload, v = s.judge(vals, eks) })
 	if errors.Is(err, mget.ErrClosed) {
 		err = ErrClosed // the store's, as before the pool had its own
 	}
 	if err != nil {
-		return nil, true, err
+		return nil, nil, true, err
 	}
-	return b, v != verdictUnknown, nil
+	return b, payload, v != verdictUnknown, nil
 }
 
 // getGuessed is getChecked outside Cluster: one MGET when the key's tags
@@ -153,7 +155,7 @@ func (s *Store) getGuessed(ctx context.Context, key string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if b, v := s.judge(stringsOf(vals), eks); v != verdictUnknown {
+		if b, _, v := s.judge(stringsOf(vals), eks); v != verdictUnknown {
 			return b, nil
 		}
 	}
@@ -173,21 +175,22 @@ func stringsOf(vals []any) [][]byte {
 }
 
 // judge turns an MGET's answer (nil: a missing key) into the value to
-// return (nil: a miss) and the verdict; verdictUnknown returns nil and
-// asks for the script. The value returned is vals[0].
-func (s *Store) judge(vals [][]byte, eks []string) ([]byte, verdict) {
+// return (nil: a miss), its codec bytes when it is served (nil for a value
+// without a header) and the verdict; verdictUnknown returns nil and asks
+// for the script. The value returned is vals[0].
+func (s *Store) judge(vals [][]byte, eks []string) (b, payload []byte, v verdict) {
 	if len(vals) != 1+len(eks) {
-		return nil, verdictUnknown
+		return nil, nil, verdictUnknown
 	}
-	b := vals[0]
+	b = vals[0]
 	if b == nil {
-		return nil, verdictRefuse // no such entry
+		return nil, nil, verdictRefuse // no such entry
 	}
-	switch vd := s.checkGuessed(b, eks, vals[1:]); vd {
+	switch v, payload = s.checkGuessed(b, eks, vals[1:]); v {
 	case verdictServe, verdictNoHeader:
-		return b, vd
+		return b, payload, v
 	default:
-		return nil, vd
+		return nil, nil, v
 	}
 }
 
@@ -217,7 +220,7 @@ func (s *Store) getGuessedCluster(ctx context.Context, key string, eks []string)
 			return nil, verdictRefuse, err
 		}
 	}
-	b, v := s.judge(vals, eks)
+	b, _, v := s.judge(vals, eks)
 	return b, v, nil
 }
 

@@ -52,7 +52,7 @@ func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error)
 	}
 	start := time.Now()
 	dl := start.Add(s.opts.Timeout)
-	b, done, err := s.getLean(ctx, key, dl)
+	b, payload, done, err := s.getLean(ctx, key, dl)
 	if !done {
 		cctx, cancel := context.WithDeadline(ctx, dl)
 		b, err = s.getChecked(cctx, key)
@@ -64,6 +64,9 @@ func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error)
 	}
 	if b == nil {
 		return nil, false, nil
+	}
+	if payload != nil {
+		return s.decodePayload(key, payload) // the header judged, not parsed again
 	}
 	return s.decode(key, b)
 }
@@ -112,7 +115,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 				vals[i], _ = c.Bytes()
 			case *redis.SliceCmd:
 				var v verdict
-				if vals[i], v = s.judge(stringsOf(c.Val()), guessed[i]); v == verdictUnknown {
+				if vals[i], _, v = s.judge(stringsOf(c.Val()), guessed[i]); v == verdictUnknown {
 					unknown = append(unknown, i)
 				}
 			case *redis.Cmd:
@@ -148,20 +151,30 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 
 func (s *Store) decode(key string, b []byte) (*cache.Entry, bool, error) {
 	_, _, payload, ok := header(b)
-	var e *cache.Entry
-	err := errNoHeader
-	if ok {
-		// b is always a reply's own allocation (the lean client's, or
-		// go-redis's string of the reply), read once and never written:
-		// the entry may keep its body in it.
-		e, err = cache.UnmarshalOwned(payload)
+	if !ok {
+		return s.dropUndecodable(key, errNoHeader)
 	}
+	return s.decodePayload(key, payload)
+}
+
+// decodePayload is decode of a value whose header was parsed already:
+// payload is the codec's bytes after it.
+func (s *Store) decodePayload(key string, payload []byte) (*cache.Entry, bool, error) {
+	// payload is always part of a reply's own allocation (the lean
+	// client's, or go-redis's string of the reply), read once and never
+	// written: the entry may keep its body in it.
+	e, err := cache.UnmarshalOwned(payload)
 	if err != nil {
-		s.log.Warn("dropping undecodable entry", "key", key, "err", err)
-		_ = s.enqueue(op{kind: opDel, key: key})
-		return nil, false, nil
+		return s.dropUndecodable(key, err)
 	}
 	return e, true, nil
+}
+
+// dropUndecodable makes a value that does not decode a miss, and deletes it.
+func (s *Store) dropUndecodable(key string, err error) (*cache.Entry, bool, error) {
+	s.log.Warn("dropping undecodable entry", "key", key, "err", err)
+	_ = s.enqueue(op{kind: opDel, key: key})
+	return nil, false, nil
 }
 
 // Set stores e under key for what is left of its lifetime (Entry.Lifetime
