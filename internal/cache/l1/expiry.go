@@ -142,7 +142,7 @@ func (s *Store) sweepLocked(budget int) bool {
 			}
 			budget--
 			s.retireLocked(it) // unlinks it, and the bucket with its last
-			s.c.Del(it.key)
+			s.c.Del(it.h)
 		}
 	}
 	return true

@@ -40,7 +40,7 @@ func TestSweepRetiresExpired(t *testing.T) {
 	s.Wait()
 	for i := range n {
 		key := fmt.Sprintf("short%d", i)
-		if _, ok := s.c.Get(key); ok {
+		if _, ok := s.c.Get(s.hash(key)); ok {
 			t.Fatalf("ristretto still holds expired %q", key)
 		}
 	}
