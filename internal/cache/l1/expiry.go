@@ -135,6 +135,22 @@ func (s *Store) sweepLocked(budget int) bool {
 	s.drainLocked()
 	past := bucket(s.since())
 	for ; s.swept < past && len(s.expiry) > 0; s.swept++ {
+		if s.expiry[s.swept] == nil && past-s.swept > int64(len(s.expiry)) {
+			// Further behind than there are buckets (a clock that jumped,
+			// as Options.Now may): the first bucket held is found in
+			// their number of steps rather than the gap's, which a year's
+			// jump made 31 million lookups under mu. Every bucket held is
+			// at or after swept (linkExpiryLocked).
+			next := int64(math.MaxInt64)
+			for b := range s.expiry {
+				next = min(next, b)
+			}
+			if next >= past {
+				s.swept = past
+				break
+			}
+			s.swept = next
+		}
 		// s.swept ends before now: (swept+1)·bucket <= now.
 		for it := s.expiry[s.swept]; it != nil; it = s.expiry[s.swept] {
 			if budget == 0 {
