@@ -135,7 +135,7 @@ func (s *Store) sweepLocked(budget int) bool {
 	s.drainLocked()
 	past := bucket(s.since())
 	for ; s.swept < past && len(s.expiry) > 0; s.swept++ {
-		if s.expiry[s.swept] == nil && past-s.swept > int64(len(s.expiry)) {
+		if past-s.swept > int64(len(s.expiry)) && s.expiry[s.swept] == nil {
 			// Further behind than there are buckets (a clock that jumped,
 			// as Options.Now may): the first bucket held is found in
 			// their number of steps rather than the gap's, which a year's
