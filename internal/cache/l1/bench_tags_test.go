@@ -127,3 +127,29 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkDeleteRouteTag is the invalidation of a route's tag over the
+// 2^16 entries of a batched-miss fill, in one DeleteTags holding mu: per
+// entry, its retirement and ristretto's Del of it (the fill is outside
+// the timer).
+func BenchmarkDeleteRouteTag(b *testing.B) {
+	const n = 1 << 16
+	ctx := context.Background()
+	keys, entries := batchedMissEntries(n, func(id string) string { return `{"id":` + id + `}` })
+	for b.Loop() {
+		b.StopTimer()
+		s := newStore(b, Options{MaxBytes: 1 << 30})
+		for i := range n {
+			_ = s.Set(ctx, keys[i], entries[i])
+		}
+		s.Wait()
+		held := int(s.Items())
+		b.StartTimer()
+		if got := s.DeleteTags("_route:user"); got != held {
+			b.Fatalf("DeleteTags dropped %d of %d entries", got, held)
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+}

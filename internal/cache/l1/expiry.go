@@ -135,6 +135,22 @@ func (s *Store) sweepLocked(budget int) bool {
 	s.drainLocked()
 	past := bucket(s.since())
 	for ; s.swept < past && len(s.expiry) > 0; s.swept++ {
+		if past-s.swept > int64(len(s.expiry)) && s.expiry[s.swept] == nil {
+			// Further behind than there are buckets (a clock that jumped,
+			// as Options.Now may): the first bucket held is found in
+			// their number of steps rather than the gap's, which a year's
+			// jump made 31 million lookups under mu. Every bucket held is
+			// at or after swept (linkExpiryLocked).
+			next := int64(math.MaxInt64)
+			for b := range s.expiry {
+				next = min(next, b)
+			}
+			if next >= past {
+				s.swept = past
+				break
+			}
+			s.swept = next
+		}
 		// s.swept ends before now: (swept+1)·bucket <= now.
 		for it := s.expiry[s.swept]; it != nil; it = s.expiry[s.swept] {
 			if budget == 0 {
@@ -142,7 +158,7 @@ func (s *Store) sweepLocked(budget int) bool {
 			}
 			budget--
 			s.retireLocked(it) // unlinks it, and the bucket with its last
-			s.c.Del(it.key)
+			s.c.Del(it.h)
 		}
 	}
 	return true

@@ -56,7 +56,13 @@ const (
 // Store is an in-process cache.Store. It never returns an error from Get,
 // Set or Delete; the signatures are the interface's.
 type Store struct {
-	c        *ristretto.Cache[string, *item]
+	// c holds the items under their keys' hashes (hash), not the keys:
+	// ristretto then hashes nothing (a string key costs it two hashes per
+	// call, memhash and xxhash, where this package has hashed the key
+	// already), and a Del names an item by what the item holds, without
+	// reading its key's bytes back. It keeps one item per hash, as keys
+	// does (see mu), and Get checks the key's second hash (check).
+	c        *ristretto.Cache[uint64, *item]
 	now      func() time.Time
 	maxBytes int64
 	// base is s.now() when the store was made: deadlines are counted from
@@ -90,6 +96,8 @@ type Store struct {
 	tags     map[uint64]*tagNode // the head of the hash's list (taglist.go)
 	seed     maphash.Seed
 	hashMask uint64 // all ones; tests narrow it to force collisions
+	// checkSeed seeds check, a hash independent of hash's.
+	checkSeed maphash.Seed
 
 	graveMu sync.Mutex
 	grave   []*item
@@ -133,17 +141,22 @@ type item struct {
 	// when the hits spread over many keys.
 	e    *cache.Entry
 	dead atomic.Bool
-	// deadline is when the entry's lifetime ends, in Store.since's time.
-	deadline int64
-
-	key  string
-	cost int64
-	h    uint64 // s.hash(key)
 	// indexed is whether keys maps key to this item, guarded by mu: a late
 	// callback for a replaced value then finds it unindexed without a
-	// lookup in keys.
+	// lookup in keys. (Next to dead, in the word dead pads.)
 	indexed bool
-	nodes   []tagNode // one per e.Tags, in its order
+	// deadline is when the entry's lifetime ends, in Store.since's time.
+	deadline int64
+	// chk is s.check(key): ristretto finds an item by its key's hash
+	// alone, and Get tells a key from another of the same hash by this
+	// second, independent one, read from the line Get reads anyway (the
+	// key's bytes are elsewhere, cold when hits spread over many keys).
+	chk uint64
+
+	key   string
+	cost  int64
+	h     uint64    // s.hash(key), the item's key in keys and in c
+	nodes []tagNode // one per e.Tags, in its order
 	// expNext and expPrev link it in its deadline's bucket's list
 	// (expiry.go) while it is indexed, guarded by mu.
 	expNext, expPrev *item
@@ -172,20 +185,21 @@ func New(opts Options) (*Store, error) {
 	// entries never holding that many.
 	hint := int(expected - expected/8)
 	s := &Store{
-		now:      opts.Now,
-		maxBytes: opts.MaxBytes,
-		keys:     make(map[uint64]*item, hint),
-		tags:     make(map[uint64]*tagNode, hint),
-		expiry:   make(map[int64]*item),
-		seed:     maphash.MakeSeed(),
-		hashMask: ^uint64(0),
+		now:       opts.Now,
+		maxBytes:  opts.MaxBytes,
+		keys:      make(map[uint64]*item, hint),
+		tags:      make(map[uint64]*tagNode, hint),
+		expiry:    make(map[int64]*item),
+		seed:      maphash.MakeSeed(),
+		hashMask:  ^uint64(0),
+		checkSeed: maphash.MakeSeed(),
 	}
 	if s.now == nil {
 		s.now, s.realClock = time.Now, true
 	}
 	s.base = s.now()
 	gone := func(i *ristretto.Item[*item]) { s.gone(i.Value) }
-	c, err := ristretto.NewCache(&ristretto.Config[string, *item]{
+	c, err := ristretto.NewCache(&ristretto.Config[uint64, *item]{
 		NumCounters:        10 * expected,
 		MaxCost:            opts.MaxBytes,
 		BufferItems:        64,
@@ -208,8 +222,9 @@ func New(opts Options) (*Store, error) {
 // allocation. Entries are immutable once stored: callers must not modify
 // the entry or anything it points to (Header, Body, Tags).
 func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
-	it, ok := s.c.Get(key)
-	if !ok || it.dead.Load() {
+	h := s.hash(key)
+	it, ok := s.c.Get(h)
+	if !ok || it.dead.Load() || it.chk != s.check(key) {
 		// Ristretto applies a Set asynchronously. Until it does, the index
 		// already holds the item: serving it from there closes the window
 		// in which a key just filled by a coalesced fetch looks absent and
@@ -217,7 +232,8 @@ func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
 		// that replaces a key: it kills the old value before ristretto
 		// swaps in the new one. Only misses pay for the lock. The item is
 		// checked under it, where the index holds no value a Set replaced.
-		h := s.hash(key)
+		// (A live item of another key with the same hash is told apart by
+		// chk above and by its key here.)
 		s.mu.Lock()
 		it = s.keys[h]
 		live := it != nil && it.key == key && !it.dead.Load()
@@ -253,6 +269,7 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 	now := s.now()
 	ttl := e.Remaining(now)
 	it := newItem(key, e, s.hash(key))
+	it.chk = s.check(key)
 	it.deadline = deadline(int64(now.Sub(s.base)), ttl)
 	s.hashTags(it)
 
@@ -276,7 +293,7 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 	if !keep {
 		if old != nil && old.key == key {
 			s.retireLocked(old)
-			s.c.Del(key)
+			s.c.Del(old.h)
 		}
 		if ttl > 0 {
 			return fmt.Errorf("%w: %d bytes over l1.max_bytes %d", ErrRejected, it.cost, s.maxBytes)
@@ -292,13 +309,13 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 		// as a second new key and its policy, which has the key by then,
 		// rejects it, naming the live item (TestRewriteBeforeApplied).
 		// The delete is applied between the two, in order.
-		s.c.Del(old.key)
+		s.c.Del(old.h)
 		// Unlinking old wrote s.tags: the heads are looked up again.
 		ahead = nil
 	}
 	s.indexLocked(it, ahead)
 	// No TTL: the index expires the item (expiry.go).
-	if !s.c.Set(key, it, it.cost) {
+	if !s.c.Set(it.h, it, it.cost) {
 		// Dropped under contention or after Close: nothing will call back.
 		s.retireLocked(it)
 		return fmt.Errorf("%w: dropped", ErrRejected)
@@ -312,11 +329,18 @@ func (s *Store) Delete(_ context.Context, keys ...string) error {
 	defer s.mu.Unlock()
 	s.drainLocked()
 	for _, key := range keys {
-		if it := s.keys[s.hash(key)]; it != nil && it.key == key {
+		h := s.hash(key)
+		it := s.keys[h]
+		if it != nil && it.key != key {
+			// Another key's, live under the same hash: ristretto's item
+			// at h is that key's, not to be dropped.
+			continue
+		}
+		if it != nil {
 			s.retireLocked(it)
 		}
 		// Also when unindexed: ristretto may still hold a dead item there.
-		s.c.Del(key)
+		s.c.Del(h)
 	}
 	return nil
 }
@@ -341,7 +365,7 @@ func (s *Store) DeleteTags(tags ...string) int {
 			prev, last := t.prev, t == h
 			if slices.Contains(t.it.e.Tags, tag) {
 				s.retireLocked(t.it)
-				s.c.Del(t.it.key)
+				s.c.Del(t.it.h)
 				n++
 			}
 			if last {
@@ -459,8 +483,14 @@ func (s *Store) unindexLocked(it *item) {
 	s.unlinkAllLocked(it)
 }
 
-// hash is what keys and tags are indexed by.
+// hash is what keys, tags and ristretto's items are indexed by.
 func (s *Store) hash(str string) uint64 { return maphash.String(s.seed, str) & s.hashMask }
+
+// check is a key's second hash (item.chk), seeded apart from hash's: a
+// key hit in ristretto under another key's hash must match it too, a
+// chance of 2^-64 per pair of keys whose hashes collide, and neither seed
+// is known outside the process, so no client can choose keys that collide.
+func (s *Store) check(key string) uint64 { return maphash.String(s.checkSeed, key) }
 
 // unlinkAllLocked marks it unindexed and removes it from its tags' lists;
 // the caller removes or overwrites its slot in keys.
