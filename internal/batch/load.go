@@ -51,7 +51,7 @@ func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string,
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	r, settled, err := l.join(ctx, req, keyOf(group), arg, id, nil, nil)
+	r, settled, err := l.join(ctx, req, keyOf(group), func() A { return arg }, id, nil, nil)
 	switch {
 	case err != nil:
 		return v, false, err
@@ -79,7 +79,7 @@ func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string,
 // answers, and is lost: then must guard its own (coalesce.Flight's
 // FinishWith does).
 func (l *Loader[A, V]) LoadThen(ctx context.Context, req *Requester, group string, arg A, id string, then func(v V, found bool, err error)) {
-	l.LoadTo(ctx, req, group, arg, id, thenFunc[V](then), nil)
+	l.LoadTo(ctx, req, group, func() A { return arg }, id, thenFunc[V](then), nil)
 }
 
 // Waiter is told the outcome of a LoadTo, as LoadThen's then is.
@@ -97,7 +97,13 @@ func (f thenFunc[V]) Loaded(v V, found bool, err error) { f(v, found, err) }
 // (nil: none): a caller that allocates for the load anyway (the proxy's
 // batched miss) gives a pointer into that for both, and its load costs no
 // closure and, when it adds its id to a batch, no result of its own.
-func (l *Loader[A, V]) LoadTo(ctx context.Context, req *Requester, group string, arg A, id string, w Waiter[V], s *Slot[V]) {
+//
+// arg makes the load's arg, called (under the loader's lock, before
+// LoadTo returns) only when the id opens a batch, the one load whose arg
+// fetch receives: a caller whose arg is a copy of its own state made to
+// outlive it (the proxy's request) copies it once per batch, not once
+// per id. arg must be short and must not call the loader.
+func (l *Loader[A, V]) LoadTo(ctx context.Context, req *Requester, group string, arg func() A, id string, w Waiter[V], s *Slot[V]) {
 	var zero V
 	if err := ctx.Err(); err != nil {
 		w.Loaded(zero, false, err)
@@ -118,7 +124,7 @@ func (l *Loader[A, V]) LoadTo(ctx context.Context, req *Requester, group string,
 // then's (LoadThen) or, when then is nil, one that waits on r.done
 // (LoadAs). settled reports that r is settled already (its v, found and
 // err are final, and then is not kept).
-func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, arg A, id string, then Waiter[V], s *Slot[V]) (r *result[V], settled bool, err error) {
+func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, arg func() A, id string, then Waiter[V], s *Slot[V]) (r *result[V], settled bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// An id Enlist put in a batch waits on it even once the loader is
@@ -151,10 +157,11 @@ func (r *result[V]) wait(then Waiter[V]) {
 }
 
 // joinLocked is join's work on the loader's state; a new result is made
-// in s, if given and not used yet. l.mu must be held.
-func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key groupKey, arg A, id string, s *Slot[V]) *result[V] {
+// in s, if given and not used yet, and open makes the arg of a batch it
+// opens (LoadTo). l.mu must be held.
+func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key groupKey, open func() A, id string, s *Slot[V]) *result[V] {
 	if !l.q.empty() && l.q.has(id, l.opts.Now()) {
-		return l.joinAloneLocked(ctx, req, arg, id, s)
+		return l.joinAloneLocked(ctx, req, open, id, s)
 	}
 	g := l.groups[key]
 	lone := false
@@ -188,6 +195,7 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 		return l.overBudgetLocked(id)
 	}
 	if b == nil {
+		arg := open()
 		b = &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx)}
 		if g.last > 1 {
 			b.ids, b.res = make([]string, 0, g.last), make([]*result[V], 0, g.last)
@@ -218,10 +226,11 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 // joinAloneLocked fetches a quarantined id in a batch of its own, in a
 // group of its own that is never registered, or fails it with ErrBudget
 // when req (a list request) has no call left. l.mu must be held.
-func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, arg A, id string, s *Slot[V]) *result[V] {
+func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, open func() A, id string, s *Slot[V]) *result[V] {
 	if req != nil && !req.afford(1) {
 		return l.overBudgetLocked(id)
 	}
+	arg := open()
 	r := s.result()
 	g := &group[A, V]{} // its batch is never pending: nil map
 	b := &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), ids: []string{id}, res: []*result[V]{r}, alone: true}

@@ -110,24 +110,29 @@ func (w *slotWaiter) Loaded(v string, found bool, err error) { w.got <- told{v, 
 // A LoadTo keeps the result of an id it adds to a batch in its slot, and
 // only then: a load of an id already waiting shares that result and
 // leaves its own slot unused, a used slot is not used again, and every
-// waiter is told its id's outcome once.
+// waiter is told its id's outcome once; only the load that opens the
+// batch makes its arg.
 func TestLoadToSlot(t *testing.T) {
 	rec := &recorder{hold: make(chan struct{})}
 	l := New(Options{MaxSize: 3, MaxWait: never}, rec.fetch)
 	defer l.Close()
 	ctx := context.Background()
+	// arg is made only for the load that opens the batch: once for a,
+	// b and c.
+	args := 0
+	arg := func() string { args++; return "arg" }
 	first := &slotWaiter{got: make(chan told, 2)}
 	joiner := &slotWaiter{got: make(chan told, 2)}
-	l.LoadTo(ctx, nil, "g", "arg", "a", first, &first.slot)
-	l.LoadTo(ctx, nil, "g", "arg", "a", joiner, &joiner.slot)
+	l.LoadTo(ctx, nil, "g", arg, "a", first, &first.slot)
+	l.LoadTo(ctx, nil, "g", arg, "a", joiner, &joiner.slot)
 	if !first.slot.used || joiner.slot.used {
 		t.Errorf("slots used: first %v, joiner %v; want the first's only", first.slot.used, joiner.slot.used)
 	}
 	// first's slot, used, is given again for another id: that id's
 	// result is allocated, not made over a's.
 	again := &slotWaiter{got: make(chan told, 2)}
-	l.LoadTo(ctx, nil, "g", "arg", "b", again, &first.slot)
-	l.LoadTo(ctx, nil, "g", "arg", "c", thenFunc[string](func(v string, found bool, err error) {}), nil)
+	l.LoadTo(ctx, nil, "g", arg, "b", again, &first.slot)
+	l.LoadTo(ctx, nil, "g", arg, "c", thenFunc[string](func(v string, found bool, err error) {}), nil)
 	close(rec.hold)
 	for name, w := range map[string]*slotWaiter{"first a": first, "joiner a": joiner} {
 		if got := recv(t, w.got); got != (told{"v:a", true, nil}) {
@@ -143,5 +148,8 @@ func TestLoadToSlot(t *testing.T) {
 	}
 	if calls, _ := rec.snapshot(); len(calls) != 1 || len(calls[0]) != 3 {
 		t.Errorf("calls %v, want one of a, b and c", calls)
+	}
+	if args != 1 {
+		t.Errorf("arg made %d times, want once, for the batch's opener", args)
 	}
 }

@@ -90,6 +90,7 @@ func (l *Loader[A, V]) Enlist(ctx context.Context, req *Requester, group string,
 		return
 	}
 	now := l.opts.Now()
+	open := func() A { return arg }
 	for _, id := range ids {
 		if _, ok := req.enlisted[id]; ok || l.q.has(id, now) {
 			continue
@@ -97,7 +98,7 @@ func (l *Loader[A, V]) Enlist(ctx context.Context, req *Requester, group string,
 		if req.enlisted == nil {
 			req.enlisted = make(map[string]any, len(ids))
 		}
-		req.enlisted[id] = l.joinLocked(ctx, req, key, arg, id, nil)
+		req.enlisted[id] = l.joinLocked(ctx, req, key, open, id, nil)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"unsafe"
 )
 
 // ErrMalformed is wrapped by every Split error.
@@ -101,19 +102,48 @@ func SplitFor(body []byte, idField string, ids []string) ([][]byte, error) {
 // long as the element then shares its allocation.
 //
 // An answer most often lists its elements in the order the ids were asked
-// (a SQL IN over an index, a loop over the ids), so each element's id is
-// first compared with the id after the last one found, and the map of
-// ids to their places is only built for an element out of that order:
-// the map and its hashing were a good part of a small answer's split.
-// With distinct ids the id found so is the one the map would find.
+// (a loop over the ids), or in an order of its own (a SQL IN … ORDER BY
+// id, while a batch lists its ids in the order its requests came), so
+// each element's id is first compared with the id after the last one
+// found, then looked for among the others by the last 8 bytes of each
+// (tail8, read once per id into an array on the stack at the first
+// element out of order): a scan of a few
+// dozen words, where a map of ids to their places cost an allocation and
+// a hash of every id per call, and comparing the strings themselves cost
+// a call per id. Only a batch of more than maxScan ids builds the map, at
+// the first element out of order. With distinct ids the id found so is
+// the one the map would find.
 func SplitForRoom(body []byte, idField string, ids []string, room int) ([][]byte, error) {
-	var index map[string]int // built at the first element out of order
-	next := 0                // the place after the last id found
+	var index map[string]int  // built at the first element out of order, past maxScan ids
+	var tails [maxScan]uint64 // read at the first element out of order
+	tailed := false
+	next := 0 // the place after the last id found
 	out := make([][]byte, len(ids))
 	err := elements(body, idField, len(ids), func(int) {}, func(id []byte, decoded string, plain bool, e []byte) {
-		// string(id) is no copy where only compared or looked up.
-		i, ok := next, next < len(ids) && (plain && ids[next] == string(id) || !plain && ids[next] == decoded)
-		if !ok {
+		// The id as the ids spell it: id's own bytes, no copy (it is
+		// only compared and looked up, never kept).
+		k := decoded
+		if plain {
+			k = unsafe.String(unsafe.SliceData(id), len(id))
+		}
+		i, ok := next, next < len(ids) && ids[next] == k
+		switch {
+		case ok:
+		case len(ids) <= maxScan:
+			if !tailed {
+				for i, id := range ids {
+					tails[i] = tail8(id)
+				}
+				tailed = true
+			}
+			t := tail8(k)
+			for j := range ids {
+				if tails[j] == t && ids[j] == k {
+					i, ok = j, true
+					break
+				}
+			}
+		default:
 			if index == nil {
 				index = make(map[string]int, len(ids))
 				for i, id := range ids {
@@ -122,11 +152,7 @@ func SplitForRoom(body []byte, idField string, ids []string, room int) ([][]byte
 					}
 				}
 			}
-			if plain {
-				i, ok = index[string(id)]
-			} else {
-				i, ok = index[decoded]
-			}
+			i, ok = index[k]
 		}
 		if ok {
 			next = i + 1
@@ -141,6 +167,22 @@ func SplitForRoom(body []byte, idField string, ids []string, room int) ([][]byte
 	}
 	return out, nil
 }
+
+// tail8 is the last 8 bytes of s (all of a shorter s) as a word, with s's
+// length: what tells apart the ids of one batch (ids of one length most
+// often differ in their last digits). Equal ids have equal tails; unequal
+// ones may too, so a match is then compared whole.
+func tail8(s string) uint64 {
+	w := uint64(len(s))
+	for i := max(len(s)-8, 0); i < len(s); i++ {
+		w = w<<8 ^ uint64(s[i])
+	}
+	return w
+}
+
+// maxScan is the most ids SplitForRoom finds an element's place among by
+// comparing its id with theirs: past it, by a map.
+const maxScan = 64
 
 // elements is Split's scan: it validates body, calls start with how
 // many elements it holds, then each with every element (compact) and its

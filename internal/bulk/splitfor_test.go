@@ -201,3 +201,96 @@ func BenchmarkSplitForBio(b *testing.B) {
 		}
 	}
 }
+
+// SplitFor finds each element's place in every order of the ids, within
+// maxScan ids (by comparing ids) and past it (by the map): reversed,
+// rotated, pairs swapped (a batch's arrival order against an answer
+// sorted by id), an absent id among them.
+func TestSplitForOrders(t *testing.T) {
+	// "u1000"…, and ids that share their last 8 bytes (tail8).
+	for _, n := range []int{1, 2, 10, maxScan, maxScan + 1, 150, -10, -maxScan} {
+		format := "u%d"
+		if n < 0 {
+			n, format = -n, "%d-shared-tail"
+		}
+		var elems [][]byte
+		var sorted []string
+		for i := range n {
+			elems = append(elems, fmt.Appendf(nil, `{"id":"`+format+`","n":%d}`, 1000+i, i))
+			sorted = append(sorted, fmt.Sprintf(format, 1000+i))
+		}
+		body := Join(elems)
+		want, err := Split(body, "id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		reversed := slices.Clone(sorted)
+		slices.Reverse(reversed)
+		rotated := append(slices.Clone(sorted[n/3:]), sorted[:n/3]...)
+		swapped := slices.Clone(sorted)
+		for i := 0; i+1 < n; i += 2 {
+			swapped[i], swapped[i+1] = swapped[i+1], swapped[i]
+		}
+		for name, ids := range map[string][]string{"sorted": sorted, "reversed": reversed, "rotated": rotated, "swapped": swapped} {
+			ids = slices.Insert(slices.Clone(ids), len(ids)/2, "absent")
+			got, err := SplitForRoom(body, "id", ids, ETagLen)
+			if err != nil {
+				t.Fatalf("%d ids %s: %v", n, name, err)
+			}
+			for i, id := range ids {
+				if w, ok := want[id]; string(got[i]) != string(w) || !ok && got[i] != nil {
+					t.Errorf("%d ids %s: id %q got %q, want %q", n, name, id, got[i], w)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkSplitForBioNearOrder is BenchmarkSplitForBio with the ids asked
+// nearly in the answer's order, as a batch asks the demo upstream (its
+// answer is sorted by id, ORDER BY id; the batch lists ids as requests
+// came, pairs of them swapped here).
+func BenchmarkSplitForBioNearOrder(b *testing.B) {
+	var elems [][]byte
+	var ids []string
+	for i := range 25 {
+		bio := strings.Repeat("lorem ipsum dolor ", 30+i%20)
+		elems = append(elems, fmt.Appendf(nil,
+			`{"id":%d,"name":"Ann Smith","email":"ann.%d@users.example.com","version":1,"updated_at":"2024-01-01T00:00:00Z","bio":%q}`,
+			100000+i, i, bio))
+		ids = append(ids, fmt.Sprint(100000+i))
+	}
+	for i := 0; i+1 < len(ids); i += 2 {
+		ids[i], ids[i+1] = ids[i+1], ids[i]
+	}
+	benchSplitForRoom(b, Join(elems), ids)
+}
+
+// BenchmarkSplitForBioShuffled is BenchmarkSplitForBioNearOrder with the
+// ids in no order the answer's follows (a batch of requests from many
+// clients at once).
+func BenchmarkSplitForBioShuffled(b *testing.B) {
+	var elems [][]byte
+	var ids []string
+	for i := range 25 {
+		bio := strings.Repeat("lorem ipsum dolor ", 30+i%20)
+		elems = append(elems, fmt.Appendf(nil,
+			`{"id":%d,"name":"Ann Smith","email":"ann.%d@users.example.com","version":1,"updated_at":"2024-01-01T00:00:00Z","bio":%q}`,
+			100000+i, i, bio))
+		ids = append(ids, fmt.Sprint(100000+i))
+	}
+	for i := range ids { // a fixed permutation: i -> 7i mod 25
+		ids[i] = fmt.Sprint(100000 + 7*i%25)
+	}
+	benchSplitForRoom(b, Join(elems), ids)
+}
+
+func benchSplitForRoom(b *testing.B, body []byte, ids []string) {
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if out, err := SplitForRoom(body, "id", ids, ETagLen); err != nil || out[24] == nil {
+			b.Fatalf("SplitFor: %v", err)
+		}
+	}
+}

@@ -97,6 +97,13 @@ func (f *Frame) Key(u *url.URL) string {
 	return string(append(b, f.tail...))
 }
 
+// AppendKey appends Key(u) to b.
+func (f *Frame) AppendKey(b []byte, u *url.URL) []byte {
+	b = append(b, f.head...)
+	b = appendPath(b, u)
+	return append(b, f.tail...)
+}
+
 // appendHead writes the key's method and host (Build).
 func appendHead(b []byte, r *http.Request, o *Options) []byte {
 	m := r.Method

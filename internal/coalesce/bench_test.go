@@ -6,31 +6,29 @@ import (
 	"testing"
 )
 
-// queueHandoff is a Handoff whose flights a goroutine of its own finishes, as
-// the proxy's batch does: the leader parks in DoThen's wait and is woken
-// by Finish.
-type queueHandoff struct{ q chan *Flight[int] }
-
-func (h queueHandoff) Later(_ context.Context, f *Flight[int]) { h.q <- f }
-
 // BenchmarkDoThenHandoff is the flight of a batched miss: a leader with a
-// cancellable ctx (a server request's), a first step that misses, a
-// Handoff that another goroutine finishes.
+// cancellable ctx (a server request's), a first step that misses and
+// hands the flight to another goroutine, which finishes it, as the
+// proxy's batch does: the leader parks in DoThen's wait and is woken by
+// Finish.
 // Run: go test -run - -bench DoThenHandoff -benchmem ./internal/coalesce
 func BenchmarkDoThenHandoff(b *testing.B) {
 	var g Group[int]
-	h := queueHandoff{q: make(chan *Flight[int], 64)}
+	q := make(chan *Flight[int], 64)
 	go func() {
-		for f := range h.q {
+		for f := range q {
 			f.Finish(1, nil)
 		}
 	}()
-	defer close(h.q)
+	defer close(q)
 	keys := make([]string, 1024)
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i)
 	}
-	first := func(context.Context) (int, Next[int], error) { return 0, Next[int]{Handoff: h}, nil }
+	first := func(_ context.Context, f *Flight[int]) (int, Next[int], error) {
+		q <- f
+		return 0, Next[int]{Handed: true}, nil
+	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		ctx, cancel := context.WithCancel(context.Background())

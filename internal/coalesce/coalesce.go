@@ -48,7 +48,8 @@ type Group[V any] struct {
 func (g *Group[V]) Finished() uint64 { return g.finished.Load() }
 
 // Flight is one flight of a key: v and err are written once, before done
-// is closed. A Later finishes it with Finish.
+// is closed. What a DoThen's first step handed it to finishes it with
+// Finish.
 type Flight[V any] struct {
 	g    *Group[V]
 	key  string
@@ -88,7 +89,7 @@ func (g *Group[V]) Do(ctx context.Context, key string, fn func(ctx context.Conte
 }
 
 // wait is a caller's wait for c: its answer, or ctx.Err() when ctx ends
-// first. An answer already there is taken without a select (a Later that
+// first. An answer already there is taken without a select (a first step that
 // finished the flight before returning, a waiter that joined late), even
 // when ctx has ended too; a ctx that never ends (no Done channel) costs
 // no select either.
@@ -138,37 +139,27 @@ func (c *Flight[V]) run(ctx context.Context, fn func(context.Context) (V, error)
 // runs it on its own goroutine.
 type Then[V any] func(ctx context.Context) (V, error)
 
-// Later is the part of a flight that another goroutine finishes: it runs
-// on the leader's goroutine, hands the work to whatever does it (the
-// batch loader, which fetches a batch of such flights on one goroutine
-// of its own) and returns at once; that work then calls f.Finish, once,
-// whenever it is done. It must see that Finish is called whatever
-// happens (an error is an answer): the flight's waiters wait for it.
-type Later[V any] func(ctx context.Context, f *Flight[V])
-
-// Handoff is Later as a method. A flight that goes on with a Handoff
-// costs no closure when the Handoff is a pointer to what the caller
-// allocates for the flight anyway (the proxy's batched miss: its exchange,
-// its answer and the batch's waiter in one allocation).
-type Handoff[V any] interface {
-	Later(ctx context.Context, f *Flight[V])
-}
+// First is DoThen's first step. It gets the flight it runs, so that it
+// can hand the flight to whatever finishes it (Next.Handed).
+type First[V any] func(ctx context.Context, f *Flight[V]) (V, Next[V], error)
 
 // Next is how a flight goes on after a first step that did not answer it
-// (DoThen): Then on a goroutine of its own, or, when Then is nil, Later,
-// or, when Later is nil too, Handoff's Later. The zero Next: first's
-// answer is the flight's.
+// (DoThen): Then on a goroutine of its own, or, when Handed, nothing here:
+// first handed its flight to work that calls f.Finish, once, whenever it
+// is done (the batch loader, which fetches a batch of such flights on one
+// goroutine of its own). That work must see that Finish is called
+// whatever happens (an error is an answer): the flight's waiters wait for
+// it. The zero Next: first's answer is the flight's.
 type Next[V any] struct {
-	Then    Then[V]
-	Later   Later[V]
-	Handoff Handoff[V]
+	Then   Then[V]
+	Handed bool
 }
 
 // DoThen is Do for a flight whose first step is short and usually
 // answers: first runs on the goroutine of the caller that starts the
 // flight, and only when it returns a non-zero Next does the flight go on,
-// with Next's Then on its own goroutine, or with Next's Later. Callers that
-// join meanwhile wait as in Do.
+// with Next's Then on its own goroutine, or with whatever first handed
+// the flight to. Callers that join meanwhile wait as in Do.
 //
 // This is for the proxy's fill, whose first step is a cache read: on a hit
 // that is the whole flight, and running it on a fresh goroutine cost the
@@ -178,12 +169,16 @@ type Next[V any] struct {
 // stop waiting while first runs, so first must be bounded by something
 // short (the L2 timeout); Then, like Do's fn, may take as long as the
 // upstream does, and the leader stops waiting for it when its ctx ends. A
-// batched miss goes on with Later: the batch's own goroutine finishes the
-// flight, so the miss costs no goroutine of its own and its waiters one
-// wake-up, not two, while the leader can still stop waiting at once. A
-// panic or runtime.Goexit in first, Then, Later or Handoff is every
-// caller's error, as in Do.
-func (g *Group[V]) DoThen(ctx context.Context, key string, first func(ctx context.Context) (V, Next[V], error)) (v V, leader bool, err error) {
+// batched miss's first hands its flight to a batch: the batch's own
+// goroutine finishes the flight, so the miss costs no goroutine of its
+// own and its waiters one wake-up, not two, while the leader can still
+// stop waiting at once. And as first hands the flight on itself, it does
+// so while the caller's own state is still at hand: what the batch keeps
+// of it is copied only when needed (the proxy copies its exchange once
+// per batch, not per id). A panic or runtime.Goexit in first or Then is
+// every caller's error, as in Do, even when first had handed the flight
+// on (the first Finish counts).
+func (g *Group[V]) DoThen(ctx context.Context, key string, first First[V]) (v V, leader bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
@@ -191,18 +186,12 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first func(ctx contex
 	if leader {
 		flightCtx := context.WithoutCancel(ctx)
 		var then Then[V]
-		// A Later (or Handoff) runs in first's step: a panic in it is
-		// every caller's error all the same, and the hand-over costs no
-		// step of its own.
 		if !c.step(func() (V, bool, error) {
-			v, n, err := first(flightCtx)
+			v, n, err := first(flightCtx, c)
 			switch {
 			case n.Then != nil:
 				then = n.Then
-			case n.Later != nil:
-				n.Later(flightCtx, c)
-			case n.Handoff != nil:
-				n.Handoff.Later(flightCtx, c)
+			case n.Handed:
 			default:
 				return v, false, err
 			}
@@ -244,8 +233,8 @@ func (c *Flight[V]) step(fn func() (v V, more bool, err error)) (more bool) {
 	return more
 }
 
-// FinishWith finishes c with what fn returns: for the work a Later handed
-// on, run where a panic would otherwise take the process down or leave
+// FinishWith finishes c with what fn returns: for the work a first step
+// handed on (Next.Handed), run where a panic would otherwise take the process down or leave
 // the flight's callers waiting. A panic or runtime.Goexit in fn is every
 // caller's error, as in Do.
 func (c *Flight[V]) FinishWith(fn func() (V, error)) {
@@ -256,8 +245,8 @@ func (c *Flight[V]) FinishWith(fn func() (V, error)) {
 }
 
 // Finish hands v and err to c's callers and ends the flight: the next Do
-// for its key starts a new one. Only the first call counts (a Later that
-// panicked after handing its work on may be finished twice).
+// for its key starts a new one. Only the first call counts (a first step
+// that panicked after handing its flight on may be finished twice).
 func (c *Flight[V]) Finish(v V, err error) {
 	if !c.over.CompareAndSwap(false, true) {
 		return

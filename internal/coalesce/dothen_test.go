@@ -34,7 +34,7 @@ func TestDoThenFirstStepAnswersInline(t *testing.T) {
 	where := make(chan ran, 1)
 	go func() {
 		me := goid()
-		v, l, err := g.DoThen(context.Background(), "k", func(context.Context) (string, Next[string], error) {
+		v, l, err := g.DoThen(context.Background(), "k", func(context.Context, *Flight[string]) (string, Next[string], error) {
 			calls.Add(1)
 			where <- ran{me, goid()}
 			close(started)
@@ -46,7 +46,7 @@ func TestDoThenFirstStepAnswersInline(t *testing.T) {
 	<-started
 	waiterOut := make(chan outcome, 1)
 	go func() {
-		v, l, err := g.DoThen(joinCtx{context.Background(), &joined}, "k", func(context.Context) (string, Next[string], error) {
+		v, l, err := g.DoThen(joinCtx{context.Background(), &joined}, "k", func(context.Context, *Flight[string]) (string, Next[string], error) {
 			calls.Add(1)
 			return "second flight", Next[string]{}, nil
 		})
@@ -84,7 +84,7 @@ func TestDoThenLeaderStopsWaitingForThen(t *testing.T) {
 	thenG := make(chan string, 1)
 	go func() {
 		leaderG <- goid()
-		v, l, err := g.DoThen(lctx, "k", func(context.Context) (string, Next[string], error) {
+		v, l, err := g.DoThen(lctx, "k", func(context.Context, *Flight[string]) (string, Next[string], error) {
 			return "", Next[string]{Then: func(ctx context.Context) (string, error) {
 				thenG <- goid()
 				close(thenStarted)
@@ -114,7 +114,7 @@ func TestDoThenPanicsAreShared(t *testing.T) {
 	for _, inThen := range []bool{false, true} {
 		var g Group[string]
 		boom := func() (string, error) { panic("boom") }
-		_, leader, err := g.DoThen(context.Background(), "k", func(context.Context) (string, Next[string], error) {
+		_, leader, err := g.DoThen(context.Background(), "k", func(context.Context, *Flight[string]) (string, Next[string], error) {
 			if inThen {
 				return "", Next[string]{Then: func(context.Context) (string, error) { return boom() }}, nil
 			}
@@ -131,11 +131,12 @@ func TestDoThenPanicsAreShared(t *testing.T) {
 	}
 }
 
-// A flight that goes on with Later runs it on the leader's goroutine and
-// is finished by whoever Later handed it to: the leader stops waiting at
-// once when its ctx ends, the flight stays joinable until Finish, and a
-// waiter gets what Finish gave, with the leader's context values.
-func TestDoThenLaterFinishedElsewhere(t *testing.T) {
+// A first step that hands its flight on (Next.Handed) runs on the
+// leader's goroutine, and the flight is finished by whoever it was handed
+// to: the leader stops waiting at once when its ctx ends, the flight stays
+// joinable until Finish, and a waiter gets what Finish gave, with the
+// leader's context values.
+func TestDoThenHandedFinishedElsewhere(t *testing.T) {
 	var g Group[string]
 	var joined atomic.Int64
 	handed := make(chan *Flight[string], 1)
@@ -145,20 +146,19 @@ func TestDoThenLaterFinishedElsewhere(t *testing.T) {
 	leaderG := make(chan string, 1)
 	go func() {
 		leaderG <- goid()
-		v, l, err := g.DoThen(lctx, "k", func(context.Context) (string, Next[string], error) {
-			return "", Next[string]{Later: func(ctx context.Context, f *Flight[string]) {
-				laterG <- goid()
-				if err := ctx.Err(); err != nil {
-					t.Errorf("Later's ctx ended: %v", err)
-				}
-				handed <- f
-			}}, nil
+		v, l, err := g.DoThen(lctx, "k", func(ctx context.Context, f *Flight[string]) (string, Next[string], error) {
+			laterG <- goid()
+			if err := ctx.Err(); err != nil {
+				t.Errorf("first's ctx ended: %v", err)
+			}
+			handed <- f
+			return "", Next[string]{Handed: true}, nil
 		})
 		leaderOut <- outcome{v, l, err}
 	}()
 	f := recv(t, handed)
 	if l, lg := recv(t, leaderG), recv(t, laterG); l != lg {
-		t.Errorf("Later ran on goroutine %s, the leader is %s", lg, l)
+		t.Errorf("first ran on goroutine %s, the leader is %s", lg, l)
 	}
 	waiterOut := leaderLeavesWaiterStays(t, &g, &joined, cancel, leaderOut)
 	select {
@@ -177,28 +177,27 @@ func TestDoThenLaterFinishedElsewhere(t *testing.T) {
 	}
 }
 
-// A Later that finishes before it returns (the work failed at once)
-// answers the leader like a first step does.
-func TestDoThenLaterFinishesInline(t *testing.T) {
+// A flight handed on and finished before first returns (the work failed
+// at once) answers the leader like a first step does.
+func TestDoThenHandedFinishesInline(t *testing.T) {
 	var g Group[string]
-	v, leader, err := g.DoThen(context.Background(), "k", func(context.Context) (string, Next[string], error) {
-		return "", Next[string]{Later: func(_ context.Context, f *Flight[string]) { f.Finish("inline", nil) }}, nil
+	v, leader, err := g.DoThen(context.Background(), "k", func(_ context.Context, f *Flight[string]) (string, Next[string], error) {
+		f.Finish("inline", nil)
+		return "", Next[string]{Handed: true}, nil
 	})
 	if err != nil || v != "inline" || !leader {
 		t.Errorf("got (%q, leader=%v, %v), want (inline, true, nil)", v, leader, err)
 	}
 }
 
-// A Later that panics is every caller's error, even if it handed the
-// flight on first: that Finish, coming after, changes nothing.
-func TestDoThenLaterPanics(t *testing.T) {
+// A first step that panics is every caller's error, even if it handed
+// the flight on first: that Finish, coming after, changes nothing.
+func TestDoThenHandedPanics(t *testing.T) {
 	var g Group[string]
 	handed := make(chan *Flight[string], 1)
-	_, leader, err := g.DoThen(context.Background(), "k", func(context.Context) (string, Next[string], error) {
-		return "", Next[string]{Later: func(_ context.Context, f *Flight[string]) {
-			handed <- f
-			panic("boom")
-		}}, nil
+	_, leader, err := g.DoThen(context.Background(), "k", func(_ context.Context, f *Flight[string]) (string, Next[string], error) {
+		handed <- f
+		panic("boom")
 	})
 	if !errors.Is(err, ErrPanicked) || !leader {
 		t.Errorf("got (leader=%v, %v), want ErrPanicked", leader, err)
@@ -210,54 +209,32 @@ func TestDoThenLaterPanics(t *testing.T) {
 	}
 }
 
-// handoff is a Handoff that hands the flight on, as the proxy's batched
-// miss hands it to the batch, after recording the context it got.
-type handoff struct {
-	ctx    context.Context
-	handed chan *Flight[string]
-	panics bool
-}
-
-func (h *handoff) Later(ctx context.Context, f *Flight[string]) {
-	h.ctx = ctx
-	h.handed <- f
-	if h.panics {
-		panic("boom")
-	}
-}
-
-// A Handoff goes on as a Later does: on the leader's goroutine, with the
-// leader's context values and no cancellation, and the flight is finished
-// by whoever it was handed to; one that panics is every caller's error.
-func TestDoThenHandoff(t *testing.T) {
+// A flight handed on is finished by whoever it was handed to, with the
+// leader's context values and no cancellation in first's ctx, as the
+// proxy's batched miss hands it to the batch.
+func TestDoThenHandedContext(t *testing.T) {
 	var g Group[string]
-	h := &handoff{handed: make(chan *Flight[string], 1)}
+	handed := make(chan *Flight[string], 1)
+	var got context.Context
 	lctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "from-leader"))
 	defer cancel()
 	out := make(chan outcome, 1)
 	go func() {
-		v, l, err := g.DoThen(lctx, "k", func(context.Context) (string, Next[string], error) {
-			return "", Next[string]{Handoff: h}, nil
+		v, l, err := g.DoThen(lctx, "k", func(ctx context.Context, f *Flight[string]) (string, Next[string], error) {
+			got = ctx
+			handed <- f
+			return "", Next[string]{Handed: true}, nil
 		})
 		out <- outcome{v, l, err}
 	}()
-	f := recv(t, h.handed)
+	f := recv(t, handed)
 	f.Finish("finished", nil)
 	if o := recv(t, out); o.err != nil || o.v != "finished" || !o.leader {
 		t.Errorf("leader got (%q, leader=%v, %v), want (finished, true, nil)", o.v, o.leader, o.err)
 	}
-	if got, _ := h.ctx.Value(ctxKey{}).(string); got != "from-leader" || h.ctx.Done() != nil {
-		t.Errorf("Handoff's ctx: value %q, Done %v; want the leader's values, never cancelled", got, h.ctx.Done())
+	if v, _ := got.Value(ctxKey{}).(string); v != "from-leader" || got.Done() != nil {
+		t.Errorf("first's ctx: value %q, Done %v; want the leader's values, never cancelled", v, got.Done())
 	}
-
-	p := &handoff{handed: make(chan *Flight[string], 1), panics: true}
-	_, leader, err := g.DoThen(context.Background(), "p", func(context.Context) (string, Next[string], error) {
-		return "", Next[string]{Handoff: p}, nil
-	})
-	if !errors.Is(err, ErrPanicked) || !leader {
-		t.Errorf("panicking Handoff: got (leader=%v, %v), want ErrPanicked", leader, err)
-	}
-	recv(t, p.handed).Finish("late", nil)
 }
 
 // leaderLeavesWaiterStays starts a caller that joins the flight of "k",
@@ -280,18 +257,17 @@ func leaderLeavesWaiterStays(t *testing.T, g *Group[string], joined *atomic.Int6
 }
 
 // TestReadyAnswerTakenOverEndedContext: a leader whose flight was
-// finished before it waits (a Later that finished it at once) takes the
+// finished before it waits (a first step that finished it at once) takes the
 // answer without a select, even when its ctx ended meanwhile: a select
 // on both would pick either at random.
 func TestReadyAnswerTakenOverEndedContext(t *testing.T) {
 	var g Group[string]
 	for i := range 50 {
 		ctx, cancel := context.WithCancel(context.Background())
-		v, leader, err := g.DoThen(ctx, "k", func(context.Context) (string, Next[string], error) {
-			return "", Next[string]{Later: func(_ context.Context, f *Flight[string]) {
-				cancel()
-				f.Finish("answer", nil)
-			}}, nil
+		v, leader, err := g.DoThen(ctx, "k", func(_ context.Context, f *Flight[string]) (string, Next[string], error) {
+			cancel()
+			f.Finish("answer", nil)
+			return "", Next[string]{Handed: true}, nil
 		})
 		if v != "answer" || !leader || err != nil {
 			t.Fatalf("call %d: (%q, %v, %v), want (answer, true, nil)", i, v, leader, err)
@@ -307,11 +283,10 @@ func TestWaitWithoutDone(t *testing.T) {
 	var fl atomic.Pointer[Flight[string]]
 	out := make(chan outcome, 1)
 	go func() {
-		v, l, err := g.DoThen(context.Background(), "k", func(context.Context) (string, Next[string], error) {
-			return "", Next[string]{Later: func(_ context.Context, f *Flight[string]) {
-				fl.Store(f)
-				close(release)
-			}}, nil
+		v, l, err := g.DoThen(context.Background(), "k", func(_ context.Context, f *Flight[string]) (string, Next[string], error) {
+			fl.Store(f)
+			close(release)
+			return "", Next[string]{Handed: true}, nil
 		})
 		out <- outcome{v, l, err}
 	}()
@@ -332,8 +307,9 @@ func TestFinishedMovesBeforeANewFlight(t *testing.T) {
 	handed := make(chan *Flight[int], 1)
 	running := make(chan error, 1)
 	go func() {
-		v, l, err := g.DoThen(ctx, "k", func(context.Context) (int, Next[int], error) {
-			return 0, Next[int]{Later: func(_ context.Context, f *Flight[int]) { handed <- f }}, nil
+		v, l, err := g.DoThen(ctx, "k", func(_ context.Context, f *Flight[int]) (int, Next[int], error) {
+			handed <- f
+			return 0, Next[int]{Handed: true}, nil
 		})
 		if err == nil && (v != 1 || !l) {
 			err = fmt.Errorf("got (%d, leader %v), want (1, true)", v, l)
@@ -347,7 +323,7 @@ func TestFinishedMovesBeforeANewFlight(t *testing.T) {
 		t.Fatalf("first flight: %v", err)
 	}
 	var seen uint64
-	v, leader, err := g.DoThen(ctx, "k", func(context.Context) (int, Next[int], error) {
+	v, leader, err := g.DoThen(ctx, "k", func(context.Context, *Flight[int]) (int, Next[int], error) {
 		seen = g.Finished()
 		return 2, Next[int]{}, nil
 	})

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/bulk"
@@ -108,44 +110,54 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if err != nil && ctx.Err() != nil {
 		return nil, err
 	}
-	return x.batchedFlight(new(flight), ans, found, err)
+	return batchedFlight(x.h.now(), new(flight), ans, found, err)
 }
 
-// Later goes on with the flight of a batched miss (lead, fillFirst): it
-// joins the batch and returns, and the batch's goroutine finishes fl when
-// the id is answered (Loaded). So a batched miss costs no goroutine of its
-// own, and its waiters are woken once, by the batch, instead of by a
-// flight goroutine the batch woke. The leader still stops waiting when
-// its client leaves (coalesce.DoThen), and the batch goes on and stores
-// the id's element (fetchBulk) for the next request. ctx is the flight's
-// (coalesce: never cancelled), so the batch's failure is always the
-// upstream's (batchedFlight).
-func (m *lead) Later(ctx context.Context, fl *coalesce.Flight[*flight]) {
-	m.fl = fl
-	x := &m.x
+// loadBatchedTo goes on with fl, the flight of a batched miss
+// (fillFirst): it joins the batch with a lead and returns, and the
+// batch's goroutine finishes fl when the id is answered (lead.Loaded). So
+// a batched miss costs no goroutine of its own, and its waiters are woken
+// once, by the batch, instead of by a flight goroutine the batch woke.
+// The leader still stops waiting when its client leaves (coalesce.DoThen),
+// and the batch goes on and stores the id's element (fetchBulk) for the
+// next request. ctx is the flight's (coalesce: never cancelled), so the
+// batch's failure is always the upstream's (batchedFlight). The exchange
+// is copied (detach, with the base fillCached chose) only when this id
+// opens a batch: the batch makes its bulk call with the opener's.
+func (x *exchange) loadBatchedTo(ctx context.Context, fl *coalesce.Flight[*flight], stale candidate) {
+	m := &lead{fl: fl, h: x.h, base: x.base.e}
+	m.f.stale = staleRef(stale)
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
-	x.rs.batcher.LoadTo(ctx, x.list, x.rs.fwd.group(x.r), x, id, m, &m.slot)
+	x.rs.batcher.LoadTo(ctx, x.list, x.rs.fwd.group(x.r), func() *exchange { return x.detach() }, id, m, &m.slot)
 }
 
-// Loaded finishes the flight Later handed to the batch with the id's
-// answer (batch.Waiter), on the batch's goroutine.
+// Loaded finishes the flight loadBatchedTo handed to the batch with the
+// id's answer (batch.Waiter), on the batch's goroutine (or the leader's,
+// when the batch settles the id at once).
 func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
 	stale := m.f.stale // fillFirst's, before batchedFlight makes m.f anew
 	m.fl.FinishWith(func() (*flight, error) {
-		f, err := m.x.batchedFlight(&m.f, ans, found, err)
-		return m.x.missed(f, err, stale)
+		f, err := batchedFlight(m.h.now(), &m.f, ans, found, err)
+		if err != nil {
+			err = mustRevalidateError(m.base, err)
+			f = &m.f // keeps the stale copy reachable for the waiters
+			*f = flight{}
+		}
+		f.stale = stale
+		return f, err
 	})
 }
 
-// batchedFlight is the flight of one id the batcher answered, made in f.
-// ans is shared by the id's waiters: it is only read. An error is the
-// batch's (a waiter whose ctx ended has its own: loadBatched).
-func (x *exchange) batchedFlight(f *flight, ans *bulkAnswer, found bool, err error) (*flight, error) {
+// batchedFlight is the flight of one id the batcher answered, made in f;
+// now is when, for an absent id's 404. ans is shared by the id's
+// waiters: it is only read. An error is the batch's (a waiter whose ctx
+// ended has its own: loadBatched).
+func batchedFlight(now time.Time, f *flight, ans *bulkAnswer, found bool, err error) (*flight, error) {
 	if err != nil {
 		return nil, &upstreamErr{code: http.StatusBadGateway, err: err}
 	}
 	if !found {
-		*f = flight{c: candidate{e: notFoundEntry(x.h.now())}, batched: true}
+		*f = flight{c: candidate{e: notFoundEntry(now)}, batched: true}
 		return f, nil
 	}
 	*f = flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true}
@@ -182,14 +194,89 @@ func (x *exchange) elementExchange() *exchange {
 
 // setID aims an elementExchange at id, as forID(id) would; key is the
 // frame of its keys (cachekey.NewFrame of its request), as they differ in
-// their path alone.
-func (c *exchange) setID(id string, key *cachekey.Frame) {
+// their path alone. The strings the element's entry keeps, its URI tag,
+// key and expanded tag templates (returned, in tags' array), are laid out
+// in room when it holds them (the capacity SplitForRoom left past the
+// element's bytes and ETag), else in one allocation of their own: they
+// live exactly as long as the element's body, and one object is one
+// allocation and one mark for the collector in a cache of many, where
+// they were one each (issue 23).
+func (c *exchange) setID(id string, key *cachekey.Frame, room []byte, tags *[elementTags]string) []string {
 	rt := c.rs.rt
-	c.uriTag = rt.PrefixedPathFor(surrogate.URITagPrefix, rt.Batch.IDParam, id)
-	c.r.URL.Path = c.uriTag[len(surrogate.URITagPrefix):]
+	var scratch [256]byte
+	b := room[:0]
+	if cap(b) == 0 {
+		b = scratch[:0]
+	}
+	b = rt.AppendPathFor(b, surrogate.URITagPrefix, rt.Batch.IDParam, id)
+	uri := len(b)
 	c.params.in[0].Value = id
-	c.key = key.Key(c.r.URL)
+	// The path, read in place by AppendKey (b's bytes are not written
+	// again, and stay where they are if b grows).
+	u := url.URL{Path: bytesString(b, len(surrogate.URITagPrefix), uri)}
+	b = key.AppendKey(b, &u)
+	k := len(b)
+	var ends [elementTags]int
+	n := len(rt.Tags)
+	if n > elementTags {
+		n = 0 // expanded by newElementEntry
+	}
+	ps := c.params.list()
+	for i, t := range rt.Tags[:n] {
+		b = t.AppendExpand(b, ps)
+		ends[i] = len(b)
+	}
+	var out []byte // b where it stays: b itself may be scratch's
+	if cap(room) >= len(b) && unsafe.SliceData(b) == unsafe.SliceData(room) {
+		out = room[:len(b)]
+	} else {
+		// Not in room: one allocation of its own, never written again.
+		out = append(make([]byte, 0, len(b)), b...)
+	}
+	str := func(i, j int) string { return bytesString(out, i, j) }
+	c.uriTag = str(0, uri)
+	c.r.URL.Path = c.uriTag[len(surrogate.URITagPrefix):]
+	c.key = str(uri, k)
 	c.vnames, c.vcoding, c.vkey = nil, "", ""
+	if n == 0 && len(rt.Tags) > 0 {
+		return nil
+	}
+	from := k
+	for i := range n {
+		tags[i], from = str(from, ends[i]), ends[i]
+	}
+	return tags[:n]
+}
+
+// bytesString is b[i:j] as a string, without a copy: b's bytes there are
+// never written again.
+func bytesString(b []byte, i, j int) string { return unsafe.String(unsafe.SliceData(b[i:j]), j-i) }
+
+// elementTags is the most tag templates setID expands for an element.
+const elementTags = 4
+
+// elementRoom is the room setID takes for the strings of the longest of
+// ids, which the split leaves past each element: an id they outgrow (one
+// escaped in the key) gets an allocation of its own.
+func (c *exchange) elementRoom(ids []string, key *cachekey.Frame) int {
+	longest := ""
+	for _, id := range ids {
+		if len(id) > len(longest) {
+			longest = id
+		}
+	}
+	rt := c.rs.rt
+	var scratch [256]byte
+	b := rt.AppendPathFor(scratch[:0], surrogate.URITagPrefix, rt.Batch.IDParam, longest)
+	u := url.URL{Path: string(b[len(surrogate.URITagPrefix):])}
+	b = key.AppendKey(b, &u)
+	if len(rt.Tags) <= elementTags {
+		ps := route.Params{{Key: rt.Batch.IDParam, Value: longest}}
+		for _, t := range rt.Tags {
+			b = t.AppendExpand(b, ps)
+		}
+	}
+	return len(b)
 }
 
 // fetchBulk makes the one upstream call of a batch and turns its JSON
@@ -250,8 +337,11 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
-	// Room past each element for its ETag (keepElement).
-	parts, err := bulk.SplitForRoom(body, rt.Batch.IDField, ids, bulk.ETagLen)
+	// Room past each element for its ETag (keepElement), and for the
+	// strings its entry keeps (setID).
+	ex := x.elementExchange()
+	frame := cachekey.NewFrame(ex.r, &rt.Key)
+	parts, err := bulk.SplitForRoom(body, rt.Batch.IDField, ids, bulk.ETagLen+ex.elementRoom(ids, &frame))
 	if cap(body) <= maxBulkBuf {
 		// Nothing holds body past the split: the elements are
 		// copies, an error's text too.
@@ -268,12 +358,17 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	answers := make([]bulkAnswer, len(ids))
 	call := &bulkCall{upstream: took / time.Duration(len(ids)), reqID: out.Header.Get("X-Request-Id")}
 	heads := x.elementHeads(resp.Header, t0)
-	ex := x.elementExchange()
-	frame := cachekey.NewFrame(ex.r, &rt.Key)
+	var tagArray [elementTags]string
 	for i, id := range ids {
-		ex.setID(id, &frame)
+		elem, room := parts[i], []byte(nil)
+		if n := len(elem); elem != nil {
+			// The element, its ETag's room (bulk.ETagAfter) and past
+			// them the room of its strings.
+			elem, room = elem[:n:n+bulk.ETagLen], elem[n+bulk.ETagLen:n+bulk.ETagLen:cap(elem)]
+		}
+		tags := ex.setID(id, &frame, room, &tagArray)
 		a := &answers[i]
-		*a = ex.keepElement(ctx, parts[i], resp.Header, heads, t0)
+		*a = ex.keepElement(ctx, elem, resp.Header, heads, t0, tags)
 		a.call = call
 		res[id] = a
 	}

@@ -41,7 +41,7 @@ var notStoredReasons = [...]string{notStoredVaryStar, notStoredVaryPerRequest, n
 // requests of this call only, and the clients are told so (private, RFC
 // 9111 §5.2.2.7), as for a bulk answer marked private. Each element not
 // stored is counted by reason, and each reason logged once per route.
-func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.Header, heads elementHeads, requested time.Time) bulkAnswer {
+func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.Header, heads elementHeads, requested time.Time, tags []string) bulkAnswer {
 	status, body := http.StatusOK, elem
 	if elem == nil {
 		status, body = http.StatusNotFound, notFoundBody
@@ -64,7 +64,7 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		x.notStored(reason, upstream)
 		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
 	}
-	e, slot := newElementEntry(x.rs, x.params.list())
+	e, slot := newElementEntry(x.rs, x.params.list(), tags)
 	e.Status, e.Body, e.StoredAt = status, body, requested
 	var f flight
 	switch age, aged := upstream["Age"]; {

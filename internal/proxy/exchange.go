@@ -147,7 +147,7 @@ func (x *exchange) join(flightKey string, held candidate) {
 		// upstream one call at a time per key.
 		f, leader, err = x.h.refreshes.Do(ctx, flightKey, x.arrival, x.detach().fillTraced)
 	} else {
-		f, leader, err = x.h.flights.DoThen(ctx, flightKey, x.fillFirst) // copies x when it leads
+		f, leader, err = x.h.flights.DoThen(ctx, flightKey, x.fillFirst) // copies x when it misses
 	}
 	interim.Close()
 	if ctx.Err() != nil {
@@ -177,8 +177,8 @@ func (x *exchange) join(flightKey string, held candidate) {
 		return
 	}
 	failed := err != nil || f.c.e.Status >= 500
-	if held.e == nil && f != nil && x.answers(f.stale, needIfError) {
-		held = f.stale
+	if held.e == nil && f != nil && f.stale != nil && x.answers(*f.stale, needIfError) {
+		held = *f.stale
 	}
 	if failed && held.e == nil && !x.refresh && (!leader || x.own) {
 		// The flight's stale copy, if any, is its leader's variant; this

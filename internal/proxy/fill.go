@@ -29,8 +29,11 @@ type flight struct {
 	// large is set instead of c when the body is over max_body_bytes: the
 	// live response, streamed by one client (see largeBody).
 	large *largeBody
-	// stale is a stale copy the fill found, for stale-if-error.
-	stale candidate
+	// stale is a stale copy the fill found, for stale-if-error; nil:
+	// none. A pointer, as only a fill that found one has it: a flight
+	// is made per L2 hit and held by every batched miss's lead, and the
+	// candidate in place took a flight from 128 bytes to 192.
+	stale *candidate
 	// upstream is the time the fill spent on its upstream call.
 	upstream time.Duration
 	// link is the span waiters link to (trace.go); nil: none. A pointer,
@@ -67,52 +70,53 @@ func (x *exchange) fill(ctx context.Context) (*flight, error) {
 	return x.fillMiss(ctx, stale)
 }
 
-// lead is the flight a request leads (join, fillFirst): the exchange the
-// flight runs with, a copy (detach), so that the flight may outlive the
-// request's stack frame, and, for a batched miss, what the flight needs
-// until the batch answers it: the flight to finish, the stale copy and
-// the answer (with the stale copy the fill found, f.stale), and the id's
-// result in its batch. One allocation, where a detached exchange, a
-// closure for each hand-over (to coalesce, to the batch), the answer and
-// the result were one each.
+// lead is what the flight of a batched miss needs until the batch
+// answers it (fillFirst): the flight to finish, the stale copy and the
+// answer (with the stale copy the fill found, f.stale), the id's result
+// in its batch, and, of the request's exchange, only what the answer is
+// made with (batchedFlight, missed). One allocation, where a closure for
+// each hand-over (to coalesce, to the batch), the answer and the result
+// were one each. It holds no copy of the exchange: the batch needs one
+// (the bulk call's headers) only from the request that opens it, and
+// copies it then (batch.Loader.LoadTo's arg); a copy in every lead was
+// half its bytes.
 type lead struct {
-	x    exchange
-	fl   *coalesce.Flight[*flight]
+	fl *coalesce.Flight[*flight]
+	h  *Handler
+	// base is the stored entry the fill would have revalidated, for
+	// missed's must-revalidate rule (mustRevalidateError).
+	base *cache.Entry
 	f    flight
 	slot batch.Slot[*bulkAnswer]
 }
 
 // fillFirst is the flight of join, run only by the request that leads it
-// (coalesce.DoThen), on a copy of its exchange (lead): fill's tier read
-// runs on the leader's goroutine, and only a miss goes on to the upstream
-// on a goroutine of its own, which the leader may stop waiting for. An L2
-// hit thus costs no goroutine, no stack grown to the Redis client's depth
-// and no hand-over. A miss of a batched route needs no goroutine either:
-// it joins a batch, whose goroutine finishes the flight (coalesce.Handoff;
-// lead.Later). With tracing on, the whole fill runs in its span on the
-// flight's goroutine, as before. A request that joins a flight in
-// progress copies nothing, and neither does a hit: the tier read runs on
-// the request's own exchange, and only a miss, which the flight goes on
-// with beyond this call, copies it (the copy of an exchange was a fifth
-// of an L2 hit's allocated bytes: BenchmarkL2Hit).
-func (x *exchange) fillFirst(ctx context.Context) (*flight, coalesce.Next[*flight], error) {
+// (coalesce.DoThen), on the request's own exchange: fill's tier read runs
+// on the leader's goroutine, and only a miss goes on to the upstream on a
+// goroutine of its own, with a copy of the exchange (detach), which the
+// leader may stop waiting for. An L2 hit thus costs no goroutine, no
+// stack grown to the Redis client's depth and no hand-over. A miss of a
+// batched route needs no goroutine either: it joins a batch, whose
+// goroutine finishes the flight (lead.Loaded), and copies the exchange
+// only when it opens the batch. With tracing on, the whole fill runs in
+// its span on the flight's goroutine, as before. A request that joins a
+// flight in progress copies nothing, and neither does a hit (the copy of
+// an exchange was a fifth of an L2 hit's allocated bytes: BenchmarkL2Hit).
+func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight]) (*flight, coalesce.Next[*flight], error) {
 	if x.h.tr != nil {
-		fx := &(&lead{x: *x}).x // not x: the request's own exchange stays on its stack
-		return nil, coalesce.Next[*flight]{Then: fx.fillTraced}, nil
+		return nil, coalesce.Next[*flight]{Then: x.detach().fillTraced}, nil // the request's own exchange stays on its stack
 	}
 	base := x.base
 	f, stale := x.fillCached(ctx)
 	if f != nil {
 		return f, coalesce.Next[*flight]{}, nil
 	}
-	m := &lead{x: *x} // with the base fillCached chose
-	x.base = base     // the request's own exchange as it was
-	fx := &m.x
-	switch {
-	case fx.batched():
-		m.f.stale = stale
-		return nil, coalesce.Next[*flight]{Handoff: m}, nil
+	defer func() { x.base = base }() // the request's own exchange as it was
+	if x.batched() {
+		x.loadBatchedTo(ctx, fl, stale) // batch.go
+		return nil, coalesce.Next[*flight]{Handed: true}, nil
 	}
+	fx := x.detach() // with the base fillCached chose
 	return nil, coalesce.Next[*flight]{Then: func(ctx context.Context) (*flight, error) { return fx.fillMiss(ctx, stale) }}, nil
 }
 
@@ -165,8 +169,18 @@ func (x *exchange) missed(f *flight, err error, stale candidate) (*flight, error
 	if f == nil {
 		f = &flight{} // keeps the stale copy reachable for the waiters
 	}
-	f.stale = stale
+	f.stale = staleRef(stale)
 	return f, err
+}
+
+// staleRef is flight.stale for the stale copy a fill found (c.e nil:
+// none).
+func staleRef(c candidate) *candidate {
+	if c.e == nil {
+		return nil
+	}
+	held := c // a copy made here, so that no call allocates without one
+	return &held
 }
 
 // batched reports whether the request's miss is loaded through the

@@ -60,7 +60,7 @@ func TestLeaderLeavesWhileUpstreamHeld(t *testing.T) {
 	}
 }
 
-// A batched miss's flight is finished by the batch (coalesce.Later), not
+// A batched miss's flight is finished by the batch (coalesce.Next.Handed), not
 // by a goroutine of its own: its leader, whose client leaves while the
 // bulk call is held, returns at once; a request that joins the flight
 // after that gets the element when the batch answers, with no second

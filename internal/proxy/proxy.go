@@ -467,20 +467,23 @@ func newEntry(rs *routeState, params route.Params) *cache.Entry {
 	if blockTags(rs) {
 		b = new(entryBlock)
 	}
-	return b.entry(rs, params)
+	return b.entry(rs, params, nil)
 }
 
 // newElementEntry is newEntry for an element of a bulk answer, with slot,
 // room for its header's ETag value in the same allocation (nil when the
 // route's tags do not fit a block): the element's header lives exactly
 // as long as its entry. Its other values are the answer's, shared by the
-// headers of all its elements (bulk.Elements.HeaderIn).
-func newElementEntry(rs *routeState, params route.Params) (e *cache.Entry, slot []string) {
+// headers of all its elements (bulk.Elements.HeaderIn). expanded, when
+// not nil, are the route's tag templates already expanded with params
+// (setIDIn laid them out beside the element's bytes).
+func newElementEntry(rs *routeState, params route.Params, expanded []string) (e *cache.Entry, slot []string) {
 	if !blockTags(rs) {
-		return newEntry(rs, params), nil
+		var none *entryBlock
+		return none.entry(rs, params, expanded), nil
 	}
 	b := new(elementBlock)
-	return b.entryBlock.entry(rs, params), b.etag[:0]
+	return b.entryBlock.entry(rs, params, expanded), b.etag[:0]
 }
 
 // entryBlock is an entry and the backing array of its tags (newEntry).
@@ -500,8 +503,9 @@ type elementBlock struct {
 func blockTags(rs *routeState) bool { return len(rs.rt.Tags)+3 <= len(entryBlock{}.tags) }
 
 // entry fills in the entry of b (nil: a new entry of its own) with its
-// tags (newEntry).
-func (b *entryBlock) entry(rs *routeState, params route.Params) *cache.Entry {
+// tags (newEntry): the route's templates expanded with params, or
+// expanded when not nil (one per template).
+func (b *entryBlock) entry(rs *routeState, params route.Params, expanded []string) *cache.Entry {
 	var e *cache.Entry
 	if b != nil {
 		e = &b.e
@@ -510,6 +514,10 @@ func (b *entryBlock) entry(rs *routeState, params route.Params) *cache.Entry {
 		e = &cache.Entry{Tags: make([]string, 0, len(rs.rt.Tags)+3)}
 	}
 	e.Tags = append(e.Tags, rs.routeTag)
+	if expanded != nil {
+		e.Tags = append(e.Tags, expanded...)
+		return e
+	}
 	for _, t := range rs.rt.Tags {
 		e.Tags = append(e.Tags, t.Expand(params))
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/httpcache"
 )
 
@@ -74,7 +75,13 @@ func (x *exchange) refreshed(ctx context.Context, notModified http.Header, reque
 // 5xx, is relayed as it is: that is not a disconnection; nor does a failed
 // bulk call change (the SPEC's 502 for every waiter of a batch).
 func (x *exchange) mustRevalidateError(err error) error {
-	if x.base.e == nil || !x.base.e.NoStale || errors.Is(err, errBulk) {
+	return mustRevalidateError(x.base.e, err)
+}
+
+// mustRevalidateError is the method's rule for a fill whose stored entry
+// to revalidate was base (nil: none).
+func mustRevalidateError(base *cache.Entry, err error) error {
+	if base == nil || !base.NoStale || errors.Is(err, errBulk) {
 		return err
 	}
 	if ue := classify(err); ue.code == http.StatusGatewayTimeout {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unsafe"
 )
 
 // A pattern is a chi-style route pattern compiled to a list of segments.
@@ -222,18 +223,24 @@ func (r *Route) PrefixedPathFor(prefix, param, value string) string {
 			n += len(s.raw)
 		}
 	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteString(prefix)
+	b := r.AppendPathFor(make([]byte, 0, n), prefix, param, value)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // as strings.Builder: b is not written again
+}
+
+// AppendPathFor appends prefix and PathFor(param, value) to b, so that a
+// caller can lay the path out in memory it allocates with what lives as
+// long (a bulk answer's element: its entry's key and tags).
+func (r *Route) AppendPathFor(b []byte, prefix, param, value string) []byte {
+	b = append(b, prefix...)
 	for _, s := range r.pat.segs {
 		switch {
 		case s.kind == segStatic || s.kind == segWildcard:
-			b.WriteString(s.text)
+			b = append(b, s.text...)
 		case s.text == param:
-			b.WriteString(value)
+			b = append(b, value...)
 		default:
-			b.WriteString(s.raw)
+			b = append(b, s.raw...)
 		}
 	}
-	return b.String()
+	return b
 }

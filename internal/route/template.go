@@ -90,6 +90,18 @@ func (t Template) Expand(p Params) string {
 	return b.String()
 }
 
+// AppendExpand appends Expand(p) to b.
+func (t Template) AppendExpand(b []byte, p Params) []byte {
+	for _, pt := range t.parts {
+		if pt.param {
+			b = append(b, p.Get(pt.text)...)
+		} else {
+			b = append(b, pt.text...)
+		}
+	}
+	return b
+}
+
 // Params returns the names the template refers to, in order.
 func (t Template) Params() []string {
 	var names []string
