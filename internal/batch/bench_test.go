@@ -95,7 +95,7 @@ func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int6
 				l.LoadThen(ctx, nil, group(n), struct{}{}, id, tell)
 			case bySlot:
 				w := &benchWaiter{told: told}
-				l.LoadTo(ctx, nil, group(n), struct{}{}, id, w, &w.slot)
+				l.LoadTo(ctx, nil, group(n), noArg, id, w, &w.slot)
 			default:
 				_, found, err = l.Load(ctx, group(n), struct{}{}, id)
 			}
@@ -117,6 +117,8 @@ func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int6
 }
 
 func oneGroup(int64) string { return "g" }
+
+func noArg() struct{} { return struct{}{} }
 
 // BenchmarkLoad measures batch assembly under contention: a fetch that
 // answers at once, and one that takes as long as a nearby upstream, where
