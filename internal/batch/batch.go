@@ -138,6 +138,13 @@ type Loader[A, V any] struct {
 
 	mu     sync.Mutex
 	groups map[groupKey]*group[A, V]
+	// spare is the last group that went idle (runOne), with its pending
+	// map's room, its ready queue's, its timer and its last batch's
+	// size, made again into the next new group (newGroupLocked): at a
+	// moderate rate a group goes idle between its calls, and each call's
+	// group cost a map grown id by id, a timer and slices grown the same
+	// way. It holds no more than that group did.
+	spare  *group[A, V]
 	closed bool
 	wg     sync.WaitGroup // batches not yet answered
 	q      *quarantine

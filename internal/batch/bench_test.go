@@ -1,8 +1,10 @@
 package batch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -22,13 +24,39 @@ func processCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// benchLoads runs b.N loads of distinct ids from 64·GOMAXPROCS goroutines
-// through a loader with opts, whose fetch takes latency and fails with
-// ErrIsolate for every id divisible by badEvery (0: none), and reports the
-// ids per call, the calls per load and the process's CPU per load
-// (cpu-ns/op). group gives each load's group.
-// Loads wait with Load, or, with then, are told with LoadThen.
-func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int64, group func(n int64) string, then ...bool) {
+// shape is how benchLoads' loads wait, and how many are in flight.
+type shape struct {
+	// wait: 0 in Load; byThen told by LoadThen; bySlot told by LoadTo,
+	// with the result in the waiter's own allocation (the proxy's lead).
+	wait int
+	par  int // loads in flight per GOMAXPROCS; 0 means 64
+}
+
+const (
+	byThen = 1 + iota
+	bySlot
+)
+
+// benchWaiter is a load's own allocation, as the proxy's lead is: its
+// Waiter and the room for its result.
+type benchWaiter struct {
+	told chan<- loaded
+	slot Slot[int]
+}
+
+type loaded struct {
+	found bool
+	err   error
+}
+
+func (w *benchWaiter) Loaded(_ int, found bool, err error) { w.told <- loaded{found, err} }
+
+// benchLoads runs b.N loads of distinct ids from GOMAXPROCS·sh.par
+// goroutines through a loader with opts, whose fetch takes latency and
+// fails with ErrIsolate for every id divisible by badEvery (0: none), and
+// reports the ids per call, the calls per load and the process's CPU per
+// load (cpu-ns/op). group gives each load's group; sh how loads wait.
+func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int64, group func(n int64) string, sh shape) {
 	var fetches, ids atomic.Int64
 	fetch := func(_ context.Context, _ struct{}, batch []string) (map[string]int, error) {
 		fetches.Add(1)
@@ -50,28 +78,30 @@ func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int6
 	var next atomic.Int64
 	ctx := context.Background()
 
-	b.SetParallelism(64)
+	b.SetParallelism(cmp.Or(sh.par, 64))
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := processCPU(b)
 	b.RunParallel(func(pb *testing.PB) {
-		type outcome struct {
-			found bool
-			err   error
-		}
-		told := make(chan outcome, 1)
-		tell := func(_ int, found bool, err error) { told <- outcome{found, err} }
+		told := make(chan loaded, 1)
+		tell := func(_ int, found bool, err error) { told <- loaded{found, err} }
 		for pb.Next() {
 			n := next.Add(1)
 			id := strconv.FormatInt(n, 10)
 			var found bool
 			var err error
-			if len(then) > 0 && then[0] {
+			switch sh.wait {
+			case byThen:
 				l.LoadThen(ctx, nil, group(n), struct{}{}, id, tell)
+			case bySlot:
+				w := &benchWaiter{told: told}
+				l.LoadTo(ctx, nil, group(n), noArg, id, w, &w.slot)
+			default:
+				_, found, err = l.Load(ctx, group(n), struct{}{}, id)
+			}
+			if sh.wait != 0 {
 				o := <-told
 				found, err = o.found, o.err
-			} else {
-				_, found, err = l.Load(ctx, group(n), struct{}{}, id)
 			}
 			if bad := badEvery > 0 && n%badEvery == 0; bad != (err != nil) || !bad && !found {
 				b.Fatalf("load %s: found=%v err=%v", id, found, err)
@@ -88,13 +118,15 @@ func benchLoads(b *testing.B, opts Options, latency time.Duration, badEvery int6
 
 func oneGroup(int64) string { return "g" }
 
+func noArg() struct{} { return struct{}{} }
+
 // BenchmarkLoad measures batch assembly under contention: a fetch that
 // answers at once, and one that takes as long as a nearby upstream, where
 // the adaptive window fills calls while others are in flight.
 func BenchmarkLoad(b *testing.B) {
 	for _, latency := range []time.Duration{0, 500 * time.Microsecond} {
 		b.Run(fmt.Sprint("upstream=", latency), func(b *testing.B) {
-			benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond}, latency, 0, oneGroup)
+			benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond}, latency, 0, oneGroup, shape{})
 		})
 	}
 }
@@ -104,18 +136,29 @@ func BenchmarkLoad(b *testing.B) {
 // channel per id, and the waiter woken by its own channel here as the
 // proxy's flight is by its own.
 func BenchmarkLoadThen(b *testing.B) {
-	benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond}, 500*time.Microsecond, 0, oneGroup, true)
+	benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond}, 500*time.Microsecond, 0, oneGroup, shape{wait: byThen})
+}
+
+// BenchmarkLoadQuiet is the proxy's batched misses at a moderate rate:
+// 24 loads in flight, told by LoadTo with their results in their own
+// allocation, so that each batch waits out MaxWait, goes with 24 ids, and
+// the group is idle from its answer to the next load, as between the
+// bulk calls of an open-loop load of ~24 ids per call. What it measures
+// is the loader's work per batch spread over a few ids.
+func BenchmarkLoadQuiet(b *testing.B) {
+	par := max(24/runtime.GOMAXPROCS(0), 1)
+	benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond}, 500*time.Microsecond, 0, oneGroup, shape{wait: bySlot, par: par})
 }
 
 // BenchmarkLoadIsolate: one id in a hundred makes its call fail with
 // ErrIsolate, so most batches are split down to their bad ids.
 func BenchmarkLoadIsolate(b *testing.B) {
-	benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond}, 0, 100, oneGroup)
+	benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond}, 0, 100, oneGroup, shape{})
 }
 
 // BenchmarkLoadManyGroups: every load in a group of its own, ten times
 // more groups than MaxGroups allows, the shape of a client varying a header.
 func BenchmarkLoadManyGroups(b *testing.B) {
 	benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond, MaxGroups: 64}, 0, 0,
-		func(n int64) string { return strconv.FormatInt(n%640, 10) })
+		func(n int64) string { return strconv.FormatInt(n%640, 10) }, shape{})
 }

@@ -4,15 +4,35 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"time"
 )
 
 // expire marks b's MaxWait as up, if b still accepts ids.
 func (l *Loader[A, V]) expire(b *batch[A, V]) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.expireLocked(b)
+}
+
+func (l *Loader[A, V]) expireLocked(b *batch[A, V]) {
 	if b.g.open == b {
 		b.expired = true
 		l.pumpLocked(b.g)
+	}
+}
+
+// timeUp is g's timer (group.timer): it expires g's open batch if that
+// batch's MaxWait is up. A run of the timer set for a batch closed since
+// (Stop came too late) finds another batch open, opened less than MaxWait
+// ago, whose own run is still to come (Reset), or none, and does nothing.
+// The timer fires no sooner than MaxWait after the Reset that follows the
+// batch's opened on the same monotonic clock, so its own run never
+// misses.
+func (l *Loader[A, V]) timeUp(g *group[A, V]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b := g.open; b != nil && time.Since(b.opened) >= l.opts.MaxWait {
+		l.expireLocked(b)
 	}
 }
 
@@ -22,8 +42,8 @@ func (l *Loader[A, V]) closeOpenLocked(g *group[A, V]) {
 	b := g.open
 	g.open = nil
 	g.last = len(b.ids)
-	if b.timer != nil {
-		b.timer.Stop()
+	if !b.opened.IsZero() {
+		g.timer.Stop()
 	}
 	g.ready = append(g.ready, b)
 }
@@ -51,7 +71,11 @@ func (l *Loader[A, V]) nextLocked(g *group[A, V]) *batch[A, V] {
 		}
 		b := g.ready[0]
 		g.ready[0] = nil
-		g.ready = g.ready[1:]
+		if len(g.ready) == 1 {
+			g.ready = g.ready[:0] // its room kept for the next batch
+		} else {
+			g.ready = g.ready[1:]
+		}
 		if !l.unsettledLocked(b) {
 			continue
 		}
@@ -125,6 +149,7 @@ func (l *Loader[A, V]) runOne(b *batch[A, V]) (next *batch[A, V]) {
 	l.pumpLocked(g)
 	if g.open == nil && len(g.ready) == 0 && g.inFlight == 0 && l.groups[g.key] == g {
 		delete(l.groups, g.key)
+		l.spare = g
 	}
 	l.mu.Unlock()
 	for _, r := range tell {
@@ -137,19 +162,38 @@ func (l *Loader[A, V]) runOne(b *batch[A, V]) (next *batch[A, V]) {
 // waiters not yet told, and returns them, to be told once the lock is
 // released. l.mu must be held. A call settles only results it holds, so
 // its own res are where to look.
+//
+// When all of res are to be told, as when a call answered ids that each
+// have a LoadThen waiter (the proxy's batched misses), res itself is
+// returned, not a copy: a dispatched batch's res is never written again.
 func tellLocked[V any](res []*result[V]) []*result[V] {
-	var out []*result[V]
+	n := 0
 	for _, r := range res {
-		if r.settled && !r.told && r.then != nil {
-			r.told = true
-			if out == nil {
-				out = make([]*result[V], 0, len(res))
-			}
-			out = append(out, r)
+		if r.toTell() {
+			n++
 		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := res
+	if n < len(res) {
+		out = make([]*result[V], 0, n)
+		for _, r := range res {
+			if r.toTell() {
+				out = append(out, r)
+			}
+		}
+	}
+	for _, r := range out {
+		r.told = true
 	}
 	return out
 }
+
+// toTell reports whether r is settled and has LoadThen waiters not yet
+// told. Loader.mu must be held.
+func (r *result[V]) toTell() bool { return r.settled && !r.told && r.then != nil }
 
 // tell gives r's outcome to its LoadThen waiters. r is settled, so
 // nothing writes it any more.

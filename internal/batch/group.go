@@ -35,23 +35,29 @@ type group[A, V any] struct {
 	ready    []*batch[A, V]        // closed to ids, waiting for a slot, oldest first
 	pending  map[string]*result[V] // ids of open and ready batches
 	inFlight int
-	// last is the size of the group's last batch closed to ids: the next
-	// batch's room for ids, so that a busy group's batch of n ids costs
-	// its ids and results one allocation each, not log₂ n. It is never
-	// over MaxSize.
+	// last is the size of the group's last batch closed to ids (or, in
+	// a group made from the loader's spare, of the spare's): the next
+	// batch's room for ids, so that a batch of n ids costs its ids and
+	// results one allocation each, not log₂ n. It is never over MaxSize.
 	last int
+	// timer ends the MaxWait of the group's open batch (timeUp): one
+	// timer per group, Reset for each batch it opens, not one per batch.
+	// nil in a group never registered (lone, quarantined).
+	timer *time.Timer
 }
 
 // batch is one fetch to make. Its fields are guarded by Loader.mu until it
 // is dispatched, and read only by its run after.
 type batch[A, V any] struct {
-	g       *group[A, V]
-	arg     A
-	ctx     context.Context
-	ids     []string
-	res     []*result[V] // res[i] is the outcome of ids[i]
-	timer   *time.Timer  // nil for isolation halves and lone batches
-	expired bool         // MaxWait is up
+	g   *group[A, V]
+	arg A
+	ctx context.Context
+	ids []string
+	res []*result[V] // res[i] is the outcome of ids[i]
+	// opened is when the batch opened, and its group's timer was set
+	// for it; zero for isolation halves and lone batches, which have none.
+	opened  time.Time
+	expired bool // MaxWait is up
 	// retry: an isolation call, of owner's ids only (nil: one-id requests').
 	retry bool
 	owner *Requester

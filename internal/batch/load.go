@@ -166,10 +166,11 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 	g := l.groups[key]
 	lone := false
 	if g == nil {
-		g = &group[A, V]{key: key, pending: make(map[string]*result[V])}
 		if len(l.groups) < l.opts.MaxGroups {
+			g = l.newGroupLocked(key)
 			l.groups[key] = g
 		} else {
+			g = &group[A, V]{key: key, pending: make(map[string]*result[V])}
 			// A group of its own that is never registered: it is not
 			// found again, and disappears with its one fetch.
 			lone = true
@@ -202,7 +203,12 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 		l.wg.Add(1)
 		g.open = b
 		if !lone {
-			b.timer = time.AfterFunc(l.opts.MaxWait, func() { l.expire(b) })
+			b.opened = time.Now()
+			if g.timer == nil {
+				g.timer = time.AfterFunc(l.opts.MaxWait, func() { l.timeUp(g) })
+			} else {
+				g.timer.Reset(l.opts.MaxWait)
+			}
 		}
 	}
 	r := s.result()
@@ -226,12 +232,28 @@ func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, open
 	}
 	arg := open()
 	r := s.result()
-	g := &group[A, V]{pending: make(map[string]*result[V])}
+	g := &group[A, V]{} // its batch is never pending: nil map
 	b := &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), ids: []string{id}, res: []*result[V]{r}, alone: true}
 	l.wg.Add(1)
 	g.ready = append(g.ready, b)
 	l.pumpLocked(g)
 	return r
+}
+
+// newGroupLocked is a new group keyed key, to be registered: the spare
+// (Loader.spare) when there is one. l.mu must be held.
+func (l *Loader[A, V]) newGroupLocked(key groupKey) *group[A, V] {
+	g := l.spare
+	if g == nil {
+		return &group[A, V]{key: key, pending: make(map[string]*result[V])}
+	}
+	l.spare = nil
+	// Idle: open nil, ready empty, nothing in flight, and pending empty
+	// (each id leaves it as its batch is dispatched: nextLocked), cleared
+	// all the same, as a new map would be.
+	g.key = key
+	clear(g.pending)
+	return g
 }
 
 // Slot is room for the result of one id's load (LoadTo), in memory its

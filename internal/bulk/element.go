@@ -1,12 +1,13 @@
 package bulk
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"unsafe"
+
+	"golang.org/x/crypto/blake2b"
 )
 
 // representation are the fields of a bulk answer that describe the bytes
@@ -153,7 +154,25 @@ func (t *template) with(slot []string, k, v string) http.Header {
 }
 
 // ETag is a strong entity tag for body (RFC 9110 §8.8.3): 96 bits of its
-// SHA-256, so it changes whenever a byte does, as a strong validator must.
+// BLAKE2b-256, so it changes whenever a byte does, as a strong validator
+// must (§8.8.1). It is computed for each 200 element of a bulk answer and
+// each split list, so its speed is the batched miss's.
+//
+// The hash is cryptographic and unkeyed on purpose. Unkeyed: every replica
+// and every restart must give the same bytes the same tag, or clients'
+// If-None-Match stops matching across a fleet (a per-process seed, as
+// hash/maphash has, would break that). Cryptographic: an element's bytes
+// are often written by its users, who must not be able to make a changed
+// element keep its old tag and so keep clients revalidating onto a stale
+// copy; 96 bits leave a second preimage out of reach.
+//
+// BLAKE2b rather than SHA-256: on CPUs without the SHA extensions (SHA-NI),
+// such as the Xeons this was measured on, BLAKE2b-256 takes ~1.3 µs for a
+// 1 KB element where SHA-256 takes 5.0–5.6 µs (BenchmarkETag). With SHA-NI
+// the order flips (SHA-256 ~0.6 µs/KB, BLAKE2b ~1.1), but a fleet must use
+// one function whatever its CPUs, and changing it changes every tag (each
+// client's next revalidation is a 200 once), so the choice favours the
+// CPUs without SHA-NI, where the hash cost most.
 func ETag(body []byte) string {
 	var b [ETagLen]byte
 	etagOf(b[:], body)
@@ -164,7 +183,7 @@ func ETag(body []byte) string {
 const ETagLen = 2 + 16
 
 func etagOf(b, body []byte) {
-	sum := sha256.Sum256(body)
+	sum := blake2b.Sum256(body)
 	b[0] = '"'
 	base64.RawURLEncoding.Encode(b[1:17], sum[:12])
 	b[17] = '"'
