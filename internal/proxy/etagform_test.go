@@ -71,6 +71,10 @@ func TestElementETagFormsAnswerAlike(t *testing.T) {
 				}
 			}
 			e.l1.Wait()
+			// Counted after the fill, not assumed to be 1: the three
+			// requests share a bulk call only when they meet within its
+			// window, which a loaded machine can stretch past.
+			calls := len(o.snapshot())
 			ctx := context.Background()
 			keys, _ := e.l1.KeysWithTag(proxy.RouteTag("user"), 100)
 			tags := map[string]string{}
@@ -149,8 +153,8 @@ func TestElementETagFormsAnswerAlike(t *testing.T) {
 					t.Errorf("ETag beside the header:\n%s\nETag in the header:\n%s", before[i], after[i])
 				}
 			}
-			if n := len(o.snapshot()); n != 1 {
-				t.Errorf("%d bulk calls, want 1 (every request above is a hit)", n)
+			if n := len(o.snapshot()); n != calls {
+				t.Errorf("%d bulk calls after the fill's %d, want none (every request above is a hit)", n-calls, calls)
 			}
 		})
 	}
