@@ -294,8 +294,8 @@ func TestUnmarshalAllocs(t *testing.T) {
 		decode func([]byte) (*Entry, error)
 		max    float64
 	}{
-		{"Unmarshal", Unmarshal, 6},
-		{"UnmarshalOwned", UnmarshalOwned, 5},
+		{"Unmarshal", Unmarshal, 5},
+		{"UnmarshalOwned", UnmarshalOwned, 4},
 	} {
 		n := testing.AllocsPerRun(100, func() {
 			if _, err := tt.decode(data); err != nil {
