@@ -18,6 +18,16 @@ var validSeeds = []string{
 	`0`, `-0`, `-`, `01`, `1.`, `1.5`, `.5`, `1e`, `1e+`, `1E-7`, `1e5.1`, `-1.0e+10`, `- 1`,
 	`true`, `tru`, `truex`, `false`, `null`, `nul`, `NaN`,
 	`[{"id":1,"a":{"b":[1,2,{"id":4}]}}]`, `[1] x`, `[1]]`, "[1]\n", "\t{\"a\" :\r\n[ true ,null]}",
+	// Strings past shortWords words (strLong): an escape, a control
+	// byte, an escaped quote or the end at each side of a word, an
+	// escape as the last byte, no closing quote.
+	`"` + strings.Repeat("a", 40) + `"`, `["` + strings.Repeat("b", 17) + `\"` + strings.Repeat("c", 33) + `"]`,
+	`"` + strings.Repeat("d", 31) + `\u00e9` + strings.Repeat("e", 40) + `\n"`,
+	"\"" + strings.Repeat("f", 45) + "\x1f" + strings.Repeat("g", 3) + "\"",
+	"\"" + strings.Repeat("h", 16) + "\x00\"", "\"" + strings.Repeat("i", 70) + "\t" + strings.Repeat("j", 9) + "\"",
+	`"` + strings.Repeat("k", 24) + `\`, `"` + strings.Repeat("l", 24) + `\u12`, `"` + strings.Repeat("m", 30),
+	`"` + strings.Repeat("n", 20) + `\q"`, `"` + strings.Repeat("o", 20) + `\"`, `{"` + strings.Repeat("p", 33) + `\\":1}`,
+	`"` + strings.Repeat(`\"x`, 30) + `"`, `"` + strings.Repeat("r", 25) + "\xff\x7f\x80" + strings.Repeat("s", 25) + `"`,
 	strings.Repeat("[", maxDepth) + strings.Repeat("]", maxDepth),
 	strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1),
 	strings.Repeat(`{"a":`, maxDepth) + "1" + strings.Repeat("}", maxDepth),
@@ -87,6 +97,18 @@ func TestSpecial8(t *testing.T) {
 					t.Fatalf("special8(%q): first special byte at %d, want %d", w, got, first)
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkValidBio is the validating pass alone (no element copied) over
+// the demo upstream's answer shape, whose long strings strLong reads.
+func BenchmarkValidBio(b *testing.B) {
+	body, _ := bioAnswer()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if ok, _ := valid(body); !ok {
+			b.Fatal("invalid")
 		}
 	}
 }
