@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math/bits"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -110,5 +111,32 @@ func BenchmarkValidBio(b *testing.B) {
 		if ok, _ := valid(body); !ok {
 			b.Fatal("invalid")
 		}
+	}
+}
+
+// TestValidLongStrings holds valid to json.Valid on strings long enough
+// for strLong, built from the bytes its searches and tests stop at (a
+// quote, a backslash, escape letters, hex digits, control and non-ASCII
+// bytes) among plain ones, so escapes, escaped quotes and control bytes
+// fall at every place of a word and of a 32-byte block.
+func TestValidLongStrings(t *testing.T) {
+	const alphabet = "aaaaaaaaaaaaaaaa\"\\\\\\u0fAnt/\x01\x1f\x7f\xff "
+	rnd := rand.New(rand.NewPCG(23, 2))
+	for range 20000 {
+		b := []byte{'['}
+		for e := range 1 + rnd.IntN(3) {
+			if e > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			for range rnd.IntN(120) {
+				b = append(b, alphabet[rnd.IntN(len(alphabet))])
+			}
+			b = append(b, '"')
+		}
+		if rnd.IntN(8) > 0 {
+			b = append(b, ']')
+		}
+		checkValid(t, b)
 	}
 }
