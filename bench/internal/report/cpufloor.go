@@ -9,7 +9,8 @@ import (
 
 // batchFloor is the batched miss beside its Go reference, when the batch
 // row measured it: per sidecar, its batched miss ÷ its L1 hit (the goal),
-// the floor (bare Go's batched miss ÷ bare Go's hit on the same ids),
+// the floor (bare Go's batched miss ÷ bare Go's hit on the same ids:
+// batching done the plain way, with the standard library),
 // what the sidecar's miss adds to its hit over what batching adds to bare
 // Go's (µs, GOMAXPROCS=1 only, as the L2 extra), and the requests per
 // bulk call of both, which the per-request cost of a call depends on.
@@ -37,10 +38,13 @@ func (r *CPUReport) batchFloor(w func(string, ...any), names []string, ratio fun
 		"one GET /users?ids=… to the same demo over a keep-alive net/http client, the JSON array split by encoding/json's Decoder into json.RawMessage elements, "+
 		"each stored in a map with an ETag made by sidecache's own function, then the waiters woken and answered from the map. It asks the ids "+
 		"sidecache's batched miss asked in the same round, in its order, its map emptied before each round; *%s* asks them again, from memory. "+
-		"The floor is its miss ÷ its hit: a server as lean as bare Go cannot batch a miss for less, so the goal cannot be met below it. "+
+		"The floor is its miss ÷ its hit: the work no batching server can skip (a waiting goroutine per request, the window, one call, reading and splitting the answer, storing, waking) "+
+		"done the plain way, with the standard library alone. A sidecar above it spends more on a miss than that plain server does; "+
+		"one below it already does these parts more cheaply than the standard library (sidecache has its own upstream client and splitter), "+
+		"and what is left of the goal is then in its own parts, not in Go's. "+
 		"The extra is the sidecar's batched miss minus its L1 hit over bare Go's miss minus its hit, both in µs at GOMAXPROCS=1: "+
-		"1.00× would mean sidecache's miss adds only what batching itself costs; what lies above is sidecache's own "+
-		"(isolation, coalescing, the L1's store, its Cache-Status, Via and Age). A call's cost is shared by its requests, so compare the requests per bulk call: "+
+		"1.00× means sidecache's miss adds to its hit what the plain server's adds to its own, above it more "+
+		"(isolation, coalescing, the L1's store, its Cache-Status, Via and Age), below it less. A call's cost is shared by its requests, so compare the requests per bulk call: "+
 		"the fuller calls are the cheaper per request.", lab.BareBatchServer, lab.BareBatchHitServer)
 	w("")
 }
