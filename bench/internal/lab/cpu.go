@@ -47,8 +47,9 @@ const (
 	// BareBatchServer and BareBatchHitServer are the batch row's Go
 	// reference (batchFloor): the bare server at GOMAXPROCS=1 batching
 	// GET /users/{id} misses into bulk calls to the demo, and then serving
-	// the same ids from memory. Their difference is what batching alone
-	// costs a Go server, the floor of what a batched miss can add to a hit.
+	// the same ids from memory. Their difference is what batching costs a
+	// Go server built from the standard library: the floor the batched
+	// miss's extra over a hit is read against.
 	BareBatchServer    = "bare Go GOMAXPROCS=1 (batched miss)"
 	BareBatchHitServer = "bare Go GOMAXPROCS=1 (the batched ids from memory)"
 	// L2ReadLoopServer is the l2 row's reference issuing the L2 hit's own

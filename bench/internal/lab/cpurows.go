@@ -66,7 +66,9 @@ func splitPath(n, keys int, cold *coldIDs) string {
 //   - batch: GET /users/{id} on ids never asked before, batching on, L1
 //     only (purged before each round), with requests per bulk call; and
 //     the same on a sidecar whose L1 (BoundL1) is full and evicting
-//     before each round (BoundTest);
+//     before each round (BoundTest); and beside them the bare Go server
+//     at GOMAXPROCS=1 batching the ids the first sidecar asked, then
+//     serving them from memory (batchFloor);
 //   - split: GET /users?ids=… of Bulk ids, half of them cached before each
 //     round, half cold;
 //   - l2: a replica with L1 off reading entries another replica (L1 off
