@@ -168,6 +168,8 @@ func (r *CPUReport) Markdown() string {
 			"reports before 2026-11-25 20:00 released a millisecond's GETs at once (the 1 ms batches column), " +
 			"which share Redis's event-loop wake-ups and so made the reference cheaper than the traffic it stands for.")
 		w("")
+	}
+	if len(rows) > 0 && bareRedis > 0 { // the l2 row ran: its Go reference did too
 		w("The Go reference: *%s* is the bench's bare net/http server (the hit row's *%s*, one core as sidecache by default) "+
 			"reading each answer's body from the same Redis as the L2 hit, with one GET per request on a pooled connection, "+
 			"in the same rounds. Its CPU beyond the from-memory row is what the Redis round trip alone costs a Go server "+

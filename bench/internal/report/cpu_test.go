@@ -236,6 +236,9 @@ func TestCPUBatchFloor(t *testing.T) {
 	if strings.Contains(md, "| bare Go GOMAXPROCS=1 | ") {
 		t.Errorf("a bare Go row got a sidecar's ratio line:\n%s", md)
 	}
+	if strings.Contains(md, "The Go reference:") {
+		t.Errorf("the l2 row's Go reference explained in a run without it:\n%s", md)
+	}
 
 	// -cpu-rows batch alone: no L1 hit, so no goal ratio nor extra; the
 	// floor still shows.
