@@ -77,16 +77,25 @@ func (g *idLog) cycle() (int64, bool) {
 // same way. Its hit asks the same ids again, from memory. The miss ÷ the
 // hit is the floor of the batched miss ÷ hit goal: what batching alone
 // costs a Go server over serving from memory.
+//
+// A second process, the same server with sidecache's splitter
+// (-batch-lean), asks the same ids for a third cell; its miss is read
+// against the first's hit (the two serve from memory alike).
 func (l *Lab) batchFloor(ctx context.Context, asked *idLog, cold *coldIDs) []cpuEntry {
-	var once sync.Once
-	var shared *sut
-	var startErr error
+	var once, leanOnce sync.Once
+	var shared, lean *sut
+	var startErr, leanErr error
 	start := func() (*sut, error) {
-		once.Do(func() { shared, startErr = l.startBareBatch(ctx) })
+		once.Do(func() { shared, startErr = l.startBareBatch(ctx, false) })
 		return shared, startErr
+	}
+	startLean := func() (*sut, error) {
+		leanOnce.Do(func() { lean, leanErr = l.startBareBatch(ctx, true) })
+		return lean, leanErr
 	}
 	fetched := &idLog{}
 	var replayed, fresh, missed atomic.Int64 // the last cell's ids by source, and the hit cell's not fetched
+	var leanReplayed, leanFresh atomic.Int64
 	return []cpuEntry{
 		{row: "batch", test: "batched miss", server: BareBatchServer, start: start, bulk: true, ids: 1,
 			prep: func(s *sut) error {
@@ -125,6 +134,28 @@ func (l *Lab) batchFloor(ctx context.Context, asked *idLog, cold *coldIDs) []cpu
 			note: func() string {
 				return fmt.Sprintf("the ids its batched miss fetched in the same round, asked again in the same order (from the first again if it asks more) "+
 					"and answered from its map, headers as the miss's; %d asked in the last round were none it had fetched", missed.Load())
+			}},
+		{row: "batch", test: "batched miss", server: BareBatchLeanServer, start: startLean, bulk: true, ids: 1,
+			prep: func(s *sut) error {
+				asked.rewind()
+				leanReplayed.Store(0)
+				leanFresh.Store(0)
+				return s.purge(ctx)
+			},
+			next: func() load.Request {
+				id, ok := asked.replay()
+				if ok {
+					leanReplayed.Add(1)
+				} else {
+					id = cold.take()
+					leanFresh.Add(1)
+				}
+				return userGet(id)
+			},
+			note: func() string {
+				return fmt.Sprintf("the batched miss above with sidecache's splitter (bulk.SplitFor over the whole answer, each element its own copy) in place of encoding/json; "+
+					"the last round asked %d of the ids sidecache (batched miss) asked in that round, in its order, and %d fresh",
+					leanReplayed.Load(), leanFresh.Load())
 			}},
 	}
 }

@@ -41,6 +41,7 @@ func ServeBare(addr string, args []string) error {
 	records := fs.Int("records", 10000, "clients to serve")
 	redis := fs.String("redis", "", "read each body from this Redis (one GET per request)")
 	upstream := fs.String("batch", "", "serve GET /users/{id} by batching into bulk calls to this demo upstream")
+	lean := fs.Bool("batch-lean", false, "split each bulk answer with sidecache's splitter instead of encoding/json")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -51,7 +52,7 @@ func ServeBare(addr string, args []string) error {
 	if *upstream != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/clients/", h)
-		newBareBatch(*upstream).routes(mux)
+		newBareBatch(*upstream, *lean).routes(mux)
 		h = mux
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -156,10 +157,15 @@ func (l *Lab) startBareRedis(ctx context.Context, redis string) (*sut, error) {
 }
 
 // startBareBatch is the bare server in its batching mode at GOMAXPROCS=1
-// in front of the demo upstream, its store emptied by s.purge.
-func (l *Lab) startBareBatch(ctx context.Context) (*sut, error) {
+// in front of the demo upstream, its store emptied by s.purge; lean
+// splits with sidecache's splitter.
+func (l *Lab) startBareBatch(ctx context.Context, lean bool) (*sut, error) {
 	env := []string{"GOMAXPROCS=1"}
-	s, err := l.startBareArgs(ctx, envName("bare-batch", env), env, "-batch", l.demoAddr)
+	name, args := "bare-batch", []string{"-batch", l.demoAddr}
+	if lean {
+		name, args = "bare-batch-lean", append(args, "-batch-lean")
+	}
+	s, err := l.startBareArgs(ctx, envName(name, env), env, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -193,7 +193,7 @@ func (r *CPUReport) Markdown() string {
 // which are no sidecar.
 func bareRow(server string) bool {
 	switch server {
-	case lab.BareMemoryServer, lab.BareRedisServer, lab.BareBatchServer, lab.BareBatchHitServer:
+	case lab.BareMemoryServer, lab.BareRedisServer, lab.BareBatchServer, lab.BareBatchHitServer, lab.BareBatchLeanServer:
 		return true
 	}
 	return false

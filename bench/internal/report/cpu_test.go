@@ -219,15 +219,17 @@ func TestCPUBatchFloor(t *testing.T) {
 		{Test: "batched miss", Server: "sidecache GOMAXPROCS=2 (batched miss)", PerReq: d(90), PerBulk: []float64{25}, IDs: 1},
 		{Test: "batched miss", Server: lab.BareBatchServer, PerReq: d(48), PerBulk: []float64{19.2}, IDs: 1},
 		{Test: "hit", Server: lab.BareBatchHitServer, PerReq: d(32), IDs: 1, HitShare: 1, MinHitShare: 1},
+		{Test: "batched miss", Server: lab.BareBatchLeanServer, PerReq: d(40), PerBulk: []float64{19.8}, IDs: 1},
 	}}
 	md := r.Markdown()
 	for _, want := range []string{
 		"| batched miss | " + lab.BareBatchServer + " | 48.0 | 48.0–48.0 |  | 19.2 |  | 0 % |",
 		"| hit | " + lab.BareBatchHitServer + " | 32.0 | 32.0–32.0 |  |  |  | 100 % |",
-		"| sidecar | batched miss ÷ hit (goal ≤ 1.3×) | floor of the batched goal (bare Go GOMAXPROCS=1: batched miss ÷ from memory) | batched miss's extra ÷ bare Go's batched extra (µs over the hit, GOMAXPROCS=1) | requests per bulk call: sidecar / bare Go |",
-		"| sidecache | 1.75× | 1.50× | 1.88× (30.0 ÷ 16.0 µs) | 21.7 / 19.2 |",
-		"| sidecache GOMAXPROCS=2 | 1.50× | 1.50× | — (GOMAXPROCS≠1) | 25.0 / 19.2 |",
+		"| sidecar | batched miss ÷ hit (goal ≤ 1.3×) | floor of the batched goal (bare Go GOMAXPROCS=1: batched miss ÷ from memory) | the floor with sidecache's splitter | batched miss's extra ÷ bare Go's batched extra (µs over the hit, GOMAXPROCS=1) | the extra over bare Go's with sidecache's splitter | requests per bulk call: sidecar / bare Go / bare Go with sidecache's splitter |",
+		"| sidecache | 1.75× | 1.50× | 1.25× | 1.88× (30.0 ÷ 16.0 µs) | 3.75× (30.0 ÷ 8.0 µs) | 21.7 / 19.2 / 19.8 |",
+		"| sidecache GOMAXPROCS=2 | 1.50× | 1.50× | 1.25× | — (GOMAXPROCS≠1) | — (GOMAXPROCS≠1) | 25.0 / 19.2 / 19.8 |",
 		"The batched floor: *" + lab.BareBatchServer + "*",
+		"*" + lab.BareBatchLeanServer + "* is the same server splitting each answer with sidecache's own splitter",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
@@ -243,7 +245,7 @@ func TestCPUBatchFloor(t *testing.T) {
 	// -cpu-rows batch alone: no L1 hit, so no goal ratio nor extra; the
 	// floor still shows.
 	r.Results = []lab.CPUResult{r.Results[2], r.Results[4], r.Results[5]}
-	if md := r.Markdown(); !strings.Contains(md, "| sidecache | — | 1.50× | — | 21.7 / 19.2 |") {
+	if md := r.Markdown(); !strings.Contains(md, "| sidecache | — | 1.50× | — | — | — | 21.7 / 19.2 / — |") {
 		t.Errorf("batch alone: the floor is missing:\n%s", md)
 	}
 
