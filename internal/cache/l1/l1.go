@@ -264,18 +264,31 @@ var ErrRejected = errors.New("l1: entry rejected")
 
 func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 	if e == nil {
-		return errors.New("l1: set: nil entry")
+		return errNilEntry
 	}
-	now := s.now()
+	it, ttl := s.prepare(key, e, s.now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drainLocked()
+	return s.setLocked(it, ttl)
+}
+
+var errNilEntry = errors.New("l1: set: nil entry")
+
+// prepare makes the item for e under key, all that Set works out before
+// it takes mu, and returns what is left of e's lifetime at now.
+func (s *Store) prepare(key string, e *cache.Entry, now time.Time) (*item, time.Duration) {
 	ttl := e.Remaining(now)
 	it := newItem(key, e, s.hash(key))
 	it.chk = s.check(key)
 	it.deadline = deadline(int64(now.Sub(s.base)), ttl)
 	s.hashTags(it)
+	return it, ttl
+}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.drainLocked()
+// setLocked is Set's work under mu, for it made by prepare.
+func (s *Store) setLocked(it *item, ttl time.Duration) error {
+	key := it.key
 	// The key's slot and its tags' heads are looked up back to back, before
 	// anything is written: in a large store each is a cache miss (a batched
 	// miss's key and id tag are new), and with nothing between them the CPU
