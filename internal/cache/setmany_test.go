@@ -48,7 +48,7 @@ func TestTieredSetManyAsSet(t *testing.T) {
 			one, many := tier(), tier()
 			got := make([]error, len(keys)+1) // longer than keys: only its head is written
 			got[len(keys)] = errL1
-			many.SetMany(t.Context(), keys, es, got)
+			many.SetMany(t.Context(), keys, es, got, nil)
 			if got[len(keys)] != errL1 {
 				t.Errorf("SetMany wrote errs past len(keys)")
 			}
@@ -71,5 +71,34 @@ func TestTieredSetManyAsSet(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An entry SetMany's keep refuses is written to no tier and reported as
+// ErrStale, with an L1 (which asks keep) or without (Tiered asks it
+// before the L2 write); the others are written as Set writes them.
+func TestTieredSetManyKeep(t *testing.T) {
+	t.Parallel()
+	for _, withL1 := range []bool{true, false} {
+		var s1 cache.Store
+		if withL1 {
+			s1 = newL1(t)
+		}
+		s2 := newMem()
+		tiered := cache.NewTiered(s1, s2, cache.TieredOptions{})
+		stale := fresh(time.Hour)
+		keys := []string{"a", "stale", "b"}
+		errs := make([]error, len(keys))
+		tiered.SetMany(t.Context(), keys, []*cache.Entry{fresh(time.Hour), stale, fresh(time.Hour)}, errs,
+			func(e *cache.Entry) bool { return e != stale })
+		for i, key := range keys {
+			if want := key == "stale"; errors.Is(errs[i], cache.ErrStale) != want || (errs[i] != nil) != want {
+				t.Errorf("l1 %v: %s: error %v", withL1, key, errs[i])
+			}
+			found, _, _ := tiered.Lookup(t.Context(), key)
+			if (found != nil) == (key == "stale") || s2.has(key) == (key == "stale") {
+				t.Errorf("l1 %v: %s: found %v, in l2 %v", withL1, key, found != nil, s2.has(key))
+			}
+		}
 	}
 }

@@ -326,23 +326,39 @@ func (t *Tiered) stored(err1, err2 error) error {
 // manySetter is what SetMany uses of L1 when it has it (l1.Store): the
 // writes of many keys for the cost of fewer cache misses.
 type manySetter interface {
-	SetMany(ctx context.Context, keys []string, es []*Entry, errs []error)
+	SetMany(ctx context.Context, keys []string, es []*Entry, errs []error, keep func(*Entry) bool)
 }
+
+// ErrStale is SetMany's error for an entry its keep refused: it predates
+// an invalidation, and no tier was written.
+var ErrStale = errors.New("cache: entry predates an invalidation")
 
 // SetMany is Set for each keys[i] and es[i], in that order per tier, with
 // errs[i] (len(errs) >= len(keys)) what Set would have returned: for the
 // entries of one bulk answer, which L1 writes together (l1.Store.SetMany).
-func (t *Tiered) SetMany(ctx context.Context, keys []string, es []*Entry, errs []error) {
+// keep, if not nil, is asked for each entry right before L1 writes it,
+// under the lock L1's tag invalidation takes (before the L2 write when
+// there is no L1): an entry it refuses is written to no tier (ErrStale).
+func (t *Tiered) SetMany(ctx context.Context, keys []string, es []*Entry, errs []error, keep func(*Entry) bool) {
 	errs = errs[:len(keys)]
 	clear(errs)
-	if ms, ok := t.l1.(manySetter); ok {
-		ms.SetMany(ctx, keys, es, errs)
-	} else if t.l1 != nil {
+	switch ms, ok := t.l1.(manySetter); {
+	case ok:
+		ms.SetMany(ctx, keys, es, errs, keep)
+	case t.l1 != nil:
 		for i, key := range keys {
+			if keep != nil && !keep(es[i]) {
+				errs[i] = ErrStale
+				continue
+			}
 			errs[i] = t.l1.Set(ctx, key, es[i])
 		}
 	}
 	for i, key := range keys {
+		if errors.Is(errs[i], ErrStale) || t.l1 == nil && keep != nil && !keep(es[i]) {
+			errs[i] = ErrStale
+			continue
+		}
 		var err1, err2 error
 		if errs[i] != nil {
 			err1 = fmt.Errorf("cache: l1 set: %w", errs[i])

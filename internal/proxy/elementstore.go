@@ -16,7 +16,7 @@ import (
 // with; issue 23). A cache without it (a test's wrapper, the traced cache)
 // gets one Set per entry, as a per-ID fetch's.
 type manySetter interface {
-	SetMany(ctx context.Context, keys []string, es []*cache.Entry, errs []error)
+	SetMany(ctx context.Context, keys []string, es []*cache.Entry, errs []error, keep func(*cache.Entry) bool)
 }
 
 // elementSets are the writes keepAs left for storeElements, for the
@@ -65,10 +65,21 @@ func (x *exchange) storeElements(ctx context.Context, answers []bulkAnswer, upst
 		s.errs = make([]error, len(s.keys))
 	}
 	s.errs = s.errs[:len(s.keys)]
+	// Asked again right before each write: an invalidation since keepAs
+	// admitted the entry refuses it (admit.Options.Tombs). now may be
+	// earlier than a tombstone: Stale refuses only the entries requested
+	// before it, whenever it was asked.
+	now := x.h.now()
+	tombs := x.h.tombs
+	keep := func(e *cache.Entry) bool { return !tombs.Stale(e, now) }
 	if ms, ok := x.h.cache.(manySetter); ok {
-		ms.SetMany(ctx, s.keys, s.es, s.errs)
+		ms.SetMany(ctx, s.keys, s.es, s.errs, keep)
 	} else {
 		for i, key := range s.keys {
+			if !keep(s.es[i]) {
+				s.errs[i] = cache.ErrStale
+				continue
+			}
 			s.errs[i] = x.h.cache.Set(ctx, key, s.es[i])
 		}
 	}

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/proxy"
+	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
 // The elements of a bulk answer are written together after the split
@@ -62,5 +64,50 @@ func TestBatchElementRefusedByL1(t *testing.T) {
 	}
 	if got := o.snapshot()[calls:]; len(got) != 1 || len(got[0].ids) != 1 || got[0].ids[0] != big {
 		t.Errorf("asked again, the sidecar made bulk calls %v, want one for %s alone", got, big)
+	}
+}
+
+// invalidatingCache is the tiers with an invalidation of tags arriving
+// after the elements of a bulk answer were admitted and before they are
+// written (as a peer's may): its SetMany adds the tombstones first.
+type invalidatingCache struct {
+	*cache.Tiered
+	h    **proxy.Handler
+	tags []string
+}
+
+func (c invalidatingCache) SetMany(ctx context.Context, keys []string, es []*cache.Entry, errs []error, keep func(*cache.Entry) bool) {
+	(*c.h).Invalidated(c.tags...)
+	c.Tiered.SetMany(ctx, keys, es, errs, keep)
+}
+
+// An element whose tag is invalidated between its admission and the write
+// of the bulk answer's elements (storeElements) is answered but neither
+// stored nor reported stored: the write asks the tombstones again.
+func TestBatchElementInvalidatedBeforeWrite(t *testing.T) {
+	t.Parallel()
+	o := newBulkOrigin(t, nil)
+	var h *proxy.Handler
+	e := newEnv(t, o.upstream, []testRoute{userRoute(100, 50*time.Millisecond)}, func(po *proxy.Options, _ *l1.Store) {
+		po.Cache = invalidatingCache{Tiered: po.Cache.(*cache.Tiered), h: &h, tags: []string{surrogate.URITagPrefix + "/users/2"}}
+	})
+	h = e.h
+	paths := []string{"/users/1", "/users/2", "/users/3"}
+	for i, a := range fetchAll(e, paths, nil) {
+		if a.err != nil || a.code != http.StatusOK {
+			t.Fatalf("%s: %d %v", paths[i], a.code, a.err)
+		}
+		if stored := strings.Contains(a.header.Get("Cache-Status"), "stored"); stored != (paths[i] != "/users/2") {
+			t.Errorf("%s: Cache-Status %q", paths[i], a.header.Get("Cache-Status"))
+		}
+	}
+	calls := len(o.snapshot())
+	for _, p := range []string{"/users/1", "/users/3"} {
+		if a := fetch(t.Context(), e.front.URL+p, nil); a.err != nil || a.code != http.StatusOK {
+			t.Fatalf("again %s: %d %v", p, a.code, a.err)
+		}
+	}
+	if got := o.snapshot()[calls:]; len(got) != 0 {
+		t.Errorf("users 1 and 3 asked again made bulk calls %v, want none (stored)", got)
 	}
 }

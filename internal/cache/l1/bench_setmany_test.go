@@ -66,7 +66,7 @@ func benchFillBulk(b *testing.B, many bool) {
 		// the end of a round).
 		lo := max(i-bulkIDs, (i-1)/n*n)
 		if many {
-			s.SetMany(ctx, keys[lo%n:(i-1)%n+1], entries[lo%n:(i-1)%n+1], errs)
+			s.SetMany(ctx, keys[lo%n:(i-1)%n+1], entries[lo%n:(i-1)%n+1], errs, nil)
 		} else {
 			for j := lo; j < i; j++ {
 				errs[j-lo] = s.Set(ctx, keys[j%n], entries[j%n])

@@ -25,7 +25,17 @@ const setManyChunk = 16
 // entries are looked up back to back first, so that the CPU waits for
 // them together, and the Sets that follow find them in cache; the chunk
 // also takes mu, the clock and the grave once rather than per entry.
-func (s *Store) SetMany(_ context.Context, keys []string, entries []*cache.Entry, errs []error) {
+//
+// keep, if not nil, is asked for each entry under mu, right before it is
+// written; an entry it refuses is not written (the key's entry, if any,
+// stays), with cache.ErrStale. The proxy asks whether an invalidation
+// (its tombstone) has come since the entry was requested: an
+// invalidation adds its tombstones before it takes mu for DeleteTags, so
+// an entry is either refused or written before DeleteTags runs, which then
+// drops it. Writing the chunk's entries after the whole bulk answer was
+// split must not widen the window in which one predating an invalidation
+// lands after it.
+func (s *Store) SetMany(_ context.Context, keys []string, entries []*cache.Entry, errs []error, keep func(*cache.Entry) bool) {
 	now := s.now()
 	var chunk [setManyChunk]*item
 	var ttls [setManyChunk]time.Duration
@@ -44,7 +54,11 @@ func (s *Store) SetMany(_ context.Context, keys []string, entries []*cache.Entry
 		s.drainLocked()
 		s.warmLocked(chunk[:n])
 		for j, it := range chunk[:n] {
-			if it != nil {
+			switch {
+			case it == nil:
+			case keep != nil && !keep(it.e):
+				errs[start+j] = cache.ErrStale
+			default:
 				errs[start+j] = s.setLocked(it, ttls[j])
 			}
 		}

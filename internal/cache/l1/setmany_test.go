@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func TestSetManyAsSets(t *testing.T) {
 			add("GET example.com/users/4", nil)
 			add("GET example.com/users/5", entry(strings.Repeat("x", 2<<20), time.Hour, "_route:user"))
 			add("GET example.com/users/6", entry("gone", 0, "_route:user"))
-			add("GET example.com/users/40", entry(`{"id":40,"v":2}`, time.Hour, "user:40"))
+			add("GET example.com/users/20", entry(`{"id":20,"v":2}`, time.Hour, "user:20"))
 			add("GET example.com/clients/1", entry("c1", time.Hour, "_route:client", "user:7"))
 
 			want := make([]error, len(keys))
@@ -47,7 +48,7 @@ func TestSetManyAsSets(t *testing.T) {
 				want[i] = one.Set(t.Context(), key, es[i])
 			}
 			got := make([]error, len(keys))
-			many.SetMany(t.Context(), keys, es, got)
+			many.SetMany(t.Context(), keys, es, got, nil)
 			for i := range keys {
 				if (got[i] == nil) != (want[i] == nil) || errors.Is(got[i], ErrRejected) != errors.Is(want[i], ErrRejected) {
 					t.Errorf("entry %d (%s): SetMany's error %v, Set's %v", i, keys[i], got[i], want[i])
@@ -68,7 +69,7 @@ func TestSetManyAsSets(t *testing.T) {
 			if kept := int64(2*setManyChunk + 5 + 1 - 2); mask == ^uint64(0) && one.Items() != kept {
 				t.Errorf("Set holds %d items, want %d", one.Items(), kept)
 			}
-			for _, tag := range []string{"_route:user", "_route:client", "user:3", "user:3b", "user:7", "user:40", "uri:/users/40", "uri:/users/6"} {
+			for _, tag := range []string{"_route:user", "_route:client", "user:3", "user:3b", "user:7", "user:20", "uri:/users/20", "uri:/users/6"} {
 				a, _ := one.KeysWithTag(tag, 1000)
 				b, _ := many.KeysWithTag(tag, 1000)
 				if !slices.Equal(a, b) {
@@ -78,4 +79,47 @@ func TestSetManyAsSets(t *testing.T) {
 			checkIndex(t, many)
 		})
 	}
+}
+
+// An invalidation racing SetMany never leaves behind an entry that keep
+// would refuse: the invalidation marks first (as the proxy adds its
+// tombstones) and then runs DeleteTags, and SetMany asks keep under the
+// lock DeleteTags takes, so each entry is refused or written before
+// DeleteTags drops it. Asked before the lock (as a caller checking its
+// entries ahead of the call would), an entry checked just before the mark
+// and written just after DeleteTags stays.
+func TestSetManyKeepRacingInvalidation(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, Options{MaxBytes: 64 << 20})
+	const rounds, n = 2000, 2 * setManyChunk
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("GET example.com/users/%d", i)
+	}
+	errs := make([]error, n)
+	for r := range rounds {
+		tag := fmt.Sprintf("gen:%d", r)
+		es := make([]*cache.Entry, n)
+		for i := range es {
+			es[i] = entry("v", time.Hour, "_route:user", tag)
+		}
+		var invalidated atomic.Bool
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			invalidated.Store(true)
+			s.DeleteTags(tag)
+		}()
+		s.SetMany(t.Context(), keys, es, errs, func(*cache.Entry) bool { return !invalidated.Load() })
+		<-done
+		for i, key := range keys {
+			if e := get(t, s, key); e == es[i] {
+				t.Fatalf("round %d: %s kept after the invalidation of its tag (error %v)", r, key, errs[i])
+			}
+			if errs[i] != nil && !errors.Is(errs[i], cache.ErrStale) {
+				t.Fatalf("round %d: %s: %v", r, key, errs[i])
+			}
+		}
+	}
+	checkIndex(t, s)
 }
