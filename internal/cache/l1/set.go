@@ -2,6 +2,8 @@ package l1
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/cache"
@@ -87,4 +89,67 @@ func (s *Store) warmLocked(items []*item) int {
 		}
 	}
 	return n
+}
+
+var errNilEntry = errors.New("l1: set: nil entry")
+
+// prepare makes the item for e under key, all that Set works out before
+// it takes mu, and returns what is left of e's lifetime at now.
+func (s *Store) prepare(key string, e *cache.Entry, now time.Time) (*item, time.Duration) {
+	ttl := e.Remaining(now)
+	it := newItem(key, e, s.hash(key))
+	it.chk = s.check(key)
+	it.deadline = deadline(int64(now.Sub(s.base)), ttl)
+	s.hashTags(it)
+	return it, ttl
+}
+
+// setLocked is Set's work under mu, for it made by prepare.
+func (s *Store) setLocked(it *item, ttl time.Duration) error {
+	key := it.key
+	// The key's slot and its tags' heads are looked up back to back, before
+	// anything is written: in a large store each is a cache miss (a batched
+	// miss's key and id tag are new), and with nothing between them the CPU
+	// waits for them together rather than one after another.
+	old := s.keys[it.h] // key's live item, or another key's with its hash
+	keep := ttl > 0 && it.cost <= s.maxBytes
+	var heads [linkAhead]*tagNode
+	ahead := heads[:0]
+	if keep {
+		ahead = heads[:min(len(it.nodes), linkAhead)]
+		for i := range ahead {
+			ahead[i] = s.tags[it.nodes[i].th]
+		}
+	}
+	if !keep {
+		if old != nil && old.key == key {
+			s.retireLocked(old)
+			s.c.Del(old.h)
+		}
+		if ttl > 0 {
+			return fmt.Errorf("%w: %d bytes over l1.max_bytes %d", ErrRejected, it.cost, s.maxBytes)
+		}
+		return nil
+	}
+	if old != nil {
+		// Retired but left in keys: indexLocked overwrites its slot.
+		s.kill(old)
+		s.unlinkAllLocked(old)
+		// Deleted from ristretto even when it is this key's: if
+		// ristretto has not applied old's write yet, it takes this write
+		// as a second new key and its policy, which has the key by then,
+		// rejects it, naming the live item (TestRewriteBeforeApplied).
+		// The delete is applied between the two, in order.
+		s.c.Del(old.h)
+		// Unlinking old wrote s.tags: the heads are looked up again.
+		ahead = nil
+	}
+	s.indexLocked(it, ahead)
+	// No TTL: the index expires the item (expiry.go).
+	if !s.c.Set(it.h, it, it.cost) {
+		// Dropped under contention or after Close: nothing will call back.
+		s.retireLocked(it)
+		return fmt.Errorf("%w: dropped", ErrRejected)
+	}
+	return nil
 }
