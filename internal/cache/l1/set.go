@@ -27,6 +27,9 @@ const setManyChunk = 16
 // entries are looked up back to back first, so that the CPU waits for
 // them together, and the Sets that follow find them in cache; the chunk
 // also takes mu, the clock and the grave once rather than per entry.
+// (bench/miss-vs-hit.sh's profile on the shared AMD: the L1 write of a
+// batched miss took 2.06 and 2.14 µs per request with one Set each, 1.61
+// and 1.81 with SetMany, its key and tag lookups 0.64 µs then 0.47.)
 //
 // keep, if not nil, is asked for each entry under mu, right before it is
 // written; an entry it refuses is not written (the key's entry, if any,
