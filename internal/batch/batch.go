@@ -131,10 +131,18 @@ type Options struct {
 // the call had more than one id (see ErrIsolate).
 type FetchFunc[A, V any] func(ctx context.Context, arg A, ids []string) (map[string]V, error)
 
+// ListFunc is FetchFunc with its values in the order of ids: vals[i] is
+// ids[i]'s, and every id of a call that returns no error is found. A
+// fetch that answers each id it is asked for (a missing element being an
+// answer too) needs no map built, filled and read back per call: one
+// hash of each id on each side, and the map's allocation, per bulk call.
+type ListFunc[A, V any] func(ctx context.Context, arg A, ids []string) (vals []V, err error)
+
 // Loader collects Loads into batches. It is safe for concurrent use.
 type Loader[A, V any] struct {
 	opts  Options
-	fetch FetchFunc[A, V]
+	fetch FetchFunc[A, V] // one of fetch and list is set
+	list  ListFunc[A, V]
 
 	mu     sync.Mutex
 	groups map[groupKey]*group[A, V]
@@ -155,6 +163,19 @@ type Loader[A, V any] struct {
 
 // New returns a Loader that fetches with fetch.
 func New[A, V any](opts Options, fetch FetchFunc[A, V]) *Loader[A, V] {
+	l := newLoader[A, V](opts)
+	l.fetch = fetch
+	return l
+}
+
+// NewList returns a Loader that fetches with list.
+func NewList[A, V any](opts Options, list ListFunc[A, V]) *Loader[A, V] {
+	l := newLoader[A, V](opts)
+	l.list = list
+	return l
+}
+
+func newLoader[A, V any](opts Options) *Loader[A, V] {
 	opts.MaxSize = max(opts.MaxSize, 1)
 	if opts.MaxInFlight < 1 {
 		opts.MaxInFlight = DefaultMaxInFlight
@@ -168,7 +189,7 @@ func New[A, V any](opts Options, fetch FetchFunc[A, V]) *Loader[A, V] {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Loader[A, V]{opts: opts, fetch: fetch, groups: make(map[groupKey]*group[A, V]),
+	return &Loader[A, V]{opts: opts, groups: make(map[groupKey]*group[A, V]),
 		q: newQuarantine(opts.Quarantine, opts.MaxQuarantined)}
 }
 

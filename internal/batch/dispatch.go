@@ -118,7 +118,7 @@ func (l *Loader[A, V]) unsettledLocked(b *batch[A, V]) bool {
 	if b.owner != nil {
 		b.owner.calls--
 	}
-	l.settleLocked(b, nil, nil) // its round, if any, counts it answered
+	l.settleLocked(b, answers[V]{}, nil) // its round, if any, counts it answered
 	l.wg.Done()
 	return false
 }
@@ -138,12 +138,12 @@ func (l *Loader[A, V]) run(b *batch[A, V]) {
 // dispatched (nextLocked), or nil.
 func (l *Loader[A, V]) runOne(b *batch[A, V]) (next *batch[A, V]) {
 	defer l.wg.Done()
-	m, err := l.call(b)
+	a, err := l.call(b)
 
 	l.mu.Lock()
 	g := b.g
 	g.inFlight--
-	l.settleLocked(b, m, err)
+	l.settleLocked(b, a, err)
 	tell := tellLocked(b.res)
 	next = l.nextLocked(g)
 	l.pumpLocked(g)
@@ -213,19 +213,44 @@ func tellOne[V any](then Waiter[V], v V, found bool, err error) {
 // call runs fetch, turning a panic into an error: every waiter of b gets
 // it, and run still releases b's slot of its group. It runs on the
 // loader's own goroutine (run), where nothing else would recover it.
-func (l *Loader[A, V]) call(b *batch[A, V]) (m map[string]V, err error) {
+func (l *Loader[A, V]) call(b *batch[A, V]) (a answers[V], err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if l.opts.OnPanic == nil {
-				m, err = nil, fmt.Errorf("%w: %v\n\n%s", ErrPanicked, r, debug.Stack())
+				a, err = answers[V]{}, fmt.Errorf("%w: %v\n\n%s", ErrPanicked, r, debug.Stack())
 				return
 			}
 			l.opts.OnPanic(r, debug.Stack())
-			m, err = nil, fmt.Errorf("%w: %v", ErrPanicked, r)
+			a, err = answers[V]{}, fmt.Errorf("%w: %v", ErrPanicked, r)
 		}
 	}()
 	if l.opts.OnBatch != nil {
 		l.opts.OnBatch(len(b.ids))
 	}
-	return l.fetch(b.ctx, b.arg, b.ids)
+	if l.list != nil {
+		a.list, err = l.list(b.ctx, b.arg, b.ids)
+		if err == nil && len(a.list) != len(b.ids) {
+			// A bug of the fetch's: never an id given another's value.
+			a.list, err = nil, fmt.Errorf("batch: %d values for %d ids", len(a.list), len(b.ids))
+		}
+		return a, err
+	}
+	a.m, err = l.fetch(b.ctx, b.arg, b.ids)
+	return a, err
+}
+
+// answers are a call's values: by id (FetchFunc), or in the order of its
+// ids (ListFunc).
+type answers[V any] struct {
+	m    map[string]V
+	list []V
+}
+
+// get is the value of b.ids[i], the i-th id of the call that answered.
+func (a answers[V]) get(ids []string, i int) (v V, found bool) {
+	if a.list != nil {
+		return a.list[i], true
+	}
+	v, found = a.m[ids[i]]
+	return v, found
 }

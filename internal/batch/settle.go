@@ -16,7 +16,7 @@ import (
 // then fails only the request that asked for it, and every other request
 // waits one more call, never a search. One request's ids that fail
 // together are halved (halveLocked), within the request's budget.
-func (l *Loader[A, V]) settleLocked(b *batch[A, V], m map[string]V, err error) {
+func (l *Loader[A, V]) settleLocked(b *batch[A, V], a answers[V], err error) {
 	now := l.opts.Now()
 	panicked := errors.Is(err, ErrPanicked)
 	isolable := err != nil && !panicked && errors.Is(err, ErrIsolate)
@@ -45,7 +45,7 @@ func (l *Loader[A, V]) settleLocked(b *batch[A, V], m map[string]V, err error) {
 		}
 	}
 	if err == nil {
-		l.answerLocked(b, m, now)
+		l.answerLocked(b, a, now)
 		return
 	}
 	if suspect && l.down && !b.retry && len(b.ids) > 1 {
@@ -81,15 +81,14 @@ func (l *Loader[A, V]) settleLocked(b *batch[A, V], m map[string]V, err error) {
 // answerLocked gives each id of b its value, unless another call holding
 // it answered first. A one-id retry or quarantined call whose value the
 // upstream refused quarantines the id; one answered releases it.
-func (l *Loader[A, V]) answerLocked(b *batch[A, V], m map[string]V, now time.Time) {
+func (l *Loader[A, V]) answerLocked(b *batch[A, V], a answers[V], now time.Time) {
 	for i, r := range b.res {
-		v, found := m[b.ids[i]]
-		r.answer(v, found)
+		r.answer(a.get(b.ids, i))
 	}
 	if len(b.ids) != 1 || !b.retry && !b.alone {
 		return
 	}
-	if v, found := m[b.ids[0]]; found && l.opts.Refused != nil && l.opts.Refused(v) {
+	if v, found := a.get(b.ids, 0); found && l.opts.Refused != nil && l.opts.Refused(v) {
 		l.quarantineLocked(b.ids[0], now)
 	} else if b.alone {
 		l.q.release(b.ids[0])

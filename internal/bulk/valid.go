@@ -1,6 +1,7 @@
 package bulk
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 )
@@ -187,7 +188,10 @@ func (v *validator) array(i, depth int) (int, bool) {
 func (v *validator) str(i int) (int, bool) {
 	b := v.b
 	for i++; i < len(b); i++ {
-		for i+8 <= len(b) {
+		for words := 0; i+8 <= len(b); words++ {
+			if words == shortWords {
+				return strLong(b, i)
+			}
 			m := special8(binary.LittleEndian.Uint64(b[i:]))
 			if m != 0 {
 				i += bits.TrailingZeros64(m) >> 3 // the first special byte
@@ -224,6 +228,85 @@ func (v *validator) str(i int) (int, bool) {
 		}
 	}
 	return i, false
+}
+
+// shortWords is how many plain words str reads 8 bytes at a time before
+// it takes a string for a long one (strLong): a key or a short value (a
+// name, an e-mail address, a date) ends within them, and is not worth
+// strLong's calls (BenchmarkValidBio, task-clock: 2 words 4.7 µs, 4 words
+// 4.2, 8 words 4.5).
+const shortWords = 4
+
+// strLong is str for the rest of a long string, from b[i], not inside an
+// escape. A bio or a description is most of a bulk answer's bytes, and
+// special8 took three tests per 8 of them: bytes.IndexByte finds the
+// closing quote, and the first backslash before it, many bytes at a
+// time, and the bytes between are only checked for a control character
+// (controls, four words a test). Linear whatever the escapes: the quote
+// is looked for again only once an escape passed it (\"), and each
+// backslash search stops at the one it finds.
+func strLong(b []byte, i int) (int, bool) {
+	q := -1 // the closing quote's place, when found past i
+	for {
+		if q < i {
+			n := bytes.IndexByte(b[i:], '"')
+			if n < 0 {
+				return len(b), false
+			}
+			q = i + n
+		}
+		seg := b[i:q]
+		e := bytes.IndexByte(seg, '\\')
+		if e >= 0 {
+			seg = seg[:e]
+		}
+		if controls(seg) {
+			return i, false
+		}
+		if e < 0 {
+			return q + 1, true
+		}
+		// The escaped byte: at q at the latest, as the quote ends seg.
+		i += e + 1
+		switch b[i] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i++
+		case 'u':
+			if len(b)-i <= 4 || !isHex(b[i+1]) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) {
+				return i, false
+			}
+			i += 5
+		default:
+			return i, false
+		}
+	}
+}
+
+// controls reports whether s holds a byte below 0x20, which a JSON string
+// may not hold as it is: four words a test, as special8 tests one.
+func controls(s []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	ctl := func(w uint64) uint64 { return (w - ones*0x20) &^ w }
+	for len(s) >= 32 {
+		w0, w1 := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
+		w2, w3 := binary.LittleEndian.Uint64(s[16:]), binary.LittleEndian.Uint64(s[24:])
+		if (ctl(w0)|ctl(w1)|ctl(w2)|ctl(w3))&highs != 0 {
+			return true
+		}
+		s = s[32:]
+	}
+	for len(s) >= 8 {
+		if ctl(binary.LittleEndian.Uint64(s))&highs != 0 {
+			return true
+		}
+		s = s[8:]
+	}
+	for _, c := range s {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 // special8 flags the bytes of w (8 bytes, little-endian) a string may not

@@ -77,8 +77,10 @@ type bulkCall struct {
 // batcher is a route's loader: the opener's exchange rides along to make
 // the bulk call with its headers.
 // Its values are pointers into one slice per bulk call (fetchBulk): an
-// element's answer is too large for a map to hold in place, and was one
-// allocation per id.
+// element's answer is too large to hand around by value, and was one
+// allocation per id. They come in the order of the call's ids
+// (batch.NewList), as fetchBulk answers every id it asked for, an absent
+// one with its 404: no map per call.
 type batcher = batch.Loader[*exchange, *bulkAnswer]
 
 func (h *Handler) newBatcher(rs *routeState) *batcher {
@@ -87,7 +89,7 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 	if quarantine <= 0 {
 		quarantine = defaultQuarantine
 	}
-	return batch.New(batch.Options{MaxSize: b.MaxSize, MaxWait: b.MaxWait, MaxInFlight: b.MaxInFlight,
+	return batch.NewList(batch.Options{MaxSize: b.MaxSize, MaxWait: b.MaxWait, MaxInFlight: b.MaxInFlight,
 		OnBatch: rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow,
 		Quarantine: quarantine, Now: h.now,
 		Refused:      func(v any) bool { return v.(*bulkAnswer).refused },
@@ -98,7 +100,7 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 			// logs the failure without the stack.
 			h.log.Error("batch fetch panicked", "route", rs.rt.Name, "panic", fmt.Sprint(v), "stack", string(stack))
 		}},
-		func(ctx context.Context, x *exchange, ids []string) (map[string]*bulkAnswer, error) {
+		func(ctx context.Context, x *exchange, ids []string) ([]*bulkAnswer, error) {
 			return x.fetchBulkTraced(ctx, ids)
 		})
 }
@@ -296,7 +298,7 @@ func (c *exchange) elementRoom(ids []string, key *cachekey.Frame) int {
 // per-ID URL need not be one the upstream serves as the bulk endpoint
 // does. A lone id whose answer has the wrong shape gets 502: a body that is
 // not its element is not handed out as one.
-func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bulkAnswer, error) {
+func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, error) {
 	rt := x.rs.rt
 	ctx, cancel := context.WithTimeout(ctx, x.st.timeout)
 	defer cancel()
@@ -333,7 +335,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
 	case !ok && len(ids) == 1:
-		return map[string]*bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), call: &bulkCall{upstream: took, reqID: out.Header.Get("X-Request-Id")}, refused: true}}, nil
+		return []*bulkAnswer{{e: ownAnswer(resp, body, t0), call: &bulkCall{upstream: took, reqID: out.Header.Get("X-Request-Id")}, refused: true}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
@@ -354,7 +356,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", errBulk, err)
 	}
-	res := make(map[string]*bulkAnswer, len(ids))
+	res := make([]*bulkAnswer, len(ids))
 	answers := make([]bulkAnswer, len(ids))
 	call := &bulkCall{upstream: took / time.Duration(len(ids)), reqID: out.Header.Get("X-Request-Id")}
 	heads := x.elementHeads(resp.Header, t0)
@@ -372,7 +374,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 		a := &answers[i]
 		*a = ex.keepElement(ctx, elem, resp.Header, heads, t0, tags)
 		a.call = call
-		res[id] = a
+		res[i] = a
 	}
 	ex.storeElements(ctx, answers, resp.Header)
 	return res, nil

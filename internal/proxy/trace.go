@@ -105,7 +105,7 @@ func (x *exchange) fetchTraced(ctx context.Context) (*flight, error) {
 // fetchBulkTraced is fetchBulk inside an "upstream.bulk" client span, and
 // hands that span to every id's answer: each request of the batch links
 // to the one bulk call.
-func (x *exchange) fetchBulkTraced(ctx context.Context, ids []string) (map[string]*bulkAnswer, error) {
+func (x *exchange) fetchBulkTraced(ctx context.Context, ids []string) ([]*bulkAnswer, error) {
 	if x.h.tr == nil {
 		return x.fetchBulk(ctx, ids)
 	}
