@@ -29,8 +29,12 @@ var errGoexit = errors.New("coalesce: fn called runtime.Goexit")
 // It is singleflight's DoChan without what a waiter that can leave does
 // not need: the result is handed over in the flight itself, not boxed into
 // an interface and sent on a channel per caller, so a flight costs the
-// Flight and its channel, plus a goroutine only when its rest runs on one
-// (see Next).
+// Flight alone, plus a goroutine only when its rest runs on one (see
+// Next). A caller that must wait parks on a channel of its own, taken from
+// a pool and given back when it stops waiting (waiter), rather than on
+// one the flight makes and closes: a flight's channel was an allocation
+// per flight (a batched miss's, whose leader always waits), and a closed
+// channel cannot be used again.
 type Group[V any] struct {
 	mu    sync.Mutex
 	calls map[string]*Flight[V]
@@ -47,18 +51,39 @@ type Group[V any] struct {
 // key of one that finished after its read sees the count moved.
 func (g *Group[V]) Finished() uint64 { return g.finished.Load() }
 
-// Flight is one flight of a key: v and err are written once, before done
-// is closed. What a DoThen's first step handed it to finishes it with
-// Finish.
+// Flight is one flight of a key: v and err are written once, before lead
+// is set to answered. What a DoThen's first step handed it to finishes it
+// with Finish.
 type Flight[V any] struct {
-	g    *Group[V]
-	key  string
-	done chan struct{}
-	ran  atomic.Bool // fn has started
-	over atomic.Bool // Finish has been called
-	v    V
-	err  error
+	g   *Group[V]
+	key string
+	// lead is the leader's waiter while it waits (nil: not waiting), and
+	// answered once Finish has written v and err: the leader, the one
+	// caller of every flight, waits without taking g.mu, and a flight
+	// nobody waits on (a first step's answer) costs no waiter.
+	lead atomic.Pointer[waiter]
+	// joined are the waiters of the callers that joined the flight
+	// (nil where one left), guarded by g.mu; Finish takes them.
+	joined []*waiter
+	ran    atomic.Bool // fn has started
+	over   atomic.Bool // Finish has been called
+	v      V
+	err    error
 }
+
+// waiter is where one waiting caller parks: ch gets one token when the
+// flight is answered. It goes back to waiters only when empty and held by
+// no flight: after its token came, or once its caller took it out of the
+// flight before Finish did.
+type waiter struct {
+	ch chan struct{}
+	i  int // its index in Flight.joined
+}
+
+// answered is Flight.lead once the flight's answer is written.
+var answered = new(waiter)
+
+var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan struct{}, 1)} }}
 
 // Do runs fn once per key among concurrent callers and gives each the same
 // answer.
@@ -81,51 +106,88 @@ func (g *Group[V]) Do(ctx context.Context, key string, fn func(ctx context.Conte
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	c, leader := g.join(key)
+	c, w, leader := g.join(key)
 	if leader {
 		go c.run(context.WithoutCancel(ctx), fn)
 	}
-	return c.wait(ctx, leader)
+	return c.wait(ctx, leader, w)
 }
 
 // wait is a caller's wait for c: its answer, or ctx.Err() when ctx ends
-// first. An answer already there is taken without a select (a first step that
+// first. w is the waiter join gave a caller that joined c; the leader
+// (w nil) parks on one of its own only when c is not answered yet. An
+// answer already there is taken without a select (a first step that
 // finished the flight before returning, a waiter that joined late), even
 // when ctx has ended too; a ctx that never ends (no Done channel) costs
 // no select either.
-func (c *Flight[V]) wait(ctx context.Context, leader bool) (v V, _ bool, err error) {
-	select {
-	case <-c.done:
+func (c *Flight[V]) wait(ctx context.Context, leader bool, w *waiter) (v V, _ bool, err error) {
+	if w == nil {
+		if c.lead.Load() == answered {
+			return c.v, leader, c.err
+		}
+		w = waiters.Get().(*waiter)
+		if !c.lead.CompareAndSwap(nil, w) { // answered meanwhile
+			waiters.Put(w)
+			return c.v, leader, c.err
+		}
+	} else if c.lead.Load() == answered {
+		<-w.ch // Finish took w with the joined before it set answered
+		waiters.Put(w)
 		return c.v, leader, c.err
-	default:
 	}
 	done := ctx.Done()
 	if done == nil {
-		<-c.done
+		<-w.ch
+		waiters.Put(w)
 		return c.v, leader, c.err
 	}
 	select {
-	case <-c.done:
+	case <-w.ch:
+		waiters.Put(w)
 		return c.v, leader, c.err
 	case <-done:
+		c.leave(w, leader)
 		return v, leader && c.ran.Load(), ctx.Err()
 	}
 }
 
-// join returns key's flight in progress, or a new one that the caller
-// (leader) must run.
-func (g *Group[V]) join(key string) (c *Flight[V], leader bool) {
+// leave takes the waiter w of a caller whose ctx ended out of c, or, when
+// Finish has taken it already, waits for its token (sent right after), and
+// gives w back.
+func (c *Flight[V]) leave(w *waiter, leader bool) {
+	var out bool
+	if leader {
+		out = c.lead.CompareAndSwap(w, nil)
+	} else {
+		c.g.mu.Lock()
+		if out = w.i < len(c.joined) && c.joined[w.i] == w; out {
+			c.joined[w.i] = nil
+		}
+		c.g.mu.Unlock()
+	}
+	if !out {
+		<-w.ch
+	}
+	waiters.Put(w)
+}
+
+// join returns key's flight in progress, with the waiter of the caller
+// that joins it, or a new one that the caller (leader) must run.
+func (g *Group[V]) join(key string) (c *Flight[V], w *waiter, leader bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c = g.calls[key]; c != nil {
-		return c, false
+		w = waiters.Get().(*waiter)
+		w.i = len(c.joined)
+		c.joined = append(c.joined, w)
+		return c, w, false
 	}
 	if g.calls == nil {
 		g.calls = make(map[string]*Flight[V])
 	}
-	c = &Flight[V]{g: g, key: key, done: make(chan struct{})}
+	c = &Flight[V]{g: g, key: key}
 	g.calls[key] = c
-	return c, true
+	return c, nil, true
 }
 
 func (c *Flight[V]) run(ctx context.Context, fn func(context.Context) (V, error)) {
@@ -182,7 +244,7 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first First[V]) (v V,
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	c, leader := g.join(key)
+	c, w, leader := g.join(key)
 	if leader {
 		flightCtx := context.WithoutCancel(ctx)
 		var then Then[V]
@@ -203,7 +265,7 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first First[V]) (v V,
 			go c.run(flightCtx, then)
 		}
 	}
-	return c.wait(ctx, leader)
+	return c.wait(ctx, leader, w)
 }
 
 // step runs one step of c's flight. Unless the step reports that the flight
@@ -246,7 +308,8 @@ func (c *Flight[V]) FinishWith(fn func() (V, error)) {
 
 // Finish hands v and err to c's callers and ends the flight: the next Do
 // for its key starts a new one. Only the first call counts (a first step
-// that panicked after handing its flight on may be finished twice).
+// that panicked after handing its flight on may be finished twice). Each
+// waiting caller gets its waiter's token: the one wake-up it costs.
 func (c *Flight[V]) Finish(v V, err error) {
 	if !c.over.CompareAndSwap(false, true) {
 		return
@@ -258,8 +321,17 @@ func (c *Flight[V]) Finish(v V, err error) {
 	if g.calls[c.key] == c {
 		delete(g.calls, c.key)
 	}
+	joined := c.joined
+	c.joined = nil // no caller joins c any more: it left g (or Forget took it)
 	g.mu.Unlock()
-	close(c.done)
+	if w := c.lead.Swap(answered); w != nil {
+		w.ch <- struct{}{}
+	}
+	for _, w := range joined {
+		if w != nil {
+			w.ch <- struct{}{}
+		}
+	}
 }
 
 // Forget makes the next Do for key start a new flight even if one is running,

@@ -337,3 +337,55 @@ func TestFinishedMovesBeforeANewFlight(t *testing.T) {
 		t.Errorf("Finished after both: %d, want %d", n, before+2)
 	}
 }
+
+// TestLeavingWaitersWakeNoLaterOne: callers that stop waiting while the
+// flight is finished give their waiters back to the pool (waiter) with no
+// token left in them, so a caller of a later flight that parks on one is
+// woken only by its own flight's Finish: a stray token would hand it the
+// zero value before its flight was answered.
+func TestLeavingWaitersWakeNoLaterOne(t *testing.T) {
+	var g Group[string]
+	for round := range 300 {
+		want := fmt.Sprint("answer ", round)
+		handed := make(chan *Flight[string], 1)
+		var joined atomic.Int64
+		out := make(chan outcome, 8)
+		cancels := make([]context.CancelFunc, 0, 8)
+		call := func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancels = append(cancels, cancel)
+			go func() {
+				v, l, err := g.DoThen(joinCtx{ctx, &joined}, "k", func(_ context.Context, f *Flight[string]) (string, Next[string], error) {
+					handed <- f
+					return "", Next[string]{Handed: true}, nil
+				})
+				out <- outcome{v, l, err}
+			}()
+		}
+		call() // the leader
+		f := recv(t, handed)
+		for range 7 {
+			call()
+		}
+		waitFor(t, "every caller to wait", func() bool { return joined.Load() == 8 })
+		// Half of them leave while the flight is being finished.
+		done := make(chan struct{})
+		go func() {
+			for i := 0; i < len(cancels); i += 2 {
+				cancels[i]()
+			}
+			close(done)
+		}()
+		f.Finish(want, nil)
+		<-done
+		for range 8 {
+			o := recv(t, out)
+			if o.err == nil && o.v != want || o.err != nil && !errors.Is(o.err, context.Canceled) {
+				t.Fatalf("round %d: got (%q, %v), want (%q, nil) or context.Canceled", round, o.v, o.err, want)
+			}
+		}
+		for _, c := range cancels {
+			c()
+		}
+	}
+}

@@ -110,7 +110,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if err != nil && ctx.Err() != nil {
 		return nil, err
 	}
-	return batchedFlight(x.h.now(), new(flight), ans, found, err)
+	return batchedFlight(x.h.now, new(flight), ans, found, err)
 }
 
 // loadBatchedTo goes on with fl, the flight of a batched miss
@@ -137,7 +137,7 @@ func (x *exchange) loadBatchedTo(ctx context.Context, fl *coalesce.Flight[*fligh
 func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
 	stale := m.f.stale // fillFirst's, before batchedFlight makes m.f anew
 	m.fl.FinishWith(func() (*flight, error) {
-		f, err := batchedFlight(m.h.now(), &m.f, ans, found, err)
+		f, err := batchedFlight(m.h.now, &m.f, ans, found, err)
 		if err != nil {
 			err = mustRevalidateError(m.base, err)
 			f = &m.f // keeps the stale copy reachable for the waiters
@@ -149,15 +149,17 @@ func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
 }
 
 // batchedFlight is the flight of one id the batcher answered, made in f;
-// now is when, for an absent id's 404. ans is shared by the id's
+// now tells when, for an absent id's 404, and is read for that alone: a
+// batch tells its ids one after another on its goroutine, and a clock
+// read per found id was spent for nothing. ans is shared by the id's
 // waiters: it is only read. An error is the batch's (a waiter whose ctx
 // ended has its own: loadBatched).
-func batchedFlight(now time.Time, f *flight, ans *bulkAnswer, found bool, err error) (*flight, error) {
+func batchedFlight(now func() time.Time, f *flight, ans *bulkAnswer, found bool, err error) (*flight, error) {
 	if err != nil {
 		return nil, &upstreamErr{code: http.StatusBadGateway, err: err}
 	}
 	if !found {
-		*f = flight{c: candidate{e: notFoundEntry(now)}, batched: true}
+		*f = flight{c: candidate{e: notFoundEntry(now())}, batched: true}
 		return f, nil
 	}
 	*f = flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true}
