@@ -30,11 +30,11 @@ var errGoexit = errors.New("coalesce: fn called runtime.Goexit")
 // not need: the result is handed over in the flight itself, not boxed into
 // an interface and sent on a channel per caller, so a flight costs the
 // Flight alone, plus a goroutine only when its rest runs on one (see
-// Next). A caller that must wait parks on a channel of its own, taken from
-// a pool and given back when it stops waiting (waiter), rather than on
-// one the flight makes and closes: a flight's channel was an allocation
-// per flight (a batched miss's, whose leader always waits), and a closed
-// channel cannot be used again.
+// Next), and a channel only when callers join it. Its leader, when it
+// must wait (a batched miss's always does), parks on a channel of its own
+// taken from a pool (waiter) and given back when it stops waiting: a
+// channel the flight made and closed for it was an allocation per flight,
+// and a closed channel cannot be used again.
 type Group[V any] struct {
 	mu    sync.Mutex
 	calls map[string]*Flight[V]
@@ -58,27 +58,23 @@ type Flight[V any] struct {
 	g   *Group[V]
 	key string
 	// lead is the leader's waiter while it waits (nil: not waiting), and
-	// answered once Finish has written v and err: the leader, the one
-	// caller of every flight, waits without taking g.mu, and a flight
-	// nobody waits on (a first step's answer) costs no waiter.
+	// answered once v and err are written (Finish): the leader waits
+	// without taking g.mu, and on a channel only when it must park.
 	lead atomic.Pointer[waiter]
-	// joined are the waiters of the callers that joined the flight
-	// (nil where one left), guarded by g.mu; Finish takes them.
-	joined []*waiter
+	// joined is made by the first caller that joins the flight, under
+	// g.mu, and closed by Finish: the callers that join share it.
+	joined chan struct{}
 	ran    atomic.Bool // fn has started
 	over   atomic.Bool // Finish has been called
 	v      V
 	err    error
 }
 
-// waiter is where one waiting caller parks: ch gets one token when the
-// flight is answered. It goes back to waiters only when empty and held by
-// no flight: after its token came, or once its caller took it out of the
-// flight before Finish did.
-type waiter struct {
-	ch chan struct{}
-	i  int // its index in Flight.joined
-}
+// waiter is where a leader parks: ch gets one token when the flight is
+// answered. It goes back to waiters only empty and held by no flight:
+// once its token came, or once its leader took it out of the flight
+// before Finish did.
+type waiter struct{ ch chan struct{} }
 
 // answered is Flight.lead once the flight's answer is written.
 var answered = new(waiter)
@@ -106,81 +102,69 @@ func (g *Group[V]) Do(ctx context.Context, key string, fn func(ctx context.Conte
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	c, w, leader := g.join(key)
+	c, joined, leader := g.join(key)
 	if leader {
 		go c.run(context.WithoutCancel(ctx), fn)
 	}
-	return c.wait(ctx, leader, w)
+	return c.wait(ctx, leader, joined)
 }
 
 // wait is a caller's wait for c: its answer, or ctx.Err() when ctx ends
-// first. w is the waiter join gave a caller that joined c; the leader
-// (w nil) parks on one of its own only when c is not answered yet. An
-// answer already there is taken without a select (a first step that
-// finished the flight before returning, a waiter that joined late), even
-// when ctx has ended too; a ctx that never ends (no Done channel) costs
-// no select either.
-func (c *Flight[V]) wait(ctx context.Context, leader bool, w *waiter) (v V, _ bool, err error) {
-	if w == nil {
-		if c.lead.Load() == answered {
-			return c.v, leader, c.err
-		}
+// first. The leader parks on a waiter of its own, a caller that joined on
+// joined, the flight's channel join gave it. An answer already there is
+// taken without a select (a first step that finished the flight before
+// returning, a waiter that joined late), even when ctx has ended too; a
+// ctx that never ends (no Done channel) costs no select either.
+func (c *Flight[V]) wait(ctx context.Context, leader bool, joined chan struct{}) (v V, _ bool, err error) {
+	if c.lead.Load() == answered {
+		return c.v, leader, c.err
+	}
+	ch := joined
+	var w *waiter
+	if leader {
 		w = waiters.Get().(*waiter)
 		if !c.lead.CompareAndSwap(nil, w) { // answered meanwhile
 			waiters.Put(w)
 			return c.v, leader, c.err
 		}
-	} else if c.lead.Load() == answered {
-		<-w.ch // Finish took w with the joined before it set answered
-		waiters.Put(w)
-		return c.v, leader, c.err
+		ch = w.ch
 	}
 	done := ctx.Done()
 	if done == nil {
-		<-w.ch
-		waiters.Put(w)
+		<-ch
+		w.put()
 		return c.v, leader, c.err
 	}
 	select {
-	case <-w.ch:
-		waiters.Put(w)
+	case <-ch:
+		w.put()
 		return c.v, leader, c.err
 	case <-done:
-		c.leave(w, leader)
+		if leader && !c.lead.CompareAndSwap(w, nil) {
+			<-w.ch // Finish took w: its token comes right after
+		}
+		w.put()
 		return v, leader && c.ran.Load(), ctx.Err()
 	}
 }
 
-// leave takes the waiter w of a caller whose ctx ended out of c, or, when
-// Finish has taken it already, waits for its token (sent right after), and
-// gives w back.
-func (c *Flight[V]) leave(w *waiter, leader bool) {
-	var out bool
-	if leader {
-		out = c.lead.CompareAndSwap(w, nil)
-	} else {
-		c.g.mu.Lock()
-		if out = w.i < len(c.joined) && c.joined[w.i] == w; out {
-			c.joined[w.i] = nil
-		}
-		c.g.mu.Unlock()
+// put gives w, if any, back to waiters.
+func (w *waiter) put() {
+	if w != nil {
+		waiters.Put(w)
 	}
-	if !out {
-		<-w.ch
-	}
-	waiters.Put(w)
 }
 
-// join returns key's flight in progress, with the waiter of the caller
-// that joins it, or a new one that the caller (leader) must run.
-func (g *Group[V]) join(key string) (c *Flight[V], w *waiter, leader bool) {
+// join returns key's flight in progress, with its joined channel, or a
+// new one that the caller (leader) must run.
+func (g *Group[V]) join(key string) (c *Flight[V], joined chan struct{}, leader bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c = g.calls[key]; c != nil {
-		w = waiters.Get().(*waiter)
-		w.i = len(c.joined)
-		c.joined = append(c.joined, w)
-		return c, w, false
+		if c.joined == nil {
+			c.joined = make(chan struct{})
+		}
+		return c, c.joined, false
 	}
 	if g.calls == nil {
 		g.calls = make(map[string]*Flight[V])
@@ -244,7 +228,7 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first First[V]) (v V,
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	c, w, leader := g.join(key)
+	c, joined, leader := g.join(key)
 	if leader {
 		flightCtx := context.WithoutCancel(ctx)
 		var then Then[V]
@@ -265,7 +249,7 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first First[V]) (v V,
 			go c.run(flightCtx, then)
 		}
 	}
-	return c.wait(ctx, leader, w)
+	return c.wait(ctx, leader, joined)
 }
 
 // step runs one step of c's flight. Unless the step reports that the flight
@@ -308,8 +292,7 @@ func (c *Flight[V]) FinishWith(fn func() (V, error)) {
 
 // Finish hands v and err to c's callers and ends the flight: the next Do
 // for its key starts a new one. Only the first call counts (a first step
-// that panicked after handing its flight on may be finished twice). Each
-// waiting caller gets its waiter's token: the one wake-up it costs.
+// that panicked after handing its flight on may be finished twice).
 func (c *Flight[V]) Finish(v V, err error) {
 	if !c.over.CompareAndSwap(false, true) {
 		return
@@ -321,16 +304,14 @@ func (c *Flight[V]) Finish(v V, err error) {
 	if g.calls[c.key] == c {
 		delete(g.calls, c.key)
 	}
+	// Out of g (or taken out by Forget): no caller joins c any more.
 	joined := c.joined
-	c.joined = nil // no caller joins c any more: it left g (or Forget took it)
 	g.mu.Unlock()
 	if w := c.lead.Swap(answered); w != nil {
 		w.ch <- struct{}{}
 	}
-	for _, w := range joined {
-		if w != nil {
-			w.ch <- struct{}{}
-		}
+	if joined != nil {
+		close(joined)
 	}
 }
 

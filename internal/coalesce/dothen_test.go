@@ -338,54 +338,49 @@ func TestFinishedMovesBeforeANewFlight(t *testing.T) {
 	}
 }
 
-// TestLeavingWaitersWakeNoLaterOne: callers that stop waiting while the
-// flight is finished give their waiters back to the pool (waiter) with no
-// token left in them, so a caller of a later flight that parks on one is
-// woken only by its own flight's Finish: a stray token would hand it the
-// zero value before its flight was answered.
-func TestLeavingWaitersWakeNoLaterOne(t *testing.T) {
+// TestLeavingLeaderWakesNoLaterOne: a leader that stops waiting as its
+// flight is finished gives its waiter back to the pool with no token left
+// in it (waiter), so the leader of a later flight that parks on it is woken
+// only by its own flight's Finish: a stray token would hand it the zero
+// value before its flight was answered. Each round ends the leader's ctx
+// and finishes its flight at once, so that its select often finds both
+// ready; a caller that joined and leaves too is there for company.
+func TestLeavingLeaderWakesNoLaterOne(t *testing.T) {
 	var g Group[string]
-	for round := range 300 {
+	first := func(handed chan<- *Flight[string]) First[string] {
+		return func(_ context.Context, f *Flight[string]) (string, Next[string], error) {
+			handed <- f
+			return "", Next[string]{Handed: true}, nil
+		}
+	}
+	for round := range 500 {
 		want := fmt.Sprint("answer ", round)
-		handed := make(chan *Flight[string], 1)
 		var joined atomic.Int64
-		out := make(chan outcome, 8)
-		cancels := make([]context.CancelFunc, 0, 8)
-		call := func() {
+		out := make(chan outcome, 3)
+		call := func(handed chan<- *Flight[string]) context.CancelFunc {
 			ctx, cancel := context.WithCancel(context.Background())
-			cancels = append(cancels, cancel)
 			go func() {
-				v, l, err := g.DoThen(joinCtx{ctx, &joined}, "k", func(_ context.Context, f *Flight[string]) (string, Next[string], error) {
-					handed <- f
-					return "", Next[string]{Handed: true}, nil
-				})
+				v, l, err := g.DoThen(joinCtx{ctx, &joined}, "k", first(handed))
 				out <- outcome{v, l, err}
 			}()
+			return cancel
 		}
-		call() // the leader
+		handed := make(chan *Flight[string], 1)
+		leave := call(handed) // the leader
 		f := recv(t, handed)
-		for range 7 {
-			call()
-		}
-		waitFor(t, "every caller to wait", func() bool { return joined.Load() == 8 })
-		// Half of them leave while the flight is being finished.
-		done := make(chan struct{})
-		go func() {
-			for i := 0; i < len(cancels); i += 2 {
-				cancels[i]()
-			}
-			close(done)
-		}()
+		waitFor(t, "the leader to wait", func() bool { return joined.Load() == 1 })
+		leaveToo := call(nil)
+		stay := call(nil) // gets the answer
+		waitFor(t, "the others to join", func() bool { return joined.Load() == 3 })
+		leave()
+		leaveToo()
 		f.Finish(want, nil)
-		<-done
-		for range 8 {
+		stay()
+		for range 3 {
 			o := recv(t, out)
 			if o.err == nil && o.v != want || o.err != nil && !errors.Is(o.err, context.Canceled) {
-				t.Fatalf("round %d: got (%q, %v), want (%q, nil) or context.Canceled", round, o.v, o.err, want)
+				t.Fatalf("round %d: got (%q, leader %v, %v), want (%q, nil) or context.Canceled", round, o.v, o.leader, o.err, want)
 			}
-		}
-		for _, c := range cancels {
-			c()
 		}
 	}
 }
