@@ -57,8 +57,13 @@ type bulkAnswer struct {
 	// refused: the upstream's own failing answer to a one-id call.
 	refused bool
 	stored  bool
-	// private: for the requests of this call only (keepElement); vary
-	// and vkey: the variant it is, when stored as one.
+	// private: for the requests of this call only, judged once per id
+	// where the answer is made: by keepElement (its reason, or admit's
+	// Shareable, which reads the same header), for an own answer by its
+	// header (httpcache.Private). The waiters' flights take it as it is
+	// (batchedFlight), where each parsed the entry's header again on the
+	// batch's goroutine. vary and vkey: the variant it is, when stored
+	// as one.
 	private bool
 	vary    []string
 	vkey    string
@@ -162,7 +167,7 @@ func batchedFlight(now func() time.Time, f *flight, ans *bulkAnswer, found bool,
 		*f = flight{c: candidate{e: notFoundEntry(now())}, batched: true}
 		return f, nil
 	}
-	*f = flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true}
+	*f = flight{c: candidate{e: ans.e, private: ans.private, vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true}
 	if c := ans.call; c != nil {
 		f.link, f.upstream, f.reqID = &c.link, c.upstream, c.reqID
 	}
@@ -335,7 +340,8 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
 	case !ok && len(ids) == 1:
-		return map[string]*bulkAnswer{ids[0]: {e: ownAnswer(resp, body, t0), call: &bulkCall{upstream: took, reqID: out.Header.Get("X-Request-Id")}, refused: true}}, nil
+		e := ownAnswer(resp, body, t0)
+		return map[string]*bulkAnswer{ids[0]: {e: e, call: &bulkCall{upstream: took, reqID: out.Header.Get("X-Request-Id")}, refused: true, private: httpcache.Private(e.Header)}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
