@@ -29,12 +29,8 @@ var errGoexit = errors.New("coalesce: fn called runtime.Goexit")
 // It is singleflight's DoChan without what a waiter that can leave does
 // not need: the result is handed over in the flight itself, not boxed into
 // an interface and sent on a channel per caller, so a flight costs the
-// Flight alone, plus a goroutine only when its rest runs on one (see
-// Next), and a channel only when callers join it. Its leader, when it
-// must wait (a batched miss's always does), parks on a channel of its own
-// taken from a pool (waiter) and given back when it stops waiting: a
-// channel the flight made and closed for it was an allocation per flight,
-// and a closed channel cannot be used again.
+// Flight and its channel, plus a goroutine only when its rest runs on one
+// (see Next).
 type Group[V any] struct {
 	mu    sync.Mutex
 	calls map[string]*Flight[V]
@@ -51,35 +47,18 @@ type Group[V any] struct {
 // key of one that finished after its read sees the count moved.
 func (g *Group[V]) Finished() uint64 { return g.finished.Load() }
 
-// Flight is one flight of a key: v and err are written once, before lead
-// is set to answered. What a DoThen's first step handed it to finishes it
-// with Finish.
+// Flight is one flight of a key: v and err are written once, before done
+// is closed. What a DoThen's first step handed it to finishes it with
+// Finish.
 type Flight[V any] struct {
-	g   *Group[V]
-	key string
-	// lead is the leader's waiter while it waits (nil: not waiting), and
-	// answered once v and err are written (Finish): the leader waits
-	// without taking g.mu, and on a channel only when it must park.
-	lead atomic.Pointer[waiter]
-	// joined is made by the first caller that joins the flight, under
-	// g.mu, and closed by Finish: the callers that join share it.
-	joined chan struct{}
-	ran    atomic.Bool // fn has started
-	over   atomic.Bool // Finish has been called
-	v      V
-	err    error
+	g    *Group[V]
+	key  string
+	done chan struct{}
+	ran  atomic.Bool // fn has started
+	over atomic.Bool // Finish has been called
+	v    V
+	err  error
 }
-
-// waiter is where a leader parks: ch gets one token when the flight is
-// answered. It goes back to waiters only empty and held by no flight:
-// once its token came, or once its leader took it out of the flight
-// before Finish did.
-type waiter struct{ ch chan struct{} }
-
-// answered is Flight.lead once the flight's answer is written.
-var answered = new(waiter)
-
-var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan struct{}, 1)} }}
 
 // Do runs fn once per key among concurrent callers and gives each the same
 // answer.
@@ -102,76 +81,51 @@ func (g *Group[V]) Do(ctx context.Context, key string, fn func(ctx context.Conte
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	c, joined, leader := g.join(key)
+	c, leader := g.join(key)
 	if leader {
 		go c.run(context.WithoutCancel(ctx), fn)
 	}
-	return c.wait(ctx, leader, joined)
+	return c.wait(ctx, leader)
 }
 
 // wait is a caller's wait for c: its answer, or ctx.Err() when ctx ends
-// first. The leader parks on a waiter of its own, a caller that joined on
-// joined, the flight's channel join gave it. An answer already there is
-// taken without a select (a first step that finished the flight before
-// returning, a waiter that joined late), even when ctx has ended too; a
-// ctx that never ends (no Done channel) costs no select either.
-func (c *Flight[V]) wait(ctx context.Context, leader bool, joined chan struct{}) (v V, _ bool, err error) {
-	if c.lead.Load() == answered {
+// first. An answer already there is taken without a select (a first step that
+// finished the flight before returning, a waiter that joined late), even
+// when ctx has ended too; a ctx that never ends (no Done channel) costs
+// no select either.
+func (c *Flight[V]) wait(ctx context.Context, leader bool) (v V, _ bool, err error) {
+	select {
+	case <-c.done:
 		return c.v, leader, c.err
-	}
-	ch := joined
-	var w *waiter
-	if leader {
-		w = waiters.Get().(*waiter)
-		if !c.lead.CompareAndSwap(nil, w) { // answered meanwhile
-			waiters.Put(w)
-			return c.v, leader, c.err
-		}
-		ch = w.ch
+	default:
 	}
 	done := ctx.Done()
 	if done == nil {
-		<-ch
-		w.put()
+		<-c.done
 		return c.v, leader, c.err
 	}
 	select {
-	case <-ch:
-		w.put()
+	case <-c.done:
 		return c.v, leader, c.err
 	case <-done:
-		if leader && !c.lead.CompareAndSwap(w, nil) {
-			<-w.ch // Finish took w: its token comes right after
-		}
-		w.put()
 		return v, leader && c.ran.Load(), ctx.Err()
 	}
 }
 
-// put gives w, if any, back to waiters.
-func (w *waiter) put() {
-	if w != nil {
-		waiters.Put(w)
-	}
-}
-
-// join returns key's flight in progress, with its joined channel, or a
-// new one that the caller (leader) must run.
-func (g *Group[V]) join(key string) (c *Flight[V], joined chan struct{}, leader bool) {
+// join returns key's flight in progress, or a new one that the caller
+// (leader) must run.
+func (g *Group[V]) join(key string) (c *Flight[V], leader bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c = g.calls[key]; c != nil {
-		if c.joined == nil {
-			c.joined = make(chan struct{})
-		}
-		return c, c.joined, false
+		return c, false
 	}
 	if g.calls == nil {
 		g.calls = make(map[string]*Flight[V])
 	}
-	c = &Flight[V]{g: g, key: key}
+	c = &Flight[V]{g: g, key: key, done: make(chan struct{})}
 	g.calls[key] = c
-	return c, nil, true
+	return c, true
 }
 
 func (c *Flight[V]) run(ctx context.Context, fn func(context.Context) (V, error)) {
@@ -228,7 +182,7 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first First[V]) (v V,
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	c, joined, leader := g.join(key)
+	c, leader := g.join(key)
 	if leader {
 		flightCtx := context.WithoutCancel(ctx)
 		var then Then[V]
@@ -249,7 +203,7 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first First[V]) (v V,
 			go c.run(flightCtx, then)
 		}
 	}
-	return c.wait(ctx, leader, joined)
+	return c.wait(ctx, leader)
 }
 
 // step runs one step of c's flight. Unless the step reports that the flight
@@ -304,15 +258,8 @@ func (c *Flight[V]) Finish(v V, err error) {
 	if g.calls[c.key] == c {
 		delete(g.calls, c.key)
 	}
-	// Out of g (or taken out by Forget): no caller joins c any more.
-	joined := c.joined
 	g.mu.Unlock()
-	if w := c.lead.Swap(answered); w != nil {
-		w.ch <- struct{}{}
-	}
-	if joined != nil {
-		close(joined)
-	}
+	close(c.done)
 }
 
 // Forget makes the next Do for key start a new flight even if one is running,
