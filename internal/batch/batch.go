@@ -145,7 +145,7 @@ type Loader[A, V any] struct {
 	list  ListFunc[A, V]
 
 	mu     sync.Mutex
-	groups map[groupKey]*group[A, V]
+	groups groupSet[*group[A, V]]
 	// spare is the last group that went idle (runOne), with its pending
 	// map's room, its ready queue's, its timer and its last batch's
 	// size, made again into the next new group (newGroupLocked): at a
@@ -189,7 +189,7 @@ func newLoader[A, V any](opts Options) *Loader[A, V] {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Loader[A, V]{opts: opts, groups: make(map[groupKey]*group[A, V]),
+	return &Loader[A, V]{opts: opts, groups: newGroupSet[*group[A, V]](),
 		q: newQuarantine(opts.Quarantine, opts.MaxQuarantined)}
 }
 
@@ -200,8 +200,10 @@ func newLoader[A, V any](opts Options) *Loader[A, V] {
 func (l *Loader[A, V]) Close() {
 	l.mu.Lock()
 	l.closed = true
-	for _, g := range l.groups {
-		l.pumpLocked(g)
+	for _, m := range []map[string]*group[A, V]{l.groups.plain, l.groups.hashed} {
+		for _, g := range m {
+			l.pumpLocked(g)
+		}
 	}
 	l.mu.Unlock()
 	l.wg.Wait()

@@ -162,3 +162,37 @@ func BenchmarkLoadManyGroups(b *testing.B) {
 	benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond, MaxGroups: 64}, 0, 0,
 		func(n int64) string { return strconv.FormatInt(n%640, 10) }, shape{})
 }
+
+// BenchmarkLoadJoin is the caller's side of a load, as a request pays it
+// before it waits: LoadThen of a new id into the open batch of a group
+// named as the proxy names one (a host and a credential), on one
+// goroutine. Each batch of 100 goes when full and is waited for before
+// the next load, with a fetch that answers at once and a then that only
+// counts, so that the batch's goroutine and its wake-ups cost a hundredth
+// of each load and no queue of batches builds up.
+// Run: go test -run - -bench LoadJoin -benchmem ./internal/batch
+func BenchmarkLoadJoin(b *testing.B) {
+	const size = 100
+	l := New(Options{MaxSize: size, MaxWait: time.Hour}, func(context.Context, struct{}, []string) (map[string]int, error) {
+		return nil, nil
+	})
+	defer l.Close()
+	ids := make([]string, 1<<16)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
+	const group = "api.example.com\nAuthorization\x00Bearer 0123456789abcdef"
+	ctx := context.Background()
+	var told atomic.Int64
+	then := func(int, bool, error) { told.Add(1) }
+	b.ReportAllocs()
+	n := int64(0)
+	for b.Loop() {
+		l.LoadThen(ctx, nil, group, struct{}{}, ids[n%int64(len(ids))], then)
+		if n++; n%size == 0 {
+			for told.Load() < n {
+				runtime.Gosched()
+			}
+		}
+	}
+}

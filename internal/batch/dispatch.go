@@ -147,8 +147,8 @@ func (l *Loader[A, V]) runOne(b *batch[A, V]) (next *batch[A, V]) {
 	tell := tellLocked(b.res)
 	next = l.nextLocked(g)
 	l.pumpLocked(g)
-	if g.open == nil && len(g.ready) == 0 && g.inFlight == 0 && l.groups[g.key] == g {
-		delete(l.groups, g.key)
+	if g.open == nil && len(g.ready) == 0 && g.inFlight == 0 && l.groups.get(g.key) == g {
+		l.groups.del(g.key)
 		l.spare = g
 	}
 	l.mu.Unlock()

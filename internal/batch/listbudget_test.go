@@ -58,7 +58,7 @@ func TestListJoiningOthersBatchesCostsNoBudget(t *testing.T) {
 func expireOpen(l *Loader[string, string], group string) {
 	l.mu.Lock()
 	var b *batch[string, string]
-	if g := l.groups[keyOf(group)]; g != nil {
+	if g := l.groups.get(keyOf(group)); g != nil {
 		b = g.open
 	}
 	l.mu.Unlock()

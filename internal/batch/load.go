@@ -163,12 +163,12 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 	if !l.q.empty() && l.q.has(id, l.opts.Now()) {
 		return l.joinAloneLocked(ctx, req, open, id, s)
 	}
-	g := l.groups[key]
+	g := l.groups.get(key)
 	lone := false
 	if g == nil {
-		if len(l.groups) < l.opts.MaxGroups {
+		if l.groups.len() < l.opts.MaxGroups {
 			g = l.newGroupLocked(key)
-			l.groups[key] = g
+			l.groups.put(key, g)
 		} else {
 			g = &group[A, V]{key: key, pending: make(map[string]*result[V])}
 			// A group of its own that is never registered: it is not

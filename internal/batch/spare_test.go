@@ -11,7 +11,7 @@ import (
 func groupsLeft(l *Loader[string, string]) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.groups)
+	return l.groups.len()
 }
 
 // TestIdleGroupMadeAgain: a group that went idle is made again into the
@@ -56,7 +56,7 @@ func TestStaleTimerRunKeepsWindow(t *testing.T) {
 	go load(l, joinCtx{context.Background(), &joined}, "g", "", "a", out)
 	waitFor(t, "a to join", func() bool { return joined.Load() == 1 })
 	l.mu.Lock()
-	g := l.groups[keyOf("g")]
+	g := l.groups.get(keyOf("g"))
 	l.mu.Unlock()
 	l.timeUp(g) // as a late run of the timer of a batch closed before
 	l.mu.Lock()

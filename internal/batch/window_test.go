@@ -235,7 +235,7 @@ func TestGroupCapFetchesNewGroupsAlone(t *testing.T) {
 	waitFor(t, "g1 to be forgotten", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return len(l.groups) == 1
+		return l.groups.len() == 1
 	})
 	go load(l, joinCtx{context.Background(), &joined}, "g3", "3", "c1", out)
 	waitFor(t, "c1 to join", func() bool { return joined.Load() == 3 })

@@ -57,8 +57,13 @@ type bulkAnswer struct {
 	// refused: the upstream's own failing answer to a one-id call.
 	refused bool
 	stored  bool
-	// private: for the requests of this call only (keepElement); vary
-	// and vkey: the variant it is, when stored as one.
+	// private: for the requests of this call only, judged once per id
+	// where the answer is made: by keepElement (its reason, or admit's
+	// Shareable, which reads the same header), for an own answer by its
+	// header (httpcache.Private). The waiters' flights take it as it is
+	// (batchedFlight), where each parsed the entry's header again on the
+	// batch's goroutine. vary and vkey: the variant it is, when stored
+	// as one.
 	private bool
 	vary    []string
 	vkey    string
@@ -112,7 +117,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if err != nil && ctx.Err() != nil {
 		return nil, err
 	}
-	return batchedFlight(x.h.now(), new(flight), ans, found, err)
+	return batchedFlight(x.h.now, new(flight), ans, found, err)
 }
 
 // loadBatchedTo goes on with fl, the flight of a batched miss
@@ -139,7 +144,7 @@ func (x *exchange) loadBatchedTo(ctx context.Context, fl *coalesce.Flight[*fligh
 func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
 	stale := m.f.stale // fillFirst's, before batchedFlight makes m.f anew
 	m.fl.FinishWith(func() (*flight, error) {
-		f, err := batchedFlight(m.h.now(), &m.f, ans, found, err)
+		f, err := batchedFlight(m.h.now, &m.f, ans, found, err)
 		if err != nil {
 			err = mustRevalidateError(m.base, err)
 			f = &m.f // keeps the stale copy reachable for the waiters
@@ -151,18 +156,20 @@ func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
 }
 
 // batchedFlight is the flight of one id the batcher answered, made in f;
-// now is when, for an absent id's 404. ans is shared by the id's
+// now tells when, for an absent id's 404, and is read for that alone: a
+// batch tells its ids one after another on its goroutine, and a clock
+// read per found id was spent for nothing. ans is shared by the id's
 // waiters: it is only read. An error is the batch's (a waiter whose ctx
 // ended has its own: loadBatched).
-func batchedFlight(now time.Time, f *flight, ans *bulkAnswer, found bool, err error) (*flight, error) {
+func batchedFlight(now func() time.Time, f *flight, ans *bulkAnswer, found bool, err error) (*flight, error) {
 	if err != nil {
 		return nil, &upstreamErr{code: http.StatusBadGateway, err: err}
 	}
 	if !found {
-		*f = flight{c: candidate{e: notFoundEntry(now)}, batched: true}
+		*f = flight{c: candidate{e: notFoundEntry(now())}, batched: true}
 		return f, nil
 	}
-	*f = flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true}
+	*f = flight{c: candidate{e: ans.e, private: ans.private, vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true}
 	if c := ans.call; c != nil {
 		f.link, f.upstream, f.reqID = &c.link, c.upstream, c.reqID
 	}
@@ -335,7 +342,8 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
 	case !ok && len(ids) == 1:
-		return []*bulkAnswer{{e: ownAnswer(resp, body, t0), call: &bulkCall{upstream: took, reqID: out.Header.Get("X-Request-Id")}, refused: true}}, nil
+		e := ownAnswer(resp, body, t0)
+		return []*bulkAnswer{{e: e, call: &bulkCall{upstream: took, reqID: out.Header.Get("X-Request-Id")}, refused: true, private: httpcache.Private(e.Header)}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
