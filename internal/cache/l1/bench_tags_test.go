@@ -3,7 +3,6 @@ package l1
 import (
 	"context"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -65,45 +64,8 @@ func BenchmarkSetBatchedMiss(b *testing.B) {
 //
 //	go test -run - -bench FillBatchedMiss -benchtime 131072x -count 6 -benchmem ./internal/cache/l1
 func BenchmarkFillBatchedMiss(b *testing.B) {
-	const n = 1 << 17
-	ctx := context.Background()
-	keys, entries := batchedMissEntries(n, func(id string) string { return `{"id":` + id + `,"name":"` + strings.Repeat("x", 10) + `"}` })
-	for _, e := range entries {
-		e.Header["Content-Length"] = []string{"30"}
-	}
-	var s *Store
-	defer func() {
-		if s != nil {
-			s.Close()
-		}
-	}()
-	var cpu time.Duration
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if i%n == 0 {
-			b.StopTimer()
-			if s != nil {
-				cpu += processCPU(b)
-				s.Close()
-			}
-			var err error
-			if s, err = New(Options{MaxBytes: 256 << 20}); err != nil {
-				b.Fatal(err)
-			}
-			cpu -= processCPU(b)
-			b.StartTimer()
-		}
-		if _, ok, _ := s.Get(ctx, keys[i%n]); ok {
-			b.Fatal("hit on a key never stored")
-		}
-		_ = s.Set(ctx, keys[i%n], entries[i%n])
-		i++
-	}
-	s.Wait()
-	cpu += processCPU(b)
-	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(cost(keys[0], entries[0])), "B-charged")
+	key, e := benchFill(b, 1, false)
+	b.ReportMetric(float64(cost(key, e)), "B-charged")
 }
 
 // batchedMissEntries is n keys of users never stored and their entries,
