@@ -105,16 +105,7 @@ func (l *Lab) batchFloor(ctx context.Context, asked *idLog, cold *coldIDs) []cpu
 				fresh.Store(0)
 				return s.purge(ctx)
 			},
-			next: func() load.Request {
-				id, ok := asked.replay()
-				if ok {
-					replayed.Add(1)
-				} else {
-					id = cold.take()
-					fresh.Add(1)
-				}
-				return userGet(fetched.add(id))
-			},
+			next: func() load.Request { return userGet(fetched.add(replayAsked(asked, cold, &replayed, &fresh))) },
 			note: func() string {
 				return fmt.Sprintf("batching as the cache+batch sidecar (max_size %d, max_wait %v, %d bulk calls in flight at most, the window held open while one is), "+
 					"each answer split by encoding/json's Decoder into json.RawMessage elements stored in a map with sidecache's ETag (bulk.ETag, BLAKE2b); "+
@@ -142,20 +133,23 @@ func (l *Lab) batchFloor(ctx context.Context, asked *idLog, cold *coldIDs) []cpu
 				leanFresh.Store(0)
 				return s.purge(ctx)
 			},
-			next: func() load.Request {
-				id, ok := asked.replay()
-				if ok {
-					leanReplayed.Add(1)
-				} else {
-					id = cold.take()
-					leanFresh.Add(1)
-				}
-				return userGet(id)
-			},
+			next: func() load.Request { return userGet(replayAsked(asked, cold, &leanReplayed, &leanFresh)) },
 			note: func() string {
 				return fmt.Sprintf("the batched miss above with sidecache's splitter (bulk.SplitFor over the whole answer, each element its own copy) in place of encoding/json; "+
 					"the last round asked %d of the ids sidecache (batched miss) asked in that round, in its order, and %d fresh",
 					leanReplayed.Load(), leanFresh.Load())
 			}},
 	}
+}
+
+// replayAsked is the next id a floor's batched miss asks: the next one
+// the sidecar's batched miss asked in the same round, in its order, or a
+// fresh one once they run out; each counted by where it came from.
+func replayAsked(asked *idLog, cold *coldIDs, replayed, fresh *atomic.Int64) int64 {
+	if id, ok := asked.replay(); ok {
+		replayed.Add(1)
+		return id
+	}
+	fresh.Add(1)
+	return cold.take()
 }
