@@ -307,8 +307,13 @@ func (t *Tiered) Set(ctx context.Context, key string, e *Entry) error {
 			err2 = fmt.Errorf("cache: l2 set: %w", err)
 		}
 	}
-	// Stored means some tier holds it: a refusal by one tier is not an
-	// error when the other took it.
+	return t.stored(err1, err2)
+}
+
+// stored is Set's error from its tiers' (wrapped): stored means some tier
+// holds it, so a refusal by one tier is not an error when the other took
+// it.
+func (t *Tiered) stored(err1, err2 error) error {
 	if err1 == nil && t.l1 != nil || err2 == nil && t.l2 != nil {
 		return nil
 	}
@@ -316,6 +321,55 @@ func (t *Tiered) Set(ctx context.Context, key string, e *Entry) error {
 		return errNoTier
 	}
 	return errors.Join(err1, err2)
+}
+
+// manySetter is what SetMany uses of L1 when it has it (l1.Store): the
+// writes of many keys for the cost of fewer cache misses.
+type manySetter interface {
+	SetMany(ctx context.Context, keys []string, es []*Entry, errs []error, keep func(*Entry) bool)
+}
+
+// ErrStale is SetMany's error for an entry its keep refused: it predates
+// an invalidation, and no tier was written.
+var ErrStale = errors.New("cache: entry predates an invalidation")
+
+// SetMany is Set for each keys[i] and es[i], in that order per tier, with
+// errs[i] (len(errs) >= len(keys)) what Set would have returned: for the
+// entries of one bulk answer, which L1 writes together (l1.Store.SetMany).
+// keep, if not nil, is asked for each entry right before L1 writes it,
+// under the lock L1's tag invalidation takes (before the L2 write when
+// there is no L1): an entry it refuses is written to no tier (ErrStale).
+func (t *Tiered) SetMany(ctx context.Context, keys []string, es []*Entry, errs []error, keep func(*Entry) bool) {
+	errs = errs[:len(keys)]
+	clear(errs)
+	switch ms, ok := t.l1.(manySetter); {
+	case ok:
+		ms.SetMany(ctx, keys, es, errs, keep)
+	case t.l1 != nil:
+		for i, key := range keys {
+			if keep != nil && !keep(es[i]) {
+				errs[i] = ErrStale
+				continue
+			}
+			errs[i] = t.l1.Set(ctx, key, es[i])
+		}
+	}
+	for i, key := range keys {
+		if errors.Is(errs[i], ErrStale) || t.l1 == nil && keep != nil && !keep(es[i]) {
+			errs[i] = ErrStale
+			continue
+		}
+		var err1, err2 error
+		if errs[i] != nil {
+			err1 = fmt.Errorf("cache: l1 set: %w", errs[i])
+		}
+		if t.l2 != nil {
+			if err := t.l2.Set(ctx, key, es[i]); err != nil {
+				err2 = fmt.Errorf("cache: l2 set: %w", err)
+			}
+		}
+		errs[i] = t.stored(err1, err2)
+	}
 }
 
 // Delete drops keys from both tiers; a failing tier does not stop the

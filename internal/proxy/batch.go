@@ -359,6 +359,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 	call := &bulkCall{upstream: took / time.Duration(len(ids)), reqID: out.Header.Get("X-Request-Id")}
 	heads := x.elementHeads(resp.Header, t0)
 	var tagArray [elementTags]string
+	ex.sets = elementSetsPool.Get().(*elementSets)
 	for i, id := range ids {
 		elem, room := parts[i], []byte(nil)
 		if n := len(elem); elem != nil {
@@ -367,11 +368,13 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) (map[string]*bul
 			elem, room = elem[:n:n+bulk.ETagLen], elem[n+bulk.ETagLen:n+bulk.ETagLen:cap(elem)]
 		}
 		tags := ex.setID(id, &frame, room, &tagArray)
+		ex.sets.cur = i
 		a := &answers[i]
 		*a = ex.keepElement(ctx, elem, resp.Header, heads, t0, tags)
 		a.call = call
 		res[id] = a
 	}
+	ex.storeElements(ctx, answers, resp.Header)
 	return res, nil
 }
 

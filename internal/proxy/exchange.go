@@ -69,6 +69,9 @@ type exchange struct {
 	// list is the client request's account with the batcher when it is a
 	// list of ids (split.go); nil for a request of one id.
 	list *batch.Requester
+	// sets, while not nil, take the writes keepAs makes: an
+	// elementExchange's, for storeElements to make together.
+	sets *elementSets
 }
 
 // cached is the cached path for a GET or HEAD: answer from L1 when an entry

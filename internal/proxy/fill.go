@@ -389,6 +389,16 @@ func (x *exchange) keepAs(ctx context.Context, e *cache.Entry, header http.Heade
 		return f
 	}
 	a.Apply(e)
+	if x.sets != nil {
+		// An element of a bulk answer: written with the others
+		// (storeElements), which takes stored back if the write fails.
+		if len(a.Vary) > 0 {
+			x.sets.add(x.key, e.Marker(a.Vary), -1)
+		}
+		x.sets.add(key, e, x.sets.cur)
+		f.stored = true
+		return f
+	}
 	if len(a.Vary) > 0 {
 		_ = x.h.cache.Set(ctx, x.key, e.Marker(a.Vary))
 	}

@@ -153,8 +153,8 @@ func sidecarYAML(mode string, p sidecarPorts) (string, error) {
 		w("    batch:")
 		w("      path: /users")
 		w("      param: ids")
-		w("      max_size: 100")
-		w("      max_wait: 2ms")
+		w("      max_size: %d", batchMaxSize) // the bare batching server's too (bareBatch)
+		w("      max_wait: %s", batchMaxWait)
 		w("      id_field: id")
 	}
 	w("  - name: user-write")

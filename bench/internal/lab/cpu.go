@@ -44,6 +44,19 @@ func (cp CPUParams) row(name string) bool { return len(cp.Rows) == 0 || slices.C
 const (
 	BareMemoryServer = "bare Go GOMAXPROCS=1 (from memory)"
 	BareRedisServer  = "bare Go GOMAXPROCS=1 (one Redis GET per request)"
+	// BareBatchServer and BareBatchHitServer are the batch row's Go
+	// reference (batchFloor): the bare server at GOMAXPROCS=1 batching
+	// GET /users/{id} misses into bulk calls to the demo, and then serving
+	// the same ids from memory. Their difference is what batching costs a
+	// Go server built from the standard library: the floor the batched
+	// miss's extra over a hit is read against.
+	BareBatchServer    = "bare Go GOMAXPROCS=1 (batched miss)"
+	BareBatchHitServer = "bare Go GOMAXPROCS=1 (the batched ids from memory)"
+	// BareBatchLeanServer is the same batching with sidecache's splitter
+	// in place of encoding/json (-batch-lean): the floor with Go's
+	// plumbing alone (net/http both ways, a goroutine per waiter, one
+	// map) left of the standard library's part.
+	BareBatchLeanServer = "bare Go GOMAXPROCS=1 (batched miss, sidecache's splitter)"
 	// L2ReadLoopServer is the l2 row's reference issuing the L2 hit's own
 	// MGET from the paced GET's loop.
 	L2ReadLoopServer = "redis MGET of an L2 entry and its epoch keys, paced per command (the L2 hit's command)"

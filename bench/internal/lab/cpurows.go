@@ -66,7 +66,9 @@ func splitPath(n, keys int, cold *coldIDs) string {
 //   - batch: GET /users/{id} on ids never asked before, batching on, L1
 //     only (purged before each round), with requests per bulk call; and
 //     the same on a sidecar whose L1 (BoundL1) is full and evicting
-//     before each round (BoundTest);
+//     before each round (BoundTest); and beside them the bare Go server
+//     at GOMAXPROCS=1 batching the ids the first sidecar asked, then
+//     serving them from memory (batchFloor);
 //   - split: GET /users?ids=… of Bulk ids, half of them cached before each
 //     round, half cold;
 //   - l2: a replica with L1 off reading entries another replica (L1 off
@@ -82,11 +84,12 @@ func (l *Lab) cpuRowEntries(ctx context.Context, cp CPUParams, sidecars []CPUSid
 	var out []cpuEntry
 	cold := newColdIDs(l.p.Keys)
 	purge := func(s *sut) error { return s.purge(ctx) }
-	coldGet := func() load.Request {
-		return load.Request{Method: "GET", Path: "/users/" + strconv.FormatInt(cold.take(), 10)}
-	}
+	coldGet := func() load.Request { return userGet(cold.take()) }
+	// The ids the first sidecar's batched miss asked in its latest cell,
+	// which the bare Go floor asks in the same round (batchFloor).
+	asked := &idLog{}
 	if cp.row("batch") || cp.row("split") {
-		for _, sc := range sidecars {
+		for i, sc := range sidecars {
 			// One process serves both rows: each round's preparation
 			// empties its L1.
 			var once sync.Once
@@ -97,9 +100,14 @@ func (l *Lab) cpuRowEntries(ctx context.Context, cp CPUParams, sidecars []CPUSid
 				return shared, startErr
 			}
 			if cp.row("batch") {
-				out = append(out, cpuEntry{row: "batch", test: "batched miss", server: sc.Name + " (batched miss)",
+				e := cpuEntry{row: "batch", test: "batched miss", server: sc.Name + " (batched miss)",
 					start: start, prep: purge, bulk: true, ids: 1,
-					next: coldGet})
+					next: coldGet}
+				if i == 0 {
+					e.prep = func(s *sut) error { asked.reset(); return s.purge(ctx) }
+					e.next = func() load.Request { return userGet(asked.add(cold.take())) }
+				}
+				out = append(out, e)
 				// The same load on a sidecar of its own whose L1 is full
 				// and evicting before each round (boundRow).
 				b := &boundRow{ctx: ctx, cold: cold, max: BoundL1Bytes}
@@ -122,6 +130,9 @@ func (l *Lab) cpuRowEntries(ctx context.Context, cp CPUParams, sidecars []CPUSid
 					}})
 			}
 		}
+	}
+	if cp.row("batch") {
+		out = append(out, l.batchFloor(ctx, asked, cold)...)
 	}
 	if !cp.row("l2") {
 		return out, nil

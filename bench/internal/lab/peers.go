@@ -32,16 +32,28 @@ import (
 // (BareRedisKey) and then reads the body of each answer from there with
 // one GET on a pooled connection (resp.Pool), headers as from memory: the
 // -cpu l2 row's floor, what one Redis round trip alone costs a Go server.
+//
+// With -batch addr it also serves GET /users/{id} by batching the ids it
+// does not hold into bulk calls to the demo upstream at addr (bareBatch):
+// the -cpu batch row's floor.
 func ServeBare(addr string, args []string) error {
 	fs := flag.NewFlagSet("serve-bare", flag.ContinueOnError)
 	records := fs.Int("records", 10000, "clients to serve")
 	redis := fs.String("redis", "", "read each body from this Redis (one GET per request)")
+	upstream := fs.String("batch", "", "serve GET /users/{id} by batching into bulk calls to this demo upstream")
+	lean := fs.Bool("batch-lean", false, "split each bulk answer with sidecache's splitter instead of encoding/json")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	h, err := bareHandler(*records, *redis)
 	if err != nil {
 		return err
+	}
+	if *upstream != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/clients/", h)
+		newBareBatch(*upstream, *lean).routes(mux)
+		h = mux
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -142,6 +154,29 @@ func (l *Lab) startBare(ctx context.Context, env ...string) (*sut, error) {
 func (l *Lab) startBareRedis(ctx context.Context, redis string) (*sut, error) {
 	env := []string{"GOMAXPROCS=1"}
 	return l.startBareArgs(ctx, envName("bare-redis", env), env, "-redis", redis)
+}
+
+// startBareBatch is the bare server in its batching mode at GOMAXPROCS=1
+// in front of the demo upstream, its store emptied by s.purge; lean
+// splits with sidecache's splitter.
+func (l *Lab) startBareBatch(ctx context.Context, lean bool) (*sut, error) {
+	env := []string{"GOMAXPROCS=1"}
+	name, args := "bare-batch", []string{"-batch", l.demoAddr}
+	if lean {
+		name, args = "bare-batch-lean", append(args, "-batch-lean")
+	}
+	s, err := l.startBareArgs(ctx, envName(name, env), env, args...)
+	if err != nil {
+		return nil, err
+	}
+	s.purge = func(ctx context.Context) error {
+		code, body, err := httpDo(ctx, "POST", "http://"+s.addr+BareForgetPath, nil)
+		if err == nil && code != http.StatusNoContent {
+			err = fmt.Errorf("bare batch: forget: status %d: %s", code, body)
+		}
+		return err
+	}
+	return s, nil
 }
 
 func (l *Lab) startBareArgs(ctx context.Context, name string, env []string, args ...string) (*sut, error) {

@@ -171,7 +171,26 @@ func (o *Outcome) add(r *vegeta.Result, ok func(int) bool) {
 			}
 		}
 	}
-	if cs := r.Headers["Cache-Status"]; len(cs) > 0 && strings.Contains(cs[0], "; hit") {
+	if servedFromCache(r.Headers) {
 		o.Hits++
 	}
+}
+
+// servedFromCache reads each server's own word for a cache hit, so the
+// peers' rows show their hit share as sidecache's do: Cache-Status
+// (RFC 9211 §2.1: "; hit") from sidecache and the bench's bare servers,
+// NGINX's $upstream_cache_status as the bench's config adds it
+// (X-Cache-Status: HIT), and Varnish's built-in VCL, whose X-Varnish
+// carries the request's XID and, on a hit only, the stored object's.
+func servedFromCache(h http.Header) bool {
+	if cs := h["Cache-Status"]; len(cs) > 0 {
+		return strings.Contains(cs[0], "; hit")
+	}
+	if xc := h["X-Cache-Status"]; len(xc) > 0 {
+		return xc[0] == "HIT"
+	}
+	if xv := h["X-Varnish"]; len(xv) > 0 {
+		return len(strings.Fields(xv[0])) == 2
+	}
+	return false
 }

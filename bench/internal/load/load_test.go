@@ -140,3 +140,29 @@ func TestTargeter(t *testing.T) {
 		})
 	}
 }
+
+// Each server's word for a hit: sidecache's Cache-Status, the NGINX
+// config's X-Cache-Status and Varnish's two XIDs; a miss, a pass, a
+// revalidation or no word at all is no hit.
+func TestServedFromCache(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		header http.Header
+		want   bool
+	}{
+		{"sidecache hit", http.Header{"Cache-Status": {"sidecache; hit; ttl=30"}}, true},
+		{"sidecache miss", http.Header{"Cache-Status": {"sidecache; fwd=miss; stored"}}, false},
+		{"nginx hit", http.Header{"X-Cache-Status": {"HIT"}}, true},
+		{"nginx miss", http.Header{"X-Cache-Status": {"MISS"}}, false},
+		{"nginx revalidated", http.Header{"X-Cache-Status": {"REVALIDATED"}}, false},
+		{"varnish hit", http.Header{"X-Varnish": {"32770 3"}}, true},
+		{"varnish miss", http.Header{"X-Varnish": {"32770"}}, false},
+		{"no word", http.Header{"Age": {"3"}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := servedFromCache(c.header); got != c.want {
+				t.Errorf("servedFromCache(%v) = %v, want %v", c.header, got, c.want)
+			}
+		})
+	}
+}

@@ -53,6 +53,7 @@ func (r *CPUReport) Markdown() string {
 		"GET /clients/{id} over %d keys (bodies of the demo's client records, 600 B–1 KB). "+
 		"Hit: every key cached first, for "+lab.HitTTL+" (longer than the run; reports before 2026-11-26 05:00 kept 5 min, so the later rounds of a long run charged some misses to the hit rows). Pass: a proxy without routes in front of the bare Go server. "+
 		"Batched miss: GET /users/{id} on ids never asked before, batching on (max_size 100, max_wait 2ms), L1 only (256 MiB), purged before each round, so its L1 fills all through the round: a process's first minutes. "+
+		"Beside them the bare Go server at GOMAXPROCS=1 batching the same ids the same way, then serving them from memory (the batched floor, explained under the ratios). "+
 		"Batched miss, L1 at its bound: the same load on a sidecar of its own whose L1 ("+lab.BoundL1+") is full and evicting before each round (warmed with ids never asked before; its state under the table): the steady state a sidecar serves misses in. "+
 		"Split: GET /users?ids=… of %d ids at %d req/s, half of them cached before each round, half never asked before. "+
 		"L2 hit: GET /clients/{id} on a replica with L1 off, every entry stored in Redis by another replica (L1 off too); "+
@@ -167,6 +168,8 @@ func (r *CPUReport) Markdown() string {
 			"reports before 2026-11-25 20:00 released a millisecond's GETs at once (the 1 ms batches column), " +
 			"which share Redis's event-loop wake-ups and so made the reference cheaper than the traffic it stands for.")
 		w("")
+	}
+	if len(rows) > 0 && bareRedis > 0 { // the l2 row ran: its Go reference did too
 		w("The Go reference: *%s* is the bench's bare net/http server (the hit row's *%s*, one core as sidecache by default) "+
 			"reading each answer's body from the same Redis as the L2 hit, with one GET per request on a pooled connection, "+
 			"in the same rounds. Its CPU beyond the from-memory row is what the Redis round trip alone costs a Go server "+
@@ -180,6 +183,7 @@ func (r *CPUReport) Markdown() string {
 			"((L1 hit + bare Go's extra) ÷ L1 hit).", lab.BareRedisServer, lab.BareMemoryServer)
 		w("")
 	}
+	r.batchFloor(w, names, ratio)
 	r.l2Split(w, names, ratio)
 	w("Numbers from a machine running other work are noisy: read the spread, and the ratios within one run.")
 	return b.String()
@@ -188,7 +192,11 @@ func (r *CPUReport) Markdown() string {
 // bareRow reports whether server is one of the bare Go reference rows,
 // which are no sidecar.
 func bareRow(server string) bool {
-	return server == lab.BareMemoryServer || server == lab.BareRedisServer
+	switch server {
+	case lab.BareMemoryServer, lab.BareRedisServer, lab.BareBatchServer, lab.BareBatchHitServer, lab.BareBatchLeanServer:
+		return true
+	}
+	return false
 }
 
 // cpuOf is the median CPU per request of the row named server, whatever

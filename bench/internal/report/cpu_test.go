@@ -203,3 +203,55 @@ func TestCPUBatchBound(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUBatchFloor: the batch row's Go reference, bare Go at one core
+// batching the same ids and then serving them from memory, gives the
+// floor of the batched goal (its miss ÷ its hit), each sidecar's batched
+// miss extra over bare Go's (for a sidecar at one core only) and both
+// requests per bulk call; the bare rows get no ratio line of their own,
+// and without them there is no floor table.
+func TestCPUBatchFloor(t *testing.T) {
+	d := func(n int) []time.Duration { return []time.Duration{time.Duration(n) * time.Microsecond} }
+	r := &CPUReport{Started: time.Unix(0, 0), Results: []lab.CPUResult{
+		{Test: "hit", Server: "sidecache (L1 hit)", PerReq: d(40), HitShare: 1, MinHitShare: 1},
+		{Test: "hit", Server: "sidecache GOMAXPROCS=2 (L1 hit)", PerReq: d(60), HitShare: 1, MinHitShare: 1},
+		{Test: "batched miss", Server: "sidecache (batched miss)", PerReq: d(70), PerBulk: []float64{20.5, 21.7, 23}, IDs: 1},
+		{Test: "batched miss", Server: "sidecache GOMAXPROCS=2 (batched miss)", PerReq: d(90), PerBulk: []float64{25}, IDs: 1},
+		{Test: "batched miss", Server: lab.BareBatchServer, PerReq: d(48), PerBulk: []float64{19.2}, IDs: 1},
+		{Test: "hit", Server: lab.BareBatchHitServer, PerReq: d(32), IDs: 1, HitShare: 1, MinHitShare: 1},
+		{Test: "batched miss", Server: lab.BareBatchLeanServer, PerReq: d(40), PerBulk: []float64{19.8}, IDs: 1},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| batched miss | " + lab.BareBatchServer + " | 48.0 | 48.0–48.0 |  | 19.2 |  | 0 % |",
+		"| hit | " + lab.BareBatchHitServer + " | 32.0 | 32.0–32.0 |  |  |  | 100 % |",
+		"| sidecar | batched miss ÷ hit (goal ≤ 1.3×) | floor of the batched goal (bare Go GOMAXPROCS=1: batched miss ÷ from memory) | the floor with sidecache's splitter | batched miss's extra ÷ bare Go's batched extra (µs over the hit, GOMAXPROCS=1) | the extra over bare Go's with sidecache's splitter | requests per bulk call: sidecar / bare Go / bare Go with sidecache's splitter |",
+		"| sidecache | 1.75× | 1.50× | 1.25× | 1.88× (30.0 ÷ 16.0 µs) | 3.75× (30.0 ÷ 8.0 µs) | 21.7 / 19.2 / 19.8 |",
+		"| sidecache GOMAXPROCS=2 | 1.50× | 1.50× | 1.25× | — (GOMAXPROCS≠1) | — (GOMAXPROCS≠1) | 25.0 / 19.2 / 19.8 |",
+		"The batched floor: *" + lab.BareBatchServer + "*",
+		"*" + lab.BareBatchLeanServer + "* is the same server splitting each answer with sidecache's own splitter",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| bare Go GOMAXPROCS=1 | ") {
+		t.Errorf("a bare Go row got a sidecar's ratio line:\n%s", md)
+	}
+	if strings.Contains(md, "The Go reference:") {
+		t.Errorf("the l2 row's Go reference explained in a run without it:\n%s", md)
+	}
+
+	// -cpu-rows batch alone: no L1 hit, so no goal ratio nor extra; the
+	// floor still shows.
+	r.Results = []lab.CPUResult{r.Results[2], r.Results[4], r.Results[5]}
+	if md := r.Markdown(); !strings.Contains(md, "| sidecache | — | 1.50× | — | — | — | 21.7 / 19.2 / — |") {
+		t.Errorf("batch alone: the floor is missing:\n%s", md)
+	}
+
+	// Without the bare rows, no floor table.
+	r.Results = r.Results[:1]
+	if md := r.Markdown(); strings.Contains(md, "floor of the batched goal") {
+		t.Errorf("a floor table without the bare rows:\n%s", md)
+	}
+}

@@ -264,63 +264,13 @@ var ErrRejected = errors.New("l1: entry rejected")
 
 func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 	if e == nil {
-		return errors.New("l1: set: nil entry")
+		return errNilEntry
 	}
-	now := s.now()
-	ttl := e.Remaining(now)
-	it := newItem(key, e, s.hash(key))
-	it.chk = s.check(key)
-	it.deadline = deadline(int64(now.Sub(s.base)), ttl)
-	s.hashTags(it)
-
+	it, ttl := s.prepare(key, e, s.now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drainLocked()
-	// The key's slot and its tags' heads are looked up back to back, before
-	// anything is written: in a large store each is a cache miss (a batched
-	// miss's key and id tag are new), and with nothing between them the CPU
-	// waits for them together rather than one after another.
-	old := s.keys[it.h] // key's live item, or another key's with its hash
-	keep := ttl > 0 && it.cost <= s.maxBytes
-	var heads [linkAhead]*tagNode
-	ahead := heads[:0]
-	if keep {
-		ahead = heads[:min(len(it.nodes), linkAhead)]
-		for i := range ahead {
-			ahead[i] = s.tags[it.nodes[i].th]
-		}
-	}
-	if !keep {
-		if old != nil && old.key == key {
-			s.retireLocked(old)
-			s.c.Del(old.h)
-		}
-		if ttl > 0 {
-			return fmt.Errorf("%w: %d bytes over l1.max_bytes %d", ErrRejected, it.cost, s.maxBytes)
-		}
-		return nil
-	}
-	if old != nil {
-		// Retired but left in keys: indexLocked overwrites its slot.
-		s.kill(old)
-		s.unlinkAllLocked(old)
-		// Deleted from ristretto even when it is this key's: if
-		// ristretto has not applied old's write yet, it takes this write
-		// as a second new key and its policy, which has the key by then,
-		// rejects it, naming the live item (TestRewriteBeforeApplied).
-		// The delete is applied between the two, in order.
-		s.c.Del(old.h)
-		// Unlinking old wrote s.tags: the heads are looked up again.
-		ahead = nil
-	}
-	s.indexLocked(it, ahead)
-	// No TTL: the index expires the item (expiry.go).
-	if !s.c.Set(it.h, it, it.cost) {
-		// Dropped under contention or after Close: nothing will call back.
-		s.retireLocked(it)
-		return fmt.Errorf("%w: dropped", ErrRejected)
-	}
-	return nil
+	return s.setLocked(it, ttl)
 }
 
 // Delete drops keys; absent keys are not an error.
