@@ -7,6 +7,16 @@
 # from the reader's admin listener, then /proc CPU per request of the
 # reader and of Redis, and the profile's top entries.
 #
+# READER_L1=1 turns the reader's L1 on (cache.l1.max_bytes 256MiB): the
+# same run then measures an L1 hit of the same route, configuration and
+# sizes, the L2 hit's baseline (Redis's CPU falls to 0). With PERF_RECORD=1
+# (as root; build the binary with `go build -o /tmp/sidecache
+# ./cmd/sidecache`, bin/ builds have no symbols) it also samples the reader
+# with `perf record -e cpu-clock -g` for 6 s at 2 kHz (reader.data: 18,000
+# requests, the kernel's part included, which pprof leaves out; read it
+# with perf script) and counts its system calls per request over the
+# profile's 15 s (perf stat).
+#
 #   make build bin/bench && bench/profile-l2-hit.sh bin/sidecache [out-dir]
 set -euo pipefail
 bin=$(realpath "$1")
@@ -25,7 +35,8 @@ conf() { # listen admin-listen pprof
         -e "s#addrs: \[.*\]#addrs: [127.0.0.1:$redis_port]#"
 }
 conf 127.0.0.1:$wport 127.0.0.1:$wadmin false >"$out/writer.yaml"
-conf 127.0.0.1:$rport 127.0.0.1:$radmin true >"$out/reader.yaml"
+conf 127.0.0.1:$rport 127.0.0.1:$radmin true |
+  sed -e "${READER_L1:+s/^    max_bytes: 0\$/    max_bytes: 256MiB/}" >"$out/reader.yaml"
 seq 1 1000 | sed "s#^#GET http://127.0.0.1:$rport/clients/#" >"$out/targets.txt"
 redis-server --port $redis_port --save '' --appendonly no >"$out/redis.log" 2>&1 &
 rd=$!
@@ -54,12 +65,22 @@ t0=$(ticks $sc); r0=$(ticks $rd)
 "$out/vegeta" attack -targets "$out/targets.txt" -rate 3000 -duration 20s -workers 64 -max-workers 512 >"$out/attack.bin" &
 vg=$!
 sleep 3
+if [ -n "${PERF_RECORD:-}" ]; then
+  (sleep 4; perf record -q -F 2000 -e cpu-clock -g -p $sc -o "$out/reader.data" -- sleep 6 >/dev/null 2>&1) &
+  perf stat -x, -e task-clock,context-switches,syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_epoll_pwait \
+    -p $sc -o "$out/reader.perf" -- sleep 15 >/dev/null 2>&1 &
+fi
 curl -sf -H 'Authorization: Bearer bench' -o "$out/cpu.pprof" "http://127.0.0.1:$radmin/debug/pprof/profile?seconds=15"
 wait $vg
 t1=$(ticks $sc); r1=$(ticks $rd)
 n=$("$out/vegeta" report -type=json <"$out/attack.bin" | sed -n 's/.*"requests":\([0-9]*\).*/\1/p')
 hz=$(getconf CLK_TCK)
 echo "requests $n, reader CPU $(( (t1 - t0) * 1000000 / hz / n )) µs per request, redis $(( (r1 - r0) * 1000000 / hz / n )) µs per request"
+if [ -n "${PERF_RECORD:-}" ]; then
+  awk -F, '$3 == "task-clock" {printf "  task-clock %.1f µs", $1 * 1000 / 45000}
+    $3 ~ /^(context|syscalls)/ {sub("syscalls:sys_enter_", "", $3); printf ", %s %.2f", $3, $1 / 45000}
+    END {print " per request over 15 s"}' "$out/reader.perf"
+fi
 curl -sf http://127.0.0.1:$radmin/metrics | grep -E '^sidecache_requests_total\{result="(hit|miss|collapsed)",route="client"' || true
 go tool pprof -top -nodecount=30 "$bin" "$out/cpu.pprof" 2>/dev/null | head -38
 echo "profile: $out/cpu.pprof"

@@ -71,6 +71,9 @@ type Conn struct {
 	pfn   func(fd uintptr) bool
 	reads atomic.Int64 // read system calls made raw (Calls)
 
+	asking bool // Ask's request not yet written (askFD), under both locks
+	afn    func(fd uintptr) bool
+
 	wmu    sync.Mutex // guards what follows
 	wp     []byte     // the write's bytes, for wfn
 	wn     int        // bytes written
@@ -96,7 +99,7 @@ func New(c net.Conn) *Conn {
 		return x
 	}
 	// The callbacks are made once, so a call allocates nothing.
-	x.rc, x.rfn, x.wfn, x.pfn = rc, x.readFD, x.writeFD, x.peekFD
+	x.rc, x.rfn, x.wfn, x.pfn, x.afn = rc, x.readFD, x.writeFD, x.peekFD, x.askFD
 	return x
 }
 

@@ -8,11 +8,12 @@
 // peek before each reply, per-command allocations (docs/coherence.md, "The
 // L2 read"). Pool speaks RESP2 on its own connections, for that command
 // only: it writes the MGET with the keys appended straight into the
-// connection's buffer, reads the reply into one allocation for the entry,
-// and returns the connection to a free list without a health check — a
-// connection the server closed meanwhile fails the read (EOF, reset) and
-// the call is retried once on a new connection, as go-redis's MaxRetries 1
-// does.
+// connection's buffer, writes it in the poller call that waits for the
+// reply (rawio's Ask: no read that finds nothing yet), reads the reply
+// into one allocation for the entry, and returns the connection to a free
+// list without a health check — a connection the server closed meanwhile
+// fails the read (EOF, reset) and the call is retried once on a new
+// connection, as go-redis's MaxRetries 1 does.
 //
 // It keeps what the go-redis client guaranteed:
 //   - the context's deadline bounds the call (the socket's deadline is
@@ -76,7 +77,8 @@ type Pool struct {
 type conn struct {
 	nc   net.Conn
 	rw   *rawio.Conn   // nc's reads and writes, raw (internal/rawio)
-	br   *bufio.Reader // over rw
+	src  reply         // rw's reads, and the MGET's Ask
+	br   *bufio.Reader // over src
 	buf  []byte        // the command written; the epochs' values read (until put)
 	vals [][]byte      // mget's answer (until put)
 	ends []int         // where each epoch's value starts in buf, -1: nil
@@ -246,7 +248,8 @@ func (p *Pool) dial(ctx context.Context, dl time.Time) (*conn, error) {
 		return nil, err
 	}
 	rw := rawio.New(nc) // the socket's deadline (SetDeadline) bounds its calls
-	c := &conn{nc: nc, rw: rw, br: bufio.NewReaderSize(rw, 4096), buf: make([]byte, 0, 512), stall: p.stall}
+	c := &conn{nc: nc, rw: rw, src: reply{rw: rw}, buf: make([]byte, 0, 512), stall: p.stall}
+	c.br = bufio.NewReaderSize(&c.src, 4096)
 	var cmds [][]string
 	switch {
 	case p.user != "":
@@ -332,17 +335,14 @@ func (c *conn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, error
 		b = appendBulk(b, k, "", "")
 	}
 	c.buf = b
-	if c.stall != nil {
-		c.stall(late.BeforeWrite, c.nc)
-	}
-	if n, err := c.rw.Write(b); err != nil {
-		return nil, late.WriteFailed(n, err)
-	}
-	if c.stall != nil {
-		c.stall(late.BeforeRead, c.nc)
+	if err := c.send(b); err != nil {
+		return nil, err
 	}
 	line, err := c.line()
 	if err != nil {
+		if c.src.werr != nil { // Ask's write failed: nothing was read
+			return nil, late.WriteFailed(c.src.wrote, c.src.werr)
+		}
 		return nil, err
 	}
 	switch line[0] {
