@@ -79,10 +79,13 @@ func TestTieredSetManyAsSet(t *testing.T) {
 // before the L2 write); the others are written as Set writes them.
 func TestTieredSetManyKeep(t *testing.T) {
 	t.Parallel()
-	for _, withL1 := range []bool{true, false} {
+	for _, withL1 := range []string{"l1", "plain", ""} { // l1.Store's SetMany, SetEach over a plain store's Set, none
 		var s1 cache.Store
-		if withL1 {
+		switch withL1 {
+		case "l1":
 			s1 = newL1(t)
+		case "plain":
+			s1 = newMem()
 		}
 		s2 := newMem()
 		tiered := cache.NewTiered(s1, s2, cache.TieredOptions{})
@@ -93,11 +96,11 @@ func TestTieredSetManyKeep(t *testing.T) {
 			func(e *cache.Entry) bool { return e != stale })
 		for i, key := range keys {
 			if want := key == "stale"; errors.Is(errs[i], cache.ErrStale) != want || (errs[i] != nil) != want {
-				t.Errorf("l1 %v: %s: error %v", withL1, key, errs[i])
+				t.Errorf("l1 %q: %s: error %v", withL1, key, errs[i])
 			}
 			found, _, _ := tiered.Lookup(t.Context(), key)
 			if (found != nil) == (key == "stale") || s2.has(key) == (key == "stale") {
-				t.Errorf("l1 %v: %s: found %v, in l2 %v", withL1, key, found != nil, s2.has(key))
+				t.Errorf("l1 %q: %s: found %v, in l2 %v", withL1, key, found != nil, s2.has(key))
 			}
 		}
 	}

@@ -346,13 +346,7 @@ func (t *Tiered) SetMany(ctx context.Context, keys []string, es []*Entry, errs [
 	case ok:
 		ms.SetMany(ctx, keys, es, errs, keep)
 	case t.l1 != nil:
-		for i, key := range keys {
-			if keep != nil && !keep(es[i]) {
-				errs[i] = ErrStale
-				continue
-			}
-			errs[i] = t.l1.Set(ctx, key, es[i])
-		}
+		SetEach(ctx, t.l1, keys, es, errs, keep)
 	}
 	for i, key := range keys {
 		if errors.Is(errs[i], ErrStale) || t.l1 == nil && keep != nil && !keep(es[i]) {
@@ -369,6 +363,22 @@ func (t *Tiered) SetMany(ctx context.Context, keys []string, es []*Entry, errs [
 			}
 		}
 		errs[i] = t.stored(err1, err2)
+	}
+}
+
+// SetEach is SetMany made of one Set of s per entry, for a store without
+// it (an L1 of another kind; a cache wrapped for tracing or a test): errs[i]
+// is Set's error for keys[i], or ErrStale when keep, if not nil, refused
+// es[i] right before its Set.
+func SetEach(ctx context.Context, s interface {
+	Set(ctx context.Context, key string, e *Entry) error
+}, keys []string, es []*Entry, errs []error, keep func(*Entry) bool) {
+	for i, key := range keys {
+		if keep != nil && !keep(es[i]) {
+			errs[i] = ErrStale
+			continue
+		}
+		errs[i] = s.Set(ctx, key, es[i])
 	}
 }
 

@@ -75,13 +75,7 @@ func (x *exchange) storeElements(ctx context.Context, answers []bulkAnswer, upst
 	if ms, ok := x.h.cache.(manySetter); ok {
 		ms.SetMany(ctx, s.keys, s.es, s.errs, keep)
 	} else {
-		for i, key := range s.keys {
-			if !keep(s.es[i]) {
-				s.errs[i] = cache.ErrStale
-				continue
-			}
-			s.errs[i] = x.h.cache.Set(ctx, key, s.es[i])
-		}
+		cache.SetEach(ctx, x.h.cache, s.keys, s.es, s.errs, keep)
 	}
 	for i, err := range s.errs {
 		if err == nil || s.owner[i] < 0 {
