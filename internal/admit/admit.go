@@ -102,7 +102,7 @@ func Decide(o *Options, e *cache.Entry, upstream http.Header, hd *Heard, sentWit
 	}
 	// The header block counts: a huge header is as costly to keep as a
 	// huge body.
-	if int64(len(e.Body))+headerBytes(e) > o.MaxBody {
+	if int64(len(e.Body))+headerBytes(e, hd) > o.MaxBody {
 		return a
 	}
 	switch {
@@ -126,9 +126,15 @@ func Decide(o *Options, e *cache.Entry, upstream http.Header, hd *Heard, sentWit
 }
 
 // headerBytes is httpcache.HeaderBytes of e's header with its ETag, where
-// e holds it outside the header (cache.Entry.SetETag).
-func headerBytes(e *cache.Entry) int64 {
-	n := httpcache.HeaderBytes(e.Header)
+// e holds it outside the header (cache.Entry.SetETag); hd.HeaderBytes when
+// the caller has measured the header.
+func headerBytes(e *cache.Entry, hd *Heard) int64 {
+	var n int64
+	if hd.HeaderSized {
+		n = hd.HeaderBytes
+	} else {
+		n = httpcache.HeaderBytes(e.Header)
+	}
 	if v := e.ETagField(); v != nil {
 		n += int64(len("Etag") + len(v[0]) + 4)
 	}
@@ -154,6 +160,12 @@ type Heard struct {
 	Vary    []string
 	Star    bool
 	NoCache bool // Cache-Control: no-cache (RFC 9111 §5.2.2.4)
+	// HeaderBytes, when HeaderSized, is httpcache.HeaderBytes of the
+	// entry's header (without its ETag when held outside, SetETag): the
+	// stored elements of a bulk answer share one header map, which the
+	// caller measures once rather than Decide walking it per element.
+	HeaderBytes int64
+	HeaderSized bool
 }
 
 // Hear works out Heard for an answer with header h, whose request left at

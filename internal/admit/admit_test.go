@@ -9,6 +9,7 @@ import (
 	"github.com/sidecache/sidecache/internal/admit"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 )
 
@@ -93,5 +94,62 @@ func TestApply(t *testing.T) {
 	}
 	if _, ok := h["Set-Cookie"]; !ok {
 		t.Error("the shared header was changed in place")
+	}
+}
+
+// The header block counts against max_body_bytes whether Decide measures
+// it or the caller did (Heard.HeaderSized, a bulk answer's shared header):
+// an answer at the bound is kept, one byte over is not, with the ETag held
+// outside the header counted either way.
+func TestDecideMeasuredHeader(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	rt := compile(t, route.Spec{TTL: time.Minute})
+	h := http.Header{"Content-Type": {"application/json"}, "Date": {now.Format(http.TimeFormat)}}
+	etag := `"abc"`
+	hb := httpcache.HeaderBytes(h) + int64(len("Etag")+len(etag)+4)
+	for _, sized := range []bool{false, true} {
+		for _, over := range []int64{0, 1} {
+			e := &cache.Entry{Status: 200, Header: h, Body: []byte("x"), StoredAt: now}
+			e.SetETag([]string{etag})
+			hd := admit.Hear(h, now, now)
+			if sized {
+				hd.HeaderSized, hd.HeaderBytes = true, httpcache.HeaderBytes(h)
+			}
+			o := admit.Options{Route: rt, MaxBody: 1 + hb - over, Tombs: tombs(false)}
+			if a := admit.Decide(&o, e, h, &hd, false, now); a.Store != (over == 0) {
+				t.Errorf("measured by caller %v, %d over: store %v", sized, over, a.Store)
+			}
+		}
+	}
+}
+
+// BenchmarkDecideElement is Decide for one stored element of a bulk
+// answer, its header (four fields) shared with the others: measured by
+// Decide (walk) or once by the caller for them all (sized).
+//
+//	go test -run - -bench DecideElement -benchmem ./internal/admit
+func BenchmarkDecideElement(b *testing.B) {
+	now := time.Now()
+	rt, err := route.Compile([]route.Spec{{Name: "r", Pattern: "/r/{id}", TTL: time.Minute}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"max-age=300"},
+		"Date": {now.UTC().Format(http.TimeFormat)}, "Vary": {"Accept-Encoding"}}
+	e := &cache.Entry{Status: 200, Header: h, Body: []byte(strings.Repeat("x", 800)), StoredAt: now, Tags: []string{"_route:r"}}
+	e.SetETag([]string{`"0123456789abcdef0123456789abcdef0123456789a"`})
+	o := admit.Options{Route: rt.Route("r"), MaxBody: 1 << 20, Tombs: tombs(false)}
+	for _, sized := range []bool{false, true} {
+		name := map[bool]string{false: "walk", true: "sized"}[sized]
+		b.Run(name, func(b *testing.B) {
+			hd := admit.Hear(h, now, now)
+			hd.HeaderSized, hd.HeaderBytes = sized, httpcache.HeaderBytes(h)
+			b.ReportAllocs()
+			for b.Loop() {
+				if !admit.Decide(&o, e, h, &hd, false, now).Store {
+					b.Fatal("not stored")
+				}
+			}
+		})
 	}
 }

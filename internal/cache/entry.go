@@ -177,14 +177,27 @@ func (e *Entry) Remaining(now time.Time) time.Duration {
 // slot, and the fixed cost of the Entry and its header map. It leaves out
 // the key the entry is stored under, which only the store knows; an L1
 // charges KeyedSize.
-func (e *Entry) Size() int64 {
-	n := int64(len(e.Body)) + entryOverhead
-	for k, vs := range e.Header {
+func (e *Entry) Size() int64 { return e.SizeWith(HeaderSize(e.Header)) }
+
+// HeaderSize is what Size charges for a header map: its names and values,
+// each with its slot.
+func HeaderSize(h http.Header) int64 {
+	var n int64
+	for k, vs := range h {
 		n += int64(len(k)) + headerOverhead
 		for _, v := range vs {
 			n += int64(len(v)) + stringOverhead
 		}
 	}
+	return n
+}
+
+// SizeWith is Size for hs = HeaderSize(e.Header), worked out by a caller
+// that sizes many entries sharing one header map (a bulk answer's
+// elements, cache.Entry.SetETag) once for all of them: walking the map is
+// most of Size's cost, and it is the same walk for each.
+func (e *Entry) SizeWith(hs int64) int64 {
+	n := int64(len(e.Body)) + entryOverhead + hs
 	if e.etag != nil {
 		// Charged as the header slot it was (the shared map is charged
 		// to every entry that holds it, as if its own).
@@ -203,7 +216,12 @@ func (e *Entry) Size() int64 {
 // Size alone can be flooded with distinct long keys whose small answers
 // cost next to nothing while the keys fill the heap.
 func (e *Entry) KeyedSize(key string) int64 {
-	return e.Size() + int64(len(key)) + stringOverhead
+	return e.KeyedSizeWith(key, HeaderSize(e.Header))
+}
+
+// KeyedSizeWith is KeyedSize for hs = HeaderSize(e.Header) (SizeWith).
+func (e *Entry) KeyedSizeWith(key string, hs int64) int64 {
+	return e.SizeWith(hs) + int64(len(key)) + stringOverhead
 }
 
 // The fixed costs Size charges, measured on amd64 (see l1's heap test): the

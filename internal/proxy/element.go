@@ -86,7 +86,9 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 			slot[0] = etag
 			e.SetETag(slot)
 		}
-		f = x.keepAs(ctx, e, heads.shared[i], &heads.heard)
+		hd := heads.heard
+		hd.HeaderSized, hd.HeaderBytes = true, heads.storedBytes[i]
+		f = x.keepAs(ctx, e, heads.shared[i], &hd)
 	case aged && x.rs.rt.Origin != nil:
 		// The origin's freshness reads the answer's age from it
 		// (httpcache.Origin.Storage); the entry does not keep it.
@@ -123,6 +125,9 @@ type elementHeads struct {
 	// freshness rule reads each element's header with its ETag
 	// (httpcache.Origin.Storage): each element has its own there.
 	shared, stored [2]http.Header
+	// storedBytes are httpcache.HeaderBytes of stored, for admit
+	// (admit.Heard.HeaderBytes): measured once, not per element.
+	storedBytes [2]int64
 	// heard is what admit reads of an element's header alone: the same
 	// for every element (their headers differ in Content-Type,
 	// Last-Modified and ETag only), with the answer's Age.
@@ -161,6 +166,7 @@ func (x *exchange) elementHeads(upstream http.Header, requested time.Time) eleme
 					heads.stored[i] = heads.Shared(status)
 					x.h.tagh.s.StripFrom(heads.stored[i])
 				}
+				heads.storedBytes[i] = httpcache.HeaderBytes(heads.stored[i])
 			}
 		}
 		key := upstream.Clone()

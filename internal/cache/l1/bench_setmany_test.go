@@ -2,6 +2,7 @@ package l1
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,18 +25,31 @@ const bulkIDs = 22
 func BenchmarkFillBulk(b *testing.B) {
 	b.Run("set", func(b *testing.B) { benchFill(b, bulkIDs, false) })
 	b.Run("setmany", func(b *testing.B) { benchFill(b, bulkIDs, true) })
+	// The entries of one bulk answer share one header map, their ETags
+	// beside it (cache.Entry.SetETag), as the proxy's elements do.
+	b.Run("setmany-shared", func(b *testing.B) { benchFill(b, -bulkIDs, true) })
 }
 
 // benchFill looks up 2^17 keys never stored, one a op, and writes each
 // group of size keys after their lookups (size 1: each right after its
 // own), by Set or SetMany, into a store sized like the bench's (made and
 // closed outside the CPU it reports); it returns a key and its entry.
+// A negative size is -size with the entries' header maps shared, each
+// entry's ETag beside it, as a bulk answer's elements are stored.
 func benchFill(b *testing.B, size int, many bool) (string, *cache.Entry) {
 	const n = 1 << 17
 	ctx := context.Background()
 	keys, entries := batchedMissEntries(n, func(id string) string { return `{"id":` + id + `,"name":"` + strings.Repeat("x", 10) + `"}` })
 	for _, e := range entries {
 		e.Header["Content-Length"] = []string{"30"}
+	}
+	if size < 0 {
+		size = -size
+		shared := entries[0].Header
+		for i, e := range entries {
+			e.Header = shared
+			e.SetETag([]string{`"` + strconv.Itoa(i) + `"`})
+		}
 	}
 	var s *Store
 	defer func() {

@@ -121,7 +121,12 @@ type Store struct {
 // tags holds in the index. Leaving any of it out lets a flood of distinct
 // keys with small answers hold many times MaxBytes.
 func cost(key string, e *cache.Entry) int64 {
-	return e.KeyedSize(key) + itemOverhead + int64(len(e.Tags))*tagSlotOverhead
+	return costWith(key, e, cache.HeaderSize(e.Header))
+}
+
+// costWith is cost for hs = cache.HeaderSize(e.Header).
+func costWith(key string, e *cache.Entry, hs int64) int64 {
+	return e.KeyedSizeWith(key, hs) + itemOverhead + int64(len(e.Tags))*tagSlotOverhead
 }
 
 // tagSlotOverhead is a tag's node in the item (40 B, its tag's hash

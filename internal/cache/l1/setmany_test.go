@@ -3,6 +3,7 @@ package l1
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -122,4 +123,62 @@ func TestSetManyKeepRacingInvalidation(t *testing.T) {
 		}
 	}
 	checkIndex(t, s)
+}
+
+// SetMany charges and indexes entries that share header maps and tag
+// strings (a bulk answer's, cache.Entry.SetETag) as Set does each: the
+// header's size, worked out once per run of entries with the same map, is
+// worked out again when the map changes (to a larger one, then back), and
+// a tag's hash, taken from the previous entry's for the very same string,
+// is not taken for an equal string elsewhere nor for another string of
+// the same length.
+func TestSetManySharedHeadersAndTags(t *testing.T) {
+	t.Parallel()
+	one := newStore(t, Options{MaxBytes: 1 << 20})
+	many := newStore(t, Options{MaxBytes: 1 << 20})
+	many.seed, many.checkSeed = one.seed, one.checkSeed
+	small := http.Header{"Content-Type": {"application/json"}}
+	large := http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"max-age=300"}, "Date": {"Thu, 26 Nov 2026 16:00:00 GMT"}}
+	route := "_route:user"
+	tags := []string{route, route, strings.Clone(route), "_route:usex", route, "_route:usex"}
+	headers := []http.Header{small, small, large, large, small, nil}
+	var keys []string
+	var es []*cache.Entry
+	for i := range tags {
+		id := fmt.Sprint(i)
+		e := entry(`{"id":`+id+`}`, time.Hour, tags[i], "user:"+id)
+		e.Header = headers[i]
+		e.SetETag([]string{`"` + id + `"`})
+		keys, es = append(keys, "GET example.com/users/"+id), append(es, e)
+	}
+	for i, key := range keys {
+		if err := one.Set(t.Context(), key, es[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make([]error, len(keys))
+	many.SetMany(t.Context(), keys, es, errs, nil)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+	}
+	one.Wait()
+	many.Wait()
+	if one.Bytes() != many.Bytes() || one.Items() != many.Items() {
+		t.Errorf("SetMany holds %d items, %d bytes; Set %d, %d", many.Items(), many.Bytes(), one.Items(), one.Bytes())
+	}
+	for i, key := range keys {
+		if want := cost(key, es[i]); many.keys[many.hash(key)].cost != want {
+			t.Errorf("%s: SetMany charged %d, want %d", key, many.keys[many.hash(key)].cost, want)
+		}
+	}
+	for _, tag := range []string{route, "_route:usex"} {
+		a, _ := one.KeysWithTag(tag, 100)
+		b, _ := many.KeysWithTag(tag, 100)
+		if !slices.Equal(a, b) {
+			t.Errorf("tag %s: SetMany's keys %q, Set's %q", tag, b, a)
+		}
+	}
+	checkIndex(t, many)
 }

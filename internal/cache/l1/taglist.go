@@ -2,6 +2,7 @@ package l1
 
 import (
 	"slices"
+	"unsafe"
 
 	"github.com/sidecache/sidecache/internal/cache"
 )
@@ -36,7 +37,7 @@ type tagNode struct {
 // newItem allocates the item for e under key with its tag nodes in the
 // same allocation for the usual tag counts (the route's, an id's, the URI's
 // one or two), where a separate slice would cost a second allocation.
-func newItem(key string, e *cache.Entry, h uint64) *item {
+func newItem(key string, e *cache.Entry, h uint64, hs int64) *item {
 	var it *item
 	switch len(e.Tags) {
 	case 0:
@@ -68,16 +69,30 @@ func newItem(key string, e *cache.Entry, h uint64) *item {
 	default:
 		it = &item{nodes: make([]tagNode, len(e.Tags))}
 	}
-	it.key, it.e, it.cost, it.h = key, e, cost(key, e), h
+	it.key, it.e, it.cost, it.h = key, e, costWith(key, e, hs), h
 	return it
 }
 
-// hashTags hashes it's tags into its nodes, before mu is taken.
-func (s *Store) hashTags(it *item) {
+// hashTags hashes it's tags into its nodes, before mu is taken. A tag
+// that is the very string prev (if not nil) has at the same index, the
+// same bytes at the same address, takes prev's hash: a bulk answer's
+// elements all carry their route's tag first, one string.
+func (s *Store) hashTags(it, prev *item) {
 	for i, tag := range it.e.Tags {
 		n := &it.nodes[i]
-		n.it, n.tag, n.th = it, int32(i), s.hash(tag)
+		n.it, n.tag = it, int32(i)
+		if prev != nil && i < len(prev.e.Tags) && sameString(tag, prev.e.Tags[i]) {
+			n.th = prev.nodes[i].th
+			continue
+		}
+		n.th = s.hash(tag)
 	}
+}
+
+// sameString reports whether a and b are one string (not only equal
+// ones): same length, same bytes' address. It reads no byte.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
 // linkAhead is how many of an item's tags Set looks up before it writes
