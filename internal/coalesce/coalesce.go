@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ErrPanicked is wrapped by the error every caller of a flight gets when fn
@@ -58,6 +59,34 @@ type Flight[V any] struct {
 	over atomic.Bool // Finish has been called
 	v    V
 	err  error
+	// ctx is the context fn and a DoThen's steps run with: the
+	// leader's, detached from its cancellation (see detached).
+	ctx detached
+}
+
+// detached is context.WithoutCancel(parent) held in its flight: a
+// leader's flight needs one, and WithoutCancel's was an allocation of its
+// own per flight, one per batched miss (issue 23). It is that context in
+// every respect: no deadline, no Done channel (so a context derived from
+// it is never cancelled by it), no error, no cause, parent's values.
+type detached struct{ parent context.Context }
+
+func (*detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*detached) Done() <-chan struct{}       { return nil }
+func (*detached) Err() error                  { return nil }
+
+// Value is WithoutCancel's, so that context.Cause, which asks for the
+// cancelCtx a context hangs from, finds none here, as there: WithoutCancel
+// is made (inlined, on the stack) only for the lookups, which a flight
+// makes a few of, not on every flight.
+func (d *detached) Value(key any) any { return context.WithoutCancel(d.parent).Value(key) }
+
+func (d *detached) String() string { return fmt.Sprint(d.parent) + ".WithoutCancel" }
+
+// detach is c's context for the leader's ctx (see detached).
+func (c *Flight[V]) detach(ctx context.Context) context.Context {
+	c.ctx.parent = ctx
+	return &c.ctx
 }
 
 // Do runs fn once per key among concurrent callers and gives each the same
@@ -83,7 +112,7 @@ func (g *Group[V]) Do(ctx context.Context, key string, fn func(ctx context.Conte
 	}
 	c, leader := g.join(key)
 	if leader {
-		go c.run(context.WithoutCancel(ctx), fn)
+		go c.run(c.detach(ctx), fn)
 	}
 	return c.wait(ctx, leader)
 }
@@ -184,7 +213,7 @@ func (g *Group[V]) DoThen(ctx context.Context, key string, first First[V]) (v V,
 	}
 	c, leader := g.join(key)
 	if leader {
-		flightCtx := context.WithoutCancel(ctx)
+		flightCtx := c.detach(ctx)
 		var then Then[V]
 		if !c.step(func() (V, bool, error) {
 			v, n, err := first(flightCtx, c)
