@@ -143,7 +143,10 @@ func (c *Flight[V]) wait(ctx context.Context, leader bool) (v V, _ bool, err err
 
 // join returns key's flight in progress, or a new one that the caller
 // (leader) must run.
-func (g *Group[V]) join(key string) (c *Flight[V], leader bool) {
+func (g *Group[V]) join(key string) (c *Flight[V], leader bool) { return g.joinIn(key, nil) }
+
+// joinIn is join with the new flight made by in (DoThenIn).
+func (g *Group[V]) joinIn(key string, in func() *Flight[V]) (c *Flight[V], leader bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c = g.calls[key]; c != nil {
@@ -152,7 +155,12 @@ func (g *Group[V]) join(key string) (c *Flight[V], leader bool) {
 	if g.calls == nil {
 		g.calls = make(map[string]*Flight[V])
 	}
-	c = &Flight[V]{g: g, key: key, done: make(chan struct{})}
+	if in != nil {
+		c = in()
+	} else {
+		c = new(Flight[V])
+	}
+	c.g, c.key, c.done = g, key, make(chan struct{})
 	g.calls[key] = c
 	return c, true
 }
@@ -208,10 +216,20 @@ type Next[V any] struct {
 // every caller's error, as in Do, even when first had handed the flight
 // on (the first Finish counts).
 func (g *Group[V]) DoThen(ctx context.Context, key string, first First[V]) (v V, leader bool, err error) {
+	return g.DoThenIn(ctx, key, nil, first)
+}
+
+// DoThenIn is DoThen whose flight, when the caller leads one, is the zero
+// Flight in returns (nil in: a Flight of its own): a leader that
+// allocates for its flight anyway (the proxy's batched miss, its lead)
+// holds the Flight in that allocation, one fewer per flight. in is called
+// under g's lock, only when the caller leads, before first runs; it must
+// be short, must not call g, and must return a Flight never used before.
+func (g *Group[V]) DoThenIn(ctx context.Context, key string, in func() *Flight[V], first First[V]) (v V, leader bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	c, leader := g.join(key)
+	c, leader := g.joinIn(key, in)
 	if leader {
 		flightCtx := c.detach(ctx)
 		var then Then[V]

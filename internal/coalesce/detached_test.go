@@ -66,3 +66,32 @@ func TestFlightContextIsDetached(t *testing.T) {
 		})
 	}
 }
+
+// DoThenIn's flight is the one in makes, made only for the caller that
+// leads: a caller that joins a flight in progress has in not called.
+func TestDoThenInUsesTheGivenFlight(t *testing.T) {
+	var g Group[string]
+	var fl Flight[string]
+	made := 0
+	in := func() *Flight[string] { made++; return &fl }
+	handed := make(chan *Flight[string], 1)
+	done := make(chan outcome, 1)
+	go func() {
+		v, l, err := g.DoThenIn(context.Background(), "k", in, func(_ context.Context, f *Flight[string]) (string, Next[string], error) {
+			handed <- f
+			return "", Next[string]{Handed: true}, nil
+		})
+		done <- outcome{v, l, err}
+	}()
+	f := <-handed
+	if f != &fl || made != 1 {
+		t.Fatalf("leader's flight %p (in called %d times), want the one in made (%p)", f, made, &fl)
+	}
+	if c, leader := g.joinIn("k", func() *Flight[string] { t.Error("in called for a joiner"); return new(Flight[string]) }); c != f || leader {
+		t.Fatalf("joiner got %p (leader %v), want the flight in progress %p", c, leader, f)
+	}
+	f.Finish("v", nil)
+	if o := <-done; o.v != "v" || !o.leader || o.err != nil {
+		t.Fatalf("leader: %+v", o)
+	}
+}

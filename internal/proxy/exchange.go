@@ -10,6 +10,7 @@ import (
 	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/relay"
 	"github.com/sidecache/sidecache/internal/route"
@@ -72,6 +73,9 @@ type exchange struct {
 	// sets, while not nil, take the writes keepAs makes: an
 	// elementExchange's, for storeElements to make together.
 	sets *elementSets
+	// lead is the lead join made for the flight this request leads when
+	// it may be a batched miss (fillFirst); nil otherwise.
+	lead *lead
 }
 
 // cached is the cached path for a GET or HEAD: answer from L1 when an entry
@@ -150,7 +154,15 @@ func (x *exchange) join(flightKey string, held candidate) {
 		// upstream one call at a time per key.
 		f, leader, err = x.h.refreshes.Do(ctx, flightKey, x.arrival, x.detach().fillTraced)
 	} else {
-		f, leader, err = x.h.flights.DoThen(ctx, flightKey, x.fillFirst) // copies x when it misses
+		// A request that may be a batched miss holds its flight in its
+		// lead, made only if it leads (newLead); others in a Flight of
+		// their own.
+		var in func() *coalesce.Flight[*flight]
+		if x.h.tr == nil && x.batched() {
+			in = x.newLead
+		}
+		f, leader, err = x.h.flights.DoThenIn(ctx, flightKey, in, x.fillFirst) // copies x when it misses
+		x.lead = nil
 	}
 	interim.Close()
 	if ctx.Err() != nil {
@@ -207,6 +219,13 @@ func (x *exchange) join(flightKey string, held candidate) {
 	x.respondFlight(f, leader)
 }
 
+// newLead is the lead of the flight x leads (coalesce.DoThenIn), kept
+// in x for fillFirst, which hands the flight to a batch with it.
+func (x *exchange) newLead() *coalesce.Flight[*flight] {
+	x.lead = new(lead)
+	return &x.lead.fl
+}
+
 // noteUpstream adds to the access log the upstream time of a flight this
 // request ran itself (a waiter's is the leader's to report), and the
 // request id of the upstream call whose answer it got (a waiter's too).
@@ -227,6 +246,7 @@ func (x *exchange) noteUpstream(f *flight, leader bool) {
 // exchange on the stack).
 func (x *exchange) detach() *exchange {
 	c := *x
+	c.lead = nil // the request's own flight's
 	return &c
 }
 
