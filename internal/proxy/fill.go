@@ -107,7 +107,10 @@ type lead struct {
 // its span on the flight's goroutine, as before. A request that joins a
 // flight in progress copies nothing, and neither does a hit (the copy of
 // an exchange was a fifth of an L2 hit's allocated bytes: BenchmarkL2Hit).
-func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight]) (*flight, coalesce.Next[*flight], error) {
+//
+// m, when not nil, is the lead whose Flight is fl (join made it, as the
+// request may be a batched miss).
+func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight], m *lead) (*flight, coalesce.Next[*flight], error) {
 	if x.h.tr != nil {
 		return nil, coalesce.Next[*flight]{Then: x.detach().fillTraced}, nil // the request's own exchange stays on its stack
 	}
@@ -117,7 +120,7 @@ func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight]) 
 		return f, coalesce.Next[*flight]{}, nil
 	}
 	defer func() { x.base = base }() // the request's own exchange as it was
-	if m := x.lead; m != nil && &m.fl == fl {
+	if m != nil && &m.fl == fl {
 		x.loadBatchedTo(ctx, m, stale) // batch.go
 		return nil, coalesce.Next[*flight]{Handed: true}, nil
 	}
