@@ -130,7 +130,8 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 // is copied (detach, with the base fillCached chose) only when this id
 // opens a batch: the batch makes its bulk call with the opener's.
 //
-// m is the lead join made, whose Flight is fl's (coalesce.DoThenIn).
+// m is the lead join made for the flight, which holds its Flight
+// (coalesce.Group.DoThenIn): the batch finishes it (lead.Loaded).
 func (x *exchange) loadBatchedTo(ctx context.Context, m *lead, stale candidate) {
 	m.h, m.base = x.h, x.base.e
 	m.f.stale = staleRef(stale)
