@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ErrPanicked is wrapped by the error every caller of a flight gets when fn
@@ -58,6 +59,34 @@ type Flight[V any] struct {
 	over atomic.Bool // Finish has been called
 	v    V
 	err  error
+	// ctx is the context fn and a DoThen's steps run with: the
+	// leader's, detached from its cancellation (see detached).
+	ctx detached
+}
+
+// detached is context.WithoutCancel(parent) held in its flight: a
+// leader's flight needs one, and WithoutCancel's was an allocation of its
+// own per flight, one per batched miss (issue 23). It is that context in
+// every respect: no deadline, no Done channel (so a context derived from
+// it is never cancelled by it), no error, no cause, parent's values.
+type detached struct{ parent context.Context }
+
+func (*detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*detached) Done() <-chan struct{}       { return nil }
+func (*detached) Err() error                  { return nil }
+
+// Value is WithoutCancel's, so that context.Cause, which asks for the
+// cancelCtx a context hangs from, finds none here, as there: WithoutCancel
+// is made (inlined, on the stack) only for the lookups, which a flight
+// makes a few of, not on every flight.
+func (d *detached) Value(key any) any { return context.WithoutCancel(d.parent).Value(key) }
+
+func (d *detached) String() string { return fmt.Sprint(d.parent) + ".WithoutCancel" }
+
+// detach is c's context for the leader's ctx (see detached).
+func (c *Flight[V]) detach(ctx context.Context) context.Context {
+	c.ctx.parent = ctx
+	return &c.ctx
 }
 
 // Do runs fn once per key among concurrent callers and gives each the same
@@ -83,7 +112,7 @@ func (g *Group[V]) Do(ctx context.Context, key string, fn func(ctx context.Conte
 	}
 	c, leader := g.join(key)
 	if leader {
-		go c.run(context.WithoutCancel(ctx), fn)
+		go c.run(c.detach(ctx), fn)
 	}
 	return c.wait(ctx, leader)
 }
@@ -114,7 +143,10 @@ func (c *Flight[V]) wait(ctx context.Context, leader bool) (v V, _ bool, err err
 
 // join returns key's flight in progress, or a new one that the caller
 // (leader) must run.
-func (g *Group[V]) join(key string) (c *Flight[V], leader bool) {
+func (g *Group[V]) join(key string) (c *Flight[V], leader bool) { return g.joinIn(key, nil) }
+
+// joinIn is join with the new flight made by in (DoThenIn).
+func (g *Group[V]) joinIn(key string, in func() *Flight[V]) (c *Flight[V], leader bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c = g.calls[key]; c != nil {
@@ -123,7 +155,12 @@ func (g *Group[V]) join(key string) (c *Flight[V], leader bool) {
 	if g.calls == nil {
 		g.calls = make(map[string]*Flight[V])
 	}
-	c = &Flight[V]{g: g, key: key, done: make(chan struct{})}
+	if in != nil {
+		c = in()
+	} else {
+		c = new(Flight[V])
+	}
+	c.g, c.key, c.done = g, key, make(chan struct{})
 	g.calls[key] = c
 	return c, true
 }
@@ -179,12 +216,22 @@ type Next[V any] struct {
 // every caller's error, as in Do, even when first had handed the flight
 // on (the first Finish counts).
 func (g *Group[V]) DoThen(ctx context.Context, key string, first First[V]) (v V, leader bool, err error) {
+	return g.DoThenIn(ctx, key, nil, first)
+}
+
+// DoThenIn is DoThen whose flight, when the caller leads one, is the zero
+// Flight in returns (nil in: a Flight of its own): a leader that
+// allocates for its flight anyway (the proxy's batched miss, its lead)
+// holds the Flight in that allocation, one fewer per flight. in is called
+// under g's lock, only when the caller leads, before first runs; it must
+// be short, must not call g, and must return a Flight never used before.
+func (g *Group[V]) DoThenIn(ctx context.Context, key string, in func() *Flight[V], first First[V]) (v V, leader bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	c, leader := g.join(key)
+	c, leader := g.joinIn(key, in)
 	if leader {
-		flightCtx := context.WithoutCancel(ctx)
+		flightCtx := c.detach(ctx)
 		var then Then[V]
 		if !c.step(func() (V, bool, error) {
 			v, n, err := first(flightCtx, c)

@@ -14,7 +14,6 @@ import (
 	"github.com/sidecache/sidecache/internal/bulk"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
-	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/surrogate"
@@ -130,8 +129,11 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 // batch's failure is always the upstream's (batchedFlight). The exchange
 // is copied (detach, with the base fillCached chose) only when this id
 // opens a batch: the batch makes its bulk call with the opener's.
-func (x *exchange) loadBatchedTo(ctx context.Context, fl *coalesce.Flight[*flight], stale candidate) {
-	m := &lead{fl: fl, h: x.h, base: x.base.e}
+//
+// m is the lead join made for the flight, which holds its Flight
+// (coalesce.Group.DoThenIn): the batch finishes it (lead.Loaded).
+func (x *exchange) loadBatchedTo(ctx context.Context, m *lead, stale candidate) {
+	m.h, m.base = x.h, x.base.e
 	m.f.stale = staleRef(stale)
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
 	x.rs.batcher.LoadTo(ctx, x.list, x.rs.fwd.group(x.r), func() *exchange { return x.detach() }, id, m, &m.slot)
