@@ -303,8 +303,8 @@ func entryCoding(e *cache.Entry) (string, bool) {
 // request's exchange lives on its stack on an L1 hit, and a slice of the
 // matcher's there would follow every copy of it (detach, lead) to the
 // heap, so matching cost an allocation per request. Copies of the
-// exchange copy them. Room for one only: a batched miss's lead then fits
-// in 768 bytes.
+// exchange copy them. Room for one only: the exchange then fits its
+// 384-byte size class (TestLeadAndExchangeSizes).
 type params struct {
 	n    int
 	in   [1]route.Param
