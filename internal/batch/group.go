@@ -67,9 +67,12 @@ type group[A, V any] struct {
 	// results one allocation each, not log₂ n. It is never over MaxSize.
 	last int
 	// timer ends the MaxWait of the group's open batch (timeUp): one
-	// timer per group, Reset for each batch it opens, not one per batch.
-	// nil in a group never registered (lone, quarantined).
+	// timer per group, Reset for each batch it opens, not one per batch,
+	// and only while nothing is in flight (windowLocked). nil in a group
+	// never registered (lone, quarantined) or never without a call in
+	// flight when it opened a batch.
 	timer *time.Timer
+	armed bool // timer is set for the open batch (armLocked)
 }
 
 // batch is one fetch to make. Its fields are guarded by Loader.mu until it
@@ -80,8 +83,8 @@ type batch[A, V any] struct {
 	ctx context.Context
 	ids []string
 	res []*result[V] // res[i] is the outcome of ids[i]
-	// opened is when the batch opened, and its group's timer was set
-	// for it; zero for isolation halves and lone batches, which have none.
+	// opened is when the batch opened (its MaxWait's start); zero for
+	// isolation halves and lone batches, which have none.
 	opened  time.Time
 	expired bool // MaxWait is up
 	// retry: an isolation call, of owner's ids only (nil: one-id requests').

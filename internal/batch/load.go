@@ -204,10 +204,8 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 		g.open = b
 		if !lone {
 			b.opened = time.Now()
-			if g.timer == nil {
-				g.timer = time.AfterFunc(l.opts.MaxWait, func() { l.timeUp(g) })
-			} else {
-				g.timer.Reset(l.opts.MaxWait)
+			if g.inFlight == 0 {
+				l.armLocked(g, l.opts.MaxWait)
 			}
 		}
 	}

@@ -298,7 +298,9 @@ func (cl *Client) get(ctx context.Context, now time.Time) (c *Conn, reused bool,
 		return nil, false, err
 	}
 	rw := rawio.New(nc) // nc's deadlines bound its calls
-	c = &Conn{c: nc, rw: rw, lr: limitReader{c: rw}, bw: bufio.NewWriterSize(rw, 4<<10)}
+	c = &Conn{c: nc, rw: rw, ask: asker{rw: rw}}
+	c.lr = limitReader{c: rw, ask: &c.ask}
+	c.bw = bufio.NewWriterSize(&c.ask, 4<<10)
 	c.br = bufio.NewReaderSize(&c.lr, 4<<10)
 	c.expire = func() { _ = nc.SetReadDeadline(time.Unix(1, 0)) }
 	return c, false, nil

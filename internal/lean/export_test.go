@@ -9,3 +9,15 @@ func Idle(cl *Client) int {
 	defer cl.mu.Unlock()
 	return len(cl.idle)
 }
+
+// IdleCalls is the raw read and write system calls of cl's idle
+// connections, summed.
+func IdleCalls(cl *Client) (reads, writes int64) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for _, c := range cl.idle {
+		r, w := c.rw.Calls()
+		reads, writes = reads+r, writes+w
+	}
+	return reads, writes
+}

@@ -4,8 +4,9 @@ import "io"
 
 // Ask is a request and the first bytes of its reply in one poller call.
 //
-// A request-reply client (the L2 hit's MGET, internal/cache/l2/mget)
-// writes its command and then reads: net.Conn's read, and Read, try the
+// A request-reply client (the L2 hit's MGET, internal/cache/l2/mget; the
+// upstream's bulk call, fill and pass-through, internal/lean) writes its
+// command and then reads: net.Conn's read, and Read, try the
 // system call first, which finds nothing (EAGAIN) unless the peer
 // answered before the write returned, and only then wait in the poller —
 // a read(2) that returns no byte (about 1 µs of a one-core sidecar's
