@@ -115,3 +115,53 @@ func BenchmarkDeleteRouteTag(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkDeleteRouteTagStall is BenchmarkDeleteRouteTag with a Get that
+// misses (it takes mu, where ristretto has nothing) looping beside the
+// purge: max-miss-ns is the longest of those Gets over the run, which a
+// purge holding mu for its whole walk made as long as the purge itself.
+//
+//	go test -run - -bench DeleteRouteTagStall -benchtime 5x -count 6 ./internal/cache/l1
+func BenchmarkDeleteRouteTagStall(b *testing.B) {
+	const n = 1 << 16
+	ctx := context.Background()
+	keys, entries := batchedMissEntries(n, func(id string) string { return `{"id":` + id + `}` })
+	var worst time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		s := newStore(b, Options{MaxBytes: 1 << 30})
+		for i := range n {
+			_ = s.Set(ctx, keys[i], entries[i])
+		}
+		s.Wait()
+		stop, ready, longest := make(chan struct{}), make(chan struct{}), make(chan time.Duration)
+		go func() {
+			var most time.Duration
+			for i := 0; ; i++ {
+				if i == 1 {
+					close(ready)
+				}
+				select {
+				case <-stop:
+					longest <- most
+					return
+				default:
+				}
+				t0 := time.Now()
+				if _, ok, _ := s.Get(ctx, "GET example.com/absent"); ok {
+					panic("absent key served")
+				}
+				most = max(most, time.Since(t0))
+			}
+		}()
+		<-ready
+		b.StartTimer()
+		s.DeleteTags("_route:user")
+		b.StopTimer()
+		close(stop)
+		worst = max(worst, <-longest)
+		s.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(worst.Nanoseconds()), "max-miss-ns")
+}
