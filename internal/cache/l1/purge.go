@@ -24,8 +24,10 @@ const purgeChunk = 256
 // calls DeleteTags, so readers refuse such an entry anyway, and SetMany's
 // keep refuses it (set.go); it is the first hold of mu that counts.
 func (s *Store) DeleteTags(tags ...string) int {
-	// cur is the walk's cursor (taglist.go), reused from tag to tag.
-	cur := &tagNode{}
+	// cur is the walk's cursor (taglist.go), reused from tag to tag and
+	// made for the first tag that has entries: purging tags that have
+	// none (an id never cached) allocates nothing.
+	var cur *tagNode
 	n, visited := 0, 0
 	s.mu.Lock()
 	s.drainLocked()
@@ -39,6 +41,9 @@ func (s *Store) DeleteTags(tags ...string) int {
 		// entry to the oldest, the head, so that the head, whose move
 		// writes s.tags, goes last, and so that the entries linked from
 		// now on (at the tail, past the cursor) are not walked.
+		if cur == nil {
+			cur = &tagNode{}
+		}
 		cur.th, cur.done = th, false
 		cur.prev, cur.next = h.prev, h
 		h.prev.next = cur

@@ -198,3 +198,16 @@ func raceDeleteTags(t *testing.T, r int) {
 	}
 	checkIndex(t, s)
 }
+
+// The cursor is made only for a tag that has entries: the invalidation of
+// tags nothing was cached under (an id never read) allocates nothing.
+func TestDeleteTagsAbsentAllocatesNothing(t *testing.T) {
+	s := newStore(t, Options{MaxBytes: 1 << 20})
+	set(t, s, "k", entry("v", time.Hour, "_route:k"))
+	if allocs := testing.AllocsPerRun(100, func() { s.DeleteTags("id:1", "uri:/x") }); allocs != 0 {
+		t.Errorf("DeleteTags of absent tags: %v allocations, want 0", allocs)
+	}
+	if get(t, s, "k") == nil {
+		t.Fatal("an entry under another tag dropped")
+	}
+}
