@@ -108,6 +108,13 @@ type Store struct {
 	// expiry lists, per bucket of deadlines, the indexed items (expiry.go).
 	// sweep is the timer that retires them once expired, armed while
 	// expiry holds any; closed stops it for good. All guarded by mu.
+	// resets counts the Clears and the Close, which drop the tag lists
+	// whole: a DeleteTags resuming its walk checks it (purge.go).
+	resets uint64
+	// heldMost is the most entries one DeleteTags visited in one hold of
+	// mu, the bound purgeChunk sets, read by tests.
+	heldMost int
+
 	expiry     map[int64]*item
 	swept      int64 // the first bucket the sweep has not emptied
 	sweepTimer *time.Timer
@@ -300,38 +307,6 @@ func (s *Store) Delete(_ context.Context, keys ...string) error {
 	return nil
 }
 
-// DeleteTags drops every entry stored under any of tags and reports how
-// many keys it dropped. It touches only those keys, whatever the cache size.
-func (s *Store) DeleteTags(tags ...string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.drainLocked()
-	n := 0
-	for _, tag := range tags {
-		h := s.tags[s.hash(tag)]
-		if h == nil {
-			continue
-		}
-		// The tail first: unlinking a node other than the head does not
-		// write s.tags, so the hash's entry is written once, when the head
-		// goes last. Retiring an item unlinks only its node in this list
-		// (it has one per hash), so the next node to visit stays linked.
-		for t := h.prev; ; {
-			prev, last := t.prev, t == h
-			if slices.Contains(t.it.e.Tags, tag) {
-				s.retireLocked(t.it)
-				s.c.Del(t.it.h)
-				n++
-			}
-			if last {
-				break
-			}
-			t = prev
-		}
-	}
-	return n
-}
-
 // KeysWithTag returns up to max keys stored under tag, sorted, and whether
 // there were more: the admin API lists with it every entry of one URI (its
 // hosts, queries and variants) from the tag index, without a scan.
@@ -481,6 +456,9 @@ func (s *Store) resetLocked(closing bool) {
 		s.kill(it)
 		it.indexed = false // its late callback must not unindex a newer item
 	}
+	// The lists are dropped with their links as they stand: a DeleteTags
+	// between two holds of mu must not walk on from its cursor (purge.go).
+	s.resets++
 	if closing {
 		s.keys, s.tags, s.expiry = map[uint64]*item{}, map[uint64]*tagNode{}, map[int64]*item{}
 	} else {

@@ -24,6 +24,12 @@ import (
 // keeps the items that carry it. An item is in a list once: next is nil
 // for a node whose tag's hash repeats an earlier tag's of the same entry
 // (and while the item is not indexed), so DeleteTags counts it once.
+//
+// A DeleteTags in progress links a node of its own into the list, its
+// cursor (purge.go): a node with no item, never the head, which every
+// other walk steps over. It walks a chunk of the list per hold of mu, and
+// between two the list changes around the cursor, which stays linked
+// where its walk stands, whatever entry is unlinked.
 type tagNode struct {
 	next, prev *tagNode
 	it         *item
@@ -32,6 +38,9 @@ type tagNode struct {
 	th   uint64
 	tag  int32 // its index in it.e.Tags
 	head bool  // s.tags maps the hash to this node
+	// done is set on a cursor when the head moves past it: no entry is
+	// left between the head and it, which its walk had to visit.
+	done bool
 }
 
 // newItem allocates the item for e under key with its tag nodes in the
@@ -134,17 +143,23 @@ func (s *Store) linkLocked(it *item, heads []*tagNode) {
 }
 
 // unlinkLocked removes n from its list, dropping the hash from s.tags with
-// the list's last node.
+// the list's last entry. The head passes on to the next entry, past the
+// cursors (which are never the head), and marks those done.
 func (s *Store) unlinkLocked(n *tagNode) {
-	if n.next == n {
-		delete(s.tags, n.th)
-	} else {
-		n.prev.next, n.next.prev = n.next, n.prev
-		if n.head {
-			n.next.head = true
-			s.tags[n.th] = n.next
+	if n.head {
+		h := n.next
+		for h != n && h.it == nil {
+			h.done = true
+			h = h.next
+		}
+		if h == n {
+			delete(s.tags, n.th) // cursors alone may stay linked to n
+		} else {
+			h.head = true
+			s.tags[n.th] = h
 		}
 	}
+	n.prev.next, n.next.prev = n.next, n.prev
 	// Cleared, so that an unindexed item ristretto still holds keeps no
 	// neighbour alive.
 	n.next, n.prev, n.head = nil, nil, false
@@ -158,7 +173,7 @@ func (s *Store) keysLocked(tag string) []string {
 	}
 	var keys []string
 	for n := h; ; {
-		if slices.Contains(n.it.e.Tags, tag) {
+		if n.it != nil && slices.Contains(n.it.e.Tags, tag) {
 			keys = append(keys, n.it.key)
 		}
 		if n = n.next; n == h {
