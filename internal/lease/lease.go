@@ -27,7 +27,7 @@ const MaxTakeovers = 2
 
 // Leaser is the shared tier's lease (cache/l2.Store is one).
 type Leaser interface {
-	Lease(ctx context.Context, key string, ttl time.Duration) (release func(), acquired bool, err error)
+	Lease(ctx context.Context, key string, ttl time.Duration) (release func(), acquired, released bool, err error)
 	// WaitFill waits for an entry stored after newer (the zero time: any
 	// entry). lapsed: the lease ended without its holder's release.
 	WaitFill(ctx context.Context, key string, max time.Duration, newer time.Time) (e *cache.Entry, found, lapsed bool, err error)
@@ -50,9 +50,18 @@ func Take[T any](ctx context.Context, l Leaser, key string, ttl time.Duration, n
 	answer func(ctx context.Context) (T, bool), takeover func()) (v T, ok bool, release func()) {
 	noop := func() {}
 	for n := 0; ; n++ {
-		release, acquired, err := l.Lease(ctx, key, ttl)
+		release, acquired, released, err := l.Lease(ctx, key, ttl)
 		if err != nil {
 			return v, false, noop
+		}
+		if acquired && released {
+			// Taken over the last holder's release mark: its fill may
+			// have landed since this miss read the tier. Look once more,
+			// or the key costs the upstream a second call.
+			if v, ok := answer(ctx); ok {
+				release()
+				return v, true, noop
+			}
 		}
 		if acquired {
 			return v, false, release

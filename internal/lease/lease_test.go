@@ -57,7 +57,7 @@ func take(ctx context.Context, st *l2.Store, key string, calls, takeovers *atomi
 // Lease fails to take it (and lets go at once when it does take it).
 func leaseHeld(t *testing.T, st *l2.Store, key string) bool {
 	t.Helper()
-	release, acquired, err := st.Lease(context.Background(), key, time.Second)
+	release, acquired, _, err := st.Lease(context.Background(), key, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +92,47 @@ func TestWaiterAnsweredByHoldersFill(t *testing.T) {
 	got.release() // a no-op: the waiter holds nothing
 	if takeovers.Load() != 0 {
 		t.Fatalf("%d takeovers, want 0", takeovers.Load())
+	}
+}
+
+// A miss that read L2 before the holder's fill and asks for the lease
+// after the holder released it (a replica a beat behind the others, under
+// load) takes a lease marked released: it must look again and be answered
+// by the fill, not fetch a second time. TestClusterWideCoalescing saw two
+// upstream GETs for one key on a loaded machine this way.
+func TestLeaseAfterReleaseAnsweredByFill(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := replica(t, srv.Addr()), replica(t, srv.Addr())
+	ctx := context.Background()
+	var aCalls, bCalls, takeovers atomic.Int64
+	first := <-take(ctx, a, "k", &aCalls, &takeovers)
+	if first.ok {
+		t.Fatal("holder got an answer")
+	}
+	e := &cache.Entry{Status: 200, Header: http.Header{}, Body: []byte("filled"), StoredAt: time.Now(), TTL: time.Minute, Keep: time.Hour}
+	if err := a.Set(ctx, "k", e); err != nil {
+		t.Fatal(err)
+	}
+	first.release()
+	if err := a.Flush(ctx); err != nil { // the fill and the release mark are in Redis
+		t.Fatal(err)
+	}
+	got := <-take(ctx, b, "k", &bCalls, &takeovers)
+	if !got.ok || got.e == nil || string(got.e.Body) != "filled" {
+		t.Fatalf("late miss: ok=%v entry %+v; want the holder's fill", got.ok, got.e)
+	}
+	got.release()
+	if bCalls.Load() != 1 || takeovers.Load() != 0 {
+		t.Fatalf("late miss: %d answer calls, %d takeovers; want one look and none", bCalls.Load(), takeovers.Load())
+	}
+	// Its lease is let go: the next miss of the key (the entry gone
+	// stale, say) takes it at once.
+	deadline := time.Now().Add(10 * time.Second)
+	for leaseHeld(t, a, "k") {
+		if time.Now().After(deadline) {
+			t.Fatal("the late miss kept the lease it took")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -77,7 +77,7 @@ func TestCluster(t *testing.T) {
 	}
 
 	// A lease and WaitFill across slots.
-	release, ok, err := a.Lease(ctx, keys[0], 5*time.Second)
+	release, ok, _, err := a.Lease(ctx, keys[0], 5*time.Second)
 	if err != nil || !ok {
 		t.Fatalf("Lease = %v, %v", ok, err)
 	}

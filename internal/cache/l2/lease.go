@@ -37,10 +37,12 @@ return 0`
 // acquireScript takes a lease that is free or only marked released: the
 // mark is for the last holder's waiters, and must not keep the next miss
 // (an entry that went stale soon after its fill) from leasing the key.
+// It returns 2 for a lease taken over the mark, 1 for a free one.
 var acquireScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v and v ~= ARGV[2] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+if v then return 2 end
 return 1`)
 
 // renewScript extends a lease to ARGV[2] ms only while it holds the
@@ -86,12 +88,18 @@ const (
 // still holds this holder's token. When acquired is false release does
 // nothing.
 //
+// released reports a lease taken over its last holder's release mark:
+// that holder finished within LeaseHold, most often by storing its fill,
+// which a miss that read L2 before it was stored has not seen. The caller
+// looks again before it fetches (lease.Take), or the key costs the
+// upstream a second call.
+//
 // An error (Redis down or slow) means no lease either way: the caller
 // fetches on its own, as it would without L2.
-func (s *Store) Lease(ctx context.Context, key string, ttl time.Duration) (release func(), acquired bool, err error) {
+func (s *Store) Lease(ctx context.Context, key string, ttl time.Duration) (release func(), acquired, released bool, err error) {
 	noop := func() {}
 	if err := s.admit(); err != nil {
-		return noop, false, wrap("lease", err)
+		return noop, false, false, wrap("lease", err)
 	}
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
@@ -105,10 +113,10 @@ func (s *Store) Lease(ctx context.Context, key string, ttl time.Duration) (relea
 	cancel()
 	s.done(ctx, err)
 	if err != nil {
-		return noop, false, wrap("lease", err)
+		return noop, false, false, wrap("lease", err)
 	}
 	if n == 0 {
-		return noop, false, nil
+		return noop, false, false, nil
 	}
 	stop := make(chan struct{})
 	if hold < ttl {
@@ -120,7 +128,7 @@ func (s *Store) Lease(ctx context.Context, key string, ttl time.Duration) (relea
 			close(stop)
 			s.release(key, token)
 		})
-	}, true, nil
+	}, true, n == 2, nil
 }
 
 // renew keeps a lease alive while its holder works (see Lease).

@@ -65,7 +65,7 @@ func TestLeaseLapsesWithoutHolder(t *testing.T) {
 				}
 			})
 			holder.waitUp(t)
-			release, ok, err := holder.Lease(ctx, key, time.Hour)
+			release, ok, _, err := holder.Lease(ctx, key, time.Hour)
 			if err != nil || !ok {
 				t.Fatalf("Lease = %v, %v", ok, err)
 			}
@@ -80,7 +80,7 @@ func TestLeaseLapsesWithoutHolder(t *testing.T) {
 
 			// The waiter takes over; the former holder can neither end
 			// nor extend the new lease.
-			takeover, ok, err := waiter.Lease(ctx, key, time.Hour)
+			takeover, ok, _, err := waiter.Lease(ctx, key, time.Hour)
 			if err != nil || !ok {
 				t.Fatalf("takeover Lease = %v, %v", ok, err)
 			}
@@ -113,7 +113,7 @@ func TestLeaseRenewedWhileHolderWorks(t *testing.T) {
 	ctx := context.Background()
 
 	acquired := time.Now()
-	release, ok, err := holder.Lease(ctx, "k", time.Hour)
+	release, ok, _, err := holder.Lease(ctx, "k", time.Hour)
 	if err != nil || !ok {
 		t.Fatalf("Lease = %v, %v", ok, err)
 	}
@@ -147,7 +147,7 @@ func TestLeaseRenewedWhileHolderWorks(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, ok, _ := waiter.Lease(ctx, "k", time.Hour); ok {
+	if _, ok, _, _ := waiter.Lease(ctx, "k", time.Hour); ok {
 		t.Fatal("a second replica acquired the lease while its holder worked")
 	}
 	if err := holder.Set(ctx, "k", entry("fresh", time.Minute)); err != nil {
@@ -168,13 +168,13 @@ func TestLeaseNeverOutlivesTTL(t *testing.T) {
 	other := newReplica(t, []string{srv.Addr()}, short)
 	ctx := context.Background()
 
-	release, ok, err := holder.Lease(ctx, "k", 400*time.Millisecond)
+	release, ok, _, err := holder.Lease(ctx, "k", 400*time.Millisecond)
 	if err != nil || !ok {
 		t.Fatalf("Lease = %v, %v", ok, err)
 	}
 	defer release()
 	eventually(t, 10*time.Second, func() error {
-		if _, ok, err := other.Lease(ctx, "k", time.Hour); err != nil || !ok {
+		if _, ok, _, err := other.Lease(ctx, "k", time.Hour); err != nil || !ok {
 			return errors.New("lease still held")
 		}
 		return nil

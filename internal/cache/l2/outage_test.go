@@ -59,7 +59,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	for _, f := range []func() error{
 		func() error { return a.Delete(ctx, "k") },
 		func() error { return a.PurgeAll(ctx) },
-		func() error { _, _, err := a.Lease(ctx, "k", time.Second); return err },
+		func() error { _, _, _, err := a.Lease(ctx, "k", time.Second); return err },
 	} {
 		if err := f(); !errors.Is(err, ErrDown) {
 			t.Fatalf("call with breaker open = %v, want ErrDown", err)
