@@ -104,6 +104,7 @@ type lead struct {
 // an exchange was a fifth of an L2 hit's allocated bytes: BenchmarkL2Hit).
 func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight]) (*flight, coalesce.Next[*flight], error) {
 	if x.h.tr != nil {
+		x.relayInterim()
 		return nil, coalesce.Next[*flight]{Then: x.detach().fillTraced}, nil // the request's own exchange stays on its stack
 	}
 	base := x.base
@@ -116,7 +117,8 @@ func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight]) 
 		x.loadBatchedTo(ctx, fl, stale) // batch.go
 		return nil, coalesce.Next[*flight]{Handed: true}, nil
 	}
-	fx := x.detach() // with the base fillCached chose
+	x.relayInterim()
+	fx := x.detach() // with the base fillCached chose, and the relay
 	return nil, coalesce.Next[*flight]{Then: func(ctx context.Context) (*flight, error) { return fx.fillMiss(ctx, stale) }}, nil
 }
 
