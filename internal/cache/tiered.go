@@ -56,6 +56,7 @@ type TieredOptions struct {
 // (L2). Either may be nil: L1-only, L2-only, or a Store that keeps nothing.
 type Tiered struct {
 	l1, l2  Store
+	l2At    atGetter // l2's GetAt, when it has one and now is the real clock
 	observe func(Tier, Result)
 	now     func() time.Time
 	maxLag  time.Duration
@@ -81,8 +82,17 @@ func NewTiered(l1, l2 Store, opts TieredOptions) *Tiered {
 	}
 	if t.now == nil {
 		t.now = time.Now
+		t.l2At, _ = l2.(atGetter)
 	}
 	return t
+}
+
+// atGetter is what lookup uses of L2 when it has it (l2.Store): Get with
+// the clock reading the lookup judges the entry by, which the store counts
+// its timeout from instead of reading the clock again. Only with the real
+// clock (TieredOptions.Now nil): a test's clock is no deadline's.
+type atGetter interface {
+	GetAt(ctx context.Context, key string, now time.Time) (*Entry, bool, error)
 }
 
 // Lookup reads L1, then L2, and reports which tier answered ("" on a miss).
@@ -244,7 +254,16 @@ func (t *Tiered) LookupShared(ctx context.Context, key string) (*Entry, Tier, er
 }
 
 func (t *Tiered) lookup(ctx context.Context, tier Tier, s Store, key string, now time.Time) (*Entry, error) {
-	e, ok, err := s.Get(ctx, key)
+	var (
+		e   *Entry
+		ok  bool
+		err error
+	)
+	if tier == TierL2 && t.l2At != nil {
+		e, ok, err = t.l2At.GetAt(ctx, key, now)
+	} else {
+		e, ok, err = s.Get(ctx, key)
+	}
 	switch {
 	case err != nil:
 		t.observe(tier, ResultError)

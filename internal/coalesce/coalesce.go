@@ -30,7 +30,8 @@ var errGoexit = errors.New("coalesce: fn called runtime.Goexit")
 // It is singleflight's DoChan without what a waiter that can leave does
 // not need: the result is handed over in the flight itself, not boxed into
 // an interface and sent on a channel per caller, so a flight costs the
-// Flight and its channel, plus a goroutine only when its rest runs on one
+// Flight, its channel only when a caller waits for it (a flight its first
+// step answers has none), and a goroutine only when its rest runs on one
 // (see Next).
 type Group[V any] struct {
 	mu    sync.Mutex
@@ -51,12 +52,18 @@ func (g *Group[V]) Finished() uint64 { return g.finished.Load() }
 // Flight is one flight of a key: v and err are written once, before done
 // is closed. What a DoThen's first step handed it to finishes it with
 // Finish.
+//
+// done is made only when a caller is to wait (waitChan), under g.mu, as
+// Finish reads it: a flight that its DoThen's first step answers, an L2
+// hit, has no waiter and needs no channel of its own. Finish sets a
+// flight that has none to closed, the one channel shared by every
+// finished flight that nobody waited for.
 type Flight[V any] struct {
 	g    *Group[V]
 	key  string
-	done chan struct{}
-	ran  atomic.Bool // fn has started
-	over atomic.Bool // Finish has been called
+	done chan struct{} // under g.mu; nil until a caller waits or Finish
+	ran  atomic.Bool   // fn has started
+	over atomic.Bool   // Finish has been called
 	v    V
 	err  error
 	// ctx is the context fn and a DoThen's steps run with: the
@@ -87,6 +94,24 @@ func (d *detached) String() string { return fmt.Sprint(d.parent) + ".WithoutCanc
 func (c *Flight[V]) detach(ctx context.Context) context.Context {
 	c.ctx.parent = ctx
 	return &c.ctx
+}
+
+// closed is done of a flight that finished before anyone waited: closed
+// once, never written.
+var closed = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// waitChan is the channel that Finish closes, made on first need.
+func (c *Flight[V]) waitChan() chan struct{} {
+	c.g.mu.Lock()
+	defer c.g.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+	}
+	return c.done
 }
 
 // Do runs fn once per key among concurrent callers and gives each the same
@@ -123,18 +148,19 @@ func (g *Group[V]) Do(ctx context.Context, key string, fn func(ctx context.Conte
 // when ctx has ended too; a ctx that never ends (no Done channel) costs
 // no select either.
 func (c *Flight[V]) wait(ctx context.Context, leader bool) (v V, _ bool, err error) {
+	fin := c.waitChan()
 	select {
-	case <-c.done:
+	case <-fin:
 		return c.v, leader, c.err
 	default:
 	}
 	done := ctx.Done()
 	if done == nil {
-		<-c.done
+		<-fin
 		return c.v, leader, c.err
 	}
 	select {
-	case <-c.done:
+	case <-fin:
 		return c.v, leader, c.err
 	case <-done:
 		return v, leader && c.ran.Load(), ctx.Err()
@@ -160,7 +186,7 @@ func (g *Group[V]) joinIn(key string, in func() *Flight[V]) (c *Flight[V], leade
 	} else {
 		c = new(Flight[V])
 	}
-	c.g, c.key, c.done = g, key, make(chan struct{})
+	c.g, c.key = g, key // done is made when a caller first waits (waitChan)
 	g.calls[key] = c
 	return c, true
 }
@@ -305,8 +331,14 @@ func (c *Flight[V]) Finish(v V, err error) {
 	if g.calls[c.key] == c {
 		delete(g.calls, c.key)
 	}
+	done := c.done
+	if done == nil {
+		c.done = closed
+	}
 	g.mu.Unlock()
-	close(c.done)
+	if done != nil {
+		close(done)
+	}
 }
 
 // Forget makes the next Do for key start a new flight even if one is running,

@@ -138,7 +138,6 @@ func (x *exchange) cached() {
 // applying the fit rule to whatever the flight hands back.
 func (x *exchange) join(flightKey string, held candidate) {
 	ctx := x.r.Context()
-	interim := x.relayInterim()
 	var (
 		f      *flight
 		leader bool
@@ -149,13 +148,16 @@ func (x *exchange) join(flightKey string, held candidate) {
 		// replica, and never one that started before this request
 		// arrived (coalesce.Ordered), so a flood of no-cache costs the
 		// upstream one call at a time per key.
+		x.relayInterim()
 		f, leader, err = x.h.refreshes.Do(ctx, flightKey, x.arrival, x.detach().fillTraced)
 	} else {
 		// A request that may be a batched miss holds its flight in its
 		// lead, made only if it leads; others in a Flight of their own.
 		// The lead is handed to fillFirst here rather than in a field of
 		// the exchange: 8 bytes more took every copy of it (detach, one
-		// per id of a list request) to a larger size class.
+		// per id of a list request) to a larger size class. fillFirst
+		// opens the relay when its flight goes on to the upstream (an L2
+		// hit, a waiter need none), before the copy of x the fetch runs on.
 		var m *lead
 		var in func() *coalesce.Flight[*flight]
 		if x.h.tr == nil && x.batched() {
@@ -169,7 +171,7 @@ func (x *exchange) join(flightKey string, held candidate) {
 		}
 		f, leader, err = x.h.flights.DoThenIn(ctx, flightKey, in, first) // copies x when it misses
 	}
-	interim.Close()
+	x.interim.Close()
 	if ctx.Err() != nil {
 		return // the client left while waiting; the flight goes on for others
 	}
@@ -179,6 +181,9 @@ func (x *exchange) join(flightKey string, held candidate) {
 		// Not for this client: private, another variant, an encoding it
 		// does not accept. It fetches on its own, outside any flight.
 		x.own = true
+		if x.interim == nil {
+			x.relayInterim().Close() // a closed relay, as every own fetch had
+		}
 		f, err = x.detach().fill(context.WithoutCancel(ctx))
 		leader = true
 		x.noteUpstream(f, leader)

@@ -112,6 +112,7 @@ type lead struct {
 // request may be a batched miss).
 func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight], m *lead) (*flight, coalesce.Next[*flight], error) {
 	if x.h.tr != nil {
+		x.relayInterim()
 		return nil, coalesce.Next[*flight]{Then: x.detach().fillTraced}, nil // the request's own exchange stays on its stack
 	}
 	base := x.base
@@ -124,7 +125,8 @@ func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight], 
 		x.loadBatchedTo(ctx, m, stale) // batch.go
 		return nil, coalesce.Next[*flight]{Handed: true}, nil
 	}
-	fx := x.detach() // with the base fillCached chose
+	x.relayInterim()
+	fx := x.detach() // with the base fillCached chose, and the relay
 	return nil, coalesce.Next[*flight]{Then: func(ctx context.Context) (*flight, error) { return fx.fillMiss(ctx, stale) }}, nil
 }
 

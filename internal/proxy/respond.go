@@ -56,6 +56,13 @@ var outcomes = [...]struct {
 // status is the Cache-Status member for outcome o; e (may be nil) is the
 // entry served, fwdStatus the upstream's status when one was asked.
 func (x *exchange) status(o outcome, e *cache.Entry, fwdStatus int) status {
+	return x.statusAt(o, e, fwdStatus, time.Time{})
+}
+
+// statusAt is status with the clock already read (now; zero: read it when
+// needed), by a caller that judged e by it: the member's ttl is then
+// counted from the instant e was judged fresh at.
+func (x *exchange) statusAt(o outcome, e *cache.Entry, fwdStatus int, now time.Time) status {
 	row := outcomes[o]
 	s := status{hit: row.hit, fwd: row.fwd, collapsed: row.collapsed, detail: row.detail, fwdStatus: fwdStatus}
 	if x.refresh && s.fwd == "miss" {
@@ -63,14 +70,24 @@ func (x *exchange) status(o outcome, e *cache.Entry, fwdStatus int) status {
 	}
 	if row.fromCache && e != nil {
 		s.hasTTL = true
-		s.ttl = e.TTL - e.Age(x.h.now()) // negative once stale
+		if now.IsZero() {
+			now = x.h.now()
+		}
+		s.ttl = e.TTL - e.Age(now) // negative once stale
 	}
 	return s
 }
 
 // respondEntry answers from a stored candidate.
 func (x *exchange) respondEntry(o outcome, c candidate, fwdStatus int) {
-	s := x.status(o, c.e, fwdStatus)
+	x.respondEntryAt(o, c, fwdStatus, time.Time{})
+}
+
+// respondEntryAt is respondEntry by a caller that read the clock to judge
+// c (now; zero: none): an L2 hit's flight read it once to know the entry
+// fresh and once more for its Cache-Status ttl.
+func (x *exchange) respondEntryAt(o outcome, c candidate, fwdStatus int, now time.Time) {
+	s := x.statusAt(o, c.e, fwdStatus, now)
 	if o == outHit {
 		s.detail = string(c.tier)
 	}
@@ -81,8 +98,9 @@ func (x *exchange) respondEntry(o outcome, c candidate, fwdStatus int) {
 // the flight found the entry in a tier, else a miss or a collapsed miss.
 func (x *exchange) respondFlight(f *flight, leader bool) {
 	if f.c.tier != "" {
-		if f.c.e.Fresh(x.h.now()) {
-			x.respondEntry(outHit, f.c, 0)
+		now := x.h.now()
+		if f.c.e.Fresh(now) {
+			x.respondEntryAt(outHit, f.c, 0, now)
 			return
 		}
 		x.revalidate(f.c)

@@ -123,8 +123,9 @@ func (s *Store) checkGuessed(b []byte, eks []string, eps [][]byte) (verdict, []b
 // context allocated for a hit. done is false when there is no lean client
 // (Cluster, Sentinel), no guess for key, or a header named a tag that was
 // not guessed: the caller reads with getChecked then, by the same dl.
-// payload, when not nil, is b's codec bytes (judge).
-func (s *Store) getLean(ctx context.Context, key string, dl time.Time) (b, payload []byte, done bool, err error) {
+// payload, when not nil, is b's codec bytes (judge). start is when the
+// read began (dl less the timeout).
+func (s *Store) getLean(ctx context.Context, key string, start, dl time.Time) (b, payload []byte, done bool, err error) {
 	if s.lean == nil {
 		return nil, nil, false, nil
 	}
@@ -133,7 +134,7 @@ func (s *Store) getLean(ctx context.Context, key string, dl time.Time) (b, paylo
 		return nil, nil, false, nil
 	}
 	var v verdict
-	err = s.lean.MGet(ctx, dl, [3]string{s.opts.Prefix, "e:", key}, eks, func(vals [][]byte) { b, payload, v = s.judge(vals, eks) })
+	err = s.lean.MGet(ctx, start, dl, [3]string{s.opts.Prefix, "e:", key}, eks, func(vals [][]byte) { b, payload, v = s.judge(vals, eks) })
 	if errors.Is(err, mget.ErrClosed) {
 		err = ErrClosed // the store's, as before the pool had its own
 	}

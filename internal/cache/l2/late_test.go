@@ -217,7 +217,7 @@ func TestNoFreeConnectionNotCounted(t *testing.T) {
 	ctx := context.Background()
 	hold, held := make(chan struct{}), make(chan error, 1)
 	go func() { // the holder
-		held <- r.lean.MGet(ctx, time.Now().Add(time.Minute), [3]string{"holder"}, nil, func([][]byte) {
+		held <- r.lean.MGet(ctx, time.Now(), time.Now().Add(time.Minute), [3]string{"holder"}, nil, func([][]byte) {
 			held <- nil
 			<-hold
 		})

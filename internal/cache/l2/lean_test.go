@@ -24,7 +24,7 @@ func TestLeanErrorReply(t *testing.T) {
 	o := Options{Addrs: []string{srv.Addr()}, Password: "secret"}
 	p := mget.New(leanOptions(o, 2))
 	t.Cleanup(p.Close)
-	err := p.MGet(context.Background(), time.Now().Add(5*time.Second), [3]string{"a"}, nil, func([][]byte) {})
+	err := p.MGet(context.Background(), time.Now(), time.Now().Add(5*time.Second), [3]string{"a"}, nil, func([][]byte) {})
 	var rerr redis.Error
 	if !errors.As(err, &rerr) || unavailable(err) {
 		t.Fatalf("mget = %v; want a redis.Error that is not unavailability", err)

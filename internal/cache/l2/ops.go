@@ -47,12 +47,20 @@ type op struct {
 // codec version, garbage) is a miss too, logged and deleted. An error means
 // L2 could not answer within Timeout or is down.
 func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error) {
+	return s.GetAt(ctx, key, time.Now())
+}
+
+// GetAt is Get for a caller that has just read the clock: start, from
+// which the read's Timeout is counted. An L2 hit read it three times on
+// its way (cache.Tiered's judgement, this deadline, the lean client's
+// deadline slack), each reading up to 0.3 µs on a loaded virtual machine;
+// it now reads it once (cache.Tiered.lookup).
+func (s *Store) GetAt(ctx context.Context, key string, start time.Time) (*cache.Entry, bool, error) {
 	if err := s.admit(); err != nil {
 		return nil, false, wrap("get", err)
 	}
-	start := time.Now()
 	dl := start.Add(s.opts.Timeout)
-	b, payload, done, err := s.getLean(ctx, key, dl)
+	b, payload, done, err := s.getLean(ctx, key, start, dl)
 	if !done {
 		cctx, cancel := context.WithDeadline(ctx, dl)
 		b, err = s.getChecked(cctx, key)

@@ -57,7 +57,7 @@ func TestLeanLateAskUnsent(t *testing.T) {
 	if _, err := leanGet(ctx, p, "a"); err != nil { // dials
 		t.Fatal(err)
 	}
-	err := p.MGet(ctx, time.Now().Add(-time.Millisecond), [3]string{"b"}, nil, func([][]byte) {
+	err := p.MGet(ctx, time.Now(), time.Now().Add(-time.Millisecond), [3]string{"b"}, nil, func([][]byte) {
 		t.Error("an MGET past its deadline answered")
 	})
 	var le *late.Error

@@ -26,7 +26,7 @@ func TestLateBeforeDial(t *testing.T) {
 	ctx := context.Background()
 	p := newLean(t, srv.Addr(), 2)
 	past := time.Now().Add(-time.Second)
-	err := p.MGet(ctx, past, [3]string{"a"}, nil, func([][]byte) {})
+	err := p.MGet(ctx, time.Now(), past, [3]string{"a"}, nil, func([][]byte) {})
 	if err == nil || !late.Is(err) {
 		t.Fatalf("mget past its deadline, nothing pooled = %v; want an error not counted", err)
 	}
@@ -36,7 +36,7 @@ func TestLateBeforeDial(t *testing.T) {
 	if _, err := leanGet(ctx, p, "a"); err != nil { // pools a connection
 		t.Fatal(err)
 	}
-	err = p.MGet(ctx, past, [3]string{"a"}, nil, func([][]byte) {})
+	err = p.MGet(ctx, time.Now(), past, [3]string{"a"}, nil, func([][]byte) {})
 	if err == nil || !late.Is(err) {
 		t.Fatalf("mget past its deadline on a pooled connection = %v; want an error not counted", err)
 	}
@@ -71,7 +71,7 @@ func TestLateDialNotCounted(t *testing.T) {
 	}
 	armed.Store(true)
 	dl = time.Now().Add(200 * time.Millisecond)
-	err := p.MGet(context.Background(), dl, [3]string{"a"}, nil, func([][]byte) {})
+	err := p.MGet(context.Background(), time.Now(), dl, [3]string{"a"}, nil, func([][]byte) {})
 	if err == nil || !late.Is(err) {
 		t.Fatalf("mget whose dial was late = %v; want an error not counted", err)
 	}

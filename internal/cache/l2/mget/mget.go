@@ -123,8 +123,12 @@ func New(o Options) *Pool {
 // MGet runs MGET key rest... before dl (or ctx's deadline, if sooner),
 // key being the concatenation of its three parts, and calls use with the
 // values (nil: no such key, or not a string). vals[0], key's, is the
-// caller's to keep; vals and the others are valid only during use.
-func (p *Pool) MGet(ctx context.Context, dl time.Time, key [3]string, rest []string, use func(vals [][]byte)) error {
+// caller's to keep; vals and the others are valid only during use. now is
+// the caller's reading of the clock, from which it set dl: the call reads
+// it no more on the way of a pooled connection (setDeadline), where each
+// reading cost about as much as the MGET's framing (up to 0.3 µs on a
+// loaded virtual machine).
+func (p *Pool) MGet(ctx context.Context, now, dl time.Time, key [3]string, rest []string, use func(vals [][]byte)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -136,7 +140,7 @@ func (p *Pool) MGet(ctx context.Context, dl time.Time, key [3]string, rest []str
 		if err != nil {
 			return err
 		}
-		vals, err := c.mget(dl, key, rest)
+		vals, err := c.mget(now, dl, key, rest)
 		if err == nil {
 			use(vals)
 			clear(vals) // the entry is the caller's, not the idle connection's
@@ -271,7 +275,7 @@ func (p *Pool) dial(ctx context.Context, dl time.Time) (*conn, error) {
 }
 
 func (c *conn) handshake(dl time.Time, cmds [][]string) error {
-	if err := c.setDeadline(dl); err != nil {
+	if err := c.setDeadline(time.Now(), dl); err != nil {
 		return err
 	}
 	b := c.buf[:0]
@@ -310,9 +314,11 @@ const deadlineSlack = 16
 // (internal/poll), and on a connection in steady use the deadline set a
 // few calls ago serves as well: a connection reused within 1/16 of the
 // timeout (6 ms of the default 100 ms) keeps it. The call is never given
-// longer than dl.
-func (c *conn) setDeadline(dl time.Time) error {
-	if !c.dl.IsZero() && !c.dl.After(dl) && dl.Sub(c.dl) <= time.Until(dl)/deadlineSlack {
+// longer than dl. now is the caller's reading of the clock: the slack is
+// measured from it, so a call that reads it a few microseconds late grants
+// the kept deadline as many sixteenths of them more, never time past dl.
+func (c *conn) setDeadline(now, dl time.Time) error {
+	if !c.dl.IsZero() && !c.dl.After(dl) && dl.Sub(c.dl) <= dl.Sub(now)/deadlineSlack {
 		return nil
 	}
 	if err := c.nc.SetDeadline(dl); err != nil {
@@ -323,9 +329,9 @@ func (c *conn) setDeadline(dl time.Time) error {
 	return nil
 }
 
-// mget writes the command and reads its reply before dl.
-func (c *conn) mget(dl time.Time, key [3]string, rest []string) ([][]byte, error) {
-	if err := c.setDeadline(dl); err != nil {
+// mget writes the command and reads its reply before dl; now is MGet's.
+func (c *conn) mget(now, dl time.Time, key [3]string, rest []string) ([][]byte, error) {
+	if err := c.setDeadline(now, dl); err != nil {
 		return nil, err
 	}
 	b := appendArray(c.buf[:0], 2+len(rest))

@@ -38,7 +38,7 @@ func raw(t testing.TB, addr string) *redis.Client {
 // leanGet runs one MGET and returns copies of its values (nil: nil).
 func leanGet(ctx context.Context, p *Pool, keys ...string) ([]any, error) {
 	var out []any
-	err := p.MGet(ctx, time.Now().Add(5*time.Second), [3]string{keys[0]}, keys[1:], func(vals [][]byte) {
+	err := p.MGet(ctx, time.Now(), time.Now().Add(5*time.Second), [3]string{keys[0]}, keys[1:], func(vals [][]byte) {
 		for _, v := range vals {
 			if v == nil {
 				out = append(out, nil)
@@ -233,7 +233,7 @@ func TestLeanBoundsConnections(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			_ = p.MGet(ctx, time.Now().Add(time.Minute), [3]string{"a"}, nil, func([][]byte) { held <- struct{}{}; <-hold })
+			_ = p.MGet(ctx, time.Now(), time.Now().Add(time.Minute), [3]string{"a"}, nil, func([][]byte) { held <- struct{}{}; <-hold })
 		})
 	}
 	<-held
@@ -294,7 +294,7 @@ func TestLeanDeadlineKeptAndBounded(t *testing.T) {
 	}
 	p := newLean(t, srv.Addr(), 1)
 	mget := func(dl time.Time) error {
-		return p.MGet(ctx, dl, [3]string{"a"}, nil, func([][]byte) {})
+		return p.MGet(ctx, time.Now(), dl, [3]string{"a"}, nil, func([][]byte) {})
 	}
 	far := time.Now().Add(time.Hour)
 	if err := mget(far); err != nil {
