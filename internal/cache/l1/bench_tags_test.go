@@ -96,15 +96,10 @@ func processCPU(b *testing.B) time.Duration {
 // ristretto's Del of it (the fill is outside the timer).
 func BenchmarkDeleteRouteTag(b *testing.B) {
 	const n = 1 << 16
-	ctx := context.Background()
 	keys, entries := batchedMissEntries(n, func(id string) string { return `{"id":` + id + `}` })
 	for b.Loop() {
 		b.StopTimer()
-		s := newStore(b, Options{MaxBytes: 1 << 30})
-		for i := range n {
-			_ = s.Set(ctx, keys[i], entries[i])
-		}
-		s.Wait()
+		s := filledStore(b, keys, entries)
 		held := int(s.Items())
 		b.StartTimer()
 		if got := s.DeleteTags("_route:user"); got != held {
@@ -135,11 +130,7 @@ func BenchmarkDeleteRouteTagStall(b *testing.B) {
 	var worst time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		s := newStore(b, Options{MaxBytes: 1 << 30})
-		for i := range n {
-			_ = s.Set(ctx, keys[i], entries[i])
-		}
-		s.Wait()
+		s := filledStore(b, keys, entries)
 		stop, ready, longest := make(chan struct{}), make(chan struct{}), make(chan time.Duration)
 		go func() {
 			var most time.Duration
@@ -170,4 +161,14 @@ func BenchmarkDeleteRouteTagStall(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(worst.Nanoseconds()), "max-miss-ns")
+}
+
+// filledStore is a store of its own holding every entry, each under its key.
+func filledStore(b *testing.B, keys []string, entries []*cache.Entry) *Store {
+	s := newStore(b, Options{MaxBytes: 1 << 30})
+	for i := range keys {
+		_ = s.Set(context.Background(), keys[i], entries[i])
+	}
+	s.Wait()
+	return s
 }
