@@ -102,7 +102,7 @@ func (l *Lab) cpuRowEntries(ctx context.Context, cp CPUParams, sidecars []CPUSid
 			if cp.row("batch") {
 				e := cpuEntry{row: "batch", test: "batched miss", server: sc.Name + " (batched miss)",
 					start: start, prep: purge, bulk: true, ids: 1,
-					next: coldGet}
+					next: coldGet, sidecar: i + 1}
 				if i == 0 {
 					e.prep = func(s *sut) error { asked.reset(); return s.purge(ctx) }
 					e.next = func() load.Request { return userGet(asked.add(cold.take())) }
@@ -114,11 +114,11 @@ func (l *Lab) cpuRowEntries(ctx context.Context, cp CPUParams, sidecars []CPUSid
 				out = append(out, cpuEntry{row: "batch", test: BoundTest, server: sc.Name + " (" + BoundTest + ")",
 					start: func() (*sut, error) { return l.startSidecarBin(ctx, sc, "cache+batch-bound", l.demoAddr, "") },
 					prep:  b.prep, after: b.after, note: b.note, bulk: true, ids: 1,
-					next: coldGet})
+					next: coldGet, sidecar: i + 1})
 			}
 			if cp.row("split") {
 				out = append(out, cpuEntry{row: "split", test: "split", server: sc.Name + " (split)",
-					start: start, rate: cp.SplitRate, bulk: true, ids: l.p.Bulk,
+					start: start, rate: cp.SplitRate, bulk: true, ids: l.p.Bulk, sidecar: i + 1,
 					prep: func(s *sut) error {
 						if err := s.purge(ctx); err != nil {
 							return err
@@ -163,10 +163,10 @@ func (l *Lab) cpuRowEntries(ctx context.Context, cp CPUParams, sidecars []CPUSid
 		time.Sleep(1500 * time.Millisecond)
 		return nil
 	}
-	for _, sc := range sidecars {
+	for k, sc := range sidecars {
 		out = append(out, cpuEntry{row: "l2", test: "l2 hit", server: sc.Name + " (L2 hit, L1 off)",
 			start: func() (*sut, error) { return l.startSidecarBin(ctx, sc, "l2-reader", l.demoAddr, redis) },
-			prep:  fillL2, redis: redis})
+			prep:  fillL2, redis: redis, sidecar: k + 1})
 	}
 	// The floor: a Go server whose only work beyond serving from memory
 	// is one Redis GET per request, on the same Redis, in the same rounds.

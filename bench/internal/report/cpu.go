@@ -58,7 +58,7 @@ func (r *CPUReport) Markdown() string {
 		"Split: GET /users?ids=… of %d ids at %d req/s, half of them cached before each round, half never asked before. "+
 		"L2 hit: GET /clients/{id} on a replica with L1 off, every entry stored in Redis by another replica (L1 off too); "+
 		"beside it, the bare Go server at GOMAXPROCS=1 reading each body from the same Redis (the Go reference, explained under the ratios). "+
-		"Median of %d interleaved rounds, with the spread (min–max).",
+		"Median of %d interleaved rounds, with the spread (min–max); in each round the sidecars of a row take turns to be measured first, which reads higher.",
 		r.CPU.Time, r.CPU.Rate, r.CPU.Workers, r.Params.Keys, r.Params.Bulk, r.CPU.SplitRate, r.CPU.Rounds)
 	w("")
 	w("Machine: %s, %d CPUs, %s; %s; nginx %s; varnish %s.", r.Machine.CPU, r.Machine.NumCPU, r.Machine.Kernel,
