@@ -17,6 +17,14 @@
 # with perf script) and counts its system calls per request over the
 # profile's 15 s (perf stat).
 #
+# BARE=redis measures, in the same way, the floor in place of the reader:
+# bench's bare Go server at GOMAXPROCS=1 (-serve-bare, the -cpu l2 row's
+# *bare Go GOMAXPROCS=1 (one Redis GET per request)*) reading each body
+# from the same Redis with one GET; BARE=memory the same server from
+# memory (its L1 hit's counterpart). No writer, no pprof: the same load,
+# /proc CPU, perf stat and PERF_RECORD's samples, so a sidecache run and a
+# bare run read side by side (flat profiles: `perf script -i reader.data`).
+#
 #   make build bin/bench && bench/profile-l2-hit.sh bin/sidecache [out-dir]
 set -euo pipefail
 bin=$(realpath "$1")
@@ -42,23 +50,37 @@ redis-server --port $redis_port --save '' --appendonly no >"$out/redis.log" 2>&1
 rd=$!
 bin/demo-upstream -listen 127.0.0.1:$demo_port -clients 10000 >/dev/null 2>&1 &
 demo=$!
-GOMAXPROCS=1 "$bin" -config "$out/writer.yaml" -log-level warn >"$out/writer.log" 2>&1 &
-wr=$!
-GOMAXPROCS=1 "$bin" -config "$out/reader.yaml" -log-level warn >"$out/reader.log" 2>&1 &
-sc=$!
-trap 'kill $sc $wr $demo $rd 2>/dev/null; wait 2>/dev/null' EXIT
-for p in $wadmin $radmin; do
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$p/readyz" >/dev/null && break; sleep 0.1; done
-done
-running $sc $wr $demo $rd
-# The reader serves an entry younger than coherence.max_lag (1 s) whatever
-# its proof, and an older one while its invalidation channel is proven
-# (its own heartbeats come back) and the entry was stored after its floor
-# (cache.Tiered.coherent). The sleeps let the reader be proven and the
-# entries age past max_lag, so the run measures the steady state's path.
-sleep 3
-seq 1 1000 | sed "s#^#http://127.0.0.1:$wport/clients/#" | xargs -P 16 -I{} curl -sf -o /dev/null -H "Host: 127.0.0.1:$rport" {}
-sleep 2
+if [ -n "${BARE:-}" ]; then
+  case $BARE in
+  redis) bare=(-redis 127.0.0.1:$redis_port) ;;
+  memory) bare=() ;;
+  *) echo "BARE is redis or memory, not $BARE" >&2; exit 2 ;;
+  esac
+  for _ in $(seq 50); do redis-cli -p $redis_port ping >/dev/null 2>&1 && break; sleep 0.1; done
+  GOMAXPROCS=1 bin/bench -serve-bare 127.0.0.1:$rport "${bare[@]}" >"$out/reader.log" 2>&1 &
+  sc=$!
+  trap 'kill $sc $demo $rd 2>/dev/null; wait 2>/dev/null' EXIT
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$rport/clients/1" >/dev/null && break; sleep 0.1; done
+  running $sc $demo $rd
+else
+  GOMAXPROCS=1 "$bin" -config "$out/writer.yaml" -log-level warn >"$out/writer.log" 2>&1 &
+  wr=$!
+  GOMAXPROCS=1 "$bin" -config "$out/reader.yaml" -log-level warn >"$out/reader.log" 2>&1 &
+  sc=$!
+  trap 'kill $sc $wr $demo $rd 2>/dev/null; wait 2>/dev/null' EXIT
+  for p in $wadmin $radmin; do
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$p/readyz" >/dev/null && break; sleep 0.1; done
+  done
+  running $sc $wr $demo $rd
+  # The reader serves an entry younger than coherence.max_lag (1 s) whatever
+  # its proof, and an older one while its invalidation channel is proven
+  # (its own heartbeats come back) and the entry was stored after its floor
+  # (cache.Tiered.coherent). The sleeps let the reader be proven and the
+  # entries age past max_lag, so the run measures the steady state's path.
+  sleep 3
+  seq 1 1000 | sed "s#^#http://127.0.0.1:$wport/clients/#" | xargs -P 16 -I{} curl -sf -o /dev/null -H "Host: 127.0.0.1:$rport" {}
+  sleep 2
+fi
 "$out/vegeta" attack -targets "$out/targets.txt" -rate 3000 -duration 2s >/dev/null # warm
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 t0=$(ticks $sc); r0=$(ticks $rd)
@@ -70,7 +92,11 @@ if [ -n "${PERF_RECORD:-}" ]; then
   perf stat -x, -e task-clock,context-switches,syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_epoll_pwait \
     -p $sc -o "$out/reader.perf" -- sleep 15 >/dev/null 2>&1 &
 fi
-curl -sf -H 'Authorization: Bearer bench' -o "$out/cpu.pprof" "http://127.0.0.1:$radmin/debug/pprof/profile?seconds=15"
+if [ -n "${BARE:-}" ]; then
+  sleep 15
+else
+  curl -sf -H 'Authorization: Bearer bench' -o "$out/cpu.pprof" "http://127.0.0.1:$radmin/debug/pprof/profile?seconds=15"
+fi
 wait $vg
 t1=$(ticks $sc); r1=$(ticks $rd)
 n=$("$out/vegeta" report -type=json <"$out/attack.bin" | sed -n 's/.*"requests":\([0-9]*\).*/\1/p')
@@ -80,7 +106,24 @@ if [ -n "${PERF_RECORD:-}" ]; then
   awk -F, '$3 == "task-clock" {printf "  task-clock %.1f µs", $1 * 1000 / 45000}
     $3 ~ /^(context|syscalls)/ {sub("syscalls:sys_enter_", "", $3); printf ", %s %.2f", $3, $1 / 45000}
     END {print " per request over 15 s"}' "$out/reader.perf"
+  # Where the samples' leaf frames are: the kernel (system calls, the
+  # loopback's TCP, switches), Go's runtime (scheduler, poller, memory),
+  # net/http, sidecache's own packages, the rest of Go.
+  perf script -i "$out/reader.data" -F ip,sym 2>/dev/null | awk '
+    /^$/ {top = 0; next}
+    top {next}
+    {top = 1; total++; f = $2
+     if (f ~ /sidecache\/internal\//) c["sidecache"]++
+     else if (f ~ /^net\/http\./) c["net/http"]++
+     else if (f ~ /^(runtime\.|internal\/runtime\/)/) c["Go runtime"]++
+     else if (f ~ /^[A-Za-z0-9_]+(\.(isra|part|constprop|cold|llvm)(\.[0-9]+)?)*$/) c["kernel"]++
+     else c["other Go"]++}
+    END {printf "  µs per request by leaf frame (6 s at 2 kHz, 18,000 requests): %.1f in all", total * 500 / 18000
+      n = split("kernel,Go runtime,net/http,sidecache,other Go", k, ",")
+      for (i = 1; i <= n; i++) printf ", %s %.1f", k[i], c[k[i]] * 500 / 18000
+      print ""}'
 fi
+[ -n "${BARE:-}" ] && exit 0
 curl -sf http://127.0.0.1:$radmin/metrics | grep -E '^sidecache_requests_total\{result="(hit|miss|collapsed)",route="client"' || true
 go tool pprof -top -nodecount=30 "$bin" "$out/cpu.pprof" 2>/dev/null | head -38
 echo "profile: $out/cpu.pprof"
