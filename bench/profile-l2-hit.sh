@@ -24,8 +24,10 @@
 # memory (its L1 hit's counterpart). No writer, no pprof: the same load,
 # /proc CPU, perf stat and PERF_RECORD's samples, so a sidecache run and a
 # bare run read side by side (flat profiles: `perf script -i reader.data`).
+# The binary argument is still given, and unused.
 #
 #   make build bin/bench && bench/profile-l2-hit.sh bin/sidecache [out-dir]
+#   BARE=redis PERF_RECORD=1 bench/profile-l2-hit.sh bin/sidecache [out-dir]
 set -euo pipefail
 bin=$(realpath "$1")
 out=$(realpath -m "${2:-$(mktemp -d)}")
