@@ -1,4 +1,4 @@
-# Sourced by bench's profiling scripts (miss-vs-hit.sh,
+# Sourced by bench's profiling scripts (miss-vs-hit.sh, split-coding.sh,
 # profile-batched-miss.sh, profile-l2-hit.sh).
 #
 # free_ports N prints N ports free now, picked at random: two runs at once
