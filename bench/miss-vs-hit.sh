@@ -39,12 +39,8 @@ cd "$top"
 (cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
 . bench/ports.sh
 read -r port demo_port admin_port < <(free_ports 3)
-bin/bench -print-config cache+batch |
-  sed -e '/^  l2:/,/^[a-z]/{/^[a-z]/!d;}' \
-      -e "s#^listen: .*#listen: 127.0.0.1:$port#" \
-      -e "s#^  listen: .*#  listen: 127.0.0.1:$admin_port#" \
-      -e "s#^  url: .*#  url: http://127.0.0.1:$demo_port#" \
-      -e "${L1_MAX_BYTES:+s#^    max_bytes: .*#    max_bytes: $L1_MAX_BYTES#}" >"$out/sidecache.yaml"
+l1_batch_config $port $demo_port $admin_port |
+  sed -e "${L1_MAX_BYTES:+s#^    max_bytes: .*#    max_bytes: $L1_MAX_BYTES#}" >"$out/sidecache.yaml"
 grep -q "^    max_bytes: ${L1_MAX_BYTES:-256MiB}\$" "$out/sidecache.yaml" || { echo "l1 max_bytes not set in $out/sidecache.yaml" >&2; exit 1; }
 seq 100001 160000 | sed "s#^#GET http://127.0.0.1:$port/users/#" >"$out/targets.txt"
 bin/demo-upstream -listen 127.0.0.1:$demo_port -slots 10 -query-time 5ms -per-row-time 50us -clients 10000 -users 10000000 >"$out/demo.log" 2>&1 &

@@ -31,3 +31,16 @@ running() {
     fi
   done
 }
+
+# l1_batch_config PORT DEMO_PORT ADMIN_PORT prints bench's cache+batch
+# configuration with its l2 block dropped (L1 only, as the batch row of
+# `make bench-cpu`: a Redis left on 6379 would otherwise put an L2 lookup
+# and write in every miss), listening on PORT, its admin on ADMIN_PORT, in
+# front of the demo upstream on DEMO_PORT. Run from the repository's top.
+l1_batch_config() {
+  bin/bench -print-config cache+batch |
+    sed -e '/^  l2:/,/^[a-z]/{/^[a-z]/!d;}' \
+        -e "s#^listen: .*#listen: 127.0.0.1:$1#" \
+        -e "s#^  listen: .*#  listen: 127.0.0.1:$3#" \
+        -e "s#^  url: .*#  url: http://127.0.0.1:$2#"
+}

@@ -17,11 +17,7 @@ cd "$top"
 (cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
 . bench/ports.sh
 read -r port demo_port admin_port < <(free_ports 3)
-bin/bench -print-config cache+batch |
-  sed -e '/^  l2:/,/^[a-z]/{/^[a-z]/!d;}' \
-      -e "s#^listen: .*#listen: 127.0.0.1:$port#" \
-      -e "s#^  listen: .*#  listen: 127.0.0.1:$admin_port\n  pprof: true#" \
-      -e "s#^  url: .*#  url: http://127.0.0.1:$demo_port#" >"$out/sidecache.yaml"
+l1_batch_config $port $demo_port $admin_port | sed "s#^\(  listen: .*\)#\1\n  pprof: true#" >"$out/sidecache.yaml"
 seq 100001 180000 | sed "s#^#GET http://127.0.0.1:$port/users/#" >"$out/targets.txt"
 bin/demo-upstream -listen 127.0.0.1:$demo_port -slots 10 -query-time 5ms -per-row-time 50us -clients 10000 -users 10000000 >/dev/null 2>&1 &
 demo=$!

@@ -17,11 +17,7 @@ cd "$top"
 (cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
 . bench/ports.sh
 read -r port demo_port admin_port < <(free_ports 3)
-bin/bench -print-config cache+batch |
-  sed -e '/^  l2:/,/^[a-z]/{/^[a-z]/!d;}' \
-      -e "s#^listen: .*#listen: 127.0.0.1:$port#" \
-      -e "s#^  listen: .*#  listen: 127.0.0.1:$admin_port#" \
-      -e "s#^  url: .*#  url: http://127.0.0.1:$demo_port#" >"$out/sidecache.yaml"
+l1_batch_config $port $demo_port $admin_port >"$out/sidecache.yaml"
 bin/demo-upstream -listen 127.0.0.1:$demo_port >"$out/demo.log" 2>&1 &
 demo=$!
 GOMAXPROCS=1 bin/sidecache -config "$out/sidecache.yaml" -log-level warn >"$out/sidecache.log" 2>&1 &
