@@ -32,12 +32,8 @@
 # run's, so read its ratio apart from theirs). Each phase prints its L1 hit share.
 set -euo pipefail
 bin=$(realpath "$1")
-out=$(realpath -m "${2:-$(mktemp -d)}")
-mkdir -p "$out"
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-(cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
-. bench/ports.sh
+. "$(dirname "$0")/ports.sh"
+bench_out "${2:-}"
 read -r port demo_port admin_port < <(free_ports 3)
 l1_batch_config $port $demo_port $admin_port |
   sed -e "${L1_MAX_BYTES:+s#^    max_bytes: .*#    max_bytes: $L1_MAX_BYTES#}" >"$out/sidecache.yaml"

@@ -1,6 +1,17 @@
 # Sourced by bench's profiling scripts (miss-vs-hit.sh, split-coding.sh,
 # profile-batched-miss.sh, profile-l2-hit.sh).
 #
+# bench_out DIR sets out to DIR (made; a new temporary directory when DIR
+# is empty), makes the repository's top the working directory, and builds
+# vegeta into $out: every script's start, after it has resolved its own
+# path arguments (relative to where it was called).
+bench_out() {
+  out=$(realpath -m "${1:-$(mktemp -d)}")
+  mkdir -p "$out"
+  cd "$(dirname "${BASH_SOURCE[0]}")/.."
+  (cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
+}
+
 # free_ports N prints N ports free now, picked at random: two runs at once
 # on one machine (several people measuring) must not bind each other's
 # ports. With fixed ports the second run's demo failed to bind, silently,

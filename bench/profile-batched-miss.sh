@@ -10,12 +10,8 @@
 #   make build bin/bench && bench/profile-batched-miss.sh bin/sidecache [out-dir]
 set -euo pipefail
 bin=$(realpath "$1")
-out=$(realpath -m "${2:-$(mktemp -d)}")
-mkdir -p "$out"
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-(cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
-. bench/ports.sh
+. "$(dirname "$0")/ports.sh"
+bench_out "${2:-}"
 read -r port demo_port admin_port < <(free_ports 3)
 l1_batch_config $port $demo_port $admin_port | sed "s#^\(  listen: .*\)#\1\n  pprof: true#" >"$out/sidecache.yaml"
 seq 100001 180000 | sed "s#^#GET http://127.0.0.1:$port/users/#" >"$out/targets.txt"

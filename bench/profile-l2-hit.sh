@@ -30,12 +30,8 @@
 #   BARE=redis PERF_RECORD=1 bench/profile-l2-hit.sh bin/sidecache [out-dir]
 set -euo pipefail
 bin=$(realpath "$1")
-out=$(realpath -m "${2:-$(mktemp -d)}")
-mkdir -p "$out"
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-(cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
-. bench/ports.sh
+. "$(dirname "$0")/ports.sh"
+bench_out "${2:-}"
 read -r wport wadmin rport radmin demo_port redis_port < <(free_ports 6)
 conf() { # listen admin-listen pprof
   bin/bench -print-config l2-reader |

@@ -10,12 +10,8 @@
 #
 #   make build bin/bench && bench/split-coding.sh [out-dir]
 set -euo pipefail
-out=$(realpath -m "${1:-$(mktemp -d)}")
-mkdir -p "$out"
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-(cd bench && go build -o "$out/vegeta" github.com/tsenart/vegeta/v12)
-. bench/ports.sh
+. "$(dirname "$0")/ports.sh"
+bench_out "${1:-}"
 read -r port demo_port admin_port < <(free_ports 3)
 l1_batch_config $port $demo_port $admin_port >"$out/sidecache.yaml"
 bin/demo-upstream -listen 127.0.0.1:$demo_port >"$out/demo.log" 2>&1 &
