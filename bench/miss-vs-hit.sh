@@ -9,7 +9,8 @@
 # over 15 s of it. With PERF_RECORD=1 it also samples each phase with
 # `perf record -e cpu-clock -g` for 6 s and prints the µs per request
 # spent under a few frames (the kernel's part of them included, which
-# pprof leaves out), from the same samples in both phases.
+# pprof leaves out), from the same samples in both phases, and the same
+# samples by where their leaf frame is (ports.sh's leaf_split).
 #
 #   make build bin/bench && bench/miss-vs-hit.sh /tmp/sidecache [out-dir]
 #
@@ -46,7 +47,6 @@ sc=$!
 trap 'kill $sc $demo 2>/dev/null; wait 2>/dev/null' EXIT
 for _ in $(seq 100); do curl -sf http://127.0.0.1:$admin_port/readyz >/dev/null && break; sleep 0.1; done
 running $sc $demo
-ticks() { awk -v f="$1" '{print f == "user" ? $14 : $14 + $15}' "/proc/$sc/stat"; }
 hz=$(getconf CLK_TCK)
 perf=$(command -v perf && perf stat -e task-clock -- true >/dev/null 2>&1 && echo yes || true)
 # Frames whose µs per request PERF_RECORD prints ("batch.Loader.run" is
@@ -54,16 +54,12 @@ perf=$(command -v perf && perf stat -e task-clock -- true >/dev/null 2>&1 && ech
 # run may be inlined into the goroutine's wrapper, runOne is not).
 frames='net/http.(*conn).serve|net/http.(*response).finishRequest|net/http.(*connReader).backgroundRead|proxy.(*exchange).join|batch.Loader.run|proxy.(*exchange).fetchBulk|proxy.(*exchange).keepElement|l1.(*Store).Set|bulk.SplitFor|runtime.gcBgMarkWorker|runtime.mallocgc|runtime.sysmon'
 
-metric() { # the sum of a metric's series whose line holds every further pattern
-  curl -sf http://127.0.0.1:$admin_port/metrics | awk -v m="$1" -v a="${2:-}" -v b="${3:-}" '
-    $1 == m || index($1, m "{") == 1 { if ((a == "" || index($0, a)) && (b == "" || index($0, b))) s += $NF } END {printf "%.0f\n", s}'
-}
 l1hits() { echo "$(metric sidecache_cache_lookups_total 'tier="l1"' 'result="hit"') $(metric sidecache_cache_lookups_total 'tier="l1"' 'result="miss"')"; }
 
 phase() {
   local name=$1 targets=${2:-$out/targets.txt} t0 u0 t1 u1 n h0 m0 h1 m1
   read -r h0 m0 < <(l1hits)
-  t0=$(ticks all) u0=$(ticks user)
+  t0=$(ticks $sc) u0=$(ticks $sc user)
   "$out/vegeta" attack -targets "$targets" -rate 3000 -duration 20s -workers 128 -max-workers 512 >"$out/$name.bin" &
   local vg=$!
   sleep 3
@@ -74,8 +70,8 @@ phase() {
     perf stat -x, -e task-clock,context-switches,raw_syscalls:sys_enter -p $sc -o "$out/$name.perf" -- sleep 15
   fi
   wait $vg
-  t1=$(ticks all) u1=$(ticks user)
-  n=$("$out/vegeta" report -type=json <"$out/$name.bin" | sed -n 's/.*"requests":\([0-9]*\).*/\1/p')
+  t1=$(ticks $sc) u1=$(ticks $sc user)
+  n=$(requests "$out/$name.bin")
   read -r h1 m1 < <(l1hits)
   echo "$name: $n requests, $(( (t1 - t0) * 1000000 / hz / n )) µs CPU per request ($(( (u1 - u0) * 1000000 / hz / n )) user)," \
     "$("$out/vegeta" report -type=json <"$out/$name.bin" | grep -o '"status_codes":{[^}]*}'), L1 hits $(( 100 * (h1 - h0) / (h1 - h0 + m1 - m0 + 1) )) %"
@@ -119,6 +115,8 @@ else
   phase hit
 fi
 if [ -n "${PERF_RECORD:-}" ] && [ -n "$perf" ]; then
+  echo "µs per request by leaf frame (leaf_split in ports.sh):"
+  for name in miss hit; do echo "  $name: $(leaf_split "$out/$name.data")"; done
   echo "µs per request under each frame (6 s of samples at 2 kHz, 18,000 requests):"
   for name in miss hit; do
     perf script -i "$out/$name.data" 2>/dev/null | awk -v re="$frames" -v name="$name" '

@@ -55,3 +55,45 @@ l1_batch_config() {
         -e "s#^  listen: .*#  listen: 127.0.0.1:$3#" \
         -e "s#^  url: .*#  url: http://127.0.0.1:$2#"
 }
+
+# metric NAME [PATTERN [PATTERN]] prints the sum of the series of NAME
+# that the sidecar's admin listener on $admin_port exposes, of those whose
+# line holds every PATTERN given.
+metric() {
+  curl -sf http://127.0.0.1:$admin_port/metrics | awk -v m="$1" -v a="${2:-}" -v b="${3:-}" '
+    $1 == m || index($1, m "{") == 1 { if ((a == "" || index($0, a)) && (b == "" || index($0, b))) s += $NF } END {printf "%.0f\n", s}'
+}
+
+# ticks PID [user] prints the CPU clock ticks (CLK_TCK a second) process
+# PID has spent, user and system (only user with "user"), from
+# /proc/PID/stat.
+ticks() { awk -v f="${2:-all}" '{print f == "user" ? $14 : $14 + $15}' "/proc/$1/stat"; }
+
+# requests FILE prints how many requests the vegeta attack saved in FILE
+# sent.
+requests() { "$out/vegeta" report -type=json <"$1" | sed -n 's/.*"requests":\([0-9]*\).*/\1/p'; }
+
+# leaf_split DATA prints the µs per request of `perf record` samples in
+# DATA (6 s at 2 kHz over 18,000 requests) by where each sample's leaf
+# frame is: the kernel (system calls, the loopback's TCP, switches; its
+# .isra/.part/.constprop/.cold clones included), Go's runtime (scheduler,
+# poller, memory, maps), net/http, sidecache's own packages, ristretto,
+# BLAKE2b (the element tags), and the rest (other Go packages, frames
+# perf could not name).
+leaf_split() {
+  perf script -i "$1" -F ip,sym 2>/dev/null | awk '
+    /^$/ {top = 0; next}
+    top {next}
+    {top = 1; total++; f = $2
+     if (f ~ /sidecache\/internal\//) c["sidecache"]++
+     else if (f ~ /^net\/http\./) c["net/http"]++
+     else if (f ~ /^(runtime\.|internal\/runtime\/)/) c["Go runtime"]++
+     else if (f ~ /ristretto/) c["ristretto"]++
+     else if (f ~ /blake2b/) c["BLAKE2b"]++
+     else if (f ~ /^[A-Za-z0-9_]+(\.(isra|part|constprop|cold|llvm)(\.[0-9]+)?)*$/) c["kernel"]++
+     else c["rest"]++}
+    END {printf "%.1f in all", total * 500 / 18000
+      n = split("kernel,Go runtime,net/http,sidecache,ristretto,BLAKE2b,rest", k, ",")
+      for (i = 1; i <= n; i++) printf ", %s %.1f", k[i], c[k[i]] * 500 / 18000
+      print ""}'
+}

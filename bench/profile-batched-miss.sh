@@ -22,15 +22,14 @@ sc=$!
 trap 'kill $sc $demo 2>/dev/null; wait 2>/dev/null' EXIT
 for _ in $(seq 100); do curl -sf http://127.0.0.1:$admin_port/readyz >/dev/null && break; sleep 0.1; done
 running $sc $demo
-ticks() { awk '{print $14+$15}' "/proc/$sc/stat"; }
-t0=$(ticks)
+t0=$(ticks $sc)
 "$out/vegeta" attack -targets "$out/targets.txt" -rate 3000 -duration 20s -workers 128 -max-workers 512 >"$out/attack.bin" &
 vg=$!
 sleep 3
 curl -sf -H 'Authorization: Bearer bench' -o "$out/cpu.pprof" "http://127.0.0.1:$admin_port/debug/pprof/profile?seconds=15"
 wait $vg
-t1=$(ticks)
-n=$("$out/vegeta" report -type=json <"$out/attack.bin" | sed -n 's/.*"requests":\([0-9]*\).*/\1/p')
+t1=$(ticks $sc)
+n=$(requests "$out/attack.bin")
 hz=$(getconf CLK_TCK)
 echo "requests $n, sidecar CPU $(( (t1 - t0) * 1000000 / hz / n )) µs per request"
 curl -sf http://127.0.0.1:$admin_port/metrics | grep -E '^sidecache_batch_size_(sum|count)'

@@ -80,7 +80,6 @@ else
   sleep 2
 fi
 "$out/vegeta" attack -targets "$out/targets.txt" -rate 3000 -duration 2s >/dev/null # warm
-ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 t0=$(ticks $sc); r0=$(ticks $rd)
 "$out/vegeta" attack -targets "$out/targets.txt" -rate 3000 -duration 20s -workers 64 -max-workers 512 >"$out/attack.bin" &
 vg=$!
@@ -97,29 +96,14 @@ else
 fi
 wait $vg
 t1=$(ticks $sc); r1=$(ticks $rd)
-n=$("$out/vegeta" report -type=json <"$out/attack.bin" | sed -n 's/.*"requests":\([0-9]*\).*/\1/p')
+n=$(requests "$out/attack.bin")
 hz=$(getconf CLK_TCK)
 echo "requests $n, reader CPU $(( (t1 - t0) * 1000000 / hz / n )) µs per request, redis $(( (r1 - r0) * 1000000 / hz / n )) µs per request"
 if [ -n "${PERF_RECORD:-}" ]; then
   awk -F, '$3 == "task-clock" {printf "  task-clock %.1f µs", $1 * 1000 / 45000}
     $3 ~ /^(context|syscalls)/ {sub("syscalls:sys_enter_", "", $3); printf ", %s %.2f", $3, $1 / 45000}
     END {print " per request over 15 s"}' "$out/reader.perf"
-  # Where the samples' leaf frames are: the kernel (system calls, the
-  # loopback's TCP, switches), Go's runtime (scheduler, poller, memory),
-  # net/http, sidecache's own packages, the rest of Go.
-  perf script -i "$out/reader.data" -F ip,sym 2>/dev/null | awk '
-    /^$/ {top = 0; next}
-    top {next}
-    {top = 1; total++; f = $2
-     if (f ~ /sidecache\/internal\//) c["sidecache"]++
-     else if (f ~ /^net\/http\./) c["net/http"]++
-     else if (f ~ /^(runtime\.|internal\/runtime\/)/) c["Go runtime"]++
-     else if (f ~ /^[A-Za-z0-9_]+(\.(isra|part|constprop|cold|llvm)(\.[0-9]+)?)*$/) c["kernel"]++
-     else c["other Go"]++}
-    END {printf "  µs per request by leaf frame (6 s at 2 kHz, 18,000 requests): %.1f in all", total * 500 / 18000
-      n = split("kernel,Go runtime,net/http,sidecache,other Go", k, ",")
-      for (i = 1; i <= n; i++) printf ", %s %.1f", k[i], c[k[i]] * 500 / 18000
-      print ""}'
+  echo "  µs per request by leaf frame (leaf_split in ports.sh): $(leaf_split "$out/reader.data")"
 fi
 [ -n "${BARE:-}" ] && exit 0
 curl -sf http://127.0.0.1:$radmin/metrics | grep -E '^sidecache_requests_total\{result="(hit|miss|collapsed)",route="client"' || true

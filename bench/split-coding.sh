@@ -33,12 +33,13 @@ for enc in gzip identity; do
     }}' >"$out/targets-$enc.txt"
 done
 for enc in gzip identity gzip identity; do
-  t0=$(awk '{print $14 + $15}' "/proc/$sc/stat")
+  b0=$(metric sidecache_batch_size_count) t0=$(ticks $sc)
   "$out/vegeta" attack -targets "$out/targets-$enc.txt" -rate 500 -duration 10s -workers 32 >"$out/$enc.bin"
-  t1=$(awk '{print $14 + $15}' "/proc/$sc/stat")
-  n=$("$out/vegeta" report -type=json <"$out/$enc.bin" | sed -n 's/.*"requests":\([0-9]*\).*/\1/p')
+  t1=$(ticks $sc) b1=$(metric sidecache_batch_size_count)
+  report=$("$out/vegeta" report -type=json <"$out/$enc.bin")
+  n=$(sed -n 's/.*"requests":\([0-9]*\).*/\1/p' <<<"$report")
   echo "Accept-Encoding: $enc: $n lists, $(( (t1 - t0) * 1000000 / $(getconf CLK_TCK) / n )) µs CPU per list," \
-    "$("$out/vegeta" report -type=json <"$out/$enc.bin" | grep -o '"status_codes":{[^}]*}')"
+    "$(grep -o '"status_codes":{[^}]*}' <<<"$report"), $((b1 - b0)) bulk calls (0: every element from L1)"
 done
 list="http://127.0.0.1:$port/users?ids=$(seq -s, 1 20)"
 echo "one list of 20: $(curl -sf -H 'Accept-Encoding: gzip' -o /dev/null -w '%{size_download}' "$list") B gzip-coded," \
