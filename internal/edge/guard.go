@@ -2,6 +2,7 @@ package edge
 
 import (
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,6 +104,9 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, ok := r.Header["Upgrade"]; ok {
 		g.upgrade(r)
+	}
+	if conn, ok := r.Header["Connection"]; ok {
+		dropConnectionNamed(r.Header, conn)
 	}
 	if g.via != nil {
 		if v, ok := r.Header["Via"]; ok {
@@ -215,6 +219,26 @@ func (g *Guard) upgrade(r *http.Request) {
 		r.Header["Connection"] = []string{strings.Join(conn, ", ")}
 	} else {
 		r.Header.Del("Connection")
+	}
+}
+
+// dropConnectionNamed removes from h the fields its Connection names
+// (RFC 9110 §7.6.1: they are for this hop only), on receipt, as Varnish
+// does, rather than only from the copy forwarded upstream: the cache key,
+// the batch group and the Vary a bulk answer is read against are built
+// from the request, and a key that holds a field the upstream never
+// received stores the answer made without it under the key of the value
+// sent (a client naming a keyed header, X-Tenant, in Connection, stored
+// the no-tenant answer as every tenant-t1 client's hit). Upgrade stays:
+// upgrade() has already kept only one the config allows, which the
+// pass-through relays with its Connection token.
+func dropConnectionNamed(h http.Header, conn []string) {
+	for _, f := range conn {
+		for t := range strings.SplitSeq(f, ",") {
+			if t = textproto.TrimString(t); t != "" && !strings.EqualFold(t, "upgrade") && !strings.EqualFold(t, "connection") {
+				h.Del(t)
+			}
+		}
 	}
 }
 

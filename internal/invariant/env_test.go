@@ -80,6 +80,11 @@ routes:
     methods: [PATCH]
     path: /t/{name}
     invalidate: ["t:{name}"]
+  - name: k
+    path: /k/{id:[1-9][0-9]*}
+    ttl: 5m
+    key:
+      headers: [X-Tenant, Accept-Language]
   - name: h
     path: /h/{id:[1-9][0-9]*}
     ttl: 5m

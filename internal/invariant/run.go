@@ -250,6 +250,16 @@ func (r *run) drawResources() string {
 	for _, n := range tNames {
 		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawProfile(false))
 	}
+	if r.cfg.Mix.Has("keyed-headers") {
+		for id := 1; id <= 4; id++ {
+			// Route k keys both headers: its answers depend on them
+			// with no Vary (How "none"), as an app behind a route
+			// whose key.headers the operator wrote.
+			p := r.drawProfile(false)
+			p.Dims = []origin.Dim{{Name: "lang", How: "none"}, {Name: "tenant", How: "none"}}
+			r.cfg.Origin.SetProfile(fmt.Sprintf("k/%d", id), p)
+		}
+	}
 	if r.cfg.Mix.Has("stale-if-error") {
 		for id := 1; id <= 4; id++ {
 			r.cfg.Origin.SetProfile(fmt.Sprintf("n/%d", id), r.drawStaleProfile())

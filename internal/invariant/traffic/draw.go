@@ -116,12 +116,18 @@ func (g *Gen) Draw(hot string) *Request {
 			// failures.
 			q.Route, q.Path = "n", "/n/"+id
 		}
+		if m.Has("keyed-headers") && g.chance(20) {
+			q.Route, q.Path = "k", "/k/"+id // key.headers: X-Tenant, Accept-Language
+		}
 	}
 	if q.Kind != "list" {
 		q.Res = origin.Resource(q.Path)
 	}
 	g.drawEdges(q)
 	g.drawHeaders(q)
+	if m.Has("connection-keyed") && (g.chance(6) || q.Route == "k" && g.chance(25)) {
+		g.nameInConnection(q)
+	}
 	if q.Method == http.MethodGet {
 		g.drawConditional(q)
 	}

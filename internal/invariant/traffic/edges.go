@@ -2,6 +2,7 @@ package traffic
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/sidecache/sidecache/internal/invariant/origin"
 )
@@ -79,3 +80,35 @@ func (g *Gen) drawDuplicates(q *Request) {
 }
 
 func pick2(g *Gen, s ...[]string) []string { return s[g.rng.IntN(len(s))] }
+
+// connectionDims are the headers nameInConnection may name, with the
+// dimension each is in q.Sent.
+var connectionDims = [...]struct{ header, dim string }{
+	{"Accept-Language", "lang"}, {"X-Tenant", "tenant"}, {"Cookie", "cookie"}, {"Authorization", "auth"},
+}
+
+// nameInConnection names in q's Connection one of the headers it carries
+// that the key holds or an answer varies on, in any case: hop-by-hop
+// (RFC 9110 §7.6.1), so the origin receives none of it, and the answer
+// q gets is the one made without it (q.Sent says so). A sidecar that
+// keyed on the value sent while forwarding without it would store the
+// answer made for no tenant as a tenant's: that tenant's next request
+// reads it, and the identity check sees it.
+func (g *Gen) nameInConnection(q *Request) {
+	var have []int
+	for i, d := range connectionDims {
+		if q.Hdr.Get(d.header) != "" {
+			have = append(have, i)
+		}
+	}
+	if len(have) == 0 {
+		return
+	}
+	d := connectionDims[have[g.rng.IntN(len(have))]]
+	name := pick(g, d.header, strings.ToLower(d.header), strings.ToUpper(d.header))
+	if c := q.Hdr.Get("Connection"); c != "" {
+		name = c + ", " + name
+	}
+	q.Hdr.Set("Connection", name)
+	q.Sent[d.dim] = ""
+}
