@@ -337,7 +337,11 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 	body, err := readAllTo(*buf, resp.Body, resp.ContentLength, limit)
 	took := x.h.now().Sub(t0)
 	x.rs.m.Upstream(resp.StatusCode, took)
-	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
+	// Only a 200 or 203 is the whole list asked for (RFC 9110 §15.3): a
+	// 206 holds part of it (the ids it leaves out would be stored as
+	// 404s), a 201, 202 or 204 no list at all. None is an id's fault:
+	// the whole batch fails, with no retry.
+	ok := resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNonAuthoritativeInfo
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: read: %w", errBulk, err)

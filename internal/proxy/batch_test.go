@@ -167,6 +167,20 @@ func TestBatchFailures(t *testing.T) {
 			}
 			body(`[{"id":1,"name":"`+secret+`"}]`)(w, r)
 		}, false},
+		// A 2xx other than 200 and 203 is not the whole list: a 206
+		// (an upstream that pages, or answers a Range) holds some of
+		// the ids, and the rest would be stored as 404s (probe h2, D3).
+		{"status 206 with some of the ids", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Range", "items 0-0/5")
+			w.WriteHeader(http.StatusPartialContent)
+			_, _ = io.WriteString(w, `[{"id":1,"name":"`+secret+`"}]`)
+		}, false},
+		{"status 202", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = io.WriteString(w, `[{"id":1,"name":"`+secret+`"}]`)
+		}, false},
 		{"refused connection", nil, true},
 		{"truncated JSON", body(`[{"id":1,"name":"` + secret + `"},{"id":2,"na`), false},
 		{"connection cut mid-body", func(w http.ResponseWriter, r *http.Request) {
