@@ -239,6 +239,17 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 			x.count(outcomes[outError].result)
 			return
 		}
+		if refusedID(p.e.Status) {
+			// The upstream's own answer to this id alone, never
+			// stored: the list is refused with it, as the app's list
+			// endpoint refuses a query holding the id, rather than
+			// told the id does not exist (200 with it left out).
+			s := x.status(outMiss, nil, p.e.Status)
+			s.detail = "split"
+			x.writeEntry(p.e, s, false)
+			x.count(outcomes[outMiss].result)
+			return
+		}
 		l.Add(p.e.Status, p.e.Header, p.e.Body)
 	}
 	o := outHit
@@ -249,6 +260,13 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 	s.detail = `"split hits=` + strconv.Itoa(hits) + ` misses=` + strconv.Itoa(misses) + `"`
 	x.writeList(l.Answer(), s)
 	x.count(outcomes[o].result)
+}
+
+// refusedID reports whether an id's answer is the upstream refusing it
+// (a 4xx other than 404 and 410, which say the id is unknown: those are
+// left out of the list, as SQL's IN (…) leaves them out).
+func refusedID(status int) bool {
+	return status >= 400 && status <= 499 && status != http.StatusNotFound && status != http.StatusGone
 }
 
 // writeList answers a split list request with the reassembled array, its

@@ -341,3 +341,62 @@ func BenchmarkSplitHalfCached(b *testing.B) {
 		b.Fatalf("%d list requests were not half cached", n)
 	}
 }
+
+// TestSplitRefusedIDs: an id the upstream refuses alone (a 4xx other than
+// 404 and 410, its own answer to the one-id bulk call) refuses the list
+// with that answer, as the app's own list endpoint would refuse a query
+// holding it; it was left out of a 200, so a client refused by the
+// upstream's auth was told the users do not exist (probe h2, D6). 404
+// and 410 still mean unknown, left out.
+func TestSplitRefusedIDs(t *testing.T) {
+	cases := []struct {
+		name string
+		code int // the upstream's answer to any list holding id 7
+		want int // the list's status
+	}{
+		{"403", http.StatusForbidden, http.StatusForbidden},
+		{"400", http.StatusBadRequest, http.StatusBadRequest},
+		{"422", http.StatusUnprocessableEntity, http.StatusUnprocessableEntity},
+		{"404 is unknown", http.StatusNotFound, http.StatusOK},
+		{"410 is unknown", http.StatusGone, http.StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			good := usersAnswer(func(string) bool { return true })
+			o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+				if slices.Contains(ids, "7") {
+					w.Header().Set("Content-Type", "text/plain")
+					w.WriteHeader(tc.code)
+					io.WriteString(w, "no: id 7")
+					return
+				}
+				good(w, r, ids)
+			})
+			list := testRoute{Name: "users-list", Pattern: "/users", Split: &route.Split{Param: "ids", RouteName: "user"}}
+			e := newEnv(t, o.upstream, []testRoute{userRoute(100, 5*time.Millisecond), list})
+			r, b := e.get("/users?ids=1,7,2")
+			if r.StatusCode != tc.want {
+				t.Fatalf("status %d %q, want %d", r.StatusCode, b, tc.want)
+			}
+			switch {
+			case tc.want == http.StatusOK && b != "["+userJSON("1", nil)+","+userJSON("2", nil)+"]":
+				t.Errorf("body %q, want ids 1 and 2 with 7 left out", b)
+			case tc.want != http.StatusOK && b != "no: id 7":
+				t.Errorf("body %q, want the upstream's own answer for id 7", b)
+			case tc.want != http.StatusOK && r.Header.Get("Cache-Status") != fmt.Sprintf("sidecache; fwd=miss; fwd-status=%d; detail=split", tc.want):
+				t.Errorf("Cache-Status %q", r.Header.Get("Cache-Status"))
+			}
+			// The good ids were stored all the same; the refusal never.
+			before := o.upstream.calls.Load()
+			for _, id := range []string{"1", "2"} {
+				if r, _ := e.get("/users/" + id); r.StatusCode != 200 || !strings.Contains(r.Header.Get("Cache-Status"), "hit") {
+					t.Errorf("/users/%s after the list: %d %s, want an L1 hit", id, r.StatusCode, r.Header.Get("Cache-Status"))
+				}
+			}
+			if n := o.upstream.calls.Load(); n != before {
+				t.Errorf("%d upstream calls for ids the list stored", n-before)
+			}
+		})
+	}
+}
