@@ -89,12 +89,15 @@ func TestIsolationFailsOnlyBadIDs(t *testing.T) {
 
 // TestListRequestWithinBudget is issue 20's 1,000 ids that match the
 // route's pattern and all fail upstream (plus fewer bad ones): one client
-// request of n ids costs at most Budget(n) calls whatever the upstream
+// request of n ids costs at most ListBudget(n, max_size) calls whatever the upstream
 // answers, the bad ids get their rejection or ErrBudget, and with one bad
 // id every good id still gets its value.
 func TestListRequestWithinBudget(t *testing.T) {
 	for _, tc := range []struct{ n, size, nbad int }{
 		{1000, 100, 1000}, {1000, 1000, 1000}, {1000, 1000, 1}, {100, 100, 1}, {100, 100, 3}, {100, 50, 0},
+		// Over max_size, one bad id: it fails one call of max_size ids,
+		// and the budget must reach it there (ListBudget).
+		{1000, 100, 1}, {100, 10, 1},
 	} {
 		t.Run(fmt.Sprintf("%d ids max_size %d %d bad", tc.n, tc.size, tc.nbad), func(t *testing.T) {
 			g := &gate{bad: map[string]bool{}}
@@ -128,9 +131,10 @@ func TestListRequestWithinBudget(t *testing.T) {
 				}
 			}
 			calls := int(g.calls.Load())
-			t.Logf("%d calls (budget %d), %d ids failed, %d for the budget", calls, Budget(tc.n), failed, budgeted.Load())
-			if calls > Budget(tc.n) {
-				t.Errorf("%d calls for one request of %d ids, over Budget = %d", calls, tc.n, Budget(tc.n))
+			budget := ListBudget(tc.n, tc.size)
+			t.Logf("%d calls (budget %d), %d ids failed, %d for the budget", calls, budget, failed, budgeted.Load())
+			if calls > budget {
+				t.Errorf("%d calls for one request of %d ids, over ListBudget = %d", calls, tc.n, budget)
 			}
 			if tc.nbad <= 1 && failed != tc.nbad {
 				t.Errorf("%d ids failed, want the %d bad one(s) only", failed, tc.nbad)

@@ -104,10 +104,11 @@ func TestEnlistedListLateLoadsShareOneCall(t *testing.T) {
 // one of its good ids already pending in a one-id request's batch, is
 // isolated as a list that joined id by id is: its good ids answered (with
 // one bad id), the one-id request answered, and the list within its
-// Budget(n) (the shared batch is the one-id request's, not the list's).
+// ListBudget(n, max_size) (the shared batch is the one-id request's, not
+// the list's).
 // Enlist records the list once per id, and its loads do not again.
 func TestEnlistedListIsolatedWithinBudget(t *testing.T) {
-	for _, tc := range []struct{ n, size, nbad int }{{100, 100, 1}, {100, 50, 3}, {1000, 100, 1000}} {
+	for _, tc := range []struct{ n, size, nbad int }{{100, 100, 1}, {100, 50, 3}, {1000, 100, 1000}, {1000, 100, 1}} {
 		t.Run(fmt.Sprintf("%d ids max_size %d %d bad", tc.n, tc.size, tc.nbad), func(t *testing.T) {
 			g := &gate{bad: map[string]bool{}}
 			for i := range tc.nbad {
@@ -155,8 +156,8 @@ func TestEnlistedListIsolatedWithinBudget(t *testing.T) {
 				t.Errorf("one-id request: %q %v", o.v, o.err)
 			}
 			// The one-id request's batch, its retry of id 0, and the list's.
-			if calls := int(g.calls.Load()); calls > Budget(tc.n)+2 {
-				t.Errorf("%d calls, over the list's Budget(%d) = %d plus the one-id request's 2", calls, tc.n, Budget(tc.n))
+			if calls, b := int(g.calls.Load()), ListBudget(tc.n, tc.size); calls > b+2 {
+				t.Errorf("%d calls, over the list's ListBudget(%d, %d) = %d plus the one-id request's 2", calls, tc.n, tc.size, b)
 			}
 			if tc.nbad == 1 && failed != 1 {
 				t.Errorf("%d ids failed, want the bad one only", failed)

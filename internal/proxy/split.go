@@ -81,7 +81,8 @@ func (x *exchange) perID(target *routeState, ids []string) map[string]*part {
 	proto := x.detach()
 	proto.rs = target
 	// One account for the whole list: its ids may cost the upstream at
-	// most batch.Budget(n) calls, whatever it answers (issue 20 item 4).
+	// most batch.ListBudget(n, max_size) calls, whatever it answers (issue 20
+	// item 4).
 	proto.list = target.batcher.Requester(len(ids))
 	var scratch route.Params
 	for _, id := range ids {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/route"
 )
@@ -398,5 +399,45 @@ func TestSplitRefusedIDs(t *testing.T) {
 				t.Errorf("%d upstream calls for ids the list stored", n-before)
 			}
 		})
+	}
+}
+
+// TestSplitBadIDBeyondMaxSize: a list of more ids than max_size holding
+// one id the upstream refuses finds it within its budget, so the list
+// gets that id's own answer and its good ids are stored. The budget was
+// ⌊2 + 2·log₂ n⌋ whatever max_size: a 100-id list over max_size 10 spent
+// 10 of its 15 calls on its first calls and ran out halving the failed
+// call's 10 ids (502 for the whole list; probe h2, D2, with 1000 ids
+// over max_size 100).
+func TestSplitBadIDBeyondMaxSize(t *testing.T) {
+	good := usersAnswer(func(string) bool { return true })
+	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		if slices.Contains(ids, "57") {
+			http.Error(w, "bad id 57", http.StatusBadRequest)
+			return
+		}
+		good(w, r, ids)
+	})
+	list := testRoute{Name: "users-list", Pattern: "/users", Split: &route.Split{Param: "ids", RouteName: "user", MaxIDs: 1000}}
+	e := newEnv(t, o.upstream, []testRoute{userRoute(10, 5*time.Millisecond), list})
+	var ids []string
+	for i := 1; i <= 100; i++ {
+		ids = append(ids, strconv.Itoa(i))
+	}
+	r, b := e.get("/users?ids=" + strings.Join(ids, ","))
+	if r.StatusCode != http.StatusBadRequest || !strings.Contains(b, "bad id 57") {
+		t.Fatalf("status %d %.100q, want id 57's own 400", r.StatusCode, b)
+	}
+	if calls, max := len(o.snapshot()), batch.ListBudget(100, 10); calls > max {
+		t.Errorf("%d bulk calls, want at most %d", calls, max)
+	}
+	before := len(o.snapshot())
+	for _, id := range []string{"1", "51", "58", "100"} {
+		if r, _ := e.get("/users/" + id); r.StatusCode != 200 || !strings.Contains(r.Header.Get("Cache-Status"), "hit") {
+			t.Errorf("/users/%s after the list: %d %s, want an L1 hit", id, r.StatusCode, r.Header.Get("Cache-Status"))
+		}
+	}
+	if n := len(o.snapshot()) - before; n != 0 {
+		t.Errorf("%d bulk calls for ids the list stored", n)
 	}
 }
