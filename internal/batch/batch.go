@@ -13,7 +13,7 @@
 // of each client request fetched again apart from the others', and one
 // request's ids retried in halves, within a budget per client request, so
 // that another client's good ids never fail for a bad id and no request
-// costs the upstream more than ⌊2 + 2·log₂ n⌋ calls for its n ids (see
+// costs the upstream more than 2 + 2·⌈log₂ n⌉ calls for its n ids (see
 // Load and Requester). An id that failed alone after making a shared call
 // fail is quarantined for a while: it is fetched in a call of its own and
 // joins no batch.

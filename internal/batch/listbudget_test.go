@@ -14,7 +14,7 @@ import (
 // goroutines late) each join a batch another request opened. Those batches
 // go whatever the list does, so joining them must not spend its budget. It
 // did: every distinct batch joined was counted, so a list of 12 good ids
-// joining 12 one-id requests' batches ran out of its Budget(12) = 9 and
+// joining 12 one-id requests' batches ran out of its budget (9 then) and
 // failed 3 ids with ErrBudget (a 502 from the proxy, the upstream healthy).
 func TestListJoiningOthersBatchesCostsNoBudget(t *testing.T) {
 	const n = 12

@@ -71,6 +71,11 @@ type part struct {
 	x   *exchange // the per-ID request
 	e   *cache.Entry
 	err error
+	// held is a stale entry kept for stale-if-error, as a per-ID
+	// request keeps one (join); stale: e is stale, served while it is
+	// revalidated or because its fetch failed.
+	held  *cache.Entry
+	stale bool
 }
 
 // perID makes one per-ID exchange of the target route for each id
@@ -122,7 +127,10 @@ func (x *exchange) badIDList(err error) {
 }
 
 // readAll reads every id's entry — L1, then the L2 misses in one round
-// trip — and keeps those that answer; it returns how many did.
+// trip — and keeps those that answer; it returns how many did. A stale
+// entry answers as it would a request for its id alone (cached): within
+// stale-while-revalidate at once, with one background refresh; within
+// stale-if-error it is held for the id's fetch failing (fetchMissing).
 func (x *exchange) readAll(parts map[string]*part) int {
 	ctx := x.r.Context()
 	keys := make([]string, 0, len(parts))
@@ -133,9 +141,16 @@ func (x *exchange) readAll(parts map[string]*part) int {
 	found, tiers, _ := x.h.cache.LookupMany(ctx, keys)
 	hits := 0
 	for i, p := range order {
-		if c := p.x.resolve(ctx, x.h.cache.Lookup, found[i], tiers[i]); p.x.answers(c, needFresh) {
+		switch c := p.x.resolve(ctx, x.h.cache.Lookup, found[i], tiers[i]); {
+		case p.x.answers(c, needFresh):
 			p.e = c.e
 			hits++
+		case p.x.answers(c, needRevalidate):
+			p.x.revalidate(c)
+			p.e, p.stale = c.e, true
+			hits++
+		case p.x.answers(c, needIfError):
+			p.held = c.e
 		}
 	}
 	return hits
@@ -173,8 +188,11 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 			if err == nil && f.c.e.Status >= 500 {
 				err = &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", f.c.e.Status)}
 			}
-			if err == nil {
+			switch {
+			case err == nil:
 				p.e = f.c.e
+			case p.held != nil:
+				p.e, p.stale, err = p.held, true, nil // stale-if-error
 			}
 			p.err = err
 		}()
@@ -225,6 +243,7 @@ func (x *exchange) enlist(ctx context.Context, parts map[string]*part) {
 // first id's failure.
 func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 	misses := len(parts) - hits
+	stale := 0
 	l := splitlist.Make(len(parts))
 	for _, id := range ids {
 		p := parts[id]
@@ -251,6 +270,9 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 			x.count(outcomes[outMiss].result)
 			return
 		}
+		if p.stale {
+			stale++
+		}
 		l.Add(p.e.Status, p.e.Header, p.e.Body)
 	}
 	o := outHit
@@ -258,7 +280,11 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 		o = outMiss
 	}
 	s := x.status(o, nil, 0)
-	s.detail = `"split hits=` + strconv.Itoa(hits) + ` misses=` + strconv.Itoa(misses) + `"`
+	s.detail = `"split hits=` + strconv.Itoa(hits) + ` misses=` + strconv.Itoa(misses)
+	if stale > 0 {
+		s.detail += ` stale=` + strconv.Itoa(stale)
+	}
+	s.detail += `"`
 	x.writeList(l.Answer(), s)
 	x.count(outcomes[o].result)
 }

@@ -405,7 +405,7 @@ func TestSplitRefusedIDs(t *testing.T) {
 // TestSplitBadIDBeyondMaxSize: a list of more ids than max_size holding
 // one id the upstream refuses finds it within its budget, so the list
 // gets that id's own answer and its good ids are stored. The budget was
-// ⌊2 + 2·log₂ n⌋ whatever max_size: a 100-id list over max_size 10 spent
+// Budget(n) whatever max_size: a 100-id list over max_size 10 spent
 // 10 of its 15 calls on its first calls and ran out halving the failed
 // call's 10 ids (502 for the whole list; probe h2, D2, with 1000 ids
 // over max_size 100).
@@ -426,7 +426,11 @@ func TestSplitBadIDBeyondMaxSize(t *testing.T) {
 	}
 	r, b := e.get("/users?ids=" + strings.Join(ids, ","))
 	if r.StatusCode != http.StatusBadRequest || !strings.Contains(b, "bad id 57") {
-		t.Fatalf("status %d %.100q, want id 57's own 400", r.StatusCode, b)
+		var sizes []string
+		for _, c := range o.snapshot() {
+			sizes = append(sizes, fmt.Sprintf("%d(%s..)", len(c.ids), c.ids[0]))
+		}
+		t.Fatalf("status %d %.100q, want id 57's own 400; calls %v", r.StatusCode, b, sizes)
 	}
 	if calls, max := len(o.snapshot()), batch.ListBudget(100, 10); calls > max {
 		t.Errorf("%d bulk calls, want at most %d", calls, max)
