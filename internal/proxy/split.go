@@ -71,6 +71,9 @@ type part struct {
 	x   *exchange // the per-ID request
 	e   *cache.Entry
 	err error
+	// foreign: its batched answer was made for another request
+	// (flight.foreign); fetchForeign asks for it again.
+	foreign bool
 }
 
 // perID makes one per-ID exchange of the target route for each id
@@ -172,6 +175,10 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 			if err == nil && f.c.e.Status >= 500 {
 				err = &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", f.c.e.Status)}
 			}
+			if err == nil && f.foreign {
+				p.foreign = true
+				return
+			}
 			if err == nil {
 				p.e = f.c.e
 			}
@@ -179,6 +186,7 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 		}()
 	}
 	wg.Wait()
+	x.fetchForeign(ctx, parts) // foreign.go
 }
 
 // settlePanic turns a panic in p's fetch into p's 502, as a panicked bulk
