@@ -49,6 +49,21 @@ func (r *Requester) open() bool {
 	return true
 }
 
+// Spend counts n calls that req's ids cause outside the loader (the
+// proxy asks again, with the list's own headers, for ids whose answer was
+// made for the request that opened their batch), and reports whether req
+// could afford them within its Budget; if not, nothing is counted and the
+// caller fails those ids. A nil req (a request of one id) has no account
+// here: its one call of its own is the second its budget allows.
+func (l *Loader[A, V]) Spend(req *Requester, n int) bool {
+	if req == nil {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return req.afford(n)
+}
+
 // Budget is the most upstream calls one client request of n ids may cause,
 // whatever the upstream answers: 2 + 2·⌈log₂ n⌉. That is one shared call,
 // one call of its own ids when the shared call failed, and two calls per

@@ -67,10 +67,17 @@ func (r *run) crowd(ctx context.Context, round int) {
 	for i := range pool {
 		pool[i] = origin.CrowdID(round, i)
 	}
-	r.cfg.Origin.SetProfile(origin.BulkProfile, origin.Profile{
+	bulk := origin.Profile{
 		Gzip:  r.cfg.Mix.Has("bulk-vary-gzip") && rng.IntN(2) == 0,
 		Delay: time.Duration(10+rng.IntN(40)) * time.Millisecond,
-	})
+	}
+	if r.cfg.Mix.Has("bulk-per-address") && rng.IntN(2) == 0 {
+		// Many clients' ids share each bulk call here, where an ordinary
+		// round's few requests rarely meet in one: every member but the
+		// opener must fetch its own answer, within its budget.
+		bulk.Dims = []origin.Dim{{Name: "addr", How: []string{"vary", "private"}[rng.IntN(2)]}}
+	}
+	r.cfg.Origin.SetProfile(origin.BulkProfile, bulk)
 	reqs := make([]*traffic.Request, 0, s.lists+s.reads)
 	// Every other crowd round, with list-crowd-bad: isolating bad ids
 	// behind a slow bulk endpoint is what makes a crowd round long.

@@ -246,6 +246,11 @@ func (r *run) drawResources() string {
 	if r.cfg.Mix.Has("trailers") && r.chance(40) {
 		bulk.Trailers = 30 + r.rng.IntN(71)
 	}
+	if r.cfg.Mix.Has("bulk-per-address") && r.chance(25) {
+		// Per-address elements, declared as a Vary on the header the
+		// sidecar writes per client, or as private (probe h1 D2).
+		bulk.Dims = []origin.Dim{{Name: "addr", How: []string{"vary", "private"}[r.rng.IntN(2)]}}
+	}
 	r.cfg.Origin.SetProfile(origin.BulkProfile, bulk)
 	for _, n := range tNames {
 		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawProfile(false))

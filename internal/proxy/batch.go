@@ -56,7 +56,8 @@ type bulkAnswer struct {
 	// refused: the upstream's own failing answer to a one-id call.
 	refused bool
 	stored  bool
-	// private: for the requests of this call only, judged once per id
+	// private: for the request whose headers made the call only (the
+	// others fetch their own: madeFor, foreign.go), judged once per id
 	// where the answer is made: by keepElement (its reason, or admit's
 	// Shareable, which reads the same header), for an own answer by its
 	// header (httpcache.Private); the waiters' flights read the entry's
@@ -75,6 +76,11 @@ type bulkCall struct {
 	// time over its ids), for the access log.
 	upstream time.Duration
 	reqID    string // the bulk call's X-Request-Id
+	// from is the header of the client request whose headers the call
+	// carried (its opener's: isolation retries carry them too). An answer
+	// only that request may have (private, or varying on a header the
+	// members may send differently) goes to its requests alone: madeFor.
+	from http.Header
 }
 
 // batcher is a route's loader: the opener's exchange rides along to make
@@ -115,7 +121,11 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	if err != nil && ctx.Err() != nil {
 		return nil, err
 	}
-	return batchedFlight(x.h.now, new(flight), ans, found, err)
+	f, err := batchedFlight(x.h.now, new(flight), ans, found, err)
+	if err == nil {
+		f.foreign = f.c.private && !ans.madeFor(x.r.Header)
+	}
+	return f, err
 }
 
 // loadBatchedTo goes on with fl, the flight of a batched miss
@@ -133,7 +143,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 // m is the lead join made for the flight, which holds its Flight
 // (coalesce.Group.DoThenIn): the batch finishes it (lead.Loaded).
 func (x *exchange) loadBatchedTo(ctx context.Context, m *lead, stale candidate) {
-	m.h, m.base = x.h, x.base.e
+	m.h, m.base, m.from = x.h, x.base.e, x.r.Header
 	m.f.stale = staleRef(stale)
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
 	x.rs.batcher.LoadTo(ctx, x.list, x.rs.fwd.group(x.r), func() *exchange { return x.detach() }, id, m, &m.slot)
@@ -146,6 +156,9 @@ func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
 	stale := m.f.stale // fillFirst's, before batchedFlight makes m.f anew
 	m.fl.FinishWith(func() (*flight, error) {
 		f, err := batchedFlight(m.h.now, &m.f, ans, found, err)
+		if err == nil {
+			f.foreign = f.c.private && !ans.madeFor(m.from)
+		}
 		if err != nil {
 			err = mustRevalidateError(m.base, err)
 			f = &m.f // keeps the stale copy reachable for the waiters
@@ -353,7 +366,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
 	case !ok && len(ids) == 1:
 		e := ownAnswer(resp, body, t0)
-		return []*bulkAnswer{{e: e, call: &bulkCall{upstream: took, reqID: out.Header.Get("X-Request-Id")}, refused: true, private: httpcache.Private(e.Header)}}, nil
+		return []*bulkAnswer{{e: e, call: &bulkCall{upstream: took, reqID: out.Header.Get("X-Request-Id"), from: x.r.Header}, refused: true, private: httpcache.Private(e.Header)}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
@@ -376,7 +389,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 	}
 	res := make([]*bulkAnswer, len(ids))
 	answers := make([]bulkAnswer, len(ids))
-	call := &bulkCall{upstream: took / time.Duration(len(ids)), reqID: out.Header.Get("X-Request-Id")}
+	call := &bulkCall{upstream: took / time.Duration(len(ids)), reqID: out.Header.Get("X-Request-Id"), from: x.r.Header}
 	heads := x.elementHeads(resp.Header, t0)
 	var tagArray [elementTags]string
 	ex.sets = elementSetsPool.Get().(*elementSets)

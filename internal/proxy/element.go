@@ -37,9 +37,10 @@ var notStoredReasons = [...]string{notStoredVaryStar, notStoredVaryPerRequest, n
 // The bulk answer's Vary names request headers of the bulk call, which
 // carried the opener's headers (elementVary). Where every request of the
 // batch sent the same value, the element is shared and stored as the
-// variant that value selects; where they may differ, it is for the
-// requests of this call only, and the clients are told so (private, RFC
-// 9111 §5.2.2.7), as for a bulk answer marked private. Each element not
+// variant that value selects; where they may differ, it is the opener's
+// answer only, and its client is told so (private, RFC 9111 §5.2.2.7),
+// as for a bulk answer marked private: every other member of the call
+// fetches its own (foreign.go). Each element not
 // stored is counted by reason, and each reason logged once per route.
 func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.Header, heads elementHeads, requested time.Time, tags []string) bulkAnswer {
 	status, body := http.StatusOK, elem

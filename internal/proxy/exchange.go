@@ -177,9 +177,12 @@ func (x *exchange) join(flightKey string, held candidate) {
 	}
 	x.noteUpstream(f, leader)
 	x.linkFlight(f, leader)
-	if err == nil && f.large == nil && !leader && !x.answers(f.c, f.need()) {
+	if err == nil && f.large == nil && (!leader && !x.answers(f.c, f.need()) || leader && f.foreign) {
 		// Not for this client: private, another variant, an encoding it
-		// does not accept. It fetches on its own, outside any flight.
+		// does not accept; or, to a batched miss that leads its flight, a
+		// private answer of a bulk call that carried another request's
+		// headers (flight.foreign). It fetches on its own, outside any
+		// flight.
 		x.own = true
 		if x.interim == nil {
 			x.relayInterim().Close() // a closed relay, as every own fetch had

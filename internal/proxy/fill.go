@@ -26,6 +26,11 @@ type flight struct {
 	// (The flags sit together: a lead holds a flight, and every 8 bytes
 	// of it may take the lead to a larger size class.)
 	revalidated bool
+	// foreign: a batched answer only the request whose headers made the
+	// bulk call may have (private, or varying per request), and that
+	// request was another: this one fetches its own (join, split's
+	// fetchMissing), as a collapsed waiter does.
+	foreign bool
 	// large is set instead of c when the body is over max_body_bytes: the
 	// live response, streamed by one client (see largeBody).
 	large *largeBody
@@ -91,6 +96,9 @@ type lead struct {
 	// base is the stored entry the fill would have revalidated, for
 	// missed's must-revalidate rule (mustRevalidateError).
 	base *cache.Entry
+	// from is the header of the request that leads the flight: the batch's
+	// answer is its own only if the bulk call carried it (madeFor).
+	from http.Header
 	f    flight
 	slot batch.Slot[*bulkAnswer]
 }
@@ -201,6 +209,9 @@ func (x *exchange) batched() bool {
 
 func (x *exchange) fillUpstream(ctx context.Context, stale candidate) (*flight, error) {
 	if x.batched() {
+		if x.own {
+			return x.fetchOwnID(ctx) // foreign.go
+		}
 		return x.loadBatched(ctx)
 	}
 	// One deadline for waiting on another replica's lease and fetching

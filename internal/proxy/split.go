@@ -76,6 +76,9 @@ type part struct {
 	// revalidated or because its fetch failed.
 	held  *cache.Entry
 	stale bool
+	// foreign: its batched answer was made for another request
+	// (flight.foreign); fetchForeign asks for it again.
+	foreign bool
 }
 
 // perID makes one per-ID exchange of the target route for each id
@@ -188,6 +191,10 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 			if err == nil && f.c.e.Status >= 500 {
 				err = &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", f.c.e.Status)}
 			}
+			if err == nil && f.foreign {
+				p.foreign = true
+				return
+			}
 			switch {
 			case err == nil:
 				p.e = f.c.e
@@ -198,6 +205,7 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 		}()
 	}
 	wg.Wait()
+	x.fetchForeign(ctx, parts) // foreign.go
 }
 
 // settlePanic turns a panic in p's fetch into p's 502, as a panicked bulk

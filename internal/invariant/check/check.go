@@ -112,6 +112,14 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 			if !slices.Contains(q.Ids, st.ID) || st.Res != "u/"+st.ID {
 				ch.Violate("resource", "%s: list element %s/%s not asked for", q, st.ID, st.Res)
 			}
+			if len(st.By) > 0 {
+				ch.Count("bulk-per-address", 1) // the identity check reached them
+			}
+			for _, k := range sortedDims(st.By) {
+				if v := st.By[k]; v != q.Sent[k] {
+					ch.Violate("identity", "%s: list element %s made for %s=%.40q, this request sent %.40q (%s)", q, st.ID, k, v, q.Sent[k], resp.Header.Get("Cache-Status"))
+				}
+			}
 		}
 		if sts == nil {
 			sts = []origin.Stamp{}
@@ -124,6 +132,9 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 				ch.Violate("garbled", "%s: %d %.80q", q, resp.StatusCode, body)
 			}
 			return
+		}
+		if q.Route == "u" && len(st.By) > 0 {
+			ch.Count("bulk-per-address", 1)
 		}
 		ch.checkStamp(q, resp, st, start, end)
 		ch.remember(q, resp, &st, nil)

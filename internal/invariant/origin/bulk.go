@@ -19,8 +19,11 @@ const MaxID = 1<<31 - 1
 
 // BulkProfile is the profile name of the bulk endpoint; its Gzip answers
 // as Express's compression() does: Vary: Accept-Encoding on every answer,
-// gzip when the request accepts it, and its Delay holds every bulk call
-// (crowd rounds); its other fields are not read.
+// gzip when the request accepts it, its Delay holds every bulk call
+// (crowd rounds), and its Dims make every element for the caller's
+// address and say so as Dim.How does ("vary": Vary: X-Forwarded-For,
+// "private": Cache-Control: private), the bulk-per-address feature; its
+// other fields are not read.
 const BulkProfile = "u/*"
 
 // Crowd rounds' ids (the runner's crowd.go): good ones are crowdBase+crowdSpan·round+i,
@@ -74,6 +77,7 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
 	delay := o.profiles[BulkProfile].Delay
 	pct := o.profiles[BulkProfile].Trailers
+	dims := o.profiles[BulkProfile].Dims
 	o.mu.Unlock()
 	tr := o.drawTrailing(r, pct, url.Values{"ids": {r.URL.Query().Get("ids")}})
 	if delay > 0 {
@@ -81,9 +85,28 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		// while other requests' ids join them.
 		time.Sleep(delay)
 	}
+	// An answer made for the caller (its address): each element says
+	// whom for (Stamp.By), the answer how (Vary or private).
+	var by map[string]string
+	var vary []string
+	for _, d := range dims {
+		if by == nil {
+			by = map[string]string{}
+		}
+		by[d.Name] = dimValue(r, d.Name)
+		switch d.How {
+		case "vary":
+			vary = append(vary, dimHeader[d.Name])
+		case "private":
+			w.Header().Set("Cache-Control", "private")
+		}
+	}
 	o.mu.Lock()
 	if o.profiles[BulkProfile].Gzip {
-		w.Header().Set("Vary", "Accept-Encoding")
+		vary = append(vary, "Accept-Encoding")
+	}
+	if len(vary) > 0 {
+		w.Header().Set("Vary", strings.Join(vary, ", "))
 	}
 	for _, id := range strings.Split(r.URL.Query().Get("ids"), ",") {
 		n, err := strconv.ParseUint(id, 10, 64)
@@ -103,7 +126,7 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		res := r.URL.Path[1:] + "/" + strconv.FormatUint(n, 10)
-		st := Stamp{ID: strconv.FormatUint(n, 10), Res: res, Ver: o.ver[res]}
+		st := Stamp{ID: strconv.FormatUint(n, 10), Res: res, Ver: o.ver[res], By: by}
 		if r.URL.Path == "/e" {
 			st.Tag = elementTag(n, st.Ver)
 		}

@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+
+	"github.com/sidecache/sidecache/internal/batch"
+)
+
+// A bulk call carries the headers of the request that opened its batch
+// (fetchBulk, x.outgoing), X-Forwarded-For written from that client's
+// address among them. Its elements are shared by every member of the
+// batch when they can be (stored, or identical for every request the
+// batch groups); an element that cannot — the bulk answer is private or
+// sets a cookie (RFC 9111 §5.2.2.7, §7.3), or its Vary names a header
+// the members may send differently (keepElement's reasons) — is an answer
+// to the opener's request only (RFC 9111 §4.1: a response selected by
+// Vary answers a request that matches it). Every other member then
+// fetches its own, as a collapsed waiter of the per-key path does
+// (exchange.join): a one-id request in a one-id bulk call of its own
+// (fetchOwnID), a list its foreign ids in calls of its own within its
+// call budget (fetchForeign). So the shareable case costs nothing more,
+// and an answer made for one client never reaches another.
+
+// madeFor reports whether a is an answer the bulk call made with the
+// headers h of a client request: the same header map (a list request's
+// per-ID exchanges share it: perIDRequest). Any other request, however
+// alike, gets false: a private answer may carry what only the opener's
+// request should see, and X-Forwarded-For (written per connection) is in
+// no header map at all.
+func (a *bulkAnswer) madeFor(h http.Header) bool {
+	return a != nil && a.call != nil && sameHeader(a.call.from, h)
+}
+
+// sameHeader reports whether a and b are one map (not merely equal).
+func sameHeader(a, b http.Header) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// fetchOwnID is a batch route's miss fetched for this request alone
+// (x.own: the flight's or the batch's answer was not for it): a one-id
+// bulk call with its own headers, outside the batcher, so no other
+// request's answer can be handed to it and its answer to no other. It is
+// the second of the two calls a per-ID request may cost (docs: "Upstream
+// call budget"). Its elements are kept as any bulk answer's: stored when
+// shareable (as if this request had opened a batch of its own), else not.
+func (x *exchange) fetchOwnID(ctx context.Context) (*flight, error) {
+	id := x.params.Get(x.rs.rt.Batch.IDParam)
+	res, err := x.fetchBulkTraced(ctx, []string{id})
+	if err != nil {
+		return batchedFlight(x.h.now, new(flight), nil, false, err)
+	}
+	return batchedFlight(x.h.now, new(flight), res[0], true, nil)
+}
+
+// fetchForeign fetches again, with the list's own headers, the ids of a
+// list request whose batched answers were made for another request
+// (flight.foreign), in ⌈m/max_size⌉ bulk calls paid from the list's call
+// budget (batch.Loader.Spend). A list without calls left gets 502 for
+// those ids, counted as a spent budget: never the other request's answer.
+func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
+	var ids []string
+	var px *exchange
+	for id, p := range parts {
+		if p.foreign {
+			ids = append(ids, id)
+			px = p.x
+		}
+	}
+	if px == nil {
+		return
+	}
+	fail := func(ids []string, err error) {
+		for _, id := range ids {
+			parts[id].e, parts[id].err = nil, &upstreamErr{code: http.StatusBadGateway, err: err}
+		}
+	}
+	size := max(px.rs.rt.Batch.MaxSize, 1)
+	calls := (len(ids) + size - 1) / size
+	if !px.rs.batcher.Spend(px.list, calls) {
+		px.rs.bm.BudgetExhausted(len(ids))
+		fail(ids, fmt.Errorf("split: own call for ids answered for another request: %w", batch.ErrBudget))
+		return
+	}
+	for len(ids) > 0 {
+		chunk := ids[:min(size, len(ids))]
+		ids = ids[len(chunk):]
+		res, err := px.fetchBulkTraced(ctx, chunk)
+		if err != nil {
+			fail(chunk, err)
+			continue
+		}
+		for i, id := range chunk {
+			p := parts[id]
+			p.e, p.err = res[i].e, nil
+			if p.e.Status >= 500 {
+				p.e, p.err = nil, &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", res[i].e.Status)}
+			}
+		}
+	}
+}
