@@ -38,6 +38,13 @@ import (
 // connection, broken JSON, an answer over the size bound.
 var errBulk = errors.New("bulk call failed")
 
+// errElementTooLarge is a one-id bulk call whose answer is over
+// max_body_bytes: no upstream failure, a record too large to keep. Its
+// requests pass through to the upstream, streamed and uncached (join,
+// joinParts), as a cached route's answer over the bound is; a 502 served
+// it to no one, and cost an upstream call per request.
+var errElementTooLarge = errors.New("element over max_body_bytes")
+
 // defaultQuarantine is how long an id that failed a bulk call and then
 // failed alone is fetched alone when the route's negative_ttl is 0:
 // negative_ttl 0 promises that no failed answer is served from memory, and
@@ -160,7 +167,9 @@ func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
 			f.foreign = f.c.private && !ans.madeFor(m.from)
 		}
 		if err != nil {
-			err = mustRevalidateError(m.base, err)
+			if !errors.Is(err, errElementTooLarge) {
+				err = mustRevalidateError(m.base, err)
+			}
 			f = &m.f // keeps the stale copy reachable for the waiters
 			*f = flight{}
 		}
@@ -176,6 +185,9 @@ func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
 // waiters: it is only read. An error is the batch's (a waiter whose ctx
 // ended has its own: loadBatched).
 func batchedFlight(now func() time.Time, f *flight, ans *bulkAnswer, found bool, err error) (*flight, error) {
+	if errors.Is(err, errElementTooLarge) {
+		return nil, errElementTooLarge
+	}
 	if err != nil {
 		return nil, &upstreamErr{code: http.StatusBadGateway, err: err}
 	}
@@ -362,8 +374,14 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrSuspect, resp.StatusCode)
 	case !ok && !bulk.Isolable(resp.StatusCode):
 		return nil, fmt.Errorf("%w: status %d", errBulk, resp.StatusCode)
+	case int64(len(body)) > limit && len(ids) == 1:
+		// One element over max_body_bytes: too large to keep, so its
+		// request passes through (join), as any cached route's does.
+		return nil, fmt.Errorf("%w: %w", errBulk, errElementTooLarge)
 	case int64(len(body)) > limit:
-		return nil, fmt.Errorf("%w: answer over %d bytes", errBulk, limit)
+		// Maybe one id's record: isolated, so it fails alone and its
+		// neighbours get their elements.
+		return nil, fmt.Errorf("%w: %w: answer over %d bytes", errBulk, batch.ErrIsolate, limit)
 	case !ok && len(ids) == 1:
 		e := ownAnswer(resp, body, t0)
 		return []*bulkAnswer{{e: e, call: &bulkCall{upstream: took, reqID: out.Header.Get("X-Request-Id"), from: x.r.Header}, refused: true, private: httpcache.Private(e.Header)}}, nil

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"time"
@@ -190,6 +191,10 @@ func (x *exchange) join(flightKey string, held candidate) {
 		f, err = x.detach().fill(context.WithoutCancel(ctx))
 		leader = true
 		x.noteUpstream(f, leader)
+	}
+	if errors.Is(err, errElementTooLarge) {
+		x.pass(outTooLarge, "") // batch.go
+		return
 	}
 	if err == nil && f.large != nil {
 		// An answer too large to keep is never judged by answers: it

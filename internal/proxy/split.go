@@ -258,6 +258,13 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 		if p == nil {
 			continue // not an id of the target route
 		}
+		if errors.Is(p.err, errElementTooLarge) {
+			// An element too large to keep: the list cannot be
+			// assembled within max_body_bytes of it, so the upstream's
+			// own list answers, streamed through.
+			x.pass(outTooLarge, "")
+			return
+		}
 		if p.err != nil {
 			s := x.status(outError, nil, 0)
 			s.detail = "split"

@@ -1,0 +1,66 @@
+package proxy_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/cache/l1"
+	"github.com/sidecache/sidecache/internal/route"
+)
+
+// TestBatchElementOverMaxBody: a record larger than max_body_bytes on a
+// batch route streams through, uncached, as on any cached route, whether
+// or not another id shares its bulk call: alone, its one-id bulk answer
+// was over the call's bound (max_body_bytes × ids) and answered 502, on
+// every request (probe h2, D4); beside another id it fit and was served.
+// A list holding it passes through to the upstream's list. Its neighbours
+// in a shared call still get their elements.
+func TestBatchElementOverMaxBody(t *testing.T) {
+	const maxBody = 4 << 10
+	big := strings.Repeat("x", 3*maxBody)
+	element := func(id string) map[string]string {
+		if id == "7" {
+			return map[string]string{"id": id, "blob": big}
+		}
+		return map[string]string{"id": id, "name": "user-" + id}
+	}
+	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		var out []map[string]string
+		for _, id := range ids {
+			out = append(out, element(id))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(element(strings.TrimPrefix(r.URL.Path, "/users/")))
+	})
+	list := testRoute{Name: "users-list", Pattern: "/users", Split: &route.Split{Param: "ids", RouteName: "user"}}
+	e := newEnv(t, o.upstream, []testRoute{userRoute(10, time.Millisecond), list}, func(po *proxyOptions, _ *l1.Store) {
+		po.MaxBodyBytes = maxBody
+	})
+	for i := range 2 {
+		r, b := e.get("/users/7")
+		if r.StatusCode != 200 || !strings.Contains(b, big) {
+			t.Fatalf("GET /users/7 alone, #%d: %d %.80q (%s), want the whole record", i, r.StatusCode, b, r.Header.Get("Cache-Status"))
+		}
+		if cs := r.Header.Get("Cache-Status"); !strings.Contains(cs, "detail=too-large") {
+			t.Errorf("GET /users/7 alone, #%d: Cache-Status %q, want detail=too-large", i, cs)
+		}
+	}
+	r, b := e.get("/users?ids=6,7,8")
+	if r.StatusCode != 200 || !strings.Contains(b, big) || !strings.Contains(b, `"user-6"`) {
+		t.Fatalf("list holding 7: %d %.80q (%s), want the upstream's whole list", r.StatusCode, b, r.Header.Get("Cache-Status"))
+	}
+	if e.l1.Items() == 0 {
+		t.Error("nothing stored: the ids beside 7 should be")
+	}
+	for _, id := range []string{"6", "8"} {
+		if r, _ := e.get("/users/" + id); r.StatusCode != 200 {
+			t.Errorf("/users/%s: %d", id, r.StatusCode)
+		}
+	}
+}
