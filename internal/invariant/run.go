@@ -246,6 +246,11 @@ func (r *run) drawResources() string {
 	if r.cfg.Mix.Has("trailers") && r.chance(40) {
 		bulk.Trailers = 30 + r.rng.IntN(71)
 	}
+	if r.cfg.Mix.Has("bulk-large") && r.chance(30) {
+		// Over the bound of a call of up to three ids (max_body_bytes ×
+		// ids): passed through, never a 502.
+		bulk.Large = 3*r.cfg.MaxBodyBytes + 1
+	}
 	if r.cfg.Mix.Has("bulk-per-address") && r.chance(25) {
 		// Per-address elements, declared as a Vary on the header the
 		// sidecar writes per client, or as private (probe h1 D2).

@@ -374,14 +374,13 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrSuspect, resp.StatusCode)
 	case !ok && !bulk.Isolable(resp.StatusCode):
 		return nil, fmt.Errorf("%w: status %d", errBulk, resp.StatusCode)
-	case int64(len(body)) > limit && len(ids) == 1:
-		// One element over max_body_bytes: too large to keep, so its
-		// request passes through (join), as any cached route's does.
-		return nil, fmt.Errorf("%w: %w", errBulk, errElementTooLarge)
 	case int64(len(body)) > limit:
-		// Maybe one id's record: isolated, so it fails alone and its
-		// neighbours get their elements.
-		return nil, fmt.Errorf("%w: %w: answer over %d bytes", errBulk, batch.ErrIsolate, limit)
+		// A record too large to keep (or several): every request of the
+		// call passes through (join), as any cached route's answer over
+		// max_body_bytes does. Not isolated: a shared call, the one-id
+		// call isolation would make, then the pass-through were three
+		// calls for a per-ID request whose budget is two.
+		return nil, fmt.Errorf("%w: %w", errBulk, errElementTooLarge)
 	case !ok && len(ids) == 1:
 		e := ownAnswer(resp, body, t0)
 		return []*bulkAnswer{{e: e, call: &bulkCall{upstream: took, reqID: out.Header.Get("X-Request-Id"), from: x.r.Header}, refused: true, private: httpcache.Private(e.Header)}}, nil

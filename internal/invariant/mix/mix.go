@@ -78,6 +78,7 @@ var Features = []Feature{
 	{Name: "list-crowd-large", On: false, Heavy: true, Note: "list-crowd every 8th round with 200 lists (pool of 96) and 50 one-id reads, as make bench's batch row; off in the fixed seeds for wall time only"},
 	{Name: "list-crowd-bad", On: false, Heavy: true, Note: "every other crowd round, one list in twenty carries a bad id of its own among its good ones: it may fail, the good lists and one-id reads sharing its batches may not; off in the fixed seeds for wall time only"},
 	{Name: "bulk-per-address", On: true, Note: "bulk answers made for the caller's address, saying so with Vary: X-Forwarded-For or Cache-Control: private: a member of a shared bulk call (one-id read or split list) must get the answer made for its own address, never the opener's"},
+	{Name: "bulk-large", On: true, Note: "bulk answers whose elements for ids that are multiples of 4 are over max_body_bytes × 3 (records too large to keep): passed through, never a 502 for a good id (collateral), nothing stored"},
 	{Name: "bulk-vary-gzip", On: true, Gate: "24.1", Note: "bulk answers as behind compression(): Vary: Accept-Encoding always, gzip when accepted (elements must still be identity, shared)"},
 
 	// What the origin does, drawn per resource per round and per request.

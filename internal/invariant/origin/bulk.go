@@ -130,6 +130,9 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/e" {
 			st.Tag = elementTag(n, st.Ver)
 		}
+		if lg := o.profiles[BulkProfile].Large; lg > 0 && n%4 == 0 {
+			st.Pad = strings.Repeat("p", lg)
+		}
 		out = append(out, st)
 	}
 	gz := o.profiles[BulkProfile].Gzip && AcceptsGzip(r.Header.Values("Accept-Encoding"))

@@ -94,6 +94,10 @@ type Profile struct {
 	// Trailers: percent of answers (reads and their failures; on
 	// BulkProfile, bulk answers) that end with trailers (trailers.go).
 	Trailers int
+	// Large: on BulkProfile, the elements of ids that are multiples of
+	// 4 are padded to this many bytes (over the replicas'
+	// max_body_bytes: records too large to keep).
+	Large int
 	// StaleAtOnce: answers say Cache-Control: max-age=0, so on a
 	// freshness: origin route with stale_if_error every stored copy is
 	// stale at once and answers only when a refetch fails.
