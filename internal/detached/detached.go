@@ -6,7 +6,10 @@
 // nothing), rather than a cancellation that leaves the outcome unknown.
 // Once the client has gone the request gets a grace period more, so a
 // hung upstream does not hold it for ever. A request cut before it was
-// written whole cannot have been applied; Sent tells the two apart.
+// written whole cannot have been applied by an upstream that waits for
+// the end of the message; Sent tells the two apart, and Started tells a
+// request whose header went out (one an upstream that acts on a body cut
+// short may have applied in part).
 package detached
 
 import (
@@ -21,8 +24,9 @@ import (
 // Call is one detached request's state. Its methods are safe for
 // concurrent use (the Transport reports the write on its own goroutine).
 type Call struct {
-	sent atomic.Bool
-	stop func()
+	sent    atomic.Bool
+	started atomic.Bool
+	stop    func()
 }
 
 // Request returns out on a context that client's cancellation does not
@@ -48,6 +52,7 @@ func Request(out *http.Request, client context.Context, grace time.Duration) (*h
 		cancel()
 	}
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaders: func() { c.started.Store(true) },
 		WroteRequest: func(i httptrace.WroteRequestInfo) {
 			if i.Err == nil {
 				c.sent.Store(true)
@@ -60,6 +65,12 @@ func Request(out *http.Request, client context.Context, grace time.Duration) (*h
 // Sent reports whether the request was written to the upstream whole at
 // least once (httptrace's WroteRequest), so that it may have been applied.
 func (c *Call) Sent() bool { return c.sent.Load() }
+
+// Started reports whether the request's header was written at least once
+// (httptrace's WroteHeaders; perhaps not yet flushed), so that the
+// upstream may have seen the request begin, and, if it acts on a body cut
+// short, have applied part of it.
+func (c *Call) Started() bool { return c.started.Load() }
 
 // Stop ends the request's context and releases its timer.
 func (c *Call) Stop() { c.stop() }

@@ -8,7 +8,8 @@
 //     that carried both Content-Length and Transfer-Encoding, which
 //     net/http drops before any handler can see it (RFC 9112 §6.1);
 //   - guard.go: the request rules net/http does not apply — framing the
-//     server must answer and close (RFC 9112 §6.1), Max-Forwards and TRACE
+//     server must answer and close (RFC 9112 §6.1), the asterisk-form for
+//     OPTIONS only (RFC 9112 §3.2.4), Max-Forwards and TRACE
 //     (RFC 9110 §7.6.2, §9.3.8), loops (Via, RFC 9110 §7.6.3) and upgrades
 //     (RFC 9110 §7.8, RFC 9113 §3.1);
 //   - wire.go: what net/http answers itself, before any handler (a
@@ -16,7 +17,9 @@
 //     connection;
 //   - gone.go: a client that left (closed or half-closed) while its
 //     request waited is sent nothing more, not net/http's implicit empty
-//     200.
+//     200;
+//   - bodytimeout.go: a request whose body was still arriving at the read
+//     deadline is answered 408 and its connection closed.
 //
 // All tell a Counter what they refuse or cut, by reason (guard.go). It
 // knows nothing of routes or caching; internal/server wires it around
@@ -82,6 +85,10 @@ type Conn struct {
 	// gone: a read ended at the client's end of stream or failed other
 	// than by a deadline (gone.go).
 	gone atomic.Bool
+	// body: the body of the request being answered, nil when it has
+	// none (Wire; bodytimeout.go). Set and read on the handler's
+	// goroutine.
+	body *timedBody
 }
 
 type connKey struct{}

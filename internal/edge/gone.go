@@ -45,8 +45,8 @@ import "net"
 // handler panics with http.ErrAbortHandler: net/http then closes the
 // connection without the implicit answer, and logs nothing. A read that
 // ran out of time (read_timeout on a body that trickles) also ends the
-// context, but the client is there: its answer (the handler's own) is
-// sent, as before.
+// context, but the client is there: it is told so, 408, by the handler
+// (bodytimeout.go), and that answer is sent.
 
 // timeout reports whether err, a read's, is a deadline's. Asserted, not
 // errors.As'd: net/http's background read ends in one on every request

@@ -39,6 +39,8 @@ const (
 	ReasonFraming      = "framing"       // 400: ambiguous framing (RFC 9112 §6.1)
 	ReasonLoop         = "loop"          // 508: our own Via pseudonym came back (RFC 9110 §7.6.3)
 	ReasonTrace        = "trace"         // 405: TRACE while it is not allowed
+	ReasonAsteriskForm = "asterisk-form" // 400: "*" as the target of a method other than OPTIONS (RFC 9112 §3.2.4)
+	ReasonReadTimeout  = "read-timeout"  // 408: the request body was still arriving at the read deadline (bodytimeout.go)
 	ReasonWriteTimeout = "write-timeout" // a connection cut: the client stopped reading (Listener)
 	// net/http's own answers, before any handler (Wire): 431 for a header
 	// block over MaxHeaderBytes, any other (400, 417, 501, 505) malformed.
@@ -47,9 +49,10 @@ const (
 )
 
 // Reasons are the reasons a Guard with o, behind a Listener with
-// writeTimeout, can count: the series worth creating at zero.
+// writeTimeout, can count: the series worth creating at zero. The
+// server's read_timeout is always set, so ReasonReadTimeout always can.
 func Reasons(o Options, writeTimeout time.Duration) []string {
-	r := []string{ReasonFraming, ReasonMalformed, ReasonHeaderTooLarge}
+	r := []string{ReasonFraming, ReasonAsteriskForm, ReasonReadTimeout, ReasonMalformed, ReasonHeaderTooLarge}
 	if o.Via != "" {
 		r = append(r, ReasonLoop)
 	}
@@ -86,6 +89,15 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// framing a front proxy may read otherwise than we did; NGINX
 		// answers 400 and closes, and so do we (see README).
 		g.refuse(w, ReasonFraming, http.StatusBadRequest, "ambiguous message framing\n")
+		return
+	}
+	if r.RequestURI == "*" && r.Method != http.MethodOptions {
+		// RFC 9112 §3.2.4: the asterisk-form is for OPTIONS only. net/http
+		// hands any method with it to the handler, an HTTP/2 preface
+		// (PRI * HTTP/2.0) included, and forwarding it would send the
+		// upstream a path the client never wrote ("/%2A"). NGINX answers
+		// 400, and so do we.
+		g.refuse(w, ReasonAsteriskForm, http.StatusBadRequest, "asterisk-form request target is for OPTIONS only\n")
 		return
 	}
 	if g.o.Via != "" && viaHas(r.Header["Via"], g.o.Via) {

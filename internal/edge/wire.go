@@ -29,7 +29,8 @@ const (
 // Wire makes s count, on connections from Listener, the requests net/http
 // answers itself (above), makes each connection reachable from its
 // requests (ConnContext), and sends a client that left before its answer
-// nothing more (gone.go). It wraps s.Handler and sets s.ConnContext and
+// nothing more (gone.go), and lets a handler tell a body that ran out of
+// time (bodytimeout.go). It wraps s.Handler and sets s.ConnContext and
 // s.ConnState, which must not be set otherwise.
 func Wire(s *http.Server) *http.Server {
 	next := s.Handler
@@ -40,6 +41,14 @@ func Wire(s *http.Server) *http.Server {
 		c := FromContext(r.Context())
 		if c != nil {
 			c.phase.Store(phaseAnswering)
+			// The request's body, watched for its read deadline
+			// (bodytimeout.go); requests on a connection come one at a
+			// time, each handler on the connection's goroutine.
+			c.body = nil
+			if r.Body != nil && r.Body != http.NoBody {
+				c.body = &timedBody{ReadCloser: r.Body}
+				r.Body = c.body
+			}
 		}
 		next.ServeHTTP(w, r)
 		if c != nil && r.Context().Err() != nil && c.gone.Load() {

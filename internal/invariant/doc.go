@@ -50,7 +50,9 @@
 // the origin decodes (/r/%35 is /r/5 to it, as RFC 3986 §6.2.2.2 says) on
 // reads and writes, and writes with a chunked body and trailers or behind
 // Expect: 100-continue, a field the client's Connection names
-// (X-Client-Hop: hop-by-hop, RFC 9110 §7.6.1), and reads whose client
+// (X-Client-Hop: hop-by-hop, RFC 9110 §7.6.1), the request target * on
+// reads and writes (asterisk-form, RFC 9112 §3.2.4: OPTIONS only, so the
+// sidecar's own 400 and the connection closed, send.go), and reads whose client
 // half-closes once the request is written (send.go: sent nothing when
 // the request had to wait, else a whole answer, checked as any other). The report's Checked
 // counts the answers each got,
@@ -129,6 +131,9 @@
 //     store or another request's fetch (hit, stale, collapsed); a relayed
 //     X-Trail is this answer's call's, for this resource (or ids of this
 //     list), with no identity value or X-Request-Id but this request's;
+//   - asterisk-form: a request with the target * (not OPTIONS) is
+//     answered the sidecar's 400 and closed, never the origin's answer to
+//     a path the client never sent;
 //   - bound: after the run, no Redis key is longer than max_key_bytes
 //     (plus 256 bytes of the sidecar's own prefix and suffixes).
 //

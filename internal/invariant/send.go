@@ -38,6 +38,10 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		r.doHalfClosed(ctx, q, req)
 		return
 	}
+	if q.Asterisk {
+		r.doAsterisk(ctx, q, req)
+		return
+	}
 	if q.Hangup {
 		hctx, cancel := context.WithCancel(req.Context()) // keeps proxyKey
 		defer cancel()
@@ -128,4 +132,38 @@ func (r *run) doHalfClosed(ctx context.Context, q *traffic.Request, req *http.Re
 		return
 	}
 	r.chk.Answer(q, resp, body, start, end)
+}
+
+// doAsterisk sends q's request with the target * (asterisk-form) instead
+// of its path, without a body, on a connection of its own. RFC 9112
+// §3.2.4 allows * for OPTIONS only: the sidecar answers 400 and closes
+// (as NGINX), and the answer must be its own (no Via, which every answer
+// relayed from the origin carries). Before, it was forwarded as "/%2A",
+// a path the client never sent, and the origin's answer relayed.
+func (r *run) doAsterisk(ctx context.Context, q *traffic.Request, req *http.Request) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(q.Who.Addr)}, Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", req.URL.Host)
+	if err != nil {
+		r.violate("transport", "%s: asterisk-form: %v", q, err)
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	req.URL.Opaque, req.URL.RawQuery = "*", ""
+	req.Body, req.ContentLength, req.Trailer = nil, 0, nil
+	req.Header.Del("Expect")
+	if err := req.Write(conn); err != nil {
+		r.violate("transport", "%s: asterisk-form: %v", q, err)
+		return
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		r.violate("asterisk-form", "%s: no answer: %v", q, err)
+		return
+	}
+	resp.Body.Close()
+	r.chk.Count("asterisk-form-"+resp.Status[:3], 1)
+	if resp.StatusCode != http.StatusBadRequest || !resp.Close || resp.Header.Get("Via") != "" {
+		r.violate("asterisk-form", "%s: answered %s (Connection: close %v, Via %q), want the sidecar's 400 and the connection closed", q, resp.Status, resp.Close, resp.Header.Get("Via"))
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/detached"
+	"github.com/sidecache/sidecache/internal/edge"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
@@ -131,6 +132,20 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			pi, _ := r.Context().Value(passCtxKey{}).(*passInfo)
+			if edge.BodyTimedOut(r) {
+				// The client's body was still arriving at read_timeout:
+				// it is there, and told so (408), not answered as one
+				// that left (nothing, which net/http makes an empty 200)
+				// nor as an upstream failure. The upstream may have
+				// acted on the part it got: lenient for invalidation, a
+				// write whose header went out invalidates as one sent
+				// whole with no answer.
+				if pi != nil && pi.after != nil && pi.det != nil && (pi.det.Sent() || pi.det.Started()) {
+					pi.after(0, nil)
+				}
+				edge.AnswerBodyTimeout(w, r)
+				return
+			}
 			clientLeft := r.Context().Err() != nil
 			if pi != nil {
 				clientLeft = pi.in.Err() != nil

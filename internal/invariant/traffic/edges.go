@@ -12,7 +12,8 @@ import (
 // whole), absolute-form targets (RFC 9112 §3.2.2: the authority replaces
 // Host), writes with a body sent chunked with trailers or behind Expect:
 // 100-continue, a field the client's Connection names (hop-by-hop: it
-// must reach no upstream call), and duplicate field lines of the headers an answer varies
+// must reach no upstream call), the target * on a method other than
+// OPTIONS (RFC 9112 §3.2.4: refused, never forwarded), and duplicate field lines of the headers an answer varies
 // on. Percent-encoded path spellings and odd Accept-Encoding lists are
 // drawn with the paths and headers (draw.go).
 
@@ -38,6 +39,9 @@ func (g *Gen) drawEdges(q *Request) {
 		// One list element among others, as a client may send it.
 		q.Hdr.Set("Connection", pick(g, origin.ClientHop, "keep-alive, "+origin.ClientHop, "x-client-hop"))
 		q.Hdr.Set(origin.ClientHop, "hop")
+	}
+	if !q.Absolute && !q.HalfClose && !q.Hangup && m.Has("asterisk-form") && g.chance(2) {
+		q.Asterisk = true
 	}
 	if q.Method == http.MethodPatch {
 		if m.Has("chunked-write") && g.chance(15) {

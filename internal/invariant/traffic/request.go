@@ -34,6 +34,9 @@ type Request struct {
 	// Absolute: sent in absolute-form (GET http://host/path, RFC 9112
 	// §3.2.2) through the identity's proxy-configured client.
 	Absolute bool
+	// Asterisk: sent with the request target * (asterisk-form, RFC 9112
+	// §3.2.4), without its body, on a connection of its own.
+	Asterisk bool
 	// Body: a write's body; Chunked: sent chunked with trailers; Expect:
 	// with Expect: 100-continue.
 	Body            string
@@ -66,6 +69,9 @@ func (q *Request) String() string {
 	}
 	if q.Absolute {
 		u = "http://" + q.Host + u
+	}
+	if q.Asterisk {
+		u = "* (" + u + ")"
 	}
 	if q.Chunked {
 		h = append(h, "chunked+trailers")
