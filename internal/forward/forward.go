@@ -246,11 +246,13 @@ func SentWithout(h, sent http.Header, names []string) bool {
 // The route's learned names only grow, so the names learned now hold
 // every one learned when sent was built; a header in sent that is learned
 // now was learned then, as Copy forwarded it (the keyed ones are never
-// learned). The first time a route refuses an answer for a header, it is
-// logged.
-func (f *Rules) SentUnvaried(sent http.Header, names []string) bool {
+// learned). own are headers the caller set on the fetch itself, whatever
+// the client sent (the bulk call's Accept: application/json): no client
+// shaped those. The first time a route refuses an answer for a header, it
+// is logged.
+func (f *Rules) SentUnvaried(sent http.Header, names []string, own ...string) bool {
 	for _, n := range *f.learned.Load() {
-		if _, went := sent[n]; went && !slices.Contains(names, n) {
+		if _, went := sent[n]; went && !slices.Contains(names, n) && !slices.Contains(own, n) {
 			if f.logged.first(f.route, "\x00unvaried "+n) {
 				f.log.Warn("answer not stored: its request carried a header the route learned from another answer's Vary, and this answer's Vary does not name it; add it to Vary (or key.headers) if the upstream reads it",
 					"route", f.route, "header", n)

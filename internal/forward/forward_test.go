@@ -216,7 +216,7 @@ func TestSentWithout(t *testing.T) {
 func TestSentUnvaried(t *testing.T) {
 	log := &bytes.Buffer{}
 	f := rules(false, log) // keys X-Tenant
-	f.LearnVary(http.Header{"Accept-Language": {"fr"}}, []string{"Accept-Language"})
+	f.LearnVary(http.Header{"Accept-Language": {"fr"}, "Accept": {"text/html"}}, []string{"Accept", "Accept-Language"})
 	for _, c := range []struct {
 		name  string
 		sent  http.Header
@@ -229,9 +229,10 @@ func TestSentUnvaried(t *testing.T) {
 		{"learned, not named", http.Header{"Accept-Language": {"fr"}}, nil, true},
 		{"learned, another named", http.Header{"Accept-Language": {"fr"}, "X-Tenant": {"a"}}, []string{"X-Tenant"}, true},
 		{"keyed, not named", http.Header{"X-Tenant": {"a"}}, []string{"Accept-Encoding"}, false},
+		{"learned, set by the caller", http.Header{"Accept": {"application/json"}}, nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := f.SentUnvaried(c.sent, c.names); got != c.want {
+			if got := f.SentUnvaried(c.sent, c.names, "Accept"); got != c.want {
 				t.Errorf("SentUnvaried(sent %v, vary %v) = %v, want %v", c.sent, c.names, got, c.want)
 			}
 		})

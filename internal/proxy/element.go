@@ -276,7 +276,7 @@ func (x *exchange) elementVary(upstream, sent http.Header) (names []string, reas
 			names = append(names, n)
 		}
 	}
-	if rules.SentUnvaried(sent, all) {
+	if rules.SentUnvaried(sent, all, "Accept") { // fetchBulk sets its own Accept
 		return nil, notStoredVaryUnnamed
 	}
 	return names, ""

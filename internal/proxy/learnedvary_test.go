@@ -214,3 +214,30 @@ func TestBatchLearnedHeaderNotStoredWithoutVary(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchOwnAcceptNotRefused: a route that learned Accept (a per-ID
+// fetch's answer said Vary: Accept) still stores bulk answers that do not
+// name it: the bulk call's Accept is the sidecar's own application/json,
+// the same for every call, not a client's value.
+func TestBatchOwnAcceptNotRefused(t *testing.T) {
+	o := newBulkOrigin(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Vary", "Accept")
+		fmt.Fprint(w, `{"id":7}`)
+	})
+	e := newEnv(t, o.upstream, []testRoute{userRoute(100, time.Millisecond)})
+	html := http.Header{"Accept": {"text/html"}}
+	// With a query of its own, fetched alone: teaches the route Accept.
+	if a := fetch(t.Context(), e.front.URL+"/users/7?x=1", html); a.code != 200 || o.perID.Load() != 2 {
+		t.Fatalf("/users/7?x=1: %d, %d per-ID calls, want 200 after learning Accept (2)", a.code, o.perID.Load())
+	}
+	for i := range 2 {
+		before := len(o.snapshot())
+		a := fetch(t.Context(), e.front.URL+"/users/8", html)
+		if calls, want := len(o.snapshot())-before, 1-i; a.code != 200 || calls != want {
+			t.Fatalf("request %d: %d, %d bulk calls, want %d (%s)", i, a.code, calls, want, a.header.Get("Cache-Status"))
+		}
+	}
+	if got := notStoredCount(t, e.reg, "vary-unnamed"); got != 0 {
+		t.Errorf("sidecache_batch_not_stored_total{reason=vary-unnamed} = %v, want 0", got)
+	}
+}
