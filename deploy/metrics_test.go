@@ -52,7 +52,7 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_edge_refused_total": {"counter", map[string][]string{
 		"reason": {"framing", "asterisk-form", "read-timeout", "loop", "trace", "write-timeout", "malformed", "header-too-large"}}},
 	"sidecache_batch_not_stored_total": {"counter", map[string][]string{
-		"route": nil, "reason": {"vary-star", "vary-per-request", "vary-withheld", "private", "uncacheable"}}},
+		"route": nil, "reason": {"vary-star", "vary-per-request", "vary-withheld", "vary-unnamed", "private", "uncacheable"}}},
 	"sidecache_invalidations_total": {"counter", map[string][]string{
 		"source": {"write", "purge", "peer"}}},
 	"sidecache_invalidations_late_total":             {"counter", nil},

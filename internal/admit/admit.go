@@ -66,10 +66,14 @@ type Options struct {
 // stored header, body, request time and tags, and is not changed (the
 // caller applies the admission when it stores). upstream is the answer's
 // header as received, hd what Decide reads of it alone (Hear), now the
-// time it arrived. sentWithout reports that the answer varies on a header
-// the request carried but its fetch did not send: the upstream answered
-// another variant than the one the key names.
-func Decide(o *Options, e *cache.Entry, upstream http.Header, hd *Heard, sentWithout bool, now time.Time) Admission {
+// time it arrived. unkeyed reports that the answer may belong to another
+// request than the one the key names: it varies on a header the request
+// carried but its fetch did not send (the upstream answered another
+// variant), or its fetch sent a header the route learned from another
+// answer's Vary that this answer's Vary does not name
+// (forward.Rules.SentUnvaried: it may have been shaped by a header no key
+// holds).
+func Decide(o *Options, e *cache.Entry, upstream http.Header, hd *Heard, unkeyed bool, now time.Time) Admission {
 	rt := o.Route
 	a := Admission{Shareable: !hd.Private, Age: hd.Age}
 	var of httpcache.Storage
@@ -89,9 +93,10 @@ func Decide(o *Options, e *cache.Entry, upstream http.Header, hd *Heard, sentWit
 		// that value, so the answer is this client's alone.
 		a.Shareable = false
 	}
-	if sentWithout {
-		// Neither kept nor shared (the caller's fetch learns the header
-		// and asks again when it can).
+	if unkeyed {
+		// Neither kept nor shared: the answer is its request's alone
+		// (for a withheld header, the caller's fetch learns it and asks
+		// again when it can).
 		a.Shareable = false
 	}
 	if rt.Origin != nil {

@@ -227,6 +227,42 @@ func SentWithout(h, sent http.Header, names []string) bool {
 	return false
 }
 
+// SentUnvaried reports whether sent, the header a fetch carried upstream,
+// held a header the route learned from Vary (LearnVary) that names, the
+// Vary of that fetch's own answer, does not name. A learned header is
+// forwarded on every request of the route, as the route cannot know which
+// of its URLs read it before their answers say so; but only an answer
+// that names it in Vary is keyed on it (stored as the variant its value
+// selects, RFC 9111 §4.1). An answer that does not name it may still have
+// been shaped by it (an app that reads a header and forgets Vary), and
+// stored under a key without it, it would serve the value one client sent
+// — an attacker's "<script>" — to every client. Such an answer is for its
+// own request alone: never stored nor shared. That is the README's
+// promise that a stored answer was shaped only by what its key holds,
+// strict for storage, and it costs nothing to a request that sends no
+// learned header: its fetch carries only what the key holds, as before
+// the route learned.
+//
+// The route's learned names only grow, so the names learned now hold
+// every one learned when sent was built; a header in sent that is learned
+// now was learned then, as Copy forwarded it (the keyed ones are never
+// learned). own are headers the caller set on the fetch itself, whatever
+// the client sent (the bulk call's Accept: application/json): no client
+// shaped those. The first time a route refuses an answer for a header, it
+// is logged.
+func (f *Rules) SentUnvaried(sent http.Header, names []string, own ...string) bool {
+	for _, n := range *f.learned.Load() {
+		if _, went := sent[n]; went && !slices.Contains(names, n) && !slices.Contains(own, n) {
+			if f.logged.first(f.route, "\x00unvaried "+n) {
+				f.log.Warn("answer not stored: its request carried a header the route learned from another answer's Vary, and this answer's Vary does not name it; add it to Vary (or key.headers) if the upstream reads it",
+					"route", f.route, "header", n)
+			}
+			return true
+		}
+	}
+	return false
+}
+
 // LearnVary forwards, from now on, every header of names that the request
 // header h carried but the route withheld; it reports whether it learned
 // one, so the caller can fetch again with it.

@@ -209,6 +209,39 @@ func TestSentWithout(t *testing.T) {
 	}
 }
 
+// SentUnvaried: a fetch that carried a header learned from Vary, whose
+// answer's Vary does not name it, is refused; a keyed header, a learned
+// one the answer names, and a fetch without any learned header are not.
+// The first refusal per route and header is logged, once.
+func TestSentUnvaried(t *testing.T) {
+	log := &bytes.Buffer{}
+	f := rules(false, log) // keys X-Tenant
+	f.LearnVary(http.Header{"Accept-Language": {"fr"}, "Accept": {"text/html"}}, []string{"Accept", "Accept-Language"})
+	for _, c := range []struct {
+		name  string
+		sent  http.Header
+		names []string
+		want  bool
+	}{
+		{"no learned header sent", http.Header{"X-Tenant": {"a"}, "Accept-Encoding": {"gzip"}}, nil, false},
+		{"learned, named", http.Header{"Accept-Language": {"fr"}}, []string{"Accept-Language"}, false},
+		{"learned, named with others", http.Header{"Accept-Language": {"fr"}}, []string{"Accept-Encoding", "Accept-Language"}, false},
+		{"learned, not named", http.Header{"Accept-Language": {"fr"}}, nil, true},
+		{"learned, another named", http.Header{"Accept-Language": {"fr"}, "X-Tenant": {"a"}}, []string{"X-Tenant"}, true},
+		{"keyed, not named", http.Header{"X-Tenant": {"a"}}, []string{"Accept-Encoding"}, false},
+		{"learned, set by the caller", http.Header{"Accept": {"application/json"}}, nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := f.SentUnvaried(c.sent, c.names, "Accept"); got != c.want {
+				t.Errorf("SentUnvaried(sent %v, vary %v) = %v, want %v", c.sent, c.names, got, c.want)
+			}
+		})
+	}
+	if n := strings.Count(log.String(), "answer not stored"); n != 1 {
+		t.Errorf("refusal logged %d times, want once:\n%s", n, log)
+	}
+}
+
 // Only a withheld header that can shape an answer is a WARN: headers that
 // describe the client or frame a body the cached path never sends
 // (User-Agent, Accept, Cache-Control, Content-Length of a bodiless GET) are

@@ -69,7 +69,12 @@ type run struct {
 	// rng draws the origin's profiles and, through gen, the requests:
 	// one sequence, fixed by the seed.
 	rng *rand.Rand
-	gen *traffic.Gen
+	// unvaried draws the learned-unvaried row (drawUnvaried) on a
+	// sequence of its own, also fixed by the seed, so that the row adds
+	// its draws without moving any draw of the other rows: a seed's
+	// requests and profiles are the ones it drew before the row existed.
+	unvaried *rand.Rand
+	gen      *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -86,7 +91,7 @@ type run struct {
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20))}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21))}
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin}, r.gen)
 	cfg.Origin.ResetCrowd()
@@ -237,7 +242,7 @@ func (r *run) checkCrowds() {
 // collapse).
 func (r *run) drawResources() string {
 	for id := 1; id <= 4; id++ {
-		r.cfg.Origin.SetProfile(fmt.Sprintf("r/%d", id), r.drawProfile(true))
+		r.cfg.Origin.SetProfile(fmt.Sprintf("r/%d", id), r.drawUnvaried(r.drawProfile(true)))
 		r.cfg.Origin.SetProfile(fmt.Sprintf("p/%d", id), r.drawProfile(true))
 	}
 	// The bulk endpoint's profile: only its Gzip (compression()-shaped
@@ -276,6 +281,33 @@ func (r *run) drawResources() string {
 		}
 	}
 	return fmt.Sprint(1 + r.rng.IntN(4))
+}
+
+// drawUnvaried adds to p, an /r resource's profile, a dependency on
+// Accept-Language or X-Tenant that its answers do not name in Vary
+// ("unvaried"), when it has none on that header already. Other /r
+// resources name them (drawProfile's "vary"), so route r learns them and
+// forwards them on every path: an answer made for one client's value and
+// stored under the URL's key would reach the others (probe h1, D3).
+// Only route r: route p forwards every header (forward_headers: all),
+// where the README leaves undeclared dependencies to the operator.
+func (r *run) drawUnvaried(p origin.Profile) origin.Profile {
+	m := r.cfg.Mix
+	chance := func(pct int) bool { return r.unvaried.IntN(100) < pct }
+	if !m.Has("learned-unvaried") || !m.Has("vary") || !chance(60) {
+		return p
+	}
+	name := "lang"
+	if m.Has("tenant") && (!m.Has("accept-language") || chance(40)) {
+		name = "tenant"
+	} else if !m.Has("accept-language") {
+		return p
+	}
+	if slices.ContainsFunc(p.Dims, func(d origin.Dim) bool { return d.Name == name }) {
+		return p
+	}
+	p.Dims = append(p.Dims, origin.Dim{Name: name, How: "unvaried"})
+	return p
 }
 
 // drawStaleProfile is an /n resource's profile (route n: freshness:

@@ -407,7 +407,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 	res := make([]*bulkAnswer, len(ids))
 	answers := make([]bulkAnswer, len(ids))
 	call := &bulkCall{upstream: took / time.Duration(len(ids)), reqID: out.Header.Get("X-Request-Id"), from: x.r.Header}
-	heads := x.elementHeads(resp.Header, t0)
+	heads := x.elementHeads(resp.Header, out.Header, t0)
 	var tagArray [elementTags]string
 	ex.sets = elementSetsPool.Get().(*elementSets)
 	for i, id := range ids {

@@ -20,11 +20,12 @@ const (
 	notStoredVaryStar       = "vary-star"        // Vary: *
 	notStoredVaryPerRequest = "vary-per-request" // Vary names a header each request of the batch may send differently
 	notStoredVaryWithheld   = "vary-withheld"    // Vary names a header the opener sent but the route withheld (learned now)
+	notStoredVaryUnnamed    = "vary-unnamed"     // the bulk call sent a header learned from Vary that this answer's Vary does not name
 	notStoredPrivate        = "private"          // private, no-store or Set-Cookie on the bulk answer
 	notStoredUncacheable    = "uncacheable"      // admit refused it: no-cache, no freshness, too large, tags over bounds
 )
 
-var notStoredReasons = [...]string{notStoredVaryStar, notStoredVaryPerRequest, notStoredVaryWithheld, notStoredPrivate, notStoredUncacheable}
+var notStoredReasons = [...]string{notStoredVaryStar, notStoredVaryPerRequest, notStoredVaryWithheld, notStoredVaryUnnamed, notStoredPrivate, notStoredUncacheable}
 
 // keepElement is keep for one element of a bulk answer (nil: the id was
 // absent), with what the answer's elements share in heads: the same admit
@@ -136,14 +137,15 @@ type elementHeads struct {
 }
 
 // elementHeads works out what the elements of a bulk answer with header
-// upstream, whose request left at requested, share. What depends on the
+// upstream, to the bulk call whose header was sent and which left at
+// requested, share. What depends on the
 // answer's header alone is taken from the route's last answer when its
 // header was the same (headsMemo): the upstream sends the same header
 // with every bulk answer but for its Date, which changes once a second,
 // so at a few calls a second on a route most calls find it, and skip the
 // header's clones, maps and parses (issue 23).
-func (x *exchange) elementHeads(upstream http.Header, requested time.Time) elementHeads {
-	names, reason := x.elementVary(upstream)
+func (x *exchange) elementHeads(upstream, sent http.Header, requested time.Time) elementHeads {
+	names, reason := x.elementVary(upstream, sent)
 	if reason == "" {
 		if m := x.rs.heads.Load(); m != nil && m.matches(upstream, names) {
 			return m.heads(requested, x.h.now())
@@ -244,7 +246,15 @@ func (m *headsMemo) heads(requested, received time.Time) elementHeads {
 //     the opener's value but not part of the group (User-Agent, Referer,
 //     Via), or one never forwarded: the requests of the batch may differ
 //     in it, so no member's key can hold the element.
-func (x *exchange) elementVary(upstream http.Header) (names []string, reason string) {
+//
+// And a header the Vary does not name but sent, the bulk call's header,
+// carried because the route learned it from another answer's Vary
+// (vary-unnamed, forward.Rules.SentUnvaried): the elements may have been
+// shaped by it, and a member's key, which holds only what the Vary names,
+// cannot hold it. They are answered to the requests of this call (whose
+// batch group agreed on it, when it is grouped), never stored. A bulk
+// call of requests that send no learned header stores as before.
+func (x *exchange) elementVary(upstream, sent http.Header) (names []string, reason string) {
 	all, star := cachekey.ParseVary(upstream)
 	if star {
 		return nil, notStoredVaryStar
@@ -266,6 +276,9 @@ func (x *exchange) elementVary(upstream http.Header) (names []string, reason str
 			}
 			names = append(names, n)
 		}
+	}
+	if rules.SentUnvaried(sent, all, "Accept") { // fetchBulk sets its own Accept
+		return nil, notStoredVaryUnnamed
 	}
 	return names, ""
 }

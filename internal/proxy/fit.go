@@ -73,7 +73,10 @@ func (x *exchange) admit(e *cache.Entry, upstream http.Header, hd *heard) admiss
 		hd = &h
 	}
 	o := admit.Options{Route: x.rs.rt, MaxBody: x.h.maxBody, Tombs: x.h.tombs}
-	return admit.Decide(&o, e, upstream, hd, x.sentWithout(hd.Vary), now)
+	// Every fetch that stores comes here (the per-key fill, its
+	// stale-while-revalidate refresh, the cluster lease's fill, a 304's
+	// refresh), and every one is judged by what it sent (x.sent).
+	return admit.Decide(&o, e, upstream, hd, x.sentWithout(hd.Vary) || x.sentUnvaried(hd.Vary), now)
 }
 
 // passVariant remembers that the variant of this request an upstream

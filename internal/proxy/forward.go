@@ -48,6 +48,16 @@ func (x *exchange) sentWithout(names []string) bool {
 	return x.rs.fwd.withheld(x.r, names)
 }
 
+// sentUnvaried reports whether this request's fetch carried a header the
+// route learned from Vary that the answer's Vary (names) does not name
+// (forward.Rules.SentUnvaried): the answer may have been shaped by a
+// header its key does not hold, so it is not stored nor shared. The
+// elements of a bulk answer are judged by the bulk call's header
+// instead (elementVary); x.sent is nil for them.
+func (x *exchange) sentUnvaried(names []string) bool {
+	return x.sent != nil && x.rs.fwd.rules.SentUnvaried(x.sent, names)
+}
+
 // learnVary forwards, from now on, every header of names that the request
 // carried but the route withheld; it reports whether it learned one.
 func (f *forwarding) learnVary(r *http.Request, names []string) bool {

@@ -159,6 +159,17 @@ func (ch *Checker) checkStampAs(q *traffic.Request, resp *http.Response, st orig
 			ch.Count("stale-if-error-varied", 1)
 		}
 	}
+	if len(st.Un) > 0 {
+		// Shows answers made for a value of a header the route learned
+		// but the answer does not name in Vary reached the identity
+		// checks, and how many of them from a store (a hit: only a
+		// client that sent the same value may get one, the identity
+		// check below).
+		ch.Count("learned-unvaried", 1)
+		if strings.Contains(cs, "sidecache; hit") {
+			ch.Count("learned-unvaried-hit", 1)
+		}
+	}
 	if st.Res != q.Res {
 		ch.Violate("resource", "%s: answer for %s, want %s (%s)", q, st.Res, q.Res, cs)
 	}

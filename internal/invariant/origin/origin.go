@@ -38,6 +38,9 @@ type Stamp struct {
 	Rid string `json:"rid,omitempty"`
 	// Fh is the X-Forwarded-Host the origin saw (host-spelling).
 	Fh string `json:"fh,omitempty"`
+	// Un are the dimensions of By the answer read without naming them in
+	// Vary (Dim How "unvaried", learned-unvaried), for the report's counts.
+	Un []string `json:"un,omitempty"`
 	// Tag is a bulk element's own validator (batch.etag_field route /e).
 	Tag any    `json:"etag,omitempty"`
 	Pad string `json:"pad,omitempty"`
@@ -50,8 +53,15 @@ const StampHeader = "X-Stamp"
 // Dim is one identity dimension an answer depends on, and how the origin
 // declares that dependency (How): "vary" (Vary names the header),
 // "private" (Cache-Control: private), "set-cookie" (a Set-Cookie minted
-// for the value) or "none" (the sidecar's own rule must keep it: a
-// credentialed request bypasses the cache).
+// for the value), "none" (the sidecar's own rule must keep it: a
+// credentialed request bypasses the cache, a keyed header is in the key)
+// or "unvaried": the answer reads the header when the request carries
+// one and says so nowhere, while other resources of the route name it in
+// Vary (the route learns it and forwards it everywhere). An answer made
+// without the header is the default one, for everyone (its stamp has no
+// value for the dimension, so any client may get it); one made for a
+// value is that value's alone, and a cache may not store it under a key
+// that does not hold it.
 type Dim struct {
 	Name string // addr, cookie, auth, tenant, lang
 	How  string
@@ -305,7 +315,13 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	var vary []string
 	for _, d := range p.Dims {
 		v := dimValue(r, d.Name)
-		st.By[d.Name] = v
+		switch {
+		case d.How != "unvaried":
+			st.By[d.Name] = v
+		case v != "":
+			st.By[d.Name] = v
+			st.Un = append(st.Un, d.Name)
+		}
 		switch d.How {
 		case "vary":
 			vary = append(vary, dimHeader[d.Name])
