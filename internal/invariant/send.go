@@ -70,10 +70,14 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 	body, err := check.ReadBody(resp)
 	resp.Body.Close()
 	end := check.Now()
-	if err != nil && r.cfg.Mix.Has("truncate") && errors.Is(err, io.ErrUnexpectedEOF) {
+	if err != nil && r.brokenOff(err) {
 		// A body the origin broke off reaches the client broken (RFC
 		// 9112 §8): the right outcome. One that reads whole but short
 		// fails its stamp's JSON below.
+		return
+	}
+	if err != nil && r.cfg.Mix.Has("stall") && timedOut(err) {
+		r.violate("held", "%s: the body was still open at the client's own timeout: %v", q, err)
 		return
 	}
 	if err != nil {
@@ -121,11 +125,23 @@ func (r *run) doHalfClosed(ctx context.Context, q *traffic.Request, req *http.Re
 	resp.Body.Close()
 	end := check.Now()
 	if err != nil {
-		if r.cfg.Mix.Has("truncate") && errors.Is(err, io.ErrUnexpectedEOF) {
+		if r.brokenOff(err) {
 			return
 		}
 		r.violate("garbled", "%s: half-close: reading the answer: %v", q, err)
 		return
 	}
 	r.chk.Answer(q, resp, body, start, end)
+}
+
+// brokenOff: err is a body the origin broke off (truncate) or stopped
+// sending (stall, cut by the sidecar at upstream.timeout), read as broken.
+func (r *run) brokenOff(err error) bool {
+	return (r.cfg.Mix.Has("truncate") || r.cfg.Mix.Has("stall")) && errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// timedOut: err is the client's own time limit, not the sidecar's doing.
+func timedOut(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout()
 }
