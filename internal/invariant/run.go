@@ -404,6 +404,11 @@ func (r *run) drawProfile(idents bool) origin.Profile {
 	if m.Has("truncate") && r.chance(8) {
 		p.Trunc = 20 + r.rng.IntN(40)
 	}
+	if m.Has("stall") && r.chance(32) {
+		// Far rarer than truncate: each stalled read holds its client
+		// for upstream.timeout (3 s), the fixed seeds' wall time.
+		p.Stall = 5 + r.rng.IntN(10)
+	}
 	if m.Has("1xx-flood") && r.chance(8) {
 		p.Hints = 20
 	}

@@ -74,10 +74,14 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 	body, err := check.ReadBody(resp)
 	resp.Body.Close()
 	end := check.Now()
-	if err != nil && r.cfg.Mix.Has("truncate") && errors.Is(err, io.ErrUnexpectedEOF) {
+	if err != nil && r.brokenOff(err) {
 		// A body the origin broke off reaches the client broken (RFC
 		// 9112 §8): the right outcome. One that reads whole but short
 		// fails its stamp's JSON below.
+		return
+	}
+	if err != nil && r.cfg.Mix.Has("stall") && timedOut(err) {
+		r.violate("held", "%s: the body was still open at the client's own timeout: %v", q, err)
 		return
 	}
 	if err != nil {
@@ -125,7 +129,7 @@ func (r *run) doHalfClosed(ctx context.Context, q *traffic.Request, req *http.Re
 	resp.Body.Close()
 	end := check.Now()
 	if err != nil {
-		if r.cfg.Mix.Has("truncate") && errors.Is(err, io.ErrUnexpectedEOF) {
+		if r.brokenOff(err) {
 			return
 		}
 		r.violate("garbled", "%s: half-close: reading the answer: %v", q, err)
@@ -166,4 +170,16 @@ func (r *run) doAsterisk(ctx context.Context, q *traffic.Request, req *http.Requ
 	if resp.StatusCode != http.StatusBadRequest || !resp.Close || resp.Header.Get("Via") != "" {
 		r.violate("asterisk-form", "%s: answered %s (Connection: close %v, Via %q), want the sidecar's 400 and the connection closed", q, resp.Status, resp.Close, resp.Header.Get("Via"))
 	}
+}
+
+// brokenOff: err is a body the origin broke off (truncate) or stopped
+// sending (stall, cut by the sidecar at upstream.timeout), read as broken.
+func (r *run) brokenOff(err error) bool {
+	return (r.cfg.Mix.Has("truncate") || r.cfg.Mix.Has("stall")) && errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// timedOut: err is the client's own time limit, not the sidecar's doing.
+func timedOut(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout()
 }

@@ -62,7 +62,7 @@ type Client struct {
 	addr    string // host:port
 	host    string // the Host field (the upstream's, as ReverseProxy's SetURL)
 	base    *url.URL
-	timeout time.Duration // response-header timeout
+	timeout time.Duration // response-header timeout, and the bound between body bytes
 	maxHdr  int64         // bytes of an answer's header sections, 1xx included
 	dialer  net.Dialer
 	max     int // idle connections kept
@@ -86,7 +86,8 @@ const DefaultMaxHeaderBytes = 10 << 20
 
 // New returns a client for upstream, or nil when upstream is not plain
 // HTTP (https, or with user info: ReverseProxy's transport handles those).
-// timeout bounds the wait for an answer's header and a dial; maxIdle is the
+// timeout bounds the wait for an answer's header, a dial, and each wait for
+// a body's next bytes (Conn.armBody: not the whole body); maxIdle is the
 // number of idle connections kept (256 when <= 0); maxHeader bounds the
 // bytes of one answer's header sections, its 1xx answers' included, as
 // http.Transport's MaxResponseHeaderBytes does (DefaultMaxHeaderBytes when
@@ -179,7 +180,7 @@ func (cl *Client) await(ctx context.Context, c *Conn, now time.Time) {
 	c.deadline = now.Add(cl.timeout)
 	_ = c.c.SetReadDeadline(c.deadline)
 	c.stop = context.AfterFunc(ctx, c.expire)
-	c.lr.n = cl.maxHdr
+	c.lr.n, c.lr.idle = cl.maxHdr, 0
 }
 
 // roundTrip writes r on c and reads the answer's header, by now plus the
@@ -212,10 +213,11 @@ func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx
 		}
 		c.lr.n = math.MaxInt64 // the body is bounded by its framing, not here
 		if resp.ContentLength < 0 || resp.ContentLength > int64(c.br.Buffered()) {
-			// A long download that has started is not cut. A body already
-			// read whole keeps the deadline (see get).
-			_ = c.c.SetReadDeadline(time.Time{})
-			c.deadline = time.Time{}
+			// A long download that has started is not cut while its
+			// bytes come; one that stops coming is, after the timeout
+			// (armBody). A body already read whole keeps the header's
+			// deadline (see get).
+			c.armBody(time.Now(), cl.timeout)
 			if ctx.Err() != nil {
 				// The client left before the deadline was cleared: the
 				// watch has fired, or is about to set it again.
@@ -299,9 +301,9 @@ func (cl *Client) get(ctx context.Context, now time.Time) (c *Conn, reused bool,
 	}
 	rw := rawio.New(nc) // nc's deadlines bound its calls
 	c = &Conn{c: nc, rw: rw, ask: asker{rw: rw}}
-	c.lr = limitReader{c: rw, ask: &c.ask}
+	c.lr = limitReader{c: rw, ask: &c.ask, conn: c}
 	c.bw = bufio.NewWriterSize(&c.ask, 4<<10)
 	c.br = bufio.NewReaderSize(&c.lr, 4<<10)
-	c.expire = func() { _ = nc.SetReadDeadline(time.Unix(1, 0)) }
+	c.expire = c.expireNow // a method value: get's own c stays on its stack
 	return c, false, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,10 @@ type Conn struct {
 	// expire ends the wait for the answer at once (the client left):
 	// made once per connection, so a request's watch allocates no closure.
 	expire func()
+	// gone: expire has run. A body read that moves the deadline on
+	// (armBody) looks at it after, so the client leaving is never undone
+	// by a later deadline.
+	gone atomic.Bool
 
 	// unsolicited's peek where rw's is not raw, made on first reuse.
 	rc   syscall.RawConn
@@ -100,6 +105,11 @@ type limitReader struct {
 	c   io.Reader // the connection's reads (rawio)
 	ask *asker    // a request held for the answer's first read
 	n   int64
+	// idle bounds the wait for each of a body's bytes (armBody); 0 while
+	// header sections are read (their own deadline bounds them all).
+	idle  time.Duration
+	armed time.Time // when the body's deadline was last moved
+	conn  *Conn
 }
 
 // errHeaderTooLarge: the upstream's header sections went past the bound.
@@ -112,6 +122,15 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	if int64(len(p)) > l.n {
 		p = p[:l.n]
 	}
+	if l.idle > 0 {
+		// A clock read per body read; the deadline itself moves only
+		// after an eighth of the bound, as a deadline set is a timer's
+		// reset: a read that waits is still cut after idle, at most
+		// idle + idle/8, without a byte (armBody).
+		if now := time.Now(); now.Sub(l.armed) > l.idle/8 {
+			l.conn.armBody(now, l.idle)
+		}
+	}
 	var n int
 	var err error
 	if len(l.ask.req) > 0 {
@@ -121,6 +140,34 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	}
 	l.n -= int64(n)
 	return n, err
+}
+
+// expireNow is expire: the read deadline in the past, after gone is set
+// (see armBody).
+func (c *Conn) expireNow() {
+	c.gone.Store(true)
+	_ = c.c.SetReadDeadline(time.Unix(1, 0))
+}
+
+// armBody bounds the wait for each of an answer's body bytes, from now:
+// the read deadline is now + idle + idle/8, moved on by the body's reads
+// (limitReader.Read) whenever an eighth of idle has passed since it last
+// moved, so any read that starts has at least idle to wait and at most
+// idle + idle/8. This is NGINX's proxy_read_timeout and Varnish's
+// between_bytes_timeout: a long download that keeps coming is not cut, an
+// upstream that sends nothing more is (probe h3 #2: a body stalled halfway
+// held the client's connection, the upstream's and the handler for as
+// long as the client waited). Only reads wait under it: time spent
+// writing to a slow client is the client's (server.write_timeout), and
+// the next read moves the deadline on before it waits.
+func (c *Conn) armBody(now time.Time, idle time.Duration) {
+	c.lr.idle, c.lr.armed = idle, now
+	c.deadline = now.Add(idle + idle/8)
+	_ = c.c.SetReadDeadline(c.deadline)
+	if c.gone.Load() {
+		// The client left meanwhile: its deadline in the past stands.
+		c.expire()
+	}
 }
 
 // unsolicited reports bytes the upstream sent on the idle connection after

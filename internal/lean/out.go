@@ -154,8 +154,9 @@ func (cl *Client) sendOn(ctx context.Context, c *Conn, out *http.Request, gz boo
 		}
 		c.lr.n = 1<<63 - 1
 		if resp.ContentLength < 0 || resp.ContentLength > int64(c.br.Buffered()) {
-			_ = c.c.SetReadDeadline(time.Time{})
-			c.deadline = time.Time{}
+			// As roundTrip: the body's wait for each byte is bounded,
+			// not the body (out's context may bound the whole).
+			c.armBody(time.Now(), cl.timeout)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}

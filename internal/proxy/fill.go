@@ -278,7 +278,11 @@ func (x *exchange) resolve(ctx context.Context, get func(context.Context, string
 func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	// The fetch's own context ends with ctx's deadline until the answer
 	// turns out too large to keep; it is then streamed like a
-	// pass-through, which a deadline does not cut once it has started.
+	// pass-through, which the whole call's deadline does not cut once it
+	// has started, and the wait for each of its bytes does: the upstream
+	// pool bounds it (lean's armBody, the Transport's idleBodies), so a
+	// body that stalls halfway ends the stream (streamLarge aborts the
+	// client's connection) rather than holding it for good.
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()

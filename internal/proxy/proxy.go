@@ -88,9 +88,10 @@ type Leaser interface {
 // Options configure a Handler. Upstream and Routes are required.
 type Options struct {
 	Upstream *url.URL
-	// Timeout bounds a whole upstream fetch on the cached path, and the
-	// wait for response headers on the pass-through path (a long download
-	// that has started is not cut).
+	// Timeout bounds a whole upstream fetch on the cached path, the wait
+	// for response headers on the pass-through path, and, on every path,
+	// each wait for a body's next bytes (NGINX's proxy_read_timeout): a
+	// long download that keeps coming is not cut, one that stalls is.
 	Timeout             time.Duration
 	MaxBodyBytes        int64
 	MaxKeyBytes         int // longer cache keys pass through uncached; 0: 4 KiB
@@ -269,7 +270,8 @@ func New(opts Options) (*Handler, error) {
 func tombWindow(timeout time.Duration) time.Duration { return timeout + 10*time.Second }
 
 // NewTransport is a keep-alive pool sized for one upstream on loopback. The
-// response-header timeout makes a hung upstream answer 504 on pass-through;
+// response-header timeout makes a hung upstream answer 504 on pass-through
+// (a body that stalls is cut by the handler's idleBodies, around it);
 // maxHeader bounds an answer's header bytes (0: the Transport's 10 MiB).
 func NewTransport(timeout time.Duration, idlePerHost int, maxHeader int64) *http.Transport {
 	if idlePerHost <= 0 {
@@ -342,6 +344,9 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	// The trailers Connection names are hop-by-hop: dropped before
 	// ReverseProxy (or the fill) strips Connection from the header.
 	st.transport = lean.HopTrailers(st.transport)
+	// Each body read waits at most timeout for its bytes (idlebody.go),
+	// outermost, so a resent call's body is bounded too.
+	st.transport = idleBodies(st.transport, timeout)
 	st.pass = h.newPassProxy(u, st.transport, timeout)
 	st.lean = nil
 	if h.transport == nil {

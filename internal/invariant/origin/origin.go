@@ -82,9 +82,13 @@ type Profile struct {
 	Gzip  bool // gzip when accepted, Vary: Accept-Encoding
 	Size  int  // body bytes before coding (at least the stamp)
 	Delay time.Duration
-	Fail  int  // percent of reads answered 500/503
-	Hang  int  // percent of reads hung up on
-	Trunc int  // percent of reads whose chunked body is broken off halfway
+	Fail  int // percent of reads answered 500/503
+	Hang  int // percent of reads hung up on
+	Trunc int // percent of reads whose chunked body is broken off halfway
+	// Stall: percent of pass-through reads whose chunked body stops
+	// halfway, the connection kept open until the sidecar closes it (at
+	// most a minute).
+	Stall int
 	Hints int  // 103 Early Hints sent before each read's answer
 	ETag  bool // send an ETag; If-None-Match answered 304 when it matches
 	// WeakETag: the ETag is weak (W/"…"), as many frameworks send.
@@ -305,6 +309,12 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	clear(w.Header())
 	trunc := roll >= p.Hang+p.Fail && roll < p.Hang+p.Fail+p.Trunc
+	// Only pass-throughs stall (a credential reaches the origin on no
+	// other path): a cached fill's stall holds its lease and the calls
+	// queued behind it past the round, which the budget would count in
+	// the next one.
+	stall := roll >= p.Hang+p.Fail+p.Trunc && roll < p.Hang+p.Fail+p.Trunc+p.Stall &&
+		(r.Header.Get("Cookie") != "" || r.Header.Get("Authorization") != "")
 	st := Stamp{Res: res, Ver: ver, By: map[string]string{}, Q: r.URL.RawQuery}
 	if r.Header.Get("X-Request-Id") != "" {
 		st.Rid = r.Header.Get("X-Request-Id")
@@ -388,10 +398,17 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if trunc {
+	if trunc || stall {
 		// No Content-Length: chunked, and the last chunk never comes.
 		w.Write(body[:len(body)/2])
 		http.NewResponseController(w).Flush()
+		if stall {
+			// Nothing more, until the sidecar gives up on it.
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Minute):
+			}
+		}
 		panic(http.ErrAbortHandler)
 	}
 	if tr == nil {
