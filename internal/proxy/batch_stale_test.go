@@ -2,9 +2,7 @@ package proxy_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -15,15 +13,7 @@ import (
 // (stale-if-error): the copy rides in the flight's lead until the batch
 // answers (lead.Loaded: flight.stale), and nothing else holds it.
 func TestBatchedMissStaleIfErrorFromSharedTier(t *testing.T) {
-	var failing atomic.Bool
-	answer := usersAnswer(func(string) bool { return true })
-	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
-		if failing.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		answer(w, r, ids)
-	})
+	o, failing := failingUsersOrigin(t)
 	c := &clock{}
 	rt := userRoute(10, time.Millisecond)
 	rt.TTL, rt.StaleIfError = time.Second, time.Hour

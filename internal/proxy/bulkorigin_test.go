@@ -280,3 +280,18 @@ func (s spyCache) LookupShared(ctx context.Context, key string) (*cache.Entry, c
 	s.onLookup(key)
 	return e, tier, err
 }
+
+// failingUsersOrigin is a bulk origin that knows every id, and answers
+// every bulk call 503 while failing is set.
+func failingUsersOrigin(t testing.TB) (o *bulkOrigin, failing *atomic.Bool) {
+	failing = new(atomic.Bool)
+	answer := usersAnswer(func(string) bool { return true })
+	o = newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		answer(w, r, ids)
+	})
+	return o, failing
+}

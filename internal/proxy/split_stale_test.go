@@ -2,9 +2,7 @@ package proxy_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,15 +24,7 @@ func TestSplitStale(t *testing.T) {
 		{"stale-while-revalidate", time.Hour, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var failing atomic.Bool
-			answer := usersAnswer(func(string) bool { return true })
-			o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
-				if failing.Load() {
-					w.WriteHeader(http.StatusServiceUnavailable)
-					return
-				}
-				answer(w, r, ids)
-			})
+			o, failing := failingUsersOrigin(t)
 			c := &clock{}
 			rt := userRoute(10, time.Millisecond)
 			rt.TTL, rt.StaleWhileRevalidate, rt.StaleIfError = time.Second, tc.swr, tc.sie
