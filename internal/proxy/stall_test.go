@@ -29,6 +29,20 @@ func withStallTimeout(o *proxy.Options, _ *l1.Store) {
 	}
 }
 
+// bodyPaths are the four ways an upstream body reaches a client: passed
+// through (lean or ReverseProxy), or over max_body_bytes on a cached route
+// (a lean or a Transport fill).
+var bodyPaths = []struct {
+	name string
+	path string
+	opts []envOpt
+}{
+	{"lean pass-through", "/p/1", nil},
+	{"ReverseProxy pass-through", "/p/1", []envOpt{withTransport}},
+	{"large body, lean fill", "/c/1", nil},
+	{"large body, Transport fill", "/c/1", []envOpt{withTransport}},
+}
+
 // An upstream that sends its header and half its body, then nothing more
 // while the connection stays open, must not hold the client's connection
 // (nor the upstream's, nor the handler) for good: every path cuts the body
@@ -40,16 +54,7 @@ func withStallTimeout(o *proxy.Options, _ *l1.Store) {
 // answer was over max_body_bytes.
 func TestStalledBodyIsCut(t *testing.T) {
 	const total = 3 << 20 // over the env's max_body_bytes (1 MiB): large on a cached route
-	cases := []struct {
-		name string
-		path string
-		opts []envOpt
-	}{
-		{"lean pass-through", "/p/1", nil},
-		{"ReverseProxy pass-through", "/p/1", []envOpt{withTransport}},
-		{"large body, lean fill", "/c/1", nil},
-		{"large body, Transport fill", "/c/1", []envOpt{withTransport}},
-	}
+	cases := bodyPaths
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			released := make(chan struct{}, 4)
@@ -124,16 +129,7 @@ func TestFlowingBodyIsNotCut(t *testing.T) {
 		every   = 100 * time.Millisecond
 		timeout = 2 * time.Second // well over every: a loaded machine's delay between chunks stays under it
 	)
-	cases := []struct {
-		name string
-		path string
-		opts []envOpt
-	}{
-		{"lean pass-through", "/p/1", nil},
-		{"ReverseProxy pass-through", "/p/1", []envOpt{withTransport}},
-		{"large body, lean fill", "/c/1", nil},
-		{"large body, Transport fill", "/c/1", []envOpt{withTransport}},
-	}
+	cases := bodyPaths
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
