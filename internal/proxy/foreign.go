@@ -94,9 +94,9 @@ func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 		}
 		for i, id := range chunk {
 			p := parts[id]
-			p.e, p.err = res[i].e, nil
-			if p.e.Status >= 500 {
-				p.e, p.err = nil, &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", res[i].e.Status)}
+			p.e, p.err = res[i].e, idFailed(res[i].e) // split.go
+			if p.err != nil {
+				p.e = nil
 			}
 		}
 	}

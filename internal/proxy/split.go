@@ -188,8 +188,8 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 			defer wg.Done()
 			defer px.settlePanic(p) // not x: the list's exchange stays on its stack
 			f, err := px.fillTraced(ctx)
-			if err == nil && f.c.e.Status >= 500 {
-				err = &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", f.c.e.Status)}
+			if err == nil {
+				err = idFailed(f.c.e)
 			}
 			if err == nil && f.foreign {
 				p.foreign = true
@@ -206,6 +206,15 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 	}
 	wg.Wait()
 	x.fetchForeign(ctx, parts) // foreign.go
+}
+
+// idFailed is the list's failure for an id whose answer is a 5xx (502:
+// the upstream's failure, never its body in the list), nil otherwise.
+func idFailed(e *cache.Entry) error {
+	if e.Status >= 500 {
+		return &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", e.Status)}
+	}
+	return nil
 }
 
 // settlePanic turns a panic in p's fetch into p's 502, as a panicked bulk
