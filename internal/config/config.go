@@ -89,6 +89,12 @@ type Upstream struct {
 	// may tunnel to the upstream, e.g. [websocket]; none by default. h2c
 	// is never allowed (RFC 9113 §3.1).
 	AllowUpgrades []string `yaml:"allow_upgrades"`
+	// TunnelIdleTimeout is how long an upgraded connection may carry no
+	// byte either way before both its sides are closed (HAProxy's
+	// timeout tunnel; NGINX bounds a WebSocket by proxy_read_timeout).
+	// Kept apart from Timeout, which is sized for an API call: a healthy
+	// WebSocket is often quiet for a minute between its pings.
+	TunnelIdleTimeout Duration `yaml:"tunnel_idle_timeout"`
 }
 
 type Cache struct {

@@ -27,6 +27,7 @@ func TestParseGood(t *testing.T) {
 			eq(t, c.Admin.Listen, "127.0.0.1:9090")
 			eq(t, c.Upstream.Timeout.D(), 10*time.Second)
 			eq(t, c.Upstream.MaxIdleConnsPerHost, 256)
+			eq(t, c.Upstream.TunnelIdleTimeout.D(), 5*time.Minute)
 			eq(t, c.Cache.MaxBodyBytes.Bytes(), int64(8<<20))
 			eq(t, c.Cache.L1.MaxBytes.Bytes(), int64(256<<20))
 			eq(t, c.Cache.L2 == nil, true)
@@ -176,6 +177,9 @@ func TestParseErrors(t *testing.T) {
 		{"upstream is the admin listener", "admin: {listen: ':9090'}\nupstream: {url: 'http://10.0.0.7:9090/api'}",
 			"t.yaml:2: upstream.url: http://10.0.0.7:9090/api is the sidecar's own admin.listen (:9090): every request would loop"},
 		{"upgrade h2c", "upstream: {url: 'http://up:3000', allow_upgrades: [websocket, h2c]}", "t.yaml:1: upstream.allow_upgrades[1]: h2c is never forwarded (RFC 9113 §3.1 deprecates it)"},
+		{"tunnel_idle_timeout 0", "upstream: {url: 'http://up:3000', allow_upgrades: [websocket], tunnel_idle_timeout: 0s}", "t.yaml:1: upstream.tunnel_idle_timeout: must be > 0"},
+		{"negative tunnel_idle_timeout", "upstream: {url: 'http://up:3000', tunnel_idle_timeout: -1s}", `t.yaml:1: upstream.tunnel_idle_timeout: invalid duration "-1s": must not be negative`},
+		{"tunnel_idle_timeout not a duration", "upstream: {url: 'http://up:3000', tunnel_idle_timeout: 5}", `t.yaml:1: upstream.tunnel_idle_timeout: invalid duration "5": missing unit, as in "5s"`},
 		{"via not a token", minimal + "server: {via: 'a b'}", `t.yaml:2: server.via: must be a token (letters, digits, !#$%&'*+-.^_` + "`" + `|~), got "a b"`},
 		{"negative write_timeout", minimal + "server: {write_timeout: -1s}", `t.yaml:2: server.write_timeout: invalid duration "-1s": must not be negative`},
 		{"key.host not a host", route("{name: a, path: /a, ttl: 1s, key: {host: 'a/b'}}"), `t.yaml:3: routes[0].key.host: "a/b" is neither request, none nor a host[:port]`},

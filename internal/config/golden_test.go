@@ -74,6 +74,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("routes: &r [{name: x, <<: *r}]"))
 	f.Add([]byte("upstream: {url: 'http://h', timeout: ${X:-1s}}\n---\nx: 1"))
 	f.Add([]byte("routes: [{path: '/{a:{}}/*', tags: ['{*}']}]"))
+	f.Add([]byte("upstream: {url: 'http://h', allow_upgrades: [websocket], tunnel_idle_timeout: 90s}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		env := func(name string) (string, bool) { return name, len(name)%2 == 0 }
 		cfg, err := ParseWithEnv(data, "fuzz.yaml", env)

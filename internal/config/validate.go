@@ -74,6 +74,9 @@ func (c *Config) validate() Errors {
 			v.add(path, "h2c is never forwarded (RFC 9113 §3.1 deprecates it)")
 		}
 	}
+	// 0 is refused rather than read as "forever": a tunnel nobody uses
+	// must not hold two connections and two goroutines for good.
+	v.positive("upstream.tunnel_idle_timeout", c.Upstream.TunnelIdleTimeout)
 	v.loop(c)
 	if c.Cache.MaxBodyBytes <= 0 {
 		v.add("cache.max_body_bytes", "must be > 0")

@@ -42,6 +42,10 @@ const (
 	ReasonAsteriskForm = "asterisk-form" // 400: "*" as the target of a method other than OPTIONS (RFC 9112 §3.2.4)
 	ReasonReadTimeout  = "read-timeout"  // 408: the request body was still arriving at the read deadline (bodytimeout.go)
 	ReasonWriteTimeout = "write-timeout" // a connection cut: the client stopped reading (Listener)
+	// An upgraded connection (a tunnel) cut after
+	// upstream.tunnel_idle_timeout without a byte either way; the proxy
+	// counts it, since the tunnel is its.
+	ReasonTunnelIdle = "tunnel-idle"
 	// net/http's own answers, before any handler (Wire): 431 for a header
 	// block over MaxHeaderBytes, any other (400, 417, 501, 505) malformed.
 	ReasonHeaderTooLarge = "header-too-large"
@@ -50,7 +54,8 @@ const (
 
 // Reasons are the reasons a Guard with o, behind a Listener with
 // writeTimeout, can count: the series worth creating at zero. The
-// server's read_timeout is always set, so ReasonReadTimeout always can.
+// server's read_timeout is always set, so ReasonReadTimeout always can;
+// ReasonTunnelIdle (counted by the proxy) only where upgrades are allowed.
 func Reasons(o Options, writeTimeout time.Duration) []string {
 	r := []string{ReasonFraming, ReasonAsteriskForm, ReasonReadTimeout, ReasonMalformed, ReasonHeaderTooLarge}
 	if o.Via != "" {
@@ -61,6 +66,9 @@ func Reasons(o Options, writeTimeout time.Duration) []string {
 	}
 	if writeTimeout > 0 {
 		r = append(r, ReasonWriteTimeout)
+	}
+	if len(o.Upgrades) > 0 {
+		r = append(r, ReasonTunnelIdle)
 	}
 	return r
 }

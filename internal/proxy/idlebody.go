@@ -28,16 +28,18 @@ import (
 // cached fill stores nothing of a body it could not read whole.
 //
 // A 101's body is the upgraded connection itself (ReverseProxy needs it
-// writable): it is handed on as it is, so a tunnel is bounded by its two
-// ends alone (docs/configuration.md, upstream.allow_upgrades).
+// writable): it is bounded instead by tunnelD without a byte either way
+// (tunnel.go, upstream.tunnel_idle_timeout), each cut told to count.
 // CloseIdleConnections reaches rt's, if it has one.
-func idleBodies(rt http.RoundTripper, d time.Duration) http.RoundTripper {
-	return idleTransport{rt: rt, d: d}
+func idleBodies(rt http.RoundTripper, d, tunnelD time.Duration, count func()) http.RoundTripper {
+	return idleTransport{rt: rt, d: d, tunnelD: tunnelD, count: count}
 }
 
 type idleTransport struct {
-	rt http.RoundTripper
-	d  time.Duration
+	rt      http.RoundTripper
+	d       time.Duration
+	tunnelD time.Duration
+	count   func() // told each tunnel cut
 }
 
 func (t idleTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -51,6 +53,9 @@ func (t idleTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		// Nothing to bound, or a tunnel (see idleBodies): the Transport
 		// lets a switched connection go from the request's context.
 		cancel()
+		if resp.StatusCode == http.StatusSwitchingProtocols && resp.Body != nil {
+			resp.Body = tunnel(r.Context(), resp.Body, t.tunnelD, t.count)
+		}
 		return resp, nil
 	}
 	resp.Body = newIdleBody(resp.Body, t.d, cancel)

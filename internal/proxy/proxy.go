@@ -100,6 +100,11 @@ type Options struct {
 	// sections, its 1xx answers' included (upstream.max_header_bytes);
 	// 0: http.Transport's 10 MiB.
 	MaxHeaderBytes int64
+	// TunnelIdle bounds an upgraded connection (a 101's tunnel):
+	// once no byte has crossed it either way for this long, both its
+	// sides are closed (upstream.tunnel_idle_timeout; tunnel.go).
+	// 0: DefaultTunnelIdleTimeout.
+	TunnelIdle time.Duration
 	// Via is the sidecar's pseudonym: a cached route's upstream request
 	// carries "Via: 1.1 <Via>" (RFC 9110 §7.6.3), so that a loop back to
 	// a sidecar is refused there (internal/edge). Pass-through requests
@@ -126,6 +131,7 @@ type Handler struct {
 	maxKey    int
 	idle      int
 	maxHdr    int64
+	tunIdle   time.Duration     // an upgraded connection's longest silence (tunnel.go)
 	transport http.RoundTripper // fixed by Options; nil: one per upstream config
 	cache     Cache
 	inv       Invalidator
@@ -214,6 +220,7 @@ func New(opts Options) (*Handler, error) {
 		maxKey:    opts.MaxKeyBytes,
 		idle:      opts.MaxIdleConnsPerHost,
 		maxHdr:    opts.MaxHeaderBytes,
+		tunIdle:   opts.TunnelIdle,
 		transport: opts.Transport,
 		cache:     opts.Cache,
 		inv:       opts.Invalidator,
@@ -233,6 +240,9 @@ func New(opts Options) (*Handler, error) {
 	}
 	if h.maxKey <= 0 {
 		h.maxKey = 4 << 10
+	}
+	if h.tunIdle <= 0 {
+		h.tunIdle = DefaultTunnelIdleTimeout
 	}
 	if h.m == nil {
 		h.m = metrics.New(nil)
@@ -346,7 +356,7 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	st.transport = lean.HopTrailers(st.transport)
 	// Each body read waits at most timeout for its bytes (idlebody.go),
 	// outermost, so a resent call's body is bounded too.
-	st.transport = idleBodies(st.transport, timeout)
+	st.transport = idleBodies(st.transport, timeout, h.tunIdle, h.countTunnelCut)
 	st.pass = h.newPassProxy(u, st.transport, timeout)
 	st.lean = nil
 	if h.transport == nil {

@@ -152,6 +152,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		MaxKeyBytes:         int(cfg.Cache.MaxKeyBytes.Bytes()),
 		MaxIdleConnsPerHost: cfg.Upstream.MaxIdleConnsPerHost,
 		MaxHeaderBytes:      cfg.Upstream.MaxHeaderBytes.Bytes(),
+		TunnelIdle:          cfg.Upstream.TunnelIdleTimeout.D(),
 		Via:                 cfg.Server.Via,
 		Routes:              table,
 		Invalidator:         s.inv,
