@@ -100,14 +100,22 @@ func TestLeaseBatchedOncePerCluster(t *testing.T) {
 // out redis.timeout twice (the read, then the lease) until the breaker
 // opened. Counted, not timed: the replica's Lease calls. The breaker is
 // held closed (a high threshold), as it is for a replica's first misses.
+// "stale in L1": the keys were fetched while Redis answered and their L1
+// copies went stale (kept for stale_if_error): the read that failed is
+// L2's after L1's stale copy, which Lookup used to return as if L2 had
+// been read.
 func TestLeaseSkippedAfterFailedRead(t *testing.T) {
+	staleRoute := clientRoute
+	staleRoute.TTL, staleRoute.StaleIfError = 100*time.Millisecond, time.Hour
 	for _, c := range []struct {
 		name  string
 		route testRoute
 		path  string
+		warm  bool // fetched once before Redis stalls, and stale by then
 	}{
 		{name: "plain", route: clientRoute, path: "/clients/"},
 		{name: "batched", route: userRoute(100, 5*time.Millisecond), path: "/users/"},
+		{name: "stale in L1", route: staleRoute, path: "/clients/", warm: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -119,19 +127,31 @@ func TestLeaseSkippedAfterFailedRead(t *testing.T) {
 				Timeout:          100 * time.Millisecond,
 				FailureThreshold: 1000,
 			}, o.upstream, c.route)
-			srv.Pause()
-			t.Cleanup(srv.Resume) // before the store's Close
 			const keys = 8
-			answers := make(chan string, keys)
-			for i := range keys {
-				go func() { answers <- r.fetch(c.path + strconv.Itoa(100+i)) }()
-			}
-			for range keys {
-				if got := <-answers; !strings.HasPrefix(got, "200 ") {
-					t.Errorf("answered %q, want a 200 from the upstream", got)
+			fetchAll := func() {
+				answers := make(chan string, keys)
+				for i := range keys {
+					go func() { answers <- r.fetch(c.path + strconv.Itoa(100+i)) }()
+				}
+				for range keys {
+					if got := <-answers; !strings.HasPrefix(got, "200 ") {
+						t.Errorf("answered %q, want a 200 from the upstream", got)
+					}
 				}
 			}
-			if n := r.leases.Load(); n != 0 {
+			if c.warm {
+				fetchAll()
+				time.Sleep(2 * c.route.TTL) // every copy past its ttl
+			}
+			leased := r.leases.Load()
+			calls := o.upstream.calls.Load()
+			srv.Pause()
+			t.Cleanup(srv.Resume) // before the store's Close
+			fetchAll()
+			if n := o.upstream.calls.Load() - calls; n == 0 {
+				t.Errorf("no upstream calls with Redis stalled, want the misses fetched")
+			}
+			if n := r.leases.Load() - leased; n != 0 {
 				t.Errorf("%d lease calls after L2 reads that failed, want none (the read's timeout is the only one a request waits)", n)
 			}
 		})
