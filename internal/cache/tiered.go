@@ -107,7 +107,11 @@ type atGetter interface {
 // A failing tier is observed as an error and skipped. If no tier hits, the
 // failure is returned with the miss (nil entry), and the caller goes on
 // without the cache; a hit is returned without error, since the caller has
-// what it needs and Observe has already recorded the failure.
+// what it needs and Observe has already recorded the failure. A stale L1
+// copy returned because L2 failed comes with L2's error: the caller's miss
+// then knows that L2 was not read, and asks it for nothing more (the
+// proxy takes no lease after a failed read, so a stalled Redis costs a
+// request one timeout, not two).
 func (t *Tiered) Lookup(ctx context.Context, key string) (*Entry, Tier, error) {
 	now := t.now()
 	var errs []error
@@ -133,7 +137,7 @@ func (t *Tiered) Lookup(ctx context.Context, key string) (*Entry, Tier, error) {
 		}
 	}
 	if stale != nil {
-		return stale, TierL1, nil
+		return stale, TierL1, errors.Join(errs...)
 	}
 	return nil, "", errors.Join(errs...)
 }

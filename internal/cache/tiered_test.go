@@ -105,6 +105,8 @@ func TestTieredLookup(t *testing.T) {
 	ctx := context.Background()
 	dead := &cache.Entry{Status: 200, StoredAt: time.Now().Add(-time.Hour), TTL: time.Minute}
 	live := fresh(time.Hour)
+	// Past its freshness, within a stale window: kept, and L2 read too.
+	stale := &cache.Entry{Status: 200, StoredAt: time.Now().Add(-2 * time.Minute), TTL: time.Minute, StaleIfError: time.Hour}
 	tests := []struct {
 		name     string
 		l1, l2   *memStore // nil: no such tier
@@ -127,6 +129,8 @@ func TestTieredLookup(t *testing.T) {
 			observed: []string{"l1/miss", "l2/miss"}},
 		{name: "l2 error", l1: newMem(), l2: &memStore{m: map[string]*cache.Entry{"k": live}, getErr: errBoom},
 			wantErr: true, observed: []string{"l1/miss", "l2/error"}},
+		{name: "stale l1 with l2 error", l1: &memStore{m: map[string]*cache.Entry{"k": stale}}, l2: &memStore{getErr: errBoom},
+			want: stale, wantTier: cache.TierL1, wantErr: true, observed: []string{"l1/hit", "l2/error"}, filled: true},
 		{name: "l1 error then l2 hit", l1: &memStore{m: map[string]*cache.Entry{}, getErr: errBoom},
 			l2:   &memStore{m: map[string]*cache.Entry{"k": live}},
 			want: live, wantTier: cache.TierL2, observed: []string{"l1/error", "l2/hit"}},

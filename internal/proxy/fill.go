@@ -68,11 +68,11 @@ func (f *flight) need() need {
 // read, not one each); L1 only when a flight may have filled it since the
 // request read it (fillCached).
 func (x *exchange) fill(ctx context.Context) (*flight, error) {
-	f, stale := x.fillCached(ctx)
+	f, stale, readFailed := x.fillCached(ctx)
 	if f != nil {
 		return f, nil
 	}
-	return x.fillMiss(ctx, stale)
+	return x.fillMiss(ctx, stale, readFailed)
 }
 
 // lead is what the flight of a batched miss needs until the batch
@@ -117,31 +117,36 @@ type lead struct {
 // an exchange was a fifth of an L2 hit's allocated bytes: BenchmarkL2Hit).
 //
 // m, when not nil, is the lead whose Flight is fl (join made it, as the
-// request may be a batched miss).
+// request may be a batched miss). A batched miss that takes the cluster
+// lease first (leases) goes on as any other miss does, on a goroutine:
+// the lease may mean waiting for another replica's fill, which the
+// leader must be free to stop waiting for.
 func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight], m *lead) (*flight, coalesce.Next[*flight], error) {
 	if x.h.tr != nil {
 		x.relayInterim()
 		return nil, coalesce.Next[*flight]{Then: x.detach().fillTraced}, nil // the request's own exchange stays on its stack
 	}
 	base := x.base
-	f, stale := x.fillCached(ctx)
+	f, stale, readFailed := x.fillCached(ctx)
 	if f != nil {
 		return f, coalesce.Next[*flight]{}, nil
 	}
 	defer func() { x.base = base }() // the request's own exchange as it was
-	if m != nil && &m.fl == fl {
+	if m != nil && &m.fl == fl && !x.leases(readFailed) {
 		x.loadBatchedTo(ctx, m, stale) // batch.go
 		return nil, coalesce.Next[*flight]{Handed: true}, nil
 	}
 	x.relayInterim()
 	fx := x.detach() // with the base fillCached chose, and the relay
-	return nil, coalesce.Next[*flight]{Then: func(ctx context.Context) (*flight, error) { return fx.fillMiss(ctx, stale) }}, nil
+	return nil, coalesce.Next[*flight]{Then: func(ctx context.Context) (*flight, error) { return fx.fillMiss(ctx, stale, readFailed) }}, nil
 }
 
 // fillCached is fill's first step: the tiers' read, bounded by each
 // tier's own timeout. It returns the flight when a tier answers,
 // otherwise nil and the stale copy it found, for the rest of the fill
-// (fillMiss: the lease and the upstream).
+// (fillMiss: the lease and the upstream). readFailed reports that the
+// read found nothing because a tier failed (Redis down or slow, not a
+// miss): the fill then takes no lease (leases).
 //
 // A leader whose request found nothing in L1 under its key reads L2 only
 // while no flight has finished since that read (emptyAt): only a flight
@@ -151,30 +156,34 @@ func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight], 
 // bulk call, or a forced refresh, may store the key meanwhile: the leader
 // then fetches it once more, as it would had the store come a moment
 // after its second read.)
-func (x *exchange) fillCached(ctx context.Context) (f *flight, stale candidate) {
+func (x *exchange) fillCached(ctx context.Context) (f *flight, stale candidate, readFailed bool) {
 	if !x.refresh && !x.own {
 		var c candidate
+		var err error
 		if x.emptyAt != 0 && x.h.flights.Finished()+1 == x.emptyAt {
-			e, tier, _ := x.h.cache.LookupShared(ctx, x.key)
+			var e *cache.Entry
+			var tier cache.Tier
+			e, tier, err = x.h.cache.LookupShared(ctx, x.key)
 			c = x.resolve(ctx, x.h.cache.Lookup, e, tier)
 		} else {
-			c = x.lookup(ctx, false)
+			c, err = x.lookupErr(ctx, false)
 		}
+		readFailed = err != nil
 		if x.answers(c, needRevalidate) {
-			return &flight{c: c}, stale
+			return &flight{c: c}, stale, readFailed
 		}
 		if x.answers(c, needIfError) {
 			stale = c
 		}
 		x.base = x.validatable(c)
 	}
-	return nil, stale
+	return nil, stale, readFailed
 }
 
 // fillMiss is fill after the tiers missed: the upstream (or the lease, or
 // the batcher), with stale kept for the waiters' stale-if-error.
-func (x *exchange) fillMiss(ctx context.Context, stale candidate) (*flight, error) {
-	f, err := x.fillUpstream(ctx, stale)
+func (x *exchange) fillMiss(ctx context.Context, stale candidate, readFailed bool) (*flight, error) {
+	f, err := x.fillUpstream(ctx, stale, readFailed)
 	return x.missed(f, err, stale)
 }
 
@@ -207,18 +216,15 @@ func (x *exchange) batched() bool {
 	return x.rs.batcher != nil && x.upstreamQuery() == ""
 }
 
-func (x *exchange) fillUpstream(ctx context.Context, stale candidate) (*flight, error) {
+func (x *exchange) fillUpstream(ctx context.Context, stale candidate, readFailed bool) (*flight, error) {
 	if x.batched() {
-		if x.own {
-			return x.fetchOwnID(ctx) // foreign.go
-		}
-		return x.loadBatched(ctx)
+		return x.fillBatched(ctx, stale, readFailed) // lease.go
 	}
 	// One deadline for waiting on another replica's lease and fetching
 	// after it: a client gets its 504 at upstream.timeout, not twice that.
 	ctx, cancel := context.WithTimeout(ctx, x.st.timeout)
 	defer cancel()
-	if x.h.leaser != nil && !x.refresh && !x.own {
+	if x.leases(readFailed) {
 		f, release := x.clusterLease(ctx, stale) // lease.go
 		if f != nil {
 			return f, nil
@@ -232,12 +238,19 @@ func (x *exchange) fillUpstream(ctx context.Context, stale candidate) (*flight, 
 // to the variant this request selects (RFC 9111 §4.1). A tier error is a
 // miss: the request goes on without that tier.
 func (x *exchange) lookup(ctx context.Context, local bool) candidate {
+	c, _ := x.lookupErr(ctx, local)
+	return c
+}
+
+// lookupErr is lookup with the error of its first read: a tier that
+// failed where nothing answered (fillCached).
+func (x *exchange) lookupErr(ctx context.Context, local bool) (candidate, error) {
 	get := x.h.cache.Lookup
 	if local {
 		get = x.h.cache.LookupLocal
 	}
-	e, tier, _ := get(ctx, x.key)
-	return x.resolve(ctx, get, e, tier)
+	e, tier, err := get(ctx, x.key)
+	return x.resolve(ctx, get, e, tier), err
 }
 
 // resolve finishes a lookup whose first read gave e: it follows a variants

@@ -7,6 +7,47 @@ import (
 	"github.com/sidecache/sidecache/internal/lease"
 )
 
+// leases reports whether this request's miss takes the cluster lease
+// before it calls the upstream or joins a batch: with the shared tier's
+// lease on, and unless it is a forced refresh (it must fetch), an own
+// fetch (the lease's fill would not answer it), or its own read of the
+// shared tier just failed: Redis is down or slow, and asking it for the
+// lease would add a second redis.timeout to the miss before the breaker
+// opens (README, "Redis down or slow": nothing added beyond the timeout).
+func (x *exchange) leases(readFailed bool) bool {
+	return x.h.leaser != nil && !x.refresh && !x.own && !readFailed
+}
+
+// fillBatched is fillUpstream for a batch route's miss: through the
+// route's batcher, after the key's cluster lease when it takes one
+// (leases), so that a cold id costs one upstream fetch for the cluster,
+// as a plain key does. An id whose lease another replica holds waits for
+// that replica's fill instead of joining a bulk call; an id whose lease
+// this replica took joins a batch as any other, and its lease is
+// released once the batch has stored its element (fetchBulk stores every
+// element before it answers an id). One lease per id, each on its
+// flight's own goroutine, so the ids of a batch take theirs at once
+// rather than one round trip after another.
+func (x *exchange) fillBatched(ctx context.Context, stale candidate, readFailed bool) (*flight, error) {
+	if x.own {
+		return x.fetchOwnID(ctx) // foreign.go
+	}
+	if !x.leases(readFailed) {
+		return x.loadBatched(ctx) // batch.go
+	}
+	// The lease's wait, and its renewals while the batch loads, end at
+	// upstream.timeout; the load itself is bounded by its bulk call's
+	// own timeout (fetchBulk), as without a lease.
+	lctx, cancel := context.WithTimeout(ctx, x.st.timeout)
+	defer cancel()
+	f, release := x.clusterLease(lctx, stale)
+	if f != nil {
+		return f, nil
+	}
+	defer release()
+	return x.loadBatched(ctx)
+}
+
 // clusterLease makes this flight's miss one upstream call for the whole
 // cluster (internal/lease): it takes the key's lease in the shared tier,
 // or waits for the holder's fill. It returns a flight when another

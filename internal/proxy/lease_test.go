@@ -31,14 +31,20 @@ const leaseHold = 3 * time.Second
 // redis-server, its L2 store doubling as the cluster lease.
 type leaseReplica struct {
 	*env
-	l2    *l2.Store
-	waits atomic.Int64 // WaitFill calls: a flight waits on another's lease
+	l2     *l2.Store
+	waits  atomic.Int64 // WaitFill calls: a flight waits on another's lease
+	leases atomic.Int64 // Lease calls: a flight asks for the lease
 }
 
-// countingLeaser is the replica's real lease, counting the waits on it.
+// countingLeaser is the replica's real lease, counting the calls on it.
 type countingLeaser struct {
 	*l2.Store
-	waits *atomic.Int64
+	waits, leases *atomic.Int64
+}
+
+func (l countingLeaser) Lease(ctx context.Context, key string, ttl time.Duration) (func(), bool, bool, error) {
+	l.leases.Add(1)
+	return l.Store.Lease(ctx, key, ttl)
 }
 
 func (l countingLeaser) WaitFill(ctx context.Context, key string, max time.Duration, newer time.Time) (*cache.Entry, bool, bool, error) {
@@ -48,21 +54,27 @@ func (l countingLeaser) WaitFill(ctx context.Context, key string, max time.Durat
 
 func newLeaseReplica(t *testing.T, addr string, up *upstream) *leaseReplica {
 	t.Helper()
-	st, err := l2.New(context.Background(), l2.Options{
-		Addrs:     []string{addr},
-		Prefix:    "lease:",
-		Timeout:   2 * time.Second, // a loaded machine must not open the breaker
-		LeaseHold: leaseHold,
-	})
+	return newLeaseReplicaOf(t, l2.Options{
+		Addrs:   []string{addr},
+		Timeout: 2 * time.Second, // a loaded machine must not open the breaker
+	}, up, clientRoute)
+}
+
+// newLeaseReplicaOf is newLeaseReplica with its own L2 options (the
+// prefix and lease hold are the other replicas') and routes.
+func newLeaseReplicaOf(t *testing.T, o l2.Options, up *upstream, routes ...testRoute) *leaseReplica {
+	t.Helper()
+	o.Prefix, o.LeaseHold = "lease:", leaseHold
+	st, err := l2.New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	r := &leaseReplica{l2: st}
-	r.env = newEnv(t, up, []testRoute{clientRoute}, func(o *proxyOptions, l1s *l1.Store) {
+	r.env = newEnv(t, up, routes, func(o *proxyOptions, l1s *l1.Store) {
 		o.Timeout = 10 * time.Second // also lease_ttl: the wait the old code made
 		o.Cache = cache.NewTiered(l1s, st, cache.TieredOptions{})
-		o.Leaser = countingLeaser{Store: st, waits: &r.waits}
+		o.Leaser = countingLeaser{Store: st, waits: &r.waits, leases: &r.leases}
 	})
 	return r
 }

@@ -163,6 +163,22 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
+// Pause stops the process with SIGSTOP, as a stalled host or a frozen VM
+// would: its connections stay open and nothing it is sent is answered
+// until Resume. Pausing a server that does not run does nothing.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused process go on (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
 // Restart kills the process if it runs and starts a fresh one on the same
 // port and directory, returning once it answers PING. With persistence off
 // the new process starts empty (a cluster node keeps its nodes.conf).
