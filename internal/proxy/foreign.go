@@ -58,8 +58,11 @@ func (x *exchange) fetchOwnID(ctx context.Context) (*flight, error) {
 // fetchForeign fetches again, with the list's own headers, the ids of a
 // list request whose batched answers were made for another request
 // (flight.foreign), in ⌈m/max_size⌉ bulk calls paid from the list's call
-// budget (batch.Loader.Spend). A list without calls left gets 502 for
-// those ids, counted as a spent budget: never the other request's answer.
+// budget (batch.Loader.Spend). Each id's outcome is settled as a batched
+// one is (part.settle: a stale copy for a failure, the list passed
+// through for a record too large). A list without calls left has failed
+// for those ids (502 but for a stale copy), counted as a spent budget:
+// never the other request's answer.
 func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 	var ids []string
 	var px *exchange
@@ -74,7 +77,7 @@ func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 	}
 	fail := func(ids []string, err error) {
 		for _, id := range ids {
-			parts[id].e, parts[id].err = nil, &upstreamErr{code: http.StatusBadGateway, err: err}
+			parts[id].settle(nil, &upstreamErr{code: http.StatusBadGateway, err: err}) // split.go
 		}
 	}
 	size := max(px.rs.rt.Batch.MaxSize, 1)
@@ -93,11 +96,7 @@ func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 			continue
 		}
 		for i, id := range chunk {
-			p := parts[id]
-			p.e, p.err = res[i].e, idFailed(res[i].e) // split.go
-			if p.err != nil {
-				p.e = nil
-			}
+			parts[id].settle(res[i].e, nil)
 		}
 	}
 }
