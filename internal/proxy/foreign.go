@@ -39,6 +39,25 @@ func sameHeader(a, b http.Header) bool {
 	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
+// RetryArg is the exchange the isolation retry of the lead's id is made
+// with (batch.RetryArger): that one-id request's own call, so it carries
+// the request's own headers and address (X-Forwarded-For), not the
+// opener's. A private answer to it is then its own (madeFor), and the
+// request makes no third call (fetchOwnID) past its budget of two: the
+// shared call and its own. Called under the batcher's lock: a copy of
+// the opener's exchange (route, state) aimed at the lead's request,
+// without what only the opener's client has (its writer, access log
+// record, 1xx relay, list account).
+func (m *lead) RetryArg(opener *exchange) *exchange {
+	if m.req == nil || sameHeader(m.req.Header, opener.r.Header) {
+		return opener
+	}
+	c := *opener
+	c.r, c.w, c.rec, c.interim, c.list, c.base, c.req = m.req, nil, nil, nil, nil, candidate{}, nil
+	c.key, c.vnames, c.vcoding, c.vkey, c.sent = "", nil, "", "", nil
+	return &c
+}
+
 // fetchOwnID is a batch route's miss fetched for this request alone
 // (x.own: the flight's or the batch's answer was not for it): a one-id
 // bulk call with its own headers, outside the batcher, so no other
