@@ -87,6 +87,17 @@ type Waiter[V any] interface {
 	Loaded(v V, found bool, err error)
 }
 
+// RetryArger is a Waiter of a one-id request that makes the arg of its
+// id's isolation retry (partitionLocked) from the arg of the batch that
+// failed, its opener's: the retry is that request's own call, so it may
+// carry the request's own state rather than the opener's (the proxy: its
+// headers, so that an answer made for the caller is its own). It is
+// called under the loader's lock: it must be short and must not call the
+// loader.
+type RetryArger[A any] interface {
+	RetryArg(opener A) A
+}
+
 // thenFunc is LoadThen's then as a Waiter (a func is pointer-shaped: the
 // conversion allocates nothing).
 type thenFunc[V any] func(v V, found bool, err error)

@@ -193,6 +193,7 @@ func queueRetriesLocked[A, V any](g *group[A, V], next []*batch[A, V]) {
 func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve bool) {
 	type part struct {
 		owner *Requester
+		arg   A
 		ids   []string
 		res   []*result[V]
 	}
@@ -200,13 +201,19 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve
 	byOwner := make(map[*Requester]*part)
 	for i, r := range b.res {
 		if r.solo || len(r.reqs) == 0 {
-			parts = append(parts, &part{ids: b.ids[i : i+1 : i+1], res: b.res[i : i+1 : i+1]})
+			// A one-id request's own call: with its own arg, when its
+			// waiter makes one (RetryArger).
+			arg := b.arg
+			if ra, ok := r.then.(RetryArger[A]); ok {
+				arg = ra.RetryArg(arg)
+			}
+			parts = append(parts, &part{arg: arg, ids: b.ids[i : i+1 : i+1], res: b.res[i : i+1 : i+1]})
 			continue
 		}
 		for _, o := range r.reqs {
 			p := byOwner[o]
 			if p == nil {
-				p = &part{owner: o}
+				p = &part{owner: o, arg: b.arg}
 				byOwner[o] = p
 				parts = append(parts, p)
 			}
@@ -239,7 +246,7 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve
 		for _, r := range p.res {
 			r.held++
 		}
-		next = append(next, &batch[A, V]{g: b.g, arg: b.arg, ctx: b.ctx, ids: p.ids, res: p.res, retry: true, owner: p.owner, round: rd})
+		next = append(next, &batch[A, V]{g: b.g, arg: p.arg, ctx: b.ctx, ids: p.ids, res: p.res, retry: true, owner: p.owner, round: rd})
 	}
 	// b's hold on its ids is released once the retries and the broke
 	// requests hold them; then the broke requests' are released, so an id

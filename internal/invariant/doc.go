@@ -24,6 +24,23 @@
 // at once and served only when a refetch fails, and every one is held to
 // the identity checks (Checked counts stale-if-error-<route>).
 //
+// # Split lists' stale ids and partial bulk answers (check/stale.go)
+//
+// Route s is a batch route with stale_if_error (freshness: origin,
+// key.headers Accept-Language) and its split list; each round adds 0-5
+// reads and lists of its ids 1-6 (traffic.StaleRequest, on a sequence of
+// draws of their own, so the other rows' draws are unchanged). Its bulk
+// endpoint's answers (split-stale) are stale at once, may Vary on
+// Accept-Language, may be private (a list's ids answered for another
+// request are fetched again on the list's own call) and fail 503 or hang
+// up; with bulk-206 it may answer 206 with half the list. Every stale id
+// served is held to the identity and resource checks (Checked counts
+// split-stale-s and stale-if-error-s); no element of a 206 answer may
+// reach a client (bulk-206); and a read or list from a client without
+// Accept-Language whose every id it was seen to receive as a shareable
+// element earlier must never fail, whichever call failed
+// (stale-if-error).
+//
 // # Conditionals (traffic/conditional.go, check/notmodified.go)
 //
 // Every 200 a client receives with a validator goes into one pool per
@@ -132,6 +149,7 @@
 //     store or another request's fetch (hit, stale, collapsed); a relayed
 //     X-Trail is this answer's call's, for this resource (or ids of this
 //     list), with no identity value or X-Request-Id but this request's;
+//   - bulk-206, stale-if-error: route s (above);
 //   - asterisk-form: a request with the target * (not OPTIONS) is
 //     answered the sidecar's 400 and closed, never the origin's answer to
 //     a path the client never sent;

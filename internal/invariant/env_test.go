@@ -119,6 +119,24 @@ routes:
     split:
       param: ids
       route: u
+  - name: s
+    path: /s/{id:[1-9][0-9]*}
+    ttl: 5m
+    freshness: origin
+    stale_if_error: 10m
+    key:
+      headers: [Accept-Language]
+    batch:
+      path: /s
+      param: ids
+      id_field: id
+      max_size: 8
+      max_wait: 2ms
+  - name: s-list
+    path: /s
+    split:
+      param: ids
+      route: s
 `
 
 const (

@@ -74,7 +74,10 @@ type run struct {
 	// its draws without moving any draw of the other rows: a seed's
 	// requests and profiles are the ones it drew before the row existed.
 	unvaried *rand.Rand
-	gen      *traffic.Gen
+	// stale draws the split-stale and bulk-206 rows (drawStale) on a
+	// sequence of its own, for the same reason.
+	stale *rand.Rand
+	gen   *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -91,10 +94,11 @@ type run struct {
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21))}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22))}
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
-	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin}, r.gen)
+	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: cfg.Mix.Has("bulk-vary-withheld")}, r.gen)
 	cfg.Origin.ResetCrowd()
+	partials := cfg.Origin.Partials.Load()
 	defer r.gen.CloseIdle()
 	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
 		if r.crowdDue(round) {
@@ -104,6 +108,9 @@ func Run(ctx context.Context, cfg Config) Report {
 		r.round(ctx)
 	}
 	r.checkCrowds()
+	if n := cfg.Origin.Partials.Load() - partials; n > 0 {
+		r.chk.Count("bulk-206-sent", int(n)) // the row reached the replicas
+	}
 	r.rep.Checked, r.rep.Violations = r.chk.Result()
 	r.rep.Calls = cfg.Origin.Calls.Load()
 	return r.rep
@@ -121,7 +128,60 @@ func (r *run) round(ctx context.Context) {
 	for i := range reqs {
 		reqs[i] = r.gen.Draw(hot)
 	}
-	r.play(ctx, reqs, -1)
+	r.play(ctx, append(reqs, r.drawStale()...), -1)
+}
+
+// drawStale draws the profile of the bulk endpoint /s (route s, with
+// stale_if_error, and its split list) for the round, and 0-3 requests of
+// it: answers stale at once (max-age=0) so stored copies answer only when
+// a fetch fails; Vary: Accept-Language, so copies of several variants
+// are held; private (the members of a shared call but its opener fetch
+// their own, and those calls fail too: fetchForeign); 503s and hang-ups
+// (split-stale); 206 with part of the list (bulk-206); Vary: X-Tenant, a
+// header route s withholds until it learns it (bulk-vary-withheld).
+func (r *run) drawStale() []*traffic.Request {
+	m := r.cfg.Mix
+	if !m.Has("split-stale") && !m.Has("bulk-206") {
+		return nil
+	}
+	rng := r.stale
+	chance := func(pct int) bool { return rng.IntN(100) < pct }
+	var p origin.Profile
+	if m.Has("split-stale") {
+		p.StaleAtOnce = chance(80)
+		if m.Has("vary") && chance(30) {
+			// Keyed (route s's key.headers): batches split on it.
+			p.Dims = append(p.Dims, origin.Dim{Name: "lang", How: "vary"})
+		}
+		if m.Has("bulk-vary-withheld") && chance(30) {
+			// Not keyed nor learned yet: withheld from the bulk call.
+			p.Dims = append(p.Dims, origin.Dim{Name: "tenant", How: "vary"})
+		}
+		if chance(40) {
+			p.Dims = append(p.Dims, origin.Dim{Name: "addr", How: "private"})
+		}
+		if chance(60) {
+			p.Fail = 20 + rng.IntN(40)
+		}
+		if m.Has("hangup") && chance(10) {
+			p.Hang = 5 + rng.IntN(15)
+		}
+	}
+	if m.Has("bulk-206") && chance(30) {
+		p.Partial = 20 + rng.IntN(50)
+	}
+	r.cfg.Origin.SetProfile(origin.StaleBulkProfile, p)
+	n := rng.IntN(4)
+	if len(p.Dims) > 0 && p.Dims[len(p.Dims)-1].Name == "addr" {
+		// Private: a list's ids are answered for another request only
+		// when it shares a call it did not open.
+		n = 2 + rng.IntN(4)
+	}
+	reqs := make([]*traffic.Request, n)
+	for i := range reqs {
+		reqs[i] = r.gen.StaleRequest(rng)
+	}
+	return reqs
 }
 
 // play sends a round's requests all at once, checks each answer, and

@@ -84,7 +84,8 @@ type bulkCall struct {
 	upstream time.Duration
 	reqID    string // the bulk call's X-Request-Id
 	// from is the header of the client request whose headers the call
-	// carried (its opener's: isolation retries carry them too). An answer
+	// carried (its opener's; a one-id request's isolation retry carries
+	// that request's: lead.RetryArg; a list's, the opener's). An answer
 	// only that request may have (private, or varying on a header the
 	// members may send differently) goes to its requests alone: madeFor.
 	from http.Header
@@ -150,7 +151,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 // m is the lead join made for the flight, which holds its Flight
 // (coalesce.Group.DoThenIn): the batch finishes it (lead.Loaded).
 func (x *exchange) loadBatchedTo(ctx context.Context, m *lead, stale candidate) {
-	m.h, m.base, m.from = x.h, x.base.e, x.r.Header
+	m.h, m.base, m.req = x.h, x.base.e, x.r
 	m.f.stale = staleRef(stale)
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
 	x.rs.batcher.LoadTo(ctx, x.list, x.rs.fwd.group(x.r), func() *exchange { return x.detach() }, id, m, &m.slot)
@@ -164,7 +165,7 @@ func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
 	m.fl.FinishWith(func() (*flight, error) {
 		f, err := batchedFlight(m.h.now, &m.f, ans, found, err)
 		if err == nil {
-			f.foreign = f.c.private && !ans.madeFor(m.from)
+			f.foreign = f.c.private && !ans.madeFor(m.req.Header)
 		}
 		if err != nil {
 			if !errors.Is(err, errElementTooLarge) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -133,4 +134,53 @@ func fetchFrom(addr, rawURL, ua string) answer {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return answer{code: resp.StatusCode, header: resp.Header, body: string(b), err: err}
+}
+
+// TestBatchIsolationRetryOwnHeaders: a shared bulk call that a bad id
+// fails is retried per client request (isolation); a one-id request's
+// retry is its own call, carrying its own headers, so a private answer to
+// it is its own and it makes no third call (its budget is two: the shared
+// call and its own). The retries carried the opener's headers: a member's
+// private answer was made for another request, and the member fetched it
+// once more (fetchOwnID), a third call for its id.
+func TestBatchIsolationRetryOwnHeaders(t *testing.T) {
+	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		for _, id := range ids {
+			if id == "666" {
+				http.Error(w, "bad id", http.StatusBadRequest)
+				return
+			}
+		}
+		w.Header().Set("Cache-Control", "private, max-age=60")
+		usersAnswer(func(string) bool { return true }, "X-Forwarded-For")(w, r, ids)
+	})
+	// The batch goes when it holds the 3 ids below, never on a timer.
+	e := newEnv(t, o.upstream, []testRoute{userRoute(3, time.Minute)})
+	clients := []struct{ addr, id string }{{"127.0.0.2", "1"}, {"127.0.0.3", "2"}, {"127.0.0.4", "666"}}
+	got := make([]answer, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() { got[i] = fetchFrom(c.addr, e.front.URL+"/users/"+c.id, "ua") })
+	}
+	wg.Wait()
+	for i, c := range clients[:2] {
+		a := got[i]
+		var el map[string]any
+		if a.err != nil || a.code != http.StatusOK || json.Unmarshal([]byte(a.body), &el) != nil {
+			t.Errorf("client %s /users/%s: %d %q %v", c.addr, c.id, a.code, a.body, a.err)
+			continue
+		}
+		if xff, _ := el["x-forwarded-for"].(string); xff != c.addr {
+			t.Errorf("client %s /users/%s: element made for %q", c.addr, c.id, xff)
+		}
+		n := 0
+		for _, call := range o.snapshot() {
+			if slices.Contains(call.ids, c.id) {
+				n++
+			}
+		}
+		if n > 2 {
+			t.Errorf("/users/%s: in %d bulk calls, want at most 2 (the shared one, then its own)", c.id, n)
+		}
+	}
 }

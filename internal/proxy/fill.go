@@ -96,9 +96,10 @@ type lead struct {
 	// base is the stored entry the fill would have revalidated, for
 	// missed's must-revalidate rule (mustRevalidateError).
 	base *cache.Entry
-	// from is the header of the request that leads the flight: the batch's
-	// answer is its own only if the bulk call carried it (madeFor).
-	from http.Header
+	// req is the request that leads the flight: the batch's answer is
+	// its own only if the bulk call carried its header (madeFor), and an
+	// isolation retry of its id is made with it (RetryArg, foreign.go).
+	req  *http.Request
 	f    flight
 	slot batch.Slot[*bulkAnswer]
 }

@@ -39,6 +39,25 @@ func sameHeader(a, b http.Header) bool {
 	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
+// RetryArg is the exchange the isolation retry of the lead's id is made
+// with (batch.RetryArger): that one-id request's own call, so it carries
+// the request's own headers and address (X-Forwarded-For), not the
+// opener's. A private answer to it is then its own (madeFor), and the
+// request makes no third call (fetchOwnID) past its budget of two: the
+// shared call and its own. Called under the batcher's lock: a copy of
+// the opener's exchange (route, state) aimed at the lead's request,
+// without what only the opener's client has (its writer, access log
+// record, 1xx relay, list account).
+func (m *lead) RetryArg(opener *exchange) *exchange {
+	if m.req == nil || sameHeader(m.req.Header, opener.r.Header) {
+		return opener
+	}
+	c := *opener
+	c.r, c.w, c.rec, c.interim, c.list, c.base, c.req = m.req, nil, nil, nil, nil, candidate{}, nil
+	c.key, c.vnames, c.vcoding, c.vkey, c.sent = "", nil, "", "", nil
+	return &c
+}
+
 // fetchOwnID is a batch route's miss fetched for this request alone
 // (x.own: the flight's or the batch's answer was not for it): a one-id
 // bulk call with its own headers, outside the batcher, so no other
@@ -58,8 +77,11 @@ func (x *exchange) fetchOwnID(ctx context.Context) (*flight, error) {
 // fetchForeign fetches again, with the list's own headers, the ids of a
 // list request whose batched answers were made for another request
 // (flight.foreign), in ⌈m/max_size⌉ bulk calls paid from the list's call
-// budget (batch.Loader.Spend). A list without calls left gets 502 for
-// those ids, counted as a spent budget: never the other request's answer.
+// budget (batch.Loader.Spend). Each id's outcome is settled as a batched
+// one is (part.settle: a stale copy for a failure, the list passed
+// through for a record too large). A list without calls left has failed
+// for those ids (502 but for a stale copy), counted as a spent budget:
+// never the other request's answer.
 func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 	var ids []string
 	var px *exchange
@@ -74,7 +96,7 @@ func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 	}
 	fail := func(ids []string, err error) {
 		for _, id := range ids {
-			parts[id].e, parts[id].err = nil, &upstreamErr{code: http.StatusBadGateway, err: err}
+			parts[id].settle(nil, &upstreamErr{code: http.StatusBadGateway, err: err}) // split.go
 		}
 	}
 	size := max(px.rs.rt.Batch.MaxSize, 1)
@@ -93,11 +115,7 @@ func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 			continue
 		}
 		for i, id := range chunk {
-			p := parts[id]
-			p.e, p.err = res[i].e, idFailed(res[i].e) // split.go
-			if p.err != nil {
-				p.e = nil
-			}
+			parts[id].settle(res[i].e, nil)
 		}
 	}
 }

@@ -188,24 +188,43 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 			defer wg.Done()
 			defer px.settlePanic(p) // not x: the list's exchange stays on its stack
 			f, err := px.fillTraced(ctx)
-			if err == nil {
-				err = idFailed(f.c.e)
-			}
-			if err == nil && f.foreign {
+			if err == nil && f.foreign && idFailed(f.c.e) == nil {
 				p.foreign = true
 				return
 			}
-			switch {
-			case err == nil:
-				p.e = f.c.e
-			case p.held != nil:
-				p.e, p.stale, err = p.held, true, nil // stale-if-error
+			var e *cache.Entry
+			if err == nil {
+				e = f.c.e
 			}
-			p.err = err
+			p.settle(e, err)
 		}()
 	}
 	wg.Wait()
 	x.fetchForeign(ctx, parts) // foreign.go
+}
+
+// settle gives p the outcome of its id's fetch, e or err: the batched
+// fetch's (fetchMissing) or, for an id answered for another request, the
+// list's own call's (fetchForeign). One rule for both, as a request for
+// the id alone has (exchange.join):
+//   - a record too large to keep (errElementTooLarge) is no upstream
+//     failure, so no stale copy answers for it: the list passes through
+//     to the upstream's (joinParts), as GET of the id alone does;
+//   - a failure (err, or a 5xx: idFailed) serves the copy held for
+//     stale-if-error (RFC 5861 §4), counted in Cache-Status as stale;
+//   - else the failure is the list's 502.
+func (p *part) settle(e *cache.Entry, err error) {
+	if err == nil {
+		err = idFailed(e)
+	}
+	switch {
+	case err == nil:
+		p.e, p.err = e, nil
+	case p.held != nil && !errors.Is(err, errElementTooLarge):
+		p.e, p.stale, p.err = p.held, true, nil
+	default:
+		p.e, p.err = nil, err
+	}
 }
 
 // idFailed is the list's failure for an id whose answer is a 5xx (502:

@@ -82,10 +82,11 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 		switch {
 		case q.Route == "u" && q.Kind == "read" && origin.Resource(q.Path) != "" && origin.GoodID(q.Path):
 			ch.Violate("collateral", "%s: a good ID answered %d%s (%s): %.120q", q, resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
-		case q.Kind == "list" && goodIDs(q.Ids):
+		case q.Kind == "list" && q.Route == "u" && goodIDs(q.Ids):
 			ch.Violate("collateral", "%s: a list of %d good IDs answered %d%s (%s): %.120q", q, len(q.Ids), resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
 		}
 	}
+	ch.checkHeld(q, resp, start) // stale.go
 	if resp.StatusCode == http.StatusNotModified {
 		ch.checkNotModified(q, resp, start, end)
 		return
@@ -108,10 +109,14 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 			ch.Violate("garbled", "%s: list answer: %v", q, err)
 			return
 		}
+		if q.Route == "s" && strings.Contains(resp.Header.Get("Cache-Status"), " stale=") {
+			ch.Count("split-stale-s", 1) // stale ids reached the checks below
+		}
 		for _, st := range sts {
-			if !slices.Contains(q.Ids, st.ID) || st.Res != "u/"+st.ID {
+			if !slices.Contains(q.Ids, st.ID) || st.Res != q.Route+"/"+st.ID {
 				ch.Violate("resource", "%s: list element %s/%s not asked for", q, st.ID, st.Res)
 			}
+			ch.checkPart(q, resp, st) // stale.go
 			if len(st.By) > 0 {
 				ch.Count("bulk-per-address", 1) // the identity check reached them
 			}
@@ -124,6 +129,7 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 		if sts == nil {
 			sts = []origin.Stamp{}
 		}
+		ch.noteHeld(q, sts, end)
 		ch.remember(q, resp, nil, sts)
 	case bytes.HasPrefix(body, []byte(`{"`)):
 		var st origin.Stamp
@@ -135,6 +141,10 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 		}
 		if q.Route == "u" && len(st.By) > 0 {
 			ch.Count("bulk-per-address", 1)
+		}
+		ch.checkPart(q, resp, st)
+		if resp.StatusCode == http.StatusOK {
+			ch.noteHeld(q, []origin.Stamp{st}, end)
 		}
 		ch.checkStamp(q, resp, st, start, end)
 		ch.remember(q, resp, &st, nil)

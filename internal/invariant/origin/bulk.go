@@ -26,6 +26,13 @@ const MaxID = 1<<31 - 1
 // other fields are not read.
 const BulkProfile = "u/*"
 
+// StaleBulkProfile is the profile of the bulk endpoint /s (route s:
+// freshness: origin, stale_if_error, and its split list): its
+// StaleAtOnce, Dims (lang as Vary, addr as private), Hang and Fail (503:
+// the whole batch fails, not isolated) and Partial (206) are read
+// (split-stale, bulk-206).
+const StaleBulkProfile = "s/*"
+
 // Crowd rounds' ids (the runner's crowd.go): good ones are crowdBase+crowdSpan·round+i,
 // above every id an ordinary round draws (1-64); bad ones are 20 digits,
 // "8", the round in 5 digits and 14 random ones, over MaxID and over
@@ -74,11 +81,27 @@ func (o *Origin) countCrowd(ids string) {
 
 func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	var out []Stamp
+	prof := BulkProfile
+	if r.URL.Path == "/s" {
+		prof = StaleBulkProfile
+	}
 	o.mu.Lock()
-	delay := o.profiles[BulkProfile].Delay
-	pct := o.profiles[BulkProfile].Trailers
-	dims := o.profiles[BulkProfile].Dims
+	p := o.profiles[prof]
+	delay, pct, dims := p.Delay, p.Trailers, p.Dims
+	roll := 100
+	if p.Hang+p.Fail+p.Partial > 0 {
+		roll = o.rng.IntN(100)
+	}
 	o.mu.Unlock()
+	switch {
+	case roll < p.Hang:
+		hangUp(w)
+		return
+	case roll < p.Hang+p.Fail:
+		http.Error(w, "origin failure", http.StatusServiceUnavailable)
+		return
+	}
+	partial := roll < p.Hang+p.Fail+p.Partial
 	tr := o.drawTrailing(r, pct, url.Values{"ids": {r.URL.Query().Get("ids")}})
 	if delay > 0 {
 		// A slow bulk endpoint (crowd rounds): batches stay pending
@@ -101,8 +124,11 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Cache-Control", "private")
 		}
 	}
+	if p.StaleAtOnce && w.Header().Get("Cache-Control") == "" {
+		w.Header().Set("Cache-Control", "max-age=0")
+	}
 	o.mu.Lock()
-	if o.profiles[BulkProfile].Gzip {
+	if o.profiles[BulkProfile].Gzip && prof == BulkProfile {
 		vary = append(vary, "Accept-Encoding")
 	}
 	if len(vary) > 0 {
@@ -130,16 +156,26 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/e" {
 			st.Tag = elementTag(n, st.Ver)
 		}
-		if lg := o.profiles[BulkProfile].Large; lg > 0 && n%4 == 0 {
+		if lg := o.profiles[BulkProfile].Large; lg > 0 && n%4 == 0 && prof == BulkProfile {
 			st.Pad = strings.Repeat("p", lg)
 		}
+		st.Part = partial
 		out = append(out, st)
 	}
-	gz := o.profiles[BulkProfile].Gzip && AcceptsGzip(r.Header.Values("Accept-Encoding"))
+	gz := o.profiles[BulkProfile].Gzip && prof == BulkProfile && AcceptsGzip(r.Header.Values("Accept-Encoding"))
 	o.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	tr.header(w.Header())
 	defer tr.send(w)
+	if partial {
+		// Part of the list (RFC 9110 §15.3.7): the first half of it,
+		// which the sidecar must not take for the whole.
+		o.Partials.Add(1)
+		n := len(out)
+		out = out[:(n+1)/2]
+		w.Header().Set("Content-Range", fmt.Sprintf("items 0-%d/%d", len(out)-1, n))
+		w.WriteHeader(http.StatusPartialContent)
+	}
 	if gz {
 		b, _ := json.Marshal(out)
 		w.Header().Set("Content-Encoding", "gzip")

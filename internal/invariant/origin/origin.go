@@ -44,6 +44,9 @@ type Stamp struct {
 	// Tag is a bulk element's own validator (batch.etag_field route /e).
 	Tag any    `json:"etag,omitempty"`
 	Pad string `json:"pad,omitempty"`
+	// Part: an element of a 206 bulk answer (bulk-206), which no client
+	// may ever receive as an element.
+	Part bool `json:"part,omitempty"`
 }
 
 // StampHeader carries the stamp of a read's answer (without the padding)
@@ -116,6 +119,10 @@ type Profile struct {
 	// freshness: origin route with stale_if_error every stored copy is
 	// stale at once and answers only when a refetch fails.
 	StaleAtOnce bool
+	// Partial: on StaleBulkProfile, percent of bulk calls answered 206
+	// with the first half of the list (Content-Range: items), each
+	// element stamped Part (bulk-206).
+	Partial int
 }
 
 // Origin is the scripted service behind the replicas. Resources are
@@ -148,6 +155,8 @@ type Origin struct {
 	// CrowdCalls counts them all, so a round's own calls are what it
 	// received less the crowd rounds' (see the runner's play).
 	CrowdCalls atomic.Int64
+	// Partials counts the bulk calls answered 206 (bulk-206).
+	Partials atomic.Int64
 	// trailCalls numbers the answers sent with trailers (X-Trail-Call).
 	trailCalls int64
 	// hops lists the calls that carried ClientHop, this round.
@@ -268,7 +277,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPatch {
 		o.Writes.Add(1)
 	}
-	if r.URL.Path == "/u" || r.URL.Path == "/e" {
+	if r.URL.Path == "/u" || r.URL.Path == "/e" || r.URL.Path == "/s" {
 		o.bulk(w, r)
 		return
 	}

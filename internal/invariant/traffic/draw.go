@@ -242,3 +242,40 @@ func (g *Gen) CrowdRequest(rng *rand.Rand) *Request {
 	}
 	return q
 }
+
+// StaleRequest is a read or a split list of route s (split-stale,
+// bulk-206: a batch route with stale_if_error whose bulk endpoint fails,
+// answers 206 or private), drawn from rng, the runner's own sequence for
+// these rows, so that they move no draw of the others. Ids 1-6, so lists
+// and reads share them round after round and stale copies are held; no
+// credentials (they bypass the cache), Accept-Language (route s's key
+// holds it) or none, so stale copies of several variants are held at
+// once; X-Tenant with bulk-vary-withheld.
+func (g *Gen) StaleRequest(rng *rand.Rand) *Request {
+	who := g.ids[rng.IntN(len(g.ids))]
+	q := &Request{
+		Who: who, Replica: rng.IntN(g.replicas), Method: http.MethodGet, Hdr: http.Header{},
+		Sent: map[string]string{"addr": who.Addr, "cookie": "", "auth": "", "tenant": "", "lang": ""},
+		Kind: "read", Route: "s", Budget: BudgetRead,
+	}
+	if lang := []string{"", "", "", "", "en", "fr"}[rng.IntN(6)]; lang != "" && g.mix.Has("accept-language") {
+		q.Hdr.Set("Accept-Language", lang)
+		q.Sent["lang"] = lang
+	}
+	if g.mix.Has("bulk-vary-withheld") && who.Tenant != "" && rng.IntN(2) == 0 {
+		q.Hdr.Set("X-Tenant", who.Tenant)
+		q.Sent["tenant"] = who.Tenant
+	}
+	if rng.IntN(100) < 40 {
+		q.Path = "/s/" + fmt.Sprint(1+rng.IntN(6))
+		q.Res = origin.Resource(q.Path)
+		return q
+	}
+	q.Kind, q.Path = "list", "/s"
+	for range 1 + rng.IntN(6) {
+		q.Ids = append(q.Ids, fmt.Sprint(1+rng.IntN(6)))
+	}
+	q.Query = "ids=" + strings.Join(q.Ids, ",")
+	q.Budget = BudgetList(len(q.Ids))
+	return q
+}

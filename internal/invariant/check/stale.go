@@ -1,0 +1,85 @@
+package check
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/invariant/origin"
+	"github.com/sidecache/sidecache/internal/invariant/traffic"
+)
+
+// Route s (split-stale, bulk-206): a batch route with stale_if_error (10
+// minutes, longer than any run) whose bulk endpoint fails, hangs up,
+// answers 206 or answers private, with its split list.
+//
+//   - part: no client ever receives an element of a 206 bulk answer
+//     (origin.Stamp.Part), alone or in a list: only a 200 or 203 is the
+//     whole list asked for (RFC 9110 §15.3.7);
+//   - stale-if-error: once a client without Accept-Language received an
+//     id's shareable element (no per-address stamp, not a part), a copy
+//     is held for every later request of that variant (stored in both
+//     tiers before the answer left, never invalidated: route s has no
+//     writes); a later read or list of such ids alone from such a client
+//     must never fail (5xx), whichever call failed — the batched one, or
+//     the list's own call for ids answered for another request
+//     (private). Requests with Accept-Language or X-Tenant are left
+//     out: whether a variant of theirs is held depends on the Vary the
+//     origin chose round by round and on what the route learned, which
+//     the checks do not follow.
+//
+// Every element served stale is held to the identity and resource checks
+// like any other (Answer); Checked counts split-stale-s (lists answered
+// with stale=N) and stale-if-error-s (reads).
+
+// checkPart reports an element of a 206 bulk answer that reached q.
+func (ch *Checker) checkPart(q *traffic.Request, resp *http.Response, st origin.Stamp) {
+	if st.Part {
+		ch.Violate("bulk-206", "%s: answered %d with element %s of a 206 bulk answer (%s)", q, resp.StatusCode, st.Res, resp.Header.Get("Cache-Status"))
+	}
+}
+
+// noteHeld records the ids of route s whose shareable element q's client
+// received by end (held: stored for stale_if_error).
+func (ch *Checker) noteHeld(q *traffic.Request, sts []origin.Stamp, end time.Time) {
+	if q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" {
+		return
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.held == nil {
+		ch.held = map[string]time.Time{}
+	}
+	for _, st := range sts {
+		if st.Part || st.By["addr"] != "" {
+			continue
+		}
+		if at, ok := ch.held[st.Res]; !ok || end.Before(at) {
+			ch.held[st.Res] = end
+		}
+	}
+}
+
+// checkHeld reports a failed read or list of route s whose ids all had a
+// copy held (noteHeld) before q was sent.
+func (ch *Checker) checkHeld(q *traffic.Request, resp *http.Response, start time.Time) {
+	if ch.cfg.NoHeld || q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" || resp.StatusCode < 500 {
+		return
+	}
+	res := []string{q.Res}
+	if q.Kind == "list" {
+		res = res[:0]
+		for _, id := range q.Ids {
+			res = append(res, "s/"+id)
+		}
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for _, r := range res {
+		if at, ok := ch.held[r]; !ok || !at.Before(start) {
+			return
+		}
+	}
+	ch.violations = append(ch.violations, Violation{Kind: "stale-if-error", Msg: q.String() + ": answered " +
+		resp.Status + " though a copy of each of " + strings.Join(res, ",") + " was held for stale_if_error (" + resp.Header.Get("Cache-Status") + ")"})
+}
