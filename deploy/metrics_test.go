@@ -51,6 +51,8 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_coherence_refused_total":          {"counter", map[string][]string{"tier": {"l1", "l2"}}},
 	"sidecache_edge_refused_total": {"counter", map[string][]string{
 		"reason": {"framing", "asterisk-form", "read-timeout", "loop", "trace", "write-timeout", "tunnel-idle", "malformed", "header-too-large"}}},
+	"sidecache_batch_dropped_total": {"counter", map[string][]string{
+		"route": nil, "reason": {"queue-full", "deadline", "abandoned"}}},
 	"sidecache_batch_not_stored_total": {"counter", map[string][]string{
 		"route": nil, "reason": {"vary-star", "vary-per-request", "vary-withheld", "vary-unnamed", "private", "uncacheable"}}},
 	"sidecache_invalidations_total": {"counter", map[string][]string{

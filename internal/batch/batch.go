@@ -17,6 +17,12 @@
 // Load and Requester). An id that failed alone after making a shared call
 // fail is quarantined for a while: it is fetched in a call of its own and
 // joins no batch.
+//
+// A group's queue is bounded in ids (Options.MaxQueued: a load past it is
+// refused at once) and in time (Options.Deadline: a batch not sent in
+// time fails without a call), and a queued batch whose waiters all left
+// is dropped unsent, so a slow or hung upstream makes no waiter wait
+// behind an unbounded queue, nor holds the memory of clients long gone.
 package batch
 
 import (
@@ -67,6 +73,21 @@ var ErrSuspect = errors.New("batch: suspect")
 // ErrBudget is wrapped by the error of an id left unfetched because its
 // client request spent its calls (see Requester).
 var ErrBudget = errors.New("batch: request's upstream call budget spent")
+
+// ErrQueueFull is the error of a load refused because its group holds
+// Options.MaxQueued ids not yet sent: the upstream is not keeping up, and
+// a queue that grows without bound only makes every waiter later.
+var ErrQueueFull = errors.New("batch: group's queue full")
+
+// ErrDeadline is the error of the ids of a batch not sent within
+// Options.Deadline: failed without a call, as the waiters' answer would
+// come later than the caller allows.
+var ErrDeadline = errors.New("batch: not sent within its deadline")
+
+// ErrAbandoned is the reason given to Options.OnDrop for the ids of a
+// batch dropped unsent because every waiter on them left (their ctx
+// ended). No waiter gets it.
+var ErrAbandoned = errors.New("batch: every waiter left")
 
 // Options bound a batch.
 type Options struct {
@@ -123,6 +144,26 @@ type Options struct {
 	OnPanic func(v any, stack []byte)
 	// Now is the clock of the quarantine; nil means time.Now.
 	Now func() time.Time
+
+	// MaxQueued bounds the ids a group holds in batches not yet sent (its
+	// open batch and its queued ones, isolation retries included). A load
+	// whose id would take the group past it fails at once with
+	// ErrQueueFull, as does an Enlist whose ids would (a list is admitted
+	// whole or not at all); a group with nothing queued admits any one
+	// request, whose own ids its caller bounds (split.max_ids). 0: no
+	// bound.
+	MaxQueued int
+	// Deadline, if set, is how long a batch may wait to be sent, from its
+	// opening (an isolation retry: from its queueing); it is read at each
+	// check, so a new value applies to the batches queued. One past it fails its ids with ErrDeadline, without a
+	// call, when the group's next call returns: a batch waits only behind
+	// calls in flight, each bounded by fetch, so no waiter waits longer
+	// than Deadline and two calls, however long the queue.
+	Deadline func() time.Duration
+	// OnDrop, if set, is told of ids that never went upstream, and why:
+	// ErrQueueFull (refused), ErrDeadline (failed unsent) or ErrAbandoned
+	// (dropped: their waiters left).
+	OnDrop func(reason error, ids int)
 }
 
 // FetchFunc fetches ids in one call. arg is the one given by the Load that

@@ -131,6 +131,20 @@ func BenchmarkLoad(b *testing.B) {
 	}
 }
 
+// BenchmarkLoadBounded is BenchmarkLoad with the proxy's queue bounds
+// on (MaxQueued ten rounds of calls, a Deadline no batch reaches): the
+// cost of their bookkeeping on the hot path (the queue's count per id, a
+// clock read per call that returns with a queue), to compare with
+// BenchmarkLoad's.
+func BenchmarkLoadBounded(b *testing.B) {
+	for _, latency := range []time.Duration{0, 500 * time.Microsecond} {
+		b.Run(fmt.Sprint("upstream=", latency), func(b *testing.B) {
+			benchLoads(b, Options{MaxSize: 100, MaxWait: time.Millisecond, MaxQueued: 10 * 100 * DefaultMaxInFlight,
+				Deadline: func() time.Duration { return time.Minute }}, latency, 0, oneGroup, shape{})
+		})
+	}
+}
+
 // BenchmarkLoadThen is BenchmarkLoad's nearby upstream with loads told by
 // LoadThen (the proxy's batched misses) instead of waiting in Load: no
 // channel per id, and the waiter woken by its own channel here as the

@@ -94,7 +94,7 @@ func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
 // for it (see pumpLocked), and returns it, to be run; nil: none. l.mu
 // must be held.
 func (l *Loader[A, V]) nextLocked(g *group[A, V]) *batch[A, V] {
-	for g.inFlight < l.opts.MaxInFlight {
+	for int(g.inFlight) < l.opts.MaxInFlight {
 		if len(g.ready) == 0 {
 			l.windowLocked(g)
 			if b := g.open; b == nil || !l.closed && !(b.expired && g.inFlight == 0) {
@@ -109,6 +109,7 @@ func (l *Loader[A, V]) nextLocked(g *group[A, V]) *batch[A, V] {
 		} else {
 			g.ready = g.ready[1:]
 		}
+		g.queued -= int32(len(b.ids))
 		if !l.unsettledLocked(b) {
 			continue
 		}
@@ -178,17 +179,114 @@ func (l *Loader[A, V]) runOne(b *batch[A, V]) (next *batch[A, V]) {
 	g.inFlight--
 	l.settleLocked(b, a, err)
 	tell := tellLocked(b.res)
+	late := l.lateLocked(g)
 	next = l.nextLocked(g)
 	l.pumpLocked(g)
-	if g.open == nil && len(g.ready) == 0 && g.inFlight == 0 && l.groups.get(g.key) == g {
-		l.groups.del(g.key)
+	if l.idleLocked(g) {
 		l.spare = g
 	}
 	l.mu.Unlock()
 	for _, r := range tell {
 		r.tell()
 	}
+	for _, r := range late {
+		r.tell()
+	}
 	return next
+}
+
+// idleLocked forgets g if it holds nothing (no batch open, queued or in
+// flight) and is registered, and reports whether it did. l.mu must be
+// held.
+func (l *Loader[A, V]) idleLocked(g *group[A, V]) bool {
+	if g.open == nil && len(g.ready) == 0 && g.inFlight == 0 && l.groups.get(g.key) == g {
+		l.groups.del(g.key)
+		return true
+	}
+	return false
+}
+
+// lateLocked fails, without a call, g's batches not sent within
+// Options.Deadline of their opening (read now: a new deadline applies to
+// the batches already queued), and returns their results whose LoadThen
+// waiters are to be told once the lock is released. It runs as each of
+// g's calls returns: a batch waits only behind calls in flight. l.mu must
+// be held.
+func (l *Loader[A, V]) lateLocked(g *group[A, V]) (tell []*result[V]) {
+	if l.opts.Deadline == nil || len(g.ready) == 0 && g.open == nil {
+		return nil
+	}
+	now, d := time.Now(), l.opts.Deadline()
+	late := func(b *batch[A, V]) bool { return !b.opened.IsZero() && now.Sub(b.opened) > d }
+	for _, b := range l.removeLocked(g, late) {
+		l.dropLocked(g, b, ErrDeadline)
+		tell = append(tell, tellLocked(b.res)...)
+	}
+	return tell
+}
+
+// dropAbandonedLocked drops, without a call, g's batches not yet sent
+// whose every id nobody waits on any more (result.abandoned): their
+// clients left, and a call would answer no one. A nil g holds none. l.mu
+// must be held.
+func (l *Loader[A, V]) dropAbandonedLocked(g *group[A, V]) {
+	if g == nil {
+		return
+	}
+	gone := func(b *batch[A, V]) bool {
+		for _, r := range b.res {
+			if !r.abandoned() && !r.settled {
+				return false
+			}
+		}
+		return true
+	}
+	for _, b := range l.removeLocked(g, gone) {
+		l.dropLocked(g, b, ErrAbandoned)
+	}
+	l.idleLocked(g)
+}
+
+// removeLocked takes out of g the batches not yet sent (queued, and the
+// open one) for which drop is true, and returns them. l.mu must be held.
+func (l *Loader[A, V]) removeLocked(g *group[A, V], drop func(*batch[A, V]) bool) (out []*batch[A, V]) {
+	kept := g.ready[:0]
+	for _, b := range g.ready {
+		if drop(b) {
+			out = append(out, b)
+		} else {
+			kept = append(kept, b)
+		}
+	}
+	clear(g.ready[len(kept):])
+	g.ready = kept
+	if b := g.open; b != nil && drop(b) {
+		g.open = nil
+		if g.armed {
+			g.armed = false
+			g.timer.Stop()
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// dropLocked ends b, taken out of g unsent: its ids leave the group's
+// pending and queue, and its hold on their results is released with err
+// (settleLocked: a result another call holds waits for that call), as a
+// failed call's would be. l.mu must be held.
+func (l *Loader[A, V]) dropLocked(g *group[A, V], b *batch[A, V], err error) {
+	g.queued -= int32(len(b.ids))
+	for i, id := range b.ids {
+		if g.pending[id] == b.res[i] {
+			delete(g.pending, id)
+		}
+	}
+	if l.opts.OnDrop != nil {
+		l.opts.OnDrop(err, len(b.ids))
+	}
+	l.settleLocked(b, answers[V]{}, err)
+	l.wg.Done()
 }
 
 // tellLocked marks the results of res that are settled and have LoadThen

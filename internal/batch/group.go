@@ -56,11 +56,15 @@ func (s *groupSet[G]) len() int            { return len(s.plain) + len(s.hashed)
 
 // group is the state of one group. Guarded by Loader.mu.
 type group[A, V any] struct {
-	key      groupKey
-	open     *batch[A, V]          // accepting ids; at most one
-	ready    []*batch[A, V]        // closed to ids, waiting for a slot, oldest first
-	pending  map[string]*result[V] // ids of open and ready batches
-	inFlight int
+	key     groupKey
+	open    *batch[A, V]          // accepting ids; at most one
+	ready   []*batch[A, V]        // closed to ids, waiting for a slot, oldest first
+	pending map[string]*result[V] // ids of open and ready batches
+	// inFlight counts its calls in flight; queued the ids of its open and
+	// ready batches (Options.MaxQueued). 32 bits each, side by side: a
+	// group is allocated per busy period, and 8 bytes more took it to
+	// the next size class.
+	inFlight, queued int32
 	// last is the size of the group's last batch closed to ids (or, in
 	// a group made from the loader's spare, of the spare's): the next
 	// batch's room for ids, so that a batch of n ids costs its ids and
@@ -83,8 +87,10 @@ type batch[A, V any] struct {
 	ctx context.Context
 	ids []string
 	res []*result[V] // res[i] is the outcome of ids[i]
-	// opened is when the batch opened (its MaxWait's start); zero for
-	// isolation halves and lone batches, which have none.
+	// opened is when the batch opened (its MaxWait's start), and when
+	// its Options.Deadline starts; zero for lone batches, which go at
+	// once, and for isolation retries unless a Deadline is set (their
+	// queueing then: queueRetriesLocked).
 	opened  time.Time
 	expired bool // MaxWait is up
 	// retry: an isolation call, of owner's ids only (nil: one-id requests').
@@ -123,7 +129,15 @@ type result[V any] struct {
 	// settled: v, found and err are final, done (if any) is closed.
 	settled bool
 	told    bool // its LoadThen waiters are being told (tellLocked)
+	// waiting counts the waiters that may leave: LoadAs waiters and
+	// Enlist's list requests, until their ctx ends (leave). With none
+	// and no LoadThen waiter (which never leaves), it is abandoned.
+	waiting int32
 }
+
+// abandoned reports whether nobody waits on r any more: a batch of such
+// results is dropped unsent (dropAbandonedLocked). Loader.mu must be held.
+func (r *result[V]) abandoned() bool { return !r.settled && r.waiting <= 0 && r.then == nil }
 
 // round is one isolation round of an ErrSuspect failure: the calls of each
 // client request's ids apart. If none is answered, the upstream is down.

@@ -40,7 +40,13 @@ import (
 // (and panics, as ErrPanicked) fail every id of the failing fetch.
 //
 // found is false when the fetch answer lacks id. A waiter whose ctx ends
-// leaves with ctx.Err(); its id stays in the batch, which goes on.
+// leaves with ctx.Err(); its id stays in the batch, which goes on while
+// anyone else waits on one of its ids: a batch not yet sent that nobody
+// waits on any more is dropped, without a call (Options.OnDrop).
+//
+// With Options.MaxQueued, a Load whose id would overfill its group's
+// queue fails at once with ErrQueueFull; with Options.Deadline, one whose
+// batch is not sent in time fails with ErrDeadline.
 func (l *Loader[A, V]) Load(ctx context.Context, group string, arg A, id string) (v V, found bool, err error) {
 	return l.LoadAs(ctx, nil, group, arg, id)
 }
@@ -51,7 +57,8 @@ func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string,
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	r, settled, err := l.join(ctx, req, keyOf(group), func() A { return arg }, id, nil, nil)
+	key := keyOf(group)
+	r, settled, err := l.join(ctx, req, key, func() A { return arg }, id, nil, nil)
 	switch {
 	case err != nil:
 		return v, false, err
@@ -62,7 +69,22 @@ func (l *Loader[A, V]) LoadAs(ctx context.Context, req *Requester, group string,
 	case <-r.done:
 		return r.v, r.found, r.err
 	case <-ctx.Done():
+		l.leave(key, r)
 		return v, false, ctx.Err()
+	}
+}
+
+// leave counts a LoadAs waiter on r gone; when r is then abandoned, the
+// batches of the group keyed key that nobody waits on are dropped.
+func (l *Loader[A, V]) leave(key groupKey, r *result[V]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r.settled {
+		return
+	}
+	r.waiting--
+	if r.abandoned() {
+		l.dropAbandonedLocked(l.groups.get(key))
 	}
 }
 
@@ -140,16 +162,21 @@ func (l *Loader[A, V]) join(ctx context.Context, req *Requester, key groupKey, a
 	defer l.mu.Unlock()
 	// An id Enlist put in a batch waits on it even once the loader is
 	// closed: Close sends that batch, and its answer is coming.
+	enlisted := true
 	if r = l.enlistedLocked(req, id); r == nil {
 		if l.closed {
 			return nil, false, ErrClosed
 		}
-		r = l.joinLocked(ctx, req, key, arg, id, s)
+		enlisted = false
+		r = l.joinLocked(ctx, req, key, arg, id, s, false)
 	}
 	if r.settled {
 		return r, true, nil
 	}
 	r.wait(then)
+	if then == nil && !enlisted {
+		r.waiting++ // an enlisted id's list counts already (Enlist)
+	}
 	return r, false, nil
 }
 
@@ -170,7 +197,10 @@ func (r *result[V]) wait(then Waiter[V]) {
 // joinLocked is join's work on the loader's state; a new result is made
 // in s, if given and not used yet, and open makes the arg of a batch it
 // opens (LoadTo). l.mu must be held.
-func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key groupKey, open func() A, id string, s *Slot[V]) *result[V] {
+//
+// A new id is refused (ErrQueueFull) when the group's queue is full,
+// unless admitted (Enlist admitted its list whole).
+func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key groupKey, open func() A, id string, s *Slot[V], admitted bool) *result[V] {
 	if !l.q.empty() && l.q.has(id, l.opts.Now()) {
 		return l.joinAloneLocked(ctx, req, open, id, s)
 	}
@@ -199,6 +229,9 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 		r.addRequester(req)
 		return r
 	}
+	if !admitted && l.fullLocked(g, 1) {
+		return l.refuseLocked(1)
+	}
 	b := g.open
 	if b == nil && !req.open() {
 		// Joining an open batch is free, as joining a pending id is: it
@@ -225,6 +258,7 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 	b.ids = append(b.ids, id)
 	b.res = append(b.res, r)
 	g.pending[id] = r
+	g.queued++
 	if lone || len(b.ids) >= l.opts.MaxSize {
 		l.closeOpenLocked(g)
 	}
@@ -261,6 +295,7 @@ func (l *Loader[A, V]) newGroupLocked(key groupKey) *group[A, V] {
 	// (each id leaves it as its batch is dispatched: nextLocked), cleared
 	// all the same, as a new map would be.
 	g.key = key
+	g.queued = 0
 	clear(g.pending)
 	return g
 }
@@ -285,6 +320,22 @@ func (s *Slot[V]) result() *result[V] {
 	s.used = true
 	s.r.held = 1
 	return &s.r
+}
+
+// fullLocked reports whether n more ids would take g past MaxQueued. A
+// group with nothing queued takes any one request (MaxQueued). l.mu must
+// be held.
+func (l *Loader[A, V]) fullLocked(g *group[A, V], n int) bool {
+	return l.opts.MaxQueued > 0 && g.queued > 0 && int(g.queued)+n > l.opts.MaxQueued
+}
+
+// refuseLocked is the result of a Load refused as its group's queue is
+// full, and counts the n ids refused. l.mu must be held.
+func (l *Loader[A, V]) refuseLocked(n int) *result[V] {
+	if l.opts.OnDrop != nil {
+		l.opts.OnDrop(ErrQueueFull, n)
+	}
+	return &result[V]{err: ErrQueueFull, settled: true}
 }
 
 // overBudgetLocked is the result of a Load whose list request has no call

@@ -111,18 +111,36 @@ func ListBudget(n, maxSize int) int {
 // Quarantined ids are left to their Loads (a call of their own, paid from
 // req's account), as are all ids when ctx is done or the loader closed. An
 // id whose Load never comes still rides in its batch, costing the upstream
-// an id, not a call.
-func (l *Loader[A, V]) Enlist(ctx context.Context, req *Requester, group string, arg A, ids []string) {
+// an id, not a call, while ctx lasts: once it ends, a batch that no other
+// request waits on is dropped unsent (Options.OnDrop, ErrAbandoned).
+//
+// The list is admitted whole or not at all: when its ids not yet pending
+// would take the group's queue past Options.MaxQueued, none is enlisted
+// and Enlist returns ErrQueueFull, for the caller to refuse the request
+// (its Loads would be refused one by one).
+func (l *Loader[A, V]) Enlist(ctx context.Context, req *Requester, group string, arg A, ids []string) error {
 	if req == nil || ctx.Err() != nil {
-		return
+		return nil
 	}
 	key := keyOf(group)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return
+		return nil
 	}
 	now := l.opts.Now()
+	if g := l.groups.get(key); g != nil && l.opts.MaxQueued > 0 {
+		n := 0
+		for _, id := range ids {
+			if _, ok := req.enlisted[id]; !ok && g.pending[id] == nil && !l.q.has(id, now) {
+				n++
+			}
+		}
+		if l.fullLocked(g, n) {
+			l.refuseLocked(n)
+			return ErrQueueFull
+		}
+	}
 	open := func() A { return arg }
 	for _, id := range ids {
 		if _, ok := req.enlisted[id]; ok || l.q.has(id, now) {
@@ -130,8 +148,34 @@ func (l *Loader[A, V]) Enlist(ctx context.Context, req *Requester, group string,
 		}
 		if req.enlisted == nil {
 			req.enlisted = make(map[string]any, len(ids))
+			context.AfterFunc(ctx, func() { l.leaveList(key, req) })
 		}
-		req.enlisted[id] = l.joinLocked(ctx, req, key, open, id, nil)
+		r := l.joinLocked(ctx, req, key, open, id, nil, true)
+		if !r.settled {
+			r.waiting++ // until its Load takes it (enlistedLocked), or ctx ends
+		}
+		req.enlisted[id] = r
+	}
+	return nil
+}
+
+// leaveList counts req gone from the results Enlist made for it that no
+// Load of its took (the Loads that did leave themselves: LoadAs), once
+// its ctx ended, and drops the batches of the group keyed key that nobody
+// waits on any more.
+func (l *Loader[A, V]) leaveList(key groupKey, req *Requester) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gone := false
+	for id, v := range req.enlisted {
+		delete(req.enlisted, id)
+		if r := v.(*result[V]); !r.settled {
+			r.waiting--
+			gone = gone || r.abandoned()
+		}
+	}
+	if gone {
+		l.dropAbandonedLocked(l.groups.get(key))
 	}
 }
 

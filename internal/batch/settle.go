@@ -169,7 +169,15 @@ func (l *Loader[A, V]) failBudgetLocked(res []*result[V], err error) {
 // queueRetriesLocked queues retries of g ahead of its newer batches, behind
 // the retries already queued: a victim's retry never waits behind the
 // halves of a list that failed after it was queued.
-func queueRetriesLocked[A, V any](g *group[A, V], next []*batch[A, V]) {
+func (l *Loader[A, V]) queueRetriesLocked(g *group[A, V], next []*batch[A, V]) {
+	var now time.Time
+	if l.opts.Deadline != nil {
+		now = time.Now()
+	}
+	for _, b := range next {
+		b.opened = now // its Deadline's start; never an open batch
+		g.queued += int32(len(b.ids))
+	}
 	i := 0
 	for i < len(g.ready) && g.ready[i].retry {
 		i++
@@ -264,7 +272,7 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve
 		rd.pending = len(next)
 	}
 	l.wg.Add(len(next))
-	queueRetriesLocked(b.g, next)
+	l.queueRetriesLocked(b.g, next)
 }
 
 // halveLocked queues (see queueRetriesLocked) the two halves of b, a
@@ -302,5 +310,5 @@ func (l *Loader[A, V]) halveLocked(b *batch[A, V], err error) {
 	}
 	failLocked(res, err)
 	l.wg.Add(len(next))
-	queueRetriesLocked(b.g, next)
+	l.queueRetriesLocked(b.g, next)
 }

@@ -98,6 +98,13 @@ func (r *run) crowd(ctx context.Context, round int) {
 		}
 		q.Query = "ids=" + strings.Join(q.Ids, ",")
 		q.Budget = traffic.BudgetList(n)
+		// A list whose client leaves while its batches wait: the ones
+		// only it waits on go unsent; the others must still answer
+		// every other request (collateral).
+		q.Hangup = r.cfg.Mix.Has("list-crowd-hangup") && rng.IntN(8) == 0
+		if q.Hangup {
+			r.chk.Count("crowd-hangup", 1)
+		}
 		reqs = append(reqs, q)
 	}
 	for range s.reads {

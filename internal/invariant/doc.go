@@ -105,7 +105,9 @@
 // (INVARIANT_FEATURES=all, and the soak) makes it every 8th round, 200
 // lists over 96 ids and 50 one-id reads. With list-crowd-bad, every
 // other crowd round one list in twenty carries a bad id of its own: that
-// list may fail, no other may.
+// list may fail, no other may. With list-crowd-hangup, one list in eight
+// hangs up once its request is written: the batches only it waited on are
+// dropped unsent, and every other answer must still be a 200.
 //
 // A crowd round's bulk calls are told by their ids (CrowdRound) and
 // counted against its budget whenever they arrive: a batch it queued may

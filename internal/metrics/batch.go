@@ -14,7 +14,14 @@ type batchVecs struct {
 	evictions   *prometheus.CounterVec
 	budget      *prometheus.CounterVec
 	notStored   *prometheus.CounterVec
+	dropped     *prometheus.CounterVec
 }
+
+// DroppedReasons are the reasons of sidecache_batch_dropped_total: an id
+// refused because its group's queue was full (503), one failed because
+// its batch was not sent within its deadline (504), one dropped unsent
+// because every client waiting on it left.
+var DroppedReasons = [...]string{"queue-full", "deadline", "abandoned"}
 
 func newBatchVecs() batchVecs {
 	return batchVecs{
@@ -38,6 +45,11 @@ func newBatchVecs() batchVecs {
 			Name:      "batch_not_stored_total",
 			Help:      "Elements of bulk answers that were not stored, by route and reason.",
 		}, []string{"route", "reason"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "batch_dropped_total",
+			Help:      "IDs of batched misses that never went upstream, by route and reason (queue-full: refused 503; deadline: not sent in time, 504; abandoned: every client waiting on them left).",
+		}, []string{"route", "reason"}),
 	}
 }
 
@@ -47,6 +59,7 @@ type BatchMetrics struct {
 	evictions   prometheus.Counter
 	budget      prometheus.Counter
 	notStored   *prometheus.CounterVec // curried with the route
+	dropped     [len(DroppedReasons)]prometheus.Counter
 	mu          sync.Mutex
 	reasons     map[string]prometheus.Counter
 }
@@ -69,7 +82,23 @@ func (rm *RouteMetrics) Batch(reasons ...string) *BatchMetrics {
 	for _, r := range reasons {
 		bm.reasons[r] = bm.notStored.WithLabelValues(r)
 	}
+	for i, r := range DroppedReasons {
+		bm.dropped[i] = v.dropped.WithLabelValues(rm.name, r)
+	}
 	return bm
+}
+
+// Dropped counts ids that never went upstream, for reason, one of
+// DroppedReasons.
+func (bm *BatchMetrics) Dropped(reason string, ids int) {
+	if bm == nil {
+		return
+	}
+	for i, r := range DroppedReasons {
+		if r == reason {
+			bm.dropped[i].Add(float64(ids))
+		}
+	}
 }
 
 // Quarantined sets the number of ids quarantined.

@@ -107,7 +107,13 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 		quarantine = defaultQuarantine
 	}
 	return batch.NewList(batch.Options{MaxSize: b.MaxSize, MaxWait: b.MaxWait, MaxInFlight: b.MaxInFlight,
-		OnBatch: rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow,
+		MaxQueued: queuedRounds * max(b.MaxSize, 1) * inFlight(b.MaxInFlight),
+		// A batch goes within its window and one in-flight call's time
+		// (each call ends within upstream.timeout), or fails 504: read
+		// as each batch opens, so a reloaded timeout applies at once.
+		Deadline: func() time.Duration { return b.MaxWait + h.state.Load().timeout },
+		OnDrop:   func(reason error, ids int) { rs.bm.Dropped(droppedReason(reason), ids) },
+		OnBatch:  rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow,
 		Quarantine: quarantine, Now: h.now,
 		Refused:      func(v any) bool { return v.(*bulkAnswer).refused },
 		OnQuarantine: rs.bm.Quarantined, OnEvict: rs.bm.QuarantineEvicted, OnBudget: rs.bm.BudgetExhausted,
@@ -120,6 +126,48 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 		func(ctx context.Context, x *exchange, ids []string) ([]*bulkAnswer, error) {
 			return x.fetchBulkTraced(ctx, ids)
 		})
+}
+
+// queuedRounds is how many rounds of bulk calls (max_size ids times
+// max_in_flight calls each) a batch group may hold queued behind its
+// calls in flight (batch.Options.MaxQueued): past it a miss is refused
+// 503 at once (errBusy) rather than queued for a deadline it would miss.
+// A group with nothing queued takes one request of any size, so a list
+// of split.max_ids ids is never refused by an idle group.
+const queuedRounds = 10
+
+// inFlight is max_in_flight as the loader reads it (unset: the default).
+func inFlight(n int) int {
+	if n < 1 {
+		return batch.DefaultMaxInFlight
+	}
+	return n
+}
+
+// droppedReason is the sidecache_batch_dropped_total reason of a
+// batch.Options.OnDrop reason (metrics.DroppedReasons).
+func droppedReason(err error) string {
+	switch {
+	case errors.Is(err, batch.ErrQueueFull):
+		return "queue-full"
+	case errors.Is(err, batch.ErrDeadline):
+		return "deadline"
+	}
+	return "abandoned"
+}
+
+// batchFailed is the answer to a batched miss whose load failed: 503
+// when the batcher refused it (its group's queue full, Retry-After set by
+// the writer: busyRetry), 504 when its batch was not sent in time, as an
+// upstream timeout is, else 502 (a failed bulk call).
+func batchFailed(err error) *upstreamErr {
+	switch {
+	case errors.Is(err, batch.ErrQueueFull):
+		return &upstreamErr{code: http.StatusServiceUnavailable, err: err}
+	case errors.Is(err, batch.ErrDeadline):
+		return &upstreamErr{code: http.StatusGatewayTimeout, err: err}
+	}
+	return &upstreamErr{code: http.StatusBadGateway, err: err}
 }
 
 // loadBatched answers one per-ID miss through the route's batcher.
@@ -190,7 +238,7 @@ func batchedFlight(now func() time.Time, f *flight, ans *bulkAnswer, found bool,
 		return nil, errElementTooLarge
 	}
 	if err != nil {
-		return nil, &upstreamErr{code: http.StatusBadGateway, err: err}
+		return nil, batchFailed(err)
 	}
 	if !found {
 		*f = flight{c: candidate{e: notFoundEntry(now())}, batched: true}

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/textproto"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
@@ -218,9 +219,22 @@ func writeUpstreamError(w http.ResponseWriter, ue *upstreamErr, st status) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(ue.code)
-	if ue.code == http.StatusGatewayTimeout {
+	switch ue.code {
+	case http.StatusGatewayTimeout:
 		_, _ = w.Write([]byte("upstream timeout\n"))
-	} else {
+	case http.StatusServiceUnavailable:
+		_, _ = w.Write([]byte("upstream busy\n"))
+	default:
 		_, _ = w.Write([]byte("bad gateway\n"))
+	}
+}
+
+// busyRetry sets Retry-After (RFC 9110 §10.2.3) on the 503 of a miss the
+// batcher refused, its group's queue full (batchFailed): by then the
+// calls in flight have ended, each within upstream.timeout, and the
+// queue has moved on. Rounded up to whole seconds, at least 1.
+func (x *exchange) busyRetry(ue *upstreamErr) {
+	if ue.code == http.StatusServiceUnavailable {
+		x.w.Header().Set("Retry-After", strconv.Itoa(max(1, int((x.st.timeout+time.Second-1)/time.Second))))
 	}
 }

@@ -176,7 +176,10 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 			p.x.refresh = true // both tiers were just read for this id
 		}
 	}
-	x.enlist(ctx, parts)
+	if err := x.enlist(ctx, parts); err != nil {
+		x.refuseMissing(parts, err)
+		return
+	}
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		if p.e != nil {
@@ -255,7 +258,10 @@ func (x *exchange) settlePanic(p *part) {
 // per-id goroutines below reach the batcher: on a loaded machine they came
 // one max_wait window apart, each opening a call of its own, and a list of
 // good ids spent its budget and answered 502.
-func (x *exchange) enlist(ctx context.Context, parts map[string]*part) {
+//
+// An error is the batcher refusing the list, its group's queue full
+// (batch.ErrQueueFull): none of its ids was enlisted.
+func (x *exchange) enlist(ctx context.Context, parts map[string]*part) error {
 	var first *exchange
 	ids := make([]string, 0, len(parts))
 	for id, p := range parts {
@@ -268,11 +274,26 @@ func (x *exchange) enlist(ctx context.Context, parts map[string]*part) {
 		ids = append(ids, id)
 	}
 	if first == nil {
-		return
+		return nil
 	}
 	// The batches' arg is a copy: the batch goroutine reads it while the
 	// per-id goroutines run with their own.
-	first.rs.batcher.Enlist(ctx, first.list, first.rs.fwd.group(first.r), first.detach(), ids)
+	return first.rs.batcher.Enlist(ctx, first.list, first.rs.fwd.group(first.r), first.detach(), ids)
+}
+
+// refuseMissing fails the list's ids not read from the cache with the
+// batcher's refusal (503, batchFailed), without a fetch: each is served
+// stale within stale_if_error instead, as a failed fetch's is.
+func (x *exchange) refuseMissing(parts map[string]*part, err error) {
+	for _, p := range parts {
+		switch {
+		case p.e != nil:
+		case p.held != nil:
+			p.e, p.stale = p.held, true
+		default:
+			p.err = batchFailed(err)
+		}
+	}
 }
 
 // joinParts writes the reassembled array (internal/splitlist), or the
@@ -298,6 +319,7 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 			s.detail = "split"
 			ue := classify(p.err)
 			x.h.logUpstream(x.r, x.rs.m.Name(), ue.code, p.err)
+			x.busyRetry(ue)
 			writeUpstreamError(x.w, ue, s)
 			x.count(outcomes[outError].result)
 			return

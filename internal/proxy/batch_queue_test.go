@@ -1,0 +1,216 @@
+package proxy_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sidecache/sidecache/internal/cache/l1"
+	"github.com/sidecache/sidecache/internal/route"
+)
+
+// hangingBulk is a bulk origin that never answers a call of more than one
+// id (until its client gives up: upstream.timeout) and answers a one-id
+// call at once. It counts the calls it got and the held ones that ended.
+type hangingBulk struct {
+	*bulkOrigin
+	ended atomic.Int64
+}
+
+func newHangingBulk(t *testing.T) *hangingBulk {
+	h := &hangingBulk{}
+	ok := usersAnswer(func(string) bool { return true })
+	h.bulkOrigin = newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		if len(ids) == 1 {
+			ok(w, r, ids)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+		case <-t.Context().Done():
+		}
+		h.ended.Add(1)
+	})
+	return h
+}
+
+func (h *hangingBulk) calls() int { return len(h.snapshot()) }
+
+// queueEnv is a sidecar with the shipped batch and split defaults
+// (max_size 100, max_in_flight 2, max_ids 1000) and upstream.timeout
+// timeout, at which each held bulk call ends.
+func queueEnv(t *testing.T, o *hangingBulk, timeout time.Duration) *env {
+	list := testRoute{Name: "users-list", Pattern: "/users", Split: &route.Split{Param: "ids", RouteName: "user", MaxIDs: 1000}}
+	user := userRoute(100, 2*time.Millisecond)
+	user.Batch.MaxInFlight = 2
+	return newEnv(t, o.upstream, []testRoute{user, list}, func(o *proxyOptions, _ *l1.Store) { o.Timeout = timeout })
+}
+
+// idsFrom is the list query of n ids from first on.
+func idsFrom(first, n int) string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.Itoa(first + i)
+	}
+	return "/users?ids=" + strings.Join(ids, ",")
+}
+
+// getCtx is a GET through e's front with ctx; a cancelled ctx is a client
+// that hung up (its error is not the test's).
+func getCtx(ctx context.Context, e *env, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.front.URL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
+func dropped(t *testing.T, reg *prometheus.Registry, reason string) float64 {
+	t.Helper()
+	return counter(t, reg, "sidecache_batch_dropped_total", "reason", reason)
+}
+
+// TestBatchMissBehindListGets504 (prober's h2 D1): a 1,000-id split list
+// queues ten bulk calls, two in flight; a one-id miss of the same group
+// behind them waits at most its window, upstream.timeout and the call in
+// flight ahead of it, and gets 504 like any upstream timeout: at most the
+// list's next two calls go out before it is answered. It used to wait its
+// turn behind the whole queue (5.8 s at timeout 1 s: eleven calls, the
+// eleventh its own).
+func TestBatchMissBehindListGets504(t *testing.T) {
+	o := newHangingBulk(t)
+	e := queueEnv(t, o, time.Second)
+	listDone := make(chan int, 1)
+	go func() {
+		r, err := getCtx(t.Context(), e, idsFrom(1000, 1000))
+		if err != nil {
+			listDone <- 0
+			return
+		}
+		listDone <- r.StatusCode
+	}()
+	waitUntil(t, "the list's first two calls", func() bool { return o.calls() == 2 })
+	r, _ := e.get("/users/5")
+	calls := o.calls()
+	// 504 when the list's next two calls went out ahead of it (its batch
+	// then late); 200 when the list's queued batches were late already
+	// as the first two calls ended, and its own then went at once (the
+	// origin answers a one-id call).
+	if r.StatusCode != http.StatusGatewayTimeout && r.StatusCode != http.StatusOK {
+		t.Errorf("GET /users/5 behind the list: status %d, want 504 (or 200)", r.StatusCode)
+	}
+	if calls > 4 {
+		t.Errorf("%d bulk calls before GET /users/5 was answered, want at most 4: it waited behind the queue", calls)
+	}
+	// The list's first id fails with its batch: 504 if that was late,
+	// 502 if it was one of the calls that timed out.
+	if s := await(t, listDone); s != http.StatusGatewayTimeout && s != http.StatusBadGateway {
+		t.Errorf("the list: status %d, want 504 or 502", s)
+	}
+	if n := o.calls(); n > 4 {
+		t.Errorf("%d bulk calls for the list, want at most 4: its late calls go unsent", n)
+	}
+	if n := dropped(t, e.reg, "deadline"); n < 1 {
+		t.Errorf("sidecache_batch_dropped_total{reason=deadline} = %v, want the late ids counted", n)
+	}
+}
+
+// TestBatchHungUpListsSendNothing: the queued bulk calls of split lists
+// whose clients hung up are dropped unsent: once the two calls in flight
+// end, the group is empty and the next miss makes the third call. Six
+// such lists used to make sixty calls over thirty seconds, each list's
+// queue held (and its memory) until sent.
+func TestBatchHungUpListsSendNothing(t *testing.T) {
+	o := newHangingBulk(t)
+	e := queueEnv(t, o, time.Second)
+	ctx, hangUp := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = getCtx(ctx, e, idsFrom(10000*(i+1), 300)) // three calls each
+		}()
+	}
+	waitUntil(t, "the first list's two calls", func() bool { return o.calls() == 2 })
+	time.Sleep(300 * time.Millisecond) // the other lists enlist (one that does not yet queues nothing)
+	hangUp()
+	wg.Wait()
+	waitUntil(t, "the calls in flight to end", func() bool { return o.ended.Load() == 2 })
+	r, _ := e.get("/users/7")
+	if r.StatusCode != http.StatusOK {
+		t.Errorf("GET /users/7 after the lists left: status %d, want 200", r.StatusCode)
+	}
+	calls := o.snapshot()
+	if len(calls) != 3 || len(calls[2].ids) != 1 || calls[2].ids[0] != "7" {
+		n := len(calls)
+		t.Errorf("%d bulk calls, want 3 (the two in flight, then /users/7's): the hung-up lists' queued calls went", n)
+	}
+	t.Logf("ids dropped as abandoned: %v", dropped(t, e.reg, "abandoned"))
+	if n := dropped(t, e.reg, "abandoned"); n < 100 {
+		t.Errorf("sidecache_batch_dropped_total{reason=abandoned} = %v, want at least the first list's queued 100", n)
+	}
+}
+
+// TestBatchQueueFullRefused: a group holding ten rounds of ids not yet
+// sent (10 × max_size × max_in_flight = 2,000) refuses a split list or a
+// miss that would add to them at once, 503 with Retry-After, counted
+// (queue-full); a group with nothing queued takes a list of any size.
+func TestBatchQueueFullRefused(t *testing.T) {
+	o := newHangingBulk(t)
+	// A long timeout: the queue holds still (nothing sent, nothing late)
+	// while the test looks at it.
+	e := queueEnv(t, o, 5*time.Second)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // after t.Context's end: the lists hang up
+	list := func(first, n int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = getCtx(t.Context(), e, idsFrom(first, n))
+		}()
+	}
+	list(10000, 1000) // 200 in flight, 800 queued
+	waitUntil(t, "the first list's two calls", func() bool { return o.calls() == 2 })
+	list(20000, 1000) // 1,800 queued
+	list(30000, 200)  // 2,000 queued
+	// Time for the two lists to enlist: nothing the test can see tells
+	// it, and the queue holds still meanwhile (timeout 5 s).
+	time.Sleep(500 * time.Millisecond)
+	if r, body := e.get("/users?ids=99"); r.StatusCode != http.StatusServiceUnavailable || body != "upstream busy\n" || r.Header.Get("Retry-After") != "5" {
+		t.Errorf("a list into a full queue: status %d, body %q, Retry-After %q, want 503, upstream busy, 5", r.StatusCode, body, r.Header.Get("Retry-After"))
+	}
+	r, _ := e.get("/users/5")
+	if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") != "5" {
+		t.Errorf("GET /users/5 into a full queue: status %d, Retry-After %q, want 503 and 5", r.StatusCode, r.Header.Get("Retry-After"))
+	}
+	if n := o.calls(); n != 2 {
+		t.Errorf("%d bulk calls, want the first list's 2", n)
+	}
+	if n := dropped(t, e.reg, "queue-full"); n < 2 {
+		t.Errorf("sidecache_batch_dropped_total{reason=queue-full} = %v, want the refused ids counted", n)
+	}
+}
+
+// waitUntil polls cond for up to a minute.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
