@@ -77,7 +77,10 @@ type run struct {
 	// stale draws the split-stale and bulk-206 rows (drawStale) on a
 	// sequence of its own, for the same reason.
 	stale *rand.Rand
-	gen   *traffic.Gen
+	// staleTenant: route s's answers varied on X-Tenant last round
+	// (bulk-vary-withheld, drawStale).
+	staleTenant bool
+	gen         *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -96,7 +99,7 @@ type run struct {
 func Run(ctx context.Context, cfg Config) Report {
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22))}
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
-	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: cfg.Mix.Has("bulk-vary-withheld")}, r.gen)
+	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin}, r.gen)
 	cfg.Origin.ResetCrowd()
 	partials := cfg.Origin.Partials.Load()
 	defer r.gen.CloseIdle()
@@ -153,9 +156,14 @@ func (r *run) drawStale() []*traffic.Request {
 			// Keyed (route s's key.headers): batches split on it.
 			p.Dims = append(p.Dims, origin.Dim{Name: "lang", How: "vary"})
 		}
-		if m.Has("bulk-vary-withheld") && chance(30) {
+		tenant := m.Has("bulk-vary-withheld") && chance(30)
+		if tenant {
 			// Not keyed nor learned yet: withheld from the bulk call.
 			p.Dims = append(p.Dims, origin.Dim{Name: "tenant", How: "vary"})
+		}
+		if tenant != r.staleTenant {
+			r.chk.ForgetHeld("s")
+			r.staleTenant = tenant
 		}
 		if chance(40) {
 			p.Dims = append(p.Dims, origin.Dim{Name: "addr", How: "private"})

@@ -89,6 +89,40 @@ type bulkCall struct {
 	// only that request may have (private, or varying on a header the
 	// members may send differently) goes to its requests alone: madeFor.
 	from http.Header
+	// unsent are the headers the answer's Vary names that the call did
+	// not send (a header the route withholds until it learns it from a
+	// Vary, forward.Rules.LearnVary): its elements are the variant of
+	// their absence, which answers no request that carried one of them
+	// (RFC 9111 §4.1), opener or member: withheldFrom. fwd is the
+	// route's forwarding, which such a request teaches the header, so
+	// that its own call carries it.
+	unsent []string
+	fwd    *forwarding
+}
+
+// newBulkCall is what the answers of the bulk call x sent as out, whose
+// answer's header is upstream, share.
+func (x *exchange) newBulkCall(upstream, out http.Header, took time.Duration) *bulkCall {
+	c := &bulkCall{upstream: took, reqID: out.Get("X-Request-Id"), from: x.r.Header}
+	if _, varies := upstream["Vary"]; varies {
+		c.unsent, c.fwd = unsentVary(upstream, out), x.rs.fwd
+	}
+	return c
+}
+
+// unsentVary lists the headers upstream's Vary names that out did not
+// send, but Accept-Encoding and Accept: the bulk call sends its own of
+// those for every request of the batch, and the transport undoes the
+// coding (elementVary).
+func unsentVary(upstream, out http.Header) []string {
+	names, _ := cachekey.ParseVary(upstream)
+	var unsent []string
+	for _, n := range names {
+		if n != "Accept-Encoding" && n != "Accept" && out.Get(n) == "" { // an empty User-Agent is not sent (net/http)
+			unsent = append(unsent, n)
+		}
+	}
+	return unsent
 }
 
 // batcher is a route's loader: the opener's exchange rides along to make
@@ -179,7 +213,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	}
 	f, err := batchedFlight(x.h.now, new(flight), ans, found, err)
 	if err == nil {
-		f.foreign = f.c.private && !ans.madeFor(x.r.Header)
+		f.foreign = ans.notFor(f.c.private, x.r.Header)
 	}
 	return f, err
 }
@@ -213,7 +247,7 @@ func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
 	m.fl.FinishWith(func() (*flight, error) {
 		f, err := batchedFlight(m.h.now, &m.f, ans, found, err)
 		if err == nil {
-			f.foreign = f.c.private && !ans.madeFor(m.req.Header)
+			f.foreign = ans.notFor(f.c.private, m.req.Header)
 		}
 		if err != nil {
 			if !errors.Is(err, errElementTooLarge) {
@@ -432,7 +466,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 		return nil, fmt.Errorf("%w: %w", errBulk, errElementTooLarge)
 	case !ok && len(ids) == 1:
 		e := ownAnswer(resp, body, t0)
-		return []*bulkAnswer{{e: e, call: &bulkCall{upstream: took, reqID: out.Header.Get("X-Request-Id"), from: x.r.Header}, refused: true, private: httpcache.Private(e.Header)}}, nil
+		return []*bulkAnswer{{e: e, call: x.newBulkCall(resp.Header, out.Header, took), refused: true, private: httpcache.Private(e.Header)}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
 	}
@@ -455,7 +489,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 	}
 	res := make([]*bulkAnswer, len(ids))
 	answers := make([]bulkAnswer, len(ids))
-	call := &bulkCall{upstream: took / time.Duration(len(ids)), reqID: out.Header.Get("X-Request-Id"), from: x.r.Header}
+	call := x.newBulkCall(resp.Header, out.Header, took/time.Duration(len(ids)))
 	heads := x.elementHeads(resp.Header, out.Header, t0)
 	var tagArray [elementTags]string
 	ex.sets = elementSetsPool.Get().(*elementSets)

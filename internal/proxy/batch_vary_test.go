@@ -101,20 +101,25 @@ func TestBatchVary(t *testing.T) {
 		hdr    func(i int) http.Header // the i-th request's headers
 		stored bool
 		reason string
+		// learns: the first opener sent the header (the Go client's
+		// User-Agent), which the route withheld: the answer made
+		// without it is not its variant, so it asks once more with it,
+		// as the per-key path does (vary-withheld, then per-request).
+		learns bool
 	}{
 		{"Accept-Encoding (compression())", "", true, nil, func(i int) http.Header {
 			return http.Header{"Accept-Encoding": {[]string{"gzip", "", "gzip, deflate, br", "identity"}[i%4]}}
-		}, true, ""},
+		}, true, "", false},
 		{"Accept-Encoding without gzip", "Accept-Encoding", false, nil, func(i int) http.Header {
 			return http.Header{"Accept-Encoding": {[]string{"gzip", "br"}[i%2]}}
-		}, true, ""},
-		{"unsent Accept-Language", "Accept-Language", false, nil, noHeaders, true, ""},
+		}, true, "", false},
+		{"unsent Accept-Language", "Accept-Language", false, nil, noHeaders, true, "", false},
 		{"keyed Accept-Language", "Accept-Language", false, []string{"Accept-Language"}, func(i int) http.Header {
 			return http.Header{"Accept-Language": {[]string{"en", "fr"}[i%2]}}
-		}, true, ""},
-		{"User-Agent", "User-Agent", false, nil, noHeaders, false, "vary-per-request"},
-		{"X-Forwarded-For", "X-Forwarded-For", false, nil, noHeaders, false, "vary-per-request"},
-		{"star", "*", false, nil, noHeaders, false, "vary-star"},
+		}, true, "", false},
+		{"User-Agent", "User-Agent", false, nil, noHeaders, false, "vary-per-request", true},
+		{"X-Forwarded-For", "X-Forwarded-For", false, nil, noHeaders, false, "vary-per-request", false},
+		{"star", "*", false, nil, noHeaders, false, "vary-star", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,8 +151,8 @@ func TestBatchVary(t *testing.T) {
 				switch {
 				case tc.stored && firstOfValue && calls != 1, tc.stored && !firstOfValue && calls != 0:
 					t.Errorf("request %d: %d bulk calls (%s), want the element stored and shared", i, calls, a.header.Get("Cache-Status"))
-				case !tc.stored && calls != 1:
-					t.Errorf("request %d: %d bulk calls, want 1 (nothing stored)", i, calls)
+				case !tc.stored && calls != 1+learning(tc.learns && i == 0):
+					t.Errorf("request %d: %d bulk calls, want %d (nothing stored)", i, calls, 1+learning(tc.learns && i == 0))
 				case tc.stored == private:
 					t.Errorf("request %d: Cache-Control %q", i, a.header.Get("Cache-Control"))
 				}
@@ -156,11 +161,20 @@ func TestBatchVary(t *testing.T) {
 			// client's User-Agent) is first learned (vary-withheld), then
 			// forwarded with each opener's value (vary-per-request).
 			got := notStoredCount(t, e.reg, tc.reason) + notStoredCount(t, e.reg, "vary-withheld")
-			if tc.reason != "" && got != n {
-				t.Errorf("sidecache_batch_not_stored_total{reason=%q or vary-withheld} = %v, want %d", tc.reason, got, n)
+			if want := float64(n + learning(tc.learns)); tc.reason != "" && got != want {
+				t.Errorf("sidecache_batch_not_stored_total{reason=%q or vary-withheld} = %v, want %v", tc.reason, got, want)
 			}
 		})
 	}
+}
+
+// learning is the one call more an opener that taught the route a header
+// makes (TestBatchVary's learns).
+func learning(learns bool) int {
+	if learns {
+		return 1
+	}
+	return 0
 }
 
 // TestBatchElementHeaders is issue 24 item 2: in origin mode the bulk

@@ -34,6 +34,33 @@ func (a *bulkAnswer) madeFor(h http.Header) bool {
 	return a != nil && a.call != nil && sameHeader(a.call.from, h)
 }
 
+// notFor reports whether a, private or not, is no answer to the request
+// whose header is h, which then fetches its own (flight.foreign): an
+// answer private to another request (madeFor), or one made without a
+// header h carries (withheldFrom).
+func (a *bulkAnswer) notFor(private bool, h http.Header) bool {
+	return a.withheldFrom(h) || private && !a.madeFor(h) // withheldFrom first: it teaches the route
+}
+
+// withheldFrom reports whether a was made without a header that its
+// Vary names and h carries: another variant than h's request's, opener
+// or member (RFC 9111 §4.1), as the per-key path finds an answer made
+// without a header the route withheld (fetch: sentWithout). The route
+// learns the header then (the per-key path does so too), so that the
+// request's own call carries it.
+func (a *bulkAnswer) withheldFrom(h http.Header) bool {
+	if a == nil || a.call == nil || len(a.call.unsent) == 0 {
+		return false
+	}
+	for _, n := range a.call.unsent {
+		if len(h.Values(n)) > 0 {
+			a.call.fwd.rules.LearnVary(h, a.call.unsent)
+			return true
+		}
+	}
+	return false
+}
+
 // sameHeader reports whether a and b are one map (not merely equal).
 func sameHeader(a, b http.Header) bool {
 	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()

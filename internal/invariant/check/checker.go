@@ -30,12 +30,6 @@ type Config struct {
 	// MaxLag is the replicas' coherence.max_lag; LagMargin is added to it
 	// before a peer's stale read counts (see invariant.Config).
 	MaxLag, LagMargin time.Duration
-	// NoHeld turns off the stale-if-error check of route s (stale.go):
-	// with bulk-vary-withheld its answers Vary on a header its key does
-	// not hold, and whether a copy stays reachable then depends on
-	// variants markers the check does not follow (a held copy was found
-	// missing there, not traced).
-	NoHeld bool
 }
 
 // Checker checks one run's answers; its methods are safe for concurrent
