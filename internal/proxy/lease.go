@@ -35,12 +35,10 @@ func (x *exchange) fillBatched(ctx context.Context, stale candidate, readFailed 
 	if !x.leases(readFailed) {
 		return x.loadBatched(ctx) // batch.go
 	}
-	// The lease's wait, and its renewals while the batch loads, end at
-	// upstream.timeout; the load itself is bounded by its bulk call's
-	// own timeout (fetchBulk), as without a lease.
-	lctx, cancel := context.WithTimeout(ctx, x.st.timeout)
-	defer cancel()
-	f, release := x.clusterLease(lctx, stale)
+	// As a plain miss's: the wait ends at the lease's ttl (leaseTTL), its
+	// renewals at release, once the batch has answered the id, which its
+	// queue's deadline and its bulk call's timeout bound.
+	f, release := x.clusterLease(ctx, stale)
 	if f != nil {
 		return f, nil
 	}
@@ -55,10 +53,7 @@ func (x *exchange) fillBatched(ctx context.Context, stale candidate, readFailed 
 // the caller fetches, and calls release once its answer is stored, to let
 // the waiters go (a no-op unless this replica took the lease).
 func (x *exchange) clusterLease(ctx context.Context, stale candidate) (*flight, func()) {
-	ttl := x.h.leaseTTL
-	if ttl <= 0 {
-		ttl = x.st.timeout
-	}
+	ttl := x.leaseTTL()
 	// Wait for an entry newer than the stale copy in hand: the holder's
 	// fetch, not the copy that made this a miss.
 	var newer time.Time
@@ -67,6 +62,26 @@ func (x *exchange) clusterLease(ctx context.Context, stale candidate) (*flight, 
 	}
 	f, _, release := lease.Take(ctx, x.h.leaser, x.key, ttl, newer, x.filled, x.rs.m.LeaseTakeover)
 	return f, release
+}
+
+// leaseTTL is how long a lease holds, and so how long a miss waits for a
+// live holder of its key's lease before it fetches itself:
+// cache.l2.lease_ttl (by default upstream.timeout, the longest a
+// holder's fetch may take). A batched holder's may take longer: its id
+// may wait in its group's queue up to the queue's deadline (max_wait +
+// upstream.timeout: batcher) before its bulk call, so a batched id's
+// lease holds at least max_wait + 2 × upstream.timeout. A waiter that
+// gave up sooner fetched the id a second time while the holder's call
+// was on its way.
+func (x *exchange) leaseTTL() time.Duration {
+	ttl := x.h.leaseTTL
+	if ttl <= 0 {
+		ttl = x.st.timeout
+	}
+	if x.batched() {
+		ttl = max(ttl, x.rs.rt.Batch.MaxWait+2*x.st.timeout)
+	}
+	return ttl
 }
 
 // filled is the flight of another replica's fill when it answers this

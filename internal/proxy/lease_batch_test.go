@@ -157,3 +157,49 @@ func TestLeaseSkippedAfterFailedRead(t *testing.T) {
 		})
 	}
 }
+
+// A replica waiting on another's lease for a batched id waits as long as
+// that holder may take, not upstream.timeout: the holder's id may queue
+// behind its group's call in flight (max_in_flight) up to the queue's
+// deadline, max_wait + upstream.timeout, then take a call of its own.
+// Probe of the queue bounds (D2): a waiter gave up at upstream.timeout and
+// fetched the id too, while the holder's fetch was on its way. Here A's
+// group is busy with id 1 (2 s, max_in_flight 1) when A takes id 2's
+// lease; id 2's call then takes 2.5 s, answered about 4.5 s in, past B's
+// upstream.timeout (3 s) and within max_wait + 2 × upstream.timeout.
+func TestLeaseBatchedWaiterOutwaitsBusyHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	counts := &idCounts{n: map[string]*atomic.Int64{}}
+	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		counts.add(ids)
+		switch ids[0] {
+		case "1":
+			time.Sleep(2 * time.Second)
+		case "2":
+			time.Sleep(2500 * time.Millisecond)
+		}
+		usersAnswer(func(string) bool { return true })(w, r, ids)
+	})
+	rt := userRoute(1, 5*time.Millisecond)
+	rt.Batch.MaxInFlight = 1
+	opts := l2.Options{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second}
+	a := newLeaseReplicaTimeout(t, opts, o.upstream, 3*time.Second, rt)
+	b := newLeaseReplicaTimeout(t, opts, o.upstream, 3*time.Second, rt)
+	got := make(chan string, 3)
+	go func() { got <- a.fetch("/users/1") }()
+	waitUntil(t, "A's call for id 1 sent", func() bool { return counts.of("1") == 1 })
+	go func() { got <- a.fetch("/users/2") }()
+	waitUntil(t, "A took id 2's lease", func() bool { return a.leases.Load() == 2 })
+	go func() { got <- b.fetch("/users/2") }()
+	for range cap(got) {
+		if g := <-got; !strings.HasPrefix(g, "200 ") {
+			t.Errorf("answer %q, want 200", g)
+		}
+	}
+	if n := counts.of("2"); n != 1 {
+		t.Errorf("id 2 fetched %d times, want once for the cluster (B waited for A's fill)", n)
+	}
+	if b.waits.Load() == 0 {
+		t.Error("B never waited on A's lease")
+	}
+}

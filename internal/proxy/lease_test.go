@@ -64,6 +64,13 @@ func newLeaseReplica(t *testing.T, addr string, up *upstream) *leaseReplica {
 // prefix and lease hold are the other replicas') and routes.
 func newLeaseReplicaOf(t *testing.T, o l2.Options, up *upstream, routes ...testRoute) *leaseReplica {
 	t.Helper()
+	return newLeaseReplicaTimeout(t, o, up, 10*time.Second, routes...)
+}
+
+// newLeaseReplicaTimeout is newLeaseReplicaOf with upstream.timeout
+// timeout, and lease_ttl that too, as the config's default makes it.
+func newLeaseReplicaTimeout(t *testing.T, o l2.Options, up *upstream, timeout time.Duration, routes ...testRoute) *leaseReplica {
+	t.Helper()
 	o.Prefix, o.LeaseHold = "lease:", leaseHold
 	st, err := l2.New(context.Background(), o)
 	if err != nil {
@@ -72,7 +79,7 @@ func newLeaseReplicaOf(t *testing.T, o l2.Options, up *upstream, routes ...testR
 	t.Cleanup(func() { _ = st.Close() })
 	r := &leaseReplica{l2: st}
 	r.env = newEnv(t, up, routes, func(o *proxyOptions, l1s *l1.Store) {
-		o.Timeout = 10 * time.Second // also lease_ttl: the wait the old code made
+		o.Timeout, o.LeaseTTL = timeout, timeout
 		o.Cache = cache.NewTiered(l1s, st, cache.TieredOptions{})
 		o.Leaser = countingLeaser{Store: st, waits: &r.waits, leases: &r.leases}
 	})
