@@ -116,7 +116,10 @@
 //     within the sum of their budgets (traffic.BudgetRead, BudgetWrite,
 //     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs), resends apart (see
 //     traffic.BudgetRead); a crowd round's are checked once the run is
-//     over;
+//     over; a round in which a client left before its answer (a
+//     half-close while its request waited) ends once the origin is idle,
+//     since that request's fetch goes on without it and is the round's
+//     (run.go, settle);
 //   - connection-hop: no upstream call (per-ID fetch, bulk call,
 //     pass-through, write) carries a field the client's Connection named;
 //   - resend: no upstream request (one X-Request-Id) reaches the origin

@@ -117,6 +117,7 @@ func (r *run) doHalfClosed(ctx context.Context, q *traffic.Request, req *http.Re
 	br := bufio.NewReader(conn)
 	if _, err := br.Peek(1); errors.Is(err, io.EOF) {
 		r.chk.Count("half-close-none", 1) // sent nothing: the client is gone
+		r.gone.Add(1)                     // its flight goes on (settle)
 		return
 	}
 	resp, err := http.ReadResponse(br, req)

@@ -132,6 +132,9 @@ type Origin struct {
 	// client's on pass-through): the same request sent once more after
 	// the origin hung up on a reused connection (RFC 9112 §9.3.1).
 	Resends atomic.Int64
+	// active counts the calls being served; lastCall is when the last one
+	// began or ended (UnixNano), for Settle.
+	active, lastCall atomic.Int64
 
 	mu       sync.Mutex
 	ver      map[string]int
@@ -231,6 +234,20 @@ func (o *Origin) CrowdCallsOf(round int) int64 {
 	return o.crowd[round]
 }
 
+// Settle waits until no call is being served and none began or ended for
+// quiet (counted from the call of Settle at the earliest), or for at most
+// limit. It returns the calls received meanwhile.
+func (o *Origin) Settle(quiet, limit time.Duration) int64 {
+	before, start := o.Calls.Load(), time.Now().UnixNano()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		since := time.Now().UnixNano() - max(start, o.lastCall.Load())
+		if o.active.Load() == 0 && since >= int64(quiet) {
+			break
+		}
+	}
+	return o.Calls.Load() - before
+}
+
 // NewRound forgets the request ids seen so far (a resend follows its
 // first send within the client request that caused both) and returns the
 // ids sent more than MaxSends times since the last call.
@@ -244,6 +261,12 @@ func (o *Origin) NewRound() (overSent []string) {
 
 func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	o.Calls.Add(1)
+	o.active.Add(1)
+	o.lastCall.Store(time.Now().UnixNano())
+	defer func() {
+		o.lastCall.Store(time.Now().UnixNano())
+		o.active.Add(-1)
+	}()
 	if v := r.Header.Values(ClientHop); len(v) > 0 {
 		o.mu.Lock()
 		o.hops = append(o.hops, r.Method+" "+r.URL.RequestURI())
