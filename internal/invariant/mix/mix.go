@@ -100,7 +100,7 @@ var Features = []Feature{
 	{Name: "last-modified", On: true, Note: "Last-Modified (the write's second rounded up, sent once Date reaches it, so it names one version); If-Modified-Since answered 304 when it holds and no If-None-Match was sent"},
 	{Name: "hangup", On: true, Note: "the origin closes the connection without answering"},
 	{Name: "truncate", On: true, Gate: "21.3", Note: "the origin breaks a chunked body off halfway (no last chunk): the client must see it broken, never whole"},
-	{Name: "stall", On: false, Gate: "h3-2-budget", Note: "the origin stops a pass-through's chunked body halfway and keeps the connection open: cut upstream.timeout after its last byte, the client must see it broken, never whole, nor be held until its own timeout"},
+	{Name: "stall", On: true, Gate: "h3-2-budget", Note: "the origin stops a pass-through's chunked body halfway and keeps the connection open: cut upstream.timeout after its last byte, the client must see it broken, never whole, nor be held until its own timeout"},
 	{Name: "1xx-flood", On: true, Gate: "21.4", Note: "the origin sends 20 103 Early Hints before its answer: at most relay.MaxRelayed reach a client"},
 	{Name: "trailers", On: true, Note: "answers (reads, 5xx, bulk) end with trailers, announced or not: X-Trail names the call and whom it answered; forbidden names (Set-Cookie, Cache-Control, Connection, tag headers) must never be relayed; a stored or shared answer carries none"},
 	{Name: "write-fail", On: true, Note: "writes answered 500 or hung up after bumping (not acknowledged)"},

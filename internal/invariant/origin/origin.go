@@ -132,6 +132,7 @@ type Origin struct {
 	// client's on pass-through): the same request sent once more after
 	// the origin hung up on a reused connection (RFC 9112 §9.3.1).
 	Resends atomic.Int64
+	Stalls  atomic.Int64 // bodies stalled (Profile.Stall)
 	// active counts the calls being served; lastCall is when the last one
 	// began or ended (UnixNano), for Settle.
 	active, lastCall atomic.Int64
@@ -426,6 +427,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		w.Write(body[:len(body)/2])
 		http.NewResponseController(w).Flush()
 		if stall {
+			o.Stalls.Add(1)
 			// Nothing more, until the sidecar gives up on it.
 			select {
 			case <-r.Context().Done():
