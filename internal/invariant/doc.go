@@ -53,9 +53,13 @@
 // Expect: 100-continue, a field the client's Connection names
 // (X-Client-Hop: hop-by-hop, RFC 9110 §7.6.1), the request target * on
 // reads and writes (asterisk-form, RFC 9112 §3.2.4: OPTIONS only, so the
-// sidecar's own 400 and the connection closed, send.go), and reads whose client
+// sidecar's own 400 and the connection closed, send.go), reads whose client
 // half-closes once the request is written (send.go: sent nothing when
-// the request had to wait, else a whole answer, checked as any other). The report's Checked
+// the request had to wait, else a whole answer, checked as any other),
+// and writes whose body stops halfway (trickle-write, send.go
+// doTrickled), sent to a third replica like the others but with a
+// read_timeout of 500 ms (a bound that short on the two would cut the
+// other rows' slow answers), and read back through it. The report's Checked
 // counts the answers each got,
 // by status, so a run shows they reached the replicas.
 //
@@ -135,6 +139,12 @@
 //     store or another request's fetch (hit, stale, collapsed); a relayed
 //     X-Trail is this answer's call's, for this resource (or ids of this
 //     list), with no identity value or X-Request-Id but this request's;
+//   - trickle: a write whose body stopped halfway, which the origin
+//     applied as its header came, is answered 408 and closed, never a
+//     success (net/http's implicit empty 200), and is held as a write
+//     acknowledged through the trickle replica: its read back there
+//     (own-write: that replica's L1 is empty, so a copy left in L2
+//     shows) and every read through the others after max_lag (max-lag);
 //   - asterisk-form: a request with the target * (not OPTIONS) is
 //     answered the sidecar's 400 and closed, never the origin's answer to
 //     a path the client never sent;

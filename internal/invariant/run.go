@@ -37,6 +37,11 @@ type Config struct {
 	// MaxBodyBytes is the replicas' cache.max_body_bytes: the profiles
 	// draw sizes either side of it.
 	MaxBodyBytes int
+	// Trickle is the base URL of a replica like the others but with a
+	// short server.read_timeout, which the trickled writes go to (none
+	// when empty). Its own short bound would cut the other rows' slow
+	// answers, so it is not one of Replicas.
+	Trickle string
 }
 
 // Report is what a run did and found.
@@ -75,7 +80,12 @@ type run struct {
 	// its draws without moving any draw of the other rows: a seed's
 	// requests and profiles are the ones it drew before the row existed.
 	unvaried *rand.Rand
-	gen      *traffic.Gen
+	// trickles draws the trickle-write row (drawTrickle) on a sequence of
+	// its own, as unvaried does.
+	trickles *rand.Rand
+	// trickleIDs numbers the trickled writes (origin.TrickleHeader).
+	trickleIDs atomic.Int64
+	gen        *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -96,7 +106,7 @@ type run struct {
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21))}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), trickles: rand.New(rand.NewPCG(cfg.Seed, 22))}
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin}, r.gen)
 	cfg.Origin.ResetCrowd()
@@ -127,8 +137,21 @@ func (r *run) round(ctx context.Context) {
 	reqs := make([]*traffic.Request, n)
 	for i := range reqs {
 		reqs[i] = r.gen.Draw(hot)
+		r.drawTrickle(reqs[i])
 	}
 	r.play(ctx, reqs, -1)
+}
+
+// drawTrickle makes some plain writes trickled (send.go, doTrickled).
+func (r *run) drawTrickle(q *traffic.Request) {
+	if !r.cfg.Mix.Has("trickle-write") || r.cfg.Trickle == "" || q.Method != http.MethodPatch ||
+		q.Hangup || q.Chunked || q.Expect || q.Absolute || q.Asterisk || origin.Resource(q.Path) == "" {
+		return
+	}
+	if r.trickles.IntN(100) < 10 {
+		// Its read back (readAfterTrickle) is in its budget.
+		q.Trickle, q.Body, q.Budget = true, `{"bump":1}`, traffic.BudgetWrite+traffic.BudgetRead
+	}
 }
 
 // play sends a round's requests all at once, checks each answer, and

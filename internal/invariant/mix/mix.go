@@ -71,6 +71,7 @@ var Features = []Feature{
 	{Name: "chunked-write", On: true, Note: "writes with a chunked body and trailers (Surrogate-Key, Cache-Control: no-store): trailers shape nothing"},
 	{Name: "expect", On: true, Note: "writes with a body behind Expect: 100-continue"},
 	{Name: "asterisk-form", On: true, Note: "the request target * (asterisk-form) on reads and writes: RFC 9112 §3.2.4 allows it for OPTIONS only, so it is answered 400 and closed, never forwarded as a path the client never sent (/%2A)"},
+	{Name: "trickle-write", On: true, Note: "writes whose body stops halfway, sent to a third replica with read_timeout 500ms; the origin applies them as their header comes: answered 408 and closed, never a success (net/http's empty 200), and invalidated as applied (reads through the other replicas held to max-lag)"},
 	{Name: "half-close", On: true, Note: "reads whose client shuts its sending side once the request is written: whatever it is sent is a whole, right answer (nothing at all when the request had to wait), never net/http's implicit empty 200"},
 	{Name: "connection-hop", On: true, Note: "a client's Connection names X-Client-Hop, sent beside it: hop-by-hop, so no upstream call (per-ID fetch, bulk call, pass-through, write) may carry it (RFC 9110 §7.6.1)"},
 	{Name: "keyed-headers", On: true, Note: "reads of /k/{id}, a route with key.headers [X-Tenant, Accept-Language] whose answers depend on both and say so nowhere (no Vary): the key alone keeps tenants and languages apart"},

@@ -133,6 +133,9 @@ type Origin struct {
 	// the origin hung up on a reused connection (RFC 9112 §9.3.1).
 	Resends atomic.Int64
 	Stalls  atomic.Int64 // bodies stalled (Profile.Stall)
+	// trickled is the version each trickled write (TrickleHeader) bumped
+	// its resource to.
+	trickled map[string]Trickled
 	// active counts the calls being served; lastCall is when the last one
 	// began or ended (UnixNano), for Settle.
 	active, lastCall atomic.Int64
@@ -179,7 +182,7 @@ const MaxSends = 2
 
 // NewOrigin starts the origin; the caller closes it.
 func NewOrigin(seed uint64) *Origin {
-	o := &Origin{ver: map[string]int{}, lm: map[string]time.Time{}, born: time.Now().Truncate(time.Second).Add(-time.Hour), profiles: map[string]Profile{}, sent: map[string]int{}, crowd: map[int]int64{}, rng: rand.New(rand.NewPCG(seed, 7))}
+	o := &Origin{ver: map[string]int{}, lm: map[string]time.Time{}, born: time.Now().Truncate(time.Second).Add(-time.Hour), profiles: map[string]Profile{}, sent: map[string]int{}, trickled: map[string]Trickled{}, crowd: map[int]int64{}, rng: rand.New(rand.NewPCG(seed, 7))}
 	o.Server = httptest.NewServer(http.HandlerFunc(o.serve))
 	return o
 }
@@ -447,6 +450,10 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 // write bumps res's version. Its profile's Fail and Hang apply after the
 // bump: the write happened, but the client is not told so.
 func (o *Origin) write(w http.ResponseWriter, r *http.Request, res string) {
+	if id := r.Header.Get(TrickleHeader); id != "" {
+		o.trickle(w, r, res, id)
+		return
+	}
 	o.mu.Lock()
 	if p := o.profiles[res]; p.Refuse > 0 && o.rng.IntN(100) < p.Refuse {
 		o.mu.Unlock()
