@@ -57,7 +57,7 @@
 // half-closes once the request is written (send.go: sent nothing when
 // the request had to wait, else a whole answer, checked as any other),
 // and writes whose body stops halfway (trickle-write, send.go
-// doTrickled), sent to a third replica like the others but with a
+// doTrickled; some behind Expect: 100-continue, once the 100 came), sent to a third replica like the others but with a
 // read_timeout of 500 ms (a bound that short on the two would cut the
 // other rows' slow answers), and read back through it. The report's Checked
 // counts the answers each got,

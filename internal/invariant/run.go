@@ -145,12 +145,13 @@ func (r *run) round(ctx context.Context) {
 // drawTrickle makes some plain writes trickled (send.go, doTrickled).
 func (r *run) drawTrickle(q *traffic.Request) {
 	if !r.cfg.Mix.Has("trickle-write") || r.cfg.Trickle == "" || q.Method != http.MethodPatch ||
-		q.Hangup || q.Chunked || q.Expect || q.Absolute || q.Asterisk || origin.Resource(q.Path) == "" {
+		q.Hangup || q.Chunked || q.Absolute || q.Asterisk || origin.Resource(q.Path) == "" {
 		return
 	}
 	if r.trickles.IntN(100) < 10 {
 		// Its read back (readAfterTrickle) is in its budget.
 		q.Trickle, q.Body, q.Budget = true, `{"bump":1}`, traffic.BudgetWrite+traffic.BudgetRead
+		q.Replica = len(r.cfg.Replicas) // the trickle replica's index, as the checks name it
 	}
 }
 

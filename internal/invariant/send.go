@@ -148,7 +148,8 @@ func (r *run) doHalfClosed(ctx context.Context, q *traffic.Request, req *http.Re
 }
 
 // doTrickled sends q's write to the trickle replica (Config.Trickle) on
-// a connection of its own with half of its body, and no more. The origin
+// a connection of its own with half of its body, and no more (behind
+// Expect: 100-continue, once the 100 came). The origin
 // applies the write as its header arrives and then waits for the rest
 // (origin.TrickleHeader); the sidecar must cut the body at its
 // read_timeout and answer 408 with the connection closed (RFC 9110
@@ -176,19 +177,35 @@ func (r *run) doTrickled(ctx context.Context, q *traffic.Request, req *http.Requ
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n", req.Method, req.URL.RequestURI(), req.Host, len(q.Body))
 	req.Header.Write(&b)
-	b.WriteString("\r\n" + q.Body[:len(q.Body)/2])
+	b.WriteString("\r\n")
+	half := q.Body[:len(q.Body)/2]
+	if !q.Expect {
+		b.WriteString(half)
+	}
 	if _, err := io.WriteString(conn, b.String()); err != nil {
 		r.violate("transport", "%s: trickle: %v", q, err)
 		return
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err == nil && q.Expect && resp.StatusCode == http.StatusContinue {
+		// Behind Expect: 100-continue, the half goes once the 100 came
+		// (RFC 9110 §10.1.1). The 408 may already follow it: a write
+		// that fails then is no matter.
+		_, _ = io.WriteString(conn, half)
+		resp, err = http.ReadResponse(br, req)
+	}
 	if err != nil {
 		r.violate("trickle", "%s: no answer: %v", q, err)
 		return
 	}
 	resp.Body.Close()
 	end := check.Now()
-	r.chk.Count("trickle-"+resp.Status[:3], 1)
+	kind := "trickle-"
+	if q.Expect {
+		kind = "trickle-expect-"
+	}
+	r.chk.Count(kind+resp.Status[:3], 1)
 	w, applied := r.cfg.Origin.TrickledWrite(id)
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode <= 299:
