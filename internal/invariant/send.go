@@ -30,7 +30,11 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		}
 		return nil
 	}})
-	req, err := r.gen.HTTPRequest(ctx, q, r.cfg.Replicas[q.Replica])
+	base := r.cfg.Trickle // a trickled write's replica (doTrickled)
+	if !q.Trickle {
+		base = r.cfg.Replicas[q.Replica]
+	}
+	req, err := r.gen.HTTPRequest(ctx, q, base)
 	if err != nil {
 		r.violate("harness", "%s: %v", q, err)
 		return
