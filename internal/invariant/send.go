@@ -232,6 +232,10 @@ func (r *run) doTrickled(ctx context.Context, q *traffic.Request, req *http.Requ
 func (r *run) readAfterTrickle(ctx context.Context, q *traffic.Request) {
 	rq := *q
 	rq.Method, rq.Kind, rq.Body, rq.Trickle, rq.Replica = http.MethodGet, "read", "", false, len(r.cfg.Replicas)
+	// Its own request, not the write's X-Request-Id: the resend check
+	// counts an id's calls, and the write's already reached the origin.
+	rq.Hdr, rq.Rid = q.Hdr.Clone(), ""
+	rq.Hdr.Del("X-Request-Id")
 	req, err := r.gen.HTTPRequest(ctx, &rq, r.cfg.Trickle)
 	if err != nil {
 		r.violate("harness", "%s: %v", &rq, err)
