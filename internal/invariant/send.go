@@ -199,6 +199,11 @@ func (r *run) doTrickled(ctx context.Context, q *traffic.Request, req *http.Requ
 		_, _ = io.WriteString(conn, half)
 		resp, err = http.ReadResponse(br, req)
 	}
+	// More 1xx may come before the answer (RFC 9110 §15.2): a second 100
+	// too, the upstream's relayed beside net/http's own.
+	for n := 0; err == nil && resp.StatusCode < 200 && n <= relay.MaxRelayed; n++ {
+		resp, err = http.ReadResponse(br, req)
+	}
 	if err != nil {
 		r.violate("trickle", "%s: no answer: %v", q, err)
 		return
