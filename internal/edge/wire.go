@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"io"
 	"net"
 	"net/http"
 )
@@ -45,14 +46,9 @@ func Wire(s *http.Server) *http.Server {
 			// (bodytimeout.go); requests on a connection come one at a
 			// time, each handler on the connection's goroutine.
 			c.body = nil
-			// Not a body behind Expect: 100-continue: wrapped, it made
-			// the invariant harness's Go clients wait for their 100
-			// (its fixed seeds took 190 s instead of 30; the cause is
-			// not traced yet), so such a body keeps net/http's own
-			// reader and is not watched.
-			if r.Body != nil && r.Body != http.NoBody && r.Header.Get("Expect") == "" {
+			if r.Body != nil && r.Body != http.NoBody {
 				c.body = &timedBody{ReadCloser: r.Body}
-				r.Body = c.body
+				r = withBody(r, c.body)
 			}
 		}
 		next.ServeHTTP(w, r)
@@ -64,6 +60,23 @@ func Wire(s *http.Server) *http.Server {
 	s.ConnContext = ConnContext
 	s.ConnState = connState
 	return s
+}
+
+// withBody returns a shallow copy of r reading body, for the handlers
+// below Wire. r itself is the request net/http keeps for the connection,
+// and its Body must stay net/http's own: when the answer's header is
+// written, net/http looks at that Body's type to decide what to do with
+// a body the handler left unread. Its own reader behind Expect:
+// 100-continue, unread to its end, closes the connection after the
+// answer (the client, told no 100, may never send it; RFC 9110 §10.1.1);
+// any other type it drains first, from beneath the reader that sends the
+// 100, so it waited for a body the client held back for a 100 that never
+// came (the Go client sends it after its Transport's
+// ExpectContinueTimeout), and only then answered.
+func withBody(r *http.Request, body io.ReadCloser) *http.Request {
+	r = r.WithContext(r.Context())
+	r.Body = body
+	return r
 }
 
 // connState is http.Server's ConnState under Wire.

@@ -18,7 +18,7 @@
 // depends on, as it saw it; its behaviour per resource is redrawn every round (Vary sets,
 // dependencies on a header other resources of the route Vary on that the
 // answer does not name, private, Set-Cookie, sizes either side of max_body_bytes, gzip, delays,
-// 5xx, hang-ups, ETags, Last-Modified) and bulk calls with IDs it cannot
+// 5xx, hang-ups, bodies broken off or stalled halfway, ETags, Last-Modified) and bulk calls with IDs it cannot
 // parse fail. Route n's answers (freshness: origin, stale_if_error) vary,
 // fail and often say max-age=0 (stale-if-error): stored copies are stale
 // at once and served only when a refetch fails, and every one is held to
@@ -70,9 +70,13 @@
 // Expect: 100-continue, a field the client's Connection names
 // (X-Client-Hop: hop-by-hop, RFC 9110 §7.6.1), the request target * on
 // reads and writes (asterisk-form, RFC 9112 §3.2.4: OPTIONS only, so the
-// sidecar's own 400 and the connection closed, send.go), and reads whose client
+// sidecar's own 400 and the connection closed, send.go), reads whose client
 // half-closes once the request is written (send.go: sent nothing when
-// the request had to wait, else a whole answer, checked as any other). The report's Checked
+// the request had to wait, else a whole answer, checked as any other),
+// and writes whose body stops halfway (trickle-write, send.go
+// doTrickled; some behind Expect: 100-continue, once the 100 came), sent to a third replica like the others but with a
+// read_timeout of 500 ms (a bound that short on the two would cut the
+// other rows' slow answers), and read back through it. The report's Checked
 // counts the answers each got,
 // by status, so a run shows they reached the replicas.
 //
@@ -135,7 +139,10 @@
 //     within the sum of their budgets (traffic.BudgetRead, BudgetWrite,
 //     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs), resends apart (see
 //     traffic.BudgetRead); a crowd round's are checked once the run is
-//     over;
+//     over; a round in which a client left before its answer (a
+//     half-close while its request waited) ends once the origin is idle,
+//     since that request's fetch goes on without it and is the round's
+//     (run.go, settle);
 //   - connection-hop: no upstream call (per-ID fetch, bulk call,
 //     pass-through, write) carries a field the client's Connection named;
 //   - resend: no upstream request (one X-Request-Id) reaches the origin
@@ -152,6 +159,12 @@
 //     X-Trail is this answer's call's, for this resource (or ids of this
 //     list), with no identity value or X-Request-Id but this request's;
 //   - bulk-206, stale-if-error: route s (above);
+//   - trickle: a write whose body stopped halfway, which the origin
+//     applied as its header came, is answered 408 and closed, never a
+//     success (net/http's implicit empty 200), and is held as a write
+//     acknowledged through the trickle replica: its read back there
+//     (own-write: that replica's L1 is empty, so a copy left in L2
+//     shows) and every read through the others after max_lag (max-lag);
 //   - asterisk-form: a request with the target * (not OPTIONS) is
 //     answered the sidecar's 400 and closed, never the origin's answer to
 //     a path the client never sent;

@@ -150,7 +150,12 @@ type env struct {
 	origin   *origin.Origin
 	redis    *redistest.Server
 	replicas []string
+	trickle  string // a third replica with read_timeout trickleTimeout
 }
+
+// trickleTimeout is the trickle replica's server.read_timeout: each
+// trickled write holds its round this long.
+const trickleTimeout = "500ms"
 
 func startEnv(t testing.TB, seed uint64) *env {
 	t.Helper()
@@ -160,6 +165,7 @@ func startEnv(t testing.TB, seed uint64) *env {
 	for range 2 {
 		e.replicas = append(e.replicas, startReplica(t, yaml))
 	}
+	e.trickle = startReplica(t, yaml+"server:\n  read_timeout: "+trickleTimeout+"\n")
 	return e
 }
 
@@ -207,6 +213,7 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 	rep := invariant.Run(context.Background(), invariant.Config{
 		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Origin: e.origin,
 		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes,
+		Trickle: e.trickle,
 	})
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)
 	return rep

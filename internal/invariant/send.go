@@ -4,15 +4,19 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/invariant/check"
+	"github.com/sidecache/sidecache/internal/invariant/origin"
 	"github.com/sidecache/sidecache/internal/invariant/traffic"
 	"github.com/sidecache/sidecache/internal/relay"
 )
@@ -26,7 +30,11 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		}
 		return nil
 	}})
-	req, err := r.gen.HTTPRequest(ctx, q, r.cfg.Replicas[q.Replica])
+	base := r.cfg.Trickle // a trickled write's replica (doTrickled)
+	if !q.Trickle {
+		base = r.cfg.Replicas[q.Replica]
+	}
+	req, err := r.gen.HTTPRequest(ctx, q, base)
 	if err != nil {
 		r.violate("harness", "%s: %v", q, err)
 		return
@@ -36,6 +44,10 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 	}
 	if q.HalfClose {
 		r.doHalfClosed(ctx, q, req)
+		return
+	}
+	if q.Trickle {
+		r.doTrickled(ctx, q, req)
 		return
 	}
 	if q.Asterisk {
@@ -117,6 +129,7 @@ func (r *run) doHalfClosed(ctx context.Context, q *traffic.Request, req *http.Re
 	br := bufio.NewReader(conn)
 	if _, err := br.Peek(1); errors.Is(err, io.EOF) {
 		r.chk.Count("half-close-none", 1) // sent nothing: the client is gone
+		r.gone.Add(1)                     // its flight goes on (settle)
 		return
 	}
 	resp, err := http.ReadResponse(br, req)
@@ -136,6 +149,123 @@ func (r *run) doHalfClosed(ctx context.Context, q *traffic.Request, req *http.Re
 		return
 	}
 	r.chk.Answer(q, resp, body, start, end)
+}
+
+// doTrickled sends q's write to the trickle replica (Config.Trickle) on
+// a connection of its own with half of its body, and no more (behind
+// Expect: 100-continue, once the 100 came). The origin
+// applies the write as its header arrives and then waits for the rest
+// (origin.TrickleHeader); the sidecar must cut the body at its
+// read_timeout and answer 408 with the connection closed (RFC 9110
+// §15.5.9), never a success, and invalidate as for a write that may have
+// been applied: the reads through the other replicas are held to the
+// version the origin made, as for a write acknowledged (max-lag). Before
+// the 408, net/http's implicit empty 200 told such a client its write
+// was done.
+func (r *run) doTrickled(ctx context.Context, q *traffic.Request, req *http.Request) {
+	u, err := url.Parse(r.cfg.Trickle)
+	if err != nil {
+		r.violate("harness", "%s: trickle replica %q: %v", q, r.cfg.Trickle, err)
+		return
+	}
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(q.Who.Addr)}, Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		r.violate("transport", "%s: trickle: %v", q, err)
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	id := fmt.Sprintf("trickle-%d-%d", r.cfg.Seed, r.trickleIDs.Add(1))
+	req.Header.Set(origin.TrickleHeader, id)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n", req.Method, req.URL.RequestURI(), req.Host, len(q.Body))
+	req.Header.Write(&b)
+	b.WriteString("\r\n")
+	half := q.Body[:len(q.Body)/2]
+	if !q.Expect {
+		b.WriteString(half)
+	}
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		r.violate("transport", "%s: trickle: %v", q, err)
+		return
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err == nil && q.Expect && resp.StatusCode == http.StatusContinue {
+		// Behind Expect: 100-continue, the half goes once the 100 came
+		// (RFC 9110 §10.1.1). The 408 may already follow it: a write
+		// that fails then is no matter.
+		_, _ = io.WriteString(conn, half)
+		resp, err = http.ReadResponse(br, req)
+	}
+	// More 1xx may come before the answer (RFC 9110 §15.2): a second 100
+	// too, the upstream's relayed beside net/http's own.
+	for n := 0; err == nil && resp.StatusCode < 200 && n <= relay.MaxRelayed; n++ {
+		resp, err = http.ReadResponse(br, req)
+	}
+	if err != nil {
+		r.violate("trickle", "%s: no answer: %v", q, err)
+		return
+	}
+	resp.Body.Close()
+	end := check.Now()
+	kind := "trickle-"
+	if q.Expect {
+		kind = "trickle-expect-"
+	}
+	r.chk.Count(kind+resp.Status[:3], 1)
+	w, applied := r.cfg.Origin.TrickledWrite(id)
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode <= 299:
+		r.violate("trickle", "%s: body cut halfway, answered %s (Via %q): a write that never arrived whole told it succeeded", q, resp.Status, resp.Header.Get("Via"))
+	case applied && (resp.StatusCode != http.StatusRequestTimeout || !resp.Close):
+		r.violate("trickle", "%s: body cut halfway, answered %s (Connection: close %v), want 408 and the connection closed", q, resp.Status, resp.Close)
+	}
+	if applied {
+		// Held as a write acknowledged through the trickle replica:
+		// max-lag on the others, own-write on the read below.
+		r.chk.Acknowledge(w.Res, q.Path, w.Ver, end, len(r.cfg.Replicas))
+		r.readAfterTrickle(ctx, q)
+	}
+}
+
+// readAfterTrickle reads q's resource back through the trickle replica
+// once its trickled write was answered: the replica's L1 holds nothing
+// (it serves no other read), so a copy the cut write did not invalidate
+// comes from L2, and is an own-write violation.
+func (r *run) readAfterTrickle(ctx context.Context, q *traffic.Request) {
+	rq := *q
+	rq.Method, rq.Kind, rq.Body, rq.Trickle, rq.Replica = http.MethodGet, "read", "", false, len(r.cfg.Replicas)
+	// Its own request, not the write's X-Request-Id: the resend check
+	// counts an id's calls, and the write's already reached the origin.
+	rq.Hdr, rq.Rid = q.Hdr.Clone(), ""
+	rq.Hdr.Del("X-Request-Id")
+	req, err := r.gen.HTTPRequest(ctx, &rq, r.cfg.Trickle)
+	if err != nil {
+		r.violate("harness", "%s: %v", &rq, err)
+		return
+	}
+	for k, vs := range rq.Hdr {
+		req.Header[k] = vs
+	}
+	start := check.Now()
+	resp, err := rq.Who.Client.Do(req)
+	if err != nil {
+		r.violate("transport", "%s: read after a trickled write: %v", &rq, err)
+		return
+	}
+	body, err := check.ReadBody(resp)
+	resp.Body.Close()
+	end := check.Now()
+	if err != nil {
+		if !r.brokenOff(err) {
+			r.violate("garbled", "%s: read after a trickled write: %v", &rq, err)
+		}
+		return
+	}
+	r.chk.Count("trickle-read-"+resp.Status[:3], 1)
+	r.chk.Answer(&rq, resp, body, start, end)
 }
 
 // doAsterisk sends q's request with the target * (asterisk-form) instead

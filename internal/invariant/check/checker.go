@@ -56,6 +56,17 @@ type ack struct {
 	replica int
 }
 
+// Acknowledge holds later reads of res to version ver from at on, as a
+// write acknowledged through replica (an index no read uses holds them to
+// max-lag only): a write cut short, that the origin applied, and that
+// the client was told failed (a trickled write's 408) must invalidate
+// as one acknowledged.
+func (ch *Checker) Acknowledge(res, path string, ver int, at time.Time, replica int) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.acks[res] = append(ch.acks[res], ack{path: path, ver: ver, at: at, replica: replica})
+}
+
 // New is the checker of a run whose clients draw from gen.
 func New(cfg Config, gen *traffic.Gen) *Checker {
 	return &Checker{cfg: cfg, remember: gen.Remember, acks: map[string][]ack{}, checked: map[string]int{}}

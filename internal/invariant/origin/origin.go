@@ -139,6 +139,13 @@ type Origin struct {
 	// client's on pass-through): the same request sent once more after
 	// the origin hung up on a reused connection (RFC 9112 §9.3.1).
 	Resends atomic.Int64
+	Stalls  atomic.Int64 // bodies stalled (Profile.Stall)
+	// trickled is the version each trickled write (TrickleHeader) bumped
+	// its resource to.
+	trickled map[string]Trickled
+	// active counts the calls being served; lastCall is when the last one
+	// began or ended (UnixNano), for Settle.
+	active, lastCall atomic.Int64
 
 	mu       sync.Mutex
 	ver      map[string]int
@@ -184,7 +191,7 @@ const MaxSends = 2
 
 // NewOrigin starts the origin; the caller closes it.
 func NewOrigin(seed uint64) *Origin {
-	o := &Origin{ver: map[string]int{}, lm: map[string]time.Time{}, born: time.Now().Truncate(time.Second).Add(-time.Hour), profiles: map[string]Profile{}, sent: map[string]int{}, crowd: map[int]int64{}, rng: rand.New(rand.NewPCG(seed, 7))}
+	o := &Origin{ver: map[string]int{}, lm: map[string]time.Time{}, born: time.Now().Truncate(time.Second).Add(-time.Hour), profiles: map[string]Profile{}, sent: map[string]int{}, trickled: map[string]Trickled{}, crowd: map[int]int64{}, rng: rand.New(rand.NewPCG(seed, 7))}
 	o.Server = httptest.NewServer(http.HandlerFunc(o.serve))
 	return o
 }
@@ -240,6 +247,20 @@ func (o *Origin) CrowdCallsOf(round int) int64 {
 	return o.crowd[round]
 }
 
+// Settle waits until no call is being served and none began or ended for
+// quiet (counted from the call of Settle at the earliest), or for at most
+// limit. It returns the calls received meanwhile.
+func (o *Origin) Settle(quiet, limit time.Duration) int64 {
+	before, start := o.Calls.Load(), time.Now().UnixNano()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		since := time.Now().UnixNano() - max(start, o.lastCall.Load())
+		if o.active.Load() == 0 && since >= int64(quiet) {
+			break
+		}
+	}
+	return o.Calls.Load() - before
+}
+
 // NewRound forgets the request ids seen so far (a resend follows its
 // first send within the client request that caused both) and returns the
 // ids sent more than MaxSends times since the last call.
@@ -253,6 +274,12 @@ func (o *Origin) NewRound() (overSent []string) {
 
 func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	o.Calls.Add(1)
+	o.active.Add(1)
+	o.lastCall.Store(time.Now().UnixNano())
+	defer func() {
+		o.lastCall.Store(time.Now().UnixNano())
+		o.active.Add(-1)
+	}()
 	if v := r.Header.Values(ClientHop); len(v) > 0 {
 		o.mu.Lock()
 		o.hops = append(o.hops, r.Method+" "+r.URL.RequestURI())
@@ -412,6 +439,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		w.Write(body[:len(body)/2])
 		http.NewResponseController(w).Flush()
 		if stall {
+			o.Stalls.Add(1)
 			// Nothing more, until the sidecar gives up on it.
 			select {
 			case <-r.Context().Done():
@@ -431,6 +459,10 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 // write bumps res's version. Its profile's Fail and Hang apply after the
 // bump: the write happened, but the client is not told so.
 func (o *Origin) write(w http.ResponseWriter, r *http.Request, res string) {
+	if id := r.Header.Get(TrickleHeader); id != "" {
+		o.trickle(w, r, res, id)
+		return
+	}
 	o.mu.Lock()
 	if p := o.profiles[res]; p.Refuse > 0 && o.rng.IntN(100) < p.Refuse {
 		o.mu.Unlock()

@@ -41,6 +41,9 @@ type Request struct {
 	// with Expect: 100-continue.
 	Body            string
 	Chunked, Expect bool
+	// Trickle: a write sent to the run's short-read_timeout replica
+	// whose body stops halfway (send.go, doTrickled).
+	Trickle bool
 	// Cond is the conditional this request sent (conditional.go).
 	Cond Cond
 	// Crowd: sent in a crowd round (CrowdRequest), over a healthy origin.
