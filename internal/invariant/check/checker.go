@@ -30,6 +30,9 @@ type Config struct {
 	// MaxLag is the replicas' coherence.max_lag; LagMargin is added to it
 	// before a peer's stale read counts (see invariant.Config).
 	MaxLag, LagMargin time.Duration
+	// NoHeld turns off the stale-if-error check of route s (stale.go):
+	// the runner's withheld.
+	NoHeld bool
 }
 
 // Checker checks one run's answers; its methods are safe for concurrent

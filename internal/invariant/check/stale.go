@@ -39,21 +39,6 @@ func (ch *Checker) checkPart(q *traffic.Request, resp *http.Response, st origin.
 	}
 }
 
-// ForgetHeld forgets the copies of route's resources held so far: the
-// route's answers now vary on a header its key does not hold (or no
-// longer do), so the variants stored under the former Vary are no
-// longer found (the key's variants marker names the new Vary) and
-// cannot answer a failure. The runner calls it between rounds.
-func (ch *Checker) ForgetHeld(route string) {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	for res := range ch.held {
-		if strings.HasPrefix(res, route+"/") {
-			delete(ch.held, res)
-		}
-	}
-}
-
 // noteHeld records the ids of route s whose shareable element q's client
 // received by end (held: stored for stale_if_error).
 func (ch *Checker) noteHeld(q *traffic.Request, sts []origin.Stamp, end time.Time) {
@@ -78,7 +63,7 @@ func (ch *Checker) noteHeld(q *traffic.Request, sts []origin.Stamp, end time.Tim
 // checkHeld reports a failed read or list of route s whose ids all had a
 // copy held (noteHeld) before q was sent.
 func (ch *Checker) checkHeld(q *traffic.Request, resp *http.Response, start time.Time) {
-	if q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" || resp.StatusCode < 500 {
+	if ch.cfg.NoHeld || q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" || resp.StatusCode < 500 {
 		return
 	}
 	res := []string{q.Res}

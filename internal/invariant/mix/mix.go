@@ -84,7 +84,7 @@ var Features = []Feature{
 	{Name: "bulk-large", On: true, Note: "bulk answers whose elements for ids that are multiples of 4 are over max_body_bytes × 3 (records too large to keep): passed through, never a 502 for a good id (collateral), nothing stored"},
 	{Name: "split-stale", On: true, Note: "reads and split lists of /s, a batch route with stale_if_error whose bulk answers are stale at once, vary on Accept-Language, are private (members fetch their own) and fail 503 or hang up: every stale id served passes the identity checks, and an id whose copy is held never fails, whichever call failed"},
 	{Name: "bulk-206", On: true, Note: "the /s bulk endpoint answers 206 with the first half of the list: only a 200 or 203 is split, so no element of it may reach a client, alone or in a list"},
-	{Name: "bulk-vary-withheld", On: true, Note: "/s bulk answers with Vary: X-Tenant, a header the route withholds until learned: the opener of that bulk call, which sent X-Tenant, must not get the answer made without it (it fetches its own with the header, as the per-key path asks once more)"},
+	{Name: "bulk-vary-withheld", On: true, Note: "/s bulk answers with Vary: X-Tenant, a header the route withholds until learned: the opener of that bulk call, which sent X-Tenant, must not get the answer made without it (it fetches its own with the header, as the per-key path asks once more); odd seeds only, whose route-s stale-if-error check is off (run.withheld)"},
 	{Name: "bulk-vary-gzip", On: true, Gate: "24.1", Note: "bulk answers as behind compression(): Vary: Accept-Encoding always, gzip when accepted (elements must still be identity, shared)"},
 
 	// What the origin does, drawn per resource per round and per request.
