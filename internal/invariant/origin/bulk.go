@@ -3,8 +3,10 @@ package origin
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,7 +156,7 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		res := r.URL.Path[1:] + "/" + strconv.FormatUint(n, 10)
 		st := Stamp{ID: strconv.FormatUint(n, 10), Res: res, Ver: o.ver[res], By: by}
 		if r.URL.Path == "/e" {
-			st.Tag = elementTag(n, st.Ver)
+			st.Tag = elementTag(n, st.Ver, bySalt(by))
 		}
 		if lg := o.profiles[BulkProfile].Large; lg > 0 && n%4 == 0 && prof == BulkProfile {
 			st.Pad = strings.Repeat("p", lg)
@@ -219,17 +221,36 @@ func oneRange(v string, n int) (from, to int, ok bool) {
 // elementTag is the /e route's etag_field value for id at version ver,
 // in each spelling an app may use: a bare version, an entity-tag (weak),
 // a number, and text that is no entity-tag (a space: the sidecar must
-// fall back to its own tag over the bytes).
-func elementTag(id uint64, ver int) any {
+// fall back to its own tag over the bytes). salt (bySalt) tells apart
+// the answers made for different identities, as an app whose record
+// depends on who asks gives each its own validator: the checks resolve a
+// validator to the one copy it was sent with, and a tag shared by two
+// identities' bodies (the same version) made a 304 to one client look
+// like the other's copy kept (seen with the draws shifted: bob's GET /e/4
+// with dave's "v0").
+func elementTag(id uint64, ver, salt int) any {
 	switch id % 4 {
 	case 0:
-		return fmt.Sprintf("v%d", ver)
+		return fmt.Sprintf("v%d.%d", ver, salt)
 	case 1:
-		return fmt.Sprintf(`W/"v%d"`, ver)
+		return fmt.Sprintf(`W/"v%d.%d"`, ver, salt)
 	case 2:
-		return ver + 1
+		return (ver+1)*1000 + salt
 	}
-	return fmt.Sprintf("v %d", ver)
+	return fmt.Sprintf("v %d %d", ver, salt)
+}
+
+// bySalt is a number under 1000 for the identity values an answer was
+// made with (0: none).
+func bySalt(by map[string]string) int {
+	if len(by) == 0 {
+		return 0
+	}
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(by)) {
+		fmt.Fprintf(&b, "%s=%s;", k, by[k])
+	}
+	return 1 + int(fnv([]byte(b.String()))%999)
 }
 
 // decodeUnreserved decodes the percent-escapes of unreserved characters
