@@ -101,7 +101,9 @@ type Options struct {
 	// MaxWait is how long a batch stays open after its first Load when no
 	// call of its group is in flight: the latency a lone request pays for
 	// the chance to share a call. While a call is in flight, an open batch
-	// goes when it is full or when the group has no call left in flight.
+	// goes when it is full or when the group has no call left in flight,
+	// or, holding a one-id load's id with MaxWait up, when a call returns
+	// with batches queued (jumpLocked).
 	MaxWait time.Duration
 	// MaxInFlight bounds the bulk calls of one group at once, isolation
 	// retries included. Values below 1 mean DefaultMaxInFlight.

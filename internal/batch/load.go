@@ -18,7 +18,9 @@ import (
 // Load joins the open batch of group or opens one. The batch closes when it
 // holds MaxSize distinct ids, or when MaxWait is up and no call of the group
 // is in flight; a closed batch is fetched as soon as the group has fewer
-// than MaxInFlight calls in flight, oldest first. An id already waiting in a
+// than MaxInFlight calls in flight, oldest first, but for the batches of
+// one-id loads (a nil Requester), of which the oldest goes ahead of the
+// others every other call (jumpLocked). An id already waiting in a
 // batch not yet fetched shares that batch's answer; an id whose call is
 // already in flight is fetched again.
 //
