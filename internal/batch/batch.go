@@ -23,6 +23,9 @@
 // time fails without a call), and a queued batch whose waiters all left
 // is dropped unsent, so a slow or hung upstream makes no waiter wait
 // behind an unbounded queue, nor holds the memory of clients long gone.
+// One client's lists cannot starve one-id loads either: lists may hold
+// only ¾ of the queue, and a batch of a one-id load goes ahead of the
+// queued ones every other call (jumpLocked).
 package batch
 
 import (
@@ -98,7 +101,9 @@ type Options struct {
 	// MaxWait is how long a batch stays open after its first Load when no
 	// call of its group is in flight: the latency a lone request pays for
 	// the chance to share a call. While a call is in flight, an open batch
-	// goes when it is full or when the group has no call left in flight.
+	// goes when it is full or when the group has no call left in flight,
+	// or, holding a one-id load's id with MaxWait up, when a call returns
+	// with batches queued (jumpLocked).
 	MaxWait time.Duration
 	// MaxInFlight bounds the bulk calls of one group at once, isolation
 	// retries included. Values below 1 mean DefaultMaxInFlight.
@@ -149,9 +154,10 @@ type Options struct {
 	// open batch and its queued ones, isolation retries included). A load
 	// whose id would take the group past it fails at once with
 	// ErrQueueFull, as does an Enlist whose ids would (a list is admitted
-	// whole or not at all); a group with nothing queued admits any one
-	// request, whose own ids its caller bounds (split.max_ids). 0: no
-	// bound.
+	// whole or not at all), or would take the ids lists hold past ¾ of
+	// it (listShare: the rest is one-id loads' own); a group with nothing
+	// queued admits any one request, whose own ids its caller bounds
+	// (split.max_ids). 0: no bound.
 	MaxQueued int
 	// Deadline, if set, is how long a batch may wait to be sent, from its
 	// opening (an isolation retry: from its queueing); it is read at each

@@ -70,20 +70,28 @@ func (l *Loader[A, V]) windowLocked(g *group[A, V]) {
 // closeOpenLocked queues g's open batch behind the ready ones. l.mu must be
 // held.
 func (l *Loader[A, V]) closeOpenLocked(g *group[A, V]) {
+	b := l.shutLocked(g)
+	g.last = len(b.ids)
+	g.ready = append(g.ready, b)
+}
+
+// shutLocked takes g's open batch out of g, closed to ids, and returns it.
+// l.mu must be held.
+func (l *Loader[A, V]) shutLocked(g *group[A, V]) *batch[A, V] {
 	b := g.open
 	g.open = nil
-	g.last = len(b.ids)
 	if g.armed {
 		g.armed = false
 		g.timer.Stop()
 	}
-	g.ready = append(g.ready, b)
+	return b
 }
 
 // pumpLocked starts g's fetches while it has slots, each on a goroutine
 // of its own: ready batches first, then the open batch if its MaxWait is
-// up and g has nothing in flight (or the loader is closing); see
-// nextLocked. l.mu must be held.
+// up and g has nothing in flight (or the loader is closing), a batch of a
+// one-id request's id going ahead of the ready ones every other time
+// (jumpLocked); see nextLocked. l.mu must be held.
 func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
 	for b := l.nextLocked(g); b != nil; b = l.nextLocked(g) {
 		go l.run(b)
@@ -95,21 +103,12 @@ func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
 // must be held.
 func (l *Loader[A, V]) nextLocked(g *group[A, V]) *batch[A, V] {
 	for int(g.inFlight) < l.opts.MaxInFlight {
-		if len(g.ready) == 0 {
-			l.windowLocked(g)
-			if b := g.open; b == nil || !l.closed && !(b.expired && g.inFlight == 0) {
-				return nil
-			}
-			l.closeOpenLocked(g)
-		}
-		b := g.ready[0]
-		g.ready[0] = nil
-		if len(g.ready) == 1 {
-			g.ready = g.ready[:0] // its room kept for the next batch
-		} else {
-			g.ready = g.ready[1:]
+		b := l.takeLocked(g)
+		if b == nil {
+			return nil
 		}
 		g.queued -= int32(len(b.ids))
+		g.listed -= b.listed
 		if !l.unsettledLocked(b) {
 			continue
 		}
@@ -122,6 +121,64 @@ func (l *Loader[A, V]) nextLocked(g *group[A, V]) *batch[A, V] {
 		return b
 	}
 	return nil
+}
+
+// takeLocked takes out of g the batch to send next, if any: the one
+// jumpLocked picks, else the first ready one, else the open one once it
+// may leave. l.mu must be held.
+func (l *Loader[A, V]) takeLocked(g *group[A, V]) *batch[A, V] {
+	if len(g.ready) == 0 {
+		l.windowLocked(g)
+		if b := g.open; b == nil || !l.closed && !(b.expired && g.inFlight == 0) {
+			return nil
+		}
+		l.closeOpenLocked(g)
+	} else if b := l.jumpLocked(g); b != nil {
+		return b
+	}
+	g.jumped = false
+	b := g.ready[0]
+	g.ready[0] = nil
+	if len(g.ready) == 1 {
+		g.ready = g.ready[:0] // its room kept for the next batch
+	} else {
+		g.ready = g.ready[1:]
+	}
+	return b
+}
+
+// jumpLocked takes out of g, when the last batch g sent went in turn, the
+// oldest batch holding a one-id request's id (solo) that is not first in
+// line: a queued one, else the open one once its MaxWait is up (dueLocked),
+// and returns it; nil: the first ready batch goes. A list's Enlist queues
+// ⌈n/MaxSize⌉ full batches at once, and one-id misses queued behind them
+// waited for all of them (or failed at their Deadline); they now wait
+// about one call, and the list's batches still go every other call. The
+// open batch cut short this way leaves g.last as it was: its size says
+// nothing of the traffic's. l.mu must be held; g.ready is not empty.
+func (l *Loader[A, V]) jumpLocked(g *group[A, V]) *batch[A, V] {
+	if g.jumped || g.ready[0].solo {
+		return nil
+	}
+	for i, b := range g.ready[1:] {
+		if b.solo {
+			g.ready = slices.Delete(g.ready, i+1, i+2)
+			g.jumped = true
+			return b
+		}
+	}
+	if b := g.open; b != nil && b.solo && l.dueLocked(b) {
+		g.jumped = true
+		return l.shutLocked(g)
+	}
+	return nil
+}
+
+// dueLocked reports whether the open batch b may leave ahead of the ready
+// ones: its MaxWait is up (read here: no timer is set while a call is in
+// flight), or the loader is closing. l.mu must be held.
+func (l *Loader[A, V]) dueLocked(b *batch[A, V]) bool {
+	return b.expired || l.closed || !b.opened.IsZero() && time.Since(b.opened) >= l.opts.MaxWait
 }
 
 // unsettledLocked leaves out of b, about to be fetched, the ids another
@@ -277,6 +334,7 @@ func (l *Loader[A, V]) removeLocked(g *group[A, V], drop func(*batch[A, V]) bool
 // failed call's would be. l.mu must be held.
 func (l *Loader[A, V]) dropLocked(g *group[A, V], b *batch[A, V], err error) {
 	g.queued -= int32(len(b.ids))
+	g.listed -= b.listed
 	for i, id := range b.ids {
 		if g.pending[id] == b.res[i] {
 			delete(g.pending, id)

@@ -65,6 +65,9 @@ type group[A, V any] struct {
 	// group is allocated per busy period, and 8 bytes more took it to
 	// the next size class.
 	inFlight, queued int32
+	// listed counts the ids of queued that a list's Enlist admitted
+	// (batch.listed), against its share of MaxQueued (listShare).
+	listed int32
 	// last is the size of the group's last batch closed to ids (or, in
 	// a group made from the loader's spare, of the spare's): the next
 	// batch's room for ids, so that a batch of n ids costs its ids and
@@ -77,6 +80,9 @@ type group[A, V any] struct {
 	// flight when it opened a batch.
 	timer *time.Timer
 	armed bool // timer is set for the open batch (armLocked)
+	// jumped: the last batch dispatched went ahead of the queue's first
+	// (jumpLocked); the next goes in turn, so a list still progresses.
+	jumped bool
 }
 
 // batch is one fetch to make. Its fields are guarded by Loader.mu until it
@@ -93,6 +99,11 @@ type batch[A, V any] struct {
 	// queueing then: queueRetriesLocked).
 	opened  time.Time
 	expired bool // MaxWait is up
+	// solo: a one-id request's id is in it (joinLocked; a retry of
+	// such an id), which may go ahead of the queue (jumpLocked).
+	solo bool
+	// listed counts its ids a list's Enlist admitted (group.listed).
+	listed int32
 	// retry: an isolation call, of owner's ids only (nil: one-id requests').
 	retry bool
 	owner *Requester

@@ -18,7 +18,9 @@ import (
 // Load joins the open batch of group or opens one. The batch closes when it
 // holds MaxSize distinct ids, or when MaxWait is up and no call of the group
 // is in flight; a closed batch is fetched as soon as the group has fewer
-// than MaxInFlight calls in flight, oldest first. An id already waiting in a
+// than MaxInFlight calls in flight, oldest first, but for the batches of
+// one-id loads (a nil Requester), of which the oldest goes ahead of the
+// others every other call (jumpLocked). An id already waiting in a
 // batch not yet fetched shares that batch's answer; an id whose call is
 // already in flight is fetched again.
 //
@@ -229,7 +231,7 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 		r.addRequester(req)
 		return r
 	}
-	if !admitted && l.fullLocked(g, 1) {
+	if !admitted && l.fullLocked(g, 1, false) {
 		return l.refuseLocked(1)
 	}
 	b := g.open
@@ -259,6 +261,13 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 	b.res = append(b.res, r)
 	g.pending[id] = r
 	g.queued++
+	switch {
+	case admitted:
+		b.listed++
+		g.listed++
+	case req == nil:
+		b.solo = true
+	}
 	if lone || len(b.ids) >= l.opts.MaxSize {
 		l.closeOpenLocked(g)
 	}
@@ -295,7 +304,7 @@ func (l *Loader[A, V]) newGroupLocked(key groupKey) *group[A, V] {
 	// (each id leaves it as its batch is dispatched: nextLocked), cleared
 	// all the same, as a new map would be.
 	g.key = key
-	g.queued = 0
+	g.queued, g.listed, g.jumped = 0, 0, false
 	clear(g.pending)
 	return g
 }
@@ -322,11 +331,29 @@ func (s *Slot[V]) result() *result[V] {
 	return &s.r
 }
 
-// fullLocked reports whether n more ids would take g past MaxQueued. A
-// group with nothing queued takes any one request (MaxQueued). l.mu must
-// be held.
-func (l *Loader[A, V]) fullLocked(g *group[A, V], n int) bool {
-	return l.opts.MaxQueued > 0 && g.queued > 0 && int(g.queued)+n > l.opts.MaxQueued
+// fullLocked reports whether n more ids would take g past MaxQueued: a
+// list's (Enlist) also past its share of it (listShare), so that one-id
+// misses always find a quarter of the queue for themselves; a one-id
+// miss's ids past the share a list took in an idle group do not count
+// against it. A group with nothing queued takes any one request
+// (MaxQueued). l.mu must be held.
+func (l *Loader[A, V]) fullLocked(g *group[A, V], n int, list bool) bool {
+	if l.opts.MaxQueued <= 0 || g.queued == 0 {
+		return false
+	}
+	share, listed := l.listShare(), int(g.listed)
+	if list {
+		return int(g.queued)+n > l.opts.MaxQueued || listed+n > share
+	}
+	return int(g.queued)-max(listed-share, 0)+n > l.opts.MaxQueued
+}
+
+// listShare is the most ids lists may hold queued in one group: ¾ of
+// MaxQueued (at least 1). The rest is the one-id misses' own: a client
+// sending long lists as fast as they are admitted kept the queue full,
+// and every other client's one-id miss was refused 503.
+func (l *Loader[A, V]) listShare() int {
+	return max(l.opts.MaxQueued-l.opts.MaxQueued/4, 1)
 }
 
 // refuseLocked is the result of a Load refused as its group's queue is

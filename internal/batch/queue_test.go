@@ -62,7 +62,7 @@ func idList(prefix string, n int) []string {
 // refuses a new id at once (ErrQueueFull, counted), and a list whose ids
 // would take it past the bound is refused whole, enlisting none; a
 // pending id is still joined (it costs no room), and a group with
-// nothing queued admits a list of any size.
+// nothing queued admits a list of any size (TestListLeavesHeadroom).
 func TestQueueFullRefused(t *testing.T) {
 	fg := newHoldFetch()
 	var d drops
@@ -75,13 +75,15 @@ func TestQueueFullRefused(t *testing.T) {
 		go load(l, context.Background(), "g", "", id, out)
 	}
 	waitFor(t, "the first call", func() bool { return fg.calls.Load() == 1 })
-	req := l.Requester(4)
-	if err := l.Enlist(context.Background(), req, "g", "", idList("q", 4)); err != nil {
+	req := l.Requester(3)
+	if err := l.Enlist(context.Background(), req, "g", "", idList("q", 3)); err != nil {
 		t.Fatalf("Enlist into an empty queue: %v", err)
 	}
-	for _, id := range idList("q", 4) {
+	for _, id := range idList("q", 3) {
 		l.LoadThen(context.Background(), req, "g", "", id, func(v string, found bool, err error) { out <- outcome{id, v, found, err} })
 	}
+	// The lists' share is 3 of 4: w takes the misses' own room.
+	l.LoadThen(context.Background(), nil, "g", "", "w", func(v string, found bool, err error) { out <- outcome{"w", v, found, err} })
 	if _, _, err := l.Load(context.Background(), "g", "", "x"); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("Load past MaxQueued: err %v, want ErrQueueFull", err)
 	}

@@ -115,7 +115,8 @@ func ListBudget(n, maxSize int) int {
 // request waits on is dropped unsent (Options.OnDrop, ErrAbandoned).
 //
 // The list is admitted whole or not at all: when its ids not yet pending
-// would take the group's queue past Options.MaxQueued, none is enlisted
+// would take the group's queue past Options.MaxQueued, or the ids lists
+// hold past their share of it (¾: listShare), none is enlisted
 // and Enlist returns ErrQueueFull, for the caller to refuse the request
 // (its Loads would be refused one by one).
 func (l *Loader[A, V]) Enlist(ctx context.Context, req *Requester, group string, arg A, ids []string) error {
@@ -136,7 +137,7 @@ func (l *Loader[A, V]) Enlist(ctx context.Context, req *Requester, group string,
 				n++
 			}
 		}
-		if l.fullLocked(g, n) {
+		if l.fullLocked(g, n, true) {
 			l.refuseLocked(n)
 			return ErrQueueFull
 		}

@@ -254,7 +254,7 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve
 		for _, r := range p.res {
 			r.held++
 		}
-		next = append(next, &batch[A, V]{g: b.g, arg: p.arg, ctx: b.ctx, ids: p.ids, res: p.res, retry: true, owner: p.owner, round: rd})
+		next = append(next, &batch[A, V]{g: b.g, arg: p.arg, ctx: b.ctx, ids: p.ids, res: p.res, retry: true, owner: p.owner, round: rd, solo: p.owner == nil})
 	}
 	// b's hold on its ids is released once the retries and the broke
 	// requests hold them; then the broke requests' are released, so an id

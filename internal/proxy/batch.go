@@ -167,7 +167,9 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 // calls in flight (batch.Options.MaxQueued): past it a miss is refused
 // 503 at once (errBusy) rather than queued for a deadline it would miss.
 // A group with nothing queued takes one request of any size, so a list
-// of split.max_ids ids is never refused by an idle group.
+// of split.max_ids ids is never refused by an idle group; otherwise lists
+// may hold ¾ of it, the rest left to one-id misses, whose batches also go
+// ahead of a list's queued calls every other call (batch.Options.MaxQueued).
 const queuedRounds = 10
 
 // inFlight is max_in_flight as the loader reads it (unset: the default).
