@@ -170,7 +170,10 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 // of split.max_ids ids is never refused by an idle group; otherwise lists
 // may hold ¾ of it, the rest left to one-id misses, whose batches also go
 // ahead of a list's queued calls every other call (batch.Options.MaxQueued).
-const queuedRounds = 10
+// Fourteen, not ten: at defaults (max_size 100, max_in_flight 2) the
+// lists' share is then 2,100 ids, so two lists of the default
+// split.max_ids (1,000) fit at once, as they did before the share.
+const queuedRounds = 14
 
 // inFlight is max_in_flight as the loader reads it (unset: the default).
 func inFlight(n int) int {
