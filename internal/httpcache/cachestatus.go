@@ -41,7 +41,14 @@ func (s CacheStatus) String() string {
 	}
 	if s.HasTTL {
 		b = append(b, "; ttl="...)
-		b = strconv.AppendInt(b, int64(s.TTL/time.Second), 10)
+		// Whole seconds, rounded down: a copy stale by less than a
+		// second says ttl=-1, never the 0 of a fresh one (§2.2: a
+		// negative ttl is a stale response).
+		secs := s.TTL / time.Second
+		if s.TTL < 0 && s.TTL%time.Second != 0 {
+			secs--
+		}
+		b = strconv.AppendInt(b, int64(secs), 10)
 	}
 	if s.Stored {
 		b = append(b, "; stored"...)

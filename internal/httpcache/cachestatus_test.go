@@ -14,7 +14,9 @@ func TestCacheStatusString(t *testing.T) {
 		{CacheStatus{Cache: "sidecache", Hit: true, TTL: 299 * time.Second, HasTTL: true, Detail: "l1"}, "sidecache; hit; ttl=299; detail=l1"},
 		{CacheStatus{Cache: "sidecache", Fwd: "miss", FwdStatus: 200, Stored: true}, "sidecache; fwd=miss; fwd-status=200; stored"},
 		{CacheStatus{Cache: "sidecache", Fwd: "miss", FwdStatus: 200, Collapsed: true}, "sidecache; fwd=miss; fwd-status=200; collapsed"},
-		{CacheStatus{Cache: "sidecache", Fwd: "stale", TTL: -1500 * time.Millisecond, HasTTL: true, Detail: "stale-if-error"}, "sidecache; fwd=stale; ttl=-1; detail=stale-if-error"},
+		{CacheStatus{Cache: "sidecache", Fwd: "stale", TTL: -1500 * time.Millisecond, HasTTL: true, Detail: "stale-if-error"}, "sidecache; fwd=stale; ttl=-2; detail=stale-if-error"},
+		{CacheStatus{Cache: "sidecache", Fwd: "stale", TTL: -500 * time.Millisecond, HasTTL: true}, "sidecache; fwd=stale; ttl=-1"},
+		{CacheStatus{Cache: "sidecache", Hit: true, TTL: 500 * time.Millisecond, HasTTL: true}, "sidecache; hit; ttl=0"},
 		{CacheStatus{Cache: "sidecache", TTL: 5 * time.Second}, "sidecache"}, // TTL only with HasTTL
 		{CacheStatus{Cache: "sidecache", HasTTL: true}, "sidecache; ttl=0"},
 		{CacheStatus{Cache: "c", Hit: true, Fwd: "request", FwdStatus: 304, TTL: time.Second, HasTTL: true, Stored: true, Collapsed: true, Detail: `"split hits=1 misses=2"`},
