@@ -318,12 +318,7 @@ func (l *Loader[A, V]) removeLocked(g *group[A, V], drop func(*batch[A, V]) bool
 	clear(g.ready[len(kept):])
 	g.ready = kept
 	if b := g.open; b != nil && drop(b) {
-		g.open = nil
-		if g.armed {
-			g.armed = false
-			g.timer.Stop()
-		}
-		out = append(out, b)
+		out = append(out, l.shutLocked(g))
 	}
 	return out
 }
