@@ -282,16 +282,12 @@ func (x *exchange) enlist(ctx context.Context, parts map[string]*part) error {
 }
 
 // refuseMissing fails the list's ids not read from the cache with the
-// batcher's refusal (503, batchFailed), without a fetch: each is served
-// stale within stale_if_error instead, as a failed fetch's is.
+// batcher's refusal (503, batchFailed), without a fetch: each is settled
+// as a failed fetch's is (served stale within stale_if_error).
 func (x *exchange) refuseMissing(parts map[string]*part, err error) {
 	for _, p := range parts {
-		switch {
-		case p.e != nil:
-		case p.held != nil:
-			p.e, p.stale = p.held, true
-		default:
-			p.err = batchFailed(err)
+		if p.e == nil {
+			p.settle(nil, batchFailed(err))
 		}
 	}
 }
