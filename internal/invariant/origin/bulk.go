@@ -95,12 +95,7 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		roll = o.rng.IntN(100)
 	}
 	o.mu.Unlock()
-	switch {
-	case roll < p.Hang:
-		hangUp(w)
-		return
-	case roll < p.Hang+p.Fail:
-		http.Error(w, "origin failure", http.StatusServiceUnavailable)
+	if fault(w, roll, p.Hang, p.Fail, http.StatusServiceUnavailable, "origin failure") {
 		return
 	}
 	partial := roll < p.Hang+p.Fail+p.Partial

@@ -135,6 +135,21 @@ func fnv(b []byte) uint32 {
 	return h
 }
 
+// fault answers w with the fault a roll of 0-99 draws at the rates hang
+// and fail (percent): a hang-up below hang, else code with msg below
+// hang+fail. It reports whether it answered.
+func fault(w http.ResponseWriter, roll, hang, fail, code int, msg string) bool {
+	switch {
+	case roll < hang:
+		hangUp(w)
+		return true
+	case roll < hang+fail:
+		http.Error(w, msg, code)
+		return true
+	}
+	return false
+}
+
 func hangUp(w http.ResponseWriter) {
 	if hj, ok := w.(http.Hijacker); ok {
 		if c, _, err := hj.Hijack(); err == nil {

@@ -486,12 +486,7 @@ func (o *Origin) write(w http.ResponseWriter, r *http.Request, res string) {
 	if !p.WriteFaults {
 		roll = 100
 	}
-	switch {
-	case roll < p.Hang:
-		hangUp(w)
-		return
-	case roll < p.Hang+p.Fail:
-		http.Error(w, "write failed", http.StatusInternalServerError)
+	if fault(w, roll, p.Hang, p.Fail, http.StatusInternalServerError, "write failed") {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
