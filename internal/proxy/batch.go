@@ -197,7 +197,7 @@ func droppedReason(err error) string {
 
 // batchFailed is the answer to a batched miss whose load failed: 503
 // when the batcher refused it (its group's queue full, Retry-After set by
-// the writer: busyRetry), 504 when its batch was not sent in time, as an
+// the writer: writeFailure), 504 when its batch was not sent in time, as an
 // upstream timeout is, else 502 (a failed bulk call).
 func batchFailed(err error) *upstreamErr {
 	switch {

@@ -229,12 +229,14 @@ func writeUpstreamError(w http.ResponseWriter, ue *upstreamErr, st status) {
 	}
 }
 
-// busyRetry sets Retry-After (RFC 9110 §10.2.3) on the 503 of a miss the
-// batcher refused, its group's queue full (batchFailed): by then the
-// calls in flight have ended, each within upstream.timeout, and the
-// queue has moved on. Rounded up to whole seconds, at least 1.
-func (x *exchange) busyRetry(ue *upstreamErr) {
+// writeFailure is writeUpstreamError for a cached route's request, with
+// Retry-After (RFC 9110 §10.2.3) on the 503 of a miss the batcher
+// refused, its group's queue full (batchFailed): by then the calls in
+// flight have ended, each within upstream.timeout, and the queue has
+// moved on. Rounded up to whole seconds, at least 1.
+func (x *exchange) writeFailure(ue *upstreamErr, st status) {
 	if ue.code == http.StatusServiceUnavailable {
 		x.w.Header().Set("Retry-After", strconv.Itoa(max(1, int((x.st.timeout+time.Second-1)/time.Second))))
 	}
+	writeUpstreamError(x.w, ue, st)
 }

@@ -145,8 +145,7 @@ func (x *exchange) fail(err error) {
 	s := x.status(outError, nil, 0)
 	ue := classify(err)
 	x.h.logUpstream(x.r, x.rs.m.Name(), ue.code, err)
-	x.busyRetry(ue)
-	writeUpstreamError(x.w, ue, s)
+	x.writeFailure(ue, s)
 	x.count(outcomes[outError].result)
 }
 

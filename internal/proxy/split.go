@@ -315,8 +315,7 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 			s.detail = "split"
 			ue := classify(p.err)
 			x.h.logUpstream(x.r, x.rs.m.Name(), ue.code, p.err)
-			x.busyRetry(ue)
-			writeUpstreamError(x.w, ue, s)
+			x.writeFailure(ue, s)
 			x.count(outcomes[outError].result)
 			return
 		}
