@@ -117,7 +117,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&p.CPUOpts.SplitRate, "cpu-split-rate", 300, "-cpu: open-loop req/s of the split row (-bulk ids each)")
 	var cpuSidecars, cpuRows string
 	fs.StringVar(&cpuRows, "cpu-rows", strings.Join(lab.CPURows(), ","), "-cpu: rows to measure (hit: L1 hit and peers; pass: pass-through and peers; batch: batched misses, on a sidecar whose L1 fills all run (256 MiB, purged each round) and on one whose L1 is full and evicting (32 MiB, warmed with cold ids first), and bare Go at GOMAXPROCS=1 batching the same ids then serving them from memory (the floor); split: GET /users?ids=… half cached; l2: L2 hit with Redis's CPU, bare Go at GOMAXPROCS=1 with one Redis GET per request, and a plain GET beside it)")
-	fs.StringVar(&cpuSidecars, "cpu-sidecars", "", "-cpu: more sidecache binaries to measure, `name=path,...` (e.g. before=bin/sidecache-79708f5)")
+	fs.StringVar(&cpuSidecars, "cpu-sidecars", "", "-cpu: more sidecache binaries to measure, `name=path [KEY=value ...],...` (e.g. before=bin/sidecache-79708f5, or 'pod=bin/sidecache GOMEMLIMIT=241591910': the same binary with that environment)")
 	fs.BoolVar(&p.Quick, "quick", os.Getenv("BENCH_QUICK") == "1", "shrink everything to finish in under 2 minutes (also BENCH_QUICK=1)")
 	fs.StringVar(&p.Sidecache, "sidecache", "bin/sidecache", "sidecar binary")
 	fs.StringVar(&p.Demo, "demo", "bin/demo-upstream", "demo upstream binary")

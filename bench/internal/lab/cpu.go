@@ -69,18 +69,30 @@ type CPUSidecar struct {
 	Env       []string // KEY=value added to the bench's environment
 }
 
-// ParseCPUSidecars reads -cpu-sidecars: "name=path,name=path".
+// ParseCPUSidecars reads -cpu-sidecars: "name=path,name=path". A path may
+// be followed by environment for that process, space-separated KEY=value
+// words ("pod=bin/sidecache GOMEMLIMIT=241591910"), so the same binary can
+// be measured as a deployment runs it (a memory limit turns on
+// cmd/sidecache's GOGC default) beside its plain default.
 func ParseCPUSidecars(s string) ([]CPUSidecar, error) {
 	var out []CPUSidecar
 	for _, f := range strings.Split(s, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		name, bin, ok := strings.Cut(f, "=")
-		if !ok || name == "" || bin == "" {
-			return nil, fmt.Errorf("bad -cpu-sidecars entry %q (want name=path)", f)
+		name, rest, ok := strings.Cut(f, "=")
+		words := strings.Fields(rest)
+		if !ok || name == "" || len(words) == 0 {
+			return nil, fmt.Errorf("bad -cpu-sidecars entry %q (want name=path [KEY=value ...])", f)
 		}
-		out = append(out, CPUSidecar{Name: name, Bin: bin})
+		sc := CPUSidecar{Name: name, Bin: words[0]}
+		for _, kv := range words[1:] {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+				return nil, fmt.Errorf("bad -cpu-sidecars entry %q: %q is not KEY=value", f, kv)
+			}
+			sc.Env = append(sc.Env, kv)
+		}
+		out = append(out, sc)
 	}
 	return out, nil
 }

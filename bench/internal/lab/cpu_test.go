@@ -47,8 +47,15 @@ func TestParseCPUSidecars(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseCPUSidecars = %v, %v", got, err)
 	}
-	if _, err := ParseCPUSidecars("nobin"); err == nil {
-		t.Error("an entry without = was accepted")
+	got, err = ParseCPUSidecars("pod=bin/a GOMEMLIMIT=241591910 GOGC=400")
+	want = []CPUSidecar{{Name: "pod", Bin: "bin/a", Env: []string{"GOMEMLIMIT=241591910", "GOGC=400"}}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("ParseCPUSidecars with env = %v, %v", got, err)
+	}
+	for _, bad := range []string{"nobin", "x=", "x= ", "x=bin/a NOEQUALS", "x=bin/a =v"} {
+		if _, err := ParseCPUSidecars(bad); err == nil {
+			t.Errorf("%q was accepted", bad)
+		}
 	}
 }
 
