@@ -44,6 +44,10 @@ func ParseWithEnv(data []byte, filename string, lookup func(string) (string, boo
 		}
 		setDefaults(cfg, func(path string) bool { return d.set[path] })
 		for _, e := range cfg.validate() {
+			from, derived := defaultFrom[e.Path]
+			if derived && !d.set[e.Path] && d.isBad(from) {
+				continue // the field at fault is reported already
+			}
 			if !d.isBad(e.Path) {
 				e.Line = d.lineOf(e.Path)
 				d.errs = append(d.errs, e)
@@ -58,6 +62,15 @@ func ParseWithEnv(data []byte, filename string, lookup func(string) (string, boo
 		return nil, d.errs
 	}
 	return cfg, nil
+}
+
+// defaultFrom names the fields whose default setDefaults copies from
+// another field. Left out, such a field is as wrong as its source when
+// the source failed to decode (a zero upstream.timeout makes a zero
+// lease_ttl): that is one problem, reported once, at the source.
+var defaultFrom = map[string]string{
+	"cache.l2.lease_ttl":   "upstream.timeout",
+	"coherence.write_hold": "coherence.max_lag",
 }
 
 // maxNodes bounds the walk: anchors and merge keys let a small file name
