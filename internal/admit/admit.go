@@ -30,6 +30,10 @@ type Admission struct {
 	// the current-age axis (see cache.Entry); Age is its initial age.
 	TTL, SWR, SIE, Keep, Age time.Duration
 	NoStale                  bool
+	// Invalidated: Store was refused only because a write invalidated
+	// the answer while it was on its way (Tombs), not for what the
+	// answer is: the next fetch may well be stored.
+	Invalidated bool
 	// Strip are fields a shared cache must not keep (origin mode:
 	// qualified no-cache and private, RFC 9111 §5.2.2.4, §5.2.2.7).
 	Strip []string
@@ -126,7 +130,9 @@ func Decide(o *Options, e *cache.Entry, upstream http.Header, hd *Heard, unkeyed
 		a.Store = of.Store
 	}
 	// Fetched before a write to it was invalidated: serve, never keep.
-	a.Store = a.Store && !o.Tombs.Stale(e, now)
+	if a.Store && o.Tombs.Stale(e, now) {
+		a.Store, a.Invalidated = false, true
+	}
 	return a
 }
 

@@ -27,7 +27,11 @@ const MaxTakeovers = 2
 
 // Leaser is the shared tier's lease (cache/l2.Store is one).
 type Leaser interface {
-	Lease(ctx context.Context, key string, ttl time.Duration) (release func(), acquired, released bool, err error)
+	// Lease takes key's lease. release(pass) lets the waiters go once
+	// the answer is stored; pass > 0: it may not be, and the key is
+	// marked hit-for-pass for pass, so that its misses skip the lease
+	// meanwhile (an error then, with a release of its own: l2.Lease).
+	Lease(ctx context.Context, key string, ttl time.Duration) (release func(pass time.Duration), acquired, released bool, err error)
 	// WaitFill waits for an entry stored after newer (the zero time: any
 	// entry). lapsed: the lease ended without its holder's release.
 	WaitFill(ctx context.Context, key string, max time.Duration, newer time.Time) (e *cache.Entry, found, lapsed bool, err error)
@@ -41,25 +45,30 @@ type Leaser interface {
 // caller's request (the caller's own lookup and fit rule): Take returns
 // what it found with ok. Otherwise the caller fetches, and calls release
 // once its answer is stored, to let the waiters go (a no-op unless this
-// caller took the lease). takeover is called each time a lease lapsed
-// under a waiter (a metric); nil: none.
+// caller took the lease), with pass > 0 when the answer may not be
+// stored: the key is then marked hit-for-pass for pass, its waiters
+// fetch their own at once, and later misses skip the lease (Varnish's
+// hit-for-miss: a fill that is never stored is not waited for). The
+// caller bounds pass; a stored answer clears the mark. takeover is
+// called each time a lease lapsed under a waiter (a metric); nil: none.
 //
 // An unreachable shared tier is no lease: the caller fetches as a lone
-// replica would.
+// replica would. So is a key marked hit-for-pass, whose release the
+// caller gets: an answer it stores clears the mark.
 func Take[T any](ctx context.Context, l Leaser, key string, ttl time.Duration, newer time.Time,
-	answer func(ctx context.Context) (T, bool), takeover func()) (v T, ok bool, release func()) {
-	noop := func() {}
+	answer func(ctx context.Context) (T, bool), takeover func()) (v T, ok bool, release func(pass time.Duration)) {
+	noop := func(time.Duration) {}
 	for n := 0; ; n++ {
 		release, acquired, released, err := l.Lease(ctx, key, ttl)
 		if err != nil {
-			return v, false, noop
+			return v, false, release
 		}
 		if acquired && released {
 			// Taken over the last holder's release mark: its fill may
 			// have landed since this miss read the tier. Look once more,
 			// or the key costs the upstream a second call.
 			if v, ok := answer(ctx); ok {
-				release()
+				release(0)
 				return v, true, noop
 			}
 		}

@@ -41,7 +41,7 @@ func lookup(st *l2.Store, key string, calls *atomic.Int64) func(context.Context)
 type took struct {
 	e       *cache.Entry
 	ok      bool
-	release func()
+	release func(time.Duration)
 }
 
 func take(ctx context.Context, st *l2.Store, key string, calls, takeovers *atomic.Int64) <-chan took {
@@ -62,7 +62,7 @@ func leaseHeld(t *testing.T, st *l2.Store, key string) bool {
 		t.Fatal(err)
 	}
 	if acquired {
-		release()
+		release(0)
 	}
 	return !acquired
 }
@@ -84,12 +84,12 @@ func TestWaiterAnsweredByHoldersFill(t *testing.T) {
 	if err := a.Set(ctx, "k", e); err != nil {
 		t.Fatal(err)
 	}
-	first.release()
+	first.release(0)
 	got := <-waiter
 	if !got.ok || got.e == nil || string(got.e.Body) != "filled" {
 		t.Fatalf("waiter: ok=%v entry %+v; want the holder's fill", got.ok, got.e)
 	}
-	got.release() // a no-op: the waiter holds nothing
+	got.release(0) // a no-op: the waiter holds nothing
 	if takeovers.Load() != 0 {
 		t.Fatalf("%d takeovers, want 0", takeovers.Load())
 	}
@@ -113,7 +113,7 @@ func TestLeaseAfterReleaseAnsweredByFill(t *testing.T) {
 	if err := a.Set(ctx, "k", e); err != nil {
 		t.Fatal(err)
 	}
-	first.release()
+	first.release(0)
 	if err := a.Flush(ctx); err != nil { // the fill and the release mark are in Redis
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestLeaseAfterReleaseAnsweredByFill(t *testing.T) {
 	if !got.ok || got.e == nil || string(got.e.Body) != "filled" {
 		t.Fatalf("late miss: ok=%v entry %+v; want the holder's fill", got.ok, got.e)
 	}
-	got.release()
+	got.release(0)
 	if bCalls.Load() != 1 || takeovers.Load() != 0 {
 		t.Fatalf("late miss: %d answer calls, %d takeovers; want one look and none", bCalls.Load(), takeovers.Load())
 	}
@@ -145,12 +145,12 @@ func TestReleasedWithoutFill(t *testing.T) {
 	var calls, takeovers atomic.Int64
 	first := <-take(ctx, a, "k", &calls, &takeovers)
 	waiter := take(ctx, b, "k", &calls, &takeovers)
-	first.release()
+	first.release(0)
 	got := <-waiter
 	if got.ok || takeovers.Load() != 0 {
 		t.Fatalf("waiter: ok=%v, %d takeovers; want a miss of its own and none", got.ok, takeovers.Load())
 	}
-	got.release()
+	got.release(0)
 }
 
 // A holder that vanishes stops renewing: its lease lapses, and a waiter
@@ -173,7 +173,7 @@ func TestHolderGoneTakenOver(t *testing.T) {
 	if !leaseHeld(t, c, "k") {
 		t.Fatal("the waiter does not hold the lease it took over")
 	}
-	got.release()
+	got.release(0)
 	deadline := time.Now().Add(10 * time.Second)
 	for leaseHeld(t, c, "k") {
 		if time.Now().After(deadline) {
@@ -193,5 +193,5 @@ func TestTierDownNoLease(t *testing.T) {
 	if got.ok || calls.Load() != 0 || takeovers.Load() != 0 {
 		t.Fatalf("ok=%v, %d answer calls, %d takeovers; want a lone fetch", got.ok, calls.Load(), takeovers.Load())
 	}
-	got.release()
+	got.release(0)
 }

@@ -71,8 +71,10 @@ type bulkAnswer struct {
 	// header again as well (batchedFlight). vary and vkey: the variant it
 	// is, when stored as one.
 	private bool
-	vary    []string
-	vkey    string
+	// unstorable: flight.unstorable, for the lease of the id (leasePass).
+	unstorable bool
+	vary       []string
+	vkey       string
 }
 
 // bulkCall is what the answers of one bulk call share, held once for
@@ -288,7 +290,7 @@ func batchedFlight(now func() time.Time, f *flight, ans *bulkAnswer, found bool,
 	// the one failure this path must never have, and a second reading
 	// costs ~0.1 µs an id (issue 23's profile), so a later change to how
 	// keepElement judges privacy cannot open it alone.
-	*f = flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true}
+	*f = flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true, unstorable: ans.unstorable}
 	if c := ans.call; c != nil {
 		f.link, f.upstream, f.reqID = &c.link, c.upstream, c.reqID
 	}

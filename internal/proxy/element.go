@@ -64,7 +64,11 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 			h["Cache-Control"] = slices.Clone(upstream.Values("Cache-Control"))
 		}
 		x.notStored(reason, upstream)
-		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true}
+		// What the answer is makes it unstorable but for a Vary on a
+		// header the route learns now (withheld, unnamed): its next
+		// call sends it, and may be stored.
+		unstorable := reason != notStoredVaryWithheld && reason != notStoredVaryUnnamed
+		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true, unstorable: unstorable}
 	}
 	e, slot := newElementEntry(x.rs, x.params.list(), tags)
 	e.Status, e.Body, e.StoredAt = status, body, requested
@@ -110,7 +114,7 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 	if !f.stored && status == http.StatusOK {
 		x.notStored(notStoredUncacheable, upstream)
 	}
-	return bulkAnswer{e: f.c.e, stored: f.stored, private: f.c.private, vary: f.c.vary, vkey: f.c.vkey}
+	return bulkAnswer{e: f.c.e, stored: f.stored, private: f.c.private, unstorable: f.unstorable, vary: f.c.vary, vkey: f.c.vkey}
 }
 
 // elementHeads is what the elements of one bulk answer share: their

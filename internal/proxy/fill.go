@@ -26,6 +26,12 @@ type flight struct {
 	// (The flags sit together: a lead holds a flight, and every 8 bytes
 	// of it may take the lead to a larger size class.)
 	revalidated bool
+	// unstorable: the fetched answer may not be stored, for what it is
+	// (admit refused it: private, no-store, Set-Cookie, Vary: *, an
+	// uncacheable status, too large...), not for a tier's failure or a
+	// write's invalidation on its way: the cluster lease's holder marks
+	// the key hit-for-pass (leasePass).
+	unstorable bool
 	// foreign: a batched answer only the request whose headers made the
 	// bulk call may have (private, or varying per request), and that
 	// request was another: this one fetches its own (join, split's
@@ -225,14 +231,14 @@ func (x *exchange) fillUpstream(ctx context.Context, stale candidate, readFailed
 	// after it: a client gets its 504 at upstream.timeout, not twice that.
 	ctx, cancel := context.WithTimeout(ctx, x.st.timeout)
 	defer cancel()
-	if x.leases(readFailed) {
-		f, release := x.clusterLease(ctx, stale) // lease.go
-		if f != nil {
-			return f, nil
-		}
-		defer release()
+	if !x.leases(readFailed) {
+		return x.fetchTraced(ctx)
 	}
-	return x.fetchTraced(ctx)
+	f, release := x.clusterLease(ctx, stale) // lease.go
+	if f != nil {
+		return f, nil
+	}
+	return x.fetchReleasing(ctx, release, x.fetchTraced)
 }
 
 // lookup reads the cache (L1 only when local), following a variants marker
@@ -348,7 +354,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		// Remember for a while that this variant streams through
 		// (Varnish's hit-for-pass), so its next requests go straight to
 		// pass-through; other variants of the URL are still cached.
-		x.passVariant(resp.Header, x.h.now().Add(min(x.rs.rt.TTL, 2*time.Minute)))
+		x.passVariant(resp.Header, x.h.now().Add(x.passFor()))
 		l := newLargeBody(resp, body, cancel)
 		// Only this request's client may stream it (join): if that client
 		// has left, nobody will, so let the upstream go at once.
@@ -409,7 +415,7 @@ func (x *exchange) keepAs(ctx context.Context, e *cache.Entry, header http.Heade
 	a := x.admit(e, header, hd)
 	e.InitialAge = a.Age // reported as Age even when not stored (RFC 9111 §5.1)
 	a.Store = a.Store && tagged
-	f := flight{c: candidate{e: e, vary: a.Vary, private: !a.Shareable}}
+	f := flight{c: candidate{e: e, vary: a.Vary, private: !a.Shareable}, unstorable: !a.Store && !a.Invalidated}
 	coding, known := entryCoding(e)
 	if known && coding != cachekey.Identity {
 		x.rs.fwd.rules.NoteCoding(coding) // clients accepting it look there first

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/lease"
@@ -42,8 +43,50 @@ func (x *exchange) fillBatched(ctx context.Context, stale candidate, readFailed 
 	if f != nil {
 		return f, nil
 	}
-	defer release()
-	return x.loadBatched(ctx)
+	return x.fetchReleasing(ctx, release, x.loadBatched)
+}
+
+// fetchReleasing is fetch (the upstream's or the batch's) under the
+// cluster lease: release lets the lease's waiters go once the answer is
+// stored, and marks the key hit-for-pass when the answer may not be
+// (leasePass). Deferred, so that a fetch that panics still lets them go.
+func (x *exchange) fetchReleasing(ctx context.Context, release func(pass time.Duration), fetch func(context.Context) (*flight, error)) (f *flight, err error) {
+	defer func() { release(x.leasePass(f, err)) }()
+	return fetch(ctx)
+}
+
+// leasePass is how long the cluster lease of a key whose fetch gave f
+// and err is marked hit-for-pass (Varnish's hit-for-miss): 0, none,
+// unless the answer may not be stored for what it is (flight.unstorable:
+// private, no-store, Set-Cookie, Vary: *, an uncacheable status; or over
+// max_body_bytes). Waiting on the lease is then waiting for a fill that
+// never comes: the holder's waiters on other replicas would each wait for
+// its fetch and then fetch their own, and every later miss would do the
+// same, one replica after another. With the mark, they stop waiting at
+// once and the key's misses skip the lease and fetch their own, each
+// its own answer (a private one is never shared: the mark only skips the
+// lease). Not for a failure (an error, a 5xx: the upstream's state, which
+// the lease shields it from), nor for an answer refused only because a
+// write invalidated it on its way. Bounded as the local hit-for-pass is
+// (passFor), and cleared by the first answer stored under it.
+func (x *exchange) leasePass(f *flight, err error) time.Duration {
+	switch {
+	case errors.Is(err, errElementTooLarge):
+	case err != nil || f == nil:
+		return 0
+	case f.large != nil:
+	case !f.unstorable || f.stored || f.c.e == nil || f.c.e.Status >= 500:
+		return 0
+	}
+	return x.passFor()
+}
+
+// passFor is how long a key or variant whose answer may not be stored
+// passes (hit-for-pass: local for a body over max_body_bytes, cluster-wide
+// for the lease): the route's ttl, at most two minutes, so that an answer
+// that becomes storable is not kept from the cache's coalescing for long.
+func (x *exchange) passFor() time.Duration {
+	return min(x.rs.rt.TTL, 2*time.Minute)
 }
 
 // clusterLease makes this flight's miss one upstream call for the whole
@@ -51,8 +94,9 @@ func (x *exchange) fillBatched(ctx context.Context, stale candidate, readFailed 
 // or waits for the holder's fill. It returns a flight when another
 // replica's fill answers the request (the fit rule, answers). Otherwise
 // the caller fetches, and calls release once its answer is stored, to let
-// the waiters go (a no-op unless this replica took the lease).
-func (x *exchange) clusterLease(ctx context.Context, stale candidate) (*flight, func()) {
+// the waiters go (a no-op unless this replica took the lease, or the key
+// is marked hit-for-pass), with leasePass's verdict (fetchReleasing).
+func (x *exchange) clusterLease(ctx context.Context, stale candidate) (*flight, func(pass time.Duration)) {
 	ttl := x.leaseTTL()
 	// Wait for an entry newer than the stale copy in hand: the holder's
 	// fetch, not the copy that made this a miss.

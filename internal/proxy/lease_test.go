@@ -42,7 +42,7 @@ type countingLeaser struct {
 	waits, leases *atomic.Int64
 }
 
-func (l countingLeaser) Lease(ctx context.Context, key string, ttl time.Duration) (func(), bool, bool, error) {
+func (l countingLeaser) Lease(ctx context.Context, key string, ttl time.Duration) (func(time.Duration), bool, bool, error) {
 	l.leases.Add(1)
 	return l.Store.Lease(ctx, key, ttl)
 }

@@ -77,7 +77,9 @@ type Invalidator interface {
 // Leaser makes coalescing cluster-wide: one replica holds the lease for a
 // cold key and fetches it; the others wait for its write to the shared tier.
 type Leaser interface {
-	Lease(ctx context.Context, key string, ttl time.Duration) (release func(), acquired, released bool, err error)
+	// Lease takes key's lease; release(pass) lets its waiters go, pass >
+	// 0 marking the key hit-for-pass for pass (lease.Leaser).
+	Lease(ctx context.Context, key string, ttl time.Duration) (release func(pass time.Duration), acquired, released bool, err error)
 	// WaitFill waits for an entry stored after newer (the zero time: any
 	// entry), so a waiter holding a stale copy waits for a fresh one.
 	// lapsed: the lease ended without its holder's release (the holder is

@@ -82,7 +82,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("Lease = %v, %v", ok, err)
 	}
 	_ = a.Set(ctx, keys[0], entry("refilled", time.Minute))
-	release()
+	release(0)
 	if e, ok, _, err := b.WaitFill(ctx, keys[0], 5*time.Second, time.Time{}); err != nil || !ok || string(e.Body) != "refilled" {
 		t.Fatalf("WaitFill = %v, %v, %v", e, ok, err)
 	}

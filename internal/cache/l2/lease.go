@@ -19,14 +19,32 @@ import (
 // not cacheable: fetch on your own, as it did) from one that vanished (it
 // died, or its release or its renewals were lost with a Redis that stalled:
 // take over). A key that is simply gone is the second case.
-const releasedMark = "released"
+//
+// passMark is the cluster-wide hit-for-pass (Varnish's hit-for-miss): the
+// holder's answer may not be stored (private, no-store, Set-Cookie,
+// Vary: *, too large...), so waiting on the key's lease is waiting for a
+// fill that never comes. Its waiters stop at once, and for as long as
+// the holder asked (bounded by the caller: the route's ttl, at most two
+// minutes) a miss takes no lease and fetches on its own (ErrHitForPass).
+// The mark only skips the lease, never storage: every fetch under it is
+// judged and stored as any, and the first one stored clears it.
+const (
+	releasedMark = "released"
+	passMark     = "pass"
+)
+
+// ErrHitForPass is Lease's answer for a key marked hit-for-pass (see
+// passMark): no lease, fetch on your own, and call release with the
+// outcome, which clears the mark when the answer was stored.
+var ErrHitForPass = errors.New("l2: lease: hit-for-pass")
 
 // minLeaseHold is the floor of Options.LeaseHold's default.
 const minLeaseHold = 500 * time.Millisecond
 
-// releaseScript marks a lease released only if it still holds the caller's
-// token: a holder whose lease lapsed must not end the next holder's. The
-// mark lives ARGV[3] ms, long enough for polling waiters to see it.
+// releaseScript marks a lease released (or hit-for-pass: ARGV[2]) only if
+// it still holds the caller's token: a holder whose lease lapsed must not
+// end the next holder's. The mark lives ARGV[3] ms: long enough for
+// polling waiters to see it, or the hit-for-pass the holder asked.
 const releaseScript = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
@@ -34,12 +52,22 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`
 
+// unpassScript drops a hit-for-pass mark (and nothing else: a lease
+// taken since it lapsed is another holder's).
+const unpassScript = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`
+
 // acquireScript takes a lease that is free or only marked released: the
 // mark is for the last holder's waiters, and must not keep the next miss
 // (an entry that went stale soon after its fill) from leasing the key.
-// It returns 2 for a lease taken over the mark, 1 for a free one.
+// It returns 2 for a lease taken over the mark, 1 for a free one, 3 for
+// a key marked hit-for-pass (ARGV[4]), which it leaves as it is.
 var acquireScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
+if v == ARGV[4] then return 3 end
 if v and v ~= ARGV[2] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 if v then return 2 end
@@ -84,9 +112,15 @@ const (
 // The holder stores the entry with Set and then calls release. release
 // never blocks: it is queued behind the holder's earlier Set, so a waiter
 // never sees the lease released before the entry is in Redis. It is safe
-// to call more than once, and it marks the lease released only while it
-// still holds this holder's token. When acquired is false release does
-// nothing.
+// to call more than once (the first call counts), and it marks the lease
+// released only while it still holds this holder's token. pass > 0 says
+// the holder's answer may not be stored: the lease is marked hit-for-pass
+// for pass instead (passMark), so its waiters fetch on their own at once
+// and the key's misses skip the lease meanwhile. When acquired is false
+// release does nothing, but under a hit-for-pass mark (err is
+// ErrHitForPass): release(0), an answer that was stored, clears the mark
+// (a later answer that may be stored ends it before its time); release
+// with pass > 0 leaves it to lapse when its holder said, never later.
 //
 // released reports a lease taken over its last holder's release mark:
 // that holder finished within LeaseHold, most often by storing its fill,
@@ -96,8 +130,8 @@ const (
 //
 // An error (Redis down or slow) means no lease either way: the caller
 // fetches on its own, as it would without L2.
-func (s *Store) Lease(ctx context.Context, key string, ttl time.Duration) (release func(), acquired, released bool, err error) {
-	noop := func() {}
+func (s *Store) Lease(ctx context.Context, key string, ttl time.Duration) (release func(pass time.Duration), acquired, released bool, err error) {
+	noop := func(time.Duration) {}
 	if err := s.admit(); err != nil {
 		return noop, false, false, wrap("lease", err)
 	}
@@ -109,24 +143,32 @@ func (s *Store) Lease(ctx context.Context, key string, ttl time.Duration) (relea
 	hold := min(s.opts.LeaseHold, ttl)
 
 	cctx, cancel := s.withTimeout(ctx)
-	n, err := acquireScript.Run(cctx, s.rdb, []string{s.leaseKey(key)}, token, releasedMark, max(hold, time.Millisecond).Milliseconds()).Int()
+	n, err := acquireScript.Run(cctx, s.rdb, []string{s.leaseKey(key)}, token, releasedMark, max(hold, time.Millisecond).Milliseconds(), passMark).Int()
 	cancel()
 	s.done(ctx, err)
 	if err != nil {
 		return noop, false, false, wrap("lease", err)
 	}
-	if n == 0 {
+	switch n {
+	case 0:
 		return noop, false, false, nil
+	case 3:
+		var once sync.Once
+		return func(pass time.Duration) {
+			if pass <= 0 {
+				once.Do(func() { _ = s.enqueue(op{kind: opUnpass, key: key}) })
+			}
+		}, false, false, ErrHitForPass
 	}
 	stop := make(chan struct{})
 	if hold < ttl {
 		go s.renew(ctx, key, token, hold, deadline, stop)
 	}
 	var once sync.Once
-	return func() {
+	return func(pass time.Duration) {
 		once.Do(func() {
 			close(stop)
-			s.release(key, token)
+			s.release(key, token, pass)
 		})
 	}, true, n == 2, nil
 }
@@ -162,8 +204,8 @@ func (s *Store) renew(ctx context.Context, key, token string, hold time.Duration
 	}
 }
 
-func (s *Store) release(key, token string) {
-	if s.enqueue(op{kind: opRelease, key: key, val: []byte(token)}) == nil {
+func (s *Store) release(key, token string, pass time.Duration) {
+	if s.enqueue(op{kind: opRelease, key: key, val: []byte(token), ttl: pass}) == nil {
 		return
 	}
 	// The queue is full or closed: release now rather than make the other
@@ -175,11 +217,16 @@ func (s *Store) release(key, token string) {
 	}
 	ctx, cancel := s.withTimeout(context.Background())
 	defer cancel()
-	err := s.rdb.Eval(ctx, releaseScript, []string{s.leaseKey(key)}, s.releaseArgs(token)...).Err()
+	err := s.rdb.Eval(ctx, releaseScript, []string{s.leaseKey(key)}, s.releaseArgs(token, pass)...).Err()
 	s.done(context.Background(), err)
 }
 
-func (s *Store) releaseArgs(token string) []any {
+// releaseArgs are releaseScript's: the release mark for LeaseHold, or,
+// with pass > 0, the hit-for-pass mark for pass.
+func (s *Store) releaseArgs(token string, pass time.Duration) []any {
+	if pass > 0 {
+		return []any{token, passMark, max(pass, time.Millisecond).Milliseconds()}
+	}
 	return []any{token, releasedMark, s.opts.LeaseHold.Milliseconds()}
 }
 
@@ -279,7 +326,9 @@ func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cach
 	switch lease.Val() {
 	case "":
 		state = leaseLapsed
-	case releasedMark:
+	case releasedMark, passMark:
+		// A hit-for-pass mark is a release without a fill: the waiter
+		// fetches its own at once.
 		state = leaseReleased
 	}
 	if b != nil {

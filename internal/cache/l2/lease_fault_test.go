@@ -26,17 +26,17 @@ func TestLeaseLapsesWithoutHolder(t *testing.T) {
 		tune func(*Options)
 		// lose makes the lease lose its holder while the holder's
 		// upstream fetch would still run.
-		lose func(t *testing.T, holder *replica, leaseKey string, release func())
+		lose func(t *testing.T, holder *replica, leaseKey string, release func(time.Duration))
 	}{
 		{
 			// The process dies: no release, no more renewals.
 			name: "holder killed",
-			lose: func(t *testing.T, holder *replica, _ string, _ func()) { _ = holder.Close() },
+			lose: func(t *testing.T, holder *replica, _ string, _ func(time.Duration)) { _ = holder.Close() },
 		},
 		{
 			// maxmemory evicts the lease key (or a failover loses it).
 			name: "lease key evicted",
-			lose: func(t *testing.T, _ *replica, leaseKey string, _ func()) {
+			lose: func(t *testing.T, _ *replica, leaseKey string, _ func(time.Duration)) {
 				if err := rc.Del(ctx, leaseKey).Err(); err != nil {
 					t.Fatal(err)
 				}
@@ -47,11 +47,11 @@ func TestLeaseLapsesWithoutHolder(t *testing.T) {
 			// for writes: its queued release times out and is lost.
 			name: "release swallowed by CLIENT PAUSE WRITE",
 			tune: func(o *Options) { o.Timeout = 200 * time.Millisecond },
-			lose: func(t *testing.T, holder *replica, _ string, release func()) {
+			lose: func(t *testing.T, holder *replica, _ string, release func(time.Duration)) {
 				if err := rc.Do(ctx, "CLIENT", "PAUSE", "1500", "WRITE").Err(); err != nil {
 					t.Fatal(err)
 				}
-				release()
+				release(0)
 				holder.flush(t) // returns once the writer's attempt failed
 			},
 		},
@@ -84,9 +84,9 @@ func TestLeaseLapsesWithoutHolder(t *testing.T) {
 			if err != nil || !ok {
 				t.Fatalf("takeover Lease = %v, %v", ok, err)
 			}
-			defer takeover()
+			defer takeover(0)
 			token, _ := rc.Get(ctx, "test:l:"+key).Result()
-			release()
+			release(0)
 			if !holder.closed.Load() {
 				eventually(t, 10*time.Second, func() error { return holder.Flush(ctx) })
 			}
@@ -153,7 +153,7 @@ func TestLeaseRenewedWhileHolderWorks(t *testing.T) {
 	if err := holder.Set(ctx, "k", entry("fresh", time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	release()
+	release(0)
 	if r := <-done; r.err != nil || !r.found || r.lapsed || r.body != "fresh" {
 		t.Fatalf("WaitFill = %+v, want the holder's fill", r)
 	}
@@ -172,7 +172,7 @@ func TestLeaseNeverOutlivesTTL(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("Lease = %v, %v", ok, err)
 	}
-	defer release()
+	defer release(0)
 	eventually(t, 10*time.Second, func() error {
 		if _, ok, _, err := other.Lease(ctx, "k", time.Hour); err != nil || !ok {
 			return errors.New("lease still held")

@@ -50,7 +50,7 @@ func TestLeaseReleaseOnlyByHolder(t *testing.T) {
 		t.Fatalf("Lease after expiry = %v, %v", ok, err)
 	}
 
-	releaseOld() // a former holder: must not end the new lease
+	releaseOld(0) // a former holder: must not end the new lease
 	r.flush(t)
 	if v, _ := rc.Get(ctx, "test:l:k").Result(); v == "" || v == releasedMark {
 		t.Fatalf("a former holder's release ended the current lease (%q)", v)
@@ -59,8 +59,8 @@ func TestLeaseReleaseOnlyByHolder(t *testing.T) {
 		t.Fatal("lease acquired while held")
 	}
 
-	releaseNew()
-	releaseNew() // idempotent
+	releaseNew(0)
+	releaseNew(0) // idempotent
 	r.flush(t)
 	if v, _ := rc.Get(ctx, "test:l:k").Result(); v != releasedMark {
 		t.Fatalf("after the holder's release the lease holds %q, want the release mark", v)
@@ -91,7 +91,7 @@ func TestWaitFill(t *testing.T) {
 		go func() {
 			time.Sleep(30 * time.Millisecond)
 			_ = holder.Set(ctx, "filled", entry("fresh", time.Minute))
-			release() // queued behind the Set: the waiter must see the entry
+			release(0) // queued behind the Set: the waiter must see the entry
 		}()
 		e, ok, _, err := waiter.WaitFill(ctx, "filled", 5*time.Second, time.Time{})
 		if err != nil || !ok || string(e.Body) != "fresh" {
@@ -103,7 +103,7 @@ func TestWaitFill(t *testing.T) {
 		release, _, _, _ := holder.Lease(ctx, "unfilled", 5*time.Second)
 		go func() {
 			time.Sleep(30 * time.Millisecond)
-			release()
+			release(0)
 		}()
 		start := time.Now()
 		e, ok, lapsed, err := waiter.WaitFill(ctx, "unfilled", 5*time.Second, time.Time{})

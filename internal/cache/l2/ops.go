@@ -27,7 +27,8 @@ type opKind uint8
 const (
 	opSet     opKind = iota
 	opDel            // drop an entry found corrupt
-	opRelease        // compare-and-mark a lease released
+	opRelease        // compare-and-mark a lease released (ttl > 0: hit-for-pass for ttl)
+	opUnpass         // drop a lease's hit-for-pass mark
 	opFlush          // close done once everything before it is written
 )
 
@@ -358,7 +359,9 @@ func (s *Store) write(batch []op) {
 		case opDel:
 			pipe.Unlink(ctx, s.entryKey(o.key))
 		case opRelease:
-			release.Eval(ctx, releaseScript, []string{s.leaseKey(o.key)}, s.releaseArgs(string(o.val))...)
+			release.Eval(ctx, releaseScript, []string{s.leaseKey(o.key)}, s.releaseArgs(string(o.val), o.ttl)...)
+		case opUnpass:
+			release.Eval(ctx, unpassScript, []string{s.leaseKey(o.key)}, passMark)
 		}
 	}
 	s.exec(pipe)
