@@ -202,6 +202,11 @@ type Batch struct {
 	// MaxInFlight bounds the bulk calls of one group at once; while they
 	// run, new IDs accumulate for the next call.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxRouteInFlight bounds the bulk calls of all the route's groups
+	// at once: groups follow what clients send (the Host, keyed
+	// headers), so max_in_flight alone let one client varying its Host
+	// have the bulk endpoint carry max_in_flight calls per Host spelling.
+	MaxRouteInFlight int `yaml:"max_route_in_flight"`
 }
 
 type Split struct {

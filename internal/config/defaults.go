@@ -115,6 +115,12 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 			if !isSet(p + ".batch.max_in_flight") {
 				b.MaxInFlight = 2
 			}
+			if !isSet(p + ".batch.max_route_in_flight") {
+				// Room for a few groups' calls at once (a couple of
+				// Host spellings, a keyed header's few values) at
+				// their full max_in_flight; the proxy's default too.
+				b.MaxRouteInFlight = 4 * max(b.MaxInFlight, 1)
+			}
 		}
 		if s := r.Split; s != nil && !isSet(p+".split.max_ids") {
 			s.MaxIDs = 1000

@@ -341,6 +341,9 @@ func (v *checker) route(p string, r *Route) {
 		if b.MaxInFlight <= 0 {
 			v.add(bp+".max_in_flight", "must be > 0")
 		}
+		if b.MaxRouteInFlight <= 0 {
+			v.add(bp+".max_route_in_flight", "must be > 0")
+		}
 		if !get {
 			v.add(p+".methods", "must include GET for batch")
 		}
