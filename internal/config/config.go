@@ -95,6 +95,10 @@ type Upstream struct {
 	// Kept apart from Timeout, which is sized for an API call: a healthy
 	// WebSocket is often quiet for a minute between its pings.
 	TunnelIdleTimeout Duration `yaml:"tunnel_idle_timeout"`
+	// MaxTunnels bounds the upgraded connections open at once: each
+	// holds two connections and two goroutines for as long as its bytes
+	// move, so a client opening busy tunnels could hold any number.
+	MaxTunnels int `yaml:"max_tunnels"`
 }
 
 type Cache struct {

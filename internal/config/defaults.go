@@ -43,6 +43,9 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 	dur(&c.Coherence.WriteHold, "coherence.write_hold", c.Coherence.MaxLag.D())
 	dur(&c.Upstream.Timeout, "upstream.timeout", 10*time.Second)
 	dur(&c.Upstream.TunnelIdleTimeout, "upstream.tunnel_idle_timeout", 5*time.Minute)
+	if !isSet("upstream.max_tunnels") {
+		c.Upstream.MaxTunnels = 1024
+	}
 	if !isSet("upstream.max_idle_conns_per_host") {
 		c.Upstream.MaxIdleConnsPerHost = 256
 	}

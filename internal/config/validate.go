@@ -77,6 +77,9 @@ func (c *Config) validate() Errors {
 	// 0 is refused rather than read as "forever": a tunnel nobody uses
 	// must not hold two connections and two goroutines for good.
 	v.positive("upstream.tunnel_idle_timeout", c.Upstream.TunnelIdleTimeout)
+	if c.Upstream.MaxTunnels <= 0 {
+		v.add("upstream.max_tunnels", "must be > 0")
+	}
 	v.loop(c)
 	if c.Cache.MaxBodyBytes <= 0 {
 		v.add("cache.max_body_bytes", "must be > 0")
