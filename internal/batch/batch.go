@@ -78,7 +78,8 @@ var ErrSuspect = errors.New("batch: suspect")
 var ErrBudget = errors.New("batch: request's upstream call budget spent")
 
 // ErrQueueFull is the error of a load refused because its group holds
-// Options.MaxQueued ids not yet sent: the upstream is not keeping up, and
+// Options.MaxQueued ids not yet sent, or the loader MaxQueuedAll: the
+// upstream is not keeping up, and
 // a queue that grows without bound only makes every waiter later.
 var ErrQueueFull = errors.New("batch: group's queue full")
 
@@ -166,6 +167,24 @@ type Options struct {
 	// calls in flight, each bounded by fetch, so no waiter waits longer
 	// than Deadline and two calls, however long the queue.
 	Deadline func() time.Duration
+	// MaxInFlightAll bounds the calls of all groups at once, those of
+	// ids fetched alone (MaxGroups, Quarantine) included. A group is
+	// named by what its caller forwards (the proxy: the Host and the
+	// keyed headers), which a client chooses: with MaxInFlight alone, a
+	// client varying its Host kept MaxGroups·MaxInFlight calls in
+	// flight. A group with a batch to send and no slot of the loader's
+	// free waits in line, and the groups in line take the slots freed in
+	// turn, one call each (grantLocked), so that a group with a long
+	// queue delays another's batch by one call per group ahead of it,
+	// not by its queue. 0: no bound.
+	MaxInFlightAll int
+	// MaxQueuedAll bounds the ids of all groups in batches not yet sent,
+	// as MaxQueued bounds one group's: a load or a list that would take
+	// the loader past it is refused with ErrQueueFull, whatever its
+	// group holds, so that the memory a client can make the loader hold
+	// does not grow with the groups it makes. A loader with nothing
+	// queued admits any one request. 0: no bound.
+	MaxQueuedAll int
 	// OnDrop, if set, is told of ids that never went upstream, and why:
 	// ErrQueueFull (refused), ErrDeadline (failed unsent) or ErrAbandoned
 	// (dropped: their waiters left).
@@ -203,6 +222,11 @@ type Loader[A, V any] struct {
 	closed bool
 	wg     sync.WaitGroup // batches not yet answered
 	q      *quarantine
+	// inFlight and queued are the calls in flight and the ids queued of
+	// all groups (Options.MaxInFlightAll, MaxQueuedAll); waiting is the
+	// line of groups with a batch to send and no slot (grantLocked).
+	inFlight, queued int
+	waiting          []*group[A, V]
 	// down: the last round of ErrSuspect isolation failed throughout,
 	// and no call has been answered since; ErrSuspect is not isolated.
 	down bool
@@ -241,7 +265,7 @@ func newLoader[A, V any](opts Options) *Loader[A, V] {
 }
 
 // Close fetches the open and queued batches now (still at most MaxInFlight
-// per group at once), waits for every fetch to return, and makes later
+// per group and MaxInFlightAll in all at once), waits for every fetch to return, and makes later
 // Loads fail with ErrClosed. It is for shutdown: waiters already queued
 // still get their answers.
 func (l *Loader[A, V]) Close() {

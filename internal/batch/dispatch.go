@@ -99,15 +99,24 @@ func (l *Loader[A, V]) pumpLocked(g *group[A, V]) {
 }
 
 // nextLocked dispatches the batch of g to fetch next, if g has a slot
-// for it (see pumpLocked), and returns it, to be run; nil: none. l.mu
-// must be held.
+// for it and the loader one (slotLocked: else g waits in line for it),
+// and returns it, to be run; nil: none. l.mu must be held.
 func (l *Loader[A, V]) nextLocked(g *group[A, V]) *batch[A, V] {
+	if int(g.inFlight) >= l.opts.MaxInFlight || !l.slotLocked(g) {
+		return nil
+	}
+	return l.dispatchLocked(g)
+}
+
+// dispatchLocked is nextLocked once the loader's slot is g's. l.mu must
+// be held.
+func (l *Loader[A, V]) dispatchLocked(g *group[A, V]) *batch[A, V] {
 	for int(g.inFlight) < l.opts.MaxInFlight {
 		b := l.takeLocked(g)
 		if b == nil {
 			return nil
 		}
-		g.queued -= int32(len(b.ids))
+		l.queueLocked(g, -len(b.ids))
 		g.listed -= b.listed
 		if !l.unsettledLocked(b) {
 			continue
@@ -118,6 +127,7 @@ func (l *Loader[A, V]) nextLocked(g *group[A, V]) *batch[A, V] {
 			}
 		}
 		g.inFlight++
+		l.inFlight++
 		return b
 	}
 	return nil
@@ -234,11 +244,23 @@ func (l *Loader[A, V]) runOne(b *batch[A, V]) (next *batch[A, V]) {
 	l.mu.Lock()
 	g := b.g
 	g.inFlight--
+	l.inFlight--
 	l.settleLocked(b, a, err)
 	tell := tellLocked(b.res)
 	late := l.lateLocked(g)
+	if len(l.waiting) > 0 {
+		late = append(late, l.lateLineLocked()...)
+	}
 	next = l.nextLocked(g)
 	l.pumpLocked(g)
+	// The slots g left are the line's, first come first served.
+	for w := l.grantLocked(); w != nil; w = l.grantLocked() {
+		if next == nil {
+			next = w
+		} else {
+			go l.run(w)
+		}
+	}
 	if l.idleLocked(g) {
 		l.spare = g
 	}
@@ -256,7 +278,11 @@ func (l *Loader[A, V]) runOne(b *batch[A, V]) (next *batch[A, V]) {
 // flight) and is registered, and reports whether it did. l.mu must be
 // held.
 func (l *Loader[A, V]) idleLocked(g *group[A, V]) bool {
-	if g.open == nil && len(g.ready) == 0 && g.inFlight == 0 && l.groups.get(g.key) == g {
+	if g.open != nil || len(g.ready) > 0 || g.inFlight > 0 {
+		return false
+	}
+	l.leaveLineLocked(g)
+	if l.groups.get(g.key) == g {
 		l.groups.del(g.key)
 		return true
 	}
@@ -328,7 +354,7 @@ func (l *Loader[A, V]) removeLocked(g *group[A, V], drop func(*batch[A, V]) bool
 // (settleLocked: a result another call holds waits for that call), as a
 // failed call's would be. l.mu must be held.
 func (l *Loader[A, V]) dropLocked(g *group[A, V], b *batch[A, V], err error) {
-	g.queued -= int32(len(b.ids))
+	l.queueLocked(g, -len(b.ids))
 	g.listed -= b.listed
 	for i, id := range b.ids {
 		if g.pending[id] == b.res[i] {

@@ -83,6 +83,8 @@ type group[A, V any] struct {
 	// jumped: the last batch dispatched went ahead of the queue's first
 	// (jumpLocked); the next goes in turn, so a list still progresses.
 	jumped bool
+	// waiting: g is in the loader's line for a slot (Loader.waiting).
+	waiting bool
 }
 
 // batch is one fetch to make. Its fields are guarded by Loader.mu until it

@@ -200,13 +200,27 @@ func (r *result[V]) wait(then Waiter[V]) {
 // in s, if given and not used yet, and open makes the arg of a batch it
 // opens (LoadTo). l.mu must be held.
 //
-// A new id is refused (ErrQueueFull) when the group's queue is full,
-// unless admitted (Enlist admitted its list whole).
+// A new id is refused (ErrQueueFull) when the group's queue or the
+// loader's is full, unless admitted (Enlist admitted its list whole).
 func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key groupKey, open func() A, id string, s *Slot[V], admitted bool) *result[V] {
 	if !l.q.empty() && l.q.has(id, l.opts.Now()) {
 		return l.joinAloneLocked(ctx, req, open, id, s)
 	}
 	g := l.groups.get(key)
+	if g != nil {
+		if r := g.pending[id]; r != nil {
+			// The batch holding id goes whatever req does: joining it causes
+			// no upstream call, so it costs req nothing (a list whose ids
+			// were pending in many other requests' batches ran out of budget
+			// with a healthy upstream). Should that batch fail, req's retry
+			// is paid from its account (partitionLocked).
+			r.addRequester(req)
+			return r
+		}
+	}
+	if !admitted && l.fullLocked(g, 1, false) {
+		return l.refuseLocked(1)
+	}
 	lone := false
 	if g == nil {
 		if l.groups.len() < l.opts.MaxGroups {
@@ -221,18 +235,6 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 				l.opts.OnOverflow()
 			}
 		}
-	}
-	if r := g.pending[id]; r != nil {
-		// The batch holding id goes whatever req does: joining it causes
-		// no upstream call, so it costs req nothing (a list whose ids
-		// were pending in many other requests' batches ran out of budget
-		// with a healthy upstream). Should that batch fail, req's retry
-		// is paid from its account (partitionLocked).
-		r.addRequester(req)
-		return r
-	}
-	if !admitted && l.fullLocked(g, 1, false) {
-		return l.refuseLocked(1)
 	}
 	b := g.open
 	if b == nil && !req.open() {
@@ -260,7 +262,7 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 	b.ids = append(b.ids, id)
 	b.res = append(b.res, r)
 	g.pending[id] = r
-	g.queued++
+	l.queueLocked(g, 1)
 	switch {
 	case admitted:
 		b.listed++
@@ -279,6 +281,9 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 // group of its own that is never registered, or fails it with ErrBudget
 // when req (a list request) has no call left. l.mu must be held.
 func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, open func() A, id string, s *Slot[V]) *result[V] {
+	if l.fullAllLocked(1) {
+		return l.refuseLocked(1)
+	}
 	if req != nil && !req.afford(1) {
 		return l.overBudgetLocked(id)
 	}
@@ -288,6 +293,7 @@ func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, open
 	b := &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), ids: []string{id}, res: []*result[V]{r}, alone: true}
 	l.wg.Add(1)
 	g.ready = append(g.ready, b)
+	l.queueLocked(g, 1)
 	l.pumpLocked(g)
 	return r
 }
@@ -331,14 +337,18 @@ func (s *Slot[V]) result() *result[V] {
 	return &s.r
 }
 
-// fullLocked reports whether n more ids would take g past MaxQueued: a
+// fullLocked reports whether n more ids would take the loader past
+// MaxQueuedAll (fullAllLocked), or g past MaxQueued: a
 // list's (Enlist) also past its share of it (listShare), so that one-id
 // misses always find a quarter of the queue for themselves; a one-id
 // miss's ids past the share a list took in an idle group do not count
-// against it. A group with nothing queued takes any one request
-// (MaxQueued). l.mu must be held.
+// against it. A group with nothing queued (or none yet: nil) takes any
+// one request the loader takes (MaxQueued). l.mu must be held.
 func (l *Loader[A, V]) fullLocked(g *group[A, V], n int, list bool) bool {
-	if l.opts.MaxQueued <= 0 || g.queued == 0 {
+	if l.fullAllLocked(n) {
+		return true
+	}
+	if l.opts.MaxQueued <= 0 || g == nil || g.queued == 0 {
 		return false
 	}
 	share, listed := l.listShare(), int(g.listed)
@@ -356,8 +366,8 @@ func (l *Loader[A, V]) listShare() int {
 	return max(l.opts.MaxQueued-l.opts.MaxQueued/4, 1)
 }
 
-// refuseLocked is the result of a Load refused as its group's queue is
-// full, and counts the n ids refused. l.mu must be held.
+// refuseLocked is the result of a Load refused as its group's queue (or
+// the loader's) is full, and counts the n ids refused. l.mu must be held.
 func (l *Loader[A, V]) refuseLocked(n int) *result[V] {
 	if l.opts.OnDrop != nil {
 		l.opts.OnDrop(ErrQueueFull, n)

@@ -130,10 +130,10 @@ func (l *Loader[A, V]) Enlist(ctx context.Context, req *Requester, group string,
 		return nil
 	}
 	now := l.opts.Now()
-	if g := l.groups.get(key); g != nil && l.opts.MaxQueued > 0 {
+	if g := l.groups.get(key); l.opts.MaxQueued > 0 || l.opts.MaxQueuedAll > 0 {
 		n := 0
 		for _, id := range ids {
-			if _, ok := req.enlisted[id]; !ok && g.pending[id] == nil && !l.q.has(id, now) {
+			if _, ok := req.enlisted[id]; !ok && (g == nil || g.pending[id] == nil) && !l.q.has(id, now) {
 				n++
 			}
 		}

@@ -176,7 +176,7 @@ func (l *Loader[A, V]) queueRetriesLocked(g *group[A, V], next []*batch[A, V]) {
 	}
 	for _, b := range next {
 		b.opened = now // its Deadline's start; never an open batch
-		g.queued += int32(len(b.ids))
+		l.queueLocked(g, len(b.ids))
 	}
 	i := 0
 	for i < len(g.ready) && g.ready[i].retry {

@@ -95,6 +95,10 @@ type Upstream struct {
 	// Kept apart from Timeout, which is sized for an API call: a healthy
 	// WebSocket is often quiet for a minute between its pings.
 	TunnelIdleTimeout Duration `yaml:"tunnel_idle_timeout"`
+	// MaxTunnels bounds the upgraded connections open at once: each
+	// holds two connections and two goroutines for as long as its bytes
+	// move, so a client opening busy tunnels could hold any number.
+	MaxTunnels int `yaml:"max_tunnels"`
 }
 
 type Cache struct {
@@ -202,6 +206,11 @@ type Batch struct {
 	// MaxInFlight bounds the bulk calls of one group at once; while they
 	// run, new IDs accumulate for the next call.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxRouteInFlight bounds the bulk calls of all the route's groups
+	// at once: groups follow what clients send (the Host, keyed
+	// headers), so max_in_flight alone let one client varying its Host
+	// have the bulk endpoint carry max_in_flight calls per Host spelling.
+	MaxRouteInFlight int `yaml:"max_route_in_flight"`
 }
 
 type Split struct {

@@ -240,7 +240,7 @@ func TestExampleConfigs(t *testing.T) {
 			eq(t, c.Upstream.URL, "http://127.0.0.1:3000")
 			u := c.Routes[2]
 			eq(t, u.Methods, []string{"GET", "HEAD"})
-			eq(t, *u.Batch, Batch{Path: "/users", Param: "ids", MaxSize: 100, MaxWait: Duration(2 * time.Millisecond), IDField: "id", MaxInFlight: 2})
+			eq(t, *u.Batch, Batch{Path: "/users", Param: "ids", MaxSize: 100, MaxWait: Duration(2 * time.Millisecond), IDField: "id", MaxInFlight: 2, MaxRouteInFlight: 8})
 			eq(t, *c.Routes[4].Split, Split{Param: "ids", Route: "user", MaxIDs: 1000})
 			eq(t, c.Routes[0].StaleIfError.D(), 10*time.Minute)
 			if strings.Contains(file, "redis") {

@@ -43,6 +43,9 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 	dur(&c.Coherence.WriteHold, "coherence.write_hold", c.Coherence.MaxLag.D())
 	dur(&c.Upstream.Timeout, "upstream.timeout", 10*time.Second)
 	dur(&c.Upstream.TunnelIdleTimeout, "upstream.tunnel_idle_timeout", 5*time.Minute)
+	if !isSet("upstream.max_tunnels") {
+		c.Upstream.MaxTunnels = 1024
+	}
 	if !isSet("upstream.max_idle_conns_per_host") {
 		c.Upstream.MaxIdleConnsPerHost = 256
 	}
@@ -114,6 +117,12 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 			dur(&b.MaxWait, p+".batch.max_wait", 2*time.Millisecond)
 			if !isSet(p + ".batch.max_in_flight") {
 				b.MaxInFlight = 2
+			}
+			if !isSet(p + ".batch.max_route_in_flight") {
+				// Room for a few groups' calls at once (a couple of
+				// Host spellings, a keyed header's few values) at
+				// their full max_in_flight; the proxy's default too.
+				b.MaxRouteInFlight = 4 * max(b.MaxInFlight, 1)
 			}
 		}
 		if s := r.Split; s != nil && !isSet(p+".split.max_ids") {

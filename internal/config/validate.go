@@ -77,6 +77,9 @@ func (c *Config) validate() Errors {
 	// 0 is refused rather than read as "forever": a tunnel nobody uses
 	// must not hold two connections and two goroutines for good.
 	v.positive("upstream.tunnel_idle_timeout", c.Upstream.TunnelIdleTimeout)
+	if c.Upstream.MaxTunnels <= 0 {
+		v.add("upstream.max_tunnels", "must be > 0")
+	}
 	v.loop(c)
 	if c.Cache.MaxBodyBytes <= 0 {
 		v.add("cache.max_body_bytes", "must be > 0")
@@ -340,6 +343,9 @@ func (v *checker) route(p string, r *Route) {
 		v.positive(bp+".max_wait", b.MaxWait)
 		if b.MaxInFlight <= 0 {
 			v.add(bp+".max_in_flight", "must be > 0")
+		}
+		if b.MaxRouteInFlight <= 0 {
+			v.add(bp+".max_route_in_flight", "must be > 0")
 		}
 		if !get {
 			v.add(p+".methods", "must include GET for batch")

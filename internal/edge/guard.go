@@ -46,6 +46,9 @@ const (
 	// upstream.tunnel_idle_timeout without a byte either way; the proxy
 	// counts it, since the tunnel is its.
 	ReasonTunnelIdle = "tunnel-idle"
+	// An upgrade request refused 503 unsent: upstream.max_tunnels
+	// tunnels were open; the proxy counts it, since the tunnels are its.
+	ReasonTunnelLimit = "tunnel-limit"
 	// net/http's own answers, before any handler (Wire): 431 for a header
 	// block over MaxHeaderBytes, any other (400, 417, 501, 505) malformed.
 	ReasonHeaderTooLarge = "header-too-large"
@@ -55,7 +58,8 @@ const (
 // Reasons are the reasons a Guard with o, behind a Listener with
 // writeTimeout, can count: the series worth creating at zero. The
 // server's read_timeout is always set, so ReasonReadTimeout always can;
-// ReasonTunnelIdle (counted by the proxy) only where upgrades are allowed.
+// ReasonTunnelIdle and ReasonTunnelLimit (counted by the proxy) only
+// where upgrades are allowed.
 func Reasons(o Options, writeTimeout time.Duration) []string {
 	r := []string{ReasonFraming, ReasonAsteriskForm, ReasonReadTimeout, ReasonMalformed, ReasonHeaderTooLarge}
 	if o.Via != "" {
@@ -68,7 +72,7 @@ func Reasons(o Options, writeTimeout time.Duration) []string {
 		r = append(r, ReasonWriteTimeout)
 	}
 	if len(o.Upgrades) > 0 {
-		r = append(r, ReasonTunnelIdle)
+		r = append(r, ReasonTunnelIdle, ReasonTunnelLimit)
 	}
 	return r
 }

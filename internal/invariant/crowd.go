@@ -2,6 +2,7 @@ package invariant
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -40,6 +41,30 @@ var (
 	// bench's shape scaled to the harness.
 	crowdLarge = crowdShape{every: 8, lists: 200, reads: 50, pool: 96, minIDs: 12}
 )
+
+// hostsReads is how many one-id reads batch-hosts adds to a crowd round,
+// each under a Host of its own: four times route u's bound, so that
+// groups bounded one by one would show past it.
+const hostsReads = 32
+
+// routeUserCalls is route u's batch.max_route_in_flight: unset in the
+// harness's config, four groups' max_in_flight (2).
+const routeUserCalls = 4 * 2
+
+// checkUserBulk checks that the /u bulk endpoint carried no more calls at
+// once during crowd round round than the replicas' route u may make
+// between them (batch-hosts): a batch group per Host spelling must not
+// multiply them. Only in a round whose bulk answers are shared: a
+// member of a bulk call answered for another's address fetches its own
+// (bulk-per-address), a call per client request the budget bounds,
+// outside any batch group.
+func (r *run) checkUserBulk(round int) {
+	bound := int64(len(r.cfg.Replicas) * routeUserCalls)
+	if h := r.cfg.Origin.UserBulkHigh.Load(); h > bound {
+		r.violate("route-calls", "crowd round %d: the /u bulk endpoint carried %d calls at once, want at most %d (%d replicas × max_route_in_flight %d)", round, h, bound, len(r.cfg.Replicas), routeUserCalls)
+	}
+	r.chk.Count("route-calls-checked", 1)
+}
 
 func (r *run) crowdShape() (crowdShape, bool) {
 	switch m := r.cfg.Mix; {
@@ -113,7 +138,27 @@ func (r *run) crowd(ctx context.Context, round int) {
 		q.Res = origin.Resource(q.Path)
 		reqs = append(reqs, q)
 	}
+	if r.cfg.Mix.Has("batch-hosts") {
+		// Drawn from a sequence of their own, after the others: the
+		// row moves no draw of the crowd round's.
+		hr := rand.New(rand.NewPCG(r.cfg.Seed, 4000+uint64(round)))
+		for i := range hostsReads {
+			q := r.gen.CrowdRequest(hr)
+			q.Replica = 0
+			q.Host = fmt.Sprintf("h%d.%s", i, r.cfg.Host)
+			q.Path = "/u/" + pool[hr.IntN(s.pool)]
+			q.Res = origin.Resource(q.Path)
+			reqs = append(reqs, q)
+		}
+	}
 	rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
+	hosts := r.cfg.Mix.Has("batch-hosts") && len(bulk.Dims) == 0
+	if hosts {
+		r.cfg.Origin.UserBulkHigh.Store(r.cfg.Origin.UserBulk.Load())
+	}
 	r.play(ctx, reqs, round)
+	if hosts {
+		r.checkUserBulk(round)
+	}
 	r.chk.Count("crowd", len(reqs))
 }

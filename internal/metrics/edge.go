@@ -10,7 +10,7 @@ func newEdgeRefused() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace,
 		Name:      "edge_refused_total",
-		Help:      "Requests the listeners refused before the proxy (framing: 400, asterisk-form: 400, read-timeout: 408, loop: 508, trace: 405; net/http's own answers: header-too-large: 431, malformed: 400, 417, 501, 505) and connections cut (write-timeout: the client stopped reading; tunnel-idle: an upgraded connection idle for upstream.tunnel_idle_timeout), by reason.",
+		Help:      "Requests the listeners refused before the proxy (framing: 400, asterisk-form: 400, read-timeout: 408, loop: 508, trace: 405; net/http's own answers: header-too-large: 431, malformed: 400, 417, 501, 505) and connections cut (write-timeout: the client stopped reading; tunnel-idle: an upgraded connection idle for upstream.tunnel_idle_timeout) and upgrade requests refused 503 unsent (tunnel-limit: upstream.max_tunnels tunnels open), by reason.",
 	}, []string{"reason"})
 }
 

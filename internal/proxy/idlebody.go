@@ -29,32 +29,54 @@ import (
 //
 // A 101's body is the upgraded connection itself (ReverseProxy needs it
 // writable): it is bounded instead by tunnelD without a byte either way
-// (tunnel.go, upstream.tunnel_idle_timeout), each cut told to count.
+// (tunnel.go, upstream.tunnel_idle_timeout), each cut told to count, and
+// the tunnels open at once by slots: an upgrade request takes a slot
+// before it is sent, or fails with errTunnelLimit unsent, and gives it
+// back when its answer is no 101 or its tunnel closes.
 // CloseIdleConnections reaches rt's, if it has one.
-func idleBodies(rt http.RoundTripper, d, tunnelD time.Duration, count func()) http.RoundTripper {
-	return idleTransport{rt: rt, d: d, tunnelD: tunnelD, count: count}
+func idleBodies(rt http.RoundTripper, d, tunnelD time.Duration, slots *tunnelSlots, count func()) http.RoundTripper {
+	return idleTransport{rt: rt, d: d, tunnelD: tunnelD, slots: slots, count: count}
 }
 
 type idleTransport struct {
 	rt      http.RoundTripper
 	d       time.Duration
 	tunnelD time.Duration
-	count   func() // told each tunnel cut
+	slots   *tunnelSlots // nil: no bound
+	count   func()       // told each tunnel cut
 }
 
 func (t idleTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	// Only a request that asks to upgrade is switched (RFC 9110 §7.8):
+	// ReverseProxy keeps Upgrade on its way out for those alone.
+	_, upgrade := r.Header["Upgrade"]
+	slot := upgrade && t.slots != nil
+	if slot && !t.slots.take() {
+		return nil, errTunnelLimit
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	resp, err := t.rt.RoundTrip(r.WithContext(ctx))
 	if err != nil {
 		cancel()
+		if slot {
+			t.slots.give()
+		}
 		return nil, err
+	}
+	switched := resp.StatusCode == http.StatusSwitchingProtocols && resp.Body != nil
+	if slot && !switched {
+		t.slots.give() // no tunnel came of it
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil || resp.Body == http.NoBody {
 		// Nothing to bound, or a tunnel (see idleBodies): the Transport
 		// lets a switched connection go from the request's context.
 		cancel()
-		if resp.StatusCode == http.StatusSwitchingProtocols && resp.Body != nil {
-			resp.Body = tunnel(r.Context(), resp.Body, t.tunnelD, t.count)
+		if switched {
+			var give func()
+			if slot {
+				give = t.slots.give
+			}
+			resp.Body = tunnel(r.Context(), resp.Body, t.tunnelD, t.count, give)
 		}
 		return resp, nil
 	}

@@ -147,6 +147,18 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				edge.AnswerBodyTimeout(w, r)
 				return
 			}
+			if errors.Is(err, errTunnelLimit) {
+				// Refused unsent (tunnel.go): no upstream failure to
+				// count or log, the client told when to try again.
+				st := status{fwd: "bypass"}
+				if pi != nil {
+					st = pi.st
+				}
+				h.m.EdgeRefused(edge.ReasonTunnelLimit)
+				w.Header().Set("Retry-After", strconv.Itoa(retryAfter(h.state.Load().timeout)))
+				writeUpstreamError(w, &upstreamErr{code: http.StatusServiceUnavailable, err: err}, st)
+				return
+			}
 			clientLeft := r.Context().Err() != nil
 			if pi != nil {
 				clientLeft = pi.in.Err() != nil
@@ -236,7 +248,13 @@ func writeUpstreamError(w http.ResponseWriter, ue *upstreamErr, st status) {
 // moved on. Rounded up to whole seconds, at least 1.
 func (x *exchange) writeFailure(ue *upstreamErr, st status) {
 	if ue.code == http.StatusServiceUnavailable {
-		x.w.Header().Set("Retry-After", strconv.Itoa(max(1, int((x.st.timeout+time.Second-1)/time.Second))))
+		x.w.Header().Set("Retry-After", strconv.Itoa(retryAfter(x.st.timeout)))
 	}
 	writeUpstreamError(x.w, ue, st)
+}
+
+// retryAfter is a 503's Retry-After: upstream.timeout in whole seconds,
+// rounded up, at least 1.
+func retryAfter(timeout time.Duration) int {
+	return max(1, int((timeout+time.Second-1)/time.Second))
 }

@@ -107,6 +107,10 @@ type Options struct {
 	// sides are closed (upstream.tunnel_idle_timeout; tunnel.go).
 	// 0: DefaultTunnelIdleTimeout.
 	TunnelIdle time.Duration
+	// MaxTunnels bounds the upgraded connections open at once
+	// (upstream.max_tunnels; tunnel.go): an upgrade request past it is
+	// answered 503 without reaching the upstream. 0: DefaultMaxTunnels.
+	MaxTunnels int
 	// Via is the sidecar's pseudonym: a cached route's upstream request
 	// carries "Via: 1.1 <Via>" (RFC 9110 §7.6.3), so that a loop back to
 	// a sidecar is refused there (internal/edge). Pass-through requests
@@ -134,6 +138,7 @@ type Handler struct {
 	idle      int
 	maxHdr    int64
 	tunIdle   time.Duration     // an upgraded connection's longest silence (tunnel.go)
+	tunnels   *tunnelSlots      // the upgraded connections open (upstream.max_tunnels), across reloads
 	transport http.RoundTripper // fixed by Options; nil: one per upstream config
 	cache     Cache
 	inv       Invalidator
@@ -246,6 +251,7 @@ func New(opts Options) (*Handler, error) {
 	if h.tunIdle <= 0 {
 		h.tunIdle = DefaultTunnelIdleTimeout
 	}
+	h.tunnels = newTunnelSlots(opts.MaxTunnels)
 	if h.m == nil {
 		h.m = metrics.New(nil)
 	}
@@ -358,7 +364,7 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	st.transport = lean.HopTrailers(st.transport)
 	// Each body read waits at most timeout for its bytes (idlebody.go),
 	// outermost, so a resent call's body is bounded too.
-	st.transport = idleBodies(st.transport, timeout, h.tunIdle, h.countTunnelCut)
+	st.transport = idleBodies(st.transport, timeout, h.tunIdle, h.tunnels, h.countTunnelCut)
 	st.pass = h.newPassProxy(u, st.transport, timeout)
 	st.lean = nil
 	if h.transport == nil {

@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +18,49 @@ import (
 // is long enough for a WebSocket that pings every minute, and it ends a
 // tunnel whose two ends have both gone quiet within minutes, not never.
 const DefaultTunnelIdleTimeout = 5 * time.Minute
+
+// DefaultMaxTunnels is upstream.max_tunnels' default: NGINX's
+// worker_connections default, 512 tunnels' two connections each (or a
+// thousand upgrade requests refused past it), far above what a pod's
+// WebSocket app holds per replica and far below a file-descriptor limit.
+const DefaultMaxTunnels = 1024
+
+// errTunnelLimit fails an upgrade request unsent: upstream.max_tunnels
+// tunnels are open. Answered 503 with Retry-After (passProxy's
+// ErrorHandler) and counted as edge_refused{reason="tunnel-limit"}.
+var errTunnelLimit = errors.New("proxy: upstream.max_tunnels upgraded connections open")
+
+// tunnelSlots counts the upgraded connections open at once against
+// upstream.max_tunnels. Each holds two connections and two goroutines
+// for as long as its bytes move (tunnel_idle_timeout ends only the quiet
+// ones), so a client opening busy tunnels could hold any number: past
+// the bound an upgrade request is refused before it reaches the
+// upstream, as HAProxy's maxconn or NGINX's worker_connections refuse
+// connections past theirs. One per Handler, kept across reloads: a
+// tunnel outlives the state it opened under.
+type tunnelSlots struct {
+	max int64
+	n   atomic.Int64
+}
+
+func newTunnelSlots(max int) *tunnelSlots {
+	if max <= 0 {
+		max = DefaultMaxTunnels
+	}
+	return &tunnelSlots{max: int64(max)}
+}
+
+// take takes a slot, reporting whether one was free.
+func (s *tunnelSlots) take() bool {
+	if s.n.Add(1) > s.max {
+		s.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+// give gives a slot back.
+func (s *tunnelSlots) give() { s.n.Add(-1) }
 
 // idleTunnel is a 101's body (the upgraded connection to the upstream,
 // which ReverseProxy writes the client's bytes to and reads the
@@ -43,7 +88,12 @@ type idleTunnel struct {
 	d      time.Duration
 	client *edge.Conn // nil: not reachable
 	count  func()
-	base   time.Time
+	// give gives the tunnel's slot back (tunnelSlots), once, when it is
+	// closed or its request ends; nil: it took none.
+	give func()
+	gave sync.Once
+	stop func() bool // the request's AfterFunc
+	base time.Time
 	// last is when a byte last crossed, in nanoseconds after base.
 	last   atomic.Int64
 	t      *time.Timer
@@ -51,14 +101,22 @@ type idleTunnel struct {
 }
 
 // tunnel returns body, a 101's upgraded connection, under the idle bound
-// d, with ctx the request's (for its client connection).
-func tunnel(ctx context.Context, body io.ReadCloser, d time.Duration, count func()) io.ReadCloser {
+// d, with ctx the request's (for its client connection); give, if set,
+// is called once the tunnel is closed. ReverseProxy closes the body
+// when the tunnel ends, but not on its way out for an answer it will not
+// switch to (a protocol other than the one asked for): the request's end
+// closes it then, so the upstream connection and the slot go with it.
+func tunnel(ctx context.Context, body io.ReadCloser, d time.Duration, count, give func()) io.ReadCloser {
 	rwc, ok := body.(io.ReadWriteCloser)
 	if !ok || d <= 0 {
-		return body // ReverseProxy answers 502 for a body it cannot write
+		if give != nil {
+			give() // ReverseProxy answers 502 for a body it cannot write
+		}
+		return body
 	}
-	b := &idleTunnel{rwc: rwc, d: d, client: edge.FromContext(ctx), count: count, base: time.Now()}
+	b := &idleTunnel{rwc: rwc, d: d, client: edge.FromContext(ctx), count: count, give: give, base: time.Now()}
 	b.t = time.AfterFunc(d, b.check)
+	b.stop = context.AfterFunc(ctx, func() { _ = b.Close() })
 	return b
 }
 
@@ -117,5 +175,10 @@ func (b *idleTunnel) check() {
 func (b *idleTunnel) Close() error {
 	b.closed.Store(true)
 	b.t.Stop() // a check under way returns at closed
-	return b.rwc.Close()
+	b.stop()
+	err := b.rwc.Close()
+	if b.give != nil {
+		b.gave.Do(b.give)
+	}
+	return err
 }

@@ -107,6 +107,9 @@ type Batch struct {
 	// MaxInFlight bounds the bulk calls of one group at once; 0: the
 	// batch package's default.
 	MaxInFlight int
+	// MaxRouteInFlight bounds the bulk calls of all the route's groups
+	// at once; 0: the proxy's default, four groups' MaxInFlight.
+	MaxRouteInFlight int
 }
 
 // Split configures a list route (GET /users?ids=1,2) answered per ID from
@@ -463,6 +466,7 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		MaxSize     int    `json:"max_size"`
 		MaxWait     string `json:"max_wait"`
 		MaxInFlight int    `json:"max_in_flight"`
+		MaxRoute    int    `json:"max_route_in_flight"`
 	}
 	type splitJSON struct {
 		Param  string `json:"param"`
@@ -516,7 +520,7 @@ func (r *Route) MarshalJSON() ([]byte, error) {
 		v.RequestNoCache = "refresh"
 	}
 	if b := r.Batch; b != nil {
-		v.Batch = &batchJSON{b.Path, b.Param, b.IDField, b.ETagField, b.MaxSize, b.MaxWait.String(), b.MaxInFlight}
+		v.Batch = &batchJSON{b.Path, b.Param, b.IDField, b.ETagField, b.MaxSize, b.MaxWait.String(), b.MaxInFlight, b.MaxRouteInFlight}
 	}
 	if s := r.Split; s != nil {
 		maxIDs := s.MaxIDs

@@ -256,7 +256,7 @@ func TestRoutesJSON(t *testing.T) {
 		{"key", client["key"], map[string]any{"query": []any{"fields"}, "headers": []any{"Accept-Language"}, "host": "request"}},
 		{"cacheable", client["cacheable"], true},
 		{"invalidate", got[1]["invalidate"], []any{"client:{id}"}},
-		{"batch", user["batch"], map[string]any{"path": "/users", "param": "ids", "id_field": "id", "max_size": float64(100), "max_wait": "2ms", "max_in_flight": float64(0)}},
+		{"batch", user["batch"], map[string]any{"path": "/users", "param": "ids", "id_field": "id", "max_size": float64(100), "max_wait": "2ms", "max_in_flight": float64(0), "max_route_in_flight": float64(0)}},
 		{"split", list["split"], map[string]any{"param": "ids", "route": "user", "max_ids": float64(DefaultSplitMaxIDs)}},
 		{"methods", user["methods"], []any{"GET", "HEAD"}},
 	}

@@ -51,7 +51,7 @@ func compileRoutes(rs []config.Route) (*route.Table, error) {
 			s.Origin = &route.Origin{MaxTTL: r.MaxTTL.D(), Targets: targets}
 		}
 		if b := r.Batch; b != nil {
-			s.Batch = &route.Batch{Path: b.Path, Param: b.Param, IDField: b.IDField, ETagField: b.ETagField, MaxSize: b.MaxSize, MaxWait: b.MaxWait.D(), MaxInFlight: b.MaxInFlight}
+			s.Batch = &route.Batch{Path: b.Path, Param: b.Param, IDField: b.IDField, ETagField: b.ETagField, MaxSize: b.MaxSize, MaxWait: b.MaxWait.D(), MaxInFlight: b.MaxInFlight, MaxRouteInFlight: b.MaxRouteInFlight}
 		}
 		if sp := r.Split; sp != nil {
 			s.Split = &route.Split{Param: sp.Param, RouteName: sp.Route, MaxIDs: sp.MaxIDs}

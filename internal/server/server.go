@@ -153,6 +153,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		MaxIdleConnsPerHost: cfg.Upstream.MaxIdleConnsPerHost,
 		MaxHeaderBytes:      cfg.Upstream.MaxHeaderBytes.Bytes(),
 		TunnelIdle:          cfg.Upstream.TunnelIdleTimeout.D(),
+		MaxTunnels:          cfg.Upstream.MaxTunnels,
 		Via:                 cfg.Server.Via,
 		Routes:              table,
 		Invalidator:         s.inv,

@@ -82,6 +82,12 @@ func (o *Origin) countCrowd(ids string) {
 }
 
 func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/u" {
+		n := o.UserBulk.Add(1)
+		defer o.UserBulk.Add(-1)
+		for h := o.UserBulkHigh.Load(); n > h && !o.UserBulkHigh.CompareAndSwap(h, n); h = o.UserBulkHigh.Load() {
+		}
+	}
 	var out []Stamp
 	prof := BulkProfile
 	if r.URL.Path == "/s" {

@@ -164,6 +164,10 @@ type Origin struct {
 	CrowdCalls atomic.Int64
 	// Partials counts the bulk calls answered 206 (bulk-206).
 	Partials atomic.Int64
+	// UserBulk counts the calls of the /u bulk endpoint being served,
+	// and UserBulkHigh the most at once since the runner last set it
+	// (batch-hosts).
+	UserBulk, UserBulkHigh atomic.Int64
 	// trailCalls numbers the answers sent with trailers (X-Trail-Call).
 	trailCalls int64
 	// hops lists the calls that carried ClientHop, this round.
