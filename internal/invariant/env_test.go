@@ -230,7 +230,7 @@ func envMix(t testing.TB) mix.Mix {
 func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Report {
 	t.Helper()
 	rep := invariant.Run(context.Background(), invariant.Config{
-		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Admins: e.admins, Origin: e.origin,
+		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Admins: e.admins, AdminToken: "secret", Origin: e.origin,
 		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes,
 		Trickle: e.trickle,
 	})

@@ -29,8 +29,11 @@ type Config struct {
 	// Admins are the replicas' admin listeners' base URLs, in the order
 	// of Replicas: the queue rounds read /metrics (none: no queue round).
 	Admins []string
-	Origin *origin.Origin
-	Host   string // Host header of every request
+	// AdminToken is the replicas' admin.token (the queue rounds purge
+	// route q first).
+	AdminToken string
+	Origin     *origin.Origin
+	Host       string // Host header of every request
 	// MaxLag is the replicas' coherence.max_lag; LagMargin is added to it
 	// before a peer's stale read counts (the replicas' clocks are this
 	// process's clock, and a read is timed from before it was sent to
