@@ -119,6 +119,20 @@
 // retries answered first still goes), during the next round, whose few
 // requests' budget it is not.
 //
+// # Queue rounds (queue.go, check/queue.go)
+//
+// Beside round 30 and every 80th after (list-crowd-queue), a queue
+// round drives route q, whose batch (max_size 2, max_in_flight 1) bounds
+// its queue at 28 ids: one list of 40 fresh ids per replica holds the queue past the
+// bound, and once each replica's first bulk call came, 24 lists and 16
+// one-id reads of fresh ids go at once. Every answer must be a 200
+// (checked as any other), a 503 with Retry-After or a 504 (queue); on
+// each replica at least one one-id read must answer 200 (queue-fair: lists
+// may hold ¾ of the queue, the one-id misses jump their batches); and
+// sidecache_batch_dropped_total, read from each replica's /metrics before
+// and after, must grow by the ids of the 503s its clients saw, and its
+// deadline count only with 504s (queue-metric).
+//
 // # Invariants (package check)
 //
 //   - identity: never another identity's per-address, per-credential,
@@ -159,6 +173,18 @@
 //     X-Trail is this answer's call's, for this resource (or ids of this
 //     list), with no identity value or X-Request-Id but this request's;
 //   - bulk-206, stale-if-error: route s (above);
+//   - queue, queue-fair, queue-metric: queue rounds (above);
+//   - cache-status: every answer's Cache-Status ttl (RFC 9211 §2.4, the
+//     freshness left) is an integer, only on a hit or a stored copy
+//     served; a copy served stale (fwd=stale but a 304's) has ttl < 0, a
+//     hit ttl ≥ 0, and where the harness knows the copy's freshness
+//     lifetime (5 min on the route-mode routes, max-age on n and s),
+//     ttl + Age is that lifetime within a second (check/cachestatus.go);
+//   - continue: at most one 100 Continue reaches a client per request
+//     (net/http's own, behind Expect), and a final answer follows it,
+//     while the origin sends one or two 100s of its own before some
+//     answers to writes and reads (origin-continue: they answer the
+//     sidecar's request, never the client's);
 //   - trickle: a write whose body stopped halfway, which the origin
 //     applied as its header came, is answered 408 and closed, never a
 //     success (net/http's implicit empty 200), and is held as a write

@@ -137,6 +137,21 @@ routes:
     split:
       param: ids
       route: s
+  - name: q
+    path: /q/{id:[1-9][0-9]*}
+    ttl: 5m
+    batch:
+      path: /q
+      param: ids
+      id_field: id
+      max_size: 2
+      max_in_flight: 1
+      max_wait: 2ms
+  - name: q-list
+    path: /q
+    split:
+      param: ids
+      route: q
 `
 
 const (
@@ -150,7 +165,8 @@ type env struct {
 	origin   *origin.Origin
 	redis    *redistest.Server
 	replicas []string
-	trickle  string // a third replica with read_timeout trickleTimeout
+	admins   []string // the replicas' admin base URLs
+	trickle  string   // a third replica with read_timeout trickleTimeout
 }
 
 // trickleTimeout is the trickle replica's server.read_timeout: each
@@ -163,13 +179,16 @@ func startEnv(t testing.TB, seed uint64) *env {
 	t.Cleanup(e.origin.Close)
 	yaml := fmt.Sprintf(replicaConfig, e.origin.URL, e.redis.Addr(), maxBodyBytes, maxKeyBytes, maxLag)
 	for range 2 {
-		e.replicas = append(e.replicas, startReplica(t, yaml))
+		proxy, admin := startReplica(t, yaml)
+		e.replicas, e.admins = append(e.replicas, proxy), append(e.admins, admin)
 	}
-	e.trickle = startReplica(t, yaml+"server:\n  read_timeout: "+trickleTimeout+"\n")
+	e.trickle, _ = startReplica(t, yaml+"server:\n  read_timeout: "+trickleTimeout+"\n")
 	return e
 }
 
-func startReplica(t testing.TB, yaml string) string {
+// startReplica starts one replica and returns its proxy's and its admin
+// listener's base URLs.
+func startReplica(t testing.TB, yaml string) (proxy, admin string) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), "invariant.yaml")
 	if err != nil {
@@ -193,7 +212,7 @@ func startReplica(t testing.TB, yaml string) string {
 			t.Errorf("run: %v", err)
 		}
 	})
-	return "http://" + srv.ProxyAddr()
+	return "http://" + srv.ProxyAddr(), "http://" + srv.AdminAddr()
 }
 
 // envMix is the default mix, changed by INVARIANT_FEATURES (see the package
@@ -211,7 +230,7 @@ func envMix(t testing.TB) mix.Mix {
 func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Report {
 	t.Helper()
 	rep := invariant.Run(context.Background(), invariant.Config{
-		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Origin: e.origin,
+		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Admins: e.admins, AdminToken: "secret", Origin: e.origin,
 		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes,
 		Trickle: e.trickle,
 	})

@@ -26,8 +26,14 @@ type Config struct {
 	Rounds   int
 	Mix      mix.Mix
 	Replicas []string
-	Origin   *origin.Origin
-	Host     string // Host header of every request
+	// Admins are the replicas' admin listeners' base URLs, in the order
+	// of Replicas: the queue rounds read /metrics (none: no queue round).
+	Admins []string
+	// AdminToken is the replicas' admin.token (the queue rounds purge
+	// route q first).
+	AdminToken string
+	Origin     *origin.Origin
+	Host       string // Host header of every request
 	// MaxLag is the replicas' coherence.max_lag; LagMargin is added to it
 	// before a peer's stale read counts (the replicas' clocks are this
 	// process's clock, and a read is timed from before it was sent to
@@ -95,6 +101,8 @@ type run struct {
 	// trickles draws the trickle-write row (drawTrickle) on a sequence of
 	// its own, as unvaried does.
 	trickles *rand.Rand
+	// conts draws the origin-continue row (drawContinue), as unvaried.
+	conts *rand.Rand
 	// trickleIDs numbers the trickled writes (origin.TrickleHeader).
 	trickleIDs atomic.Int64
 	gen        *traffic.Gen
@@ -118,13 +126,14 @@ type run struct {
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23))}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24))}
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld}, r.gen)
 	cfg.Origin.ResetCrowd()
 	partials := cfg.Origin.Partials.Load()
 	stalls := cfg.Origin.Stalls.Load()
+	continues := cfg.Origin.Continues.Load()
 	defer r.gen.CloseIdle()
 	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
 		if r.crowdDue(round) {
@@ -132,12 +141,16 @@ func Run(ctx context.Context, cfg Config) Report {
 			continue
 		}
 		r.round(ctx)
+		if r.queueDue(round) {
+			r.queueRound(ctx, round) // beside the round: its draws are its own
+		}
 	}
 	r.checkCrowds()
 	if n := cfg.Origin.Partials.Load() - partials; n > 0 {
 		r.chk.Count("bulk-206-sent", int(n)) // the row reached the replicas
 	}
 	r.chk.Count("stalled", int(cfg.Origin.Stalls.Load()-stalls))
+	r.chk.Count("continue-sent", int(cfg.Origin.Continues.Load()-continues))
 	r.rep.Checked, r.rep.Violations = r.chk.Result()
 	r.rep.Calls = cfg.Origin.Calls.Load()
 	return r.rep
@@ -241,6 +254,13 @@ func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if q.After != nil {
+				select {
+				case <-q.After:
+				case <-ctx.Done():
+					return
+				}
+			}
 			r.do(ctx, q)
 		}()
 	}
@@ -368,8 +388,8 @@ func (r *run) checkCrowds() {
 // collapse).
 func (r *run) drawResources() string {
 	for id := 1; id <= 4; id++ {
-		r.cfg.Origin.SetProfile(fmt.Sprintf("r/%d", id), r.drawUnvaried(r.drawProfile(true)))
-		r.cfg.Origin.SetProfile(fmt.Sprintf("p/%d", id), r.drawProfile(true))
+		r.cfg.Origin.SetProfile(fmt.Sprintf("r/%d", id), r.drawContinue(r.drawUnvaried(r.drawProfile(true))))
+		r.cfg.Origin.SetProfile(fmt.Sprintf("p/%d", id), r.drawContinue(r.drawProfile(true)))
 	}
 	// The bulk endpoint's profile: only its Gzip (compression()-shaped
 	// answers) is read.
@@ -389,7 +409,7 @@ func (r *run) drawResources() string {
 	}
 	r.cfg.Origin.SetProfile(origin.BulkProfile, bulk)
 	for _, n := range tNames {
-		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawProfile(false))
+		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawContinue(r.drawProfile(false)))
 	}
 	if r.cfg.Mix.Has("keyed-headers") {
 		for id := 1; id <= 4; id++ {
@@ -398,12 +418,12 @@ func (r *run) drawResources() string {
 			// whose key.headers the operator wrote.
 			p := r.drawProfile(false)
 			p.Dims = []origin.Dim{{Name: "lang", How: "none"}, {Name: "tenant", How: "none"}}
-			r.cfg.Origin.SetProfile(fmt.Sprintf("k/%d", id), p)
+			r.cfg.Origin.SetProfile(fmt.Sprintf("k/%d", id), r.drawContinue(p))
 		}
 	}
 	if r.cfg.Mix.Has("stale-if-error") {
 		for id := 1; id <= 4; id++ {
-			r.cfg.Origin.SetProfile(fmt.Sprintf("n/%d", id), r.drawStaleProfile())
+			r.cfg.Origin.SetProfile(fmt.Sprintf("n/%d", id), r.drawContinue(r.drawStaleProfile()))
 		}
 	}
 	return fmt.Sprint(1 + r.rng.IntN(4))
@@ -433,6 +453,16 @@ func (r *run) drawUnvaried(p origin.Profile) origin.Profile {
 		return p
 	}
 	p.Dims = append(p.Dims, origin.Dim{Name: name, How: "unvaried"})
+	return p
+}
+
+// drawContinue makes p's origin send 100 Continue of its own before some
+// of its answers (origin-continue), drawn on a sequence of its own, as
+// drawUnvaried's, so that the row moves no other row's draw.
+func (r *run) drawContinue(p origin.Profile) origin.Profile {
+	if r.cfg.Mix.Has("origin-continue") && r.conts.IntN(100) < 40 {
+		p.Continue = 30 + r.conts.IntN(70)
+	}
 	return p
 }
 

@@ -23,10 +23,12 @@ import (
 
 // do sends q and checks its answer.
 func (r *run) do(ctx context.Context, q *traffic.Request) {
-	var hints atomic.Int64
+	var hints, continues atomic.Int64
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
 		if code != http.StatusContinue {
 			hints.Add(1)
+		} else {
+			continues.Add(1) // every 100 read off the wire, the first one too
 		}
 		return nil
 	}})
@@ -79,10 +81,12 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		}
 		return
 	}
+	q.Got, q.GotRetryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
 	r.chk.Edges(q, resp)
 	if n := hints.Load(); n > relay.MaxRelayed {
 		r.violate("interim", "%s: %d 1xx relayed, at most %d", q, n, relay.MaxRelayed)
 	}
+	r.checkContinues(q, int(continues.Load()), resp.StatusCode)
 	body, err := check.ReadBody(resp)
 	resp.Body.Close()
 	end := check.Now()
@@ -192,7 +196,9 @@ func (r *run) doTrickled(ctx context.Context, q *traffic.Request, req *http.Requ
 	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, req)
+	continues := 0
 	if err == nil && q.Expect && resp.StatusCode == http.StatusContinue {
+		continues++
 		// Behind Expect: 100-continue, the half goes once the 100 came
 		// (RFC 9110 §10.1.1). The 408 may already follow it: a write
 		// that fails then is no matter.
@@ -200,14 +206,18 @@ func (r *run) doTrickled(ctx context.Context, q *traffic.Request, req *http.Requ
 		resp, err = http.ReadResponse(br, req)
 	}
 	// More 1xx may come before the answer (RFC 9110 §15.2): a second 100
-	// too, the upstream's relayed beside net/http's own.
+	// too, the upstream's relayed beside net/http's own (checkContinues).
 	for n := 0; err == nil && resp.StatusCode < 200 && n <= relay.MaxRelayed; n++ {
+		if resp.StatusCode == http.StatusContinue {
+			continues++
+		}
 		resp, err = http.ReadResponse(br, req)
 	}
 	if err != nil {
 		r.violate("trickle", "%s: no answer: %v", q, err)
 		return
 	}
+	r.checkContinues(q, continues, resp.StatusCode)
 	resp.Body.Close()
 	end := check.Now()
 	kind := "trickle-"
@@ -299,6 +309,24 @@ func (r *run) doAsterisk(ctx context.Context, q *traffic.Request, req *http.Requ
 	r.chk.Count("asterisk-form-"+resp.Status[:3], 1)
 	if resp.StatusCode != http.StatusBadRequest || !resp.Close || resp.Header.Get("Via") != "" {
 		r.violate("asterisk-form", "%s: answered %s (Connection: close %v, Via %q), want the sidecar's 400 and the connection closed", q, resp.Status, resp.Close, resp.Header.Get("Via"))
+	}
+}
+
+// checkContinues: at most one 100 Continue reaches a client per request
+// (net/http's own, as the sidecar reads a body asked for behind Expect:
+// 100-continue), and a final answer follows it (RFC 9110 §15.2). An
+// upstream's own 100 answers the sidecar's request (relay.Guard,
+// relay.Interim drop it): relayed, a client behind Expect got two, and
+// one that never asked got them all (origin-continue).
+func (r *run) checkContinues(q *traffic.Request, n, final int) {
+	if n > 0 {
+		r.chk.Count(fmt.Sprintf("continue-got-%d", n), 1)
+	}
+	if n > 1 {
+		r.violate("continue", "%s: %d 100 Continue reached the client, at most one per request", q, n)
+	}
+	if final < 200 {
+		r.violate("continue", "%s: no final answer after the interim ones (last %d)", q, final)
 	}
 }
 

@@ -227,7 +227,7 @@ func (x *exchange) join(flightKey string, held candidate) {
 		if err == nil {
 			fwdStatus = f.c.e.Status
 		}
-		x.respondEntry(outStaleError, held, fwdStatus)
+		x.respondHeld(held, fwdStatus)
 		return
 	}
 	if err != nil {

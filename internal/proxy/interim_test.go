@@ -186,3 +186,66 @@ func TestEarlyHintsOnPassThroughLoseTagHeaders(t *testing.T) {
 		})
 	}
 }
+
+// An upstream's own 100 Continue answers the sidecar's request, never the
+// client's, on every path (ARCHITECTURE 5): a client that sent Expect:
+// 100-continue gets net/http's one 100, as the body is read, and a client
+// that did not gets none. On the old code the lean loop (a body-less
+// pass-through GET) relayed each of the upstream's 100s (relay1xx), so a
+// client got two 100s to a GET that asked for none (found by the
+// invariant harness's origin-continue row).
+func TestUpstreamContinueNotRelayed(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusContinue)
+		w.WriteHeader(http.StatusContinue)
+		_, _ = io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, "done")
+	})
+	e := newEnv(t, up, []testRoute{clientRoute})
+	for _, tc := range []struct {
+		name, method, path string
+		body               string
+		expect             bool
+		want               int // 100s the client may see
+	}{
+		{"lean loop (pass-through GET)", http.MethodGet, "/anything", "", false, 0},
+		{"cached miss", http.MethodGet, "/clients/7", "", false, 0},
+		{"ReverseProxy (POST with a body)", http.MethodPost, "/anything", "payload", false, 0},
+		{"ReverseProxy behind Expect", http.MethodPost, "/anything", "payload", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			continues := 0
+			trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if code == http.StatusContinue {
+					continues++
+				}
+				return nil
+			}}
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), tc.method, e.front.URL+tc.path, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.expect {
+				req.Header.Set("Expect", "100-continue")
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if resp.StatusCode != http.StatusOK || string(b) != "done" || continues != tc.want {
+				t.Fatalf("%s %q after %d 100 Continue, want 200 \"done\" after %d", resp.Status, b, continues, tc.want)
+			}
+		})
+	}
+}

@@ -69,9 +69,11 @@ func (h *Handler) addVia(hdr http.Header) {
 
 // relay1xx passes an upstream's 1xx on to the client at once
 // (RFC 9110 §15.2), without the tag headers, and keeps none of its fields
-// for the final answer (relay.Write); within the request's relay.Gate.
+// for the final answer (relay.Write); within the request's relay.Gate,
+// and never a 100 (relay.Relays: it answers the sidecar's request; a GET
+// got the upstream's every 100 relayed).
 func (x *exchange) relay1xx(code int, h http.Header) {
-	if x.gate.Admit(x.r, h) {
+	if relay.Relays(code) && x.gate.Admit(x.r, h) {
 		relay.Write(x.w, code, h, x.h.tagh.stripFrom)
 	}
 }

@@ -94,6 +94,24 @@ func (x *exchange) respondEntryAt(o outcome, c candidate, fwdStatus int, now tim
 	x.respond(o, c.e, s)
 }
 
+// respondHeld answers an upstream failure with the copy held for it
+// (stale-if-error). A copy still fresh (a forced refresh's, or the one the
+// L2 read after the failure found, which another replica stored
+// meanwhile) is not stale: its member says why the request went forward
+// (miss, request) beside its ttl ≥ 0, never fwd=stale with a positive ttl
+// (RFC 9211 §2.2: fwd=stale is a stale stored response; §2.4).
+func (x *exchange) respondHeld(held candidate, fwdStatus int) {
+	now := x.h.now()
+	s := x.statusAt(outStaleError, held.e, fwdStatus, now)
+	if held.e.Fresh(now) {
+		s.fwd = "miss"
+		if x.refresh {
+			s.fwd = "request" // a stored response was not allowed (§2.2)
+		}
+	}
+	x.respond(outStaleError, held.e, s)
+}
+
 // respondFlight answers with a flight's result: a hit (or a stale hit) when
 // the flight found the entry in a tier, else a miss or a collapsed miss.
 func (x *exchange) respondFlight(f *flight, leader bool) {

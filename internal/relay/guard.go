@@ -21,13 +21,11 @@ type guarded struct {
 }
 
 func (g *guarded) WriteHeader(code int) {
-	if code == http.StatusContinue {
-		// The upstream's, to the sidecar's own request (as Interim.Got):
-		// the client's came from net/http's server as the body was read.
-		return
-	}
 	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
-		if !g.gate.Admit(g.r, g.Header()) {
+		// A 100 is the upstream's, to the sidecar's own request
+		// (Relays): the client's came from net/http's server as the
+		// body was read.
+		if !Relays(code) || !g.gate.Admit(g.r, g.Header()) {
 			return // ReverseProxy clears the 1xx's fields after
 		}
 		if g.strip != nil {

@@ -118,11 +118,21 @@ func (ir *Interim) Attach(out *http.Request) *http.Request {
 	return out.WithContext(httptrace.WithClientTrace(out.Context(), trace))
 }
 
-// Got writes one interim response to the client, if the relay is open.
-// 100 Continue answers the cache's own request, never the client's; 101 is
-// a final status (and never reaches a client trace's Got1xxResponse).
+// Relays reports whether an upstream's interim response of code may be
+// passed on to a client, the one rule of every path (Guard, Interim.Got,
+// the proxy's lean loop): 100 Continue answers the sidecar's own request,
+// never the client's (net/http's server sends the client's as the body
+// is read, RFC 9110 §10.1.1), so relaying it gave a client behind Expect
+// two and one that never asked any number; 101 is a final status.
+func Relays(code int) bool {
+	return code > http.StatusContinue && code < 200 && code != http.StatusSwitchingProtocols
+}
+
+// Got writes one interim response to the client, if the relay is open
+// and Relays says it goes (101 never reaches a client trace's
+// Got1xxResponse).
 func (ir *Interim) Got(code int, header textproto.MIMEHeader) error {
-	if code == http.StatusContinue || code == http.StatusSwitchingProtocols {
+	if !Relays(code) {
 		return nil
 	}
 	if err := ir.spent.Spend(http.Header(header)); err != nil {

@@ -166,3 +166,13 @@ func serve2(t *testing.T, up *httptest.Server) ([]interim, http.Header) {
 	_, _ = io.ReadAll(resp.Body)
 	return got, resp.Header
 }
+
+// Relays is the one rule of which upstream 1xx reach a client: never a
+// 100 (it answers the sidecar's own request) nor a 101 (a final answer).
+func TestRelays(t *testing.T) {
+	for code, want := range map[int]bool{100: false, 101: false, 102: true, 103: true, 199: true, 200: false, 99: false} {
+		if got := Relays(code); got != want {
+			t.Errorf("Relays(%d) = %v, want %v", code, got, want)
+		}
+	}
+}

@@ -48,11 +48,14 @@ func ReadBody(resp *http.Response) ([]byte, error) {
 //   - resource / query / unkeyed: the answer is for the resource and
 //     the query this request names (as the origin parses them), and never
 //     echoes another request's X-Request-Id;
+//   - cache-status: the Cache-Status ttl agrees with how the answer was
+//     served (cachestatus.go);
 //   - own-write / max-lag: a read's version is not older than a write
 //     acknowledged through the same replica before the read was sent, nor
 //     older than any write acknowledged more than max_lag (plus margin)
 //     before it was sent.
 func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, start, end time.Time) {
+	ch.checkCacheStatus(q, resp) // cachestatus.go
 	ce := resp.Header.Get("Content-Encoding")
 	switch strings.ToLower(ce) {
 	case "", "identity":

@@ -35,6 +35,12 @@ const BulkProfile = "u/*"
 // (split-stale, bulk-206).
 const StaleBulkProfile = "s/*"
 
+// QueueBulkProfile is the profile of the bulk endpoint /q (route q, whose
+// batch max_size 2 and max_in_flight 1 make its queue bound small enough
+// for a round to reach: list-crowd-queue); only its Delay is read, and it
+// never fails.
+const QueueBulkProfile = "q/*"
+
 // Crowd rounds' ids (the runner's crowd.go): good ones are crowdBase+crowdSpan·round+i,
 // above every id an ordinary round draws (1-64); bad ones are 20 digits,
 // "8", the round in 5 digits and 14 random ones, over MaxID and over
@@ -90,8 +96,11 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	}
 	var out []Stamp
 	prof := BulkProfile
-	if r.URL.Path == "/s" {
+	switch r.URL.Path {
+	case "/s":
 		prof = StaleBulkProfile
+	case "/q":
+		prof = QueueBulkProfile
 	}
 	o.mu.Lock()
 	p := o.profiles[prof]

@@ -123,6 +123,11 @@ type Profile struct {
 	// with the first half of the list (Content-Range: items), each
 	// element stamped Part (bulk-206).
 	Partial int
+	// Continue: percent of writes and reads the origin answers first
+	// with a 100 Continue of its own, asked for or not (RFC 9110 §15.2.1:
+	// a client must read past an unexpected 1xx); a third of them with
+	// two (origin-continue).
+	Continue int
 }
 
 // Origin is the scripted service behind the replicas. Resources are
@@ -168,6 +173,16 @@ type Origin struct {
 	// and UserBulkHigh the most at once since the runner last set it
 	// (batch-hosts).
 	UserBulk, UserBulkHigh atomic.Int64
+	// Continues counts the 100 Continue the origin sent of its own
+	// (Profile.Continue).
+	Continues atomic.Int64
+	// crng draws Profile.Continue's 100s, apart from rng, so that the
+	// row moves none of the origin's other draws.
+	crng *rand.Rand
+	// QueueCalls counts the bulk calls of /q (route q: max_size 2,
+	// max_in_flight 1), resends included: the queue rounds start their
+	// second wave once each replica's first call came (list-crowd-queue).
+	QueueCalls atomic.Int64
 	// trailCalls numbers the answers sent with trailers (X-Trail-Call).
 	trailCalls int64
 	// hops lists the calls that carried ClientHop, this round.
@@ -195,7 +210,7 @@ const MaxSends = 2
 
 // NewOrigin starts the origin; the caller closes it.
 func NewOrigin(seed uint64) *Origin {
-	o := &Origin{ver: map[string]int{}, lm: map[string]time.Time{}, born: time.Now().Truncate(time.Second).Add(-time.Hour), profiles: map[string]Profile{}, sent: map[string]int{}, trickled: map[string]Trickled{}, crowd: map[int]int64{}, rng: rand.New(rand.NewPCG(seed, 7))}
+	o := &Origin{ver: map[string]int{}, lm: map[string]time.Time{}, born: time.Now().Truncate(time.Second).Add(-time.Hour), profiles: map[string]Profile{}, sent: map[string]int{}, trickled: map[string]Trickled{}, crowd: map[int]int64{}, rng: rand.New(rand.NewPCG(seed, 7)), crng: rand.New(rand.NewPCG(seed, 9))}
 	o.Server = httptest.NewServer(http.HandlerFunc(o.serve))
 	return o
 }
@@ -302,13 +317,16 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		o.mu.Unlock()
 	}
-	if r.URL.Path == "/u" && !resent {
+	if (r.URL.Path == "/u" || r.URL.Path == "/q") && !resent {
 		o.countCrowd(r.URL.Query().Get("ids"))
+	}
+	if r.URL.Path == "/q" {
+		o.QueueCalls.Add(1)
 	}
 	if r.Method == http.MethodPatch {
 		o.Writes.Add(1)
 	}
-	if r.URL.Path == "/u" || r.URL.Path == "/e" || r.URL.Path == "/s" {
+	if r.URL.Path == "/u" || r.URL.Path == "/e" || r.URL.Path == "/s" || r.URL.Path == "/q" {
 		o.bulk(w, r)
 		return
 	}
@@ -331,6 +349,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if p.Delay > 0 {
 		time.Sleep(p.Delay)
 	}
+	o.sendContinue(w, p.Continue)
 	switch {
 	case roll < p.Hang:
 		hangUp(w)
@@ -490,6 +509,7 @@ func (o *Origin) write(w http.ResponseWriter, r *http.Request, res string) {
 	if !p.WriteFaults {
 		roll = 100
 	}
+	o.sendContinue(w, p.Continue)
 	if fault(w, roll, p.Hang, p.Fail, http.StatusInternalServerError, "write failed") {
 		return
 	}
@@ -497,6 +517,31 @@ func (o *Origin) write(w http.ResponseWriter, r *http.Request, res string) {
 	tr.header(w.Header())
 	json.NewEncoder(w).Encode(Stamp{Res: res, Ver: ver})
 	tr.send(w)
+}
+
+// sendContinue sends, on pct percent of the calls, one 100 Continue of
+// the origin's own before its answer, and on a third of those two: the
+// 100 answers the sidecar's request, never its client's (relay.Guard,
+// relay.Interim), so at most one (net/http's own, when the client asked)
+// may reach a client.
+func (o *Origin) sendContinue(w http.ResponseWriter, pct int) {
+	if pct <= 0 {
+		return
+	}
+	o.mu.Lock()
+	roll := o.crng.IntN(300)
+	o.mu.Unlock()
+	n := 0
+	switch {
+	case roll < pct:
+		n = 2
+	case roll < 3*pct:
+		n = 1
+	}
+	for range n {
+		w.WriteHeader(http.StatusContinue)
+		o.Continues.Add(1)
+	}
 }
 
 // lastMod is res's Last-Modified; o.mu held.

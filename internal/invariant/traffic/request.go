@@ -48,6 +48,14 @@ type Request struct {
 	Cond Cond
 	// Crowd: sent in a crowd round (CrowdRequest), over a healthy origin.
 	Crowd bool
+	// After, when not nil, holds the request until it is closed (a queue
+	// round's second wave: the runner's queue.go).
+	After <-chan struct{}
+	// Got and GotRetryAfter are the status and Retry-After of the answer
+	// the client read (0: none), set by the sender for the runner's
+	// round-wide checks.
+	Got           int
+	GotRetryAfter string
 }
 
 func (q *Request) String() string {
