@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -147,23 +148,36 @@ func TestPurgeByTag(t *testing.T) {
 // reached its replica and passed the L1 check (100 L1 lookups per replica),
 // and the flight's leader has read L2 (its fill's read: L1 again only when
 // a flight finished since its own check), so no request arrives after the fill and
-// starts a flight of its own; and Redis gets a timeout no loaded machine
-// reaches, since a lease that times out rightly costs a fetch of its own.
+// starts a flight of its own; and no bound of the product's that would
+// rightly cost a fetch of its own is reached, however long a loaded
+// machine takes to get the 300 requests in: Redis's timeout (a lease
+// that times out is a lone fetch), upstream.timeout (the lease's wait
+// and the fetch share it), the client's, and coherence.max_lag. The fill
+// is as old as its request, which the upstream held: a waiter whose
+// heartbeats were late, or not yet proven since its start, refused a
+// fill older than max_lag and fetched (2 and 3 GETs with the default
+// 1 s; TestLeaseWaiterRefusesFillOlderThanMaxLag shows it), so max_lag
+// here outlasts the test.
 func TestClusterWideCoalescing(t *testing.T) {
 	rs := redistest.Start(t)
 	o := newOrigin(t)
 	gate := make(chan struct{})
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(gate) }) }
+	t.Cleanup(open) // before the origin's Close, which waits for its handlers
 	held := o.Config.Handler
 	o.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-gate
 		held.ServeHTTP(w, r)
 	})
 	block := strings.Replace(l2Block(false, rs.Addr()), "timeout: 200ms", "timeout: 10s", 1)
-	yaml := strings.Replace(fmt.Sprintf(baseConfig, o.URL, block), "timeout: 2s", "timeout: 30s", 1)
+	yaml := withUpstreamTimeout(t, fmt.Sprintf(baseConfig, o.URL, block), "3m") + "coherence: {max_lag: 10m}\n"
 	var reps []*replica
 	for range 3 {
 		reps = append(reps, startReplicaYAML(t, yaml))
 	}
+	patient := &http.Client{Timeout: 4 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	t.Cleanup(patient.CloseIdleConnections)
 	var wg sync.WaitGroup
 	var bad atomic.Int64
 	for _, r := range reps {
@@ -171,19 +185,22 @@ func TestClusterWideCoalescing(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				code, _, b, err := r.try(http.MethodGet, "/clients/5")
+				code, b, err := getWith(patient, r, "/clients/5")
 				if err != nil || code != 200 || b != body("5", 0) {
 					bad.Add(1)
 				}
 			}()
 		}
 	}
-	for _, r := range reps {
-		eventually(t, 30*time.Second, "every request checked L1", func() bool {
-			return tierLookups(t, r, "l1") >= 100 && tierLookups(t, r, "l2") >= 1
-		})
-	}
-	close(gate)
+	eventually(t, time.Minute, "every request checked L1", func() bool {
+		for _, r := range reps {
+			if tierLookups(t, r, "l1") < 100 || tierLookups(t, r, "l2") < 1 {
+				return false
+			}
+		}
+		return true
+	})
+	open()
 	wg.Wait()
 	if bad.Load() != 0 {
 		t.Fatalf("%d wrong answers", bad.Load())
@@ -191,6 +208,22 @@ func TestClusterWideCoalescing(t *testing.T) {
 	if n := o.gets.Load(); n != 1 {
 		t.Fatalf("upstream GETs = %d, want 1", n)
 	}
+}
+
+// getWith is r.try's GET through a client of the caller's.
+func getWith(c *http.Client, r *replica, path string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodGet, r.proxy+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Host = "clients.svc"
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
 }
 
 // tierLookups sums sidecache_cache_lookups_total{tier=tier} on r.
