@@ -264,6 +264,15 @@ func newLoader[A, V any](opts Options) *Loader[A, V] {
 		q: newQuarantine(opts.Quarantine, opts.MaxQuarantined)}
 }
 
+// Queued is the ids the loader holds unsent across its groups (open and
+// queued batches: what MaxQueuedAll bounds), so that a caller, a test
+// above all, can see a request enlisted without timing it.
+func (l *Loader[A, V]) Queued() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.queued
+}
+
 // Close fetches the open and queued batches now (still at most MaxInFlight
 // per group and MaxInFlightAll in all at once), waits for every fetch to return, and makes later
 // Loads fail with ErrClosed. It is for shutdown: waiters already queued

@@ -216,11 +216,11 @@ func TestBatchQueueFullRefused(t *testing.T) {
 	}
 	list(10000, 1000) // 200 in flight, 800 queued
 	waitUntil(t, "the first list's two calls", func() bool { return o.calls() == 2 })
+	waitUntil(t, "the first list's 800 ids queued", func() bool { return e.h.BatchQueued("user") == 800 })
 	list(20000, 1000) // 1,800 queued: a second list of split.max_ids fits
-	list(30000, 300)  // 2,100 queued: the lists' share
-	// Time for the list to enlist: nothing the test can see tells it,
-	// and the queue holds still meanwhile (timeout 5 s).
-	time.Sleep(500 * time.Millisecond)
+	waitUntil(t, "the second list queued", func() bool { return e.h.BatchQueued("user") == 1800 })
+	list(30000, 300) // 2,100 queued: the lists' share
+	waitUntil(t, "the third list queued", func() bool { return e.h.BatchQueued("user") == 2100 })
 	if r, body := e.get("/users?ids=99"); r.StatusCode != http.StatusServiceUnavailable || body != "upstream busy\n" || r.Header.Get("Retry-After") != "5" {
 		t.Errorf("a list past the lists' share: status %d, body %q, Retry-After %q, want 503, upstream busy, 5", r.StatusCode, body, r.Header.Get("Retry-After"))
 	}

@@ -1,0 +1,13 @@
+package proxy
+
+// BatchQueued is the ids route name's batcher holds unsent (batch.Loader's
+// Queued), for tests that must see a request enlisted; -1 when the route
+// does not batch.
+func (h *Handler) BatchQueued(name string) int {
+	for rt, rs := range h.state.Load().routes {
+		if rt.Name == name && rs.batcher != nil {
+			return rs.batcher.Queued()
+		}
+	}
+	return -1
+}
