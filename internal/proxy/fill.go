@@ -342,7 +342,18 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 			return x.fetch(ctx)
 		}
 	}
-	body, err := readAll(resp.Body, resp.ContentLength, x.h.maxBody)
+	// An answer whose Content-Length is over max_body_bytes cannot be kept
+	// (RFC 9112 §6.3: that many bytes or a broken answer), so it streams at
+	// once, as NGINX's proxy_buffering does past its buffers: reading its
+	// first max_body_bytes first would hold them in memory and under the
+	// whole call's deadline for nothing, and a slow start would end in a
+	// 504 for an answer that was flowing.
+	var body []byte
+	large := resp.ContentLength > x.h.maxBody
+	if !large {
+		body, err = readAll(resp.Body, resp.ContentLength, x.h.maxBody)
+		large = int64(len(body)) > x.h.maxBody
+	}
 	took := x.h.now().Sub(t0)
 	x.rs.m.Upstream(resp.StatusCode, took)
 	if err != nil {
@@ -350,7 +361,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		cancel()
 		return nil, classify(deadlineFirst(ctx, err))
 	}
-	if int64(len(body)) > x.h.maxBody && stop() {
+	if large && stop() {
 		// Remember for a while that this variant streams through
 		// (Varnish's hit-for-pass), so its next requests go straight to
 		// pass-through; other variants of the URL are still cached.
@@ -374,7 +385,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		}
 		return f, err
 	}
-	if int64(len(body)) > x.h.maxBody {
+	if large {
 		return nil, classify(ctx.Err()) // the deadline won the race with stop
 	}
 	f := x.keep(ctx, resp.StatusCode, resp.Header, body, t0)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,6 +165,57 @@ func TestFlowingBodyIsNotCut(t *testing.T) {
 			resp, body := e.get(tc.path)
 			if resp.StatusCode != http.StatusOK || len(body) != chunks*chunk {
 				t.Fatalf("status %d, %d of %d bytes: a body that keeps coming must not be cut", resp.StatusCode, len(body), chunks*chunk)
+			}
+		})
+	}
+}
+
+// An answer announced larger than max_body_bytes (its Content-Length)
+// cannot be kept, so it streams from its first bytes: the sidecar does not
+// first read max_body_bytes of it under the whole call's deadline. Before,
+// an upstream that sent 64 KiB and then paused answered the client 504 at
+// upstream.timeout, though its body was flowing (the flake hunter's
+// TestStalledBodyIsCut, on a loaded machine, was the slow case of this).
+func TestAnnouncedLargeStreamsAtOnce(t *testing.T) {
+	const total, first = 3 << 20, 64 << 10
+	for _, tc := range bodyPaths[2:] { // the cached route's two fills
+		t.Run(tc.name, func(t *testing.T) {
+			hold := make(chan struct{})
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Length", strconv.Itoa(total))
+				w.Header().Set("Cache-Control", "max-age=60")
+				w.WriteHeader(http.StatusOK)
+				_, _ = w.Write(bytes.Repeat([]byte("x"), first))
+				_ = http.NewResponseController(w).Flush()
+				select { // paused until the client has read what came
+				case <-hold:
+				case <-r.Context().Done():
+				}
+			})
+			rt := testRoute{Name: "c", Pattern: "/c/{id}", TTL: time.Minute}
+			e := newEnv(t, up, []testRoute{rt}, append(tc.opts, func(o *proxy.Options, _ *l1.Store) {
+				o.Timeout = 20 * time.Second // the test's guard ends first
+				if o.Transport != nil {
+					o.Transport = proxy.NewTransport(o.Timeout, 0, 0)
+				}
+			})...)
+			defer close(hold)
+			ctx, cancel := context.WithTimeout(context.Background(), stallGuard)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.front.URL+tc.path, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("no answer while the upstream paused after %d bytes: %v", first, err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Length") != strconv.Itoa(total) {
+				t.Fatalf("status %d, Content-Length %q, want 200 and %d: the announced-large answer was not streamed", resp.StatusCode, resp.Header.Get("Content-Length"), total)
+			}
+			if n, err := io.ReadFull(resp.Body, make([]byte, first)); err != nil {
+				t.Fatalf("read %d of the %d bytes the upstream sent before pausing: %v", n, first, err)
+			}
+			if cs := resp.Header.Get("Cache-Status"); !strings.Contains(cs, "too-large") {
+				t.Errorf("Cache-Status %q, want detail=too-large", cs)
 			}
 		})
 	}
