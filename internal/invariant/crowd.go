@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/invariant/check"
 	"github.com/sidecache/sidecache/internal/invariant/origin"
 	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
@@ -114,6 +115,10 @@ func (r *run) crowd(ctx context.Context, round int) {
 		reqs = append(reqs, q)
 	}
 	rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
+	began := check.Now()
+	for _, q := range reqs {
+		q.Began = began
+	}
 	r.play(ctx, reqs, round)
 	r.chk.Count("crowd", len(reqs))
 }

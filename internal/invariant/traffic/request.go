@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Request is one drawn client request and what its answer is checked
@@ -47,7 +48,10 @@ type Request struct {
 	// Cond is the conditional this request sent (conditional.go).
 	Cond Cond
 	// Crowd: sent in a crowd round (CrowdRequest), over a healthy origin.
+	// Began is when that round began: its ids are fresh, so no batch
+	// holding them opened before (check: a timeout's 504).
 	Crowd bool
+	Began time.Time
 }
 
 func (q *Request) String() string {
