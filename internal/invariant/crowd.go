@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/invariant/check"
 	"github.com/sidecache/sidecache/internal/invariant/origin"
 	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
@@ -152,6 +153,10 @@ func (r *run) crowd(ctx context.Context, round int) {
 		}
 	}
 	rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
+	began := check.Now()
+	for _, q := range reqs {
+		q.Began = began
+	}
 	hosts := r.cfg.Mix.Has("batch-hosts") && len(bulk.Dims) == 0
 	if hosts {
 		r.cfg.Origin.UserBulkHigh.Store(r.cfg.Origin.UserBulk.Load())

@@ -111,7 +111,11 @@
 // other crowd round one list in twenty carries a bad id of its own: that
 // list may fail, no other may. With list-crowd-hangup, one list in eight
 // hangs up once its request is written: the batches only it waited on are
-// dropped unsent, and every other answer must still be a 200.
+// dropped unsent, and every other answer must still be a 200. But for a
+// timeout's: on a loaded machine a bulk call can outlast upstream.timeout
+// however healthy its origin, and its ids' 504 is then the documented
+// answer, accepted when it came upstream.timeout or more after the round
+// began (check: crowdTimeout); a 502 never is.
 //
 // A crowd round's bulk calls are told by their ids (CrowdRound) and
 // counted against its budget whenever they arrive: a batch it queued may
@@ -217,7 +221,9 @@
 //
 // INVARIANT_FEATURES is "all", or a comma list that adds (name, +name) or
 // removes (-name) rows of the table from the default mix: "+vary-xff",
-// "all,-hangup".
+// "all,-hangup". INVARIANT_LOG=1 writes the replicas' warnings (each
+// 502 and 504 with its cause: "upstream failed") to standard error, to
+// tell a violation's cause.
 //
 // # Adding an input
 //

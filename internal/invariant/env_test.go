@@ -32,7 +32,7 @@ admin:
   token: secret
 upstream:
   url: %[1]s
-  timeout: 3s
+  timeout: %[6]s
 cache:
   max_body_bytes: %[3]d
   max_key_bytes: %[4]d
@@ -155,9 +155,10 @@ routes:
 `
 
 const (
-	maxBodyBytes = 16 << 10
-	maxKeyBytes  = 4 << 10
-	maxLag       = time.Second
+	maxBodyBytes    = 16 << 10
+	maxKeyBytes     = 4 << 10
+	maxLag          = time.Second
+	upstreamTimeout = 3 * time.Second
 )
 
 // env is a Redis, the origin and two replicas sharing them.
@@ -177,7 +178,7 @@ func startEnv(t testing.TB, seed uint64) *env {
 	t.Helper()
 	e := &env{redis: redistest.Start(t), origin: origin.NewOrigin(seed)}
 	t.Cleanup(e.origin.Close)
-	yaml := fmt.Sprintf(replicaConfig, e.origin.URL, e.redis.Addr(), maxBodyBytes, maxKeyBytes, maxLag)
+	yaml := fmt.Sprintf(replicaConfig, e.origin.URL, e.redis.Addr(), maxBodyBytes, maxKeyBytes, maxLag, upstreamTimeout)
 	for range 2 {
 		proxy, admin := startReplica(t, yaml)
 		e.replicas, e.admins = append(e.replicas, proxy), append(e.admins, admin)
@@ -195,7 +196,11 @@ func startReplica(t testing.TB, yaml string) (proxy, admin string) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg, server.Options{Logger: slog.New(slog.DiscardHandler), WatchInterval: -1})
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("INVARIANT_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	srv, err := server.New(ctx, cfg, server.Options{Logger: logger, WatchInterval: -1})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -231,7 +236,7 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 	t.Helper()
 	rep := invariant.Run(context.Background(), invariant.Config{
 		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Admins: e.admins, AdminToken: "secret", Origin: e.origin,
-		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes,
+		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes, UpstreamTimeout: upstreamTimeout,
 		Trickle: e.trickle,
 	})
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)

@@ -40,6 +40,10 @@ type Config struct {
 	// after the write's answer was read, so the margin only absorbs the
 	// replicas' own heartbeat granularity, never scheduling delay).
 	MaxLag, LagMargin time.Duration
+	// UpstreamTimeout is the replicas' upstream.timeout: a crowd round's
+	// 504 that came at least this long after the round began is a bulk
+	// call the machine's load made slower than it (check.Config).
+	UpstreamTimeout time.Duration
 	// MaxBodyBytes is the replicas' cache.max_body_bytes: the profiles
 	// draw sizes either side of it.
 	MaxBodyBytes int
@@ -129,7 +133,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24))}
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
-	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld}, r.gen)
+	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, UpstreamTimeout: cfg.UpstreamTimeout}, r.gen)
 	cfg.Origin.ResetCrowd()
 	partials := cfg.Origin.Partials.Load()
 	stalls := cfg.Origin.Stalls.Load()

@@ -19,8 +19,9 @@ import (
 	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
-// errBulk marks a failed bulk call. Its waiters answer 502: a batch never
-// hands out a body it could not attribute to an id with certainty.
+// errBulk marks a failed bulk call. Its waiters answer 502 (504 when it
+// ran out of upstream.timeout: batchFailed): a batch never hands out a
+// body it could not attribute to an id with certainty.
 //
 // A failure that may be caused by some of the ids rather than by the
 // upstream being unwell is isolated (batch.ErrIsolate): the loader asks
@@ -226,13 +227,15 @@ func droppedReason(err error) string {
 
 // batchFailed is the answer to a batched miss whose load failed: 503
 // when the batcher refused it (its group's queue full, Retry-After set by
-// the writer: writeFailure), 504 when its batch was not sent in time, as an
-// upstream timeout is, else 502 (a failed bulk call).
+// the writer: writeFailure), 504 when its batch was not sent in time or
+// its bulk call ran out of upstream.timeout, as any upstream timeout is
+// (RFC 9110 §15.6.5: a healthy bulk endpoint on a loaded machine is slow,
+// not broken), else 502 (a failed bulk call).
 func batchFailed(err error) *upstreamErr {
 	switch {
 	case errors.Is(err, batch.ErrQueueFull):
 		return &upstreamErr{code: http.StatusServiceUnavailable, err: err}
-	case errors.Is(err, batch.ErrDeadline):
+	case errors.Is(err, batch.ErrDeadline) || timedOut(err):
 		return &upstreamErr{code: http.StatusGatewayTimeout, err: err}
 	}
 	return &upstreamErr{code: http.StatusBadGateway, err: err}

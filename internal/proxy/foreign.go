@@ -106,7 +106,8 @@ func (x *exchange) fetchOwnID(ctx context.Context) (*flight, error) {
 // (flight.foreign), in ⌈m/max_size⌉ bulk calls paid from the list's call
 // budget (batch.Loader.Spend). Each id's outcome is settled as a batched
 // one is (part.settle: a stale copy for a failure, the list passed
-// through for a record too large). A list without calls left has failed
+// through for a record too large; batchFailed: 504 for a call that ran
+// out of upstream.timeout). A list without calls left has failed
 // for those ids (502 but for a stale copy), counted as a spent budget:
 // never the other request's answer.
 func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
@@ -122,8 +123,9 @@ func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 		return
 	}
 	fail := func(ids []string, err error) {
+		ue := batchFailed(err) // a timeout's 504, as a batched id's
 		for _, id := range ids {
-			parts[id].settle(nil, &upstreamErr{code: http.StatusBadGateway, err: err}) // split.go
+			parts[id].settle(nil, ue) // split.go
 		}
 	}
 	size := max(px.rs.rt.Batch.MaxSize, 1)

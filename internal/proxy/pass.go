@@ -209,11 +209,17 @@ func classify(err error) *upstreamErr {
 	if errors.As(err, &ue) {
 		return ue
 	}
-	var te interface{ Timeout() bool }
-	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout() {
+	if timedOut(err) {
 		return &upstreamErr{code: http.StatusGatewayTimeout, err: err}
 	}
 	return &upstreamErr{code: http.StatusBadGateway, err: err}
+}
+
+// timedOut reports whether err is a call that ran out of time: its
+// context's deadline (upstream.timeout) or a network timeout.
+func timedOut(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout()
 }
 
 // logUpstream writes the one line of a request answered 502 or 504

@@ -83,6 +83,8 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 			crowd = " in a crowd round"
 		}
 		switch {
+		case ch.crowdTimeout(q, resp, body, end):
+			ch.Count("crowd-timeout-504", 1)
 		case q.Route == "u" && q.Kind == "read" && origin.Resource(q.Path) != "" && origin.GoodID(q.Path):
 			ch.Violate("collateral", "%s: a good ID answered %d%s (%s): %.120q", q, resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
 		case q.Kind == "list" && q.Route == "u" && goodIDs(q.Ids):

@@ -33,6 +33,8 @@ type Config struct {
 	// NoHeld turns off the stale-if-error check of route s (stale.go):
 	// the runner's withheld.
 	NoHeld bool
+	// UpstreamTimeout is the replicas' upstream.timeout (crowdTimeout).
+	UpstreamTimeout time.Duration
 }
 
 // Checker checks one run's answers; its methods are safe for concurrent

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Request is one drawn client request and what its answer is checked
@@ -47,6 +48,8 @@ type Request struct {
 	// Cond is the conditional this request sent (conditional.go).
 	Cond Cond
 	// Crowd: sent in a crowd round (CrowdRequest), over a healthy origin.
+	// Began is when that round began: its ids are fresh, so no batch
+	// holding them opened before (check: a timeout's 504).
 	Crowd bool
 	// After, when not nil, holds the request until it is closed (a queue
 	// round's second wave: the runner's queue.go).
@@ -56,6 +59,7 @@ type Request struct {
 	// round-wide checks.
 	Got           int
 	GotRetryAfter string
+	Began         time.Time
 }
 
 func (q *Request) String() string {
