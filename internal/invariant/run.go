@@ -274,6 +274,9 @@ func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
 	for _, call := range o.TakeHops() {
 		r.violate("connection-hop", "upstream call %s carried %s, which a client's Connection named", call, origin.ClientHop)
 	}
+	for _, call := range o.TakeUnderscored() {
+		r.violate("underscore-forwarding", "upstream call %s carried an underscore spelling of a field the sidecar writes or keys on", call)
+	}
 	// A crowd round's bulk calls are its own whenever they arrive (the
 	// origin tells them by their ids): a batch a round queued may still
 	// be sent after the round's last answer, such as one list's retry

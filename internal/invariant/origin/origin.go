@@ -168,6 +168,8 @@ type Origin struct {
 	trailCalls int64
 	// hops lists the calls that carried ClientHop, this round.
 	hops []string
+	// underscored lists the calls that carried an Underscored field.
+	underscored []string
 }
 
 // ClientHop is the field a client's Connection names (the harness's
@@ -183,6 +185,33 @@ func (o *Origin) TakeHops() []string {
 	hops := o.hops
 	o.hops = nil
 	return hops
+}
+
+// Underscored is the first field of h whose name holds '_' and reads, '_'
+// as '-', as X-Forwarded-*, X-Real-Ip or X-Tenant: a CGI-style upstream
+// would take it for that field (the underscore-forwarding draw); "" when
+// none.
+func Underscored(h http.Header) string {
+	for k := range h {
+		if !strings.Contains(k, "_") {
+			continue
+		}
+		n := strings.ToLower(strings.ReplaceAll(k, "_", "-"))
+		if strings.HasPrefix(n, "x-forwarded-") || n == "x-real-ip" || n == "x-tenant" {
+			return k
+		}
+	}
+	return ""
+}
+
+// TakeUnderscored returns the calls received since the last
+// TakeUnderscored that carried an Underscored field.
+func (o *Origin) TakeUnderscored() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	u := o.underscored
+	o.underscored = nil
+	return u
 }
 
 // MaxSends is the most calls one upstream request (one X-Request-Id) may
@@ -283,6 +312,11 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Values(ClientHop); len(v) > 0 {
 		o.mu.Lock()
 		o.hops = append(o.hops, r.Method+" "+r.URL.RequestURI())
+		o.mu.Unlock()
+	}
+	if k := Underscored(r.Header); k != "" {
+		o.mu.Lock()
+		o.underscored = append(o.underscored, r.Method+" "+r.URL.RequestURI()+" ("+k+")")
 		o.mu.Unlock()
 	}
 	resent := false
