@@ -530,6 +530,9 @@ func (r *run) drawProfile(idents bool) origin.Profile {
 	if m.Has("hangup") && r.chance(6) {
 		p.Hang = 10 + r.rng.IntN(30)
 	}
+	if m.Has("upstream-lie") && r.chance(8) {
+		p.Lie = 20 + r.rng.IntN(40)
+	}
 	if m.Has("truncate") && r.chance(8) {
 		p.Trunc = 20 + r.rng.IntN(40)
 	}

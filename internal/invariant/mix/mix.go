@@ -104,6 +104,7 @@ var Features = []Feature{
 	{Name: "stale-if-error", On: true, Note: "/n answers vary (language, tenant, gzip), fail 500/503 and some say max-age=0: stored copies are stale at once, served only on a failure, each to its own variant only (replicas with cold L1 collapse variants onto one flight)"},
 	{Name: "304", On: true, Note: "ETags (one per version, variant, Vary and Cache-Control); If-None-Match answered 304 when it matches (weak comparison, *)"},
 	{Name: "last-modified", On: true, Note: "Last-Modified (the write's second rounded up, sent once Date reaches it, so it names one version); If-Modified-Since answered 304 when it holds and no If-None-Match was sent"},
+	{Name: "upstream-lie", On: true, Note: "reads that reach the origin with no condition answered 304 Not Modified, or 200 framed by both Content-Length and Transfer-Encoding (X-Origin-Lie): answered 502 on every path, never relayed or stored (RFC 9110 §15.4.5, RFC 9112 §6.3)"},
 	{Name: "hangup", On: true, Note: "the origin closes the connection without answering"},
 	{Name: "truncate", On: true, Gate: "21.3", Note: "the origin breaks a chunked body off halfway (no last chunk): the client must see it broken, never whole"},
 	{Name: "stall", On: true, Gate: "h3-2-budget", Note: "the origin stops a pass-through's chunked body halfway and keeps the connection open: cut upstream.timeout after its last byte, the client must see it broken, never whole, nor be held until its own timeout"},

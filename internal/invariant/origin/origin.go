@@ -119,6 +119,10 @@ type Profile struct {
 	// freshness: origin route with stale_if_error every stored copy is
 	// stale at once and answers only when a refetch fails.
 	StaleAtOnce bool
+	// Lie: percent of reads that carry no condition answered against
+	// HTTP (lie.go): a 304 Not Modified, or a 200 framed by both
+	// Content-Length and Transfer-Encoding, each marked LieHeader.
+	Lie int
 	// Partial: on StaleBulkProfile, percent of bulk calls answered 206
 	// with the first half of the list (Content-Range: items), each
 	// element stamped Part (bulk-206).
@@ -356,6 +360,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	ver := o.ver[res]
 	lm := o.lastMod(res)
 	roll := o.rng.IntN(100)
+	lie := p.Lie > 0 && o.rng.IntN(100) < p.Lie && !conditional(r)
 	o.mu.Unlock()
 	tr := o.drawTrailing(r, p.Trailers, url.Values{"res": {res}})
 	if p.Delay > 0 {
@@ -422,6 +427,10 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		h.Set("Vary", strings.Join(vary, ", "))
 	}
 	body := encodeStamp(st, p.Size)
+	if lie {
+		o.lie(w, roll%2 == 0, body)
+		return
+	}
 	if p.LastMod && !lm.After(time.Now().Truncate(time.Second)) {
 		h.Set("Last-Modified", lm.UTC().Format(http.TimeFormat))
 	}
