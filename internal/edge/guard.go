@@ -26,6 +26,11 @@ type Options struct {
 	Upgrades []string
 	// Count is told each request the Guard refuses (nil: none).
 	Count Counter
+	// Keyed reports whether a canonical field name is one a route's key
+	// holds (key.headers), read per request so a reload is seen; nil:
+	// none. Its underscore spellings are dropped with the sidecar's own
+	// (Reserved).
+	Keyed func(name string) bool
 }
 
 // Counter counts what the edge refuses, once per refused request or cut
@@ -126,6 +131,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if (r.Method == http.MethodTrace || r.Method == http.MethodOptions) && g.maxForwards(w, r) {
 		return
 	}
+	dropUnderscored(r.Header, g.o.Keyed)
 	if _, ok := r.Header["Upgrade"]; ok {
 		g.upgrade(r)
 	}

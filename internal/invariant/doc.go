@@ -163,6 +163,14 @@
 //     (run.go, settle);
 //   - connection-hop: no upstream call (per-ID fetch, bulk call,
 //     pass-through, write) carries a field the client's Connection named;
+//   - upstream-lie: no answer the origin made against HTTP (a 304 to a
+//     request with no condition, a 200 framed by both Content-Length and
+//     Transfer-Encoding; origin.LieHeader) reaches a client, relayed or
+//     stored: each is a 502;
+//   - underscore-forwarding: no upstream call carries an underscore
+//     spelling (X_Forwarded_For, X-Forwarded_Host, X_Real_Ip, X_Tenant)
+//     of a field the sidecar writes or keys on, which a CGI-style
+//     upstream reads as that field;
 //   - resend: no upstream request (one X-Request-Id) reaches the origin
 //     more than MaxSends times: once, and once more after a hang-up on a
 //     reused connection (RFC 9112 §9.3.1);

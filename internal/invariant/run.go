@@ -298,6 +298,9 @@ func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
 	for _, call := range o.TakeHops() {
 		r.violate("connection-hop", "upstream call %s carried %s, which a client's Connection named", call, origin.ClientHop)
 	}
+	for _, call := range o.TakeUnderscored() {
+		r.violate("underscore-forwarding", "upstream call %s carried an underscore spelling of a field the sidecar writes or keys on", call)
+	}
 	// A crowd round's bulk calls are its own whenever they arrive (the
 	// origin tells them by their ids): a batch a round queued may still
 	// be sent after the round's last answer, such as one list's retry
@@ -560,6 +563,9 @@ func (r *run) drawProfile(idents bool) origin.Profile {
 	}
 	if m.Has("hangup") && r.chance(6) {
 		p.Hang = 10 + r.rng.IntN(30)
+	}
+	if m.Has("upstream-lie") && r.chance(8) {
+		p.Lie = 20 + r.rng.IntN(40)
 	}
 	if m.Has("truncate") && r.chance(8) {
 		p.Trunc = 20 + r.rng.IntN(40)

@@ -156,7 +156,7 @@ func (cl *Client) RoundTrip(ctx context.Context, r *http.Request, on1xx func(cod
 			return resp, c, nil
 		}
 		c.Close()
-		if !reused || !retryable(err) || ctx.Err() != nil {
+		if !reused || !retryable(err) || c.interim || ctx.Err() != nil {
 			break
 		}
 	}
@@ -186,6 +186,7 @@ func (cl *Client) await(ctx context.Context, c *Conn, now time.Time) {
 // roundTrip writes r on c and reads the answer's header, by now plus the
 // response-header timeout (now: when c was taken, a clock read spared).
 func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx func(int, http.Header), now time.Time) (*http.Response, error) {
+	c.begin()
 	if err := writeRequest(c.bw, r, cl.base, cl.host); err != nil {
 		return nil, err
 	}
@@ -206,10 +207,14 @@ func (cl *Client) roundTrip(ctx context.Context, c *Conn, r *http.Request, on1xx
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			return nil, errors.New("upstream switched protocols on a request that did not ask to upgrade")
 		case resp.StatusCode < 200:
+			c.interim = true
 			if on1xx != nil {
 				on1xx(resp.StatusCode, resp.Header)
 			}
 			continue
+		}
+		if err := c.check(r, resp); err != nil {
+			return nil, err
 		}
 		c.lr.n = math.MaxInt64 // the body is bounded by its framing, not here
 		if resp.ContentLength < 0 || resp.ContentLength > int64(c.br.Buffered()) {

@@ -5,24 +5,35 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/rawio"
+	"github.com/sidecache/sidecache/internal/upframe"
 )
 
 // Conn is one upstream connection, lent by Client.RoundTrip until Put or
 // Close.
 type Conn struct {
-	c    net.Conn
-	rw   *rawio.Conn // c's reads and writes, raw (internal/rawio)
-	lr   limitReader // under br, over rw: bounds the header sections read
-	br   *bufio.Reader
-	bw   *bufio.Writer // over ask: a request's bytes wait for its answer's read
-	ask  asker
-	used time.Time // last returned to the pool
-	keep bool      // the last answer did not ask to close
+	c  net.Conn
+	rw *rawio.Conn // c's reads and writes, raw (internal/rawio)
+	// scan watches the answer's header sections for Content-Length and
+	// Transfer-Encoding together (internal/upframe), which
+	// http.ReadResponse reads by the chunked framing with no word.
+	scan upframe.Scanner
+	// interim: the answer being read began with a 1xx. The upstream got
+	// the request, so a failure after it is not the closed keep-alive
+	// connection a resend is for (RFC 9112 §9.3.1), and a resend would
+	// relay the 1xx again (RFC 9110 §15.2): no resend then.
+	interim bool
+	lr      limitReader // under br, over rw: bounds the header sections read
+	br      *bufio.Reader
+	bw      *bufio.Writer // over ask: a request's bytes wait for its answer's read
+	ask     asker
+	used    time.Time // last returned to the pool
+	keep    bool      // the last answer did not ask to close
 	// deadline: the read deadline still set (the answer's body was read
 	// whole with the header); zero: none. Cleared when the connection is
 	// reused after it passed, so an idle connection lives its idle time.
@@ -139,6 +150,9 @@ func (l *limitReader) Read(p []byte) (int, error) {
 		n, err = l.c.Read(p)
 	}
 	l.n -= int64(n)
+	if n > 0 {
+		l.conn.scan.Feed(p[:n])
+	}
 	return n, err
 }
 
@@ -202,4 +216,20 @@ func (c *Conn) unsolicited() bool {
 	c.bad = false
 	err := c.rc.Read(c.peek)
 	return c.bad || err != nil
+}
+
+// begin readies c for an exchange, before its request is written.
+func (c *Conn) begin() {
+	c.interim = false
+	c.scan.Arm()
+}
+
+// check applies internal/upframe's checks to the final answer just read
+// on c: one that fails is neither relayed nor stored, and c is closed by
+// the caller, never put back.
+func (c *Conn) check(r *http.Request, resp *http.Response) error {
+	if c.scan.Ambiguous() {
+		return upframe.ErrAmbiguous
+	}
+	return upframe.Answer(r, resp)
 }

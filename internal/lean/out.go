@@ -98,7 +98,7 @@ func (cl *Client) Send(out *http.Request, on1xx func(code int, h textproto.MIMEH
 			break
 		}
 		c.Close()
-		if !reused || !retryable(err) || ctx.Err() != nil {
+		if !reused || !retryable(err) || c.interim || ctx.Err() != nil {
 			break
 		}
 	}
@@ -128,6 +128,7 @@ func (cl *Client) Send(out *http.Request, on1xx func(code int, h textproto.MIMEH
 // and a 101, or a status under 100, handed back as the final answer (on a
 // connection not kept), as the Transport hands them back.
 func (cl *Client) sendOn(ctx context.Context, c *Conn, out *http.Request, gz bool, on1xx func(int, textproto.MIMEHeader) error, now time.Time) (*http.Response, error) {
+	c.begin()
 	if err := writeOut(c.bw, out, cl.host, gz); err != nil {
 		return nil, err
 	}
@@ -144,6 +145,7 @@ func (cl *Client) sendOn(ctx context.Context, c *Conn, out *http.Request, gz boo
 			return nil, err
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			c.interim = true
 			if on1xx != nil {
 				if err := on1xx(resp.StatusCode, textproto.MIMEHeader(resp.Header)); err != nil {
 					return nil, err
@@ -151,6 +153,9 @@ func (cl *Client) sendOn(ctx context.Context, c *Conn, out *http.Request, gz boo
 				c.lr.n = cl.maxHdr
 			}
 			continue
+		}
+		if err := c.check(out, resp); err != nil {
+			return nil, err
 		}
 		c.lr.n = 1<<63 - 1
 		if resp.ContentLength < 0 || resp.ContentLength > int64(c.br.Buffered()) {

@@ -50,6 +50,7 @@ import (
 	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/splitlist"
 	"github.com/sidecache/sidecache/internal/tombstone"
+	"github.com/sidecache/sidecache/internal/upframe"
 	"github.com/sidecache/sidecache/internal/upstreamlog"
 )
 
@@ -307,7 +308,10 @@ func NewTransport(timeout time.Duration, idlePerHost int, maxHeader int64) *http
 			if err != nil {
 				return nil, err
 			}
-			return rawio.TCP(c), nil
+			// Each answer's header sections are scanned for
+			// Content-Length beside Transfer-Encoding, which the
+			// Transport drops without a word (upframe.Check).
+			return upframe.Wrap(rawio.TCP(c)), nil
 		},
 		MaxIdleConns:           idlePerHost * 2,
 		MaxIdleConnsPerHost:    idlePerHost,
@@ -358,7 +362,10 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	// One resend after a reused connection closed unanswered, never one
 	// per idle connection (internal/resend); the lean loop has the same
 	// bound of its own.
-	st.transport = resend.Once(st.transport)
+	// Innermost, so every path's answers pass it: an answer framed both
+	// ways, or a 304 to a request with no condition, is a failure (502),
+	// never stored or relayed (internal/upframe).
+	st.transport = resend.Once(upframe.Check(st.transport))
 	// The trailers Connection names are hop-by-hop: dropped before
 	// ReverseProxy (or the fill) strips Connection from the header.
 	st.transport = lean.HopTrailers(st.transport)

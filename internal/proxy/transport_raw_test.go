@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -39,6 +40,9 @@ func TestTransportConnsAreRaw(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || string(b) != "ok" {
 		t.Fatalf("body %q, %v", b, err)
+	}
+	if w, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		conn = w.NetConn() // the framing scan's wrapper (internal/upframe)
 	}
 	c, ok := conn.(*rawio.TCPConn)
 	if !ok {

@@ -64,3 +64,19 @@ func compileRoutes(rs []config.Route) (*route.Table, error) {
 	}
 	return t, nil
 }
+
+// keyed reports whether a route of the table in force keys on the
+// canonical field name (key.headers): the edge drops a client's
+// underscore spelling of it (edge.Options.Keyed), which CGI-style
+// upstreams read as the same field, so an answer made for a value the key
+// does not hold is never stored under it. Read per call: a reload's
+// routes count at once. Called only for a request field whose name holds
+// '_'.
+func (s *Server) keyed(name string) bool {
+	for _, rt := range s.proxy.Routes().Routes() {
+		if slices.Contains(rt.Key.Headers, name) {
+			return true
+		}
+	}
+	return false
+}

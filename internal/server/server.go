@@ -185,7 +185,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if access == nil {
 		access = s.log
 	}
-	eo := edge.Options{Via: cfg.Server.Via, AllowTrace: cfg.Server.AllowTrace, Upgrades: cfg.Upstream.AllowUpgrades, Count: s.m}
+	eo := edge.Options{Via: cfg.Server.Via, AllowTrace: cfg.Server.AllowTrace, Upgrades: cfg.Upstream.AllowUpgrades, Count: s.m, Keyed: s.keyed}
 	s.m.EdgeReasons(edge.Reasons(eo, cfg.Server.WriteTimeout.D())...)
 	guard := edge.NewGuard(s.proxy, eo)
 	s.proxySrv = s.httpServer(tracing.Handler(accessLog(guard, func() config.Log { return s.cfg.Load().Log }, access), tp), cfg.Server)

@@ -73,6 +73,9 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 			}
 		}
 	}
+	if resp.Header.Get(origin.LieHeader) != "" {
+		ch.Violate("upstream-lie", "%s: answered %d with an origin answer made against HTTP (a 304 to no condition, or Content-Length beside chunked) (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
+	}
 	if ok := resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusPartialContent; !ok {
 		// The origin never fails a good ID: only a bad one can make
 		// its bulk call fail, and that must not cost the others — a

@@ -22,6 +22,8 @@ func (ch *Checker) Edges(q *traffic.Request, resp *http.Response) {
 		k = "range"
 	case q.Hdr.Get(origin.ClientHop) != "":
 		k = "connection-hop"
+	case origin.Underscored(q.Hdr) != "":
+		k = "underscore-forwarding"
 	case q.Hdr.Get("Connection") != "":
 		k = "connection-keyed-" + q.Route
 	default:

@@ -119,6 +119,10 @@ type Profile struct {
 	// freshness: origin route with stale_if_error every stored copy is
 	// stale at once and answers only when a refetch fails.
 	StaleAtOnce bool
+	// Lie: percent of reads that carry no condition answered against
+	// HTTP (lie.go): a 304 Not Modified, or a 200 framed by both
+	// Content-Length and Transfer-Encoding, each marked LieHeader.
+	Lie int
 	// Partial: on StaleBulkProfile, percent of bulk calls answered 206
 	// with the first half of the list (Content-Range: items), each
 	// element stamped Part (bulk-206).
@@ -187,6 +191,8 @@ type Origin struct {
 	trailCalls int64
 	// hops lists the calls that carried ClientHop, this round.
 	hops []string
+	// underscored lists the calls that carried an Underscored field.
+	underscored []string
 }
 
 // ClientHop is the field a client's Connection names (the harness's
@@ -202,6 +208,33 @@ func (o *Origin) TakeHops() []string {
 	hops := o.hops
 	o.hops = nil
 	return hops
+}
+
+// Underscored is the first field of h whose name holds '_' and reads, '_'
+// as '-', as X-Forwarded-*, X-Real-Ip or X-Tenant: a CGI-style upstream
+// would take it for that field (the underscore-forwarding draw); "" when
+// none.
+func Underscored(h http.Header) string {
+	for k := range h {
+		if !strings.Contains(k, "_") {
+			continue
+		}
+		n := strings.ToLower(strings.ReplaceAll(k, "_", "-"))
+		if strings.HasPrefix(n, "x-forwarded-") || n == "x-real-ip" || n == "x-tenant" {
+			return k
+		}
+	}
+	return ""
+}
+
+// TakeUnderscored returns the calls received since the last
+// TakeUnderscored that carried an Underscored field.
+func (o *Origin) TakeUnderscored() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	u := o.underscored
+	o.underscored = nil
+	return u
 }
 
 // MaxSends is the most calls one upstream request (one X-Request-Id) may
@@ -304,6 +337,11 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		o.hops = append(o.hops, r.Method+" "+r.URL.RequestURI())
 		o.mu.Unlock()
 	}
+	if k := Underscored(r.Header); k != "" {
+		o.mu.Lock()
+		o.underscored = append(o.underscored, r.Method+" "+r.URL.RequestURI()+" ("+k+")")
+		o.mu.Unlock()
+	}
 	resent := false
 	if id := r.Header.Get("X-Request-Id"); id != "" {
 		o.mu.Lock()
@@ -344,6 +382,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	ver := o.ver[res]
 	lm := o.lastMod(res)
 	roll := o.rng.IntN(100)
+	lie := p.Lie > 0 && o.rng.IntN(100) < p.Lie && !conditional(r)
 	o.mu.Unlock()
 	tr := o.drawTrailing(r, p.Trailers, url.Values{"res": {res}})
 	if p.Delay > 0 {
@@ -411,6 +450,10 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		h.Set("Vary", strings.Join(vary, ", "))
 	}
 	body := encodeStamp(st, p.Size)
+	if lie {
+		o.lie(w, roll%2 == 0, body)
+		return
+	}
 	if p.LastMod && !lm.After(time.Now().Truncate(time.Second)) {
 		h.Set("Last-Modified", lm.UTC().Format(http.TimeFormat))
 	}

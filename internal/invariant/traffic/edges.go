@@ -40,6 +40,14 @@ func (g *Gen) drawEdges(q *Request) {
 		q.Hdr.Set("Connection", pick(g, origin.ClientHop, "keep-alive, "+origin.ClientHop, "x-client-hop"))
 		q.Hdr.Set(origin.ClientHop, "hop")
 	}
+	if m.Has("underscore-forwarding") && g.chance(8) {
+		// Spellings a CGI-style upstream folds onto the sidecar's own
+		// X-Forwarded-* and X-Real-Ip, or onto a keyed X-Tenant: the
+		// edge drops them (origin.Underscored records any that arrive).
+		q.Hdr["X_Forwarded_For"] = []string{"6.6.6.6"}
+		q.Hdr[pick(g, "X-Forwarded_Host", "x_forwarded_host")] = []string{"evil.example"}
+		q.Hdr[pick(g, "X_Real_Ip", "X_REAL_IP", "X_Tenant")] = []string{"6.6.6.6"}
+	}
 	if !q.Absolute && !q.HalfClose && !q.Hangup && m.Has("asterisk-form") && g.chance(2) {
 		q.Asterisk = true
 	}
