@@ -110,6 +110,9 @@ var Features = []Feature{
 	{Name: "trailers", On: true, Note: "answers (reads, 5xx, bulk) end with trailers, announced or not: X-Trail names the call and whom it answered; forbidden names (Set-Cookie, Cache-Control, Connection, tag headers) must never be relayed; a stored or shared answer carries none"},
 	{Name: "write-fail", On: true, Note: "writes answered 500 or hung up after bumping (not acknowledged)"},
 	{Name: "write-refused", On: true, Note: "writes answered 405 or 409 without bumping (refused: they invalidate nothing, and break nothing)"},
+
+	// What Redis does.
+	{Name: "evict-epochs", On: false, Gate: "epoch-evict", Note: "Redis has evicted (env), and between rounds a quarter of the time half the epoch keys (v:*, route s's kept) are deleted as eviction would: a lost epoch must stay a miss; off: seed 4 answers GET /u?ids=38 502 (collateral) and seed 2 loses route s's held copies (a new tag's first fill is not kept on an evicting Redis)"},
 }
 
 // Mix is the set of features a run draws from.
