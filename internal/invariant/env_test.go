@@ -178,6 +178,9 @@ func startEnv(t testing.TB, seed uint64) *env {
 	t.Helper()
 	e := &env{redis: redistest.Start(t), origin: origin.NewOrigin(seed)}
 	t.Cleanup(e.origin.Close)
+	if envMix(t).Has("evict-epochs") {
+		e.evicting(t)
+	}
 	yaml := fmt.Sprintf(replicaConfig, e.origin.URL, e.redis.Addr(), maxBodyBytes, maxKeyBytes, maxLag, upstreamTimeout)
 	for range 2 {
 		proxy, admin := startReplica(t, yaml)
@@ -237,10 +240,72 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 	rep := invariant.Run(context.Background(), invariant.Config{
 		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Admins: e.admins, AdminToken: "secret", Origin: e.origin,
 		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes, UpstreamTimeout: upstreamTimeout,
-		Trickle: e.trickle,
+		Trickle: e.trickle, Evict: e.evict,
 	})
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)
 	return rep
+}
+
+// evicting makes the empty Redis evict (a small maxmemory, keys past it),
+// then lifts the limit: it has evicted since it started, as a Redis under
+// maxmemory has, so the evict-epochs row's deletions are evictions to the
+// replicas (internal/cache/l2's touchScript reads INFO stats
+// evicted_keys), not keys deleted by hand, which nothing covers.
+func (e *env) evicting(t testing.TB) {
+	t.Helper()
+	rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+	defer rc.Close()
+	ctx := context.Background()
+	if err := rc.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.ConfigSet(ctx, "maxmemory", "2mb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	junk := strings.Repeat("x", 64<<10)
+	for i := 0; ; i++ {
+		if i > 1000 {
+			t.Fatal("Redis never evicted")
+		}
+		if err := rc.Set(ctx, fmt.Sprintf("junk:%d", i), junk, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if info := rc.Info(ctx, "stats").Val(); !strings.Contains(info, "evicted_keys:0\r") {
+			break
+		}
+	}
+	if err := rc.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// evict deletes the keys under the replicas' prefix (the default,
+// "sidecache:") matching pattern that drop picks, as maxmemory eviction
+// would (the evict-epochs row).
+func (e *env) evict(ctx context.Context, pattern string, drop func(key string) bool) (int, error) {
+	rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+	defer rc.Close()
+	var keys []string
+	iter := rc.Scan(ctx, 0, "sidecache:"+pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		if drop(iter.Val()) {
+			keys = append(keys, iter.Val())
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return 0, fmt.Errorf("scan: %w", err)
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	n, err := rc.Del(ctx, keys...).Result()
+	if err != nil {
+		return 0, fmt.Errorf("del: %w", err)
+	}
+	return int(n), nil
 }
 
 // redisBounds: no key in Redis is longer than max_key_bytes plus the

@@ -52,6 +52,11 @@ type Config struct {
 	// when empty). Its own short bound would cut the other rows' slow
 	// answers, so it is not one of Replicas.
 	Trickle string
+	// Evict, when set, deletes the keys of the replicas' Redis that match
+	// pattern (under the replicas' prefix) and for which drop says so, as
+	// maxmemory eviction would, and returns how many it deleted: the
+	// evict-epochs row.
+	Evict func(ctx context.Context, pattern string, drop func(key string) bool) (int, error)
 }
 
 // Report is what a run did and found.
@@ -107,6 +112,9 @@ type run struct {
 	trickles *rand.Rand
 	// conts draws the origin-continue row (drawContinue), as unvaried.
 	conts *rand.Rand
+	// evicts draws the evict-epochs row (evict) on a sequence of its
+	// own, as unvaried does.
+	evicts *rand.Rand
 	// trickleIDs numbers the trickled writes (origin.TrickleHeader).
 	trickleIDs atomic.Int64
 	gen        *traffic.Gen
@@ -130,7 +138,7 @@ type run struct {
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24))}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25))}
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, UpstreamTimeout: cfg.UpstreamTimeout}, r.gen)
@@ -148,6 +156,7 @@ func Run(ctx context.Context, cfg Config) Report {
 		if r.queueDue(round) {
 			r.queueRound(ctx, round) // beside the round: its draws are its own
 		}
+		r.evict(ctx)
 	}
 	r.checkCrowds()
 	if n := cfg.Origin.Partials.Load() - partials; n > 0 {
@@ -158,6 +167,28 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.rep.Checked, r.rep.Violations = r.chk.Result()
 	r.rep.Calls = cfg.Origin.Calls.Load()
 	return r.rep
+}
+
+// evict deletes about half the epoch keys, between rounds, so no fill is
+// in flight: an evicted epoch must read as a miss, and the fill that
+// recreates it must not make an entry fetched before the tag's last write
+// current again (the lag checks see it if it does, once the replicas'
+// tombstones, upstream.timeout + 10 s, have expired).
+func (r *run) evict(ctx context.Context) {
+	if !r.cfg.Mix.Has("evict-epochs") || r.cfg.Evict == nil || r.evicts.IntN(4) != 0 {
+		return
+	}
+	n, err := r.cfg.Evict(ctx, "v:*", func(k string) bool {
+		// Route s's copies must stay held for stale_if_error (check's
+		// stale-if-error), which an evicted epoch would turn into misses.
+		held := strings.HasSuffix(k, "v:_route:s") || strings.HasSuffix(k, "v:_uri:/s") || strings.Contains(k, "v:_uri:/s/")
+		return !held && r.evicts.IntN(2) == 0
+	})
+	if err != nil {
+		r.violate("evict", "evicting epoch keys: %v", err)
+		return
+	}
+	r.chk.Count("evicted-epochs", n)
 }
 
 func (r *run) violate(kind, format string, a ...any) { r.chk.Violate(kind, format, a...) }

@@ -27,9 +27,11 @@ import (
 // the entry only if every one of its tags has an epoch key and the entry's
 // request left after that epoch; both are checked in the script that reads
 // the entry, in the same round trip. Storing an entry creates its tags'
-// epoch keys (at 0) and stretches their expiry to cover it, so an epoch key
-// that is missing while an entry names it was evicted (or never stored):
-// the entry is then a miss, which costs a refetch, never a stale answer.
+// epoch keys (never at a value an older entry may pass: touchScript) and
+// stretches their expiry to cover it, so an epoch key that is missing
+// while an entry names it was evicted (or never stored): the entry is then
+// a miss, which costs a refetch, never a stale answer, and so is every
+// entry stored before the key came back.
 const (
 	headerMagic = "sc2 "
 	// epochFloor is how long an invalidation's epoch key lives at least: a
@@ -60,8 +62,36 @@ end
 return v`
 
 // touchScript makes sure an epoch key exists and lives at least ARGV[1] ms.
+// ARGV[2] is when the request of the entry being stored left (unix ms).
+//
+// A missing key must not come back at a value an entry may have recorded:
+// a tag's key raised by a write and then evicted, recreated at 0 by the
+// next fill, would make every entry fetched before that write current
+// again, for as long as it lives. So once Redis has evicted a key (INFO
+// stats evicted_keys > 0 on the node holding this one: an eviction may
+// have taken it) a missing key comes back at Redis's clock (or the storing
+// entry's request, if later), at or after any raise it may have lost:
+// every entry stored before now is a miss, the storing one and other
+// fills in flight across that raise included. That costs the first fill
+// of a new tag on an evicting Redis (the next one is kept), never a stale
+// answer. A Redis that never evicted lost the key some other way: never
+// stored, or expired after the entries naming it (its lifetime covers
+// theirs); it comes back at 0, so concurrent first fills of a new tag all
+// count. INFO runs only when the key is missing, never on a read. A key
+// deleted by hand (DEL, FLUSHALL of some keys) is not covered; a Redis
+// restart is (restart.go).
 const touchScript = `
-if redis.call('SET', KEYS[1], '0', 'NX', 'PX', ARGV[1]) then return 1 end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local ep = 0
+  local ev = string.match(redis.call('INFO', 'stats'), 'evicted_keys:(%d+)')
+  if ev and tonumber(ev) > 0 then
+    local t = redis.call('TIME')
+    ep = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    if tonumber(ARGV[2]) > ep then ep = tonumber(ARGV[2]) end
+  end
+  redis.call('SET', KEYS[1], string.format('%.0f', ep), 'PX', ARGV[1])
+  return 1
+end
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
 end
@@ -211,4 +241,11 @@ func (s *Store) epochsOf(ctx context.Context, vals [][]byte) ([][]byte, error) {
 		}
 	}
 	return vals, nil
+}
+
+// storedAt is the request time (unix ms) in an encoded value's header,
+// the least touchScript recreates an evicted epoch key at.
+func storedAt(val []byte) int64 {
+	at, _, _, _ := header(val)
+	return at
 }

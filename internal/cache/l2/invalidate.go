@@ -256,6 +256,7 @@ func (s *Store) subscribe(ctx context.Context) {
 			if (m.Kind != "subscribe" && m.Kind != "ssubscribe") || m.Count < len(s.channels()) {
 				continue // not every channel confirmed yet
 			}
+			s.restartFloor(ctx) // before any beat can prove what the floor refuses
 			s.subscribed.Store(true)
 			s.proof.ForgetAcked()
 			failed = 0

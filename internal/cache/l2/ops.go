@@ -353,7 +353,7 @@ func (s *Store) write(batch []op) {
 			// without them (one pipeline is one connection per node,
 			// and Redis runs a connection's commands in order).
 			for _, t := range o.tags {
-				pipe.Eval(ctx, touchScript, []string{s.epochKey(t)}, max(o.ttl, epochFloor).Milliseconds())
+				pipe.Eval(ctx, touchScript, []string{s.epochKey(t)}, max(o.ttl, epochFloor).Milliseconds(), storedAt(o.val))
 			}
 			pipe.Set(ctx, s.entryKey(o.key), o.val, o.ttl)
 		case opDel:

@@ -115,6 +115,9 @@ var Features = []Feature{
 	{Name: "origin-continue", On: true, Note: "the origin sends a 100 Continue of its own (one, or two) before some answers to writes and reads, asked for or not: it answers the sidecar's request, so at most one 100 (net/http's own, behind Expect) reaches a client, and a final answer follows"},
 	{Name: "write-fail", On: true, Note: "writes answered 500 or hung up after bumping (not acknowledged)"},
 	{Name: "write-refused", On: true, Note: "writes answered 405 or 409 without bumping (refused: they invalidate nothing, and break nothing)"},
+
+	// What Redis does.
+	{Name: "evict-epochs", On: false, Gate: "epoch-evict", Note: "Redis has evicted (env), and between rounds a quarter of the time half the epoch keys (v:*, route s's kept) are deleted as eviction would: a lost epoch must stay a miss; off: seed 4 answers GET /u?ids=38 502 (collateral) and seed 2 loses route s's held copies (a new tag's first fill is not kept on an evicting Redis)"},
 }
 
 // Mix is the set of features a run draws from.
