@@ -87,7 +87,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("WaitFill = %v, %v, %v", e, ok, err)
 	}
 
-	if err := a.PurgeAll(ctx); err != nil {
+	if _, err := a.PurgeAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range cl.Nodes() {

@@ -216,7 +216,7 @@ func TestPurgeAll(t *testing.T) {
 		t.Fatalf("only %d keys written", n)
 	}
 
-	if err := a.PurgeAll(ctx); err != nil {
+	if _, err := a.PurgeAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	keys, err := rc.Keys(ctx, "*").Result()
