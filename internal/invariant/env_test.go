@@ -150,7 +150,8 @@ type env struct {
 	origin   *origin.Origin
 	redis    *redistest.Server
 	replicas []string
-	trickle  string // a third replica with read_timeout trickleTimeout
+	admins   []string // the replicas' admin listeners, same order
+	trickle  string   // a third replica with read_timeout trickleTimeout
 }
 
 // trickleTimeout is the trickle replica's server.read_timeout: each
@@ -163,13 +164,14 @@ func startEnv(t testing.TB, seed uint64) *env {
 	t.Cleanup(e.origin.Close)
 	yaml := fmt.Sprintf(replicaConfig, e.origin.URL, e.redis.Addr(), maxBodyBytes, maxKeyBytes, maxLag)
 	for range 2 {
-		e.replicas = append(e.replicas, startReplica(t, yaml))
+		proxy, admin := startReplica(t, yaml)
+		e.replicas, e.admins = append(e.replicas, proxy), append(e.admins, admin)
 	}
-	e.trickle = startReplica(t, yaml+"server:\n  read_timeout: "+trickleTimeout+"\n")
+	e.trickle, _ = startReplica(t, yaml+"server:\n  read_timeout: "+trickleTimeout+"\n")
 	return e
 }
 
-func startReplica(t testing.TB, yaml string) string {
+func startReplica(t testing.TB, yaml string) (proxy, admin string) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), "invariant.yaml")
 	if err != nil {
@@ -193,7 +195,7 @@ func startReplica(t testing.TB, yaml string) string {
 			t.Errorf("run: %v", err)
 		}
 	})
-	return "http://" + srv.ProxyAddr()
+	return "http://" + srv.ProxyAddr(), "http://" + srv.AdminAddr()
 }
 
 // envMix is the default mix, changed by INVARIANT_FEATURES (see the package
@@ -213,7 +215,7 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 	rep := invariant.Run(context.Background(), invariant.Config{
 		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Origin: e.origin,
 		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes,
-		Trickle: e.trickle,
+		Trickle: e.trickle, Admins: e.admins, AdminToken: "secret",
 	})
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)
 	return rep

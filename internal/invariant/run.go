@@ -37,6 +37,10 @@ type Config struct {
 	// MaxBodyBytes is the replicas' cache.max_body_bytes: the profiles
 	// draw sizes either side of it.
 	MaxBodyBytes int
+	// Admins are the base URLs of Replicas' admin listeners (same order),
+	// and AdminToken their admin.token, for the purge row; none: no purges.
+	Admins     []string
+	AdminToken string
 	// Trickle is the base URL of a replica like the others but with a
 	// short server.read_timeout, which the trickled writes go to (none
 	// when empty). Its own short bound would cut the other rows' slow
@@ -97,7 +101,9 @@ type run struct {
 	trickles *rand.Rand
 	// trickleIDs numbers the trickled writes (origin.TrickleHeader).
 	trickleIDs atomic.Int64
-	gen        *traffic.Gen
+	// purges draws the purge row (drawPurge) on a sequence of its own.
+	purges *rand.Rand
+	gen    *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -118,7 +124,7 @@ type run struct {
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23))}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), purges: rand.New(rand.NewPCG(cfg.Seed, 24))}
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld}, r.gen)
@@ -156,7 +162,11 @@ func (r *run) round(ctx context.Context) {
 		reqs[i] = r.gen.Draw(hot)
 		r.drawTrickle(reqs[i])
 	}
-	r.play(ctx, append(reqs, r.drawStale()...), -1)
+	p := r.drawPurge(reqs)
+	r.playWith(ctx, append(reqs, r.drawStale()...), -1, p)
+	if p != nil && p.acked {
+		r.readAfterPurge(ctx, p)
+	}
 }
 
 // drawStale draws the profile of the bulk endpoint /s (route s, with
@@ -229,6 +239,12 @@ func (r *run) drawTrickle(q *traffic.Request) {
 // play sends a round's requests all at once, checks each answer, and
 // checks the round's upstream calls against the sum of their budgets.
 func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
+	r.playWith(ctx, reqs, crowd, nil)
+}
+
+// playWith is play with an admin purge sent beside the requests (p, when
+// not nil): it is over before the round's calls are counted.
+func (r *run) playWith(ctx context.Context, reqs []*traffic.Request, crowd int, p *purgeDraw) {
 	n, budget := len(reqs), 0
 	for _, q := range reqs {
 		budget += q.Budget
@@ -236,6 +252,15 @@ func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
 	o := r.cfg.Origin
 	o.NewRound()
 	before, resent, crowds := o.Calls.Load(), o.Resends.Load(), o.CrowdCalls.Load()
+	answered, purged := make(chan struct{}), make(chan struct{})
+	if p != nil {
+		go func() {
+			defer close(purged)
+			r.purge(ctx, p, answered)
+		}()
+	} else {
+		close(purged)
+	}
 	var wg sync.WaitGroup
 	for _, q := range reqs {
 		wg.Add(1)
@@ -245,6 +270,8 @@ func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
 		}()
 	}
 	wg.Wait()
+	close(answered)
+	<-purged
 	for _, q := range reqs {
 		// A PATCH * is the sidecar's 400 (send.go, doAsterisk), never
 		// forwarded: waiting for it held its round 5 s.

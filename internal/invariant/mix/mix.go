@@ -109,6 +109,7 @@ var Features = []Feature{
 	{Name: "1xx-flood", On: true, Gate: "21.4", Note: "the origin sends 20 103 Early Hints before its answer: at most relay.MaxRelayed reach a client"},
 	{Name: "trailers", On: true, Note: "answers (reads, 5xx, bulk) end with trailers, announced or not: X-Trail names the call and whom it answered; forbidden names (Set-Cookie, Cache-Control, Connection, tag headers) must never be relayed; a stored or shared answer carries none"},
 	{Name: "write-fail", On: true, Note: "writes answered 500 or hung up after bumping (not acknowledged)"},
+	{Name: "purge", On: true, Note: "in some rounds, while a fill of a resource one of its reads asks for is in flight (slow answers), the origin changes it behind the cache and an admin POST /purge?key= (or ?tag=) drops it: no answer older than the acknowledged purge after it (own replica) or after max_lag (peers)"},
 	{Name: "write-refused", On: true, Note: "writes answered 405 or 409 without bumping (refused: they invalidate nothing, and break nothing)"},
 }
 

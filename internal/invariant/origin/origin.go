@@ -168,6 +168,8 @@ type Origin struct {
 	trailCalls int64
 	// hops lists the calls that carried ClientHop, this round.
 	hops []string
+	// reading: the channels WatchRead handed out, by resource (behind.go).
+	reading map[string]chan struct{}
 }
 
 // ClientHop is the field a client's Connection names (the harness's
@@ -322,6 +324,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	ver := o.ver[res]
 	lm := o.lastMod(res)
 	roll := o.rng.IntN(100)
+	o.readLocked(res)
 	o.mu.Unlock()
 	tr := o.drawTrailing(r, p.Trailers, url.Values{"res": {res}})
 	if p.Delay > 0 {
