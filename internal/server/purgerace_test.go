@@ -25,6 +25,7 @@ type gatedOrigin struct {
 	mu   sync.Mutex
 	ver  int
 	gate *gate
+	vary bool // answers say Vary: Accept-Language and name the language
 }
 
 type gate struct {
@@ -46,6 +47,10 @@ func newGatedOrigin(t *testing.T) *gatedOrigin {
 			<-g.release
 		}
 		w.Header().Set("Content-Type", "text/plain")
+		if o.vary {
+			w.Header().Set("Vary", "Accept-Language")
+			w.Header().Set("Content-Language", r.Header.Get("Accept-Language"))
+		}
 		fmt.Fprintf(w, "client-%s-v%d", id, v)
 	}))
 	t.Cleanup(o.Close)
@@ -222,6 +227,42 @@ func TestPurgeAllDuringFillOnLargeKeyspace(t *testing.T) {
 		for _, id := range []string{"1", "2", "9"} {
 			if got, cs := r.r.get(t, "/clients/"+id); got != body(id, 1) {
 				t.Errorf("%s /clients/%s after the purge: %q (Cache-Status %q), want %q", r.name, id, got, cs, body(id, 1))
+			}
+		}
+	}
+}
+
+// TestPurgeKeyTakesEveryVariant: purging the primary key of a resource
+// that varies (Vary: Accept-Language) drops each variant on both
+// replicas: the next reads of every variant fetch the new version.
+func TestPurgeKeyTakesEveryVariant(t *testing.T) {
+	rs := redistest.Start(t)
+	o := newGatedOrigin(t)
+	o.vary = true
+	a := startReplica(t, o.URL, l2Block(false, rs.Addr()))
+	b := startReplica(t, o.URL, l2Block(false, rs.Addr()))
+	const path = "/clients/4"
+	langs := []string{"en", "de"}
+	for _, r := range []*replica{a, b} {
+		for _, l := range langs {
+			eventually(t, 5*time.Second, "a hit of "+l, func() bool {
+				_, h, got := r.do(t, http.MethodGet, path, "Accept-Language", l)
+				return got == body("4", 0) && strings.Contains(h.Get("Cache-Status"), "; hit")
+			})
+		}
+	}
+	o.bump()
+	peer := metric(t, b, "sidecache_invalidations_total", `source="peer"`)
+	if code, _, got := a.do(t, http.MethodPost, "admin:/purge?key="+url.QueryEscape("GET clients.svc"+path), "Authorization", "Bearer secret"); code != http.StatusOK || strings.TrimSpace(got) != `{"purged":1}` {
+		t.Fatalf("purge: %d %q", code, got)
+	}
+	eventually(t, 10*time.Second, "B applies A's purge", func() bool {
+		return metric(t, b, "sidecache_invalidations_total", `source="peer"`) > peer
+	})
+	for _, r := range []*replica{a, b} {
+		for _, l := range langs {
+			if _, h, got := r.do(t, http.MethodGet, path, "Accept-Language", l); got != body("4", 1) {
+				t.Errorf("%s after the purge: %q (Cache-Status %q), want %q", l, got, h.Get("Cache-Status"), body("4", 1))
 			}
 		}
 	}
