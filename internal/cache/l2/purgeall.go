@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,9 +43,14 @@ type PurgeReport struct {
 // every must be tags every entry carries (the proxy passes its routes'
 // implicit tags). An entry fetched before now then reads as a miss on
 // every replica whether the sweep reaches it or not, and so does one a
-// peer's fill stores after the sweep went past: the sweep keeps the epoch
-// keys of every. Whatever TTL they had still covers the entries stored
-// before (every store stretches its tags' epoch keys over the entry).
+// peer's fill stores after the sweep went past.
+//
+// The sweep keeps every epoch key (P v:<tag>), not only every's: a write
+// during the sweep raises a tag's epoch, and a swept epoch key would be
+// recreated at 0 by the next store of that tag, making the entries the
+// write refused readable again. Epoch keys expire on their own, and their
+// TTL covers the entries stored before (every store stretches its tags'
+// epoch keys over the entry).
 // PurgeAll's error is the invalidation's, or, when every is empty (the
 // sweep is then all there is), an incomplete sweep's.
 //
@@ -62,11 +68,7 @@ func (s *Store) PurgeAll(ctx context.Context, every ...string) (PurgeReport, err
 	if err := s.invalidateAll(ctx, every); err != nil {
 		return PurgeReport{}, wrap("purge", err)
 	}
-	keep := make(map[string]bool, len(every))
-	for _, t := range every {
-		keep[s.epochKey(t)] = true
-	}
-	rep := s.sweep(ctx, keep)
+	rep := s.sweep(ctx)
 	if !rep.Complete && len(every) == 0 {
 		return rep, wrap("purge", rep.SweepErr)
 	}
@@ -98,15 +100,15 @@ func (s *Store) invalidateAll(ctx context.Context, tags []string) error {
 	})
 }
 
-// sweep removes the keys under Prefix but keep's on every master.
-func (s *Store) sweep(ctx context.Context, keep map[string]bool) PurgeReport {
+// sweep removes the keys under Prefix but the epoch keys on every master.
+func (s *Store) sweep(ctx context.Context) PurgeReport {
 	var (
 		mu  sync.Mutex
 		rep = PurgeReport{Complete: true}
 	)
 	one := func(ctx context.Context, c redis.UniversalClient) error {
 		var r rounds
-		n, err := s.sweepOne(ctx, c, keep, &r)
+		n, err := s.sweepOne(ctx, c, &r)
 		mu.Lock()
 		rep.Unlinked += n
 		rep.Retried += r.retried
@@ -128,8 +130,9 @@ func (s *Store) sweep(ctx context.Context, keep map[string]bool) PurgeReport {
 }
 
 // sweepOne is sweep on one master; it returns the number of keys removed.
-func (s *Store) sweepOne(ctx context.Context, c redis.UniversalClient, keep map[string]bool, r *rounds) (int, error) {
+func (s *Store) sweepOne(ctx context.Context, c redis.UniversalClient, r *rounds) (int, error) {
 	match := globEscape(s.opts.Prefix) + "*"
+	epochs := s.epochKey("")
 	var (
 		cursor  uint64
 		removed int
@@ -153,7 +156,7 @@ func (s *Store) sweepOne(ctx context.Context, c redis.UniversalClient, keep map[
 		}
 		kept := keys[:0]
 		for _, k := range keys {
-			if !keep[k] {
+			if !strings.HasPrefix(k, epochs) {
 				kept = append(kept, k)
 			}
 		}

@@ -126,7 +126,7 @@ func TestPurgeAllHoldsWhenTheSweepStops(t *testing.T) {
 	}
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	rep := a.sweep(done, map[string]bool{a.epochKey(routeTag): true})
+	rep := a.sweep(done)
 	if rep.Complete || rep.SweepErr == nil || rep.Unlinked != 0 {
 		t.Fatalf("sweep with its context over: %+v, want incomplete with an error and nothing removed", rep)
 	}
