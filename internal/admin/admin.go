@@ -46,7 +46,19 @@ type Purger interface {
 	// PurgeURL drops every entry of the URL's path: all its hosts, queries
 	// and variants (lenient, as invalidation is).
 	PurgeURL(ctx context.Context, target *url.URL) (int, error)
-	PurgeAll(ctx context.Context) error
+	PurgeAll(ctx context.Context) (AllPurged, error)
+}
+
+// AllPurged is what a purge of everything did, for its answer. An error
+// from PurgeAll means the purge did not take (a 500); a purge that took
+// but whose sweep of L2's keys stopped short is Complete false, with
+// Error saying why and what was done.
+type AllPurged struct {
+	All      bool   `json:"all"`
+	Unlinked int    `json:"unlinked"`
+	Retried  int    `json:"retried"`
+	Complete bool   `json:"complete"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Inspector backs GET /cache: what the cache holds for one URL, as a
@@ -260,6 +272,7 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var (
 		n   int
+		all AllPurged
 		err error
 	)
 	switch sel {
@@ -277,7 +290,7 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
 		}
 		n, err = h.opts.Purger.PurgeURL(ctx, u)
 	case "all":
-		err = h.opts.Purger.PurgeAll(ctx)
+		all, err = h.opts.Purger.PurgeAll(ctx)
 	}
 	if errors.Is(err, ErrNotFound) {
 		h.writeError(w, http.StatusNotFound, fmt.Sprintf("no %s named %q", sel, val))
@@ -290,8 +303,10 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
 	}
 	h.opts.Logger.InfoContext(ctx, "admin: purge", "selector", sel, "value", val, "purged", n)
 	if sel == "all" {
-		// The stores cannot cheaply count a full flush.
-		h.writeJSON(w, http.StatusOK, map[string]bool{"all": true})
+		// What the sweep removed, and whether it went over every key:
+		// the purge holds either way (docs/admin-api.md).
+		all.All = true
+		h.writeJSON(w, http.StatusOK, all)
 		return
 	}
 	h.writeJSON(w, http.StatusOK, map[string]int{"purged": n})

@@ -46,9 +46,9 @@ func (p *recorder) PurgeRoute(_ context.Context, route string) (int, error) {
 func (p *recorder) PurgeURL(_ context.Context, u *url.URL) (int, error) {
 	return p.record("url:" + u.String())
 }
-func (p *recorder) PurgeAll(context.Context) error {
-	_, err := p.record("all")
-	return err
+func (p *recorder) PurgeAll(context.Context) (AllPurged, error) {
+	n, err := p.record("all")
+	return AllPurged{Unlinked: n, Complete: true}, err
 }
 
 func (p *recorder) got() []string {
@@ -321,8 +321,8 @@ func TestPurgeSelectors(t *testing.T) {
 		{"tag=client:42", 200, "tag:client:42", map[string]any{"purged": 4.0}},
 		{"key=GET%20example/clients/1", 200, "key:GET example/clients/1", map[string]any{"purged": 4.0}},
 		{"route=user", 200, "route:user", map[string]any{"purged": 4.0}},
-		{"all=1", 200, "all", map[string]any{"all": true}},
-		{"all=true", 200, "all", map[string]any{"all": true}},
+		{"all=1", 200, "all", map[string]any{"all": true, "unlinked": 4.0, "retried": 0.0, "complete": true}},
+		{"all=true", 200, "all", map[string]any{"all": true, "unlinked": 4.0, "retried": 0.0, "complete": true}},
 		{"", 400, "", nil},
 		{"all=0", 400, "", nil},
 		{"all=yes", 400, "", nil},

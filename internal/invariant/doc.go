@@ -80,6 +80,22 @@
 // counts the answers each got,
 // by status, so a run shows they reached the replicas.
 //
+// # Admin purges (purge.go)
+//
+// In about three rounds in ten (purge), the runner picks a resource one of
+// the round's reads asks for on route r or h, waits until a GET of it has
+// taken its version at the origin (a fill in flight, held by the slow
+// answers), changes it behind the cache (origin.Bump: no write reaches a
+// replica) and sends POST /purge?key=GET <host>/<res> (or ?tag=r:<id>) to a
+// replica's admin API. The purge's 200 is held as a write acknowledged
+// through that replica, so the version checks require every later read
+// there, and every read through the peer after max_lag, to have the new
+// version; once the round is over the draw's read is sent again through
+// the purging replica (purge-read-<status>), so a fill that stored its
+// pre-purge answer in L1 or L2 shows as an own-write violation. A purge
+// answered 500 (Redis did not confirm it in time) is not acknowledged and
+// holds nothing (purge-500); any other answer but 200 is a purge violation.
+//
 // # Trailers (origin/trailers.go, check/trailers.go)
 //
 // On a drawn share of its answers (reads, their 5xx, writes, bulk answers

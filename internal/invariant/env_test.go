@@ -166,7 +166,7 @@ type env struct {
 	origin   *origin.Origin
 	redis    *redistest.Server
 	replicas []string
-	admins   []string // the replicas' admin base URLs
+	admins   []string // the replicas' admin base URLs, same order
 	trickle  string   // a third replica with read_timeout trickleTimeout
 }
 

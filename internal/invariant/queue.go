@@ -96,7 +96,7 @@ func (r *run) queueRound(ctx context.Context, round int) {
 	// Its ids are the same in every seed: one environment that plays
 	// several (the soak) holds them from the last, and an id read from
 	// the cache is neither enlisted nor counted when its list is refused.
-	if !r.purge(ctx, "q") {
+	if !r.purgeRoute(ctx, "q") {
 		return
 	}
 	before := r.dropped(ctx)
@@ -119,9 +119,9 @@ func (r *run) queueRound(ctx context.Context, round int) {
 	r.chk.Count("queue", len(reqs))
 }
 
-// purge drops route's entries on every replica (POST /purge?route=),
-// and reports whether each said so.
-func (r *run) purge(ctx context.Context, route string) bool {
+// purgeRoute drops route's entries on every replica (POST
+// /purge?route=), and reports whether each said so.
+func (r *run) purgeRoute(ctx context.Context, route string) bool {
 	for i, a := range r.cfg.Admins {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a+"/purge?route="+route, nil)
 		if err != nil {

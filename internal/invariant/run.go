@@ -27,10 +27,11 @@ type Config struct {
 	Mix      mix.Mix
 	Replicas []string
 	// Admins are the replicas' admin listeners' base URLs, in the order
-	// of Replicas: the queue rounds read /metrics (none: no queue round).
+	// of Replicas: the queue rounds read /metrics, and the purge row
+	// purges through them (none: neither).
 	Admins []string
 	// AdminToken is the replicas' admin.token (the queue rounds purge
-	// route q first).
+	// route q first; the purge row's purges).
 	AdminToken string
 	Origin     *origin.Origin
 	Host       string // Host header of every request
@@ -117,7 +118,9 @@ type run struct {
 	evicts *rand.Rand
 	// trickleIDs numbers the trickled writes (origin.TrickleHeader).
 	trickleIDs atomic.Int64
-	gen        *traffic.Gen
+	// purges draws the purge row (drawPurge) on a sequence of its own.
+	purges *rand.Rand
+	gen    *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -138,7 +141,7 @@ type run struct {
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25))}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26))}
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, UpstreamTimeout: cfg.UpstreamTimeout}, r.gen)
@@ -204,7 +207,11 @@ func (r *run) round(ctx context.Context) {
 		reqs[i] = r.gen.Draw(hot)
 		r.drawTrickle(reqs[i])
 	}
-	r.play(ctx, append(reqs, r.drawStale()...), -1)
+	p := r.drawPurge(reqs)
+	r.playWith(ctx, append(reqs, r.drawStale()...), -1, p)
+	if p != nil && p.acked {
+		r.readAfterPurge(ctx, p)
+	}
 }
 
 // drawStale draws the profile of the bulk endpoint /s (route s, with
@@ -277,6 +284,12 @@ func (r *run) drawTrickle(q *traffic.Request) {
 // play sends a round's requests all at once, checks each answer, and
 // checks the round's upstream calls against the sum of their budgets.
 func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
+	r.playWith(ctx, reqs, crowd, nil)
+}
+
+// playWith is play with an admin purge sent beside the requests (p, when
+// not nil): it is over before the round's calls are counted.
+func (r *run) playWith(ctx context.Context, reqs []*traffic.Request, crowd int, p *purgeDraw) {
 	n, budget := len(reqs), 0
 	for _, q := range reqs {
 		budget += q.Budget
@@ -284,6 +297,15 @@ func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
 	o := r.cfg.Origin
 	o.NewRound()
 	before, resent, crowds := o.Calls.Load(), o.Resends.Load(), o.CrowdCalls.Load()
+	answered, purged := make(chan struct{}), make(chan struct{})
+	if p != nil {
+		go func() {
+			defer close(purged)
+			r.purge(ctx, p, answered)
+		}()
+	} else {
+		close(purged)
+	}
 	var wg sync.WaitGroup
 	for _, q := range reqs {
 		wg.Add(1)
@@ -300,6 +322,8 @@ func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
 		}()
 	}
 	wg.Wait()
+	close(answered)
+	<-purged
 	for _, q := range reqs {
 		// A PATCH * is the sidecar's 400 (send.go, doAsterisk), never
 		// forwarded: waiting for it held its round 5 s.

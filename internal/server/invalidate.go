@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,8 +14,10 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cache/l2"
+	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/proxy"
+	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
 // invalidator drops tags here first (so this replica reads its own write at
@@ -28,6 +33,10 @@ type invalidator struct {
 	l1 *l1.Store
 	l2 *l2.Store
 	m  *metrics.Metrics
+
+	// every is the tags every stored entry carries (the routes'), whose
+	// epochs a purge of everything raises (l2.Store.PurgeAll).
+	every func() []string
 
 	mu       sync.Mutex
 	pending  map[string]pendingTag
@@ -63,9 +72,9 @@ const (
 	replayChunk     = 256 // tags per round trip
 )
 
-func newInvalidator(l1s *l1.Store, l2s *l2.Store, hold time.Duration, m *metrics.Metrics) *invalidator {
+func newInvalidator(l1s *l1.Store, l2s *l2.Store, hold time.Duration, m *metrics.Metrics, every func() []string) *invalidator {
 	return &invalidator{
-		l1: l1s, l2: l2s, m: m, pending: map[string]pendingTag{}, kick: make(chan struct{}, 1),
+		l1: l1s, l2: l2s, m: m, every: every, pending: map[string]pendingTag{}, kick: make(chan struct{}, 1),
 		held: held{hold: hold, late: m.InvalidationLate, sentCh: make(chan struct{})},
 	}
 }
@@ -161,7 +170,7 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 	}
 	v.mu.Unlock()
 	if overflow {
-		if err := v.l2.PurgeAll(ctx); err != nil {
+		if _, err := v.l2.PurgeAll(ctx, v.every()...); err != nil {
 			return false
 		}
 		log.Warn("invalidations lost to the replay bound: purged l2", "tags", len(tags))
@@ -312,18 +321,49 @@ func (p *purger) purgeTags(ctx context.Context, tags ...string) (int, error) {
 	return n, nil
 }
 
-// PurgeKey deletes key from both tiers and reports 1 when a tier held it,
-// 0 when none did (so a typo in a key is not answered "purged"). A tier that
+// PurgeKey drops key, every variant and coding of it, and any fill of it
+// in flight on any replica, and reports 1 when a tier held key, 0 when
+// none did (so a typo in a key is not answered "purged"). A tier that
 // cannot be read is still told to delete; its error is returned.
+//
+// Deleting the key alone is not enough (lenient for invalidation, strict
+// for storage): a fill that began before the purge, here or on a peer,
+// would store its pre-purge answer after it, and variants live under keys
+// of their own. Entries carry no tag of their key, so the purge
+// invalidates the key's path through its URI tag, as ?url= does: a
+// tombstone here and on every peer refuses the fill's answer, the tag's
+// epoch in L2 refuses it once stored, and every variant goes with it. It
+// is wider than the one key (the path's other hosts and queries miss
+// once), the price of a purge that a fill in flight cannot undo; Varnish's
+// purge drops an object with all its variants too.
 func (p *purger) PurgeKey(ctx context.Context, key string) (int, error) {
-	p.s.m.Invalidation("purge", 1)
+	var tags []string
+	if path, ok := cachekey.Path(key); ok {
+		tags = surrogate.EntryURITags(nil, path)
+	}
 	found := 0
 	for _, st := range p.s.stores() {
 		if e, ok, _ := st.Get(ctx, key); ok && e != nil {
 			found = 1
+			for _, t := range e.Tags {
+				if strings.HasPrefix(t, surrogate.URITagPrefix) && !slices.Contains(tags, t) {
+					tags = append(tags, t) // stored under a spelling of its own
+				}
+			}
 		}
 	}
+	var errs []error
+	if len(tags) > 0 {
+		p.s.proxy.Invalidated(tags...)
+		if _, err := p.s.inv.invalidate(ctx, tags...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.s.m.Invalidation("purge", 1)
 	if err := p.s.tiers.Delete(ctx, key); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return found, fmt.Errorf("purge: %w", err)
 	}
 	return found, nil
@@ -343,16 +383,50 @@ func (s *Server) stores() []cache.Store {
 	return out
 }
 
-func (p *purger) PurgeAll(ctx context.Context) error {
+// purgeAllBudget bounds a purge of everything: its invalidation (one
+// pipeline) and its sweep of L2's keys, which on a large keyspace takes
+// seconds. It stays under server.write_timeout's default (60s), so the
+// answer reaches the operator. Past it the sweep stops and the answer
+// says so; the purge holds all the same (l2.Store.PurgeAll).
+const purgeAllBudget = 30 * time.Second
+
+// PurgeAll drops every entry on every replica: tombstones and L1 here,
+// then L2's invalidation of every route's tag and message to the peers,
+// then L2's sweep (l2.Store.PurgeAll), within purgeAllBudget and the
+// admin request's context.
+func (p *purger) PurgeAll(ctx context.Context) (admin.AllPurged, error) {
 	p.s.proxy.InvalidatedAll()
 	if p.s.l1 != nil {
 		p.s.l1.Clear()
 	}
 	p.s.m.Invalidation("purge", 1)
-	if p.s.l2 != nil {
-		if err := p.s.l2.PurgeAll(ctx); err != nil {
-			return fmt.Errorf("purge: %w", err)
-		}
+	if p.s.l2 == nil {
+		return admin.AllPurged{Complete: true}, nil
 	}
-	return nil
+	ctx, cancel := context.WithTimeout(ctx, purgeAllBudget)
+	defer cancel()
+	rep, err := p.s.l2.PurgeAll(ctx, p.s.routeTags()...)
+	if err != nil {
+		return admin.AllPurged{}, fmt.Errorf("purge: %w", err)
+	}
+	out := admin.AllPurged{Unlinked: rep.Unlinked, Retried: rep.Retried, Complete: rep.Complete}
+	if !rep.Complete {
+		out.Error = fmt.Sprintf("l2 sweep stopped after removing %d keys: %v; every entry is invalidated all the same, the keys left expire with their TTL", rep.Unlinked, rep.SweepErr)
+		p.s.log.Warn("purge all: l2 sweep incomplete", "unlinked", rep.Unlinked, "retried", rep.Retried, "err", rep.SweepErr)
+	}
+	return out, nil
+}
+
+// routeTags are the implicit tags of the routes in effect
+// (proxy.RouteTag): every stored entry carries its route's.
+func (s *Server) routeTags() []string {
+	if s.proxy == nil {
+		return nil
+	}
+	rts := s.proxy.Routes().Routes()
+	tags := make([]string, 0, len(rts))
+	for _, rt := range rts {
+		tags = append(tags, proxy.RouteTag(rt.Name))
+	}
+	return tags
 }

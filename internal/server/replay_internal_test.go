@@ -38,7 +38,7 @@ func replayFixture(t *testing.T) (*invalidator, *prometheus.Registry, *redistest
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	m.Tiers(false, true) // the replay series exist only with L2
-	return newInvalidator(nil, s, 0, m), reg, rs
+	return newInvalidator(nil, s, 0, m, func() []string { return nil }), reg, rs
 }
 
 // Issue 20 item 3: the replay set is de-duplicated, and a tag whose L2

@@ -133,7 +133,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	}
 	s.tiers = cache.NewTiered(l1s, l2s, topts)
 	s.m.Tiers(l1s != nil, l2s != nil)
-	s.inv = newInvalidator(s.l1, s.l2, cfg.Coherence.WriteHold.D(), s.m)
+	s.inv = newInvalidator(s.l1, s.l2, cfg.Coherence.WriteHold.D(), s.m, s.routeTags)
 
 	table, err := compileRoutes(cfg.Routes)
 	if err != nil {

@@ -96,7 +96,7 @@ func TestGuessedReadRefuses(t *testing.T) {
 			}
 		}},
 		{"purged", func(t *testing.T, a *replica, _ *redis.Client) {
-			if err := a.PurgeAll(context.Background()); err != nil {
+			if _, err := a.PurgeAll(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 		}},

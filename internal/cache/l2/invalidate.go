@@ -82,48 +82,6 @@ func (s *Store) InvalidateTags(ctx context.Context, tags ...string) error {
 	return wrap("invalidate", err)
 }
 
-// PurgeAll removes every key under Prefix on every master (SCAN + UNLINK)
-// and tells the other replicas to empty their L1. With an empty Prefix it
-// empties the whole database. Each round trip is bounded by Timeout; the
-// whole purge only by ctx.
-func (s *Store) PurgeAll(ctx context.Context) error {
-	if err := s.admit(); err != nil {
-		return wrap("purge", err)
-	}
-	s.flushQueued(ctx)
-
-	match := globEscape(s.opts.Prefix) + "*"
-	purge := func(ctx context.Context, c redis.UniversalClient) error {
-		var cursor uint64
-		for {
-			cctx, cancel := s.withTimeout(ctx)
-			keys, next, err := c.Scan(cctx, cursor, match, 1000).Result()
-			cancel()
-			s.done(ctx, err)
-			if err != nil {
-				return err
-			}
-			if err := s.unlink(ctx, c, keys); err != nil {
-				return err
-			}
-			if cursor = next; cursor == 0 {
-				return nil
-			}
-		}
-	}
-
-	var err error
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return purge(ctx, c)
-		})
-	} else {
-		err = purge(ctx, s.rdb)
-	}
-	perr := s.publish(ctx, Invalidation{All: true})
-	return wrap("purge", errors.Join(err, perr))
-}
-
 // globEscape quotes the characters SCAN MATCH treats specially.
 func globEscape(s string) string {
 	var b strings.Builder

@@ -58,7 +58,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	}
 	for _, f := range []func() error{
 		func() error { return a.Delete(ctx, "k") },
-		func() error { return a.PurgeAll(ctx) },
+		func() error { _, err := a.PurgeAll(ctx); return err },
 		func() error { _, _, _, err := a.Lease(ctx, "k", time.Second); return err },
 	} {
 		if err := f(); !errors.Is(err, ErrDown) {

@@ -114,6 +114,7 @@ var Features = []Feature{
 	{Name: "trailers", On: true, Note: "answers (reads, 5xx, bulk) end with trailers, announced or not: X-Trail names the call and whom it answered; forbidden names (Set-Cookie, Cache-Control, Connection, tag headers) must never be relayed; a stored or shared answer carries none"},
 	{Name: "origin-continue", On: true, Note: "the origin sends a 100 Continue of its own (one, or two) before some answers to writes and reads, asked for or not: it answers the sidecar's request, so at most one 100 (net/http's own, behind Expect) reaches a client, and a final answer follows"},
 	{Name: "write-fail", On: true, Note: "writes answered 500 or hung up after bumping (not acknowledged)"},
+	{Name: "purge", On: true, Note: "in some rounds, while a fill of a resource one of its reads asks for is in flight (slow answers), the origin changes it behind the cache and an admin POST /purge?key= (or ?tag=) drops it: no answer older than the acknowledged purge after it (own replica) or after max_lag (peers)"},
 	{Name: "write-refused", On: true, Note: "writes answered 405 or 409 without bumping (refused: they invalidate nothing, and break nothing)"},
 
 	// What Redis does.

@@ -193,6 +193,8 @@ type Origin struct {
 	hops []string
 	// underscored lists the calls that carried an Underscored field.
 	underscored []string
+	// reading: the channels WatchRead handed out, by resource (behind.go).
+	reading map[string]chan struct{}
 }
 
 // ClientHop is the field a client's Connection names (the harness's
@@ -383,6 +385,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	lm := o.lastMod(res)
 	roll := o.rng.IntN(100)
 	lie := p.Lie > 0 && o.rng.IntN(100) < p.Lie && !conditional(r)
+	o.readLocked(res)
 	o.mu.Unlock()
 	tr := o.drawTrailing(r, p.Trailers, url.Values{"res": {res}})
 	if p.Delay > 0 {

@@ -1,0 +1,12 @@
+package server
+
+import "context"
+
+// FlushL2 waits until the L2 writes queued so far were sent, so a test can
+// read what a fill stored (or did not) without waiting on a clock.
+func (s *Server) FlushL2(ctx context.Context) error {
+	if s.l2 == nil {
+		return nil
+	}
+	return s.l2.Flush(ctx)
+}
