@@ -313,7 +313,7 @@ func runCPU(ctx context.Context, p options) (int, error) {
 		return 1, err
 	}
 	rep := &report.CPUReport{Params: p.Params, CPU: p.CPUOpts, Started: time.Now(), Machine: report.MachineInfo(),
-		Command: "bench " + strings.Join(os.Args[1:], " ")}
+		Command: commandLine(os.Args[1:])}
 	if rep.Results, err = l.RunCPU(ctx, p.CPUOpts); err != nil {
 		return 1, err
 	}
@@ -341,7 +341,7 @@ func runRestart(ctx context.Context, p options) (int, error) {
 	defer os.RemoveAll(dir)
 	p.Restart.Sidecache, p.Restart.Dir, p.Restart.MaxLag = p.Sidecache, dir, p.Fleet.MaxLag
 	p.Restart.Keys = max(p.Restart.Keys, 1)
-	started, command := time.Now(), "bench "+strings.Join(os.Args[1:], " ")
+	started, command := time.Now(), commandLine(os.Args[1:])
 	var load [2]string
 	load[0] = fleet.LoadAvg()
 	res := fleet.RunRestart(ctx, p.Restart)
@@ -373,7 +373,7 @@ func runFleet(ctx context.Context, p options) (int, error) {
 	defer os.RemoveAll(dir)
 	p.Fleet.Sidecache, p.Fleet.Dir = p.Sidecache, dir
 	rep := &fleet.Report{Params: p.Fleet, Label: p.FleetLabel, Started: time.Now(),
-		Command: "bench " + strings.Join(os.Args[1:], " ")}
+		Command: commandLine(os.Args[1:])}
 	rep.LoadAvg[0] = fleet.LoadAvg()
 	rep.Rows = fleet.Run(ctx, p.Fleet)
 	rep.LoadAvg[1] = fleet.LoadAvg()
@@ -387,4 +387,18 @@ func runFleet(ctx context.Context, p options) (int, error) {
 	fmt.Print(rep.Markdown())
 	log.Printf("report: %s", path)
 	return 0, nil
+}
+
+// commandLine is the bench's command as a shell would take it back: an
+// argument with a space (-cpu-sidecars 'pod=bin/sidecache GOMEMLIMIT=…')
+// is quoted, so a report's command can be pasted.
+func commandLine(argv []string) string {
+	args := []string{"bench"}
+	for _, a := range argv {
+		if strings.ContainsAny(a, " \t'\"") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		args = append(args, a)
+	}
+	return strings.Join(args, " ")
 }
