@@ -111,29 +111,5 @@ func (r *run) readAfterPurge(ctx context.Context, d *purgeDraw) {
 	for _, h := range []string{"X-Request-Id", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "Range"} {
 		rq.Hdr.Del(h)
 	}
-	req, err := r.gen.HTTPRequest(ctx, &rq, r.cfg.Replicas[d.replica])
-	if err != nil {
-		r.violate("harness", "%s: %v", &rq, err)
-		return
-	}
-	for k, vs := range rq.Hdr {
-		req.Header[k] = vs
-	}
-	start := check.Now()
-	resp, err := rq.Who.Client.Do(req)
-	if err != nil {
-		r.violate("transport", "%s: read after a purge: %v", &rq, err)
-		return
-	}
-	body, err := check.ReadBody(resp)
-	resp.Body.Close()
-	end := check.Now()
-	if err != nil {
-		if !r.brokenOff(err) {
-			r.violate("garbled", "%s: read after a purge: %v", &rq, err)
-		}
-		return
-	}
-	r.chk.Count("purge-read-"+resp.Status[:3], 1)
-	r.chk.Answer(&rq, resp, body, start, end)
+	r.readBack(ctx, &rq, r.cfg.Replicas[d.replica], "read after a purge", "purge-read-")
 }

@@ -251,9 +251,16 @@ func (r *run) readAfterTrickle(ctx context.Context, q *traffic.Request) {
 	// counts an id's calls, and the write's already reached the origin.
 	rq.Hdr, rq.Rid = q.Hdr.Clone(), ""
 	rq.Hdr.Del("X-Request-Id")
-	req, err := r.gen.HTTPRequest(ctx, &rq, r.cfg.Trickle)
+	r.readBack(ctx, &rq, r.cfg.Trickle, "read after a trickled write", "trickle-read-")
+}
+
+// readBack sends rq, a read the round did not draw, to base, counts its
+// status under count, and checks its answer as any other (own writes,
+// max lag, identity): what a write's or purge's acknowledgement promised.
+func (r *run) readBack(ctx context.Context, rq *traffic.Request, base, what, count string) {
+	req, err := r.gen.HTTPRequest(ctx, rq, base)
 	if err != nil {
-		r.violate("harness", "%s: %v", &rq, err)
+		r.violate("harness", "%s: %v", rq, err)
 		return
 	}
 	for k, vs := range rq.Hdr {
@@ -262,7 +269,7 @@ func (r *run) readAfterTrickle(ctx context.Context, q *traffic.Request) {
 	start := check.Now()
 	resp, err := rq.Who.Client.Do(req)
 	if err != nil {
-		r.violate("transport", "%s: read after a trickled write: %v", &rq, err)
+		r.violate("transport", "%s: %s: %v", rq, what, err)
 		return
 	}
 	body, err := check.ReadBody(resp)
@@ -270,12 +277,12 @@ func (r *run) readAfterTrickle(ctx context.Context, q *traffic.Request) {
 	end := check.Now()
 	if err != nil {
 		if !r.brokenOff(err) {
-			r.violate("garbled", "%s: read after a trickled write: %v", &rq, err)
+			r.violate("garbled", "%s: %s: %v", rq, what, err)
 		}
 		return
 	}
-	r.chk.Count("trickle-read-"+resp.Status[:3], 1)
-	r.chk.Answer(&rq, resp, body, start, end)
+	r.chk.Count(count+resp.Status[:3], 1)
+	r.chk.Answer(rq, resp, body, start, end)
 }
 
 // doAsterisk sends q's request with the target * (asterisk-form) instead
