@@ -18,6 +18,27 @@ type Requester struct {
 	// enlisted: the results of its ids Enlist put in batches (each a
 	// *result[V] of its Loader), taken by their ids' Loads.
 	enlisted map[string]any
+	// own is the arg (an A of its Loader) Enlist was given: the
+	// request's own, which its isolation retries carry (ownArg) rather
+	// than the arg of the batch that failed, another request's when its
+	// ids joined a batch that request opened.
+	own any
+}
+
+// ownArg is the arg of a retry of r's ids of a failed call whose arg was
+// opener: r's own (Enlist's), as a one-id request's retry carries its own
+// (RetryArger). The proxy's arg carries the request's headers: an answer
+// to a list's retry made with the opener's was, when private, no answer
+// to the list, which fetched its ids once more (flight.foreign), past its
+// budget of two for a list of one id (a 502 for a good id). opener when r
+// has none (a nil r: a one-id request; a list that never enlisted).
+func ownArg[A any](r *Requester, opener A) A {
+	if r != nil {
+		if a, ok := r.own.(A); ok {
+			return a
+		}
+	}
+	return opener
 }
 
 // afford reports whether r may cause cost more retries, keeping what its
@@ -141,6 +162,9 @@ func (l *Loader[A, V]) Enlist(ctx context.Context, req *Requester, group string,
 			l.refuseLocked(n)
 			return ErrQueueFull
 		}
+	}
+	if req.own == nil {
+		req.own = arg
 	}
 	open := func() A { return arg }
 	for _, id := range ids {

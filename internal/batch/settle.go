@@ -221,7 +221,7 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve
 		for _, o := range r.reqs {
 			p := byOwner[o]
 			if p == nil {
-				p = &part{owner: o, arg: b.arg}
+				p = &part{owner: o, arg: ownArg(o, b.arg)}
 				byOwner[o] = p
 				parts = append(parts, p)
 			}
@@ -300,11 +300,12 @@ func (l *Loader[A, V]) halveLocked(b *batch[A, V], err error) {
 		return
 	}
 	mid := len(ids) / 2
+	arg := ownArg(o, b.arg)
 	var next []*batch[A, V]
 	if mid > 0 {
-		next = append(next, &batch[A, V]{g: b.g, arg: b.arg, ctx: b.ctx, ids: ids[:mid:mid], res: res[:mid:mid], retry: true, owner: o})
+		next = append(next, &batch[A, V]{g: b.g, arg: arg, ctx: b.ctx, ids: ids[:mid:mid], res: res[:mid:mid], retry: true, owner: o})
 	}
-	next = append(next, &batch[A, V]{g: b.g, arg: b.arg, ctx: b.ctx, ids: ids[mid:], res: res[mid:], retry: true, owner: o})
+	next = append(next, &batch[A, V]{g: b.g, arg: arg, ctx: b.ctx, ids: ids[mid:], res: res[mid:], retry: true, owner: o})
 	for _, r := range res {
 		r.held++ // the halves' holds, then b's released
 	}

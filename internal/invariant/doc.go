@@ -39,7 +39,9 @@
 // reach a client (bulk-206); and a read or list from a client without
 // Accept-Language whose every id it was seen to receive as a shareable
 // element earlier must never fail, whichever call failed
-// (stale-if-error).
+// (stale-if-error); with evict-epochs only on the replica that received
+// it, as on a Redis that has evicted a new tag's first fill is stored in
+// L2 but reads as a miss there (check.Config.HeldLocal).
 //
 // # Conditionals (traffic/conditional.go, check/notmodified.go)
 //

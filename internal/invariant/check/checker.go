@@ -33,6 +33,12 @@ type Config struct {
 	// NoHeld turns off the stale-if-error check of route s (stale.go):
 	// the runner's withheld.
 	NoHeld bool
+	// HeldLocal: a copy is held only on the replica whose client received
+	// it (its L1), not in L2 for every replica: the evict-epochs row,
+	// whose Redis has evicted, so an element's first fill under a tag
+	// whose epoch key is new is stored in L2 but reads as a miss there
+	// (internal/cache/l2's touchScript, docs/coherence.md).
+	HeldLocal bool
 	// UpstreamTimeout is the replicas' upstream.timeout (crowdTimeout).
 	UpstreamTimeout time.Duration
 }

@@ -2,6 +2,7 @@ package check
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,8 +55,9 @@ func (ch *Checker) noteHeld(q *traffic.Request, sts []origin.Stamp, end time.Tim
 		if st.Part || st.By["addr"] != "" {
 			continue
 		}
-		if at, ok := ch.held[st.Res]; !ok || end.Before(at) {
-			ch.held[st.Res] = end
+		k := ch.heldKey(st.Res, q)
+		if at, ok := ch.held[k]; !ok || end.Before(at) {
+			ch.held[k] = end
 		}
 	}
 }
@@ -76,10 +78,19 @@ func (ch *Checker) checkHeld(q *traffic.Request, resp *http.Response, start time
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	for _, r := range res {
-		if at, ok := ch.held[r]; !ok || !at.Before(start) {
+		if at, ok := ch.held[ch.heldKey(r, q)]; !ok || !at.Before(start) {
 			return
 		}
 	}
 	ch.violations = append(ch.violations, Violation{Kind: "stale-if-error", Msg: q.String() + ": answered " +
 		resp.Status + " though a copy of each of " + strings.Join(res, ",") + " was held for stale_if_error (" + resp.Header.Get("Cache-Status") + ")"})
+}
+
+// heldKey is where ch.held records res's copy for q: per replica when a
+// copy is only sure to be held where it was received (Config.HeldLocal).
+func (ch *Checker) heldKey(res string, q *traffic.Request) string {
+	if ch.cfg.HeldLocal {
+		return res + "@" + strconv.Itoa(q.Replica)
+	}
+	return res
 }
