@@ -39,7 +39,12 @@
 // reach a client (bulk-206); and a read or list from a client without
 // Accept-Language whose every id it was seen to receive as a shareable
 // element earlier must never fail, whichever call failed
-// (stale-if-error).
+// (stale-if-error), unless its replica could not read a stored entry
+// while answering it: the coherence bound refused one (its proof of
+// hearing invalidations older than max_lag, as when its heartbeats come
+// back late on a loaded machine) or an L2 read failed, read off its
+// /metrics around the request (held.go; Checked counts
+// held-unreadable-s).
 //
 // # Conditionals (traffic/conditional.go, check/notmodified.go)
 //
