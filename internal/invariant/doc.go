@@ -41,7 +41,12 @@
 // element earlier must never fail, whichever call failed
 // (stale-if-error); with evict-epochs only on the replica that received
 // it, as on a Redis that has evicted a new tag's first fill is stored in
-// L2 but reads as a miss there (check.Config.HeldLocal).
+// L2 but reads as a miss there (check.Config.HeldLocal); and not when
+// its replica could not read a stored entry while answering it: the
+// coherence bound refused one (its proof of hearing invalidations older
+// than max_lag, as when its heartbeats come back late on a loaded
+// machine) or an L2 read failed, read off its /metrics around the
+// request (held.go; Checked counts held-unreadable-s).
 //
 // # Conditionals (traffic/conditional.go, check/notmodified.go)
 //

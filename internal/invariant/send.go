@@ -63,6 +63,13 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 			WroteRequest: func(httptrace.WroteRequestInfo) { cancel() },
 		}))
 	}
+	var before float64
+	held := r.heldChecked(q)
+	if held {
+		if before, held = r.unreadable(ctx, q.Replica); !held {
+			return
+		}
+	}
 	start := check.Now()
 	client := q.Who.Client
 	if q.Absolute {
@@ -103,6 +110,13 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 	if err != nil {
 		r.violate("garbled", "%s: reading the answer: %v", q, err)
 		return
+	}
+	if held && resp.StatusCode >= 500 {
+		after, ok := r.unreadable(ctx, q.Replica)
+		if !ok {
+			return
+		}
+		q.Unreadable = after != before // held.go
 	}
 	r.chk.Trailers(q, resp)
 	r.chk.Answer(q, resp, body, start, end)

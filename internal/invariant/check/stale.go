@@ -27,7 +27,12 @@ import (
 //     (private). Requests with Accept-Language or X-Tenant are left
 //     out: whether a variant of theirs is held depends on the Vary the
 //     origin chose round by round and on what the route learned, which
-//     the checks do not follow.
+//     the checks do not follow. Nor a failure while its replica could
+//     not read what it held (traffic.Request.Unreadable): the coherence
+//     bound refused a stored entry (the replica's proof of hearing
+//     invalidations was older than max_lag, so it serves no entry older
+//     than that, stale-if-error copies included), or an L2 read failed;
+//     counted as held-unreadable-s.
 //
 // Every element served stale is held to the identity and resource checks
 // like any other (Answer); Checked counts split-stale-s (lists answered
@@ -81,6 +86,13 @@ func (ch *Checker) checkHeld(q *traffic.Request, resp *http.Response, start time
 		if at, ok := ch.held[ch.heldKey(r, q)]; !ok || !at.Before(start) {
 			return
 		}
+	}
+	if q.Unreadable {
+		// Its replica refused a stored entry to the coherence bound or
+		// failed an L2 read while answering it: the copies were held
+		// but not readable (the runner's held.go).
+		ch.checked["held-unreadable-s"]++
+		return
 	}
 	ch.violations = append(ch.violations, Violation{Kind: "stale-if-error", Msg: q.String() + ": answered " +
 		resp.Status + " though a copy of each of " + strings.Join(res, ",") + " was held for stale_if_error (" + resp.Header.Get("Cache-Status") + ")"})

@@ -60,6 +60,12 @@ type Request struct {
 	Got           int
 	GotRetryAfter string
 	Began         time.Time
+	// Unreadable: while this request was answered, its replica could
+	// not read some stored entry: the coherence bound refused one
+	// (its proof older than max_lag: the heartbeats came back late),
+	// or an L2 read failed (the runner's held.go). Set by the sender
+	// for route s's stale-if-error check (check/stale.go).
+	Unreadable bool
 }
 
 func (q *Request) String() string {
