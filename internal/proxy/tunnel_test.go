@@ -54,20 +54,7 @@ func tunnelOrigin(t *testing.T, serve func(c net.Conn, r *bufio.Reader)) (up *up
 // reader.
 func openTunnel(t *testing.T, front string) (net.Conn, *bufio.Reader) {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(front, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(tunnelGuard))
-	if _, err := io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, br, resp := askUpgrade(t, front)
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("status %d, want 101", resp.StatusCode)
 	}
