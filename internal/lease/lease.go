@@ -6,7 +6,8 @@
 // lost with writes a stalled Redis never ran) stops renewing its lease,
 // which lapses within the shared tier's lease hold, well inside the
 // upstream timeout: the waiters then take the lease over, and one of them
-// fetches, rather than wait out the lease's whole ttl.
+// fetches, rather than wait out the lease's whole ttl. The waiters of a
+// Sweep take over together the leases that lapsed at once (sweep.go).
 package lease
 
 import (
@@ -50,18 +51,45 @@ type Leaser interface {
 // fetch their own at once, and later misses skip the lease (Varnish's
 // hit-for-miss: a fill that is never stored is not waited for). The
 // caller bounds pass; a stored answer clears the mark. takeover is
-// called each time a lease lapsed under a waiter (a metric); nil: none.
+// called each time a lease lapsed under a waiter (a metric), or was
+// taken over for it (TakeIn); nil: none.
 //
 // An unreachable shared tier is no lease: the caller fetches as a lone
 // replica would. So is a key marked hit-for-pass, whose release the
 // caller gets: an answer it stores clears the mark.
 func Take[T any](ctx context.Context, l Leaser, key string, ttl time.Duration, newer time.Time,
 	answer func(ctx context.Context) (T, bool), takeover func()) (v T, ok bool, release func(pass time.Duration)) {
+	v, ok, release, _ = TakeIn[T, struct{}, struct{}](ctx, l, nil, key, ttl, newer, answer, takeover, nil)
+	return v, ok, release
+}
+
+// TakeIn is Take for a waiter of s (nil: Take): while it waits, it is one
+// of s's waiters, made with arg() (called once, on the caller's goroutine,
+// when it first waits), and a lease that lapses under it is taken over
+// in a round of s (see Sweep) rather than alone. When that round took its
+// lease over, TakeIn returns the claim, with no answer and a no-op
+// release: the load of s answers the caller (Claim.Wait), and lets the
+// lease go once the key is stored.
+func TakeIn[T, A, R any](ctx context.Context, l Leaser, s *Sweep[A, R], key string, ttl time.Duration, newer time.Time,
+	answer func(ctx context.Context) (T, bool), takeover func(), arg func() A) (v T, ok bool, release func(pass time.Duration), c *Claim[A, R]) {
 	noop := func(time.Duration) {}
+	var w *Claim[A, R] // the caller as a waiter of s, once it waits
+	defer func() {
+		// A round may take w's lease over at any time until w leaves:
+		// then the claim is the caller's answer, unless it found one.
+		// Its wait ended as the lease lapsed, seen by another waiter.
+		if w != nil && c == nil && s.leave(w) && !ok {
+			var zero T
+			v, release, c = zero, noop, w
+			if takeover != nil {
+				takeover()
+			}
+		}
+	}()
 	for n := 0; ; n++ {
 		release, acquired, released, err := l.Lease(ctx, key, ttl)
 		if err != nil {
-			return v, false, release
+			return v, false, release, nil
 		}
 		if acquired && released {
 			// Taken over the last holder's release mark: its fill may
@@ -69,21 +97,31 @@ func Take[T any](ctx context.Context, l Leaser, key string, ttl time.Duration, n
 			// or the key costs the upstream a second call.
 			if v, ok := answer(ctx); ok {
 				release(0)
-				return v, true, noop
+				return v, true, noop, nil
 			}
 		}
 		if acquired {
-			return v, false, release
+			return v, false, release, nil
 		}
-		v, ok, lapsed := waitFill(ctx, l, key, ttl, &newer, answer)
+		wctx := ctx
+		if s != nil {
+			if w == nil {
+				w = s.enter(ctx, key, ttl, arg())
+			}
+			wctx = w.ctx // ends once a round takes the lease over
+		}
+		v, ok, lapsed := waitFill(wctx, l, key, ttl, &newer, answer)
 		if ok {
-			return v, true, noop
+			return v, true, noop, nil
 		}
 		if lapsed && takeover != nil {
 			takeover()
 		}
+		if lapsed && w != nil && s.lapsed(ctx, l, w) {
+			return v, false, noop, w
+		}
 		if !lapsed || n == MaxTakeovers {
-			return v, false, noop
+			return v, false, noop, nil
 		}
 	}
 }

@@ -38,9 +38,15 @@ func (x *exchange) fillBatched(ctx context.Context, stale candidate, readFailed 
 	}
 	// As a plain miss's: the wait ends at the lease's ttl (leaseTTL), its
 	// renewals at release, once the batch has answered the id, which its
-	// queue's deadline and its bulk call's timeout bound.
-	f, release := x.clusterLease(ctx, stale)
-	if f != nil {
+	// queue's deadline and its bulk call's timeout bound. A lease that
+	// lapses under the wait is taken over with the others of the
+	// route's waiters here that lapsed with it, and their ids join the
+	// batcher together (takeover.go): the claim's answer is then the id's.
+	f, release, c := x.clusterLeaseIn(ctx, stale, x.rs.takeovers)
+	switch {
+	case c != nil:
+		return x.takenOver(ctx, c)
+	case f != nil:
 		return f, nil
 	}
 	return x.fetchReleasing(ctx, release, x.loadBatched)
@@ -97,6 +103,14 @@ func (x *exchange) passFor() time.Duration {
 // the waiters go (a no-op unless this replica took the lease, or the key
 // is marked hit-for-pass), with leasePass's verdict (fetchReleasing).
 func (x *exchange) clusterLease(ctx context.Context, stale candidate) (*flight, func(pass time.Duration)) {
+	f, release, _ := x.clusterLeaseIn(ctx, stale, nil)
+	return f, release
+}
+
+// clusterLeaseIn is clusterLease for a waiter of the route's takeovers
+// (nil: none): it returns the claim when a round of theirs took the
+// lease over, for the caller to wait for its answer (takenOver).
+func (x *exchange) clusterLeaseIn(ctx context.Context, stale candidate, s *takeovers) (*flight, func(pass time.Duration), *takeoverClaim) {
 	ttl := x.leaseTTL()
 	// Wait for an entry newer than the stale copy in hand: the holder's
 	// fetch, not the copy that made this a miss.
@@ -104,8 +118,8 @@ func (x *exchange) clusterLease(ctx context.Context, stale candidate) (*flight, 
 	if stale.e != nil {
 		newer = stale.e.StoredAt
 	}
-	f, _, release := lease.Take(ctx, x.h.leaser, x.key, ttl, newer, x.filled, x.rs.m.LeaseTakeover)
-	return f, release
+	f, _, release, c := lease.TakeIn(ctx, x.h.leaser, s, x.key, ttl, newer, x.filled, x.rs.m.LeaseTakeover, x.detach)
+	return f, release, c
 }
 
 // leaseTTL is how long a lease holds, and so how long a miss waits for a

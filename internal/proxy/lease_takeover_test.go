@@ -2,7 +2,9 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,33 +18,31 @@ import (
 	"github.com/sidecache/sidecache/internal/redistest"
 )
 
-// A lease holder dies while it holds the leases of 20 cold batched ids:
-// here a shared-tier client of the test's own that took them and then
-// stops renewing (closed: no renewal, no release), as a kill -9 leaves
-// them. Replicas B and C wait on those leases; once they lapse the
-// survivors take them over, and each id reaches the origin once for the
-// cluster (the dead holder's fetch never did here), every client a 200.
-//
-// Not yet asserted (D3, open): that the takeovers of one replica land in
-// one bulk call. Each waiter finds its lease lapsed on its own poll
-// (WaitFill, 2-20 ms apart) and joins a batch on its own, so the 20 ids
-// go out in 5-10 calls of 1-10 ids (logged).
-func TestLeaseBatchedTakeoverOncePerID(t *testing.T) {
+// takeoverIDs is how many cold ids the dead holder held the leases of.
+const takeoverIDs = 20
+
+// takeoverAnswer is one client's answer for one id.
+type takeoverAnswer struct {
+	id  int
+	got string
+}
+
+// deadHolder has a lease holder die while it holds the leases of ids
+// 1..takeoverIDs of the batch route rt: a shared-tier client of the
+// test's own that took them and then stops (closed: no renewal, no
+// release), as a kill -9 leaves them. Replicas B and C, each asked for
+// every id, wait on those leases; then the leases lapse at one instant:
+// the test drops them in one DEL, as a Redis failover that lost them
+// does, and as they expire together when their renewals last landed
+// together. before runs once the replicas learned the route's keys (id
+// 999, fetched through B), before the ids are asked for. It returns
+// every client's answer.
+func deadHolder(t *testing.T, up *upstream, rt testRoute, before func()) []takeoverAnswer {
+	t.Helper()
 	srv := redistest.Start(t)
-	counts := &idCounts{n: map[string]*atomic.Int64{}}
-	var mu sync.Mutex
-	var calls [][]string
-	o := newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
-		counts.add(ids)
-		mu.Lock()
-		calls = append(calls, ids)
-		mu.Unlock()
-		usersAnswer(func(string) bool { return true })(w, r, ids)
-	})
-	rt := userRoute(100, 2*time.Millisecond)
 	opts := l2.Options{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second}
-	b := newLeaseReplicaOf(t, opts, o.upstream, rt)
-	c := newLeaseReplicaOf(t, opts, o.upstream, rt)
+	b := newLeaseReplicaOf(t, opts, up, rt)
+	c := newLeaseReplicaOf(t, opts, up, rt)
 
 	// The key of an id, as the replicas build it: learned from id 999's.
 	if got := b.fetch("/users/999"); !strings.HasPrefix(got, "200 ") {
@@ -64,40 +64,153 @@ func TestLeaseBatchedTakeoverOncePerID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	const ids = 20
-	for id := 1; id <= ids; id++ {
+	var leaseKeys []string
+	for id := 1; id <= takeoverIDs; id++ {
 		if _, ok, _, err := holder.Lease(ctx, keyOf(id), time.Hour); err != nil || !ok {
 			t.Fatalf("the holder's lease of id %d: %v, %v", id, ok, err)
 		}
+		leaseKeys = append(leaseKeys, "lease:l:"+keyOf(id))
 	}
-	o.reset()
-	mu.Lock()
-	calls = nil
-	mu.Unlock()
+	before()
 
-	answers := make(chan string, 2*ids)
-	for id := 1; id <= ids; id++ {
+	answers := make(chan takeoverAnswer, 2*takeoverIDs)
+	for id := 1; id <= takeoverIDs; id++ {
 		for _, r := range []*leaseReplica{b, c} {
-			go func() { answers <- r.fetch("/users/" + strconv.Itoa(id)) }()
+			go func() { answers <- takeoverAnswer{id, r.fetch("/users/" + strconv.Itoa(id))} }()
 		}
 	}
-	waitUntil(t, "B and C wait on the holder's leases", func() bool { return b.waits.Load() >= ids && c.waits.Load() >= ids })
+	waitUntil(t, "B and C wait on the holder's leases", func() bool {
+		return b.waits.Load() >= takeoverIDs && c.waits.Load() >= takeoverIDs
+	})
 	_ = holder.Close() // killed: no renewals, no releases
-	for range cap(answers) {
-		if got := <-answers; !strings.HasPrefix(got, "200 ") {
-			t.Errorf("answer %q, want 200", got)
-		}
+	if n, err := rc.Del(ctx, leaseKeys...).Result(); err != nil || n != takeoverIDs {
+		t.Fatalf("DEL of the holder's leases = %d, %v; want all %d", n, err, takeoverIDs)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	sizes := []int{}
-	for _, c := range calls {
+	var got []takeoverAnswer
+	for range cap(answers) {
+		got = append(got, <-answers)
+	}
+	return got
+}
+
+// takeoverOrigin is a bulk origin that records its calls once reset.
+type takeoverOrigin struct {
+	*bulkOrigin
+	counts *idCounts
+	mu     sync.Mutex
+	calls  [][]string
+}
+
+func newTakeoverOrigin(t *testing.T, answer func(w http.ResponseWriter, r *http.Request, ids []string)) *takeoverOrigin {
+	o := &takeoverOrigin{counts: &idCounts{n: map[string]*atomic.Int64{}}}
+	o.bulkOrigin = newBulkOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		o.counts.add(ids)
+		o.mu.Lock()
+		o.calls = append(o.calls, ids)
+		o.mu.Unlock()
+		answer(w, r, ids)
+	})
+	return o
+}
+
+// restart forgets the calls so far.
+func (o *takeoverOrigin) restart() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.counts = &idCounts{n: map[string]*atomic.Int64{}}
+	o.calls = nil
+}
+
+func (o *takeoverOrigin) sizes() []int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var sizes []int
+	for _, c := range o.calls {
 		sizes = append(sizes, len(c))
 	}
-	t.Logf("bulk calls after the kill: %d, sizes %v", len(calls), sizes)
-	for id := 1; id <= ids; id++ {
-		if n := counts.of(strconv.Itoa(id)); n != 1 {
+	return sizes
+}
+
+// The dead holder's ids reach the origin once each for the cluster, every
+// client gets its 200, and each surviving replica takes its share of the
+// lapsed leases over in one round, whose ids join its batcher together:
+// at most one bulk call per surviving replica (max_size 100 holds all 20
+// ids; one group, as every client forwards the same headers), so at most
+// two in all. Before the takeovers were gathered (D3), each waiter found
+// its own lease lapsed on its own poll (WaitFill, 2-20 ms apart) and
+// joined a batch alone: the 20 ids went out in 4-10 calls of 1-10 ids.
+func TestLeaseBatchedTakeoverOncePerID(t *testing.T) {
+	o := newTakeoverOrigin(t, usersAnswer(func(string) bool { return true }))
+	got := deadHolder(t, o.upstream, userRoute(100, 2*time.Millisecond), o.restart)
+	for _, a := range got {
+		if want := fmt.Sprintf(`200 {"id":%d`, a.id); !strings.HasPrefix(a.got, want) {
+			t.Errorf("/users/%d answered %q, want %s…", a.id, a.got, want)
+		}
+	}
+	for id := 1; id <= takeoverIDs; id++ {
+		if n := o.counts.of(strconv.Itoa(id)); n != 1 {
 			t.Errorf("id %d fetched %d times after the holder died, want once (one takeover for the cluster)", id, n)
+		}
+	}
+	sizes := o.sizes()
+	t.Logf("bulk calls after the holder died: sizes %v", sizes)
+	if len(sizes) > 2 {
+		t.Errorf("%d bulk calls after the holder died, sizes %v; want at most one per surviving replica (2)", len(sizes), sizes)
+	}
+}
+
+// A takeover's bulk call that fails gives each of its ids a clear error,
+// never a body: the upstream answers 503 to every call once the holder's
+// leases are set. Each client gets a 502 (a failed bulk call); each id
+// reaches the origin at most once per replica (the replica that took its
+// lease over, and the other, whose waiter fetches its own once the lease
+// is let go without a fill), never in a retry of the failed call.
+func TestLeaseBatchedTakeoverCallFails(t *testing.T) {
+	var failing atomic.Bool
+	o := newTakeoverOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		if failing.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		usersAnswer(func(string) bool { return true })(w, r, ids)
+	})
+	got := deadHolder(t, o.upstream, userRoute(100, 2*time.Millisecond), func() {
+		o.restart()
+		failing.Store(true)
+	})
+	for _, a := range got {
+		if !strings.HasPrefix(a.got, "502 ") || strings.Contains(a.got, `"id"`) {
+			t.Errorf("/users/%d answered %q, want a 502 without a body of the upstream's", a.id, a.got)
+		}
+	}
+	for id := 1; id <= takeoverIDs; id++ {
+		if n := o.counts.of(strconv.Itoa(id)); n < 1 || n > 2 {
+			t.Errorf("id %d asked for %d times, want once or twice (once per replica)", id, n)
+		}
+	}
+}
+
+// A bad id among the taken-over ones fails alone: the origin answers 400
+// to any bulk call that holds id 7. The taken-over ids are one-id
+// requests in their batch, so the failed call is retried per id, each
+// with its own request's headers: every other id gets its own element,
+// and id 7 the origin's 400, never another id's body.
+func TestLeaseBatchedTakeoverBadID(t *testing.T) {
+	o := newTakeoverOrigin(t, func(w http.ResponseWriter, r *http.Request, ids []string) {
+		if slices.Contains(ids, "7") {
+			http.Error(w, "bad id 7", http.StatusBadRequest)
+			return
+		}
+		usersAnswer(func(string) bool { return true })(w, r, ids)
+	})
+	got := deadHolder(t, o.upstream, userRoute(100, 2*time.Millisecond), o.restart)
+	for _, a := range got {
+		want := fmt.Sprintf(`200 {"id":%d`, a.id)
+		if a.id == 7 {
+			want = "400 bad id 7"
+		}
+		if !strings.HasPrefix(a.got, want) {
+			t.Errorf("/users/%d answered %q, want %s…", a.id, a.got, want)
 		}
 	}
 }

@@ -213,6 +213,9 @@ type routeState struct {
 	// elements could be stored (element.go), for the next answer with
 	// the same header.
 	heads atomic.Pointer[headsMemo]
+	// takeovers gathers the lease takeovers of the route's misses
+	// (takeover.go); batch routes only.
+	takeovers *takeovers
 }
 
 // New builds a Handler.
@@ -403,6 +406,7 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 		if rt.Batch != nil {
 			rs.bm = rs.m.Batch(notStoredReasons[:]...)
 			rs.batcher = h.newBatcher(rs)
+			rs.takeovers = newTakeovers()
 		}
 		st.routes[rt] = rs
 	}
