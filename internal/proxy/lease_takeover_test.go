@@ -59,7 +59,11 @@ func deadHolder(t *testing.T, up *upstream, rt testRoute, before func()) []takeo
 	keyOf := func(id int) string {
 		return strings.Replace(strings.TrimPrefix(keys[0], "lease:e:"), "999", strconv.Itoa(id), 1)
 	}
-	holder, err := l2.New(ctx, l2.Options{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second, Prefix: "lease:", LeaseHold: time.Second})
+	// The holder's leases are held a minute, not renewed every third of a
+	// second: on a loaded machine a late renewal let a lease lapse before
+	// every waiter had joined, and the wait below never completed. The
+	// lapse the test means is the DEL after the holder dies.
+	holder, err := l2.New(ctx, l2.Options{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second, Prefix: "lease:", LeaseHold: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
