@@ -41,7 +41,11 @@
 // element earlier must never fail, whichever call failed
 // (stale-if-error); with evict-epochs only on the replica that received
 // it, as on a Redis that has evicted a new tag's first fill is stored in
-// L2 but reads as a miss there (check.Config.HeldLocal); and not when
+// L2 but reads as a miss there (check.Config.HeldLocal). Nor may one
+// whose every id its replica held a copy of, confirmed through the
+// admin GET /cache before it was sent and, the same entry, after it
+// failed, wherever the copy came from (held.go: Checked counts
+// held-at-send-s and held-inferred-s); neither when
 // its replica could not read a stored entry while answering it: the
 // coherence bound refused one (its proof of hearing invalidations older
 // than max_lag, as when its heartbeats come back late on a loaded
@@ -102,6 +106,27 @@
 // pre-purge answer in L1 or L2 shows as an own-write violation. A purge
 // answered 500 (Redis did not confirm it in time) is not acknowledged and
 // holds nothing (purge-500); any other answer but 200 is a purge violation.
+//
+// # Upgrades (upgrade.go, origin/upgrade.go)
+//
+// The replicas allow websocket upgrades (max_tunnels 2,
+// tunnel_idle_timeout 250ms). After about one round in seven (upgrade),
+// a stage sends upgrade requests through one replica, each on a
+// connection of its own, half the time after holding max_tunnels echo
+// tunnels open, to an origin endpoint that echoes a tunnel's own lines,
+// switches unasked, refuses with a 200, closes at once, hangs up or
+// stays silent; with forged X-Forwarded-*, Forwarded and underscore
+// spellings, to /ws (no route) or to route r (bypassed by a cookie, or
+// the cached path), with cached reads of /r before them on the same
+// connection and after them when not switched. A tunnel's lines come
+// back to it alone (tunnel-cross); no 101 reaches a request that asked
+// no allowed upgrade (upgrade); the tunnels echoing at once are at most
+// max_tunnels, a 503 has Retry-After and its request never reached the
+// origin (tunnel-limit); a silent tunnel is closed on both sides and
+// counted in edge_refused{reason="tunnel-idle"} (tunnel-idle); no
+// forged forwarding value reaches the origin (upgrade-forged); and each
+// /r the stage touched, read back through every replica, is checked as
+// any read (nothing of a tunnel stored).
 //
 // # Trailers (origin/trailers.go, check/trailers.go)
 //

@@ -33,6 +33,9 @@ admin:
 upstream:
   url: %[1]s
   timeout: %[6]s
+  allow_upgrades: [websocket]
+  tunnel_idle_timeout: 250ms
+  max_tunnels: 2
 cache:
   max_body_bytes: %[3]d
   max_key_bytes: %[4]d
@@ -154,6 +157,13 @@ routes:
       route: q
 `
 
+// maxTunnels and tunnelIdle are replicaConfig's upstream.max_tunnels and
+// tunnel_idle_timeout (the upgrade row).
+const (
+	maxTunnels = 2
+	tunnelIdle = 250 * time.Millisecond
+)
+
 const (
 	maxBodyBytes    = 16 << 10
 	maxKeyBytes     = 4 << 10
@@ -241,6 +251,7 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Admins: e.admins, AdminToken: "secret", Origin: e.origin,
 		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes, UpstreamTimeout: upstreamTimeout,
 		Trickle: e.trickle, Evict: e.evict,
+		MaxTunnels: maxTunnels, TunnelIdle: tunnelIdle,
 	})
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)
 	return rep

@@ -58,6 +58,11 @@ type Config struct {
 	// maxmemory eviction would, and returns how many it deleted: the
 	// evict-epochs row.
 	Evict func(ctx context.Context, pattern string, drop func(key string) bool) (int, error)
+	// MaxTunnels and TunnelIdle are the replicas' upstream.max_tunnels
+	// and tunnel_idle_timeout, with upstream.allow_upgrades [websocket]
+	// (the upgrade row, upgrade.go; MaxTunnels 0: no upgrades allowed).
+	MaxTunnels int
+	TunnelIdle time.Duration
 }
 
 // Report is what a run did and found.
@@ -135,6 +140,11 @@ type run struct {
 	// answer came (a half-close while the request waited): the flight
 	// its request started goes on without it (see settle).
 	gone atomic.Int64
+
+	// tunnelRng draws the upgrade row (upgrades) on a sequence of its
+	// own; tunnelIDs numbers its tunnels.
+	tunnelRng *rand.Rand
+	tunnelIDs atomic.Int64
 }
 
 // Run drives cfg.Rounds rounds of concurrent requests and checks every
@@ -142,6 +152,7 @@ type run struct {
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26))}
+	r.tunnelRng = rand.New(rand.NewPCG(cfg.Seed, 28))
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout}, r.gen)
@@ -212,6 +223,7 @@ func (r *run) round(ctx context.Context) {
 	if p != nil && p.acked {
 		r.readAfterPurge(ctx, p)
 	}
+	r.upgrades(ctx) // beside the round: its draws are its own
 }
 
 // drawStale draws the profile of the bulk endpoint /s (route s, with

@@ -64,11 +64,16 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		}))
 	}
 	var before float64
+	var copies map[string][]string
 	held := r.heldChecked(q)
 	if held {
 		if before, held = r.unreadable(ctx, q.Replica); !held {
 			return
 		}
+		if copies, held = r.heldCopies(ctx, q.Replica, heldIDs(q)); !held {
+			return
+		}
+		q.HeldAtSend = heldAll(copies)
 	}
 	start := check.Now()
 	client := q.Who.Client
@@ -117,6 +122,13 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 			return
 		}
 		q.Unreadable = after != before // held.go
+		if q.HeldAtSend {
+			now, ok := r.heldCopies(ctx, q.Replica, heldIDs(q))
+			if !ok {
+				return
+			}
+			q.Held = heldThroughout(copies, now)
+		}
 	}
 	r.chk.Trailers(q, resp)
 	r.chk.Answer(q, resp, body, start, end)

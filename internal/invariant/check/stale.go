@@ -68,9 +68,14 @@ func (ch *Checker) noteHeld(q *traffic.Request, sts []origin.Stamp, end time.Tim
 }
 
 // checkHeld reports a failed read or list of route s whose ids all had a
-// copy held (noteHeld) before q was sent.
+// copy held before q was sent: one its replica confirmed holding before
+// it was sent and still after it failed (q.Held: the runner's held.go
+// asks the replica's admin GET /cache), or one a client was seen to
+// receive (noteHeld), which also catches a copy never stored. Checked
+// counts the requests each applies to: held-at-send-s (the replica held
+// every id when it was sent) and held-inferred-s.
 func (ch *Checker) checkHeld(q *traffic.Request, resp *http.Response, start time.Time) {
-	if ch.cfg.NoHeld || q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" || resp.StatusCode < 500 {
+	if ch.cfg.NoHeld || q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" {
 		return
 	}
 	res := []string{q.Res}
@@ -82,10 +87,20 @@ func (ch *Checker) checkHeld(q *traffic.Request, resp *http.Response, start time
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
+	inferred := true
 	for _, r := range res {
 		if at, ok := ch.held[ch.heldKey(r, q)]; !ok || !at.Before(start) {
-			return
+			inferred = false
 		}
+	}
+	if inferred {
+		ch.checked["held-inferred-s"]++
+	}
+	if q.HeldAtSend {
+		ch.checked["held-at-send-s"]++
+	}
+	if resp.StatusCode < 500 || !inferred && !q.Held {
+		return
 	}
 	if q.Unreadable {
 		// Its replica refused a stored entry to the coherence bound or
@@ -94,8 +109,12 @@ func (ch *Checker) checkHeld(q *traffic.Request, resp *http.Response, start time
 		ch.checked["held-unreadable-s"]++
 		return
 	}
+	how := "a client received each of them before"
+	if q.Held {
+		how = "its replica held a copy of each before it was sent and after it failed (GET /cache; a client received each before: " + strconv.FormatBool(inferred) + ")"
+	}
 	ch.violations = append(ch.violations, Violation{Kind: "stale-if-error", Msg: q.String() + ": answered " +
-		resp.Status + " though a copy of each of " + strings.Join(res, ",") + " was held for stale_if_error (" + resp.Header.Get("Cache-Status") + ")"})
+		resp.Status + " though a copy of each of " + strings.Join(res, ",") + " was held for stale_if_error: " + how + " (" + resp.Header.Get("Cache-Status") + ")"})
 }
 
 // heldKey is where ch.held records res's copy for q: per replica when a

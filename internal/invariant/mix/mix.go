@@ -115,6 +115,7 @@ var Features = []Feature{
 	{Name: "origin-continue", On: true, Note: "the origin sends a 100 Continue of its own (one, or two) before some answers to writes and reads, asked for or not: it answers the sidecar's request, so at most one 100 (net/http's own, behind Expect) reaches a client, and a final answer follows"},
 	{Name: "write-fail", On: true, Note: "writes answered 500 or hung up after bumping (not acknowledged)"},
 	{Name: "purge", On: true, Note: "in some rounds, while a fill of a resource one of its reads asks for is in flight (slow answers), the origin changes it behind the cache and an admin POST /purge?key= (or ?tag=) drops it: no answer older than the acknowledged purge after it (own replica) or after max_lag (peers)"},
+	{Name: "upgrade", On: true, Note: "after one round in seven, upgrade requests through one replica (allow_upgrades [websocket], max_tunnels 2, tunnel_idle_timeout 250ms) to an origin that echoes, switches unasked, refuses with 200, closes, hangs up or stays silent; forged forwarding fields, cached routes, cached reads on the same connection: a tunnel's bytes reach only its own ends, nothing of it is stored, no unasked 101 is relayed, past the cap 503 + Retry-After unsent, silent tunnels cut and counted (upgrade.go)"},
 	{Name: "write-refused", On: true, Note: "writes answered 405 or 409 without bumping (refused: they invalidate nothing, and break nothing)"},
 
 	// What Redis does.

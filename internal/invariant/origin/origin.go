@@ -195,6 +195,9 @@ type Origin struct {
 	underscored []string
 	// reading: the channels WatchRead handed out, by resource (behind.go).
 	reading map[string]chan struct{}
+	// tunnels and tunnelFaults: the upgrade row's (upgrade.go).
+	tunnels      map[string]*tunnelState
+	tunnelFaults []string
 }
 
 // ClientHop is the field a client's Connection names (the harness's
@@ -365,6 +368,9 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodPatch {
 		o.Writes.Add(1)
+	}
+	if o.tunnel(w, r) { // the upgrade row (upgrade.go)
+		return
 	}
 	if r.URL.Path == "/u" || r.URL.Path == "/e" || r.URL.Path == "/s" || r.URL.Path == "/q" {
 		o.bulk(w, r)

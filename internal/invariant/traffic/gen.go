@@ -48,3 +48,7 @@ func (g *Gen) CloseIdle() {
 		id.Proxied.CloseIdleConnections()
 	}
 }
+
+// Who is the run's identity i (alice, bob, carol, dave, modulo four), for
+// a row that writes its requests by hand (the runner's upgrade.go).
+func (g *Gen) Who(i int) *Identity { return g.ids[i%len(g.ids)] }

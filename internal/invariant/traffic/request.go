@@ -66,6 +66,12 @@ type Request struct {
 	// or an L2 read failed (the runner's held.go). Set by the sender
 	// for route s's stale-if-error check (check/stale.go).
 	Unreadable bool
+	// HeldAtSend: when this route s request was sent, its replica held a
+	// copy of each of its ids it could serve stale (admin GET /cache);
+	// Held: it failed, and each of those copies was still held after
+	// (the same entry: tier, key, stored_at). Set by the sender (the
+	// runner's held.go) for check/stale.go.
+	HeldAtSend, Held bool
 }
 
 func (q *Request) String() string {
