@@ -168,7 +168,8 @@ type Options struct {
 	// than Deadline and two calls, however long the queue.
 	Deadline func() time.Duration
 	// MaxInFlightAll bounds the calls of all groups at once, those of
-	// ids fetched alone (MaxGroups, Quarantine) included. A group is
+	// ids fetched alone (MaxGroups, Quarantine) and the calls callers
+	// make outside the batches (Own) included. A group is
 	// named by what its caller forwards (the proxy: the Host and the
 	// keyed headers), which a client chooses: with MaxInFlight alone, a
 	// client varying its Host kept MaxGroups·MaxInFlight calls in
@@ -223,10 +224,11 @@ type Loader[A, V any] struct {
 	wg     sync.WaitGroup // batches not yet answered
 	q      *quarantine
 	// inFlight and queued are the calls in flight and the ids queued of
-	// all groups (Options.MaxInFlightAll, MaxQueuedAll); waiting is the
-	// line of groups with a batch to send and no slot (grantLocked).
+	// all groups (Options.MaxInFlightAll, MaxQueuedAll), own calls
+	// (Own) among the calls; waiting is the line of groups with a batch
+	// to send and own calls with no slot (grantLocked).
 	inFlight, queued int
-	waiting          []*group[A, V]
+	waiting          []inLine[A, V]
 	// down: the last round of ErrSuspect isolation failed throughout,
 	// and no call has been answered since; ErrSuspect is not isolated.
 	down bool

@@ -8,9 +8,18 @@ import "slices"
 // Groups that have a batch to send but find no slot of the loader's free
 // wait in a line, and take the slots freed in turn, one call each, as
 // NGINX's upstream queue hands a freed connection to the oldest waiter.
+// The calls a caller makes outside the batches (Own) take the same slots
+// and wait in the same line.
+
+// inLine is one place in the loader's line: a group with a batch to
+// send, or a caller's own call (Own). Exactly one is set.
+type inLine[A, V any] struct {
+	g   *group[A, V]
+	own *ownCall
+}
 
 // slotLocked reports whether g may start a call as far as the loader's
-// bound goes: a slot is free and no other group waits for one. When not,
+// bound goes: a slot is free and no one (group or own call) waits for one. When not,
 // g joins the line if it has a batch to send (sendableLocked); it is
 // given a slot as one frees (grantLocked). l.mu must be held.
 func (l *Loader[A, V]) slotLocked(g *group[A, V]) bool {
@@ -19,7 +28,7 @@ func (l *Loader[A, V]) slotLocked(g *group[A, V]) bool {
 	}
 	if !g.waiting && l.sendableLocked(g) {
 		g.waiting = true
-		l.waiting = append(l.waiting, g)
+		l.waiting = append(l.waiting, inLine[A, V]{g: g})
 	}
 	return false
 }
@@ -39,12 +48,19 @@ func (l *Loader[A, V]) sendableLocked(g *group[A, V]) bool {
 // one batch of it, which it returns, to be run; the group goes to the
 // back of the line if it has more to send. nil: no slot free, or no
 // group waits. A group in line whose batches were dropped meanwhile
-// (deadline, abandoned) is passed over. l.mu must be held.
+// (deadline, abandoned) is passed over; an own call ahead of it is given
+// its slot (Own), and the next in line is looked at. l.mu must be held.
 func (l *Loader[A, V]) grantLocked() *batch[A, V] {
 	for len(l.waiting) > 0 && l.inFlight < l.opts.MaxInFlightAll {
-		g := l.waiting[0]
-		l.waiting[0] = nil
+		w := l.waiting[0]
+		l.waiting[0] = inLine[A, V]{}
 		l.waiting = l.waiting[1:]
+		if w.own != nil {
+			l.inFlight++
+			close(w.own.granted)
+			continue
+		}
+		g := w.g
 		g.waiting = false
 		if l.groups.get(g.key) != g {
 			// A group of ids fetched alone, whose waiters' leaving
@@ -58,7 +74,7 @@ func (l *Loader[A, V]) grantLocked() *batch[A, V] {
 		}
 		if int(g.inFlight) < l.opts.MaxInFlight && l.sendableLocked(g) {
 			g.waiting = true
-			l.waiting = append(l.waiting, g)
+			l.waiting = append(l.waiting, inLine[A, V]{g: g})
 		}
 		return b
 	}
@@ -72,7 +88,7 @@ func (l *Loader[A, V]) grantLocked() *batch[A, V] {
 func (l *Loader[A, V]) leaveLineLocked(g *group[A, V]) {
 	if g.waiting {
 		g.waiting = false
-		if i := slices.Index(l.waiting, g); i >= 0 {
+		if i := slices.IndexFunc(l.waiting, func(w inLine[A, V]) bool { return w.g == g }); i >= 0 {
 			l.waiting = slices.Delete(l.waiting, i, i+1)
 		}
 	}
@@ -87,9 +103,12 @@ func (l *Loader[A, V]) lateLineLocked() (tell []*result[V]) {
 	if l.opts.Deadline == nil || len(l.waiting) == 0 {
 		return nil
 	}
-	for _, g := range slices.Clone(l.waiting) {
-		tell = append(tell, l.lateLocked(g)...)
-		l.idleLocked(g)
+	for _, w := range slices.Clone(l.waiting) {
+		if w.g == nil {
+			continue // an own call: Own bounds its wait
+		}
+		tell = append(tell, l.lateLocked(w.g)...)
+		l.idleLocked(w.g)
 	}
 	return tell
 }

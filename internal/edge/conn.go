@@ -19,7 +19,10 @@
 //     request waited is sent nothing more, not net/http's implicit empty
 //     200;
 //   - bodytimeout.go: a request whose body was still arriving at the read
-//     deadline is answered 408 and its connection closed.
+//     deadline is answered 408 and its connection closed;
+//   - linger.go: after net/http's 431 the connection reads on what the
+//     client still sends before it closes, so the client reads the 431
+//     rather than a reset.
 //
 // All tell a Counter what they refuse or cut, by reason (guard.go). It
 // knows nothing of routes or caching; internal/server wires it around
@@ -89,6 +92,13 @@ type Conn struct {
 	// none (Wire; bodytimeout.go). Set and read on the handler's
 	// goroutine.
 	body *timedBody
+	// section: the bytes of the header section being answered, as the
+	// scan measured them (0: not seen), for Wire's bound; stored by
+	// Read, loaded by the handler.
+	section atomic.Int64
+	// linger: the connection drains what its client still sends after
+	// net/http's 431, and closes once that is over (linger.go).
+	linger atomic.Pointer[lingering]
 }
 
 type connKey struct{}
@@ -130,6 +140,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if te {
 			c.te.Store(true)
 		}
+		if c.scan.end > 0 && !c.scan.told {
+			c.scan.told = true
+			c.section.Store(c.scan.end)
+		}
 	}
 	return n, err
 }
@@ -147,9 +161,16 @@ func (c *Conn) Read(p []byte) (int, error) {
 // Setting the deadline on every write (a clock read and a timer reset
 // each) cost about 1 µs of each pass-through request at 3,000 req/s.
 func (c *Conn) Write(p []byte) (int, error) {
-	if c.phase.Load() == phaseReading {
-		c.refusedByNetHTTP(p)
+	if c.phase.Load() == phaseReading && c.refusedByNetHTTP(p) {
+		n, err := c.write(p)
+		c.lingerAfter() // linger.go
+		return n, err
 	}
+	return c.write(p)
+}
+
+// write is Write once net/http's own answers are told apart.
+func (c *Conn) write(p []byte) (int, error) {
 	if c.wt <= 0 {
 		return c.io.Write(p)
 	}
@@ -197,10 +218,21 @@ func (c *Conn) Write(p []byte) (int, error) {
 // may only make it see fields that are not there (the request is then
 // answered and the connection closed, no worse), never hide one a header
 // section has, since a header section's lines all start lines.
+//
+// It also measures a request's header section, for Wire's bound: the
+// bytes from where the connection went idle (mark) to the end of the
+// first empty line after it. That is the section exactly when the client
+// sent the request after its previous answer, and less than it otherwise
+// (pipelined: net/http had read its start already).
 type scanner struct {
-	line   [len("transfer-encoding:")]byte
-	n      int  // bytes of the current line kept (up to len(line))
-	cl, te bool // in the current section
+	// since counts the bytes fed since mark; end is the offset from mark
+	// past the first empty line after it, 0 until one is seen; told: end
+	// was handed to the connection (Conn.section).
+	since, end int64
+	told       bool
+	line       [len("transfer-encoding:")]byte
+	n          int  // bytes of the current line kept (up to len(line))
+	cl, te     bool // in the current section
 	// skip: the current line's first byte starts neither field name nor
 	// an empty line, so none of it is kept (most lines: the request line,
 	// Host, Accept, User-Agent, ...).
@@ -217,6 +249,8 @@ var (
 // (bytes.IndexByte) and looks at no more than a field name's length of
 // each line, so a body costs little more than the search for '\n'.
 func (s *scanner) feed(p []byte) (both, te bool) {
+	base, off := s.since, int64(0)
+	s.since += int64(len(p))
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		seg := p
@@ -249,6 +283,9 @@ func (s *scanner) feed(p []byte) (both, te bool) {
 			both = both || s.cl && s.te
 			te = te || s.te
 			s.cl, s.te = false, false
+			if s.end == 0 {
+				s.end = base + off + int64(i) + 1
+			}
 		case s.n >= len(clName) && string(s.line[:len(clName)]) == string(clName):
 			s.cl = true
 		case s.n >= len(teName) && string(s.line[:len(teName)]) == string(teName):
@@ -256,6 +293,12 @@ func (s *scanner) feed(p []byte) (both, te bool) {
 		}
 		s.n, s.skip = 0, false
 		p = p[i+1:]
+		off += int64(i) + 1
 	}
 	return both, te
 }
+
+// mark starts the measure of the next header section here (the
+// connection is idle, or new). The line being scanned goes on: a mark
+// is no line start, and taking it for one could hide a field.
+func (s *scanner) mark() { s.since, s.end, s.told = 0, 0, false }

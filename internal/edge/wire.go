@@ -27,19 +27,46 @@ const (
 	phaseAnswering              // a handler runs, or its answer is finishing
 )
 
+// The header section's bound.
+//
+// net/http reads MaxHeaderBytes plus 4096 bytes (its bufio slop) of a
+// header section before it refuses it, so server.max_header_bytes 64 KiB
+// let sections of up to 68 KiB through. Under Wire, net/http is given
+// 4096 bytes less (at least 1), which makes its bound exact for a
+// request read from an empty buffer; what it let through past the bound
+// (a request of which it had read some bytes ahead, as the previous one
+// ended, and any section under a bound of 4 KiB or less, its least being
+// 4097 bytes) the handler refuses, 431 and closed, by what the section
+// took on the wire: as the connection measured it (scanner: exact for a
+// request sent after its previous answer, of which net/http read up to
+// 4 KiB while it waited, unbounded, for the request to begin), and no
+// less than the least its parsed fields take (headerBytes: for requests
+// the measure misses, pipelined ones). Either way counted as
+// ReasonHeaderTooLarge.
+
 // Wire makes s count, on connections from Listener, the requests net/http
 // answers itself (above), makes each connection reachable from its
 // requests (ConnContext), and sends a client that left before its answer
 // nothing more (gone.go), and lets a handler tell a body that ran out of
-// time (bodytimeout.go). It wraps s.Handler and sets s.ConnContext and
-// s.ConnState, which must not be set otherwise.
+// time (bodytimeout.go); it answers 431 to a header section over
+// s.MaxHeaderBytes (above; 0: net/http's default, with its slop). It
+// wraps s.Handler and sets s.ConnContext and s.ConnState, which must not
+// be set otherwise, and lowers s.MaxHeaderBytes.
 func Wire(s *http.Server) *http.Server {
 	next := s.Handler
 	if next == nil {
 		next = http.DefaultServeMux
 	}
+	bound := s.MaxHeaderBytes
+	if bound > 0 {
+		s.MaxHeaderBytes = max(bound-4096, 1)
+	}
 	s.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := FromContext(r.Context())
+		if bound > 0 && max(headerBytes(r), c.sectionBytes()) > bound {
+			tooLarge(w, c)
+			return
+		}
 		if c != nil {
 			c.phase.Store(phaseAnswering)
 			// The request's body, watched for its read deadline
@@ -60,6 +87,51 @@ func Wire(s *http.Server) *http.Server {
 	s.ConnContext = ConnContext
 	s.ConnState = connState
 	return s
+}
+
+// tooLarge answers 431 and closes the connection (RFC 6585 §5), counted
+// on c (nil: not through Listener) as net/http's own 431 is.
+func tooLarge(w http.ResponseWriter, c *Conn) {
+	if c != nil {
+		c.phase.Store(phaseAnswering)
+		if c.count != nil {
+			c.count.EdgeRefused(ReasonHeaderTooLarge)
+		}
+	}
+	h := w.Header()
+	h.Set("Connection", "close")
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusRequestHeaderFieldsTooLarge)
+	_, _ = w.Write([]byte("request header fields too large\n"))
+}
+
+// sectionBytes is c's measure of the header section being answered; 0
+// when c is nil or saw none.
+func (c *Conn) sectionBytes() int {
+	if c == nil {
+		return 0
+	}
+	return int(c.section.Load())
+}
+
+// headerBytes is the least r's header section took on the wire, as
+// net/http parsed it: the request line, each field line as "name:value"
+// (no blanks around the value, which net/http dropped) and the empty
+// line, each ended by a bare LF. A section it finds over the bound was
+// over it; one over it by less than its CRs and blanks is let through,
+// never one under it refused.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 1 + 1
+	if r.Host != "" {
+		n += len("Host:") + len(r.Host) + 1
+	}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + 1 + len(v) + 1
+		}
+	}
+	return n
 }
 
 // withBody returns a shallow copy of r reading body, for the handlers
@@ -88,19 +160,26 @@ func connState(nc net.Conn, st http.ConnState) {
 	switch st {
 	case http.StateNew, http.StateIdle:
 		c.phase.Store(phaseReading)
+		c.scan.mark() // no read runs meanwhile: net/http reads once idle
+		c.section.Store(0)
 	}
 }
 
 // refusedByNetHTTP counts p as net/http's own answer if it is one: a
 // write while no handler's answer is in progress (see above). Counted once:
-// net/http closes the connection after it.
-func (c *Conn) refusedByNetHTTP(p []byte) {
-	if c.count == nil || !c.phase.CompareAndSwap(phaseReading, phaseAnswering) {
-		return
+// net/http closes the connection after it. It reports whether p is
+// net/http's 431, after which the connection lingers (linger.go).
+func (c *Conn) refusedByNetHTTP(p []byte) (tooLarge bool) {
+	if !c.phase.CompareAndSwap(phaseReading, phaseAnswering) {
+		return false
 	}
-	reason := ReasonMalformed
-	if len(p) >= 12 && string(p[:9]) == "HTTP/1.1 " && string(p[9:12]) == "431" {
-		reason = ReasonHeaderTooLarge
+	tooLarge = len(p) >= 12 && string(p[:9]) == "HTTP/1.1 " && string(p[9:12]) == "431"
+	if c.count != nil {
+		reason := ReasonMalformed
+		if tooLarge {
+			reason = ReasonHeaderTooLarge
+		}
+		c.count.EdgeRefused(reason)
 	}
-	c.count.EdgeRefused(reason)
+	return tooLarge
 }

@@ -69,7 +69,7 @@ func TestWireCountsNetHTTPAnswers(t *testing.T) {
 		count := &tally{n: map[string]int{}}
 		srv := httptest.NewUnstartedServer(h)
 		srv.Listener = Listener(srv.Listener, 0, count)
-		srv.Config.MaxHeaderBytes = 1
+		srv.Config.MaxHeaderBytes = 1024
 		if wired {
 			Wire(srv.Config)
 		} else {

@@ -232,6 +232,16 @@
 //     store or another request's fetch (hit, stale, collapsed); a relayed
 //     X-Trail is this answer's call's, for this resource (or ids of this
 //     list), with no identity value or X-Request-Id but this request's;
+//   - list-as-asked: a 200 answer to a list of ids the origin parses
+//     lists one element per id asked, in order, as the origin reads them
+//     (05 is 5; a repeated id each time, as the origin answers), whether
+//     the sidecar assembled it per id or passed it through. The u and s
+//     lists are drawn with distinct ids, and a quarter of them (drawn on
+//     a sequence of their own, PCG stream 30: list-as-asked) then name
+//     one twice or spell one 05: the sidecar cannot know whether its
+//     upstream lists a repeated id once or each time, nor stores 05, so
+//     those pass through whole, and store nothing (no stale-if-error
+//     copy is held for them);
 //   - bulk-206, stale-if-error: route s (above);
 //   - queue, queue-fair, queue-metric: queue rounds (above);
 //   - cache-status: every answer's Cache-Status ttl (RFC 9211 §2.4, the

@@ -125,7 +125,10 @@ type run struct {
 	trickleIDs atomic.Int64
 	// purges draws the purge row (drawPurge) on a sequence of its own.
 	purges *rand.Rand
-	gen    *traffic.Gen
+	// asked draws the list-as-asked row (drawAsAsked) on a sequence of
+	// its own, as unvaried does.
+	asked *rand.Rand
+	gen   *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -151,7 +154,7 @@ type run struct {
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26))}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26)), asked: rand.New(rand.NewPCG(cfg.Seed, 30))}
 	r.tunnelRng = rand.New(rand.NewPCG(cfg.Seed, 28))
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
@@ -219,11 +222,25 @@ func (r *run) round(ctx context.Context) {
 		r.drawTrickle(reqs[i])
 	}
 	p := r.drawPurge(reqs)
-	r.playWith(ctx, append(reqs, r.drawStale()...), -1, p)
+	reqs = append(reqs, r.drawStale()...)
+	for _, q := range reqs {
+		r.drawAsAsked(q)
+	}
+	r.playWith(ctx, reqs, -1, p)
 	if p != nil && p.acked {
 		r.readAfterPurge(ctx, p)
 	}
 	r.upgrades(ctx) // beside the round: its draws are its own
+}
+
+// drawAsAsked makes a quarter of the round's split lists one the sidecar
+// must pass through whole (list-as-asked: traffic.AsAsked).
+func (r *run) drawAsAsked(q *traffic.Request) {
+	if !r.cfg.Mix.Has("list-as-asked") || q.Kind != "list" || len(q.Ids) == 0 || r.asked.IntN(4) != 0 {
+		return
+	}
+	traffic.AsAsked(q, r.asked)
+	r.chk.Count("list-as-asked", 1)
 }
 
 // drawStale draws the profile of the bulk endpoint /s (route s, with

@@ -11,3 +11,15 @@ func (h *Handler) BatchQueued(name string) int {
 	}
 	return -1
 }
+
+// BatchInLine is the groups and own calls route name's batcher holds in
+// line for a slot (batch.Loader's InLine); -1 when the route does not
+// batch.
+func (h *Handler) BatchInLine(name string) int {
+	for rt, rs := range h.state.Load().routes {
+		if rt.Name == name && rs.batcher != nil {
+			return rs.batcher.InLine()
+		}
+	}
+	return -1
+}

@@ -94,7 +94,7 @@ func (m *lead) RetryArg(opener *exchange) *exchange {
 // shareable (as if this request had opened a batch of its own), else not.
 func (x *exchange) fetchOwnID(ctx context.Context) (*flight, error) {
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
-	res, err := x.fetchBulkTraced(ctx, []string{id})
+	res, err := x.ownBulk(ctx, []string{id})
 	if err != nil {
 		return batchedFlight(x.h.now, new(flight), nil, false, err)
 	}
@@ -138,7 +138,7 @@ func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 	for len(ids) > 0 {
 		chunk := ids[:min(size, len(ids))]
 		ids = ids[len(chunk):]
-		res, err := px.fetchBulkTraced(ctx, chunk)
+		res, err := px.ownBulk(ctx, chunk)
 		if err != nil {
 			fail(chunk, err)
 			continue
@@ -147,4 +147,16 @@ func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 			parts[id].settle(res[i].e, nil)
 		}
 	}
+}
+
+// ownBulk is a request's own bulk call, made outside the route's batches
+// (fetchOwnID, fetchForeign) but within batch.max_route_in_flight with
+// them (batch.Loader.Own): a batch of n members whose answer was private
+// sent its n−1 members' own calls at once, past the route's bound. The
+// request holds no slot while it waits: its batched answer has returned.
+func (x *exchange) ownBulk(ctx context.Context, ids []string) (res []*bulkAnswer, err error) {
+	if werr := x.rs.batcher.Own(ctx, len(ids), func() { res, err = x.fetchBulkTraced(ctx, ids) }); werr != nil {
+		return nil, werr
+	}
+	return res, err
 }

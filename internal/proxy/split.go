@@ -15,14 +15,16 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/splitlist"
 )
 
 // split answers a list request (GET /users?ids=3,1,2) per id from the
 // per-ID route's cache; only the missing ids go upstream, through the
-// batcher, and the array is reassembled in the requested order. Duplicate
-// ids appear once (first position) and unknown ids are left out, as an
-// upstream answering with a SQL `IN (…)` would. An id the target route's
+// batcher, and the array is reassembled in the requested order. Unknown
+// ids are left out, as an upstream answering with a SQL `IN (…)` would; a
+// list that asks for an id twice, or spells one otherwise than the cache
+// stores it, passes through (asAsked). An id the target route's
 // pattern refuses (x7 for /users/{id:[0-9]+}) is left out the same way,
 // without a lookup or a fetch: no client could have asked the batch route
 // for it, so it never joins a batch.
@@ -52,9 +54,14 @@ func (x *exchange) split() {
 		x.pass(outBypass, "split-query")
 		return
 	}
-	ids, err := bulk.ParseIDs(q.Get(sp.Param), sp.MaxIDs)
+	list := q.Get(sp.Param)
+	ids, err := bulk.ParseIDs(list, sp.MaxIDs)
 	if err != nil { // always a bulk.ErrIDList: the client's list
 		x.badIDList(err)
+		return
+	}
+	if reason := asAsked(list, ids); reason != "" {
+		x.pass(outBypass, reason)
 		return
 	}
 	parts := x.perID(target, ids)
@@ -64,6 +71,34 @@ func (x *exchange) split() {
 		return
 	}
 	x.joinParts(ids, parts, hits)
+}
+
+// asAsked is why a list cannot be answered per id as the upstream would
+// answer it, "" when it can. ids are list's distinct ids (bulk.ParseIDs).
+//
+// An id asked twice: whether the upstream lists it once (an SQL IN (…),
+// as the bundled demo does) or once per time asked (a loop over the ids)
+// is the upstream's own choice, which the sidecar cannot know; an answer
+// assembled either way was wrong for the other kind (?ids=5,5).
+//
+// An id not spelled the one way the cache stores it (05, +5, 5;v=1:
+// spelling.CanonicalParam), as a read of the id alone must be to be
+// cached: the upstream reads 05 as 5, and its bulk answer names the
+// element 5, not 05, so an answer assembled per id left it out (?ids=05
+// answered [] where the upstream gives user 5), and stored under
+// /users/05 a 404 the upstream never gave.
+//
+// Either way the list passes through whole, the upstream's own answer.
+func asAsked(list string, ids []string) string {
+	if strings.Count(list, ",")+1 != len(ids) {
+		return "split-repeat"
+	}
+	for _, id := range ids {
+		if !spelling.CanonicalParam(id) {
+			return "split-spelling"
+		}
+	}
+	return ""
 }
 
 // part is one distinct id of a list request.
@@ -81,9 +116,8 @@ type part struct {
 	foreign bool
 }
 
-// perID makes one per-ID exchange of the target route for each id
-// (bulk.ParseIDs has removed duplicates, keeping first positions) that the
-// target route would take.
+// perID makes one per-ID exchange of the target route for each id (all
+// distinct: asAsked) that the target route would take.
 func (x *exchange) perID(target *routeState, ids []string) map[string]*part {
 	parts := make(map[string]*part, len(ids))
 	proto := x.detach()

@@ -24,7 +24,9 @@ import (
 //     writes); a later read or list of such ids alone from such a client
 //     must never fail (5xx), whichever call failed — the batched one, or
 //     the list's own call for ids answered for another request
-//     (private). Requests with Accept-Language or X-Tenant are left
+//     (private); not a list the sidecar passes through whole (one that
+//     names an id twice or spells one 05: list-as-asked), whose answer
+//     is the origin's and stores nothing. Requests with Accept-Language or X-Tenant are left
 //     out: whether a variant of theirs is held depends on the Vary the
 //     origin chose round by round and on what the route learned, which
 //     the checks do not follow. Nor a failure while its replica could
@@ -48,8 +50,8 @@ func (ch *Checker) checkPart(q *traffic.Request, resp *http.Response, st origin.
 // noteHeld records the ids of route s whose shareable element q's client
 // received by end (held: stored for stale_if_error).
 func (ch *Checker) noteHeld(q *traffic.Request, sts []origin.Stamp, end time.Time) {
-	if q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" {
-		return
+	if q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" || q.Kind == "list" && passesThrough(q.Ids) {
+		return // a list passed through: nothing stored
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -75,7 +77,8 @@ func (ch *Checker) noteHeld(q *traffic.Request, sts []origin.Stamp, end time.Tim
 // counts the requests each applies to: held-at-send-s (the replica held
 // every id when it was sent) and held-inferred-s.
 func (ch *Checker) checkHeld(q *traffic.Request, resp *http.Response, start time.Time) {
-	if ch.cfg.NoHeld || q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" {
+	if ch.cfg.NoHeld || q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" ||
+		q.Kind == "list" && passesThrough(q.Ids) { // the origin's own answer: no copy answers for it
 		return
 	}
 	res := []string{q.Res}

@@ -70,6 +70,7 @@ func (g *Gen) Draw(hot string) *Request {
 			}
 			q.Ids = append(q.Ids, uid)
 		}
+		q.Ids = Distinct(q.Ids)
 		if again := g.rng.IntN(100); m.Has("if-none-match") && len(g.lists) > 0 && again < 40 {
 			// The same list again, so a client may revalidate it (the
 			// split list's ETag is the sidecar's, over the bytes).
@@ -275,7 +276,43 @@ func (g *Gen) StaleRequest(rng *rand.Rand) *Request {
 	for range 1 + rng.IntN(6) {
 		q.Ids = append(q.Ids, fmt.Sprint(1+rng.IntN(6)))
 	}
+	q.Ids = Distinct(q.Ids)
 	q.Query = "ids=" + strings.Join(q.Ids, ",")
 	q.Budget = BudgetList(len(q.Ids))
 	return q
+}
+
+// Distinct is ids each once, at its first position: a list the sidecar
+// assembles per id. One that names an id twice passes through to the
+// origin whole (the list-as-asked row draws those, AsAsked), as the
+// sidecar cannot know whether its upstream lists it once or twice. The
+// draws are the same either way, so a seed's other requests are too.
+func Distinct(ids []string) []string {
+	out := ids[:0]
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// AsAsked makes q, a list, name one of its ids twice, or spell one with a
+// leading zero (05, which the origin reads as 5, and which is not the
+// spelling the sidecar stores), drawn from rng: a list the sidecar must
+// pass through whole (list-as-asked). q's ids are copied first, as the
+// revalidation pool may hold them.
+func AsAsked(q *Request, rng *rand.Rand) {
+	ids := slices.Clone(q.Ids)
+	i := rng.IntN(len(ids))
+	if rng.IntN(2) == 0 {
+		j := rng.IntN(len(ids) + 1)
+		ids = slices.Insert(ids, j, ids[i])
+	} else {
+		ids[i] = "0" + ids[i]
+	}
+	q.Ids = ids
+	q.Query = "ids=" + strings.Join(ids, ",")
 }
