@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sidecache/sidecache/internal/invariant/check"
 	"net/http"
 	"net/url"
 	"slices"
@@ -136,7 +137,7 @@ func heldIDs(q *traffic.Request) []string {
 // read before it is sent.
 func (r *run) heldChecked(q *traffic.Request) bool {
 	return q.Route == "s" && !r.withheld && q.Sent["lang"] == "" && q.Sent["tenant"] == "" &&
-		q.Replica < len(r.cfg.Admins) && !q.Trickle
+		q.Replica < len(r.cfg.Admins) && !q.Trickle && !(q.Kind == "list" && check.PassesThrough(q.Ids))
 }
 
 // unreadable is the sum of the counters above on replica i; ok is false

@@ -100,7 +100,7 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 		ch.checkNotModified(q, resp, start, end)
 		return
 	}
-	if resp.StatusCode == http.StatusPartialContent && q.Hdr.Get("Range") == "" && q.Kind == "list" && passesThrough(q.Ids) {
+	if resp.StatusCode == http.StatusPartialContent && q.Hdr.Get("Range") == "" && q.Kind == "list" && PassesThrough(q.Ids) {
 		// The origin's own 206 to this very list (bulk-206), which the
 		// sidecar passed through whole (list-as-asked): relayed as any
 		// pass-through relays its upstream's answer, Content-Range and
@@ -343,10 +343,10 @@ func (ch *Checker) checkAsAsked(q *traffic.Request, resp *http.Response, sts []o
 	}
 }
 
-// passesThrough: a list the sidecar passes through whole, the origin's
+// PassesThrough: a list the sidecar passes through whole, the origin's
 // own answer, storing nothing: one that names an id twice, or spells one
 // otherwise than it stores it (list-as-asked).
-func passesThrough(ids []string) bool {
+func PassesThrough(ids []string) bool {
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		if seen[id] || len(id) > 1 && id[0] == '0' {

@@ -50,7 +50,7 @@ func (ch *Checker) checkPart(q *traffic.Request, resp *http.Response, st origin.
 // noteHeld records the ids of route s whose shareable element q's client
 // received by end (held: stored for stale_if_error).
 func (ch *Checker) noteHeld(q *traffic.Request, sts []origin.Stamp, end time.Time) {
-	if q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" || q.Kind == "list" && passesThrough(q.Ids) {
+	if q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" || q.Kind == "list" && PassesThrough(q.Ids) {
 		return // a list passed through: nothing stored
 	}
 	ch.mu.Lock()
@@ -78,7 +78,7 @@ func (ch *Checker) noteHeld(q *traffic.Request, sts []origin.Stamp, end time.Tim
 // every id when it was sent) and held-inferred-s.
 func (ch *Checker) checkHeld(q *traffic.Request, resp *http.Response, start time.Time) {
 	if ch.cfg.NoHeld || q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" ||
-		q.Kind == "list" && passesThrough(q.Ids) { // the origin's own answer: no copy answers for it
+		q.Kind == "list" && PassesThrough(q.Ids) { // the origin's own answer: no copy answers for it
 		return
 	}
 	res := []string{q.Res}
