@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/sidecache/sidecache/internal/invariant/check"
 	"net/http"
 	"net/url"
 	"slices"
@@ -13,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/sidecache/sidecache/internal/invariant/traffic"
+
+	"github.com/sidecache/sidecache/internal/invariant/check"
 )
 
 // Route s's stale-if-error check (check/stale.go) holds that a copy a
