@@ -11,9 +11,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sidecache/sidecache/internal/invariant/traffic"
-
 	"github.com/sidecache/sidecache/internal/invariant/check"
+	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
 
 // Route s's stale-if-error check (check/stale.go) holds that a copy a
