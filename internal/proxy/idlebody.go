@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/tunnel"
 )
 
 // idleBodies returns rt with each answer's body cut once a read of it has
@@ -29,12 +31,12 @@ import (
 //
 // A 101's body is the upgraded connection itself (ReverseProxy needs it
 // writable): it is bounded instead by tunnelD without a byte either way
-// (tunnel.go, upstream.tunnel_idle_timeout), each cut told to count, and
+// (internal/tunnel, upstream.tunnel_idle_timeout), each cut told to count, and
 // the tunnels open at once by slots: an upgrade request takes a slot
-// before it is sent, or fails with errTunnelLimit unsent, and gives it
+// before it is sent, or fails with tunnel.ErrLimit unsent, and gives it
 // back when its answer is no 101 or its tunnel closes.
 // CloseIdleConnections reaches rt's, if it has one.
-func idleBodies(rt http.RoundTripper, d, tunnelD time.Duration, slots *tunnelSlots, count func()) http.RoundTripper {
+func idleBodies(rt http.RoundTripper, d, tunnelD time.Duration, slots *tunnel.Slots, count func()) http.RoundTripper {
 	return idleTransport{rt: rt, d: d, tunnelD: tunnelD, slots: slots, count: count}
 }
 
@@ -42,8 +44,8 @@ type idleTransport struct {
 	rt      http.RoundTripper
 	d       time.Duration
 	tunnelD time.Duration
-	slots   *tunnelSlots // nil: no bound
-	count   func()       // told each tunnel cut
+	slots   *tunnel.Slots // nil: no bound
+	count   func()        // told each tunnel cut
 }
 
 func (t idleTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -51,21 +53,21 @@ func (t idleTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// ReverseProxy keeps Upgrade on its way out for those alone.
 	_, upgrade := r.Header["Upgrade"]
 	slot := upgrade && t.slots != nil
-	if slot && !t.slots.take() {
-		return nil, errTunnelLimit
+	if slot && !t.slots.Take() {
+		return nil, tunnel.ErrLimit
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	resp, err := t.rt.RoundTrip(r.WithContext(ctx))
 	if err != nil {
 		cancel()
 		if slot {
-			t.slots.give()
+			t.slots.Give()
 		}
 		return nil, err
 	}
 	switched := resp.StatusCode == http.StatusSwitchingProtocols && resp.Body != nil
 	if slot && !switched {
-		t.slots.give() // no tunnel came of it
+		t.slots.Give() // no tunnel came of it
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil || resp.Body == http.NoBody {
 		// Nothing to bound, or a tunnel (see idleBodies): the Transport
@@ -74,9 +76,9 @@ func (t idleTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		if switched {
 			var give func()
 			if slot {
-				give = t.slots.give
+				give = t.slots.Give
 			}
-			resp.Body = tunnel(r.Context(), resp.Body, t.tunnelD, t.count, give)
+			resp.Body = tunnel.Idle(r.Context(), resp.Body, t.tunnelD, t.count, give)
 		}
 		return resp, nil
 	}

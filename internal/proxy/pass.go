@@ -20,6 +20,7 @@ import (
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/relay"
+	"github.com/sidecache/sidecache/internal/tunnel"
 )
 
 // write forwards a request a route or its method may make invalidate
@@ -147,8 +148,8 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				edge.AnswerBodyTimeout(w, r)
 				return
 			}
-			if errors.Is(err, errTunnelLimit) {
-				// Refused unsent (tunnel.go): no upstream failure to
+			if errors.Is(err, tunnel.ErrLimit) {
+				// Refused unsent (internal/tunnel): no upstream failure to
 				// count or log, the client told when to try again.
 				st := status{fwd: "bypass"}
 				if pi != nil {

@@ -38,6 +38,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
+	"github.com/sidecache/sidecache/internal/edge"
 	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/hitforpass"
 	"github.com/sidecache/sidecache/internal/httpcache"
@@ -50,6 +51,7 @@ import (
 	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/splitlist"
 	"github.com/sidecache/sidecache/internal/tombstone"
+	"github.com/sidecache/sidecache/internal/tunnel"
 	"github.com/sidecache/sidecache/internal/upframe"
 	"github.com/sidecache/sidecache/internal/upstreamlog"
 )
@@ -88,6 +90,14 @@ type Leaser interface {
 	WaitFill(ctx context.Context, key string, max time.Duration, newer time.Time) (e *cache.Entry, found, lapsed bool, err error)
 }
 
+// DefaultTunnelIdleTimeout is upstream.tunnel_idle_timeout's default
+// (tunnel.DefaultIdleTimeout: Envoy's stream_idle_timeout).
+const DefaultTunnelIdleTimeout = tunnel.DefaultIdleTimeout
+
+// DefaultMaxTunnels is upstream.max_tunnels' default (tunnel.DefaultMax:
+// NGINX's worker_connections default).
+const DefaultMaxTunnels = tunnel.DefaultMax
+
 // Options configure a Handler. Upstream and Routes are required.
 type Options struct {
 	Upstream *url.URL
@@ -105,11 +115,11 @@ type Options struct {
 	MaxHeaderBytes int64
 	// TunnelIdle bounds an upgraded connection (a 101's tunnel):
 	// once no byte has crossed it either way for this long, both its
-	// sides are closed (upstream.tunnel_idle_timeout; tunnel.go).
+	// sides are closed (upstream.tunnel_idle_timeout; internal/tunnel).
 	// 0: DefaultTunnelIdleTimeout.
 	TunnelIdle time.Duration
 	// MaxTunnels bounds the upgraded connections open at once
-	// (upstream.max_tunnels; tunnel.go): an upgrade request past it is
+	// (upstream.max_tunnels; internal/tunnel): an upgrade request past it is
 	// answered 503 without reaching the upstream. 0: DefaultMaxTunnels.
 	MaxTunnels int
 	// Via is the sidecar's pseudonym: a cached route's upstream request
@@ -138,8 +148,8 @@ type Handler struct {
 	maxKey    int
 	idle      int
 	maxHdr    int64
-	tunIdle   time.Duration     // an upgraded connection's longest silence (tunnel.go)
-	tunnels   *tunnelSlots      // the upgraded connections open (upstream.max_tunnels), across reloads
+	tunIdle   time.Duration     // an upgraded connection's longest silence (internal/tunnel)
+	tunnels   *tunnel.Slots     // the upgraded connections open (upstream.max_tunnels), across reloads
 	transport http.RoundTripper // fixed by Options; nil: one per upstream config
 	cache     Cache
 	inv       Invalidator
@@ -252,7 +262,7 @@ func New(opts Options) (*Handler, error) {
 	if h.tunIdle <= 0 {
 		h.tunIdle = DefaultTunnelIdleTimeout
 	}
-	h.tunnels = newTunnelSlots(opts.MaxTunnels)
+	h.tunnels = tunnel.NewSlots(opts.MaxTunnels)
 	if h.m == nil {
 		h.m = metrics.New(nil)
 	}
@@ -379,6 +389,10 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	}
 	return &st
 }
+
+// countTunnelCut counts a tunnel cut for its silence, with the edge's
+// cuts: it is the client's connection that ends.
+func (h *Handler) countTunnelCut() { h.m.EdgeRefused(edge.ReasonTunnelIdle) }
 
 // send makes a cached-path upstream call (out from outgoing) on the
 // caller's goroutine over the lean pool when it takes out (lean.Client
