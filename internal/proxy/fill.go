@@ -300,7 +300,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	// turns out too large to keep; it is then streamed like a
 	// pass-through, which the whole call's deadline does not cut once it
 	// has started, and the wait for each of its bytes does: the upstream
-	// pool bounds it (lean's armBody, the Transport's idleBodies), so a
+	// pool bounds it (lean's armBody, the Transport's idlebody.Wrap), so a
 	// body that stalls halfway ends the stream (streamLarge aborts the
 	// client's connection) rather than holding it for good.
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

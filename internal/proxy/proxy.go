@@ -42,6 +42,7 @@ import (
 	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/hitforpass"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/idlebody"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/rawio"
@@ -300,7 +301,7 @@ func tombWindow(timeout time.Duration) time.Duration { return timeout + 10*time.
 
 // NewTransport is a keep-alive pool sized for one upstream on loopback. The
 // response-header timeout makes a hung upstream answer 504 on pass-through
-// (a body that stalls is cut by the handler's idleBodies, around it);
+// (a body that stalls is cut by the handler's idlebody.Wrap, around it);
 // maxHeader bounds an answer's header bytes (0: the Transport's 10 MiB).
 func NewTransport(timeout time.Duration, idlePerHost int, maxHeader int64) *http.Transport {
 	if idlePerHost <= 0 {
@@ -379,9 +380,10 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	// The trailers Connection names are hop-by-hop: dropped before
 	// ReverseProxy (or the fill) strips Connection from the header.
 	st.transport = lean.HopTrailers(st.transport)
-	// Each body read waits at most timeout for its bytes (idlebody.go),
-	// outermost, so a resent call's body is bounded too.
-	st.transport = idleBodies(st.transport, timeout, h.tunIdle, h.tunnels, h.countTunnelCut)
+	// Each body read waits at most timeout for its bytes
+	// (internal/idlebody), outermost, so a resent call's body is bounded
+	// too; a tunnel, tunnel_idle_timeout without a byte either way.
+	st.transport = idlebody.Wrap(st.transport, idlebody.Options{Body: timeout, Tunnel: h.tunIdle, Slots: h.tunnels, TunnelCut: h.countTunnelCut})
 	st.pass = h.newPassProxy(u, st.transport, timeout)
 	st.lean = nil
 	if h.transport == nil {
