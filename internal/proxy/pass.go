@@ -63,7 +63,7 @@ type passInfo struct {
 func (x *exchange) passWith(o outcome, detail string, after func(code int, answer http.Header)) {
 	st := x.status(o, nil, 0)
 	if detail != "" {
-		st.detail = detail
+		st.Detail = detail
 	}
 	// The lean loop writes its own request: tracing (which injects the
 	// request span as traceparent) takes the ReverseProxy way.
@@ -128,7 +128,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				pi.after(resp.StatusCode, resp.Header)
 			}
 			st := pi.st
-			st.fwdStatus = resp.StatusCode
+			st.FwdStatus = resp.StatusCode
 			resp.Header.Set("Cache-Status", httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String()))
 			return nil
 		},
@@ -151,7 +151,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 			if errors.Is(err, tunnel.ErrLimit) {
 				// Refused unsent (internal/tunnel): no upstream failure to
 				// count or log, the client told when to try again.
-				st := status{fwd: "bypass"}
+				st := status{Fwd: "bypass"}
 				if pi != nil {
 					st = pi.st
 				}
@@ -173,7 +173,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 			if clientLeft {
 				return // there is no one to answer
 			}
-			st, route := status{fwd: "bypass"}, metrics.PassRoute
+			st, route := status{Fwd: "bypass"}, metrics.PassRoute
 			if pi != nil {
 				st, route = pi.st, pi.rm.Name()
 			}
@@ -230,9 +230,9 @@ func (h *Handler) logUpstream(r *http.Request, route string, code int, err error
 }
 
 func writeUpstreamError(w http.ResponseWriter, ue *upstreamErr, st status) {
-	st.fwdStatus = 0
-	if st.detail == "" {
-		st.detail = "upstream-error"
+	st.FwdStatus = 0
+	if st.Detail == "" {
+		st.Detail = "upstream-error"
 	}
 	w.Header().Set("Cache-Status", st.String())
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -33,7 +33,7 @@ func (x *exchange) leanPass(st status) {
 		x.rec.Upstream = took
 	}
 	x.h.tagh.stripFrom(resp.Header)
-	st.fwdStatus = resp.StatusCode
+	st.FwdStatus = resp.StatusCode
 	resp.Header["Cache-Status"] = []string{httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String())}
 	x.h.addVia(resp.Header)
 	buf := x.h.bufs.Take()

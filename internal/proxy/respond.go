@@ -7,10 +7,19 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/cachestatus"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 )
+
+// status is this cache's RFC 9211 Cache-Status member (internal/cachestatus
+// makes its wire form, the common ones once).
+type status = cachestatus.Member
+
+// notModifiedHeaders are the fields a 304 carries over from the stored 200
+// (RFC 9110 §15.4.5).
+var notModifiedHeaders = [...]string{"Cache-Control", "Content-Location", "Date", "Etag", "Expires", "Last-Modified", "Vary"}
 
 // outcome is how the proxy answered one request. It alone decides the
 // fixed part of the Cache-Status member and the metrics result.
@@ -64,16 +73,16 @@ func (x *exchange) status(o outcome, e *cache.Entry, fwdStatus int) status {
 // counted from the instant e was judged fresh at.
 func (x *exchange) statusAt(o outcome, e *cache.Entry, fwdStatus int, now time.Time) status {
 	row := outcomes[o]
-	s := status{hit: row.hit, fwd: row.fwd, collapsed: row.collapsed, detail: row.detail, fwdStatus: fwdStatus}
-	if x.refresh && s.fwd == "miss" {
-		s.fwd = "request" // a stored response was not allowed (RFC 9211 §2.2)
+	s := status{Hit: row.hit, Fwd: row.fwd, Collapsed: row.collapsed, Detail: row.detail, FwdStatus: fwdStatus}
+	if x.refresh && s.Fwd == "miss" {
+		s.Fwd = "request" // a stored response was not allowed (RFC 9211 §2.2)
 	}
 	if row.fromCache && e != nil {
-		s.hasTTL = true
+		s.HasTTL = true
 		if now.IsZero() {
 			now = x.h.now()
 		}
-		s.ttl = e.TTL - e.Age(now) // negative once stale
+		s.TTL = e.TTL - e.Age(now) // negative once stale
 	}
 	return s
 }
@@ -89,7 +98,7 @@ func (x *exchange) respondEntry(o outcome, c candidate, fwdStatus int) {
 func (x *exchange) respondEntryAt(o outcome, c candidate, fwdStatus int, now time.Time) {
 	s := x.statusAt(o, c.e, fwdStatus, now)
 	if o == outHit {
-		s.detail = string(c.tier)
+		s.Detail = string(c.tier)
 	}
 	x.respond(o, c.e, s)
 }
@@ -104,9 +113,9 @@ func (x *exchange) respondHeld(held candidate, fwdStatus int) {
 	now := x.h.now()
 	s := x.statusAt(outStaleError, held.e, fwdStatus, now)
 	if held.e.Fresh(now) {
-		s.fwd = "miss"
+		s.Fwd = "miss"
 		if x.refresh {
-			s.fwd = "request" // a stored response was not allowed (§2.2)
+			s.Fwd = "request" // a stored response was not allowed (§2.2)
 		}
 	}
 	x.respond(outStaleError, held.e, s)
@@ -134,9 +143,9 @@ func (x *exchange) respondFlight(f *flight, leader bool) {
 		x.rs.m.Coalesced()
 	}
 	s := x.status(o, f.c.e, fwdStatus)
-	s.stored = f.stored
+	s.Stored = f.stored
 	if f.batched {
-		s.detail = "batch"
+		s.Detail = "batch"
 	}
 	x.respond(o, f.c.e, s)
 }

@@ -115,7 +115,7 @@ func (x *exchange) routable(rt *route.Route, id string, scratch route.Params) (b
 func (x *exchange) badIDList(err error) {
 	sp := x.rs.rt.Split
 	s := x.status(outBypass, nil, 0)
-	s.detail = "split-ids"
+	s.Detail = "split-ids"
 	hd := x.w.Header()
 	hd.Set("Cache-Status", s.String())
 	hd.Set("Content-Type", "text/plain; charset=utf-8")
@@ -312,7 +312,7 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 		}
 		if p.err != nil {
 			s := x.status(outError, nil, 0)
-			s.detail = "split"
+			s.Detail = "split"
 			ue := classify(p.err)
 			x.h.logUpstream(x.r, x.rs.m.Name(), ue.code, p.err)
 			x.writeFailure(ue, s)
@@ -325,7 +325,7 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 			// endpoint refuses a query holding the id, rather than
 			// told the id does not exist (200 with it left out).
 			s := x.status(outMiss, nil, p.e.Status)
-			s.detail = "split"
+			s.Detail = "split"
 			x.writeEntry(p.e, s, false)
 			x.count(outcomes[outMiss].result)
 			return
@@ -340,11 +340,11 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 		o = outMiss
 	}
 	s := x.status(o, nil, 0)
-	s.detail = `"split hits=` + strconv.Itoa(hits) + ` misses=` + strconv.Itoa(misses)
+	s.Detail = `"split hits=` + strconv.Itoa(hits) + ` misses=` + strconv.Itoa(misses)
 	if stale > 0 {
-		s.detail += ` stale=` + strconv.Itoa(stale)
+		s.Detail += ` stale=` + strconv.Itoa(stale)
 	}
-	s.detail += `"`
+	s.Detail += `"`
 	x.writeList(l.Answer(), s)
 	x.count(outcomes[o].result)
 }
