@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/batch"
@@ -14,6 +13,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/largebody"
 )
 
 // flight is what one fill hands to the request that ran it and to every
@@ -38,8 +38,8 @@ type flight struct {
 	// fetchMissing), as a collapsed waiter does.
 	foreign bool
 	// large is set instead of c when the body is over max_body_bytes: the
-	// live response, streamed by one client (see largeBody).
-	large *largeBody
+	// live response, streamed by one client (internal/largebody).
+	large *largebody.Body
 	// stale is a stale copy the fill found, for stale-if-error; nil:
 	// none. A pointer, as only a fill that found one has it: a flight
 	// is made per L2 hit and held by every batched miss's lead, and the
@@ -294,7 +294,7 @@ func (x *exchange) resolve(ctx context.Context, get func(context.Context, string
 
 // fetch makes one upstream GET for the request and keeps the answer if
 // admit lets it. A body over max_body_bytes is not read twice: the flight
-// hands the live response on, to be streamed (see largeBody).
+// hands the live response on, to be streamed (internal/largebody).
 func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	// The fetch's own context ends with ctx's deadline until the answer
 	// turns out too large to keep; it is then streamed like a
@@ -366,14 +366,9 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		// (Varnish's hit-for-pass), so its next requests go straight to
 		// pass-through; other variants of the URL are still cached.
 		x.passVariant(resp.Header, x.h.now().Add(x.passFor()))
-		l := newLargeBody(resp, body, cancel)
 		// Only this request's client may stream it (join): if that client
-		// has left, nobody will, so let the upstream go at once.
-		context.AfterFunc(x.r.Context(), func() {
-			if l.claim() {
-				l.close()
-			}
-		})
+		// has left, nobody will, so the upstream goes at once.
+		l := largebody.New(x.r.Context(), resp, body, cancel)
 		return &flight{large: l, upstream: took, reqID: out.Header.Get("X-Request-Id")}, nil
 	}
 	resp.Body.Close()
@@ -464,38 +459,4 @@ func (x *exchange) keepAs(ctx context.Context, e *cache.Entry, header http.Heade
 	}
 	f.stored = true
 	return f
-}
-
-// largeBody is an upstream response too large to keep, already partly
-// read. Only the client whose request fetched it streams it — the prefix,
-// then the rest — so one client request never costs two upstream fetches,
-// and an answer that is private, carries that client's Set-Cookie or a
-// coding only it accepts never reaches another (it skips answers); every
-// other client of the flight passes through with its own fetch. If that
-// client has left, it is closed at once; if nobody claims it, after a
-// grace period.
-type largeBody struct {
-	claimed atomic.Bool
-	resp    *http.Response
-	prefix  []byte
-	cancel  context.CancelFunc
-}
-
-const largeBodyGrace = 5 * time.Second
-
-func newLargeBody(resp *http.Response, prefix []byte, cancel context.CancelFunc) *largeBody {
-	l := &largeBody{resp: resp, prefix: prefix, cancel: cancel}
-	time.AfterFunc(largeBodyGrace, func() {
-		if l.claim() {
-			l.close()
-		}
-	})
-	return l
-}
-
-func (l *largeBody) claim() bool { return l.claimed.CompareAndSwap(false, true) }
-
-func (l *largeBody) close() {
-	l.resp.Body.Close()
-	l.cancel()
 }

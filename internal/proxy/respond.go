@@ -9,6 +9,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachestatus"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/largebody"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 )
@@ -247,15 +248,15 @@ func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, f
 // chunk, or a kept-alive connection after a short Content-Length, would
 // let the client and any cache in front take a short body for the whole
 // one (RFC 9112 §8).
-func (x *exchange) streamLarge(l *largeBody) {
-	if !l.claim() {
+func (x *exchange) streamLarge(l *largebody.Body) {
+	if !l.Claim() {
 		x.pass(outTooLarge, "")
 		return
 	}
-	defer l.close()
-	stop := context.AfterFunc(x.r.Context(), l.cancel)
+	defer l.Close()
+	stop := context.AfterFunc(x.r.Context(), l.Cancel)
 	defer stop()
-	resp := l.resp
+	resp := l.Resp
 	dst := x.w.Header()
 	for k, v := range resp.Header {
 		dst[k] = v
@@ -276,7 +277,7 @@ func (x *exchange) streamLarge(l *largeBody) {
 	if x.r.Method != http.MethodHead {
 		// As the pass-through paths: a stream is flushed as it comes.
 		buf := x.h.bufs.Take()
-		err = lean.CopyBody(x.w, resp, l.prefix, *buf)
+		err = lean.CopyBody(x.w, resp, l.Prefix, *buf)
 		x.h.bufs.Return(buf)
 		if err == nil {
 			lean.WriteTrailers(x.w, resp, announced, x.h.trailers)
