@@ -169,9 +169,9 @@ func (x *exchange) elementHeads(upstream, sent http.Header, requested time.Time)
 			for i, status := range [2]int{http.StatusOK, http.StatusNotFound} {
 				heads.shared[i] = heads.Shared(status)
 				heads.stored[i] = heads.shared[i]
-				if x.h.tagh.s.StripsFrom(heads.shared[i]) {
+				if x.h.tagh.StripsFrom(heads.shared[i]) {
 					heads.stored[i] = heads.Shared(status)
-					x.h.tagh.s.StripFrom(heads.stored[i])
+					x.h.tagh.StripFrom(heads.stored[i])
 				}
 				heads.storedBytes[i] = httpcache.HeaderBytes(heads.stored[i])
 			}

@@ -76,7 +76,7 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int, answe
 			// client is gone mid-body: the detached context ends anyway.
 			defer pi.end()
 		}
-		x.st.pass.ServeHTTP(relay.Guard(x.w, x.r, x.h.tagh.stripFrom), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
+		x.st.pass.ServeHTTP(relay.Guard(x.w, x.r, x.h.tagh.StripFrom), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
 	}
 	x.count(outcomes[o].result)
 }
@@ -118,7 +118,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 			if pi == nil {
 				return nil
 			}
-			h.tagh.stripFrom(resp.Header)
+			h.tagh.StripFrom(resp.Header)
 			took := h.now().Sub(pi.start)
 			pi.rm.Upstream(resp.StatusCode, took)
 			if pi.rec != nil {

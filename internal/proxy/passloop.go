@@ -32,7 +32,7 @@ func (x *exchange) leanPass(st status) {
 	if x.rec != nil {
 		x.rec.Upstream = took
 	}
-	x.h.tagh.stripFrom(resp.Header)
+	x.h.tagh.StripFrom(resp.Header)
 	st.FwdStatus = resp.StatusCode
 	resp.Header["Cache-Status"] = []string{httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String())}
 	x.h.addVia(resp.Header)
@@ -74,6 +74,6 @@ func (h *Handler) addVia(hdr http.Header) {
 // got the upstream's every 100 relayed).
 func (x *exchange) relay1xx(code int, h http.Header) {
 	if relay.Relays(code) && x.gate.Admit(x.r, h) {
-		relay.Write(x.w, code, h, x.h.tagh.stripFrom)
+		relay.Write(x.w, code, h, x.h.tagh.StripFrom)
 	}
 }

@@ -51,6 +51,7 @@ import (
 	"github.com/sidecache/sidecache/internal/routeshape"
 	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/splitlist"
+	"github.com/sidecache/sidecache/internal/surrogate"
 	"github.com/sidecache/sidecache/internal/tombstone"
 	"github.com/sidecache/sidecache/internal/tunnel"
 	"github.com/sidecache/sidecache/internal/upframe"
@@ -172,8 +173,8 @@ type Handler struct {
 	// under way, so a burst of stale hits starts one goroutine, not many.
 	refreshing sync.Map
 	tombs      *tombstone.Set
-	tagh       tagHeaders
-	// stripTags is tagh.stripFrom, made once: a method value allocates
+	tagh       surrogate.Headers // TagHeaders resolved once
+	// stripTags is tagh.StripFrom, made once: a method value allocates
 	// each time it is taken, and every cached request's relay takes it.
 	stripTags func(http.Header)
 	// trailers filters an upstream's trailers as its header is filtered:
@@ -249,7 +250,7 @@ func New(opts Options) (*Handler, error) {
 		log:       opts.Logger,
 		now:       opts.Now,
 		bufs:      bufpool.New(),
-		tagh:      newTagHeaders(opts.TagHeaders),
+		tagh:      surrogate.New(opts.TagHeaders),
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = 8 << 20
@@ -276,10 +277,10 @@ func New(opts Options) (*Handler, error) {
 	if opts.Via != "" {
 		h.via = []string{"1.1 " + opts.Via}
 	}
-	h.stripTags = h.tagh.stripFrom
+	h.stripTags = h.tagh.StripFrom
 	h.trailers = func(t http.Header) {
 		httpcache.RemoveForbiddenTrailers(t)
-		h.tagh.stripFrom(t)
+		h.tagh.StripFrom(t)
 	}
 	h.upLog = upstreamlog.New(h.log, h.now)
 	h.withheldLogged = forward.NewLogged()

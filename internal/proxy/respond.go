@@ -262,7 +262,7 @@ func (x *exchange) streamLarge(l *largebody.Body) {
 		dst[k] = v
 	}
 	httpcache.RemoveHopHeaders(dst)
-	x.h.tagh.stripFrom(dst)
+	x.h.tagh.StripFrom(dst)
 	s := x.status(outTooLarge, nil, resp.StatusCode)
 	dst.Set("Cache-Status", httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), s.String()))
 	x.h.addVia(dst)

@@ -57,7 +57,7 @@ func (x *exchange) refreshed(ctx context.Context, notModified http.Header, reque
 		return x.fetch(ctx)
 	}
 	merged, update := httpcache.Freshen(stored, notModified)
-	x.h.tagh.carryOver(merged, update, b.Tags)
+	x.h.tagh.CarryOver(merged, update, b.Tags)
 	// Its body may be a slice of the L2 reply it was read from: the entry
 	// stored again holds a copy (Entry.OwnBody).
 	f := x.keep(ctx, b.Status, merged, b.OwnBody(), requested)
