@@ -14,6 +14,7 @@ import (
 	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/largebody"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // flight is what one fill hands to the request that ran it and to every
@@ -314,18 +315,18 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		// A GET that did not ask to upgrade cannot be switched (RFC 9110
 		// §15.2.2); relaying it would leave the client hanging.
 		resp.Body.Close()
-		err = &upstreamErr{code: http.StatusBadGateway, err: errors.New("unrequested 101 Switching Protocols")}
+		err = &upfail.Error{Code: http.StatusBadGateway, Err: errors.New("unrequested 101 Switching Protocols")}
 	}
 	if err == nil && resp.StatusCode < 100 {
 		// Three digits but no status (RFC 9110 §15): nothing to store or
 		// relay (a ResponseWriter panics on it).
 		resp.Body.Close()
-		err = &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("upstream status %d out of range", resp.StatusCode)}
+		err = &upfail.Error{Code: http.StatusBadGateway, Err: fmt.Errorf("upstream status %d out of range", resp.StatusCode)}
 	}
 	if err != nil {
 		cancel()
 		x.rs.m.Upstream(0, x.h.now().Sub(t0))
-		return nil, classify(deadlineFirst(ctx, err))
+		return nil, upfail.Classify(upfail.DeadlineFirst(ctx, err))
 	}
 	x.sent = out.Header
 	if names, _ := cachekey.ParseVary(resp.Header); !x.retried && x.sentWithout(names) {
@@ -359,7 +360,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	if err != nil {
 		resp.Body.Close()
 		cancel()
-		return nil, classify(deadlineFirst(ctx, err))
+		return nil, upfail.Classify(upfail.DeadlineFirst(ctx, err))
 	}
 	if large && stop() {
 		// Remember for a while that this variant streams through
@@ -381,21 +382,11 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		return f, err
 	}
 	if large {
-		return nil, classify(ctx.Err()) // the deadline won the race with stop
+		return nil, upfail.Classify(ctx.Err()) // the deadline won the race with stop
 	}
 	f := x.keep(ctx, resp.StatusCode, resp.Header, body, t0)
 	f.upstream, f.reqID = took, out.Header.Get("X-Request-Id")
 	return f, nil
-}
-
-// deadlineFirst names ctx's end as the cause of err when ctx has ended:
-// the fetch's own context is cancelled from it, and a timeout must read as
-// one (504), not as a broken connection (502).
-func deadlineFirst(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("%w: %w", ctx.Err(), err)
-	}
-	return err
 }
 
 // keep builds the entry for a fetched answer and stores it in every tier if

@@ -21,6 +21,7 @@ import (
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/relay"
 	"github.com/sidecache/sidecache/internal/tunnel"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // write forwards a request a route or its method may make invalidate
@@ -156,8 +157,8 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 					st = pi.st
 				}
 				h.m.EdgeRefused(edge.ReasonTunnelLimit)
-				w.Header().Set("Retry-After", strconv.Itoa(retryAfter(h.state.Load().timeout)))
-				writeUpstreamError(w, &upstreamErr{code: http.StatusServiceUnavailable, err: err}, st)
+				w.Header().Set("Retry-After", strconv.Itoa(upfail.RetryAfter(h.state.Load().timeout)))
+				upfail.Write(w, &upfail.Error{Code: http.StatusServiceUnavailable, Err: err}, st)
 				return
 			}
 			clientLeft := r.Context().Err() != nil
@@ -177,9 +178,9 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 			if pi != nil {
 				st, route = pi.st, pi.rm.Name()
 			}
-			ue := classify(err)
-			h.logUpstream(r, route, ue.code, err)
-			writeUpstreamError(w, ue, st)
+			ue := upfail.Classify(err)
+			h.logUpstream(r, route, ue.Code, err)
+			upfail.Write(w, ue, st)
 		},
 		ErrorLog:   slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 		BufferPool: h.bufs,
@@ -193,75 +194,20 @@ func (pi *passInfo) end() {
 	}
 }
 
-// upstreamErr is a fetch failure the client may be told about: only its
-// status and a fixed text leave the sidecar, never the upstream's words.
-type upstreamErr struct {
-	code int
-	err  error
-}
-
-func (e *upstreamErr) Error() string { return "proxy: upstream: " + e.err.Error() }
-func (e *upstreamErr) Unwrap() error { return e.err }
-
-// classify maps a transport error to the status the spec promises: 504 for
-// a timeout, 502 for a refused or reset connection and everything else.
-func classify(err error) *upstreamErr {
-	var ue *upstreamErr
-	if errors.As(err, &ue) {
-		return ue
-	}
-	if timedOut(err) {
-		return &upstreamErr{code: http.StatusGatewayTimeout, err: err}
-	}
-	return &upstreamErr{code: http.StatusBadGateway, err: err}
-}
-
-// timedOut reports whether err is a call that ran out of time: its
-// context's deadline (upstream.timeout) or a network timeout.
-func timedOut(err error) bool {
-	var te interface{ Timeout() bool }
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout()
-}
-
 // logUpstream writes the one line of a request answered 502 or 504
 // because the upstream failed, the same on every path (internal/upstreamlog).
 func (h *Handler) logUpstream(r *http.Request, route string, code int, err error) {
 	h.upLog.Failed(r, route, code, err)
 }
 
-func writeUpstreamError(w http.ResponseWriter, ue *upstreamErr, st status) {
-	st.FwdStatus = 0
-	if st.Detail == "" {
-		st.Detail = "upstream-error"
-	}
-	w.Header().Set("Cache-Status", st.String())
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(ue.code)
-	switch ue.code {
-	case http.StatusGatewayTimeout:
-		_, _ = w.Write([]byte("upstream timeout\n"))
-	case http.StatusServiceUnavailable:
-		_, _ = w.Write([]byte("upstream busy\n"))
-	default:
-		_, _ = w.Write([]byte("bad gateway\n"))
-	}
-}
-
-// writeFailure is writeUpstreamError for a cached route's request, with
+// writeFailure is upfail.Write for a cached route's request, with
 // Retry-After (RFC 9110 §10.2.3) on the 503 of a miss the batcher
 // refused, its group's queue full (batchFailed): by then the calls in
 // flight have ended, each within upstream.timeout, and the queue has
 // moved on. Rounded up to whole seconds, at least 1.
-func (x *exchange) writeFailure(ue *upstreamErr, st status) {
-	if ue.code == http.StatusServiceUnavailable {
-		x.w.Header().Set("Retry-After", strconv.Itoa(retryAfter(x.st.timeout)))
+func (x *exchange) writeFailure(ue *upfail.Error, st status) {
+	if ue.Code == http.StatusServiceUnavailable {
+		x.w.Header().Set("Retry-After", strconv.Itoa(upfail.RetryAfter(x.st.timeout)))
 	}
-	writeUpstreamError(x.w, ue, st)
-}
-
-// retryAfter is a 503's Retry-After: upstream.timeout in whole seconds,
-// rounded up, at least 1.
-func retryAfter(timeout time.Duration) int {
-	return max(1, int((timeout+time.Second-1)/time.Second))
+	upfail.Write(x.w, ue, st)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/relay"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // leanPass is passWith's lean form: the common pass-through (lean.Client
@@ -22,9 +23,9 @@ func (x *exchange) leanPass(st status) {
 			return // there is no one to answer
 		}
 		x.rs.m.Upstream(0, x.h.now().Sub(x.start))
-		ue := classify(err)
-		x.h.logUpstream(r, x.rs.m.Name(), ue.code, err)
-		writeUpstreamError(w, ue, st)
+		ue := upfail.Classify(err)
+		x.h.logUpstream(r, x.rs.m.Name(), ue.Code, err)
+		upfail.Write(w, ue, st)
 		return
 	}
 	took := x.h.now().Sub(x.start)

@@ -12,6 +12,7 @@ import (
 	"github.com/sidecache/sidecache/internal/largebody"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // status is this cache's RFC 9211 Cache-Status member (internal/cachestatus
@@ -171,8 +172,8 @@ func (x *exchange) respond(o outcome, e *cache.Entry, s status) {
 // fail answers an upstream failure that no stale copy could cover.
 func (x *exchange) fail(err error) {
 	s := x.status(outError, nil, 0)
-	ue := classify(err)
-	x.h.logUpstream(x.r, x.rs.m.Name(), ue.code, err)
+	ue := upfail.Classify(err)
+	x.h.logUpstream(x.r, x.rs.m.Name(), ue.Code, err)
 	x.writeFailure(ue, s)
 	x.count(outcomes[outError].result)
 }

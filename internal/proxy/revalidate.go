@@ -9,6 +9,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // Revalidation (RFC 9111 §4.3): a stale entry that carries a validator
@@ -84,8 +85,8 @@ func mustRevalidateError(base *cache.Entry, err error) error {
 	if base == nil || !base.NoStale || errors.Is(err, errBulk) {
 		return err
 	}
-	if ue := classify(err); ue.code == http.StatusGatewayTimeout {
+	if ue := upfail.Classify(err); ue.Code == http.StatusGatewayTimeout {
 		return ue
 	}
-	return &upstreamErr{code: http.StatusGatewayTimeout, err: fmt.Errorf("revalidate: stale entry may not be served: %w", err)}
+	return &upfail.Error{Code: http.StatusGatewayTimeout, Err: fmt.Errorf("revalidate: stale entry may not be served: %w", err)}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/splitlist"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // split answers a list request (GET /users?ids=3,1,2) per id from the
@@ -234,7 +235,7 @@ func (p *part) settle(e *cache.Entry, err error) {
 // the upstream's failure, never its body in the list), nil otherwise.
 func idFailed(e *cache.Entry) error {
 	if e.Status >= 500 {
-		return &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", e.Status)}
+		return &upfail.Error{Code: http.StatusBadGateway, Err: fmt.Errorf("split: id status %d", e.Status)}
 	}
 	return nil
 }
@@ -250,7 +251,7 @@ func (x *exchange) settlePanic(p *part) {
 		return
 	}
 	x.h.log.Error("split fetch panicked", "route", x.rs.rt.Name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-	p.e, p.err = nil, &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id fetch panicked: %v", v)}
+	p.e, p.err = nil, &upfail.Error{Code: http.StatusBadGateway, Err: fmt.Errorf("split: id fetch panicked: %v", v)}
 }
 
 // enlist puts the list's missing ids into the target's batches at once
@@ -313,8 +314,8 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 		if p.err != nil {
 			s := x.status(outError, nil, 0)
 			s.Detail = "split"
-			ue := classify(p.err)
-			x.h.logUpstream(x.r, x.rs.m.Name(), ue.code, p.err)
+			ue := upfail.Classify(p.err)
+			x.h.logUpstream(x.r, x.rs.m.Name(), ue.Code, p.err)
 			x.writeFailure(ue, s)
 			x.count(outcomes[outError].result)
 			return
