@@ -380,7 +380,7 @@ func (c *exchange) setID(id string, key *cachekey.Frame, room []byte, tags *[ele
 	var ends [elementTags]int
 	n := len(rt.Tags)
 	if n > elementTags {
-		n = 0 // expanded by newElementEntry
+		n = 0 // expanded by entryblock.NewElement
 	}
 	ps := c.params.list()
 	for i, t := range rt.Tags[:n] {

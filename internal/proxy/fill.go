@@ -12,6 +12,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
+	"github.com/sidecache/sidecache/internal/entryblock"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/largebody"
 	"github.com/sidecache/sidecache/internal/upfail"
@@ -394,13 +395,13 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 // entry's age counts from then (RFC 9111 §4.2.3), and an invalidation after
 // it means the answer may predate the write.
 func (x *exchange) keep(ctx context.Context, code int, header http.Header, body []byte, requested time.Time) *flight {
-	e := newEntry(x.rs, x.params.list())
+	e := entryblock.New(x.rs.routeTag, x.rs.rt.Tags, x.params.list())
 	e.Status, e.Header, e.Body, e.StoredAt = code, httpcache.StoredHeader(header), body, requested
 	f := x.keepAs(ctx, e, header, nil)
 	return &f
 }
 
-// keepAs is keep with the entry already made (newEntry; its status,
+// keepAs is keep with the entry already made (entryblock.New; its status,
 // header, body and request time set): e.Header, which tagEntry may strip;
 // header, the answer's, is only read (before the strip, for the tags), and
 // may be e.Header itself. hd, if not nil, is what admit reads of header
