@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -45,8 +44,6 @@ import (
 	"github.com/sidecache/sidecache/internal/idlebody"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
-	"github.com/sidecache/sidecache/internal/rawio"
-	"github.com/sidecache/sidecache/internal/resend"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/routeshape"
 	"github.com/sidecache/sidecache/internal/spelling"
@@ -54,8 +51,8 @@ import (
 	"github.com/sidecache/sidecache/internal/surrogate"
 	"github.com/sidecache/sidecache/internal/tombstone"
 	"github.com/sidecache/sidecache/internal/tunnel"
-	"github.com/sidecache/sidecache/internal/upframe"
 	"github.com/sidecache/sidecache/internal/upstreamlog"
+	"github.com/sidecache/sidecache/internal/uptransport"
 )
 
 // Cache is what the proxy needs of the (tiered) store: a lookup that says
@@ -129,7 +126,7 @@ type Options struct {
 	// a sidecar is refused there (internal/edge). Pass-through requests
 	// get it from edge.Guard, after the client's own Via. "": none.
 	Via            string
-	Transport      http.RoundTripper // nil: NewTransport
+	Transport      http.RoundTripper // nil: uptransport.New
 	Routes         *route.Table
 	Cache          Cache       // nil: nothing is cached
 	Invalidator    Invalidator // nil: writes invalidate nothing
@@ -300,41 +297,6 @@ func New(opts Options) (*Handler, error) {
 // (the upstream timeout) plus the time a peer's L2 write may lag.
 func tombWindow(timeout time.Duration) time.Duration { return timeout + 10*time.Second }
 
-// NewTransport is a keep-alive pool sized for one upstream on loopback. The
-// response-header timeout makes a hung upstream answer 504 on pass-through
-// (a body that stalls is cut by the handler's idlebody.Wrap, around it);
-// maxHeader bounds an answer's header bytes (0: the Transport's 10 MiB).
-func NewTransport(timeout time.Duration, idlePerHost int, maxHeader int64) *http.Transport {
-	if idlePerHost <= 0 {
-		idlePerHost = 256
-	}
-	d := &net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}
-	return &http.Transport{
-		Proxy: nil, // a sidecar talks to its own pod, never through a proxy
-		// The connections' reads and writes are raw (internal/rawio):
-		// ReverseProxy's upstream sockets, and the fill's and the bulk
-		// call's where they take the Transport (state.send), enter no
-		// syscall.Syscall either.
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			// Each answer's header sections are scanned for
-			// Content-Length beside Transfer-Encoding, which the
-			// Transport drops without a word (upframe.Check).
-			return upframe.Wrap(rawio.TCP(c)), nil
-		},
-		MaxIdleConns:           idlePerHost * 2,
-		MaxIdleConnsPerHost:    idlePerHost,
-		IdleConnTimeout:        90 * time.Second,
-		ResponseHeaderTimeout:  timeout,
-		MaxResponseHeaderBytes: maxHeader,
-		ExpectContinueTimeout:  time.Second,
-		ForceAttemptHTTP2:      false,
-	}
-}
-
 // SetRoutes swaps the route table. Batchers of the old table finish the
 // batches they hold; new requests use the new ones.
 func (h *Handler) SetRoutes(t *route.Table) {
@@ -369,22 +331,11 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	st := *old
 	st.up, st.timeout, st.transport = u, timeout, h.transport
 	if st.transport == nil {
-		st.transport = NewTransport(timeout, h.idle, h.maxHdr)
+		st.transport = uptransport.New(timeout, h.idle, h.maxHdr)
 	}
-	// One resend after a reused connection closed unanswered, never one
-	// per idle connection (internal/resend); the lean loop has the same
-	// bound of its own.
-	// Innermost, so every path's answers pass it: an answer framed both
-	// ways, or a 304 to a request with no condition, is a failure (502),
-	// never stored or relayed (internal/upframe).
-	st.transport = resend.Once(upframe.Check(st.transport))
-	// The trailers Connection names are hop-by-hop: dropped before
-	// ReverseProxy (or the fill) strips Connection from the header.
-	st.transport = lean.HopTrailers(st.transport)
-	// Each body read waits at most timeout for its bytes
-	// (internal/idlebody), outermost, so a resent call's body is bounded
-	// too; a tunnel, tunnel_idle_timeout without a byte either way.
-	st.transport = idlebody.Wrap(st.transport, idlebody.Options{Body: timeout, Tunnel: h.tunIdle, Slots: h.tunnels, TunnelCut: h.countTunnelCut})
+	// The rules every call through the Transport keeps, its bodies and
+	// tunnels bounded (internal/uptransport, internal/idlebody).
+	st.transport = uptransport.Wrap(st.transport, idlebody.Options{Body: timeout, Tunnel: h.tunIdle, Slots: h.tunnels, TunnelCut: h.countTunnelCut})
 	st.pass = h.newPassProxy(u, st.transport, timeout)
 	st.lean = nil
 	if h.transport == nil {
