@@ -114,7 +114,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				return fmt.Errorf("upstream status %d out of range", resp.StatusCode)
 			}
 			lean.FilterTrailers(resp, h.trailers) // the trailer rules of every path
-			h.addVia(resp.Header)
+			httpcache.AddVia(resp.Header, h.via)
 			pi, _ := resp.Request.Context().Value(passCtxKey{}).(*passInfo)
 			if pi == nil {
 				return nil

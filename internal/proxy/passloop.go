@@ -36,7 +36,7 @@ func (x *exchange) leanPass(st status) {
 	x.h.tagh.StripFrom(resp.Header)
 	st.FwdStatus = resp.StatusCode
 	resp.Header["Cache-Status"] = []string{httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String())}
-	x.h.addVia(resp.Header)
+	httpcache.AddVia(resp.Header, x.h.via)
 	buf := x.h.bufs.Take()
 	err = lean.WriteResponse(w, resp, *buf, x.h.trailers)
 	x.h.bufs.Return(buf)
@@ -50,22 +50,6 @@ func (x *exchange) leanPass(st status) {
 		return
 	}
 	x.st.lean.Put(c)
-}
-
-// addVia appends the sidecar's member to an answer's Via (RFC 9110
-// §7.6.3: a proxy sends Via in each message it forwards, responses too),
-// after the upstream's own. The stored or received slice is never
-// appended to in place (capped), and an answer without Via gets the
-// shared read-only one: no allocation on the common path.
-func (h *Handler) addVia(hdr http.Header) {
-	if h.via == nil {
-		return
-	}
-	if v := hdr["Via"]; len(v) > 0 {
-		hdr["Via"] = append(v[:len(v):len(v)], h.via[0])
-		return
-	}
-	hdr["Via"] = h.via[:1:1]
 }
 
 // relay1xx passes an upstream's 1xx on to the client at once

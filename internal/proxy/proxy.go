@@ -38,6 +38,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/edge"
+	"github.com/sidecache/sidecache/internal/entrywrite"
 	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/hitforpass"
 	"github.com/sidecache/sidecache/internal/httpcache"
@@ -180,6 +181,7 @@ type Handler struct {
 	// without allocating.
 	trailers func(http.Header)
 	via      []string            // the cached path's Via field; nil: none (read-only)
+	ew       entrywrite.Options  // via and now, for answers written from an entry
 	upLog    *upstreamlog.Logger // upstream failure lines
 	// withheldLogged outlives reloads: a withheld header is logged once
 	// per route and name in the life of the process.
@@ -274,6 +276,7 @@ func New(opts Options) (*Handler, error) {
 	if opts.Via != "" {
 		h.via = []string{"1.1 " + opts.Via}
 	}
+	h.ew = entrywrite.Options{Via: h.via, Now: h.now}
 	h.stripTags = h.tagh.StripFrom
 	h.trailers = func(t http.Header) {
 		httpcache.RemoveForbiddenTrailers(t)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachestatus"
+	"github.com/sidecache/sidecache/internal/entrywrite"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/largebody"
 	"github.com/sidecache/sidecache/internal/lean"
@@ -18,10 +19,6 @@ import (
 // status is this cache's RFC 9211 Cache-Status member (internal/cachestatus
 // makes its wire form, the common ones once).
 type status = cachestatus.Member
-
-// notModifiedHeaders are the fields a 304 carries over from the stored 200
-// (RFC 9110 §15.4.5).
-var notModifiedHeaders = [...]string{"Cache-Control", "Content-Location", "Date", "Etag", "Expires", "Last-Modified", "Vary"}
 
 // outcome is how the proxy answered one request. It alone decides the
 // fixed part of the Cache-Status member and the metrics result.
@@ -178,60 +175,10 @@ func (x *exchange) fail(err error) {
 	x.count(outcomes[outError].result)
 }
 
-// writeEntry answers from an entry: the stored header, Age when it came
-// from the cache (RFC 9111 §5.1), Cache-Status, and a 304 when the client's
-// conditional matches a stored 200 (RFC 9110 §13.2.2).
-//
-// The values it sets (Age, Cache-Status, Content-Length) share one
-// backing array, each a slice of capacity 1, so that one more value added
-// to any of them is copied elsewhere: one allocation per response, not
-// one per header.
+// writeEntry answers from an entry (internal/entrywrite): fromCache, it
+// was stored, and Age and ttl are reported.
 func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
-	dst := x.w.Header()
-	vals := make([]string, 3)
-	if e.Status == http.StatusOK && httpcache.NotModifiedTag(x.r, e.ETag(), e.Header) {
-		for _, k := range notModifiedHeaders {
-			if v, ok := e.Header[k]; ok {
-				dst[k] = v
-			}
-		}
-		if v := e.ETagField(); v != nil {
-			dst["Etag"] = v
-		}
-		x.setCacheHeaders(dst, e, st, fromCache, vals)
-		x.w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	for k, v := range e.Header {
-		dst[k] = v
-	}
-	if v := e.ETagField(); v != nil {
-		dst["Etag"] = v // the entry's own, outside its shared header (cache.Entry.SetETag)
-	}
-	x.setCacheHeaders(dst, e, st, fromCache, vals)
-	if e.Status != http.StatusNoContent && e.Status != http.StatusNotModified {
-		vals[2] = strconv.Itoa(len(e.Body))
-		dst["Content-Length"] = vals[2:3:3]
-	}
-	x.w.WriteHeader(e.Status)
-	if x.r.Method != http.MethodHead {
-		_, _ = x.w.Write(e.Body)
-	}
-}
-
-// setCacheHeaders sets Via, Age and Cache-Status; vals holds the
-// values, Age's in vals[0] and Cache-Status's in vals[1] (writeEntry).
-func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, fromCache bool, vals []string) {
-	x.h.addVia(dst) // after the stored Via, never into it (addVia)
-	// A fetched answer that arrived with an age keeps it (RFC 9111 §5.1:
-	// a cache passes the age of the caches before it on, plus its own);
-	// under a second is only Date's rounding, not worth an Age: 0.
-	if fromCache || e.InitialAge >= time.Second {
-		vals[0] = strconv.FormatInt(int64(e.Age(x.h.now())/time.Second), 10)
-		dst["Age"] = vals[0:1:1]
-	}
-	vals[1] = httpcache.AppendCacheStatus(e.Header.Get("Cache-Status"), st.String())
-	dst["Cache-Status"] = vals[1:2:2]
+	entrywrite.Write(x.w, x.r, e, st, fromCache, &x.h.ew)
 }
 
 // streamLarge answers the client whose request fetched a response too large
@@ -266,7 +213,7 @@ func (x *exchange) streamLarge(l *largebody.Body) {
 	x.h.tagh.StripFrom(dst)
 	s := x.status(outTooLarge, nil, resp.StatusCode)
 	dst.Set("Cache-Status", httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), s.String()))
-	x.h.addVia(dst)
+	httpcache.AddVia(dst, x.h.via)
 	if resp.ContentLength >= 0 {
 		dst.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
