@@ -4,9 +4,12 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sidecache/sidecache/internal/bufpool"
 )
 
 type body struct {
@@ -63,5 +66,79 @@ func TestClientLeftCloses(t *testing.T) {
 	<-ended
 	if l.Claim() {
 		t.Error("an answer closed for a client that left was claimed")
+	}
+}
+
+func upstream(t *testing.T, h http.HandlerFunc) *http.Response {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func streamOptions() *StreamOptions {
+	return &StreamOptions{
+		Strip:    func(h http.Header) { h.Del("Surrogate-Key") },
+		Via:      []string{"1.1 sc"},
+		Trailers: func(http.Header) {},
+		Bufs:     bufpool.New(),
+	}
+}
+
+// The client gets the part read, then the rest, under the upstream's
+// header less hop-by-hop fields and tag headers, with the sidecar's member
+// and Via; the upstream's body is closed after.
+func TestStream(t *testing.T) {
+	resp := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Surrogate-Key", "t1")
+		w.Header().Set("Keep-Alive", "timeout=5")
+		w.Header().Set("Cache-Status", "origin; hit")
+		w.Header().Set("Content-Length", "10")
+		_, _ = io.WriteString(w, "0123456789")
+	})
+	prefix := make([]byte, 4)
+	if _, err := io.ReadFull(resp.Body, prefix); err != nil {
+		t.Fatal(err)
+	}
+	l := New(context.Background(), resp, prefix, func() {})
+	if !l.Claim() {
+		t.Fatal("claim failed")
+	}
+	w := httptest.NewRecorder()
+	if err := l.Stream(w, httptest.NewRequest(http.MethodGet, "/big", nil), "sidecache; fwd=miss; detail=too-large", streamOptions()); err != nil {
+		t.Fatal(err)
+	}
+	h := w.Result().Header
+	if w.Body.String() != "0123456789" || h.Get("Content-Length") != "10" {
+		t.Errorf("body %q, Content-Length %q; want the whole 10 bytes", w.Body, h.Get("Content-Length"))
+	}
+	if got, want := h.Get("Cache-Status"), "origin; hit, sidecache; fwd=miss; detail=too-large"; got != want {
+		t.Errorf("Cache-Status %q, want %q", got, want)
+	}
+	if h.Get("Surrogate-Key") != "" || h.Get("Keep-Alive") != "" || h.Get("Via") != "1.1 sc" {
+		t.Errorf("header %v: want no tag or hop-by-hop field, our Via", h)
+	}
+}
+
+// A body the upstream broke off is an error: the caller aborts the
+// client's connection rather than pass a short body off as whole.
+func TestStreamBrokenOff(t *testing.T) {
+	resp := upstream(t, func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		_, _ = brw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
+		_ = brw.Flush()
+		c.Close()
+	})
+	l := New(context.Background(), resp, nil, func() {})
+	l.Claim()
+	if err := l.Stream(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/big", nil), "sidecache", streamOptions()); err == nil {
+		t.Fatal("a body broken off streamed without an error")
 	}
 }

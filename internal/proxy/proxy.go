@@ -43,6 +43,7 @@ import (
 	"github.com/sidecache/sidecache/internal/hitforpass"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/idlebody"
+	"github.com/sidecache/sidecache/internal/largebody"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/route"
@@ -180,9 +181,10 @@ type Handler struct {
 	// headers. One func for the handler's life, so the lean path passes it
 	// without allocating.
 	trailers func(http.Header)
-	via      []string            // the cached path's Via field; nil: none (read-only)
-	ew       entrywrite.Options  // via and now, for answers written from an entry
-	upLog    *upstreamlog.Logger // upstream failure lines
+	via      []string                // the cached path's Via field; nil: none (read-only)
+	ew       entrywrite.Options      // via and now, for answers written from an entry
+	large    largebody.StreamOptions // how a too-large answer streams (largebody)
+	upLog    *upstreamlog.Logger     // upstream failure lines
 	// withheldLogged outlives reloads: a withheld header is logged once
 	// per route and name in the life of the process.
 	withheldLogged *forward.Logged
@@ -282,6 +284,7 @@ func New(opts Options) (*Handler, error) {
 		httpcache.RemoveForbiddenTrailers(t)
 		h.tagh.StripFrom(t)
 	}
+	h.large = largebody.StreamOptions{Strip: h.stripTags, Via: h.via, Trailers: h.trailers, Bufs: h.bufs}
 	h.upLog = upstreamlog.New(h.log, h.now)
 	h.withheldLogged = forward.NewLogged()
 	h.setTracing(opts.TracerProvider)

@@ -1,17 +1,13 @@
 package proxy
 
 import (
-	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachestatus"
 	"github.com/sidecache/sidecache/internal/entrywrite"
-	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/largebody"
-	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/upfail"
 )
@@ -182,57 +178,18 @@ func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
 }
 
 // streamLarge answers the client whose request fetched a response too large
-// to keep: it streams the part already read, then the rest, flushed as it
-// comes when it is a stream (lean.CopyBody), as on the pass-through paths:
-// an event stream or a long poll that outgrew max_body_bytes must not
-// wait in net/http's write buffer. Its trailers follow, filtered as
-// theirs are (lean.AnnounceTrailers, lean.WriteTrailers). When the body is no longer there to
+// to keep (largebody.Body.Stream). When the body is no longer there to
 // claim (the grace period ended), it passes through with a fetch of its
-// own.
-//
-// The client leaving ends the upstream request at once, as on the other
-// pass-through paths, and a body the upstream broke off (or one the client
-// stopped taking) aborts the client's connection: a chunked answer's last
-// chunk, or a kept-alive connection after a short Content-Length, would
-// let the client and any cache in front take a short body for the whole
-// one (RFC 9112 §8).
+// own. A body broken off aborts the client's connection (RFC 9112 §8).
 func (x *exchange) streamLarge(l *largebody.Body) {
 	if !l.Claim() {
 		x.pass(outTooLarge, "")
 		return
 	}
-	defer l.Close()
-	stop := context.AfterFunc(x.r.Context(), l.Cancel)
-	defer stop()
-	resp := l.Resp
-	dst := x.w.Header()
-	for k, v := range resp.Header {
-		dst[k] = v
-	}
-	httpcache.RemoveHopHeaders(dst)
-	x.h.tagh.StripFrom(dst)
-	s := x.status(outTooLarge, nil, resp.StatusCode)
-	dst.Set("Cache-Status", httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), s.String()))
-	httpcache.AddVia(dst, x.h.via)
-	if resp.ContentLength >= 0 {
-		dst.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
-	}
-	// The trailers as the pass-through paths relay them: announced, then
-	// sent after the body, filtered by the one filter (h.trailers).
-	announced := lean.AnnounceTrailers(dst, resp, x.h.trailers)
-	x.w.WriteHeader(resp.StatusCode)
-	var err error
-	if x.r.Method != http.MethodHead {
-		// As the pass-through paths: a stream is flushed as it comes.
-		buf := x.h.bufs.Take()
-		err = lean.CopyBody(x.w, resp, l.Prefix, *buf)
-		x.h.bufs.Return(buf)
-		if err == nil {
-			lean.WriteTrailers(x.w, resp, announced, x.h.trailers)
-		}
-	}
+	s := x.status(outTooLarge, nil, l.Resp.StatusCode)
+	err := l.Stream(x.w, x.r, s.String(), &x.h.large)
 	x.count(outcomes[outTooLarge].result)
 	if err != nil && x.r.Context().Value(http.ServerContextKey) != nil {
-		panic(http.ErrAbortHandler) // deferred: the upstream's body closed
+		panic(http.ErrAbortHandler) // the upstream's body closed
 	}
 }
