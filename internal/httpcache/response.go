@@ -130,3 +130,19 @@ func KeepWindow(validator bool, life time.Duration) time.Duration {
 func AgeAtRequest(h http.Header, requested, received time.Time) time.Duration {
 	return max(InitialAge(h, requested, received)-max(received.Sub(requested), 0), 0)
 }
+
+// AddVia appends a proxy's member via[0] to an answer's Via (RFC 9110
+// §7.6.3: a proxy sends Via in each message it forwards, responses too),
+// after the upstream's own; via nil: nothing. The stored or received slice
+// is never appended to in place (capped), and an answer without Via gets
+// via itself, read-only: no allocation on the common path.
+func AddVia(hdr http.Header, via []string) {
+	if via == nil {
+		return
+	}
+	if v := hdr["Via"]; len(v) > 0 {
+		hdr["Via"] = append(v[:len(v):len(v)], via[0])
+		return
+	}
+	hdr["Via"] = via[:1:1]
+}

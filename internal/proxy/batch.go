@@ -17,6 +17,7 @@ import (
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/surrogate"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // errBulk marks a failed bulk call. Its waiters answer 502 (504 when it
@@ -231,14 +232,14 @@ func droppedReason(err error) string {
 // its bulk call ran out of upstream.timeout, as any upstream timeout is
 // (RFC 9110 §15.6.5: a healthy bulk endpoint on a loaded machine is slow,
 // not broken), else 502 (a failed bulk call).
-func batchFailed(err error) *upstreamErr {
+func batchFailed(err error) *upfail.Error {
 	switch {
 	case errors.Is(err, batch.ErrQueueFull):
-		return &upstreamErr{code: http.StatusServiceUnavailable, err: err}
-	case errors.Is(err, batch.ErrDeadline) || timedOut(err):
-		return &upstreamErr{code: http.StatusGatewayTimeout, err: err}
+		return &upfail.Error{Code: http.StatusServiceUnavailable, Err: err}
+	case errors.Is(err, batch.ErrDeadline) || upfail.TimedOut(err):
+		return &upfail.Error{Code: http.StatusGatewayTimeout, Err: err}
 	}
-	return &upstreamErr{code: http.StatusBadGateway, err: err}
+	return &upfail.Error{Code: http.StatusBadGateway, Err: err}
 }
 
 // loadBatched answers one per-ID miss through the route's batcher.
@@ -379,7 +380,7 @@ func (c *exchange) setID(id string, key *cachekey.Frame, room []byte, tags *[ele
 	var ends [elementTags]int
 	n := len(rt.Tags)
 	if n > elementTags {
-		n = 0 // expanded by newElementEntry
+		n = 0 // expanded by entryblock.NewElement
 	}
 	ps := c.params.list()
 	for i, t := range rt.Tags[:n] {

@@ -10,6 +10,7 @@ import (
 	"github.com/sidecache/sidecache/internal/bulk"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/entryblock"
 	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/httpcache"
 )
@@ -70,7 +71,7 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		unstorable := reason != notStoredVaryWithheld && reason != notStoredVaryUnnamed
 		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true, unstorable: unstorable}
 	}
-	e, slot := newElementEntry(x.rs, x.params.list(), tags)
+	e, slot := entryblock.NewElement(x.rs.routeTag, x.rs.rt.Tags, x.params.list(), tags)
 	e.Status, e.Body, e.StoredAt = status, body, requested
 	var f flight
 	switch age, aged := upstream["Age"]; {
@@ -169,9 +170,9 @@ func (x *exchange) elementHeads(upstream, sent http.Header, requested time.Time)
 			for i, status := range [2]int{http.StatusOK, http.StatusNotFound} {
 				heads.shared[i] = heads.Shared(status)
 				heads.stored[i] = heads.shared[i]
-				if x.h.tagh.s.StripsFrom(heads.shared[i]) {
+				if x.h.tagh.StripsFrom(heads.shared[i]) {
 					heads.stored[i] = heads.Shared(status)
-					x.h.tagh.s.StripFrom(heads.stored[i])
+					x.h.tagh.StripFrom(heads.stored[i])
 				}
 				heads.storedBytes[i] = httpcache.HeaderBytes(heads.stored[i])
 			}

@@ -6,14 +6,16 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
+	"github.com/sidecache/sidecache/internal/entryblock"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/largebody"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // flight is what one fill hands to the request that ran it and to every
@@ -38,8 +40,8 @@ type flight struct {
 	// fetchMissing), as a collapsed waiter does.
 	foreign bool
 	// large is set instead of c when the body is over max_body_bytes: the
-	// live response, streamed by one client (see largeBody).
-	large *largeBody
+	// live response, streamed by one client (internal/largebody).
+	large *largebody.Body
 	// stale is a stale copy the fill found, for stale-if-error; nil:
 	// none. A pointer, as only a fill that found one has it: a flight
 	// is made per L2 hit and held by every batched miss's lead, and the
@@ -294,13 +296,13 @@ func (x *exchange) resolve(ctx context.Context, get func(context.Context, string
 
 // fetch makes one upstream GET for the request and keeps the answer if
 // admit lets it. A body over max_body_bytes is not read twice: the flight
-// hands the live response on, to be streamed (see largeBody).
+// hands the live response on, to be streamed (internal/largebody).
 func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	// The fetch's own context ends with ctx's deadline until the answer
 	// turns out too large to keep; it is then streamed like a
 	// pass-through, which the whole call's deadline does not cut once it
 	// has started, and the wait for each of its bytes does: the upstream
-	// pool bounds it (lean's armBody, the Transport's idleBodies), so a
+	// pool bounds it (lean's armBody, the Transport's idlebody.Wrap), so a
 	// body that stalls halfway ends the stream (streamLarge aborts the
 	// client's connection) rather than holding it for good.
 	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -314,18 +316,18 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		// A GET that did not ask to upgrade cannot be switched (RFC 9110
 		// §15.2.2); relaying it would leave the client hanging.
 		resp.Body.Close()
-		err = &upstreamErr{code: http.StatusBadGateway, err: errors.New("unrequested 101 Switching Protocols")}
+		err = &upfail.Error{Code: http.StatusBadGateway, Err: errors.New("unrequested 101 Switching Protocols")}
 	}
 	if err == nil && resp.StatusCode < 100 {
 		// Three digits but no status (RFC 9110 §15): nothing to store or
 		// relay (a ResponseWriter panics on it).
 		resp.Body.Close()
-		err = &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("upstream status %d out of range", resp.StatusCode)}
+		err = &upfail.Error{Code: http.StatusBadGateway, Err: fmt.Errorf("upstream status %d out of range", resp.StatusCode)}
 	}
 	if err != nil {
 		cancel()
 		x.rs.m.Upstream(0, x.h.now().Sub(t0))
-		return nil, classify(deadlineFirst(ctx, err))
+		return nil, upfail.Classify(upfail.DeadlineFirst(ctx, err))
 	}
 	x.sent = out.Header
 	if names, _ := cachekey.ParseVary(resp.Header); !x.retried && x.sentWithout(names) {
@@ -359,21 +361,16 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	if err != nil {
 		resp.Body.Close()
 		cancel()
-		return nil, classify(deadlineFirst(ctx, err))
+		return nil, upfail.Classify(upfail.DeadlineFirst(ctx, err))
 	}
 	if large && stop() {
 		// Remember for a while that this variant streams through
 		// (Varnish's hit-for-pass), so its next requests go straight to
 		// pass-through; other variants of the URL are still cached.
 		x.passVariant(resp.Header, x.h.now().Add(x.passFor()))
-		l := newLargeBody(resp, body, cancel)
 		// Only this request's client may stream it (join): if that client
-		// has left, nobody will, so let the upstream go at once.
-		context.AfterFunc(x.r.Context(), func() {
-			if l.claim() {
-				l.close()
-			}
-		})
+		// has left, nobody will, so the upstream goes at once.
+		l := largebody.New(x.r.Context(), resp, body, cancel)
 		return &flight{large: l, upstream: took, reqID: out.Header.Get("X-Request-Id")}, nil
 	}
 	resp.Body.Close()
@@ -386,21 +383,11 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 		return f, err
 	}
 	if large {
-		return nil, classify(ctx.Err()) // the deadline won the race with stop
+		return nil, upfail.Classify(ctx.Err()) // the deadline won the race with stop
 	}
 	f := x.keep(ctx, resp.StatusCode, resp.Header, body, t0)
 	f.upstream, f.reqID = took, out.Header.Get("X-Request-Id")
 	return f, nil
-}
-
-// deadlineFirst names ctx's end as the cause of err when ctx has ended:
-// the fetch's own context is cancelled from it, and a timeout must read as
-// one (504), not as a broken connection (502).
-func deadlineFirst(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("%w: %w", ctx.Err(), err)
-	}
-	return err
 }
 
 // keep builds the entry for a fetched answer and stores it in every tier if
@@ -408,13 +395,13 @@ func deadlineFirst(ctx context.Context, err error) error {
 // entry's age counts from then (RFC 9111 §4.2.3), and an invalidation after
 // it means the answer may predate the write.
 func (x *exchange) keep(ctx context.Context, code int, header http.Header, body []byte, requested time.Time) *flight {
-	e := newEntry(x.rs, x.params.list())
+	e := entryblock.New(x.rs.routeTag, x.rs.rt.Tags, x.params.list())
 	e.Status, e.Header, e.Body, e.StoredAt = code, httpcache.StoredHeader(header), body, requested
 	f := x.keepAs(ctx, e, header, nil)
 	return &f
 }
 
-// keepAs is keep with the entry already made (newEntry; its status,
+// keepAs is keep with the entry already made (entryblock.New; its status,
 // header, body and request time set): e.Header, which tagEntry may strip;
 // header, the answer's, is only read (before the strip, for the tags), and
 // may be e.Header itself. hd, if not nil, is what admit reads of header
@@ -464,38 +451,4 @@ func (x *exchange) keepAs(ctx context.Context, e *cache.Entry, header http.Heade
 	}
 	f.stored = true
 	return f
-}
-
-// largeBody is an upstream response too large to keep, already partly
-// read. Only the client whose request fetched it streams it — the prefix,
-// then the rest — so one client request never costs two upstream fetches,
-// and an answer that is private, carries that client's Set-Cookie or a
-// coding only it accepts never reaches another (it skips answers); every
-// other client of the flight passes through with its own fetch. If that
-// client has left, it is closed at once; if nobody claims it, after a
-// grace period.
-type largeBody struct {
-	claimed atomic.Bool
-	resp    *http.Response
-	prefix  []byte
-	cancel  context.CancelFunc
-}
-
-const largeBodyGrace = 5 * time.Second
-
-func newLargeBody(resp *http.Response, prefix []byte, cancel context.CancelFunc) *largeBody {
-	l := &largeBody{resp: resp, prefix: prefix, cancel: cancel}
-	time.AfterFunc(largeBodyGrace, func() {
-		if l.claim() {
-			l.close()
-		}
-	})
-	return l
-}
-
-func (l *largeBody) claim() bool { return l.claimed.CompareAndSwap(false, true) }
-
-func (l *largeBody) close() {
-	l.resp.Body.Close()
-	l.cancel()
 }

@@ -12,7 +12,7 @@ import (
 // A stream reaches the client as it comes, on every path that relays an
 // upstream body as it reads it — the lean loop, ReverseProxy, and the
 // cached fill that finds the answer too large to keep and streams it to
-// the client that asked (largeBody): an answer of unknown length or an
+// the client that asked (internal/largebody): an answer of unknown length or an
 // event stream is flushed after every read, as httputil.ReverseProxy
 // does. (Batch and split answers are read whole before they are written:
 // not streams.)

@@ -2,18 +2,15 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
-	"net/textproto"
-	"net/url"
 	"strings"
 
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
+	"github.com/sidecache/sidecache/internal/upreq"
 )
 
 // forwarding holds a route's forwarding rules (internal/forward: which
@@ -64,26 +61,6 @@ func (f *forwarding) learnVary(r *http.Request, names []string) bool {
 	return f.rules.LearnVary(r.Header, names)
 }
 
-// copyHeaders fills dst with what the route forwards of src. Hop-by-hop and
-// conditional fields never go (the cache answers conditionals itself and
-// wants a full response to store), nor do a client's Forwarded,
-// X-Forwarded-*, Via, request id and trace context (forward.Own: the
-// sidecar writes its own, never trusting the client's). A field the
-// client's Connection names is hop-by-hop too (RFC 9110 §7.6.1): it is
-// taken from what was copied by src's Connection, as Copy never copies
-// Connection itself (nor any other hop-by-hop field: neverForwarded), so
-// dst's own, which RemoveHopHeaders(dst) read, named nothing.
-func (f *forwarding) copyHeaders(dst, src http.Header) {
-	f.rules.Copy(dst, src)
-	for _, v := range src["Connection"] {
-		for name := range strings.SplitSeq(v, ",") {
-			if name = textproto.TrimString(name); name != "" {
-				dst.Del(name)
-			}
-		}
-	}
-}
-
 // group is the batch group of a request (forward.Rules.Group).
 // The host is the one the key holds (key.host).
 func (f *forwarding) group(r *http.Request) string {
@@ -102,45 +79,9 @@ func (x *exchange) upstreamQuery() string {
 	return cachekey.ForwardQuery(x.r.URL.RawQuery, &x.rs.rt.Key)
 }
 
-// outgoing builds the upstream GET for the cached path with
-// httputil.ProxyRequest, as pass-through does: SetURL, then SetXForwarded
-// from the client's address, never from what the client claimed.
+// outgoing builds the upstream GET for the cached path (internal/upreq):
+// what the key holds of x's request, and what the sidecar writes itself.
 func (x *exchange) outgoing(ctx context.Context, path, rawQuery string) *http.Request {
-	in := x.r
-	u := &url.URL{Path: path, RawQuery: rawQuery}
-	if path == in.URL.Path && in.URL.RawPath != "" {
-		u.RawPath = in.URL.RawPath // a %2F stays one, as on pass-through
-	}
-	out := (&http.Request{
-		Method: http.MethodGet, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: make(http.Header, len(in.Header)+3), Host: in.Host,
-	}).WithContext(ctx)
-	x.rs.fwd.copyHeaders(out.Header, in.Header)
-	// The sidecar's own request id and trace context, never the client's
-	// (forward.Own): the answer is stored for everyone, and one that
-	// echoes a client's id would serve that client's text to all. The
-	// access log keeps both for correlation.
-	out.Header["X-Request-Id"] = []string{rand.Text()}
-	if x.h.via != nil {
-		out.Header["Via"] = x.h.via[:1:1] // ours alone: the client's is not forwarded here (forward.Own)
-	}
-	x.h.inject(ctx, out.Header)
-	pr := httputil.ProxyRequest{In: in, Out: out}
-	pr.SetURL(x.st.up)
-	pr.SetXForwarded()
-	// What reaches the upstream is what the key holds: with key.host set,
-	// the upstream is told the canonical host (or none), never the one
-	// this client spelled, which the shared entry does not record.
-	if rt := x.rs.rt; rt != nil && (rt.Key.NoHost || rt.Key.Host != "") {
-		k := rt.Key
-		if h := k.KeyHost(in.Host); h != "" {
-			out.Header.Set("X-Forwarded-Host", h)
-		} else {
-			out.Header.Del("X-Forwarded-Host")
-		}
-	}
-	if _, ok := out.Header["User-Agent"]; !ok {
-		out.Header.Set("User-Agent", "") // as ReverseProxy: do not add Go's
-	}
-	return out
+	t := upreq.Target{Up: x.st.up, Rules: x.rs.fwd.rules, Key: &x.rs.rt.Key, Via: x.h.via, Trace: x.h.tr != nil}
+	return t.Get(ctx, x.r, path, rawQuery)
 }

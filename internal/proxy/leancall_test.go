@@ -22,6 +22,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/proxy"
+	"github.com/sidecache/sidecache/internal/uptransport"
 )
 
 // The cached path's upstream calls (the fill's and the bulk call) go over
@@ -30,7 +31,7 @@ import (
 // the same outcomes: an env with Options.Transport set has no lean pool.
 
 func withTransport(o *proxy.Options, _ *l1.Store) {
-	o.Transport = proxy.NewTransport(o.Timeout, 0, 0)
+	o.Transport = uptransport.New(o.Timeout, 0, 0)
 }
 
 // wireLog is every byte an upstream read from the sidecar.

@@ -11,22 +11,6 @@ import (
 // keys (Fastly's Surrogate-Key, Varnish's xkey); see internal/surrogate.
 type TagHeaders = surrogate.Config
 
-// tagHeaders is TagHeaders resolved once (internal/surrogate holds the
-// rules; these methods keep the proxy's call sites).
-type tagHeaders struct{ s surrogate.Headers }
-
-func newTagHeaders(o TagHeaders) tagHeaders { return tagHeaders{surrogate.New(o)} }
-
-// stripFrom removes the tag headers from a response header a client is
-// about to receive.
-func (t tagHeaders) stripFrom(h http.Header) { t.s.StripFrom(h) }
-
-// carryOver keeps a revalidated entry's upstream keys when the 304 names
-// none (surrogate.Headers.CarryOver).
-func (t tagHeaders) carryOver(merged, update http.Header, old []string) {
-	t.s.CarryOver(merged, update, old)
-}
-
 // tagEntry completes the tags of e, an answer fetched for x: the implicit
 // URI tags of x's path (internal/writeinv) and the keys the upstream named in
 // its tag headers, which it then strips from e's header (when configured).
@@ -44,8 +28,8 @@ func (x *exchange) tagEntry(e *cache.Entry, upstream http.Header) bool {
 	} else {
 		tags = surrogate.EntryURITags(e.Tags, x.r.URL.Path)
 	}
-	e.Tags, ok = x.h.tagh.s.AppendKeys(tags, upstream)
-	x.h.tagh.s.StripFrom(e.Header)
+	e.Tags, ok = x.h.tagh.AppendKeys(tags, upstream)
+	x.h.tagh.StripFrom(e.Header)
 	if !ok {
 		x.h.log.Debug("upstream tags over bounds: not stored", "route", x.rs.rt.Name, "path", x.r.URL.Path)
 		return false

@@ -20,6 +20,8 @@ import (
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/relay"
+	"github.com/sidecache/sidecache/internal/tunnel"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // write forwards a request a route or its method may make invalidate
@@ -62,7 +64,7 @@ type passInfo struct {
 func (x *exchange) passWith(o outcome, detail string, after func(code int, answer http.Header)) {
 	st := x.status(o, nil, 0)
 	if detail != "" {
-		st.detail = detail
+		st.Detail = detail
 	}
 	// The lean loop writes its own request: tracing (which injects the
 	// request span as traceparent) takes the ReverseProxy way.
@@ -75,7 +77,7 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int, answe
 			// client is gone mid-body: the detached context ends anyway.
 			defer pi.end()
 		}
-		x.st.pass.ServeHTTP(relay.Guard(x.w, x.r, x.h.tagh.stripFrom), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
+		x.st.pass.ServeHTTP(relay.Guard(x.w, x.r, x.h.tagh.StripFrom), x.r.WithContext(context.WithValue(x.r.Context(), passCtxKey{}, pi)))
 	}
 	x.count(outcomes[o].result)
 }
@@ -112,12 +114,12 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				return fmt.Errorf("upstream status %d out of range", resp.StatusCode)
 			}
 			lean.FilterTrailers(resp, h.trailers) // the trailer rules of every path
-			h.addVia(resp.Header)
+			httpcache.AddVia(resp.Header, h.via)
 			pi, _ := resp.Request.Context().Value(passCtxKey{}).(*passInfo)
 			if pi == nil {
 				return nil
 			}
-			h.tagh.stripFrom(resp.Header)
+			h.tagh.StripFrom(resp.Header)
 			took := h.now().Sub(pi.start)
 			pi.rm.Upstream(resp.StatusCode, took)
 			if pi.rec != nil {
@@ -127,7 +129,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				pi.after(resp.StatusCode, resp.Header)
 			}
 			st := pi.st
-			st.fwdStatus = resp.StatusCode
+			st.FwdStatus = resp.StatusCode
 			resp.Header.Set("Cache-Status", httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String()))
 			return nil
 		},
@@ -147,16 +149,16 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				edge.AnswerBodyTimeout(w, r)
 				return
 			}
-			if errors.Is(err, errTunnelLimit) {
-				// Refused unsent (tunnel.go): no upstream failure to
+			if errors.Is(err, tunnel.ErrLimit) {
+				// Refused unsent (internal/tunnel): no upstream failure to
 				// count or log, the client told when to try again.
-				st := status{fwd: "bypass"}
+				st := status{Fwd: "bypass"}
 				if pi != nil {
 					st = pi.st
 				}
 				h.m.EdgeRefused(edge.ReasonTunnelLimit)
-				w.Header().Set("Retry-After", strconv.Itoa(retryAfter(h.state.Load().timeout)))
-				writeUpstreamError(w, &upstreamErr{code: http.StatusServiceUnavailable, err: err}, st)
+				w.Header().Set("Retry-After", strconv.Itoa(upfail.RetryAfter(h.state.Load().timeout)))
+				upfail.Write(w, &upfail.Error{Code: http.StatusServiceUnavailable, Err: err}, st)
 				return
 			}
 			clientLeft := r.Context().Err() != nil
@@ -172,13 +174,13 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 			if clientLeft {
 				return // there is no one to answer
 			}
-			st, route := status{fwd: "bypass"}, metrics.PassRoute
+			st, route := status{Fwd: "bypass"}, metrics.PassRoute
 			if pi != nil {
 				st, route = pi.st, pi.rm.Name()
 			}
-			ue := classify(err)
-			h.logUpstream(r, route, ue.code, err)
-			writeUpstreamError(w, ue, st)
+			ue := upfail.Classify(err)
+			h.logUpstream(r, route, ue.Code, err)
+			upfail.Write(w, ue, st)
 		},
 		ErrorLog:   slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 		BufferPool: h.bufs,
@@ -192,75 +194,20 @@ func (pi *passInfo) end() {
 	}
 }
 
-// upstreamErr is a fetch failure the client may be told about: only its
-// status and a fixed text leave the sidecar, never the upstream's words.
-type upstreamErr struct {
-	code int
-	err  error
-}
-
-func (e *upstreamErr) Error() string { return "proxy: upstream: " + e.err.Error() }
-func (e *upstreamErr) Unwrap() error { return e.err }
-
-// classify maps a transport error to the status the spec promises: 504 for
-// a timeout, 502 for a refused or reset connection and everything else.
-func classify(err error) *upstreamErr {
-	var ue *upstreamErr
-	if errors.As(err, &ue) {
-		return ue
-	}
-	if timedOut(err) {
-		return &upstreamErr{code: http.StatusGatewayTimeout, err: err}
-	}
-	return &upstreamErr{code: http.StatusBadGateway, err: err}
-}
-
-// timedOut reports whether err is a call that ran out of time: its
-// context's deadline (upstream.timeout) or a network timeout.
-func timedOut(err error) bool {
-	var te interface{ Timeout() bool }
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout()
-}
-
 // logUpstream writes the one line of a request answered 502 or 504
 // because the upstream failed, the same on every path (internal/upstreamlog).
 func (h *Handler) logUpstream(r *http.Request, route string, code int, err error) {
 	h.upLog.Failed(r, route, code, err)
 }
 
-func writeUpstreamError(w http.ResponseWriter, ue *upstreamErr, st status) {
-	st.fwdStatus = 0
-	if st.detail == "" {
-		st.detail = "upstream-error"
-	}
-	w.Header().Set("Cache-Status", st.String())
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(ue.code)
-	switch ue.code {
-	case http.StatusGatewayTimeout:
-		_, _ = w.Write([]byte("upstream timeout\n"))
-	case http.StatusServiceUnavailable:
-		_, _ = w.Write([]byte("upstream busy\n"))
-	default:
-		_, _ = w.Write([]byte("bad gateway\n"))
-	}
-}
-
-// writeFailure is writeUpstreamError for a cached route's request, with
+// writeFailure is upfail.Write for a cached route's request, with
 // Retry-After (RFC 9110 §10.2.3) on the 503 of a miss the batcher
 // refused, its group's queue full (batchFailed): by then the calls in
 // flight have ended, each within upstream.timeout, and the queue has
 // moved on. Rounded up to whole seconds, at least 1.
-func (x *exchange) writeFailure(ue *upstreamErr, st status) {
-	if ue.code == http.StatusServiceUnavailable {
-		x.w.Header().Set("Retry-After", strconv.Itoa(retryAfter(x.st.timeout)))
+func (x *exchange) writeFailure(ue *upfail.Error, st status) {
+	if ue.Code == http.StatusServiceUnavailable {
+		x.w.Header().Set("Retry-After", strconv.Itoa(upfail.RetryAfter(x.st.timeout)))
 	}
-	writeUpstreamError(x.w, ue, st)
-}
-
-// retryAfter is a 503's Retry-After: upstream.timeout in whole seconds,
-// rounded up, at least 1.
-func retryAfter(timeout time.Duration) int {
-	return max(1, int((timeout+time.Second-1)/time.Second))
+	upfail.Write(x.w, ue, st)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/relay"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // leanPass is passWith's lean form: the common pass-through (lean.Client
@@ -22,9 +23,9 @@ func (x *exchange) leanPass(st status) {
 			return // there is no one to answer
 		}
 		x.rs.m.Upstream(0, x.h.now().Sub(x.start))
-		ue := classify(err)
-		x.h.logUpstream(r, x.rs.m.Name(), ue.code, err)
-		writeUpstreamError(w, ue, st)
+		ue := upfail.Classify(err)
+		x.h.logUpstream(r, x.rs.m.Name(), ue.Code, err)
+		upfail.Write(w, ue, st)
 		return
 	}
 	took := x.h.now().Sub(x.start)
@@ -32,10 +33,10 @@ func (x *exchange) leanPass(st status) {
 	if x.rec != nil {
 		x.rec.Upstream = took
 	}
-	x.h.tagh.stripFrom(resp.Header)
-	st.fwdStatus = resp.StatusCode
+	x.h.tagh.StripFrom(resp.Header)
+	st.FwdStatus = resp.StatusCode
 	resp.Header["Cache-Status"] = []string{httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String())}
-	x.h.addVia(resp.Header)
+	httpcache.AddVia(resp.Header, x.h.via)
 	buf := x.h.bufs.Take()
 	err = lean.WriteResponse(w, resp, *buf, x.h.trailers)
 	x.h.bufs.Return(buf)
@@ -51,22 +52,6 @@ func (x *exchange) leanPass(st status) {
 	x.st.lean.Put(c)
 }
 
-// addVia appends the sidecar's member to an answer's Via (RFC 9110
-// §7.6.3: a proxy sends Via in each message it forwards, responses too),
-// after the upstream's own. The stored or received slice is never
-// appended to in place (capped), and an answer without Via gets the
-// shared read-only one: no allocation on the common path.
-func (h *Handler) addVia(hdr http.Header) {
-	if h.via == nil {
-		return
-	}
-	if v := hdr["Via"]; len(v) > 0 {
-		hdr["Via"] = append(v[:len(v):len(v)], h.via[0])
-		return
-	}
-	hdr["Via"] = h.via[:1:1]
-}
-
 // relay1xx passes an upstream's 1xx on to the client at once
 // (RFC 9110 §15.2), without the tag headers, and keeps none of its fields
 // for the final answer (relay.Write); within the request's relay.Gate,
@@ -74,6 +59,6 @@ func (h *Handler) addVia(hdr http.Header) {
 // got the upstream's every 100 relayed).
 func (x *exchange) relay1xx(code int, h http.Header) {
 	if relay.Relays(code) && x.gate.Admit(x.r, h) {
-		relay.Write(x.w, code, h, x.h.tagh.stripFrom)
+		relay.Write(x.w, code, h, x.h.tagh.StripFrom)
 	}
 }

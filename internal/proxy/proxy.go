@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -38,20 +37,24 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
+	"github.com/sidecache/sidecache/internal/edge"
+	"github.com/sidecache/sidecache/internal/entrywrite"
 	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/hitforpass"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/idlebody"
+	"github.com/sidecache/sidecache/internal/largebody"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
-	"github.com/sidecache/sidecache/internal/rawio"
-	"github.com/sidecache/sidecache/internal/resend"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/routeshape"
 	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/splitlist"
+	"github.com/sidecache/sidecache/internal/surrogate"
 	"github.com/sidecache/sidecache/internal/tombstone"
-	"github.com/sidecache/sidecache/internal/upframe"
+	"github.com/sidecache/sidecache/internal/tunnel"
 	"github.com/sidecache/sidecache/internal/upstreamlog"
+	"github.com/sidecache/sidecache/internal/uptransport"
 )
 
 // Cache is what the proxy needs of the (tiered) store: a lookup that says
@@ -88,6 +91,14 @@ type Leaser interface {
 	WaitFill(ctx context.Context, key string, max time.Duration, newer time.Time) (e *cache.Entry, found, lapsed bool, err error)
 }
 
+// DefaultTunnelIdleTimeout is upstream.tunnel_idle_timeout's default
+// (tunnel.DefaultIdleTimeout: Envoy's stream_idle_timeout).
+const DefaultTunnelIdleTimeout = tunnel.DefaultIdleTimeout
+
+// DefaultMaxTunnels is upstream.max_tunnels' default (tunnel.DefaultMax:
+// NGINX's worker_connections default).
+const DefaultMaxTunnels = tunnel.DefaultMax
+
 // Options configure a Handler. Upstream and Routes are required.
 type Options struct {
 	Upstream *url.URL
@@ -105,11 +116,11 @@ type Options struct {
 	MaxHeaderBytes int64
 	// TunnelIdle bounds an upgraded connection (a 101's tunnel):
 	// once no byte has crossed it either way for this long, both its
-	// sides are closed (upstream.tunnel_idle_timeout; tunnel.go).
+	// sides are closed (upstream.tunnel_idle_timeout; internal/tunnel).
 	// 0: DefaultTunnelIdleTimeout.
 	TunnelIdle time.Duration
 	// MaxTunnels bounds the upgraded connections open at once
-	// (upstream.max_tunnels; tunnel.go): an upgrade request past it is
+	// (upstream.max_tunnels; internal/tunnel): an upgrade request past it is
 	// answered 503 without reaching the upstream. 0: DefaultMaxTunnels.
 	MaxTunnels int
 	// Via is the sidecar's pseudonym: a cached route's upstream request
@@ -117,7 +128,7 @@ type Options struct {
 	// a sidecar is refused there (internal/edge). Pass-through requests
 	// get it from edge.Guard, after the client's own Via. "": none.
 	Via            string
-	Transport      http.RoundTripper // nil: NewTransport
+	Transport      http.RoundTripper // nil: uptransport.New
 	Routes         *route.Table
 	Cache          Cache       // nil: nothing is cached
 	Invalidator    Invalidator // nil: writes invalidate nothing
@@ -138,8 +149,8 @@ type Handler struct {
 	maxKey    int
 	idle      int
 	maxHdr    int64
-	tunIdle   time.Duration     // an upgraded connection's longest silence (tunnel.go)
-	tunnels   *tunnelSlots      // the upgraded connections open (upstream.max_tunnels), across reloads
+	tunIdle   time.Duration     // an upgraded connection's longest silence (internal/tunnel)
+	tunnels   *tunnel.Slots     // the upgraded connections open (upstream.max_tunnels), across reloads
 	transport http.RoundTripper // fixed by Options; nil: one per upstream config
 	cache     Cache
 	inv       Invalidator
@@ -161,8 +172,8 @@ type Handler struct {
 	// under way, so a burst of stale hits starts one goroutine, not many.
 	refreshing sync.Map
 	tombs      *tombstone.Set
-	tagh       tagHeaders
-	// stripTags is tagh.stripFrom, made once: a method value allocates
+	tagh       surrogate.Headers // TagHeaders resolved once
+	// stripTags is tagh.StripFrom, made once: a method value allocates
 	// each time it is taken, and every cached request's relay takes it.
 	stripTags func(http.Header)
 	// trailers filters an upstream's trailers as its header is filtered:
@@ -170,8 +181,10 @@ type Handler struct {
 	// headers. One func for the handler's life, so the lean path passes it
 	// without allocating.
 	trailers func(http.Header)
-	via      []string            // the cached path's Via field; nil: none (read-only)
-	upLog    *upstreamlog.Logger // upstream failure lines
+	via      []string                // the cached path's Via field; nil: none (read-only)
+	ew       entrywrite.Options      // via and now, for answers written from an entry
+	large    largebody.StreamOptions // how a too-large answer streams (largebody)
+	upLog    *upstreamlog.Logger     // upstream failure lines
 	// withheldLogged outlives reloads: a withheld header is logged once
 	// per route and name in the life of the process.
 	withheldLogged *forward.Logged
@@ -241,7 +254,7 @@ func New(opts Options) (*Handler, error) {
 		log:       opts.Logger,
 		now:       opts.Now,
 		bufs:      bufpool.New(),
-		tagh:      newTagHeaders(opts.TagHeaders),
+		tagh:      surrogate.New(opts.TagHeaders),
 	}
 	if h.maxBody <= 0 {
 		h.maxBody = 8 << 20
@@ -255,7 +268,7 @@ func New(opts Options) (*Handler, error) {
 	if h.tunIdle <= 0 {
 		h.tunIdle = DefaultTunnelIdleTimeout
 	}
-	h.tunnels = newTunnelSlots(opts.MaxTunnels)
+	h.tunnels = tunnel.NewSlots(opts.MaxTunnels)
 	if h.m == nil {
 		h.m = metrics.New(nil)
 	}
@@ -268,11 +281,13 @@ func New(opts Options) (*Handler, error) {
 	if opts.Via != "" {
 		h.via = []string{"1.1 " + opts.Via}
 	}
-	h.stripTags = h.tagh.stripFrom
+	h.ew = entrywrite.Options{Via: h.via, Now: h.now}
+	h.stripTags = h.tagh.StripFrom
 	h.trailers = func(t http.Header) {
 		httpcache.RemoveForbiddenTrailers(t)
-		h.tagh.stripFrom(t)
+		h.tagh.StripFrom(t)
 	}
+	h.large = largebody.StreamOptions{Strip: h.stripTags, Via: h.via, Trailers: h.trailers, Bufs: h.bufs}
 	h.upLog = upstreamlog.New(h.log, h.now)
 	h.withheldLogged = forward.NewLogged()
 	h.setTracing(opts.TracerProvider)
@@ -290,41 +305,6 @@ func New(opts Options) (*Handler, error) {
 // tombWindow is how long an invalidation is remembered: the longest fetch
 // (the upstream timeout) plus the time a peer's L2 write may lag.
 func tombWindow(timeout time.Duration) time.Duration { return timeout + 10*time.Second }
-
-// NewTransport is a keep-alive pool sized for one upstream on loopback. The
-// response-header timeout makes a hung upstream answer 504 on pass-through
-// (a body that stalls is cut by the handler's idleBodies, around it);
-// maxHeader bounds an answer's header bytes (0: the Transport's 10 MiB).
-func NewTransport(timeout time.Duration, idlePerHost int, maxHeader int64) *http.Transport {
-	if idlePerHost <= 0 {
-		idlePerHost = 256
-	}
-	d := &net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}
-	return &http.Transport{
-		Proxy: nil, // a sidecar talks to its own pod, never through a proxy
-		// The connections' reads and writes are raw (internal/rawio):
-		// ReverseProxy's upstream sockets, and the fill's and the bulk
-		// call's where they take the Transport (state.send), enter no
-		// syscall.Syscall either.
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			// Each answer's header sections are scanned for
-			// Content-Length beside Transfer-Encoding, which the
-			// Transport drops without a word (upframe.Check).
-			return upframe.Wrap(rawio.TCP(c)), nil
-		},
-		MaxIdleConns:           idlePerHost * 2,
-		MaxIdleConnsPerHost:    idlePerHost,
-		IdleConnTimeout:        90 * time.Second,
-		ResponseHeaderTimeout:  timeout,
-		MaxResponseHeaderBytes: maxHeader,
-		ExpectContinueTimeout:  time.Second,
-		ForceAttemptHTTP2:      false,
-	}
-}
 
 // SetRoutes swaps the route table. Batchers of the old table finish the
 // batches they hold; new requests use the new ones.
@@ -360,21 +340,11 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	st := *old
 	st.up, st.timeout, st.transport = u, timeout, h.transport
 	if st.transport == nil {
-		st.transport = NewTransport(timeout, h.idle, h.maxHdr)
+		st.transport = uptransport.New(timeout, h.idle, h.maxHdr)
 	}
-	// One resend after a reused connection closed unanswered, never one
-	// per idle connection (internal/resend); the lean loop has the same
-	// bound of its own.
-	// Innermost, so every path's answers pass it: an answer framed both
-	// ways, or a 304 to a request with no condition, is a failure (502),
-	// never stored or relayed (internal/upframe).
-	st.transport = resend.Once(upframe.Check(st.transport))
-	// The trailers Connection names are hop-by-hop: dropped before
-	// ReverseProxy (or the fill) strips Connection from the header.
-	st.transport = lean.HopTrailers(st.transport)
-	// Each body read waits at most timeout for its bytes (idlebody.go),
-	// outermost, so a resent call's body is bounded too.
-	st.transport = idleBodies(st.transport, timeout, h.tunIdle, h.tunnels, h.countTunnelCut)
+	// The rules every call through the Transport keeps, its bodies and
+	// tunnels bounded (internal/uptransport, internal/idlebody).
+	st.transport = uptransport.Wrap(st.transport, idlebody.Options{Body: timeout, Tunnel: h.tunIdle, Slots: h.tunnels, TunnelCut: h.countTunnelCut})
 	st.pass = h.newPassProxy(u, st.transport, timeout)
 	st.lean = nil
 	if h.transport == nil {
@@ -382,6 +352,10 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	}
 	return &st
 }
+
+// countTunnelCut counts a tunnel cut for its silence, with the edge's
+// cuts: it is the client's connection that ends.
+func (h *Handler) countTunnelCut() { h.m.EdgeRefused(edge.ReasonTunnelIdle) }
 
 // send makes a cached-path upstream call (out from outgoing) on the
 // caller's goroutine over the lean pool when it takes out (lean.Client
@@ -490,70 +464,3 @@ func (h *Handler) InvalidatedAll() { h.tombs.AddAll(h.now()) }
 // RouteTag is the implicit tag every entry of a route carries, so that a
 // purge by route is a purge by tag. Tags starting with "_" are reserved.
 func RouteTag(name string) string { return "_route:" + name }
-
-// newEntry is a new entry for an answer on rs's route, its Tags the
-// route's tag and its tag templates expanded with params, with room for
-// the URI tags tagEntry adds (surrogate.EntryURITags). A route with at
-// most one tag template gets the entry and its tags in one allocation
-// (entryBlock): each miss stores one, and the two live exactly as long.
-func newEntry(rs *routeState, params route.Params) *cache.Entry {
-	var b *entryBlock
-	if blockTags(rs) {
-		b = new(entryBlock)
-	}
-	return b.entry(rs, params, nil)
-}
-
-// newElementEntry is newEntry for an element of a bulk answer, with slot,
-// room for its header's ETag value in the same allocation (nil when the
-// route's tags do not fit a block): the element's header lives exactly
-// as long as its entry. Its other values are the answer's, shared by the
-// headers of all its elements (bulk.Elements.HeaderIn). expanded, when
-// not nil, are the route's tag templates already expanded with params
-// (setIDIn laid them out beside the element's bytes).
-func newElementEntry(rs *routeState, params route.Params, expanded []string) (e *cache.Entry, slot []string) {
-	if !blockTags(rs) {
-		var none *entryBlock
-		return none.entry(rs, params, expanded), nil
-	}
-	b := new(elementBlock)
-	return b.entryBlock.entry(rs, params, expanded), b.etag[:0]
-}
-
-// entryBlock is an entry and the backing array of its tags (newEntry).
-type entryBlock struct {
-	e    cache.Entry
-	tags [4]string
-}
-
-// elementBlock is an entryBlock and the backing array of its header's
-// ETag value (newElementEntry).
-type elementBlock struct {
-	entryBlock
-	etag [1]string
-}
-
-// blockTags reports whether the tags of rs's entries fit an entryBlock.
-func blockTags(rs *routeState) bool { return len(rs.rt.Tags)+3 <= len(entryBlock{}.tags) }
-
-// entry fills in the entry of b (nil: a new entry of its own) with its
-// tags (newEntry): the route's templates expanded with params, or
-// expanded when not nil (one per template).
-func (b *entryBlock) entry(rs *routeState, params route.Params, expanded []string) *cache.Entry {
-	var e *cache.Entry
-	if b != nil {
-		e = &b.e
-		e.Tags = b.tags[:0]
-	} else {
-		e = &cache.Entry{Tags: make([]string, 0, len(rs.rt.Tags)+3)}
-	}
-	e.Tags = append(e.Tags, rs.routeTag)
-	if expanded != nil {
-		e.Tags = append(e.Tags, expanded...)
-		return e
-	}
-	for _, t := range rs.rt.Tags {
-		e.Tags = append(e.Tags, t.Expand(params))
-	}
-	return e
-}

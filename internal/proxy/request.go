@@ -43,7 +43,7 @@ func (x *exchange) onlyIfCached() {
 		x.respondEntry(outHit, c, 0)
 		return
 	}
-	s := status{detail: "only-if-cached"} // not forwarded: no fwd (RFC 9211 §2.2)
+	s := status{Detail: "only-if-cached"} // not forwarded: no fwd (RFC 9211 §2.2)
 	h := x.w.Header()
 	h.Set("Cache-Status", s.String())
 	h.Set("Content-Type", "text/plain; charset=utf-8")

@@ -1,16 +1,20 @@
 package proxy
 
 import (
-	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/cache"
-	"github.com/sidecache/sidecache/internal/httpcache"
-	"github.com/sidecache/sidecache/internal/lean"
+	"github.com/sidecache/sidecache/internal/cachestatus"
+	"github.com/sidecache/sidecache/internal/entrywrite"
+	"github.com/sidecache/sidecache/internal/largebody"
 	"github.com/sidecache/sidecache/internal/metrics"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
+
+// status is this cache's RFC 9211 Cache-Status member (internal/cachestatus
+// makes its wire form, the common ones once).
+type status = cachestatus.Member
 
 // outcome is how the proxy answered one request. It alone decides the
 // fixed part of the Cache-Status member and the metrics result.
@@ -64,16 +68,16 @@ func (x *exchange) status(o outcome, e *cache.Entry, fwdStatus int) status {
 // counted from the instant e was judged fresh at.
 func (x *exchange) statusAt(o outcome, e *cache.Entry, fwdStatus int, now time.Time) status {
 	row := outcomes[o]
-	s := status{hit: row.hit, fwd: row.fwd, collapsed: row.collapsed, detail: row.detail, fwdStatus: fwdStatus}
-	if x.refresh && s.fwd == "miss" {
-		s.fwd = "request" // a stored response was not allowed (RFC 9211 §2.2)
+	s := status{Hit: row.hit, Fwd: row.fwd, Collapsed: row.collapsed, Detail: row.detail, FwdStatus: fwdStatus}
+	if x.refresh && s.Fwd == "miss" {
+		s.Fwd = "request" // a stored response was not allowed (RFC 9211 §2.2)
 	}
 	if row.fromCache && e != nil {
-		s.hasTTL = true
+		s.HasTTL = true
 		if now.IsZero() {
 			now = x.h.now()
 		}
-		s.ttl = e.TTL - e.Age(now) // negative once stale
+		s.TTL = e.TTL - e.Age(now) // negative once stale
 	}
 	return s
 }
@@ -89,7 +93,7 @@ func (x *exchange) respondEntry(o outcome, c candidate, fwdStatus int) {
 func (x *exchange) respondEntryAt(o outcome, c candidate, fwdStatus int, now time.Time) {
 	s := x.statusAt(o, c.e, fwdStatus, now)
 	if o == outHit {
-		s.detail = string(c.tier)
+		s.Detail = string(c.tier)
 	}
 	x.respond(o, c.e, s)
 }
@@ -104,9 +108,9 @@ func (x *exchange) respondHeld(held candidate, fwdStatus int) {
 	now := x.h.now()
 	s := x.statusAt(outStaleError, held.e, fwdStatus, now)
 	if held.e.Fresh(now) {
-		s.fwd = "miss"
+		s.Fwd = "miss"
 		if x.refresh {
-			s.fwd = "request" // a stored response was not allowed (§2.2)
+			s.Fwd = "request" // a stored response was not allowed (§2.2)
 		}
 	}
 	x.respond(outStaleError, held.e, s)
@@ -134,9 +138,9 @@ func (x *exchange) respondFlight(f *flight, leader bool) {
 		x.rs.m.Coalesced()
 	}
 	s := x.status(o, f.c.e, fwdStatus)
-	s.stored = f.stored
+	s.Stored = f.stored
 	if f.batched {
-		s.detail = "batch"
+		s.Detail = "batch"
 	}
 	x.respond(o, f.c.e, s)
 }
@@ -161,120 +165,31 @@ func (x *exchange) respond(o outcome, e *cache.Entry, s status) {
 // fail answers an upstream failure that no stale copy could cover.
 func (x *exchange) fail(err error) {
 	s := x.status(outError, nil, 0)
-	ue := classify(err)
-	x.h.logUpstream(x.r, x.rs.m.Name(), ue.code, err)
+	ue := upfail.Classify(err)
+	x.h.logUpstream(x.r, x.rs.m.Name(), ue.Code, err)
 	x.writeFailure(ue, s)
 	x.count(outcomes[outError].result)
 }
 
-// writeEntry answers from an entry: the stored header, Age when it came
-// from the cache (RFC 9111 §5.1), Cache-Status, and a 304 when the client's
-// conditional matches a stored 200 (RFC 9110 §13.2.2).
-//
-// The values it sets (Age, Cache-Status, Content-Length) share one
-// backing array, each a slice of capacity 1, so that one more value added
-// to any of them is copied elsewhere: one allocation per response, not
-// one per header.
+// writeEntry answers from an entry (internal/entrywrite): fromCache, it
+// was stored, and Age and ttl are reported.
 func (x *exchange) writeEntry(e *cache.Entry, st status, fromCache bool) {
-	dst := x.w.Header()
-	vals := make([]string, 3)
-	if e.Status == http.StatusOK && httpcache.NotModifiedTag(x.r, e.ETag(), e.Header) {
-		for _, k := range notModifiedHeaders {
-			if v, ok := e.Header[k]; ok {
-				dst[k] = v
-			}
-		}
-		if v := e.ETagField(); v != nil {
-			dst["Etag"] = v
-		}
-		x.setCacheHeaders(dst, e, st, fromCache, vals)
-		x.w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	for k, v := range e.Header {
-		dst[k] = v
-	}
-	if v := e.ETagField(); v != nil {
-		dst["Etag"] = v // the entry's own, outside its shared header (cache.Entry.SetETag)
-	}
-	x.setCacheHeaders(dst, e, st, fromCache, vals)
-	if e.Status != http.StatusNoContent && e.Status != http.StatusNotModified {
-		vals[2] = strconv.Itoa(len(e.Body))
-		dst["Content-Length"] = vals[2:3:3]
-	}
-	x.w.WriteHeader(e.Status)
-	if x.r.Method != http.MethodHead {
-		_, _ = x.w.Write(e.Body)
-	}
-}
-
-// setCacheHeaders sets Via, Age and Cache-Status; vals holds the
-// values, Age's in vals[0] and Cache-Status's in vals[1] (writeEntry).
-func (x *exchange) setCacheHeaders(dst http.Header, e *cache.Entry, st status, fromCache bool, vals []string) {
-	x.h.addVia(dst) // after the stored Via, never into it (addVia)
-	// A fetched answer that arrived with an age keeps it (RFC 9111 §5.1:
-	// a cache passes the age of the caches before it on, plus its own);
-	// under a second is only Date's rounding, not worth an Age: 0.
-	if fromCache || e.InitialAge >= time.Second {
-		vals[0] = strconv.FormatInt(int64(e.Age(x.h.now())/time.Second), 10)
-		dst["Age"] = vals[0:1:1]
-	}
-	vals[1] = httpcache.AppendCacheStatus(e.Header.Get("Cache-Status"), st.String())
-	dst["Cache-Status"] = vals[1:2:2]
+	entrywrite.Write(x.w, x.r, e, st, fromCache, &x.h.ew)
 }
 
 // streamLarge answers the client whose request fetched a response too large
-// to keep: it streams the part already read, then the rest, flushed as it
-// comes when it is a stream (lean.CopyBody), as on the pass-through paths:
-// an event stream or a long poll that outgrew max_body_bytes must not
-// wait in net/http's write buffer. Its trailers follow, filtered as
-// theirs are (lean.AnnounceTrailers, lean.WriteTrailers). When the body is no longer there to
+// to keep (largebody.Body.Stream). When the body is no longer there to
 // claim (the grace period ended), it passes through with a fetch of its
-// own.
-//
-// The client leaving ends the upstream request at once, as on the other
-// pass-through paths, and a body the upstream broke off (or one the client
-// stopped taking) aborts the client's connection: a chunked answer's last
-// chunk, or a kept-alive connection after a short Content-Length, would
-// let the client and any cache in front take a short body for the whole
-// one (RFC 9112 §8).
-func (x *exchange) streamLarge(l *largeBody) {
-	if !l.claim() {
+// own. A body broken off aborts the client's connection (RFC 9112 §8).
+func (x *exchange) streamLarge(l *largebody.Body) {
+	if !l.Claim() {
 		x.pass(outTooLarge, "")
 		return
 	}
-	defer l.close()
-	stop := context.AfterFunc(x.r.Context(), l.cancel)
-	defer stop()
-	resp := l.resp
-	dst := x.w.Header()
-	for k, v := range resp.Header {
-		dst[k] = v
-	}
-	httpcache.RemoveHopHeaders(dst)
-	x.h.tagh.stripFrom(dst)
-	s := x.status(outTooLarge, nil, resp.StatusCode)
-	dst.Set("Cache-Status", httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), s.String()))
-	x.h.addVia(dst)
-	if resp.ContentLength >= 0 {
-		dst.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
-	}
-	// The trailers as the pass-through paths relay them: announced, then
-	// sent after the body, filtered by the one filter (h.trailers).
-	announced := lean.AnnounceTrailers(dst, resp, x.h.trailers)
-	x.w.WriteHeader(resp.StatusCode)
-	var err error
-	if x.r.Method != http.MethodHead {
-		// As the pass-through paths: a stream is flushed as it comes.
-		buf := x.h.bufs.Take()
-		err = lean.CopyBody(x.w, resp, l.prefix, *buf)
-		x.h.bufs.Return(buf)
-		if err == nil {
-			lean.WriteTrailers(x.w, resp, announced, x.h.trailers)
-		}
-	}
+	s := x.status(outTooLarge, nil, l.Resp.StatusCode)
+	err := l.Stream(x.w, x.r, s.String(), &x.h.large)
 	x.count(outcomes[outTooLarge].result)
 	if err != nil && x.r.Context().Value(http.ServerContextKey) != nil {
-		panic(http.ErrAbortHandler) // deferred: the upstream's body closed
+		panic(http.ErrAbortHandler) // the upstream's body closed
 	}
 }

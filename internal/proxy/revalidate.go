@@ -9,6 +9,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // Revalidation (RFC 9111 §4.3): a stale entry that carries a validator
@@ -57,7 +58,7 @@ func (x *exchange) refreshed(ctx context.Context, notModified http.Header, reque
 		return x.fetch(ctx)
 	}
 	merged, update := httpcache.Freshen(stored, notModified)
-	x.h.tagh.carryOver(merged, update, b.Tags)
+	x.h.tagh.CarryOver(merged, update, b.Tags)
 	// Its body may be a slice of the L2 reply it was read from: the entry
 	// stored again holds a copy (Entry.OwnBody).
 	f := x.keep(ctx, b.Status, merged, b.OwnBody(), requested)
@@ -84,8 +85,8 @@ func mustRevalidateError(base *cache.Entry, err error) error {
 	if base == nil || !base.NoStale || errors.Is(err, errBulk) {
 		return err
 	}
-	if ue := classify(err); ue.code == http.StatusGatewayTimeout {
+	if ue := upfail.Classify(err); ue.Code == http.StatusGatewayTimeout {
 		return ue
 	}
-	return &upstreamErr{code: http.StatusGatewayTimeout, err: fmt.Errorf("revalidate: stale entry may not be served: %w", err)}
+	return &upfail.Error{Code: http.StatusGatewayTimeout, Err: fmt.Errorf("revalidate: stale entry may not be served: %w", err)}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/splitlist"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // split answers a list request (GET /users?ids=3,1,2) per id from the
@@ -149,7 +150,7 @@ func (x *exchange) routable(rt *route.Route, id string, scratch route.Params) (b
 func (x *exchange) badIDList(err error) {
 	sp := x.rs.rt.Split
 	s := x.status(outBypass, nil, 0)
-	s.detail = "split-ids"
+	s.Detail = "split-ids"
 	hd := x.w.Header()
 	hd.Set("Cache-Status", s.String())
 	hd.Set("Content-Type", "text/plain; charset=utf-8")
@@ -268,7 +269,7 @@ func (p *part) settle(e *cache.Entry, err error) {
 // the upstream's failure, never its body in the list), nil otherwise.
 func idFailed(e *cache.Entry) error {
 	if e.Status >= 500 {
-		return &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id status %d", e.Status)}
+		return &upfail.Error{Code: http.StatusBadGateway, Err: fmt.Errorf("split: id status %d", e.Status)}
 	}
 	return nil
 }
@@ -284,7 +285,7 @@ func (x *exchange) settlePanic(p *part) {
 		return
 	}
 	x.h.log.Error("split fetch panicked", "route", x.rs.rt.Name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-	p.e, p.err = nil, &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("split: id fetch panicked: %v", v)}
+	p.e, p.err = nil, &upfail.Error{Code: http.StatusBadGateway, Err: fmt.Errorf("split: id fetch panicked: %v", v)}
 }
 
 // enlist puts the list's missing ids into the target's batches at once
@@ -346,9 +347,9 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 		}
 		if p.err != nil {
 			s := x.status(outError, nil, 0)
-			s.detail = "split"
-			ue := classify(p.err)
-			x.h.logUpstream(x.r, x.rs.m.Name(), ue.code, p.err)
+			s.Detail = "split"
+			ue := upfail.Classify(p.err)
+			x.h.logUpstream(x.r, x.rs.m.Name(), ue.Code, p.err)
 			x.writeFailure(ue, s)
 			x.count(outcomes[outError].result)
 			return
@@ -359,7 +360,7 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 			// endpoint refuses a query holding the id, rather than
 			// told the id does not exist (200 with it left out).
 			s := x.status(outMiss, nil, p.e.Status)
-			s.detail = "split"
+			s.Detail = "split"
 			x.writeEntry(p.e, s, false)
 			x.count(outcomes[outMiss].result)
 			return
@@ -374,11 +375,11 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 		o = outMiss
 	}
 	s := x.status(o, nil, 0)
-	s.detail = `"split hits=` + strconv.Itoa(hits) + ` misses=` + strconv.Itoa(misses)
+	s.Detail = `"split hits=` + strconv.Itoa(hits) + ` misses=` + strconv.Itoa(misses)
 	if stale > 0 {
-		s.detail += ` stale=` + strconv.Itoa(stale)
+		s.Detail += ` stale=` + strconv.Itoa(stale)
 	}
-	s.detail += `"`
+	s.Detail += `"`
 	x.writeList(l.Answer(), s)
 	x.count(outcomes[o].result)
 }

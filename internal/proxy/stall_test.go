@@ -13,6 +13,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/proxy"
+	"github.com/sidecache/sidecache/internal/uptransport"
 )
 
 // stallGuard is how long a test client waits for a stalled answer to end
@@ -26,7 +27,7 @@ const (
 func withStallTimeout(o *proxy.Options, _ *l1.Store) {
 	o.Timeout = stallTimeout
 	if o.Transport != nil {
-		o.Transport = proxy.NewTransport(o.Timeout, 0, 0)
+		o.Transport = uptransport.New(o.Timeout, 0, 0)
 	}
 }
 
@@ -158,7 +159,7 @@ func TestFlowingBodyIsNotCut(t *testing.T) {
 				// maxBody: the stream starts at once.
 				o.MaxBodyBytes = maxBody
 				if o.Transport != nil {
-					o.Transport = proxy.NewTransport(o.Timeout, 0, 0)
+					o.Transport = uptransport.New(o.Timeout, 0, 0)
 				}
 			}
 			e := newEnv(t, up, []testRoute{rt}, append(tc.opts, withTimeout)...)
@@ -196,7 +197,7 @@ func TestAnnouncedLargeStreamsAtOnce(t *testing.T) {
 			e := newEnv(t, up, []testRoute{rt}, append(tc.opts, func(o *proxy.Options, _ *l1.Store) {
 				o.Timeout = 20 * time.Second // the test's guard ends first
 				if o.Transport != nil {
-					o.Transport = proxy.NewTransport(o.Timeout, 0, 0)
+					o.Transport = uptransport.New(o.Timeout, 0, 0)
 				}
 			})...)
 			defer close(hold)

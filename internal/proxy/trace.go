@@ -91,7 +91,7 @@ func (x *exchange) fetchTraced(ctx context.Context) (*flight, error) {
 		spans.Error(sp, err)
 		f = &flight{}
 	case f.large != nil:
-		spans.HTTPStatus(sp, f.large.resp.StatusCode)
+		spans.HTTPStatus(sp, f.large.Resp.StatusCode)
 		sp.SetAttributes(spans.AttrTooLarge.Bool(true))
 	default:
 		spans.HTTPStatus(sp, f.c.e.Status)

@@ -1,4 +1,4 @@
-package proxy_test
+package uptransport
 
 import (
 	"io"
@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sidecache/sidecache/internal/proxy"
 	"github.com/sidecache/sidecache/internal/rawio"
 )
 
@@ -25,7 +24,7 @@ func TestTransportConnsAreRaw(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	defer up.Close()
-	tr := proxy.NewTransport(5*time.Second, 0, 0)
+	tr := New(5*time.Second, 0, 0)
 	defer tr.CloseIdleConnections()
 	var conn any
 	r, _ := http.NewRequest("GET", up.URL, nil)
