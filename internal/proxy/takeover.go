@@ -7,6 +7,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/lease"
+	"github.com/sidecache/sidecache/internal/upfail"
 )
 
 // A replica that holds the cluster leases of many ids of a batch route
@@ -99,7 +100,7 @@ func (x *exchange) takenOver(ctx context.Context, c *takeoverClaim) (*flight, er
 	case err != nil && ctx.Err() != nil:
 		return nil, err
 	case err != nil:
-		return nil, &upstreamErr{code: http.StatusBadGateway, err: fmt.Errorf("lease takeover: %w", err)}
+		return nil, &upfail.Error{Code: http.StatusBadGateway, Err: fmt.Errorf("lease takeover: %w", err)}
 	}
 	f, err := batchedFlight(x.h.now, new(flight), a.ans, a.found, a.err)
 	if err == nil {
