@@ -168,6 +168,7 @@ type env struct {
 	replicas []string
 	admins   []string // the replicas' admin base URLs, same order
 	trickle  string   // a third replica with read_timeout trickleTimeout
+	yaml     string   // the replicas' config (a replica started later: env_restart_test.go)
 }
 
 // trickleTimeout is the trickle replica's server.read_timeout: each
@@ -182,6 +183,7 @@ func startEnv(t testing.TB, seed uint64) *env {
 		e.evicting(t)
 	}
 	yaml := fmt.Sprintf(replicaConfig, e.origin.URL, e.redis.Addr(), maxBodyBytes, maxKeyBytes, maxLag, upstreamTimeout)
+	e.yaml = yaml
 	for range 2 {
 		proxy, admin := startReplica(t, yaml)
 		e.replicas, e.admins = append(e.replicas, proxy), append(e.admins, admin)
@@ -241,6 +243,7 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Admins: e.admins, AdminToken: "secret", Origin: e.origin,
 		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes, UpstreamTimeout: upstreamTimeout,
 		Trickle: e.trickle, Evict: e.evict,
+		SaveRedis: e.saveRedis, RestartRedis: e.restartRedis(m.Has("evict-epochs")), StartReplica: e.lateReplica(t),
 	})
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)
 	return rep

@@ -33,7 +33,7 @@ func TestCheckHeldUnreadable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ch := &Checker{checked: map[string]int{}}
-			ch.noteHeld(list("4", "2"), []origin.Stamp{{ID: "4", Res: "s/4"}, {ID: "2", Res: "s/2"}}, tc.noted)
+			ch.noteHeld(list("4", "2"), []origin.Stamp{{ID: "4", Res: "s/4"}, {ID: "2", Res: "s/2"}}, tc.noted.Add(-time.Millisecond), tc.noted)
 			q := list("4", "2", "4")
 			q.Unreadable = tc.unreadable
 			ch.checkHeld(q, failed, t0.Add(time.Second))
