@@ -3,6 +3,7 @@ package invariant
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -33,7 +34,8 @@ import (
 //     a replica started after the restart, then the two, read the probe:
 //     its pre-write version is a max-lag violation.
 //
-// Recovered: after each restart, every replica's /readyz must say
+// Recovered: after each restart, every replica's /readyz must show a
+// coherence_floor from after the restart began (it noticed) and say
 // "l2":"up" and "coherence":"proven" again within recoverWithin, and
 // the probe's reads answer 200 (redis-recover). Route s's held copies
 // are forgotten across each restart (check's StartDrop).
@@ -122,6 +124,7 @@ func (r *run) restart(ctx context.Context, snapshot bool) {
 		r.chk.Count("redis-restart-demoted", r.chk.Demote(r.saved))
 	}
 	r.chk.StartDrop()
+	begin := time.Now()
 	err := r.cfg.RestartRedis(ctx, snapshot)
 	if err != nil {
 		r.chk.EndDrop(check.Now())
@@ -130,7 +133,7 @@ func (r *run) restart(ctx context.Context, snapshot bool) {
 	}
 	r.chk.Count("redis-restart-"+name, 1)
 	for i, a := range r.cfg.Admins {
-		r.recovered(ctx, i, a)
+		r.recovered(ctx, i, a, begin)
 	}
 	r.chk.EndDrop(check.Now())
 	type target struct {
@@ -143,7 +146,7 @@ func (r *run) restart(ctx context.Context, snapshot bool) {
 		// stores the new version over the one the snapshot brought back.
 		// Its index is one no write or purge names: max-lag only.
 		proxy, admin := r.cfg.StartReplica()
-		r.recovered(ctx, len(r.cfg.Replicas)+1, admin)
+		r.recovered(ctx, len(r.cfg.Replicas)+1, admin, begin)
 		targets = append(targets, target{proxy, len(r.cfg.Replicas) + 1})
 	}
 	for i, base := range r.cfg.Replicas {
@@ -165,13 +168,22 @@ func (r *run) restart(ctx context.Context, snapshot bool) {
 	}
 }
 
-// recovered waits until replica i's /readyz (admin) says L2 is up and
-// coherence proven, for at most recoverWithin: past it, a redis-recover
-// violation.
-func (r *run) recovered(ctx context.Context, i int, admin string) {
+// recovered waits until replica i's /readyz (admin) shows it heard of
+// the restart that began at since and serves from Redis again: a
+// coherence_floor no earlier than a second before since (its
+// subscription was rebuilt; on a replica started after the restart,
+// Redis's note gave it one, or, with no note, the new instance's start
+// a second early: internal/cache/l2/restart.go), L2 up and coherence
+// proven; for at most recoverWithin: past it, a redis-recover
+// violation. Without the floor a replica asked right after a quick
+// restart would still show the state from before it.
+func (r *run) recovered(ctx context.Context, i int, admin string, since time.Time) {
 	var last string
 	for deadline := time.Now().Add(recoverWithin); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
-		var ready struct{ L2, Coherence string }
+		var ready struct {
+			L2, Coherence string
+			Floor         time.Time `json:"coherence_floor"`
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/readyz", nil)
 		if err != nil {
 			r.violate("harness", "replica %d: /readyz: %v", i, err)
@@ -184,12 +196,12 @@ func (r *run) recovered(ctx context.Context, i int, admin string) {
 		}
 		err = json.NewDecoder(resp.Body).Decode(&ready)
 		resp.Body.Close()
-		if err == nil && ready.L2 == "up" && ready.Coherence == "proven" {
+		if err == nil && ready.L2 == "up" && ready.Coherence == "proven" && !ready.Floor.Before(since.Add(-time.Second)) {
 			return
 		}
-		last = "l2 " + ready.L2 + ", coherence " + ready.Coherence
+		last = fmt.Sprintf("l2 %s, coherence %s, floor %v", ready.L2, ready.Coherence, ready.Floor)
 	}
-	r.violate("redis-recover", "replica %d not serving from Redis %v after it came back (/readyz: %s)", i, recoverWithin, last)
+	r.violate("redis-recover", "replica %d not serving from Redis %v after its restart began at %v (/readyz: %s)", i, recoverWithin, since, last)
 }
 
 // probe sends method on path (a probe) through base as replica index,
