@@ -128,6 +128,48 @@
 // /r the stage touched, read back through every replica, is checked as
 // any read (nothing of a tunnel stored).
 //
+// # Wide purges (purgeall.go)
+//
+// In about three rounds in twenty (purge-all, purge-route; their own
+// sequence, PCG stream 27), POST /purge?all=1 or ?route=NAME (a route
+// one of the round's reads asks for: r, p, n, t, k or h) goes to a
+// random replica, most of the time once a fill of one of the round's
+// reads has taken its version at the origin (in flight across the
+// purge), else after a short delay of its own. First every resource the
+// purge covers (ids 1-4 of those routes, /t's two names) is changed
+// behind the cache (origin.Bump), so a body made before the purge began
+// is older than every one made after; the purge's 200 then holds every
+// later read of each as a write acknowledged through the purging replica
+// (own-write there, max-lag on the peers): no copy made before the purge
+// is served after its answer, a fill in flight across it included. The
+// round's read is sent again through the purging replica once the round
+// is over (purge-all-read-<status>). A purge of everything drops route
+// s's stale-if-error copies too: none counts as held across it
+// (check/drop.go). A 500 holds nothing (purge-all-500).
+//
+// # Redis restarts (restart.go)
+//
+// With redis-restart (INVARIANT_FEATURES=all; off in the fixed seeds
+// until its gate, see the row), the replicas' Redis is restarted between rounds
+// twice a seed (runs of 40 rounds or more): at 3/8 of the rounds shut
+// down without saving and started empty on its port; at 5/8 a resource
+// no round reads (/r/9) is read through both replicas, Redis SAVEs and
+// /r/9 is written through replica 0; at 3/4 Redis is killed and started
+// from that snapshot, which brings back /r/9's pre-write entry and the
+// epochs as they were. The writes acknowledged since the SAVE are held
+// to max-lag only (docs/coherence.md, "When Redis loses epochs": the
+// floor refuses an entry fetched before the restart once it is older
+// than max_lag; the writer's own replica is not promised more). A
+// replica started after the snapshot restart, then the two, read /r/9
+// once max_lag (plus margin) has passed since its write: the pre-write
+// version is a max-lag violation (the new replica finds the floor in
+// Redis's note, internal/cache/l2/restart.go). After each restart every
+// replica's /readyz must say l2 up and coherence proven within 20 s, and
+// its read of the probe answer 200 (redis-recover); route s's held
+// copies are forgotten across it. On an evicting Redis (evict-epochs)
+// the new instance is made to evict a few keys again, since the row's
+// deletions are evictions only on a Redis that has evicted.
+//
 // # Trailers (origin/trailers.go, check/trailers.go)
 //
 // On a drawn share of its answers (reads, their 5xx, writes, bulk answers
@@ -264,6 +306,10 @@
 //   - asterisk-form: a request with the target * (not OPTIONS) is
 //     answered the sidecar's 400 and closed, never the origin's answer to
 //     a path the client never sent;
+//   - purge-all, purge-route: a wide purge is answered 200 (or 500,
+//     holding nothing); what it holds is the version checks' (above);
+//   - redis-recover: after a Redis restart every replica serves from it
+//     again (/readyz l2 up, coherence proven) and answers a plain read;
 //   - bound: after the run, no Redis key is longer than max_key_bytes
 //     (plus 256 bytes of the sidecar's own prefix and suffixes).
 //

@@ -178,6 +178,7 @@ type env struct {
 	replicas []string
 	admins   []string // the replicas' admin base URLs, same order
 	trickle  string   // a third replica with read_timeout trickleTimeout
+	yaml     string   // the replicas' config (a replica started later: env_restart_test.go)
 }
 
 // trickleTimeout is the trickle replica's server.read_timeout: each
@@ -192,6 +193,7 @@ func startEnv(t testing.TB, seed uint64) *env {
 		e.evicting(t)
 	}
 	yaml := fmt.Sprintf(replicaConfig, e.origin.URL, e.redis.Addr(), maxBodyBytes, maxKeyBytes, maxLag, upstreamTimeout)
+	e.yaml = yaml
 	for range 2 {
 		proxy, admin := startReplica(t, yaml)
 		e.replicas, e.admins = append(e.replicas, proxy), append(e.admins, admin)
@@ -252,6 +254,7 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes, UpstreamTimeout: upstreamTimeout,
 		Trickle: e.trickle, Evict: e.evict,
 		MaxTunnels: maxTunnels, TunnelIdle: tunnelIdle,
+		SaveRedis: e.saveRedis, RestartRedis: e.restartRedis(m.Has("evict-epochs")), StartReplica: e.lateReplica(t),
 	})
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)
 	return rep

@@ -63,6 +63,15 @@ type Config struct {
 	// (the upgrade row, upgrade.go; MaxTunnels 0: no upgrades allowed).
 	MaxTunnels int
 	TunnelIdle time.Duration
+	// SaveRedis, RestartRedis and StartReplica, when set, are the
+	// redis-restart row's (restart.go): SaveRedis snapshots the
+	// replicas' Redis (SAVE); RestartRedis kills it and starts it again
+	// on its port, empty or (snapshot) from the last SaveRedis;
+	// StartReplica starts one more replica like the others and returns
+	// its proxy's and admin's base URLs.
+	SaveRedis    func(ctx context.Context) error
+	RestartRedis func(ctx context.Context, snapshot bool) error
+	StartReplica func() (proxy, admin string)
 }
 
 // Report is what a run did and found.
@@ -128,7 +137,16 @@ type run struct {
 	// asked draws the list-as-asked row (drawAsAsked) on a sequence of
 	// its own, as unvaried does.
 	asked *rand.Rand
-	gen   *traffic.Gen
+	// wides draws the purge-all and purge-route rows (drawWide, stream
+	// 27), and wide is the round's wide purge (nil: none).
+	wides *rand.Rand
+	wide  *widePurge
+	// restartAt is how far the redis-restart row has come, saved when
+	// its snapshot was taken and wrote when its probe's write was
+	// answered (restart.go).
+	restartAt    restartStage
+	saved, wrote time.Time
+	gen          *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -154,7 +172,7 @@ type run struct {
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26)), asked: rand.New(rand.NewPCG(cfg.Seed, 30))}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26)), asked: rand.New(rand.NewPCG(cfg.Seed, 30)), wides: rand.New(rand.NewPCG(cfg.Seed, 27))}
 	r.tunnelRng = rand.New(rand.NewPCG(cfg.Seed, 28))
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
@@ -174,6 +192,7 @@ func Run(ctx context.Context, cfg Config) Report {
 			r.queueRound(ctx, round) // beside the round: its draws are its own
 		}
 		r.evict(ctx)
+		r.restartRedis(ctx, round) // restart.go
 	}
 	r.checkCrowds()
 	if n := cfg.Origin.Partials.Load() - partials; n > 0 {
@@ -222,6 +241,7 @@ func (r *run) round(ctx context.Context) {
 		r.drawTrickle(reqs[i])
 	}
 	p := r.drawPurge(reqs)
+	r.wide = r.drawWide(reqs) // purgeall.go
 	reqs = append(reqs, r.drawStale()...)
 	for _, q := range reqs {
 		r.drawAsAsked(q)
@@ -230,6 +250,10 @@ func (r *run) round(ctx context.Context) {
 	if p != nil && p.acked {
 		r.readAfterPurge(ctx, p)
 	}
+	if w := r.wide; w != nil && w.acked {
+		r.readAfterWide(ctx, w)
+	}
+	r.wide = nil
 	r.upgrades(ctx) // beside the round: its draws are its own
 }
 
@@ -335,6 +359,15 @@ func (r *run) playWith(ctx context.Context, reqs []*traffic.Request, crowd int, 
 	} else {
 		close(purged)
 	}
+	wided := make(chan struct{})
+	if w := r.wide; w != nil && crowd < 0 {
+		go func() {
+			defer close(wided)
+			r.purgeWide(ctx, w, answered)
+		}()
+	} else {
+		close(wided)
+	}
 	var wg sync.WaitGroup
 	for _, q := range reqs {
 		wg.Add(1)
@@ -353,6 +386,7 @@ func (r *run) playWith(ctx context.Context, reqs []*traffic.Request, crowd int, 
 	wg.Wait()
 	close(answered)
 	<-purged
+	<-wided
 	for _, q := range reqs {
 		// A PATCH * is the sidecar's 400 (send.go, doAsterisk), never
 		// forwarded: waiting for it held its round 5 s.

@@ -45,6 +45,11 @@ type PurgeReport struct {
 // every replica whether the sweep reaches it or not, and so does one a
 // peer's fill stores after the sweep went past.
 //
+// The sweep keeps Redis's note of the instance its epochs were written on
+// (P run, restart.go): swept, a read replica promoted afterwards would
+// hold none, and a process started on it would take the floor of that
+// instance's start, before the failover, instead of the failover's.
+//
 // The sweep keeps every epoch key (P v:<tag>), not only every's: a write
 // during the sweep raises a tag's epoch, and a swept epoch key would be
 // recreated at 0 by the next store of that tag, making the entries the
@@ -133,6 +138,7 @@ func (s *Store) sweep(ctx context.Context) PurgeReport {
 func (s *Store) sweepOne(ctx context.Context, c redis.UniversalClient, r *rounds) (int, error) {
 	match := globEscape(s.opts.Prefix) + "*"
 	epochs := s.epochKey("")
+	note := s.key("run", "") // restart.go: a promoted replica needs it
 	var (
 		cursor  uint64
 		removed int
@@ -156,7 +162,7 @@ func (s *Store) sweepOne(ctx context.Context, c redis.UniversalClient, r *rounds
 		}
 		kept := keys[:0]
 		for _, k := range keys {
-			if !strings.HasPrefix(k, epochs) {
+			if !strings.HasPrefix(k, epochs) && k != note {
 				kept = append(kept, k)
 			}
 		}

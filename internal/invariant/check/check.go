@@ -148,7 +148,7 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 		if sts == nil {
 			sts = []origin.Stamp{}
 		}
-		ch.noteHeld(q, sts, end)
+		ch.noteHeld(q, sts, start, end)
 		ch.remember(q, resp, nil, sts)
 	case bytes.HasPrefix(body, []byte(`{"`)):
 		var st origin.Stamp
@@ -163,7 +163,7 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 		}
 		ch.checkPart(q, resp, st)
 		if resp.StatusCode == http.StatusOK {
-			ch.noteHeld(q, []origin.Stamp{st}, end)
+			ch.noteHeld(q, []origin.Stamp{st}, start, end)
 		}
 		ch.checkStamp(q, resp, st, start, end)
 		ch.remember(q, resp, &st, nil)

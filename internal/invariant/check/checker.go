@@ -58,6 +58,11 @@ type Checker struct {
 	// held: route s's resources whose shareable copy a client without
 	// Accept-Language received, and when first (stale.go).
 	held map[string]time.Time
+	// dropping counts the drops of every stored copy under way (a purge
+	// of everything, a Redis restart), and dropped is when the last one
+	// ended (drop.go): no copy is held across them.
+	dropping int
+	dropped  time.Time
 }
 
 type ack struct {

