@@ -193,6 +193,7 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 	// holds more than the bound of them, however many calls bring them.
 	var held atomic.Int64
 	held.Store(listBytes(parts))
+	limit := x.h.maxBody // not x in the goroutines: x stays on its caller's stack
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		if p.e != nil {
@@ -202,7 +203,7 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer p.within(&held, x.h.maxBody)
+			defer p.within(&held, limit)
 			defer px.settlePanic(p) // not x: the list's exchange stays on its stack
 			f, err := px.fillTraced(ctx)
 			if err == nil && f.foreign && idFailed(f.c.e) == nil {
