@@ -207,6 +207,10 @@
 //     store or another request's fetch (hit, stale, collapsed); a relayed
 //     X-Trail is this answer's call's, for this resource (or ids of this
 //     list), with no identity value or X-Request-Id but this request's;
+//   - list-bound: a list the sidecar reassembled (Cache-Status detail
+//     "split …") is never over max_body_bytes, the most it buffers of
+//     one answer: a longer one passes through to the origin's list
+//     (bulk-big: records that fit alone, several together over it);
 //   - bulk-206, stale-if-error: route s (above);
 //   - queue, queue-fair, queue-metric: queue rounds (above);
 //   - cache-status: every answer's Cache-Status ttl (RFC 9211 §2.4, the
