@@ -501,8 +501,13 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 		return nil, fmt.Errorf("%w: status %d", errBulk, resp.StatusCode)
 	case int64(len(body)) > limit && len(ids) == 1:
 		// A record too large to keep: its requests pass through (join),
-		// as any cached route's answer over max_body_bytes does.
+		// as any cached route's answer over max_body_bytes does, and so
+		// do the id's next requests for a while (hit-for-pass, as
+		// passVariant marks a per-key fill's): in a shared call it would
+		// take the answer over the bound and have every request of the
+		// call asked for again apart.
 		x.rs.bm.TooLarge("answer")
+		x.h.hfp.Add(x.forID(ids[0]).key, x.h.now().Add(x.passFor()))
 		return nil, fmt.Errorf("%w: %w", errBulk, errElementTooLarge)
 	case int64(len(body)) > limit:
 		// Too large for its ids together, not for any one of them: each

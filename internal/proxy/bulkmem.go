@@ -37,17 +37,22 @@ import (
 var errAnswerTooLarge = fmt.Errorf("bulk answer over max_body_bytes: %w", errElementTooLarge)
 
 // heldBytes tracks the bytes of upstream answers a route holds at once in
-// its bulk calls and split lists, and the most it ever held (for tests
-// that check the bound, and for a debugger): one atomic add per bulk call
-// or list, not per id.
-type heldBytes struct{ now, peak atomic.Int64 }
+// its bulk calls and split lists, the most it ever held, and the most one
+// call or list held (for tests that check the bounds, and for a
+// debugger): a few atomic operations per bulk call or list, not per id.
+type heldBytes struct{ now, peak, largest atomic.Int64 }
 
 // take adds n bytes held.
 func (h *heldBytes) take(n int64) {
-	v := h.now.Add(n)
+	raise(&h.peak, h.now.Add(n))
+	raise(&h.largest, n)
+}
+
+// raise makes m at least v.
+func raise(m *atomic.Int64, v int64) {
 	for {
-		p := h.peak.Load()
-		if v <= p || h.peak.CompareAndSwap(p, v) {
+		p := m.Load()
+		if v <= p || m.CompareAndSwap(p, v) {
 			return
 		}
 	}
