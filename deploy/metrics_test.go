@@ -53,6 +53,8 @@ var specMetrics = map[string]metricSpec{
 		"reason": {"framing", "asterisk-form", "read-timeout", "loop", "trace", "write-timeout", "tunnel-idle", "malformed", "header-too-large"}}},
 	"sidecache_batch_dropped_total": {"counter", map[string][]string{
 		"route": nil, "reason": {"queue-full", "deadline", "abandoned"}}},
+	"sidecache_batch_too_large_total": {"counter", map[string][]string{
+		"route": nil, "kind": {"answer", "list"}}},
 	"sidecache_batch_not_stored_total": {"counter", map[string][]string{
 		"route": nil, "reason": {"vary-star", "vary-per-request", "vary-withheld", "vary-unnamed", "private", "uncacheable"}}},
 	"sidecache_invalidations_total": {"counter", map[string][]string{

@@ -73,6 +73,16 @@ var ErrIsolate = errors.New("batch: isolate")
 // client request, and then none until it answers again.
 var ErrSuspect = errors.New("batch: suspect")
 
+// ErrApart, wrapped by an error a FetchFunc returns, says the call failed
+// for the ids together, not for any one of them: its answer was larger
+// than the caller keeps of one answer. A shared call is then retried once
+// per client request, each holding that request's ids only (as for
+// ErrIsolate), so a one-id request still gets its own id's value; one
+// request's ids are never halved: an answer too large for them together
+// is the request's to handle whole (a list passes through), and halving it
+// would only spend calls on an answer the request cannot use.
+var ErrApart = errors.New("batch: retry each request apart")
+
 // ErrBudget is wrapped by the error of an id left unfetched because its
 // client request spent its calls (see Requester).
 var ErrBudget = errors.New("batch: request's upstream call budget spent")

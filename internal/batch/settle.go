@@ -9,7 +9,8 @@ import (
 
 // settleLocked answers b's ids with its call's outcome, or queues their
 // retries when the failure may be one id's (ErrIsolate; ErrSuspect while
-// the upstream is not judged down). l.mu must be held.
+// the upstream is not judged down) or was the ids' together (ErrApart:
+// each client request's apart, never halved). l.mu must be held.
 //
 // A shared call that failed is retried once per client request waiting on
 // it, each call holding only that request's ids (partitionLocked): a bad id
@@ -21,7 +22,9 @@ func (l *Loader[A, V]) settleLocked(b *batch[A, V], a answers[V], err error) {
 	panicked := errors.Is(err, ErrPanicked)
 	isolable := err != nil && !panicked && errors.Is(err, ErrIsolate)
 	suspect := err != nil && !panicked && !isolable && errors.Is(err, ErrSuspect)
-	answered := err == nil || isolable // the upstream answered, about the ids
+	// The upstream answered, about the ids (an answer too large for them
+	// together, ErrApart, is an answer too).
+	answered := err == nil || isolable || err != nil && !panicked && errors.Is(err, ErrApart)
 	if answered {
 		l.down = false
 	}
@@ -46,6 +49,13 @@ func (l *Loader[A, V]) settleLocked(b *batch[A, V], a answers[V], err error) {
 	}
 	if err == nil {
 		l.answerLocked(b, a, now)
+		return
+	}
+	if !panicked && errors.Is(err, ErrApart) && !b.retry && len(b.ids) > 1 {
+		if l.opts.OnIsolate != nil {
+			l.opts.OnIsolate(len(b.ids))
+		}
+		l.partitionLocked(b, err, false, false)
 		return
 	}
 	if suspect && l.down && !b.retry && len(b.ids) > 1 {

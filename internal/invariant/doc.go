@@ -284,6 +284,10 @@
 //     upstream lists a repeated id once or each time, nor stores 05, so
 //     those pass through whole, and store nothing (no stale-if-error
 //     copy is held for them);
+//   - list-bound: a list the sidecar reassembled (Cache-Status detail
+//     "split …") is never over max_body_bytes, the most it buffers of
+//     one answer: a longer one passes through to the origin's list
+//     (bulk-big: records that fit alone, several together over it);
 //   - bulk-206, stale-if-error: route s (above);
 //   - queue, queue-fair, queue-metric: queue rounds (above);
 //   - cache-status: every answer's Cache-Status ttl (RFC 9211 §2.4, the

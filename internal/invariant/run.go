@@ -146,7 +146,10 @@ type run struct {
 	// answered (restart.go).
 	restartAt    restartStage
 	saved, wrote time.Time
-	gen          *traffic.Gen
+	// bigs draws bulk-big's element size (stream 32), so the other
+	// streams' draws are unchanged.
+	bigs *rand.Rand
+	gen  *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -172,11 +175,11 @@ type run struct {
 // answer. The sequence of requests is a function of the seed; the
 // interleaving is the scheduler's.
 func Run(ctx context.Context, cfg Config) Report {
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26)), asked: rand.New(rand.NewPCG(cfg.Seed, 30)), wides: rand.New(rand.NewPCG(cfg.Seed, 27))}
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26)), asked: rand.New(rand.NewPCG(cfg.Seed, 30)), wides: rand.New(rand.NewPCG(cfg.Seed, 27)), bigs: rand.New(rand.NewPCG(cfg.Seed, 32))}
 	r.tunnelRng = rand.New(rand.NewPCG(cfg.Seed, 28))
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
-	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout}, r.gen)
+	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
 	cfg.Origin.ResetCrowd()
 	partials := cfg.Origin.Partials.Load()
 	stalls := cfg.Origin.Stalls.Load()
@@ -523,9 +526,16 @@ func (r *run) drawResources() string {
 		bulk.Trailers = 30 + r.rng.IntN(71)
 	}
 	if r.cfg.Mix.Has("bulk-large") && r.chance(30) {
-		// Over the bound of a call of up to three ids (max_body_bytes ×
-		// ids): passed through, never a 502.
+		// Over max_body_bytes three times over, so over the bound of
+		// any call holding it: passed through, never a 502.
 		bulk.Large = 3*r.cfg.MaxBodyBytes + 1
+	}
+	if r.cfg.Mix.Has("bulk-big") && r.bigs.IntN(100) < 30 {
+		// Records that fit max_body_bytes alone, two or more of them
+		// together over it (D3): a bulk answer is read no further than
+		// the bound, so its requests are asked for again apart and
+		// lists holding them pass through; never a 502 for a good id.
+		bulk.Big = r.cfg.MaxBodyBytes/4 + r.bigs.IntN(r.cfg.MaxBodyBytes/2)
 	}
 	if r.cfg.Mix.Has("bulk-per-address") && r.chance(25) {
 		// Per-address elements, declared as a Vary on the header the

@@ -15,6 +15,7 @@ type batchVecs struct {
 	budget      *prometheus.CounterVec
 	notStored   *prometheus.CounterVec
 	dropped     *prometheus.CounterVec
+	tooLarge    *prometheus.CounterVec
 }
 
 // DroppedReasons are the reasons of sidecache_batch_dropped_total: an id
@@ -22,6 +23,12 @@ type batchVecs struct {
 // its batch was not sent within its deadline (504), one dropped unsent
 // because every client waiting on it left.
 var DroppedReasons = [...]string{"queue-full", "deadline", "abandoned"}
+
+// TooLargeKinds are the kinds of sidecache_batch_too_large_total: a bulk
+// answer cut at cache.max_body_bytes (its requests retried apart, or a
+// one-id call's passed through), and a split list whose elements together
+// are over it (passed through to the upstream's list).
+var TooLargeKinds = [...]string{"answer", "list"}
 
 func newBatchVecs() batchVecs {
 	return batchVecs{
@@ -50,6 +57,11 @@ func newBatchVecs() batchVecs {
 			Name:      "batch_dropped_total",
 			Help:      "IDs of batched misses that never went upstream, by route and reason (queue-full: refused 503; deadline: not sent in time, 504; abandoned: every client waiting on them left).",
 		}, []string{"route", "reason"}),
+		tooLarge: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "batch_too_large_total",
+			Help:      "Bulk answers read no further than cache.max_body_bytes (answer: its requests retried apart or passed through) and split lists over it (list: passed through), by batch route and kind.",
+		}, []string{"route", "kind"}),
 	}
 }
 
@@ -60,6 +72,7 @@ type BatchMetrics struct {
 	budget      prometheus.Counter
 	notStored   *prometheus.CounterVec // curried with the route
 	dropped     [len(DroppedReasons)]prometheus.Counter
+	tooLarge    [len(TooLargeKinds)]prometheus.Counter
 	mu          sync.Mutex
 	reasons     map[string]prometheus.Counter
 }
@@ -85,6 +98,9 @@ func (rm *RouteMetrics) Batch(reasons ...string) *BatchMetrics {
 	for i, r := range DroppedReasons {
 		bm.dropped[i] = v.dropped.WithLabelValues(rm.name, r)
 	}
+	for i, k := range TooLargeKinds {
+		bm.tooLarge[i] = v.tooLarge.WithLabelValues(rm.name, k)
+	}
 	return bm
 }
 
@@ -97,6 +113,19 @@ func (bm *BatchMetrics) Dropped(reason string, ids int) {
 	for i, r := range DroppedReasons {
 		if r == reason {
 			bm.dropped[i].Add(float64(ids))
+		}
+	}
+}
+
+// TooLarge counts one bulk answer or split list over max_body_bytes; kind
+// is one of TooLargeKinds.
+func (bm *BatchMetrics) TooLarge(kind string) {
+	if bm == nil {
+		return
+	}
+	for i, k := range TooLargeKinds {
+		if k == kind {
+			bm.tooLarge[i].Inc()
 		}
 	}
 }

@@ -202,7 +202,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(
 			m.requests, m.requestDur, m.lookups, m.upstream, m.upstreamDur,
 			m.coalesced, m.batchSize, m.isolations, m.overflows, m.takeovers,
-			m.batch.quarantined, m.batch.evictions, m.batch.budget, m.batch.notStored, m.batch.dropped,
+			m.batch.quarantined, m.batch.evictions, m.batch.budget, m.batch.notStored, m.batch.dropped, m.batch.tooLarge,
 			m.refused, m.edge, m.invalidations, m.reloads, m.buildInfo,
 			m.state,
 		)

@@ -37,7 +37,8 @@ import (
 // struggling upstream is not sent more calls: 502, 503, 504 (RFC 9110
 // §15.6.3-5 name the upstream's own state, never the request's), a 408 or
 // 429 (the upstream asks for less, not more), a timeout, a refused or cut
-// connection, broken JSON, an answer over the size bound.
+// connection, broken JSON. An answer over max_body_bytes is retried per
+// request (batch.ErrApart: errAnswerTooLarge, bulkmem.go).
 var errBulk = errors.New("bulk call failed")
 
 // errElementTooLarge is a one-id bulk call whose answer is over
@@ -475,12 +476,16 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 		return nil, fmt.Errorf("%w: %w", errBulk, err)
 	}
 	defer resp.Body.Close()
-	limit := min(x.h.maxBody*int64(len(ids)), 256<<20)
+	// One response: never more of it than max_body_bytes (bulkmem.go).
+	limit := x.h.maxBody
 	buf, _ := x.rs.bulkBufs.Get().(*[]byte)
 	if buf == nil {
 		buf = new([]byte)
 	}
 	body, err := readAllTo(*buf, resp.Body, resp.ContentLength, limit)
+	held := int64(len(body))
+	x.rs.held.take(held)
+	defer x.rs.held.release(held)
 	took := x.h.now().Sub(t0)
 	x.rs.m.Upstream(resp.StatusCode, took)
 	// Only a 200 or 203 is the whole list asked for (RFC 9110 §15.3): a
@@ -495,13 +500,26 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrSuspect, resp.StatusCode)
 	case !ok && !bulk.Isolable(resp.StatusCode):
 		return nil, fmt.Errorf("%w: status %d", errBulk, resp.StatusCode)
-	case int64(len(body)) > limit:
-		// A record too large to keep (or several): every request of the
-		// call passes through (join), as any cached route's answer over
-		// max_body_bytes does. Not isolated: a shared call, the one-id
-		// call isolation would make, then the pass-through were three
-		// calls for a per-ID request whose budget is two.
+	case int64(len(body)) > limit && len(ids) == 1:
+		// A record too large to keep: its requests pass through (join),
+		// as any cached route's answer over max_body_bytes does, and so
+		// do the id's next requests for a while (hit-for-pass, as
+		// passVariant marks a per-key fill's): in a shared call it would
+		// take the answer over the bound and have every request of the
+		// call asked for again apart.
+		x.rs.bm.TooLarge("answer")
+		x.h.hfp.Add(x.forID(ids[0]).key, x.h.now().Add(x.passFor()))
 		return nil, fmt.Errorf("%w: %w", errBulk, errElementTooLarge)
+	case int64(len(body)) > limit:
+		// Too large for its ids together, not for any one of them: each
+		// client request's ids are asked for again apart, never halved
+		// (batch.ErrApart; bulkmem.go). A one-id request's record then
+		// comes in a call of its own (stored, or passed through if it
+		// alone is over the bound: one call more than its budget of two,
+		// for a record no call could have kept), a list's own call over
+		// the bound passes the list through.
+		x.rs.bm.TooLarge("answer")
+		return nil, fmt.Errorf("%w: %w: %w", errBulk, batch.ErrApart, errAnswerTooLarge)
 	case !ok && len(ids) == 1:
 		e := ownAnswer(resp, body, t0)
 		return []*bulkAnswer{{e: e, call: x.newBulkCall(resp.Header, out.Header, took), refused: true, private: httpcache.Private(e.Header)}}, nil

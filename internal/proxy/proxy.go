@@ -222,6 +222,9 @@ type routeState struct {
 	// (*[]byte; fetchBulk): each answer is split into copies of its
 	// elements and then dropped, so the next call reads into its buffer.
 	bulkBufs sync.Pool
+	// held is the bytes of bulk answers and split lists the route holds
+	// (bulkmem.go).
+	held heldBytes
 	// heads are the element heads of the route's last bulk answer whose
 	// elements could be stored (element.go), for the next answer with
 	// the same header.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sidecache/sidecache/internal/bulk"
 	"github.com/sidecache/sidecache/internal/cache"
@@ -67,6 +68,12 @@ func (x *exchange) split() {
 	}
 	parts := x.perID(target, ids)
 	hits := x.readAll(parts)
+	if listBytes(parts) > x.h.maxBody {
+		// Its cached elements alone are over the bound: the upstream's
+		// list answers, streamed, without fetching the rest (bulkmem.go).
+		x.passListTooLarge(target)
+		return
+	}
 	x.fetchMissing(parts)
 	if x.r.Context().Err() != nil {
 		return
@@ -215,6 +222,13 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 		x.refuseMissing(parts, err)
 		return
 	}
+	// The bytes of the elements the list holds (bulkmem.go): an element
+	// that takes them past max_body_bytes is dropped as it comes, and the
+	// list passes through (joinParts), so a list of large records never
+	// holds more than the bound of them, however many calls bring them.
+	var held atomic.Int64
+	held.Store(listBytes(parts))
+	limit := x.h.maxBody // not x in the goroutines: x stays on its caller's stack
 	var wg sync.WaitGroup
 	for _, p := range parts {
 		if p.e != nil {
@@ -224,6 +238,7 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer p.within(&held, limit)
 			defer px.settlePanic(p) // not x: the list's exchange stays on its stack
 			f, err := px.fillTraced(ctx)
 			if err == nil && f.foreign && idFailed(f.c.e) == nil {
@@ -262,6 +277,23 @@ func (p *part) settle(e *cache.Entry, err error) {
 		p.e, p.stale, p.err = p.held, true, nil
 	default:
 		p.e, p.err = nil, err
+	}
+}
+
+// within keeps p's element if the list's held bytes stay within limit
+// with it, and else drops it for errListTooLarge; the stale copy held for
+// p, settled, is given back either way. Run on p's goroutine, once p is
+// settled.
+func (p *part) within(held *atomic.Int64, limit int64) {
+	if p.foreign {
+		return // not settled yet: fetchForeign asks again (joinParts counts it)
+	}
+	if p.held != nil {
+		held.Add(-entryBytes(p.held))
+		p.held = nil
+	}
+	if p.e != nil && held.Add(entryBytes(p.e)) > limit {
+		p.e, p.stale, p.err = nil, false, errListTooLarge
 	}
 }
 
@@ -332,6 +364,13 @@ func (x *exchange) refuseMissing(parts map[string]*part, err error) {
 func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 	misses := len(parts) - hits
 	stale := 0
+	size := listBytes(parts)
+	if size > x.h.maxBody {
+		// Over the bound with the elements fetched for another request
+		// (fetchForeign): passed through as below.
+		x.passListTooLarge(nil)
+		return
+	}
 	l := splitlist.Make(len(parts))
 	for _, id := range ids {
 		p := parts[id]
@@ -339,10 +378,11 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 			continue // not an id of the target route
 		}
 		if errors.Is(p.err, errElementTooLarge) {
-			// An element too large to keep: the list cannot be
-			// assembled within max_body_bytes of it, so the upstream's
-			// own list answers, streamed through.
-			x.pass(outTooLarge, "")
+			// An element too large to keep, or the elements together
+			// (errListTooLarge, errAnswerTooLarge): the list cannot be
+			// assembled within max_body_bytes, so the upstream's own
+			// list answers, streamed through.
+			x.passListTooLarge(p.x.rs)
 			return
 		}
 		if p.err != nil {
@@ -380,6 +420,10 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 		s.Detail += ` stale=` + strconv.Itoa(stale)
 	}
 	s.Detail += `"`
+	// The answer and, for a client that takes gzip, its coding (at most
+	// as large), held while it is written: within 2 × max_body_bytes.
+	x.rs.held.take(2 * size)
+	defer x.rs.held.release(2 * size)
 	x.writeList(l.Answer(), s)
 	x.count(outcomes[o].result)
 }
@@ -412,4 +456,47 @@ func (x *exchange) writeList(a splitlist.Answer, s status) {
 	if x.r.Method != http.MethodHead {
 		_, _ = x.w.Write(body)
 	}
+}
+
+// errListTooLarge is a split list's element dropped because the list's
+// elements together are over max_body_bytes (part.within): the list
+// passes through, as it does for an element too large to keep.
+var errListTooLarge = fmt.Errorf("split list over max_body_bytes: %w", errElementTooLarge)
+
+// entryBytes is what an entry adds to a list's answer: its body and a
+// comma, for an element (200); nothing for an id left out.
+func entryBytes(e *cache.Entry) int64 {
+	if e.Status != http.StatusOK {
+		return 0
+	}
+	return int64(len(e.Body)) + 1
+}
+
+// listBytes is the size of the list's answer from the elements its parts
+// hold, and of the stale copies they hold for stale-if-error (bulkmem.go).
+func listBytes(parts map[string]*part) int64 {
+	var n int64
+	for _, p := range parts {
+		if p.e != nil {
+			n += entryBytes(p.e)
+		}
+		if p.held != nil {
+			n += entryBytes(p.held)
+		}
+	}
+	return n
+}
+
+// passListTooLarge passes a list over max_body_bytes through to the
+// upstream's list, streamed and uncached, as any answer over the bound
+// (Cache-Status detail=too-large), counted for the batch route target
+// (nil: the list's target route).
+func (x *exchange) passListTooLarge(target *routeState) {
+	if target == nil {
+		target = x.st.routes[x.rs.rt.Split.Route]
+	}
+	if target != nil {
+		target.bm.TooLarge("list")
+	}
+	x.pass(outTooLarge, "")
 }

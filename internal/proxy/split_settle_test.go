@@ -87,10 +87,13 @@ func TestSplitForeignStaleIfError(t *testing.T) {
 	}
 }
 
-// TestSplitForeignElementOverMaxBody: a list's foreign ids whose own call
-// is over its bound (max_body_bytes × ids: a record too large to keep)
-// pass the list through to the upstream's list, as a batched call over
-// its bound does (TestBatchElementOverMaxBody): they answered 502.
+// TestSplitForeignElementOverMaxBody: lists holding a record too large to
+// keep pass through to the upstream's list, as a batched call over its
+// bound does (TestBatchElementOverMaxBody): a list's foreign ids whose own
+// call was over its bound answered 502. A bulk answer is now bounded by
+// max_body_bytes, not max_body_bytes × ids (D3), so the shared call is
+// over it too, and each list passes through from its own call: a list
+// holding 7 is over the bound whole, and is never assembled.
 func TestSplitForeignElementOverMaxBody(t *testing.T) {
 	const maxBody = 4 << 10
 	big := strings.Repeat("x", 3*maxBody)
@@ -107,8 +110,8 @@ func TestSplitForeignElementOverMaxBody(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
 	})
-	// Both lists hold 7: the shared call (5 ids) is within its bound, a
-	// list's own call (3 ids) is not. The batch goes on its timer (a
+	// Both lists hold 7: the shared call (5 ids) is over its bound, and
+	// so is each list's own call (3 ids). The batch goes on its timer (a
 	// hang guard: both lists are sent at once), never when full: a list
 	// filling it before it enlisted 7 (map order) sent it without 7,
 	// which then went alone, in no list's shared call.
@@ -128,8 +131,8 @@ func TestSplitForeignElementOverMaxBody(t *testing.T) {
 			passed++
 		}
 	}
-	if passed != 1 {
-		t.Errorf("%d lists passed through (detail=too-large), want 1 (the one whose own call was over its bound)", passed)
+	if passed != 2 {
+		t.Errorf("%d lists passed through (detail=too-large), want 2 (each over the bound whole)", passed)
 	}
 }
 

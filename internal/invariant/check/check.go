@@ -121,6 +121,14 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 		ch.mu.Lock()
 		ch.checked["list"]++
 		ch.mu.Unlock()
+		if cs := resp.Header.Get("Cache-Status"); ch.cfg.MaxBodyBytes > 0 && strings.Contains(cs, `detail="split`) {
+			// Reassembled in the sidecar's memory: within the bound of
+			// one answer, else passed through whole (D3).
+			if len(body) > ch.cfg.MaxBodyBytes {
+				ch.Violate("list-bound", "%s: a list of %d bytes reassembled, over max_body_bytes %d (%s)", q, len(body), ch.cfg.MaxBodyBytes, cs)
+			}
+			ch.Count("list-bound", 1)
+		}
 		var sts []origin.Stamp
 		if err := json.Unmarshal(body, &sts); err != nil {
 			ch.Violate("garbled", "%s: list answer: %v", q, err)

@@ -41,6 +41,10 @@ type Config struct {
 	HeldLocal bool
 	// UpstreamTimeout is the replicas' upstream.timeout (crowdTimeout).
 	UpstreamTimeout time.Duration
+	// MaxBodyBytes is the replicas' cache.max_body_bytes: a list the
+	// sidecar reassembled (Cache-Status detail "split …") is one answer
+	// it buffered, never larger (list-bound).
+	MaxBodyBytes int
 }
 
 // Checker checks one run's answers; its methods are safe for concurrent

@@ -170,6 +170,8 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		}
 		if lg := o.profiles[BulkProfile].Large; lg > 0 && n%4 == 0 && prof == BulkProfile {
 			st.Pad = strings.Repeat("p", lg)
+		} else if big := o.profiles[BulkProfile].Big; big > 0 && prof == BulkProfile {
+			st.Pad = strings.Repeat("b", big)
 		}
 		st.Part = partial
 		out = append(out, st)

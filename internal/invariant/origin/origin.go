@@ -115,6 +115,10 @@ type Profile struct {
 	// 4 are padded to this many bytes (over the replicas'
 	// max_body_bytes: records too large to keep).
 	Large int
+	// Big: on BulkProfile, the other elements are padded to this many
+	// bytes (under max_body_bytes: records that fit alone, a few of them
+	// together over it).
+	Big int
 	// StaleAtOnce: answers say Cache-Control: max-age=0, so on a
 	// freshness: origin route with stale_if_error every stored copy is
 	// stale at once and answers only when a refetch fails.
