@@ -133,9 +133,10 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			pi, _ := r.Context().Value(passCtxKey{}).(*passInfo)
-			if edge.BodyTimedOut(r) {
-				// The client's body was still arriving at read_timeout:
-				// it is there, and told so (408), not answered as one
+			if edge.BodyTimedOut(r) || edge.BodyMalformed(r) {
+				// The client's body was still arriving at read_timeout,
+				// or broke its framing: it is there, and told so (408,
+				// 400: edge/badbody.go), not answered as one
 				// that left (nothing, which net/http makes an empty 200)
 				// nor as an upstream failure. The upstream may have
 				// acted on the part it got: lenient for invalidation, a
@@ -144,7 +145,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				if pi != nil && pi.after != nil && pi.det != nil && (pi.det.Sent() || pi.det.Started()) {
 					pi.after(0, nil)
 				}
-				edge.AnswerBodyTimeout(w, r)
+				edge.AnswerBody(w, r)
 				return
 			}
 			if errors.Is(err, errTunnelLimit) {

@@ -47,6 +47,7 @@ import (
 	"github.com/sidecache/sidecache/internal/resend"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/routeshape"
+	"github.com/sidecache/sidecache/internal/sendbound"
 	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/splitlist"
 	"github.com/sidecache/sidecache/internal/tombstone"
@@ -314,7 +315,9 @@ func NewTransport(timeout time.Duration, idlePerHost int, maxHeader int64) *http
 			// Each answer's header sections are scanned for
 			// Content-Length beside Transfer-Encoding, which the
 			// Transport drops without a word (upframe.Check).
-			return upframe.Wrap(rawio.TCP(c)), nil
+			// A write the upstream takes no byte of for timeout fails
+			// (internal/sendbound): NGINX's proxy_send_timeout.
+			return upframe.Wrap(sendbound.Wrap(rawio.TCP(c), timeout)), nil
 		},
 		MaxIdleConns:           idlePerHost * 2,
 		MaxIdleConnsPerHost:    idlePerHost,
@@ -369,6 +372,8 @@ func (h *Handler) withUpstream(old *state, u *url.URL, timeout time.Duration) *s
 	// ways, or a 304 to a request with no condition, is a failure (502),
 	// never stored or relayed (internal/upframe).
 	st.transport = resend.Once(upframe.Check(st.transport))
+	// A tunnel's writes are tunnel_idle_timeout's, not upstream.timeout's.
+	st.transport = sendbound.Switched(st.transport)
 	// The trailers Connection names are hop-by-hop: dropped before
 	// ReverseProxy (or the fill) strips Connection from the header.
 	st.transport = lean.HopTrailers(st.transport)
