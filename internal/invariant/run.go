@@ -118,6 +118,8 @@ type run struct {
 	trickles *rand.Rand
 	// conts draws the origin-continue row (drawContinue), as unvaried.
 	conts *rand.Rand
+	// bodies draws the client-body row (drawClientBody), as unvaried.
+	bodies *rand.Rand
 	// evicts draws the evict-epochs row (evict) on a sequence of its
 	// own, as unvaried does.
 	evicts *rand.Rand
@@ -153,6 +155,7 @@ type run struct {
 func Run(ctx context.Context, cfg Config) Report {
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26))}
 	r.tunnelRng = rand.New(rand.NewPCG(cfg.Seed, 28))
+	r.bodies = rand.New(rand.NewPCG(cfg.Seed, 33))
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout}, r.gen)
@@ -217,6 +220,7 @@ func (r *run) round(ctx context.Context) {
 	for i := range reqs {
 		reqs[i] = r.gen.Draw(hot)
 		r.drawTrickle(reqs[i])
+		r.drawClientBody(reqs[i])
 	}
 	p := r.drawPurge(reqs)
 	r.playWith(ctx, append(reqs, r.drawStale()...), -1, p)
