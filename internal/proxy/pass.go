@@ -20,6 +20,7 @@ import (
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/relay"
+	"github.com/sidecache/sidecache/internal/sendbound"
 )
 
 // write forwards a request a route or its method may make invalidate
@@ -166,8 +167,11 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				if !clientLeft {
 					pi.rm.Upstream(0, h.now().Sub(pi.start))
 				}
-				if pi.after != nil && pi.det != nil && pi.det.Sent() {
-					pi.after(0, nil) // sent whole, no answer: it may have been applied
+				if pi.after != nil && pi.det != nil && (pi.det.Sent() || sendbound.Cut(err) && pi.det.Started()) {
+					// Sent whole, no answer, or cut while the upstream
+					// took no more of it (internal/sendbound): it may
+					// have been applied, in part.
+					pi.after(0, nil)
 				}
 			}
 			if clientLeft {

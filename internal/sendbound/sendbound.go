@@ -115,6 +115,12 @@ func (c *Conn) Lift() {
 // Bound is c's bound, 0 once lifted.
 func (c *Conn) Bound() time.Duration { return time.Duration(c.d.Load()) }
 
+// Cut reports whether err is, or wraps, a write Conn cut.
+func Cut(err error) bool {
+	var e *Error
+	return errors.As(err, &e)
+}
+
 // NetConn is the wrapped connection, as tls.Conn's NetConn.
 func (c *Conn) NetConn() net.Conn { return c.Conn }
 

@@ -49,7 +49,7 @@ func TestWriteToPeerThatNeverReadsFails(t *testing.T) {
 	select {
 	case err := <-done:
 		var te interface{ Timeout() bool }
-		if !errors.As(err, &te) || !te.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		if !errors.As(err, &te) || !te.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) || !sendbound.Cut(err) {
 			t.Fatalf("write ended with %v, want a timeout", err)
 		}
 	case <-time.After(time.Minute):
