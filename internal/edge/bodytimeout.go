@@ -26,12 +26,15 @@ import (
 type timedBody struct {
 	io.ReadCloser
 	timedOut atomic.Bool // read on the upstream request's writer, loaded by the handler
+	failed   atomic.Bool // a read failed otherwise (badbody.go)
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil && timeout(err) {
 		b.timedOut.Store(true)
+	} else if failed(err) {
+		b.failed.Store(true)
 	}
 	return n, err
 }

@@ -87,7 +87,9 @@
 // and writes whose body stops halfway (trickle-write, send.go
 // doTrickled; some behind Expect: 100-continue, once the 100 came), sent to a third replica like the others but with a
 // read_timeout of 500 ms (a bound that short on the two would cut the
-// other rows' slow answers), and read back through it. The report's Checked
+// other rows' slow answers), and read back through it, and writes whose
+// 64 MiB body the origin never reads or whose chunk size is past 2^63
+// (client-body, clientbody.go). The report's Checked
 // counts the answers each got,
 // by status, so a run shows they reached the replicas.
 //
@@ -307,6 +309,10 @@
 //     acknowledged through the trickle replica: its read back there
 //     (own-write: that replica's L1 is empty, so a copy left in L2
 //     shows) and every read through the others after max_lag (max-lag);
+//   - client-body: a write whose body the origin never reads is answered
+//     504 and closed once upstream.timeout passed without progress, never
+//     held; one whose chunked body is malformed, 400 and closed, never a
+//     502 (the failure is the client's);
 //   - asterisk-form: a request with the target * (not OPTIONS) is
 //     answered the sidecar's 400 and closed, never the origin's answer to
 //     a path the client never sent;

@@ -127,6 +127,8 @@ type run struct {
 	trickles *rand.Rand
 	// conts draws the origin-continue row (drawContinue), as unvaried.
 	conts *rand.Rand
+	// bodies draws the client-body row (drawClientBody), as unvaried.
+	bodies *rand.Rand
 	// evicts draws the evict-epochs row (evict) on a sequence of its
 	// own, as unvaried does.
 	evicts *rand.Rand
@@ -177,6 +179,7 @@ type run struct {
 func Run(ctx context.Context, cfg Config) Report {
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26)), asked: rand.New(rand.NewPCG(cfg.Seed, 30)), wides: rand.New(rand.NewPCG(cfg.Seed, 27)), bigs: rand.New(rand.NewPCG(cfg.Seed, 32))}
 	r.tunnelRng = rand.New(rand.NewPCG(cfg.Seed, 28))
+	r.bodies = rand.New(rand.NewPCG(cfg.Seed, 33))
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
@@ -242,6 +245,7 @@ func (r *run) round(ctx context.Context) {
 	for i := range reqs {
 		reqs[i] = r.gen.Draw(hot)
 		r.drawTrickle(reqs[i])
+		r.drawClientBody(reqs[i])
 	}
 	p := r.drawPurge(reqs)
 	r.wide = r.drawWide(reqs) // purgeall.go

@@ -56,6 +56,10 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		r.doAsterisk(ctx, q, req)
 		return
 	}
+	if q.Deaf || q.BadChunk {
+		r.doClientBody(ctx, q, req)
+		return
+	}
 	if q.Hangup {
 		hctx, cancel := context.WithCancel(req.Context()) // keeps proxyKey
 		defer cancel()

@@ -20,6 +20,7 @@ import (
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/relay"
+	"github.com/sidecache/sidecache/internal/sendbound"
 	"github.com/sidecache/sidecache/internal/tunnel"
 	"github.com/sidecache/sidecache/internal/upfail"
 )
@@ -135,9 +136,10 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			pi, _ := r.Context().Value(passCtxKey{}).(*passInfo)
-			if edge.BodyTimedOut(r) {
-				// The client's body was still arriving at read_timeout:
-				// it is there, and told so (408), not answered as one
+			if edge.BodyTimedOut(r) || edge.BodyMalformed(r) {
+				// The client's body was still arriving at read_timeout,
+				// or broke its framing: it is there, and told so (408,
+				// 400: edge/badbody.go), not answered as one
 				// that left (nothing, which net/http makes an empty 200)
 				// nor as an upstream failure. The upstream may have
 				// acted on the part it got: lenient for invalidation, a
@@ -146,7 +148,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				if pi != nil && pi.after != nil && pi.det != nil && (pi.det.Sent() || pi.det.Started()) {
 					pi.after(0, nil)
 				}
-				edge.AnswerBodyTimeout(w, r)
+				edge.AnswerBody(w, r)
 				return
 			}
 			if errors.Is(err, tunnel.ErrLimit) {
@@ -167,8 +169,11 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 				if !clientLeft {
 					pi.rm.Upstream(0, h.now().Sub(pi.start))
 				}
-				if pi.after != nil && pi.det != nil && pi.det.Sent() {
-					pi.after(0, nil) // sent whole, no answer: it may have been applied
+				if pi.after != nil && pi.det != nil && (pi.det.Sent() || sendbound.Cut(err) && pi.det.Started()) {
+					// Sent whole, no answer, or cut while the upstream
+					// took no more of it (internal/sendbound): it may
+					// have been applied, in part.
+					pi.after(0, nil)
 				}
 			}
 			if clientLeft {

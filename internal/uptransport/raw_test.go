@@ -40,8 +40,14 @@ func TestTransportConnsAreRaw(t *testing.T) {
 	if err != nil || string(b) != "ok" {
 		t.Fatalf("body %q, %v", b, err)
 	}
-	if w, ok := conn.(interface{ NetConn() net.Conn }); ok {
-		conn = w.NetConn() // the framing scan's wrapper (internal/upframe)
+	for {
+		// The framing scan's wrapper (internal/upframe), the write
+		// bound's (internal/sendbound).
+		w, ok := conn.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		conn = w.NetConn()
 	}
 	c, ok := conn.(*rawio.TCPConn)
 	if !ok {

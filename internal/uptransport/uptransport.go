@@ -20,6 +20,7 @@ import (
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/rawio"
 	"github.com/sidecache/sidecache/internal/resend"
+	"github.com/sidecache/sidecache/internal/sendbound"
 	"github.com/sidecache/sidecache/internal/upframe"
 )
 
@@ -46,7 +47,9 @@ func New(timeout time.Duration, idlePerHost int, maxHeader int64) *http.Transpor
 			// Each answer's header sections are scanned for
 			// Content-Length beside Transfer-Encoding, which the
 			// Transport drops without a word (upframe.Check).
-			return upframe.Wrap(rawio.TCP(c)), nil
+			// A write the upstream takes no byte of for timeout fails
+			// (internal/sendbound): NGINX's proxy_send_timeout.
+			return upframe.Wrap(sendbound.Wrap(rawio.TCP(c), timeout)), nil
 		},
 		MaxIdleConns:           idlePerHost * 2,
 		MaxIdleConnsPerHost:    idlePerHost,
@@ -68,6 +71,8 @@ func Wrap(rt http.RoundTripper, o idlebody.Options) http.RoundTripper {
 	// ways, or a 304 to a request with no condition, is a failure (502),
 	// never stored or relayed (internal/upframe).
 	rt = resend.Once(upframe.Check(rt))
+	// A tunnel's writes are tunnel_idle_timeout's, not upstream.timeout's.
+	rt = sendbound.Switched(rt)
 	// The trailers Connection names are hop-by-hop: dropped before
 	// ReverseProxy (or the fill) strips Connection from the header.
 	rt = lean.HopTrailers(rt)

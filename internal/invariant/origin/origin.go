@@ -542,6 +542,10 @@ func (o *Origin) write(w http.ResponseWriter, r *http.Request, res string) {
 		o.trickle(w, r, res, id)
 		return
 	}
+	if kind := r.Header.Get(DeafHeader); kind != "" {
+		o.deaf(w, r, kind)
+		return
+	}
 	o.mu.Lock()
 	if p := o.profiles[res]; p.Refuse > 0 && o.rng.IntN(100) < p.Refuse {
 		o.mu.Unlock()

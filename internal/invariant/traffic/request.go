@@ -45,6 +45,10 @@ type Request struct {
 	// Trickle: a write sent to the run's short-read_timeout replica
 	// whose body stops halfway (send.go, doTrickled).
 	Trickle bool
+	// Deaf: a write whose 64 MiB body the origin never reads; BadChunk:
+	// one whose chunked body has a chunk size past 2^63 (the client-body
+	// row, internal/invariant/clientbody.go).
+	Deaf, BadChunk bool
 	// Cond is the conditional this request sent (conditional.go).
 	Cond Cond
 	// Crowd: sent in a crowd round (CrowdRequest), over a healthy origin.
