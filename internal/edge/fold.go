@@ -54,7 +54,10 @@ type folds struct {
 	sections int64 // header sections begun
 	first    int64 // the first section with a fold (1-based); 0: none
 	line     [foldLine]byte
-	n        int  // bytes of the current line seen (line holds up to foldLine)
+	n        int  // bytes of the current line seen (line holds up to foldLine of those kept)
+	b0       byte // the current line's first byte
+	keep     bool // the current line's bytes are kept (feed)
+	cr       bool // the current line's last byte so far is CR
 	fold     bool // the current section has a fold
 	cl       int64
 	chunked  bool
@@ -85,27 +88,38 @@ func (f *folds) feed(p []byte) {
 		if i >= 0 {
 			seg = p[:i]
 		}
-		if f.n < foldLine {
+		if f.n == 0 && len(seg) > 0 {
+			// Only a field line that may be Content-Length or
+			// Transfer-Encoding, and a chunk size, are kept: the
+			// others need their first byte and length alone.
+			f.b0 = seg[0]
+			f.keep = f.st == fsSize || f.st == fsField && (f.b0|0x20 == 'c' || f.b0|0x20 == 't')
+		}
+		if f.keep && f.n < foldLine {
 			copy(f.line[f.n:], seg)
 		}
 		f.n += len(seg)
+		if len(seg) > 0 {
+			f.cr = seg[len(seg)-1] == '\r'
+		}
 		if i < 0 {
 			return
 		}
 		p = p[i+1:]
 		n := f.n
 		f.n = 0
-		if n > 0 && n <= foldLine && f.line[n-1] == '\r' {
+		if f.cr {
 			n--
 		}
 		f.endLine(n)
+		f.keep, f.cr = false, false
 	}
 }
 
 // endLine takes the line of n bytes just ended (its CR dropped; f.line
 // holds up to foldLine of them).
 func (f *folds) endLine(n int) {
-	line := f.line[:min(n, foldLine)]
+	line := f.line[:min(n, foldLine)] // meaningful when kept
 	switch f.st {
 	case fsStart:
 		if n > 0 {
@@ -116,9 +130,9 @@ func (f *folds) endLine(n int) {
 		switch {
 		case n == 0:
 			f.endSection()
-		case line[0] == ' ' || line[0] == '\t':
+		case f.b0 == ' ' || f.b0 == '\t':
 			f.fold = true
-		default:
+		case f.keep:
 			f.field(line, n)
 		}
 	case fsSize:

@@ -32,3 +32,20 @@ func TestFolds(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFolds: wherever a read cuts the bytes, the fold scan reports the
+// same section.
+func FuzzFolds(f *testing.F) {
+	f.Add([]byte("POST / HTTP/1.1\r\nX-A: b\r\n Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\nhello"), 20)
+	f.Add([]byte("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n  x\r\n0\r\n\r\nGET / HTTP/1.1\r\nX-A: b\r\n c\r\n\r\n"), 50)
+	f.Fuzz(func(t *testing.T, data []byte, cut int) {
+		var whole, split folds
+		whole.feed(data)
+		cut = max(0, min(cut, len(data)))
+		split.feed(data[:cut])
+		split.feed(data[cut:])
+		if whole.first != split.first || whole.sections != split.sections {
+			t.Fatalf("cut at %d: section %d of %d; whole: %d of %d", cut, split.first, split.sections, whole.first, whole.sections)
+		}
+	})
+}
