@@ -36,3 +36,14 @@ func BenchmarkScan(b *testing.B) {
 		s.feed(head)
 	}
 }
+
+// BenchmarkFolds is the obs-fold scan of the same request head (fold.go),
+// which every read feeds beside the framing scan.
+func BenchmarkFolds(b *testing.B) {
+	head := []byte("GET /clients/42?fields=name HTTP/1.1\r\nHost: clients.svc\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\nAccept: application/json\r\nAccept-Encoding: gzip, br\r\nX-Request-Id: 0123456789abcdef\r\n\r\n")
+	var f folds
+	b.SetBytes(int64(len(head)))
+	for b.Loop() {
+		f.feed(head)
+	}
+}

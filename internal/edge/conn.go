@@ -7,6 +7,9 @@
 //     reading cannot pin an upstream request, and notes a header section
 //     that carried both Content-Length and Transfer-Encoding, which
 //     net/http drops before any handler can see it (RFC 9112 §6.1);
+//   - fold.go: follows the requests' framing on the connection to find a
+//     header section with an obs-fold, which net/http joins into the
+//     field before it (RFC 9112 §5.2);
 //   - guard.go: the request rules net/http does not apply — framing the
 //     server must answer and close (RFC 9112 §6.1), the asterisk-form for
 //     OPTIONS only (RFC 9112 §3.2.4), Max-Forwards and TRACE
@@ -79,6 +82,13 @@ type Conn struct {
 	// which net/http deletes from an HTTP/1.0 request (and ignores).
 	te   atomic.Bool
 	scan scanner
+	// folds follows the requests' framing for obs-fold (fold.go), on
+	// the reading goroutine; folded is its first folded section (0:
+	// none), for the handler's; reqs numbers the requests handed to the
+	// handler (Wire), on the handler's goroutine.
+	folds  folds
+	folded atomic.Int64
+	reqs   int64
 	// io: the connection's reads and writes, by raw system calls
 	// (internal/rawio: no sysmon wake at each busy period's first).
 	io  *rawio.Conn
@@ -123,6 +133,10 @@ func FromContext(ctx context.Context) *Conn {
 // Content-Length and Transfer-Encoding (RFC 9112 §6.1).
 func (c *Conn) AmbiguousFraming() bool { return c.both.Load() }
 
+// Folded reports whether the header section of the request being
+// answered on c (the reqs-th) had an obs-fold (fold.go).
+func (c *Conn) Folded() bool { return c.reqs > 0 && c.folded.Load() == c.reqs }
+
 // SawTransferEncoding reports whether a header section read on c carried
 // Transfer-Encoding.
 func (c *Conn) SawTransferEncoding() bool { return c.te.Load() }
@@ -139,6 +153,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 		}
 		if te {
 			c.te.Store(true)
+		}
+		if c.folds.feed(p[:n]); c.folds.first != 0 && c.folded.Load() == 0 {
+			c.folded.Store(c.folds.first)
 		}
 		if c.scan.end > 0 && !c.scan.told {
 			c.scan.told = true

@@ -108,6 +108,15 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, ReasonFraming, http.StatusBadRequest, "ambiguous message framing\n")
 		return
 	}
+	if c := FromContext(r.Context()); c != nil && c.Folded() {
+		// RFC 9112 §5.2: obs-fold in a request is rejected with 400 (or
+		// replaced with SP); a front proxy may have read the folded line
+		// as a field of its own, Transfer-Encoding say, and framed the
+		// request otherwise than net/http did (fold.go). NGINX answers
+		// 400, and so do we, closing.
+		g.refuse(w, ReasonFraming, http.StatusBadRequest, "obsolete line folding\n")
+		return
+	}
 	if r.RequestURI == "*" && r.Method != http.MethodOptions {
 		// RFC 9112 §3.2.4: the asterisk-form is for OPTIONS only. net/http
 		// hands any method with it to the handler, an HTTP/2 preface

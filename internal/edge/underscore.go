@@ -5,6 +5,8 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+
+	"github.com/sidecache/sidecache/internal/clientaddr"
 )
 
 // Underscore spellings. CGI (RFC 3875 §4.1.18) and what follows it — WSGI
@@ -40,17 +42,18 @@ func dropUnderscored(h http.Header, keyed func(string) bool) {
 
 // Reserved reports whether a canonical field name is one the sidecar
 // itself writes on the upstream request, strips from it, or frames it
-// by: the forwarding fields (RFC 7239, X-Forwarded-*, X-Real-Ip), its
+// by: the forwarding fields (RFC 7239, X-Forwarded-*, the address claims
+// of clientaddr: X-Real-Ip, True-Client-Ip, ...), its
 // request id and trace context, the hop-by-hop fields (RFC 9110 §7.6.1),
 // the framing ones (RFC 9112 §6), and the preconditions the cached path
 // replaces with its own (RFC 9110 §13.1).
 func Reserved(name string) bool {
 	return strings.HasPrefix(name, "X-Forwarded-") || strings.HasPrefix(name, "X-B3-") ||
-		slices.Contains(reserved[:], name)
+		clientaddr.Replaced(name) || slices.Contains(reserved[:], name)
 }
 
 var reserved = [...]string{
-	"Forwarded", "X-Real-Ip", "Via", "X-Request-Id", "Traceparent", "Tracestate", "Baggage",
+	"Forwarded", "Via", "X-Request-Id", "Traceparent", "Tracestate", "Baggage",
 	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings",
 	"Host", "Content-Length", "Max-Forwards", "Expect",

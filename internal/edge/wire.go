@@ -63,6 +63,9 @@ func Wire(s *http.Server) *http.Server {
 	}
 	s.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := FromContext(r.Context())
+		if c != nil {
+			c.reqs++ // the request's number on c, as fold.go numbers sections
+		}
 		if bound > 0 && max(headerBytes(r), c.sectionBytes()) > bound {
 			tooLarge(w, c)
 			return

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/clientaddr"
 )
 
 // Config describes one route's forwarding.
@@ -118,7 +119,8 @@ const (
 var tracingHeaders = [...]string{"Traceparent", "Tracestate", "X-Request-Id"}
 
 // Own reports the (canonical) request headers the sidecar itself writes on
-// the upstream request: Forwarded, X-Forwarded-*, Via, its request id and
+// the upstream request: Forwarded, X-Forwarded-*, X-Real-Ip (and the
+// address claims it drops: clientaddr), Via, its request id and
 // trace context. A client's copy never reaches the upstream on the cached
 // path, and an answer that varies on one of them (Vary: X-Forwarded-For)
 // varies on something no key can hold — the value depends on who asked,
@@ -126,7 +128,7 @@ var tracingHeaders = [...]string{"Traceparent", "Tracestate", "X-Request-Id"}
 // cache to match what the request sent; here the sidecar sent it).
 func Own(name string) bool {
 	return name == "Forwarded" || name == "Via" || strings.HasPrefix(name, "X-Forwarded-") ||
-		slices.Contains(tracingHeaders[:], name)
+		clientaddr.Replaced(name) || slices.Contains(tracingHeaders[:], name)
 }
 
 // VariesOnOwn reports whether names (a parsed Vary) holds a header the
@@ -428,7 +430,7 @@ func (f *Rules) Grouped(name string) bool {
 // the route keys on always counts. Read only.
 var groupIgnored = map[string]bool{
 	"Accept": true, "Accept-Encoding": true, "User-Agent": true, "Referer": true, "Cache-Control": true, "Pragma": true,
-	"Via": true, "X-Real-Ip": true, "Baggage": true, "Content-Length": true,
+	"Via": true, "Baggage": true, "Content-Length": true,
 	"X-Vegeta-Seq": true, // the load generator's per-request counter
 }
 

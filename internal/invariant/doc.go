@@ -117,8 +117,8 @@
 // connection of its own, half the time after holding max_tunnels echo
 // tunnels open, to an origin endpoint that echoes a tunnel's own lines,
 // switches unasked, refuses with a 200, closes at once, hangs up or
-// stays silent; with forged X-Forwarded-*, Forwarded and underscore
-// spellings, to /ws (no route) or to route r (bypassed by a cookie, or
+// stays silent; with forged X-Forwarded-*, Forwarded, X-Real-Ip,
+// True-Client-Ip and underscore spellings, to /ws (no route) or to route r (bypassed by a cookie, or
 // the cached path), with cached reads of /r before them on the same
 // connection and after them when not switched. A tunnel's lines come
 // back to it alone (tunnel-cross); no 101 reaches a request that asked
@@ -262,7 +262,8 @@
 //   - underscore-forwarding: no upstream call carries an underscore
 //     spelling (X_Forwarded_For, X-Forwarded_Host, X_Real_Ip, X_Tenant)
 //     of a field the sidecar writes or keys on, which a CGI-style
-//     upstream reads as that field;
+//     upstream reads as that field, nor a client's X-Real-Ip or
+//     True-Client-Ip (origin.ForgedAddress);
 //   - resend: no upstream request (one X-Request-Id) reaches the origin
 //     more than MaxSends times: once, and once more after a hang-up on a
 //     reused connection (RFC 9112 §9.3.1);
@@ -313,6 +314,9 @@
 //     504 and closed once upstream.timeout passed without progress, never
 //     held; one whose chunked body is malformed, 400 and closed, never a
 //     502 (the failure is the client's);
+//   - obs-fold: a request with a header line folded onto the one before
+//     it (RFC 9112 §5.2) is answered the sidecar's 400 and closed, never
+//     forwarded as net/http joined it (stream 34 draws it);
 //   - asterisk-form: a request with the target * (not OPTIONS) is
 //     answered the sidecar's 400 and closed, never the origin's answer to
 //     a path the client never sent;

@@ -106,7 +106,7 @@ func (r *run) purge(ctx context.Context, d *purgeDraw, answered <-chan struct{})
 func (r *run) readAfterPurge(ctx context.Context, d *purgeDraw) {
 	rq := *d.read
 	rq.Replica, rq.Rid = d.replica, ""
-	rq.HalfClose, rq.Absolute, rq.Asterisk, rq.Hangup, rq.Cond = false, false, false, false, traffic.Cond{}
+	rq.HalfClose, rq.Absolute, rq.Asterisk, rq.Folded, rq.Hangup, rq.Cond = false, false, false, false, false, traffic.Cond{}
 	rq.Hdr = d.read.Hdr.Clone()
 	for _, h := range []string{"X-Request-Id", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "Range"} {
 		rq.Hdr.Del(h)

@@ -331,7 +331,7 @@ func (r *run) drawStale() []*traffic.Request {
 // drawTrickle makes some plain writes trickled (send.go, doTrickled).
 func (r *run) drawTrickle(q *traffic.Request) {
 	if !r.cfg.Mix.Has("trickle-write") || r.cfg.Trickle == "" || q.Method != http.MethodPatch ||
-		q.Hangup || q.Chunked || q.Absolute || q.Asterisk || origin.Resource(q.Path) == "" {
+		q.Hangup || q.Chunked || q.Absolute || q.Asterisk || q.Folded || origin.Resource(q.Path) == "" {
 		return
 	}
 	if r.trickles.IntN(100) < 10 {
@@ -397,7 +397,7 @@ func (r *run) playWith(ctx context.Context, reqs []*traffic.Request, crowd int, 
 	for _, q := range reqs {
 		// A PATCH * is the sidecar's 400 (send.go, doAsterisk), never
 		// forwarded: waiting for it held its round 5 s.
-		if q.Method == http.MethodPatch && !q.Asterisk {
+		if q.Method == http.MethodPatch && !q.Asterisk && !q.Folded {
 			r.patches++
 		}
 	}
@@ -424,7 +424,7 @@ func (r *run) playWith(ctx context.Context, reqs []*traffic.Request, crowd int, 
 		r.violate("connection-hop", "upstream call %s carried %s, which a client's Connection named", call, origin.ClientHop)
 	}
 	for _, call := range o.TakeUnderscored() {
-		r.violate("underscore-forwarding", "upstream call %s carried an underscore spelling of a field the sidecar writes or keys on", call)
+		r.violate("underscore-forwarding", "upstream call %s carried an underscore spelling of a field the sidecar writes or keys on, or a client's address claim", call)
 	}
 	// A crowd round's bulk calls are its own whenever they arrive (the
 	// origin tells them by their ids): a batch a round queued may still

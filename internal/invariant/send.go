@@ -2,6 +2,7 @@ package invariant
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +59,10 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 	}
 	if q.Deaf || q.BadChunk {
 		r.doClientBody(ctx, q, req)
+		return
+	}
+	if q.Folded {
+		r.doFolded(ctx, q, req)
 		return
 	}
 	if q.Hangup {
@@ -346,6 +351,49 @@ func (r *run) doAsterisk(ctx context.Context, q *traffic.Request, req *http.Requ
 	r.chk.Count("asterisk-form-"+resp.Status[:3], 1)
 	if resp.StatusCode != http.StatusBadRequest || !resp.Close || resp.Header.Get("Via") != "" {
 		r.violate("asterisk-form", "%s: answered %s (Connection: close %v, Via %q), want the sidecar's 400 and the connection closed", q, resp.Status, resp.Close, resp.Header.Get("Via"))
+	}
+}
+
+// doFolded sends q's request with an obs-fold in its header section, on
+// a connection of its own: "X-Fold: a" followed by a line starting with
+// a space, " Transfer-Encoding: chunked" (a write's body then framed by
+// its Content-Length, as net/http joins the line into X-Fold), or a tab
+// and a value. RFC 9112 §5.2: the sidecar answers 400 and closes (as
+// NGINX), its own answer (no Via). Before, net/http joined the line and
+// the request was forwarded, framed otherwise than a front proxy that
+// read the folded line as a field of its own would frame it.
+func (r *run) doFolded(ctx context.Context, q *traffic.Request, req *http.Request) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(q.Who.Addr)}, Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", req.URL.Host)
+	if err != nil {
+		r.violate("transport", "%s: obs-fold: %v", q, err)
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	req.Header.Set("X-Fold", "a")
+	var b bytes.Buffer
+	if err := req.Write(&b); err != nil {
+		r.violate("transport", "%s: obs-fold: %v", q, err)
+		return
+	}
+	fold := "X-Fold: a\r\n\tb\r\n"
+	if req.ContentLength > 0 {
+		fold = "X-Fold: a\r\n Transfer-Encoding: chunked\r\n"
+	}
+	if _, err := io.WriteString(conn, strings.Replace(b.String(), "X-Fold: a\r\n", fold, 1)); err != nil {
+		r.violate("transport", "%s: obs-fold: %v", q, err)
+		return
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		r.violate("obs-fold", "%s: no answer: %v", q, err)
+		return
+	}
+	resp.Body.Close()
+	r.chk.Count("obs-fold-"+resp.Status[:3], 1)
+	if resp.StatusCode != http.StatusBadRequest || !resp.Close || resp.Header.Get("Via") != "" {
+		r.violate("obs-fold", "%s: answered %s (Connection: close %v, Via %q), want the sidecar's 400 and the connection closed", q, resp.Status, resp.Close, resp.Header.Get("Via"))
 	}
 }
 

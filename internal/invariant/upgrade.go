@@ -240,7 +240,7 @@ func (r *run) openTunnel(ctx context.Context, i int, t *tunnelTry) {
 		fmt.Fprintf(&b, "Cookie: sid=%s\r\n", t.who.Name)
 	}
 	if t.forged {
-		fmt.Fprintf(&b, "X-Forwarded-For: %[1]s\r\nX-Forwarded-Host: %[2]s\r\nForwarded: for=%[1]s;host=%[2]s\r\nX_Forwarded_For: %[1]s\r\nX-Forwarded_Host: %[2]s\r\nX_Real_Ip: %[1]s\r\n", origin.ForgedAddr, origin.ForgedHost)
+		fmt.Fprintf(&b, "X-Forwarded-For: %[1]s\r\nX-Forwarded-Host: %[2]s\r\nForwarded: for=%[1]s;host=%[2]s\r\nX_Forwarded_For: %[1]s\r\nX-Forwarded_Host: %[2]s\r\nX_Real_Ip: %[1]s\r\nX-Real-Ip: %[1]s\r\nTrue-Client-Ip: %[1]s\r\n", origin.ForgedAddr, origin.ForgedHost)
 	}
 	b.WriteString("\r\n")
 	req, _ := http.NewRequest(http.MethodGet, r.cfg.Replicas[i]+t.path, nil)

@@ -2,12 +2,12 @@ package lean
 
 import (
 	"bufio"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 
+	"github.com/sidecache/sidecache/internal/clientaddr"
 	"github.com/sidecache/sidecache/internal/httpcache"
 )
 
@@ -21,7 +21,8 @@ import (
 //     Te is kept as "trailers" when the client asked for them, so the
 //     upstream may send trailers to relay (RFC 9110 §6.5, §10.1.4);
 //   - Forwarded and X-Forwarded-* are replaced, never appended to, from
-//     r's connection: a client cannot pass a forged address on;
+//     r's connection: a client cannot pass a forged address on; so is
+//     X-Real-Ip, and the other address claims are dropped (clientaddr);
 //   - User-Agent is sent once, and never empty or Go's own when the
 //     client sent none;
 //   - CR and LF in a value become spaces, as http.Header.Write does, so a
@@ -60,7 +61,7 @@ func writeRequest(bw *bufio.Writer, r *http.Request, base *url.URL, host string)
 			}
 			continue
 		}
-		if len(conn) > 0 && namedIn(conn, k) {
+		if clientaddr.Replaced(k) || len(conn) > 0 && namedIn(conn, k) {
 			continue
 		}
 		for _, v := range vs {
@@ -73,8 +74,10 @@ func writeRequest(bw *bufio.Writer, r *http.Request, base *url.URL, host string)
 	if namedIn(r.Header["Te"], "trailers") {
 		bw.WriteString("Te: trailers\r\n")
 	}
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+	if ip := clientaddr.Peer(r.RemoteAddr); ip != "" {
 		bw.WriteString("X-Forwarded-For: ")
+		bw.WriteString(ip)
+		bw.WriteString("\r\n" + clientaddr.RealIP + ": ")
 		bw.WriteString(ip)
 		bw.WriteString("\r\n")
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/accesslog"
+	"github.com/sidecache/sidecache/internal/clientaddr"
 	"github.com/sidecache/sidecache/internal/detached"
 	"github.com/sidecache/sidecache/internal/edge"
 	"github.com/sidecache/sidecache/internal/httpcache"
@@ -88,6 +89,7 @@ func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(up)
 			pr.SetXForwarded()
+			clientaddr.Set(pr.Out.Header, pr.In.RemoteAddr)
 			h.inject(pr.Out.Context(), pr.Out.Header)
 			if pi, _ := pr.In.Context().Value(passCtxKey{}).(*passInfo); pi != nil && pi.after != nil {
 				// A whole write outlives its client, timeout more: the

@@ -17,7 +17,10 @@ import (
 // request clone and the transport's per-request channels. 87 before it;
 // 34 before the copy buffer's pointer and the answer's watch were kept
 // rather than allocated per request (net/http's request and response
-// parsing, on both sides, is most of the 32 left).
+// parsing, on both sides, is most of the 32 left). 34 since the sidecar
+// writes X-Real-Ip (internal/clientaddr): the in-process upstream parses
+// one field line more (its name and value), the sidecar allocates nothing
+// for it.
 func TestPassThroughAllocs(t *testing.T) {
 	body := make([]byte, 512)
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.Write(body) })
@@ -29,7 +32,7 @@ func TestPassThroughAllocs(t *testing.T) {
 		clear(w.h)
 		e.h.ServeHTTP(w, req)
 	})
-	if want := 32.0 + raceAllocs; allocs > want {
+	if want := 34.0 + raceAllocs; allocs > want {
 		t.Errorf("pass-through: %.0f allocations per request, want at most %.0f", allocs, want)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/clientaddr"
 	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/spans"
 )
@@ -38,7 +39,8 @@ type Target struct {
 
 // Get builds the upstream GET for in at path and rawQuery (the query the
 // key holds), with ctx. SetURL, then SetXForwarded from the client's
-// address, never from what the client claimed.
+// address, never from what the client claimed, and X-Real-Ip with it
+// (clientaddr).
 func (t *Target) Get(ctx context.Context, in *http.Request, path, rawQuery string) *http.Request {
 	u := &url.URL{Path: path, RawQuery: rawQuery}
 	if path == in.URL.Path && in.URL.RawPath != "" {
@@ -63,6 +65,7 @@ func (t *Target) Get(ctx context.Context, in *http.Request, path, rawQuery strin
 	pr := httputil.ProxyRequest{In: in, Out: out}
 	pr.SetURL(t.Up)
 	pr.SetXForwarded()
+	clientaddr.Set(out.Header, in.RemoteAddr) // X-Real-Ip from the same peer
 	// What reaches the upstream is what the key holds: with key.host set,
 	// the upstream is told the canonical host (or none), never the one
 	// this client spelled, which the shared entry does not record.

@@ -22,7 +22,7 @@ func (ch *Checker) Edges(q *traffic.Request, resp *http.Response) {
 		k = "range"
 	case q.Hdr.Get(origin.ClientHop) != "":
 		k = "connection-hop"
-	case origin.Underscored(q.Hdr) != "":
+	case origin.Underscored(q.Hdr) != "" || origin.ForgedAddress(q.Hdr) != "":
 		k = "underscore-forwarding"
 	case q.Hdr.Get("Connection") != "":
 		k = "connection-keyed-" + q.Route

@@ -10,6 +10,7 @@
 package origin
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -236,6 +237,21 @@ func Underscored(h http.Header) string {
 	return ""
 }
 
+// ForgedAddress is the first client-address claim of h that carries the
+// address the clients forge (ForgedAddr): X-Real-Ip, which the sidecar
+// writes from its peer, or True-Client-Ip and the like, which it drops
+// (the underscore-forwarding draw); "" when none.
+func ForgedAddress(h http.Header) string {
+	for _, k := range [...]string{"X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip"} {
+		for _, v := range h[k] {
+			if strings.Contains(v, ForgedAddr) {
+				return k
+			}
+		}
+	}
+	return ""
+}
+
 // TakeUnderscored returns the calls received since the last
 // TakeUnderscored that carried an Underscored field.
 func (o *Origin) TakeUnderscored() []string {
@@ -346,7 +362,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		o.hops = append(o.hops, r.Method+" "+r.URL.RequestURI())
 		o.mu.Unlock()
 	}
-	if k := Underscored(r.Header); k != "" {
+	if k := cmp.Or(Underscored(r.Header), ForgedAddress(r.Header)); k != "" {
 		o.mu.Lock()
 		o.underscored = append(o.underscored, r.Method+" "+r.URL.RequestURI()+" ("+k+")")
 		o.mu.Unlock()

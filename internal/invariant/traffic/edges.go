@@ -47,6 +47,12 @@ func (g *Gen) drawEdges(q *Request) {
 		q.Hdr["X_Forwarded_For"] = []string{"6.6.6.6"}
 		q.Hdr[pick(g, "X-Forwarded_Host", "x_forwarded_host")] = []string{"evil.example"}
 		q.Hdr[pick(g, "X_Real_Ip", "X_REAL_IP", "X_Tenant")] = []string{"6.6.6.6"}
+		// And the address claims themselves: applications behind NGINX
+		// trust X-Real-Ip; the sidecar writes its own from its peer and
+		// drops True-Client-Ip (origin.ForgedAddress records either).
+		// Set without a draw, so the run's other draws stay as they were.
+		q.Hdr["X-Real-Ip"] = []string{origin.ForgedAddr}
+		q.Hdr["True-Client-Ip"] = []string{origin.ForgedAddr}
 	}
 	if !q.Absolute && !q.HalfClose && !q.Hangup && m.Has("asterisk-form") && g.chance(2) {
 		q.Asterisk = true
@@ -58,6 +64,9 @@ func (g *Gen) drawEdges(q *Request) {
 		if m.Has("expect") && g.chance(15) {
 			q.Body, q.Expect = `{"bump":1}`, true
 		}
+	}
+	if m.Has("obs-fold") && g.folds.IntN(100) < 3 && !q.Absolute && !q.HalfClose && !q.Hangup && !q.Asterisk && !q.Chunked && !q.Expect {
+		q.Folded = true
 	}
 }
 

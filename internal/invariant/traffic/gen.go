@@ -19,6 +19,7 @@ import (
 // sequence of draws, as before the harness was split.
 type Gen struct {
 	rng      *rand.Rand
+	folds    *rand.Rand // the obs-fold draw's own stream (34): the others' draws stay as they were
 	mix      mix.Mix
 	ids      []*Identity
 	replicas int    // how many replicas a request may go through
@@ -36,7 +37,7 @@ type Gen struct {
 
 // NewGen is the generator of a run of seed through replicas replicas.
 func NewGen(rng *rand.Rand, m mix.Mix, seed uint64, replicas int, host string) *Gen {
-	return &Gen{rng: rng, mix: m, ids: newIdentities(), replicas: replicas, host: host, seed: seed, copies: map[string][]*Copy{}}
+	return &Gen{rng: rng, folds: rand.New(rand.NewPCG(seed, 34)), mix: m, ids: newIdentities(), replicas: replicas, host: host, seed: seed, copies: map[string][]*Copy{}}
 }
 
 func (g *Gen) chance(pct int) bool { return g.rng.IntN(100) < pct }

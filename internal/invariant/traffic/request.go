@@ -38,6 +38,9 @@ type Request struct {
 	// Asterisk: sent with the request target * (asterisk-form, RFC 9112
 	// §3.2.4), without its body, on a connection of its own.
 	Asterisk bool
+	// Folded: sent with an obs-fold in its header section (RFC 9112
+	// §5.2), on a connection of its own.
+	Folded bool
 	// Body: a write's body; Chunked: sent chunked with trailers; Expect:
 	// with Expect: 100-continue.
 	Body            string
@@ -103,6 +106,9 @@ func (q *Request) String() string {
 	}
 	if q.Asterisk {
 		u = "* (" + u + ")"
+	}
+	if q.Folded {
+		h = append(h, "obs-fold")
 	}
 	if q.Chunked {
 		h = append(h, "chunked+trailers")
