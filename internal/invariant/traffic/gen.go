@@ -18,7 +18,10 @@ import (
 // the draws of the origin's profiles, so the seed alone fixes the whole
 // sequence of draws, as before the harness was split.
 type Gen struct {
-	rng      *rand.Rand
+	rng *rand.Rand
+	// lenient draws the lenient-id rows (drawLenient) on PCG stream 31
+	// of the seed, so the draws of rng are unchanged by them.
+	lenient  *rand.Rand
 	mix      mix.Mix
 	ids      []*Identity
 	replicas int    // how many replicas a request may go through
@@ -36,7 +39,7 @@ type Gen struct {
 
 // NewGen is the generator of a run of seed through replicas replicas.
 func NewGen(rng *rand.Rand, m mix.Mix, seed uint64, replicas int, host string) *Gen {
-	return &Gen{rng: rng, mix: m, ids: newIdentities(), replicas: replicas, host: host, seed: seed, copies: map[string][]*Copy{}}
+	return &Gen{rng: rng, lenient: rand.New(rand.NewPCG(seed, 31)), mix: m, ids: newIdentities(), replicas: replicas, host: host, seed: seed, copies: map[string][]*Copy{}}
 }
 
 func (g *Gen) chance(pct int) bool { return g.rng.IntN(100) < pct }

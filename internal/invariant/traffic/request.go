@@ -45,6 +45,10 @@ type Request struct {
 	// Trickle: a write sent to the run's short-read_timeout replica
 	// whose body stops halfway (send.go, doTrickled).
 	Trickle bool
+	// Tagged is the path of a read tagged as a write's resource
+	// (/r/{id}/summary), sent through the write's replica before and
+	// after it (route-tagged-read, respell.go).
+	Tagged string
 	// Cond is the conditional this request sent (conditional.go).
 	Cond Cond
 	// Crowd: sent in a crowd round (CrowdRequest), over a healthy origin.
