@@ -93,6 +93,22 @@
 // counts the answers each got,
 // by status, so a run shows they reached the replicas.
 //
+// # Spelled ids and applied writes (respell.go)
+//
+// On a stream of its own (PCG stream 31 of the seed, traffic.Gen.lenient,
+// so the other draws are unchanged), writes to /r/{id} are spelled the
+// ways the origin reads as id (write-lenient-id: /r/%205, /r/5%20,
+// /r/%095, as PostgreSQL's int4 input; /r/5-acme, /r/05-x, as Rails'
+// find), and answered by the origin, once applied, 303 See Other, 502 or
+// 504 with its stamp (write-applied-other: the answer=N instruction, held
+// as acknowledged). Reads of /r/{id}/summary (route r-summary, tagged
+// r:{id} under another URI: only the write route's tags reach it; a purge
+// by key of /r/{id} does not, so it holds no summary read) join the
+// round's (route-tagged-read), and each such write reads the summary
+// through its replica before and after it (tagged-warm-, tagged-read-):
+// a copy the write left, however it spelled the id or whatever of those
+// codes answered it, is an own-write violation.
+//
 // # Admin purges (purge.go)
 //
 // In about three rounds in ten (purge), the runner picks a resource one of

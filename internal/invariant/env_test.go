@@ -53,6 +53,11 @@ routes:
     ttl: 5m
     stale_if_error: 10m
     tags: ["r:{id}"]
+  - name: r-summary
+    path: /r/{id:[1-9][0-9]*}/summary
+    ttl: 5m
+    stale_if_error: 10m
+    tags: ["r:{id}"]
   - name: r-write
     methods: [PATCH, PUT, DELETE]
     path: /r/{id:[1-9][0-9]*}

@@ -65,6 +65,7 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		r.doFolded(ctx, q, req)
 		return
 	}
+	r.readTagged(ctx, q, base, "read before a write", "tagged-warm-") // respell.go
 	if q.Hangup {
 		hctx, cancel := context.WithCancel(req.Context()) // keeps proxyKey
 		defer cancel()
@@ -141,6 +142,7 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 	}
 	r.chk.Trailers(q, resp)
 	r.chk.Answer(q, resp, body, start, end)
+	r.readTagged(ctx, q, base, "read after a write", "tagged-read-")
 }
 
 // doHalfClosed sends q's request on a connection of its own from q's

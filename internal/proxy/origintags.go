@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
@@ -28,6 +29,8 @@ func (x *exchange) tagEntry(e *cache.Entry, upstream http.Header) bool {
 	} else {
 		tags = surrogate.EntryURITags(e.Tags, x.r.URL.Path)
 	}
+	// An id the origin reads as another ("5-acme" as 5): its reading's tags.
+	tags = route.AppendReadings(tags, x.rs.rt.Tags, x.params.list())
 	e.Tags, ok = x.h.tagh.AppendKeys(tags, upstream)
 	x.h.tagh.StripFrom(e.Header)
 	if !ok {

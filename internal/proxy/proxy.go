@@ -441,7 +441,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // canonicalSpelling reports whether a read is spelled the one way the
 // cache stores it: no empty or dot segments, no ";params", no number with
-// a sign or leading zeros in a route param. Any other spelling passes
+// a sign, leading zeros or blanks around it in a route param (a slug that
+// reads as a number is stored, tagged also as that number: tagEntry). Any other spelling passes
 // through uncached, so one resource is one entry and one set of tags; a
 // write under any spelling still invalidates it (invalidate.go).
 func canonicalSpelling(path string, params route.Params) bool {

@@ -3,7 +3,10 @@ package route
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/sidecache/sidecache/internal/spelling"
 )
 
 // A Template is a surrogate-key template such as "client:{id}": literal
@@ -100,6 +103,34 @@ func (t Template) AppendExpand(b []byte, p Params) []byte {
 		}
 	}
 	return b
+}
+
+// AppendReadings appends to tags each of ts expanded with p's values as a
+// lenient origin reads them (spelling.Reading: "5-acme" and "05" as 5),
+// when one of p's values reads as another, and each tag only once. An
+// entry stored for /clients/5-acme is the origin's client 5: it carries
+// client:5 as /clients/5's entry does, so a write to /clients/5 drops it
+// (strict for storage, without refusing the slug). Nothing is allocated
+// when every value reads as itself.
+func AppendReadings(tags []string, ts []Template, p Params) []string {
+	var rp Params
+	for i := range p {
+		if n, ok := spelling.Reading(p[i].Value); ok {
+			if rp == nil {
+				rp = slices.Clone(p)
+			}
+			rp[i].Value = n
+		}
+	}
+	if rp == nil {
+		return tags
+	}
+	for _, t := range ts {
+		if s := t.Expand(rp); !slices.Contains(tags, s) {
+			tags = append(tags, s)
+		}
+	}
+	return tags
 }
 
 // Params returns the names the template refers to, in order.

@@ -5,7 +5,8 @@
 // Common frameworks route leniently: Express and Rails match paths
 // case-insensitively and with or without a trailing slash, most servers
 // merge "//" and resolve dot segments (RFC 3986 §5.2.4), Tomcat and Jetty
-// drop ";params" from a segment, and a database parses "05" and "+5" as 5.
+// drop ";params" from a segment, and a database parses "05", "+5" and " 5"
+// as 5, as Rails, parseInt and MySQL read "5-acme" (Int).
 // A write spelled any of those ways changes the resource the canonical
 // spelling names, so it must invalidate what was stored under the
 // canonical spelling. Over-invalidation costs a miss; under-invalidation
@@ -22,8 +23,9 @@ import "strings"
 
 // Fold is the lenient form of path, used for URI tags: dot segments
 // resolved, empty segments ("//", a trailing slash) dropped, ";params"
-// stripped from each segment, numeric segments without sign or leading
-// zeros, and everything lower-cased. Every spelling a lenient origin reads
+// stripped from each segment, a segment that reads as an integer (Int:
+// "05", "+5", " 5", "5-acme") as that integer, and everything
+// lower-cased. Every spelling a lenient origin reads
 // as one resource folds to one string, so a write under any of them and a
 // read under the canonical one share a URI tag.
 func Fold(path string) string { return clean(path, true) }
@@ -47,18 +49,38 @@ func Candidates(path string) []string {
 }
 
 // CanonicalParam reports whether a route parameter's value is spelled the
-// one way it is stored: not a number with a sign or leading zeros, no
-// ";params", not a dot segment, not empty. A read whose parameters are not
-// canonical passes through uncached (strict for storage), while a write
-// spelled that way still invalidates the canonical entry (Candidates).
+// one way it is stored: not a number with a sign, leading zeros or blanks
+// around it, no ";params", not a dot segment, not empty. A read whose
+// parameters are not canonical passes through uncached (strict for
+// storage), while a write spelled that way still invalidates the
+// canonical entry (Candidates). A slug that reads as a number ("5-acme",
+// Int) is canonical, and its entry carries its Reading's tags too.
 func CanonicalParam(v string) bool {
 	if v == "" || v == "." || v == ".." || strings.IndexByte(v, ';') >= 0 {
 		return false
 	}
-	if n, ok := number(v); ok {
+	n, whole, ok := Int(v)
+	switch {
+	case !ok:
+		return true
+	case whole:
 		return n == v
 	}
-	return true
+	// A slug read as n ("5-acme"): canonical for the app that links to
+	// it (Rails' to_param), and stored, tagged also as n (Reading), so a
+	// write to n drops it; blanks around it are no one's link.
+	return trimBlanks(v) == v
+}
+
+// Reading is the value a lenient origin reads a route param v as, when
+// that differs from v: the integer of Int. An entry stored under v also
+// carries the tags its reading expands to, so a write to the canonical
+// spelling drops it (strict for storage, without refusing slugs).
+func Reading(v string) (string, bool) {
+	if n, _, ok := Int(v); ok && n != v {
+		return n, true
+	}
+	return "", false
 }
 
 // CanonicalPath reports whether path has no empty or dot segments (a
@@ -124,8 +146,8 @@ func cleanSegments(path string, lower bool) string {
 
 // isClean reports whether clean(path, lower) is path itself: a leading
 // slash, then segments that are not empty (no "//", no trailing slash),
-// not dot segments, hold no ';', are numbers only without sign or leading
-// zeros, and (lower) hold no upper-case ASCII letter. "/" is clean.
+// not dot segments, hold no ';', read as no integer other than themselves
+// (Int), and (lower) hold no upper-case ASCII letter. "/" is clean.
 func isClean(path string, lower bool) bool {
 	if path == "/" {
 		return true
@@ -174,25 +196,63 @@ func lowerASCII(s string) string {
 	return s
 }
 
-// number returns the decimal s without its sign and leading zeros, when s
-// is an optionally signed run of ASCII digits (as parseInt, pg and most
-// frameworks read an integer id).
+// number returns the integer a lenient origin reads s as (Int), when it
+// reads one.
 func number(s string) (string, bool) {
-	d := s
-	if d != "" && (d[0] == '+' || d[0] == '-') {
-		d = d[1:]
-	}
-	if d == "" {
-		return "", false
-	}
-	for i := 0; i < len(d); i++ {
-		if d[i] < '0' || d[i] > '9' {
-			return "", false
-		}
-	}
-	d = strings.TrimLeft(d, "0")
-	if d == "" {
-		d = "0"
-	}
-	return d, true
+	n, _, ok := Int(s)
+	return n, ok
 }
+
+// Int is the one rule, for every path (writes, URI tags, stored reads,
+// the ids of a batch or a split list), of which integer a lenient origin
+// reads a path segment or id as: n is its decimal without sign or leading
+// zeros; ok is false when s reads as no integer. whole is false when s
+// reads as n only by a lenient reading of more than a signed run of digits.
+//
+// The readings it accepts are those of common stacks:
+//   - a sign and leading zeros: "+5", "-5", "05" (parseInt, PostgreSQL,
+//     most frameworks; "-5" is folded too, over-invalidating);
+//   - ASCII blanks around the number: " 5", "5\t" (PostgreSQL's int4 input
+//     skips isspace() on both sides; so do Ruby's to_i and parseInt in
+//     front);
+//   - leading digits followed by anything that is not a digit: "5-acme",
+//     "5.json", "5abc" (Rails' find("5-acme") and the to_param slug idiom,
+//     Ruby's to_i, parseInt, MySQL's string-to-int cast).
+//
+// Lenient for invalidation: a write to any of these spellings may have
+// changed resource n. Segments that merely start with digits (a date, a
+// UUID, a hash) read as n too; that over-invalidates, which costs misses.
+func Int(s string) (n string, whole, ok bool) {
+	t := trimBlanks(s)
+	whole = len(t) == len(s)
+	if t != "" && (t[0] == '+' || t[0] == '-') {
+		t = t[1:]
+	}
+	end := 0
+	for end < len(t) && '0' <= t[end] && t[end] <= '9' {
+		end++
+	}
+	if end == 0 {
+		return "", false, false
+	}
+	whole = whole && end == len(t)
+	n = strings.TrimLeft(t[:end], "0")
+	if n == "" {
+		n = "0"
+	}
+	return n, whole, true
+}
+
+// trimBlanks drops the bytes C's isspace() accepts, which PostgreSQL's
+// int4 input skips, from both ends of s; other bytes (Unicode spaces) stay.
+func trimBlanks(s string) string {
+	for s != "" && blank(s[0]) {
+		s = s[1:]
+	}
+	for s != "" && blank(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func blank(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }

@@ -88,6 +88,8 @@ func SameOriginPath(base *url.URL, ref string, hosts ...string) (string, bool) {
 // nothing is stored; each tag is listed once.
 func Invalidated(code int, target *url.URL, answer http.Header, stored func(path string) bool, hosts ...string) []string {
 	switch {
+	case !MayBeApplied(code):
+		return nil
 	case code >= 200 && code < 400:
 		tags := addPath(make([]string, 0, 3), target.Path, stored)
 		for _, name := range [...]string{"Location", "Content-Location"} {
@@ -98,10 +100,20 @@ func Invalidated(code int, target *url.URL, answer http.Header, stored func(path
 			}
 		}
 		return tags
-	case code == 0 || code == http.StatusBadGateway || code == http.StatusGatewayTimeout:
+	default:
 		return addPath(nil, target.Path, stored)
 	}
-	return nil
+}
+
+// MayBeApplied reports whether an unsafe request answered code (0: sent
+// whole, no answer) may have been applied by the upstream, and so
+// invalidates: a 2xx; a 3xx (RFC 9110 §15.4: Post/Redirect/Get's 303, or
+// Rails' redirect_to after an update, answer a write that was applied);
+// no answer, or a gateway's 502 or 504 (the upstream is itself a proxy
+// that could not tell). A write route's tags and the write's URIs drop on
+// the same answers: lenient for invalidation.
+func MayBeApplied(code int) bool {
+	return code == 0 || code >= 200 && code < 400 || code == http.StatusBadGateway || code == http.StatusGatewayTimeout
 }
 
 func addPath(tags []string, path string, stored func(string) bool) []string {

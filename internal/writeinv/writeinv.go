@@ -3,21 +3,27 @@
 // a write, so what it costs is bounded. Dropping the tags (tombstones,
 // Redis, metrics) is the caller's.
 //
-// When: only once the upstream has had its say. A write route's invalidate
-// tags drop after a 2xx (or a 101: an upgraded connection may carry writes
-// of its own); its URIs (RFC 9111 §4.4) after a 2xx or 3xx. A write whose
-// request provably reached the upstream — it was written whole — but whose
-// answer never came (a timeout, a connection reset after sending) may have
-// been applied, and invalidates as a 2xx would the target's tags (code 0).
-// A write the upstream refused (4xx, 405, 5xx) or never received whole (the
+// When: only once the upstream has had its say, and on every answer after
+// which the write may have been applied (surrogate.MayBeApplied): a 2xx, a
+// 3xx (a PATCH answered 303 See Other, Post/Redirect/Get, was applied), a
+// gateway's 502 or 504, or no answer to a request that provably reached
+// the upstream — it was written whole — (a timeout, a connection reset
+// after sending: code 0). On each, the write route's invalidate tags and
+// the target URI (RFC 9111 §4.4) drop alike; a 2xx or 3xx also drops its
+// Location and Content-Location. A 101 drops the route's tags (an upgraded
+// connection may carry writes of its own). Dropping the route's tags on a
+// 3xx, 502 or 504 as well as a 2xx is over-invalidation, which costs a
+// miss; keeping them would serve a version the write replaced. A write the
+// upstream refused (4xx, 405, 500, 503) or never received whole (the
 // client hung up mid-body, the dial failed) invalidates nothing: the
 // caller does not ask.
 //
 // What: lenient for invalidation (internal/spelling). The write's path,
 // its canonical spelling and its folded spelling are each matched against
-// the route table, so `PATCH /Clients/05/` drops the `client:5` tags of the
-// write route `/clients/{id:[1-9][0-9]*}`, even though its literal
-// spelling matches no route. Every stored entry carries the URI tag of its
+// the route table, so `PATCH /Clients/05/`, `/clients/%205` and
+// `/clients/5-acme` drop the `client:5` tags of the write route
+// `/clients/{id:[1-9][0-9]*}`, even though their literal spellings match
+// no route. Every stored entry carries the URI tag of its
 // folded path (surrogate.EntryURITags), so the write's URI tag reaches the
 // entry whatever spelling either used.
 //
@@ -88,7 +94,7 @@ func New(o Options, r *http.Request) (Plan, bool) {
 // 0 when the request was sent whole and no answer came) invalidates, and
 // how many more were skipped as longer than MaxKey.
 func (p *Plan) Tags(code int, answer http.Header) (tags []string, skipped int) {
-	if code == 0 || code == http.StatusSwitchingProtocols || code >= 200 && code <= 299 {
+	if code == http.StatusSwitchingProtocols || surrogate.MayBeApplied(code) {
 		tags = append(tags, p.route...)
 	}
 	if p.uri {

@@ -241,7 +241,8 @@ func (ch *Checker) checkStampAs(q *traffic.Request, resp *http.Response, st orig
 			}
 		}
 	}
-	if (resp.StatusCode < 200 || resp.StatusCode > 299) && resp.StatusCode != http.StatusNotModified {
+	applied := q.Kind == "write" && origin.AppliedAnswer(q.Query, resp.StatusCode) // write-applied-other
+	if (resp.StatusCode < 200 || resp.StatusCode > 299) && resp.StatusCode != http.StatusNotModified && !applied {
 		return
 	}
 	ch.mu.Lock()
@@ -250,12 +251,25 @@ func (ch *Checker) checkStampAs(q *traffic.Request, resp *http.Response, st orig
 		ch.checked["304-kept"]++
 	}
 	if q.Kind == "write" {
-		ch.acks[st.Res] = append(ch.acks[st.Res], ack{path: q.Path, ver: st.Ver, at: end, replica: q.Replica})
+		path := q.Path
+		if q.Query != "" {
+			path += "?" + q.Query // answer=303: write-applied-other
+		}
+		ch.acks[st.Res] = append(ch.acks[st.Res], ack{path: path, ver: st.Ver, at: end, replica: q.Replica})
+		switch {
+		case applied:
+			ch.checked["write-applied-other"]++ // acknowledged, held to own-write and max-lag
+		case strings.Contains(q.Path, "%") || strings.Contains(q.Path, "-"):
+			ch.checked["write-spelled-id"]++
+		}
 		return
 	}
+	if strings.HasSuffix(q.Path, "/summary") {
+		ch.checked["route-tagged-read"]++
+	}
 	for _, a := range ch.acks[st.Res] {
-		if !a.at.Before(start) {
-			continue
+		if !a.at.Before(start) || strings.HasPrefix(a.path, "purge?key=") && strings.HasSuffix(q.Path, "/summary") {
+			continue // a purge by key drops that key, not /r/{id}/summary (route-tagged-read)
 		}
 		lag := start.Sub(a.at) > ch.cfg.MaxLag+ch.cfg.LagMargin
 		switch {

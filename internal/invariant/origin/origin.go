@@ -299,14 +299,40 @@ func Resource(path string) string {
 		}
 		segs = append(segs, strings.ToLower(decodeUnreserved(s)))
 	}
+	if len(segs) == 3 && segs[2] == "summary" {
+		segs = segs[:2] // /r/{id}/summary: the resource's own version
+	}
 	if len(segs) != 2 {
 		return ""
 	}
-	id := segs[1]
+	id := lenientID(segs[1])
 	if n, err := strconv.ParseUint(strings.TrimLeft(id, "+"), 10, 64); err == nil {
 		id = strconv.FormatUint(n, 10)
 	}
 	return segs[0] + "/" + id
+}
+
+// lenientID reads an id as PostgreSQL's int4 input does (blanks around
+// it, %20 or %09 on the wire) and Rails' find("5-acme") does (the leading
+// digits of a to_param slug): write-lenient-id.
+func lenientID(id string) string {
+	for _, b := range [...]string{"%20", "%09", " ", "\t"} {
+		for strings.HasPrefix(id, b) || strings.HasSuffix(id, b) {
+			id = strings.TrimSuffix(strings.TrimPrefix(id, b), b)
+		}
+	}
+	if d, slug, ok := strings.Cut(id, "-"); ok && d != "" && slug != "" && strings.Trim(d, "0123456789") == "" {
+		return d
+	}
+	return id
+}
+
+// AppliedAnswer reports whether a write sent with query (answer=303, 502
+// or 504: write-applied-other) was answered code by the origin after it
+// applied it: acknowledged, although not a 2xx.
+func AppliedAnswer(query string, code int) bool {
+	v, ok := strings.CutPrefix(query, "answer=")
+	return ok && v == strconv.Itoa(code)
 }
 
 // ResetCrowd forgets the crowd rounds' calls: a run starts.
@@ -591,6 +617,15 @@ func (o *Origin) write(w http.ResponseWriter, r *http.Request, res string) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	tr.header(w.Header())
+	// Applied, and answered otherwise (write-applied-other): 303 See
+	// Other to the resource (Post/Redirect/Get), or a gateway's 502/504.
+	switch code, _ := strconv.Atoi(r.URL.Query().Get("answer")); code {
+	case http.StatusSeeOther, http.StatusBadGateway, http.StatusGatewayTimeout:
+		if code == http.StatusSeeOther {
+			w.Header().Set("Location", "/"+res)
+		}
+		w.WriteHeader(code)
+	}
 	json.NewEncoder(w).Encode(Stamp{Res: res, Ver: ver})
 	tr.send(w)
 }

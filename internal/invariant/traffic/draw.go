@@ -121,6 +121,7 @@ func (g *Gen) Draw(hot string) *Request {
 			q.Route, q.Path = "k", "/k/"+id // key.headers: X-Tenant, Accept-Language
 		}
 	}
+	g.drawLenient(q, id)
 	if q.Kind != "list" {
 		q.Res = origin.Resource(q.Path)
 	}
@@ -136,6 +137,38 @@ func (g *Gen) Draw(hot string) *Request {
 }
 
 func pick(g *Gen, s ...string) string { return s[g.rng.IntN(len(s))] }
+
+// drawLenient draws, on its own stream (Gen.lenient), the spellings of a
+// write to /r/{id} the origin reads as id (write-lenient-id), the code
+// the origin answers an applied write with (write-applied-other: the
+// answer= instruction, origin.AppliedAnswer), and reads of /r/{id}/summary
+// (route-tagged-read). It draws the same number of times for every
+// request, so which rows are on changes no other draw.
+func (g *Gen) drawLenient(q *Request, id string) {
+	m := g.mix
+	spell, answer, summary := g.lenient.IntN(100), g.lenient.IntN(100), g.lenient.IntN(100)
+	which := g.lenient.IntN(15)
+	if !strings.HasPrefix(q.Path, "/r/") {
+		return
+	}
+	if q.Kind == "write" {
+		if m.Has("write-lenient-id") && spell < 30 {
+			q.Path = "/r/" + [...]string{"%20" + id, id + "%20", "%09" + id, id + "-acme", "0" + id + "-x"}[which%5]
+		}
+		if m.Has("write-applied-other") && answer < 25 {
+			q.Query = "answer=" + [...]string{"303", "502", "504"}[which%3]
+		}
+		if m.Has("route-tagged-read") && (q.Path != "/r/"+id || q.Query != "") {
+			// Read before and after the write through its replica
+			// (respell.go): a copy only r:{id} reaches.
+			q.Tagged, q.Budget = "/r/"+id+"/summary", q.Budget+2*BudgetRead
+		}
+		return
+	}
+	if m.Has("route-tagged-read") && summary < 20 && q.Path == "/r/"+id && q.Route == "r" {
+		q.Path += "/summary"
+	}
+}
 
 func (g *Gen) drawQuery() string {
 	m := g.mix

@@ -52,6 +52,10 @@ type Request struct {
 	// one whose chunked body has a chunk size past 2^63 (the client-body
 	// row, internal/invariant/clientbody.go).
 	Deaf, BadChunk bool
+	// Tagged is the path of a read tagged as a write's resource
+	// (/r/{id}/summary), sent through the write's replica before and
+	// after it (route-tagged-read, respell.go).
+	Tagged string
 	// Cond is the conditional this request sent (conditional.go).
 	Cond Cond
 	// Crowd: sent in a crowd round (CrowdRequest), over a healthy origin.
