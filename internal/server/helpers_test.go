@@ -139,6 +139,12 @@ func runServer(t testing.TB, cfg *config.Config, opts server.Options) *replica {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
 	t.Cleanup(func() {
+		// The shared client's idle connections go first: one it dialed
+		// for a request that then took another connection freed
+		// meanwhile (the Transport's dial race, common on a loaded
+		// machine) was never sent a request, and http.Server.Shutdown
+		// waits 5 s before it counts such a connection idle.
+		client.CloseIdleConnections()
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("run: %v", err)
