@@ -349,9 +349,13 @@ func (s *Store) write(batch []op) {
 		}
 		switch o.kind {
 		case opSet:
-			// The epoch keys first: an entry is never readable
-			// without them (one pipeline is one connection per node,
-			// and Redis runs a connection's commands in order).
+			// The epoch keys first: on one node an entry is never
+			// readable without them (one pipeline is one connection
+			// per node, and Redis runs a connection's commands in
+			// order). In a Cluster an entry and its epoch keys may
+			// live on different masters, written at once: for that
+			// moment the entry reads as a miss (its epochs missing),
+			// never as a stale answer.
 			for _, t := range o.tags {
 				pipe.Eval(ctx, touchScript, []string{s.epochKey(t)}, max(o.ttl, epochFloor).Milliseconds(), storedAt(o.val))
 			}
