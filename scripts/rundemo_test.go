@@ -122,18 +122,38 @@ func TestRunDemoStopsWhenAPortIsTaken(t *testing.T) {
 // SIGTERM stops both processes.
 func TestRunDemoServesOnTheChosenPorts(t *testing.T) {
 	bin := buildDemo(t)
-	port, upstream, admin := freePort(t), freePort(t), freePort(t)
-	cmd := runDemo(t, bin, port, upstream, admin)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	var (
+		port, upstream, admin int
+		cmd                   *exec.Cmd
+		stderr                bytes.Buffer
+		hints                 string
+	)
+	// A free port is free as of freePort's return only: another test's
+	// outgoing connection may take it as its local port before the demo
+	// binds it (the script then says so and exits). That, and only that,
+	// is tried again with other ports.
+	for attempt := 1; ; attempt++ {
+		port, upstream, admin = freePort(t), freePort(t), freePort(t)
+		cmd = runDemo(t, bin, port, upstream, admin)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stderr.Reset()
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var ok bool
+		if hints, ok = scanUntil(out, "Ctrl-C stops both"); ok {
+			break
+		}
+		_ = cmd.Wait()
+		if attempt == 3 || !strings.Contains(stderr.String(), "address already in use") {
+			t.Fatalf("output ended before %q:\n%s\nstderr:\n%s", "Ctrl-C stops both", hints, &stderr)
+		}
+		t.Logf("attempt %d: a port was taken before the demo bound it; again with others:\n%s", attempt, &stderr)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	hints := readUntil(t, out, "Ctrl-C stops both")
 	for _, want := range []string{
 		fmt.Sprintf("curl -i http://127.0.0.1:%d/clients/42", port),
 		fmt.Sprintf("curl -s http://127.0.0.1:%d/metrics", admin),
@@ -174,17 +194,17 @@ func TestRunDemoServesOnTheChosenPorts(t *testing.T) {
 	}
 }
 
-func readUntil(t *testing.T, r io.Reader, marker string) string {
-	t.Helper()
+// scanUntil reads r's lines until one holds marker (true), then keeps r
+// drained; false with what it read when r ends first.
+func scanUntil(r io.Reader, marker string) (string, bool) {
 	var b strings.Builder
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		b.WriteString(sc.Text() + "\n")
 		if strings.Contains(sc.Text(), marker) {
 			go io.Copy(io.Discard, r) // keep the pipe drained
-			return b.String()
+			return b.String(), true
 		}
 	}
-	t.Fatalf("output ended before %q:\n%s", marker, b.String())
-	return ""
+	return b.String(), false
 }
