@@ -10,9 +10,10 @@
 // behind NGINX trust it as the client's address; so the sidecar writes it
 // too, from the same peer, replacing whatever the client sent. The other
 // single-address claims that CDNs and load balancers write (True-Client-Ip,
-// X-Client-Ip, X-Cluster-Client-Ip, Cf-Connecting-Ip, Fastly-Client-Ip)
-// could only come from a client here, so they are dropped: forwarded, they
-// would spoof an address to an application that reads them.
+// X-Client-Ip, X-Cluster-Client-Ip, Cf-Connecting-Ip, Fastly-Client-Ip,
+// and the older and proxy-specific ones listed in dropped) could only come
+// from a client here, so they are dropped: forwarded, they would spoof an
+// address to an application that reads them.
 //
 // It exists apart because three builders write the upstream request (the
 // lean writer, ReverseProxy's Rewrite, the cached path's upreq) and a rule
@@ -30,7 +31,17 @@ import (
 const RealIP = "X-Real-Ip"
 
 // dropped are the client-address fields the sidecar never forwards.
-var dropped = [...]string{"True-Client-Ip", "X-Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip"}
+// Beside the CDNs' single-address claims: the older spellings frameworks
+// still read (Rails' remote_ip reads Client-Ip, PHP code HTTP_CLIENT_IP
+// first), the X-Forwarded family's members Rewrite does not replace
+// (X-Forwarded-Port beside a rewritten X-Forwarded-Proto would contradict
+// it), and the proxies' own (Envoy, Blue Coat).
+var dropped = [...]string{
+	"True-Client-Ip", "X-Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip",
+	"Client-Ip", "X-Originating-Ip", "X-Remote-Ip", "X-Remote-Addr", "Forwarded-For",
+	"X-Forwarded", "X-Original-Forwarded-For", "X-Forwarded-Port", "X-Forwarded-Ssl",
+	"X-Forwarded-Scheme", "X-Forwarded-Server", "X-Envoy-External-Address", "X-Proxyuser-Ip",
+}
 
 // Replaced reports whether a canonical field name is one a client's copy
 // of never reaches the upstream: X-Real-Ip (the sidecar writes its own)

@@ -82,6 +82,10 @@ func TestClientAddressClaimsReplaced(t *testing.T) {
 		"X-Real-Ip", "6.6.6.6", "True-Client-Ip", "6.6.6.6", "X-Client-Ip", "6.6.6.6",
 		"X-Cluster-Client-Ip", "6.6.6.6", "Cf-Connecting-Ip", "6.6.6.6", "Fastly-Client-Ip", "6.6.6.6",
 		"True_Client_Ip", "6.6.6.6",
+		// The second prober's: read by Rails (Client-Ip), PHP, Envoy;
+		// X-Forwarded-Port beside the rewritten X-Forwarded-Proto.
+		"Client-Ip", "6.6.6.6", "X-Originating-Ip", "6.6.6.6", "X-Remote-Addr", "6.6.6.6",
+		"Forwarded-For", "6.6.6.6", "X-Envoy-External-Address", "6.6.6.6", "X-Forwarded-Port", "6.6.6.6",
 	}
 	for _, tc := range []struct {
 		name, method, path string

@@ -242,7 +242,7 @@ func Underscored(h http.Header) string {
 // writes from its peer, or True-Client-Ip and the like, which it drops
 // (the underscore-forwarding draw); "" when none.
 func ForgedAddress(h http.Header) string {
-	for _, k := range [...]string{"X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip"} {
+	for _, k := range [...]string{"X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip", "Client-Ip", "X-Originating-Ip", "X-Forwarded-Port"} {
 		for _, v := range h[k] {
 			if strings.Contains(v, ForgedAddr) {
 				return k

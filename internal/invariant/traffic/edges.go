@@ -49,10 +49,14 @@ func (g *Gen) drawEdges(q *Request) {
 		q.Hdr[pick(g, "X_Real_Ip", "X_REAL_IP", "X_Tenant")] = []string{"6.6.6.6"}
 		// And the address claims themselves: applications behind NGINX
 		// trust X-Real-Ip; the sidecar writes its own from its peer and
-		// drops True-Client-Ip (origin.ForgedAddress records either).
+		// drops True-Client-Ip, Client-Ip and the like
+		// (origin.ForgedAddress records any).
 		// Set without a draw, so the run's other draws stay as they were.
 		q.Hdr["X-Real-Ip"] = []string{origin.ForgedAddr}
 		q.Hdr["True-Client-Ip"] = []string{origin.ForgedAddr}
+		q.Hdr["Client-Ip"] = []string{origin.ForgedAddr}
+		q.Hdr["X-Originating-Ip"] = []string{origin.ForgedAddr}
+		q.Hdr["X-Forwarded-Port"] = []string{origin.ForgedAddr}
 	}
 	if !q.Absolute && !q.HalfClose && !q.Hangup && m.Has("asterisk-form") && g.chance(2) {
 		q.Asterisk = true
