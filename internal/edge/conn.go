@@ -23,9 +23,9 @@
 //     200;
 //   - bodytimeout.go: a request whose body was still arriving at the read
 //     deadline is answered 408 and its connection closed;
-//   - linger.go: after net/http's 431 the connection reads on what the
-//     client still sends before it closes, so the client reads the 431
-//     rather than a reset.
+//   - linger.go: after net/http's own refusals (400, 417, 431, 501, 505)
+//     the connection reads on what the client still sends before it
+//     closes, so the client reads the refusal rather than a reset.
 //
 // All tell a Counter what they refuse or cut, by reason (guard.go). It
 // knows nothing of routes or caching; internal/server wires it around
@@ -107,7 +107,7 @@ type Conn struct {
 	// Read, loaded by the handler.
 	section atomic.Int64
 	// linger: the connection drains what its client still sends after
-	// net/http's 431, and closes once that is over (linger.go).
+	// net/http's own refusal, and closes once that is over (linger.go).
 	linger atomic.Pointer[lingering]
 }
 

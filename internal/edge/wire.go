@@ -171,18 +171,17 @@ func connState(nc net.Conn, st http.ConnState) {
 // refusedByNetHTTP counts p as net/http's own answer if it is one: a
 // write while no handler's answer is in progress (see above). Counted once:
 // net/http closes the connection after it. It reports whether p is
-// net/http's 431, after which the connection lingers (linger.go).
-func (c *Conn) refusedByNetHTTP(p []byte) (tooLarge bool) {
+// one, after which the connection lingers (linger.go).
+func (c *Conn) refusedByNetHTTP(p []byte) bool {
 	if !c.phase.CompareAndSwap(phaseReading, phaseAnswering) {
 		return false
 	}
-	tooLarge = len(p) >= 12 && string(p[:9]) == "HTTP/1.1 " && string(p[9:12]) == "431"
 	if c.count != nil {
 		reason := ReasonMalformed
-		if tooLarge {
+		if len(p) >= 12 && string(p[:9]) == "HTTP/1.1 " && string(p[9:12]) == "431" {
 			reason = ReasonHeaderTooLarge
 		}
 		c.count.EdgeRefused(reason)
 	}
-	return tooLarge
+	return true
 }

@@ -207,11 +207,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 // (and the upstream request it feeds is cancelled with it), an idle
 // keep-alive connection is closed, and a header block over the limit is
 // answered 431 (RFC 6585 §5) at the limit itself, not 4 KiB past it
-// (edge.Wire), with a lingering close so that a client still sending
-// reads it (edge's linger.go). A client that stops reading is cut at
-// write_timeout (the listener's connections, internal/edge), the
-// connection reaches the handler (edge.Wire) for the framing the handler
-// could not otherwise see, and what net/http answers itself is counted.
+// (edge.Wire), with a lingering close, as after net/http's other
+// refusals, so that a client still sending reads it (edge's linger.go).
+// A client that stops reading is cut at write_timeout (the listener's
+// connections, internal/edge), the connection reaches the handler
+// (edge.Wire) for the framing the handler could not otherwise see, and
+// what net/http answers itself is counted.
 func (s *Server) httpServer(h http.Handler, c config.Server) *http.Server {
 	return edge.Wire(&http.Server{
 		Handler:           h,
