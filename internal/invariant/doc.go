@@ -167,8 +167,7 @@
 //
 // # Redis restarts (restart.go)
 //
-// With redis-restart (INVARIANT_FEATURES=all; off in the fixed seeds
-// until its gate, see the row), the replicas' Redis is restarted between rounds
+// With redis-restart (On), the replicas' Redis is restarted between rounds
 // twice a seed (runs of 40 rounds or more): at 3/8 of the rounds shut
 // down without saving and started empty on its port; at 5/8 a resource
 // no round reads (/r/9) is read through both replicas, Redis SAVEs and

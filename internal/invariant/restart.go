@@ -172,8 +172,8 @@ func (r *run) restart(ctx context.Context, snapshot bool) {
 // the restart that began at since and serves from Redis again: a
 // coherence_floor no earlier than a second before since (its
 // subscription was rebuilt; on a replica started after the restart,
-// Redis's note gave it one, or, with no note, the new instance's start
-// a second early: internal/cache/l2/restart.go), L2 up and coherence
+// Redis's note gave it one, or, with no note, the new instance's start,
+// never more than a second early: internal/cache/l2/restart.go), L2 up and coherence
 // proven; for at most recoverWithin: past it, a redis-recover
 // violation. Without the floor a replica asked right after a quick
 // restart would still show the state from before it.

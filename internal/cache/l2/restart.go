@@ -25,8 +25,12 @@ import (
 //     read replica took over as master (a failover loses the epochs the
 //     old master had not passed on): the floor is now, and so noted;
 //   - there is none: the data predates the note, or it was evicted; the
-//     floor is when this instance started (INFO server uptime_in_seconds,
-//     a second early), which refuses whatever a snapshot it loaded holds.
+//     floor is when this instance started (INFO server uptime_in_seconds),
+//     which refuses whatever a snapshot it loaded holds. The uptime is
+//     whole seconds between two truncated clock readings, so now - uptime
+//     lies within a second of the start either way; subtracting one more
+//     second, as this once did, put the floor up to two seconds early and
+//     left entries fetched in those seconds before the restart proven.
 //
 // In Cluster each master restarts on its own and one key lives on one of
 // them, so this check is not made there; see docs/coherence.md.
@@ -37,7 +41,7 @@ local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rec = redis.call('GET', KEYS[1])
-local floor = now - (up + 1) * 1000
+local floor = now - up * 1000
 if rec then
   local rid, rfloor = string.match(rec, '^(%w+) (%d+)$')
   if rid == id then return rfloor end

@@ -51,3 +51,27 @@ func TestNewReplicaAfterSnapshotRestartGetsFloor(t *testing.T) {
 		t.Fatalf("a later replica's floor %v, want the noted %v", r3.Floor(), f)
 	}
 }
+
+// TestNoNoteFloorIsAtMostASecondEarly: on a Redis without the note (its
+// data predates it, or it was evicted), a replica's floor is when the
+// instance started, read from uptime_in_seconds, whole seconds between
+// two truncated clocks: never more than a second before the restart.
+// Subtracting a second more put it up to two seconds early, depending on
+// where in its second Redis started and was asked, so the replica
+// trusted entries fetched in the seconds before the restart (and the
+// harness's redis-restart row saw no floor from the restart). The
+// restarts below are asked at offsets a tenth of a second apart over
+// 1.2 s, so some fall in each part of the second.
+func TestNoNoteFloorIsAtMostASecondEarly(t *testing.T) {
+	srv := redistest.Start(t)
+	for i := range 13 {
+		restarted := time.Now()
+		srv.Restart()
+		time.Sleep(time.Duration(i) * 97 * time.Millisecond)
+		r := newReplica(t, []string{srv.Addr()})
+		if f := r.Floor(); f.Before(restarted.Add(-time.Second)) {
+			t.Fatalf("restart %d: floor %v is %v before the restart at %v, want at most a second", i, f, restarted.Sub(f), restarted)
+		}
+		_ = r.Close()
+	}
+}

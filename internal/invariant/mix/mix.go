@@ -129,7 +129,7 @@ var Features = []Feature{
 
 	// What Redis does.
 	{Name: "evict-epochs", On: true, Gate: "epoch-evict", Note: "Redis has evicted (env), and between rounds a quarter of the time half the epoch keys (v:*, route s's kept) are deleted as eviction would: a lost epoch must stay a miss, its id refetched (a one-good-id list whose retry ran with another request's headers answered 502); route s's copies count as held on the receiving replica only (check.Config.HeldLocal: a new tag's first fill is not kept in L2 on an evicting Redis)"},
-	{Name: "redis-restart", On: false, Gate: "restart-recover", Note: "(off: once in about ten runs a replica's /readyz did not show the restart's floor, L2 up and coherence proven within 20 s, cause not found) Redis killed and restarted on its port mid-seed: once empty (SHUTDOWN NOSAVE), once from a snapshot SAVEd rounds before (acknowledged writes since then held to max-lag only: their raises are lost); replicas must serve again, no write undone past max_lag, on a replica started after the restart too"},
+	{Name: "redis-restart", On: true, Gate: "restart-recover", Note: "Redis killed and restarted on its port mid-seed: once empty (SHUTDOWN NOSAVE), once from a snapshot SAVEd rounds before (acknowledged writes since then held to max-lag only: their raises are lost); replicas must serve again, no write undone past max_lag, on a replica started after the restart too"},
 }
 
 // Mix is the set of features a run draws from.
