@@ -19,3 +19,22 @@ func TestSet(t *testing.T) {
 		t.Errorf("unparsable peer: %v, want nothing", h)
 	}
 }
+
+// Replaced names X-Real-Ip and every dropped address claim, and nothing a
+// request needs (the X-Forwarded-For/-Host/-Proto the sidecar rewrites
+// itself are another rule's).
+func TestReplaced(t *testing.T) {
+	for _, k := range []string{"X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip",
+		"Fastly-Client-Ip", "Client-Ip", "X-Originating-Ip", "X-Remote-Ip", "X-Remote-Addr", "Forwarded-For", "X-Forwarded",
+		"X-Original-Forwarded-For", "X-Forwarded-Port", "X-Forwarded-Ssl", "X-Forwarded-Scheme", "X-Forwarded-Server",
+		"X-Envoy-External-Address", "X-Proxyuser-Ip"} {
+		if !Replaced(k) {
+			t.Errorf("Replaced(%q) = false", k)
+		}
+	}
+	for _, k := range []string{"Accept", "Host", "Cookie", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "x-real-ip", "X-Real-Ip2"} {
+		if Replaced(k) {
+			t.Errorf("Replaced(%q) = true", k)
+		}
+	}
+}
