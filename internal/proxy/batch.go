@@ -12,6 +12,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/bulk"
+	"github.com/sidecache/sidecache/internal/bulkelem"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/httpcache"
@@ -548,7 +549,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 	call := x.newBulkCall(resp.Header, out.Header, took/time.Duration(len(ids)))
 	heads := x.elementHeads(resp.Header, out.Header, t0)
 	var tagArray [elementTags]string
-	ex.sets = elementSetsPool.Get().(*elementSets)
+	ex.sets = bulkelem.NewSets()
 	for i, id := range ids {
 		elem, room := parts[i], []byte(nil)
 		if n := len(elem); elem != nil {
@@ -557,7 +558,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 			elem, room = elem[:n:n+bulk.ETagLen], elem[n+bulk.ETagLen:n+bulk.ETagLen:cap(elem)]
 		}
 		tags := ex.setID(id, &frame, room, &tagArray)
-		ex.sets.cur = i
+		ex.sets.Cur = i
 		a := &answers[i]
 		*a = ex.keepElement(ctx, elem, resp.Header, heads, t0, tags)
 		a.call = call

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/batch"
+	"github.com/sidecache/sidecache/internal/bulkelem"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
@@ -73,7 +74,7 @@ type exchange struct {
 	list *batch.Requester
 	// sets, while not nil, take the writes keepAs makes: an
 	// elementExchange's, for storeElements to make together.
-	sets *elementSets
+	sets *bulkelem.Sets
 }
 
 // cached is the cached path for a GET or HEAD: answer from L1 when an entry

@@ -436,9 +436,9 @@ func (x *exchange) keepAs(ctx context.Context, e *cache.Entry, header http.Heade
 		// An element of a bulk answer: written with the others
 		// (storeElements), which takes stored back if the write fails.
 		if len(a.Vary) > 0 {
-			x.sets.add(x.key, e.Marker(a.Vary), -1)
+			x.sets.Add(x.key, e.Marker(a.Vary), -1)
 		}
-		x.sets.add(key, e, x.sets.cur)
+		x.sets.Add(key, e, x.sets.Cur)
 		f.stored = true
 		return f
 	}

@@ -34,6 +34,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/bufpool"
+	"github.com/sidecache/sidecache/internal/bulkelem"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
@@ -226,9 +227,9 @@ type routeState struct {
 	// (bulkmem.go).
 	held heldBytes
 	// heads are the element heads of the route's last bulk answer whose
-	// elements could be stored (element.go), for the next answer with
-	// the same header.
-	heads atomic.Pointer[headsMemo]
+	// elements could be stored (internal/bulkelem), for the next answer
+	// with the same header.
+	heads bulkelem.Memo
 	// takeovers gathers the lease takeovers of the route's misses
 	// (takeover.go); batch routes only.
 	takeovers *takeovers
@@ -381,7 +382,7 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	for _, rt := range t.Routes() {
 		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, routeshape.Of(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged), routeTag: RouteTag(rt.Name)}
 		if rt.Batch != nil {
-			rs.bm = rs.m.Batch(notStoredReasons[:]...)
+			rs.bm = rs.m.Batch(bulkelem.Reasons()...)
 			rs.batcher = h.newBatcher(rs)
 			rs.takeovers = newTakeovers()
 		}
