@@ -12,42 +12,13 @@ import (
 
 	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/bulk"
+	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/bulkelem"
-	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/surrogate"
-	"github.com/sidecache/sidecache/internal/upfail"
 )
-
-// errBulk marks a failed bulk call. Its waiters answer 502 (504 when it
-// ran out of upstream.timeout: batchFailed): a batch never hands out a
-// body it could not attribute to an id with certainty.
-//
-// A failure that may be caused by some of the ids rather than by the
-// upstream being unwell is isolated (batch.ErrIsolate): the loader asks
-// again for each client request's ids apart, and halves one request's ids,
-// within the request's call budget, so the good ids still get their
-// elements. Those failures are a 4xx answer other than 408 and 429
-// (bulk.Isolable) and a valid JSON answer of the wrong shape
-// (bulk.ErrShape). A 500 may be either an id's fault (a framework answers
-// 500 for an id its database cannot parse) or the upstream's: it is
-// isolated while the upstream answers other calls (batch.ErrSuspect).
-// Everything else fails the whole batch at once, with no retry, so a
-// struggling upstream is not sent more calls: 502, 503, 504 (RFC 9110
-// §15.6.3-5 name the upstream's own state, never the request's), a 408 or
-// 429 (the upstream asks for less, not more), a timeout, a refused or cut
-// connection, broken JSON. An answer over max_body_bytes is retried per
-// request (batch.ErrApart: errAnswerTooLarge, bulkmem.go).
-var errBulk = errors.New("bulk call failed")
-
-// errElementTooLarge is a one-id bulk call whose answer is over
-// max_body_bytes: no upstream failure, a record too large to keep. Its
-// requests pass through to the upstream, streamed and uncached (join,
-// joinParts), as a cached route's answer over the bound is; a 502 served
-// it to no one, and cost an upstream call per request.
-var errElementTooLarge = errors.New("element over max_body_bytes")
 
 // defaultQuarantine is how long an id that failed a bulk call and then
 // failed alone is fetched alone when the route's negative_ttl is 0:
@@ -60,77 +31,6 @@ const defaultQuarantine = 10 * time.Second
 // answer into (routeState.bulkBufs).
 const maxBulkBuf = 1 << 20
 
-// bulkAnswer is one id's share of a bulk call.
-type bulkAnswer struct {
-	e    *cache.Entry
-	call *bulkCall // what every id of the call shares; nil: nothing
-	// refused: the upstream's own failing answer to a one-id call.
-	refused bool
-	stored  bool
-	// private: for the request whose headers made the call only (the
-	// others fetch their own: madeFor, foreign.go), judged once per id
-	// where the answer is made: by keepElement (its reason, or admit's
-	// Shareable, which reads the same header), for an own answer by its
-	// header (httpcache.Private); the waiters' flights read the entry's
-	// header again as well (batchedFlight). vary and vkey: the variant it
-	// is, when stored as one.
-	private bool
-	// unstorable: flight.unstorable, for the lease of the id (leasePass).
-	unstorable bool
-	vary       []string
-	vkey       string
-}
-
-// bulkCall is what the answers of one bulk call share, held once for
-// all of them rather than copied into each (an answer is made per id).
-type bulkCall struct {
-	link spanLink // the bulk call (trace.go)
-	// upstream is each id's share of the bulk call's time (the call's
-	// time over its ids), for the access log.
-	upstream time.Duration
-	reqID    string // the bulk call's X-Request-Id
-	// from is the header of the client request whose headers the call
-	// carried (its opener's; a one-id request's isolation retry carries
-	// that request's: lead.RetryArg; a list's, the opener's). An answer
-	// only that request may have (private, or varying on a header the
-	// members may send differently) goes to its requests alone: madeFor.
-	from http.Header
-	// unsent are the headers the answer's Vary names that the call did
-	// not send (a header the route withholds until it learns it from a
-	// Vary, forward.Rules.LearnVary): its elements are the variant of
-	// their absence, which answers no request that carried one of them
-	// (RFC 9111 §4.1), opener or member: withheldFrom. fwd is the
-	// route's forwarding, which such a request teaches the header, so
-	// that its own call carries it.
-	unsent []string
-	fwd    *forwarding
-}
-
-// newBulkCall is what the answers of the bulk call x sent as out, whose
-// answer's header is upstream, share.
-func (x *exchange) newBulkCall(upstream, out http.Header, took time.Duration) *bulkCall {
-	c := &bulkCall{upstream: took, reqID: out.Get("X-Request-Id"), from: x.r.Header}
-	if _, varies := upstream["Vary"]; varies {
-		c.unsent, c.fwd = unsentVary(upstream, out), x.rs.fwd
-	}
-	return c
-}
-
-// unsentVary lists the headers upstream's Vary names that out did not
-// send, but Accept-Encoding and Accept: the bulk call sends its own of
-// those for every request of the batch, and the transport undoes the
-// coding (elementVary).
-func unsentVary(upstream, out http.Header) []string {
-	names, _ := cachekey.ParseVary(upstream)
-	var unsent []string
-	for _, n := range names {
-		if n != "Accept-Encoding" && n != "Accept" && out.Get(n) == "" { // an empty User-Agent is not sent (net/http)
-			unsent = append(unsent, n)
-		}
-	}
-	return unsent
-}
-
 // batcher is a route's loader: the opener's exchange rides along to make
 // the bulk call with its headers.
 // Its values are pointers into one slice per bulk call (fetchBulk): an
@@ -138,7 +38,7 @@ func unsentVary(upstream, out http.Header) []string {
 // allocation per id. They come in the order of the call's ids
 // (batch.NewList), as fetchBulk answers every id it asked for, an absent
 // one with its 404: no map per call.
-type batcher = batch.Loader[*exchange, *bulkAnswer]
+type batcher = batch.Loader[*exchange, *bulkanswer.Answer]
 
 func (h *Handler) newBatcher(rs *routeState) *batcher {
 	b := rs.rt.Batch
@@ -157,7 +57,7 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 		OnDrop:   func(reason error, ids int) { rs.bm.Dropped(droppedReason(reason), ids) },
 		OnBatch:  rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow,
 		Quarantine: quarantine, Now: h.now,
-		Refused:      func(v any) bool { return v.(*bulkAnswer).refused },
+		Refused:      func(v any) bool { return v.(*bulkanswer.Answer).Refused },
 		OnQuarantine: rs.bm.Quarantined, OnEvict: rs.bm.QuarantineEvicted, OnBudget: rs.bm.BudgetExhausted,
 		OnPanic: func(v any, stack []byte) {
 			// A bug, not the upstream: logged once per bulk call, with
@@ -165,7 +65,7 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 			// logs the failure without the stack.
 			h.log.Error("batch fetch panicked", "route", rs.rt.Name, "panic", fmt.Sprint(v), "stack", string(stack))
 		}},
-		func(ctx context.Context, x *exchange, ids []string) ([]*bulkAnswer, error) {
+		func(ctx context.Context, x *exchange, ids []string) ([]*bulkanswer.Answer, error) {
 			return x.fetchBulkTraced(ctx, ids)
 		})
 }
@@ -228,22 +128,6 @@ func droppedReason(err error) string {
 	return "abandoned"
 }
 
-// batchFailed is the answer to a batched miss whose load failed: 503
-// when the batcher refused it (its group's queue full, Retry-After set by
-// the writer: writeFailure), 504 when its batch was not sent in time or
-// its bulk call ran out of upstream.timeout, as any upstream timeout is
-// (RFC 9110 §15.6.5: a healthy bulk endpoint on a loaded machine is slow,
-// not broken), else 502 (a failed bulk call).
-func batchFailed(err error) *upfail.Error {
-	switch {
-	case errors.Is(err, batch.ErrQueueFull):
-		return &upfail.Error{Code: http.StatusServiceUnavailable, Err: err}
-	case errors.Is(err, batch.ErrDeadline) || upfail.TimedOut(err):
-		return &upfail.Error{Code: http.StatusGatewayTimeout, Err: err}
-	}
-	return &upfail.Error{Code: http.StatusBadGateway, Err: err}
-}
-
 // loadBatched answers one per-ID miss through the route's batcher.
 func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	id := x.params.Get(x.rs.rt.Batch.IDParam)
@@ -253,7 +137,7 @@ func (x *exchange) loadBatched(ctx context.Context) (*flight, error) {
 	}
 	f, err := batchedFlight(x.h.now, new(flight), ans, found, err)
 	if err == nil {
-		f.foreign = ans.notFor(f.c.private, x.r.Header)
+		f.foreign = ans.NotFor(f.c.private, x.r.Header)
 	}
 	return f, err
 }
@@ -282,15 +166,15 @@ func (x *exchange) loadBatchedTo(ctx context.Context, m *lead, stale candidate) 
 // Loaded finishes the flight loadBatchedTo handed to the batch with the
 // id's answer (batch.Waiter), on the batch's goroutine (or the leader's,
 // when the batch settles the id at once).
-func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
+func (m *lead) Loaded(ans *bulkanswer.Answer, found bool, err error) {
 	stale := m.f.stale // fillFirst's, before batchedFlight makes m.f anew
 	m.fl.FinishWith(func() (*flight, error) {
 		f, err := batchedFlight(m.h.now, &m.f, ans, found, err)
 		if err == nil {
-			f.foreign = ans.notFor(f.c.private, m.req.Header)
+			f.foreign = ans.NotFor(f.c.private, m.req.Header)
 		}
 		if err != nil {
-			if !errors.Is(err, errElementTooLarge) {
+			if !errors.Is(err, bulkanswer.ErrElementTooLarge) {
 				err = mustRevalidateError(m.base, err)
 			}
 			f = &m.f // keeps the stale copy reachable for the waiters
@@ -307,25 +191,25 @@ func (m *lead) Loaded(ans *bulkAnswer, found bool, err error) {
 // read per found id was spent for nothing. ans is shared by the id's
 // waiters: it is only read. An error is the batch's (a waiter whose ctx
 // ended has its own: loadBatched).
-func batchedFlight(now func() time.Time, f *flight, ans *bulkAnswer, found bool, err error) (*flight, error) {
-	if errors.Is(err, errElementTooLarge) {
-		return nil, errElementTooLarge
+func batchedFlight(now func() time.Time, f *flight, ans *bulkanswer.Answer, found bool, err error) (*flight, error) {
+	if errors.Is(err, bulkanswer.ErrElementTooLarge) {
+		return nil, bulkanswer.ErrElementTooLarge
 	}
 	if err != nil {
-		return nil, batchFailed(err)
+		return nil, bulkanswer.Failed(err)
 	}
 	if !found {
-		*f = flight{c: candidate{e: notFoundEntry(now())}, batched: true}
+		*f = flight{c: candidate{e: bulkanswer.NotFound(now())}, batched: true}
 		return f, nil
 	}
-	// The header is read again even though ans.private was judged where
+	// The header is read again even though ans.Private was judged where
 	// the answer was made: a private answer handed to another identity is
 	// the one failure this path must never have, and a second reading
 	// costs ~0.1 µs an id (issue 23's profile), so a later change to how
 	// keepElement judges privacy cannot open it alone.
-	*f = flight{c: candidate{e: ans.e, private: ans.private || httpcache.Private(ans.e.Header), vary: ans.vary, vkey: ans.vkey}, stored: ans.stored, batched: true, unstorable: ans.unstorable}
-	if c := ans.call; c != nil {
-		f.link, f.upstream, f.reqID = &c.link, c.upstream, c.reqID
+	*f = flight{c: candidate{e: ans.E, private: ans.Private || httpcache.Private(ans.E.Header), vary: ans.Vary, vkey: ans.VKey}, stored: ans.Stored, batched: true, unstorable: ans.Unstorable}
+	if c := ans.Call; c != nil {
+		f.link, f.upstream, f.reqID = &c.Link, c.Upstream, c.ReqID
 	}
 	return f, nil
 }
@@ -448,18 +332,18 @@ func (c *exchange) elementRoom(ids []string, key *cachekey.Frame) int {
 // same admit. Ids absent from the answer become 404s (negative-cached under
 // negative_ttl).
 //
-// A call that fails in a way one id may cause (see errBulk) is returned
-// wrapped with batch.ErrIsolate, and the loader halves the batch. When one
-// id alone still gets a 4xx, that id is answered with the upstream's own
-// answer to the one-id bulk call, its status, body and headers, with TTL 0:
-// never stored, and never seen by another id, whose call did not include
-// it. That answer, rather than a per-ID request to the route's own URL,
-// because it is the upstream's word on exactly this id, it costs no call
-// past the isolation's own (at most 2n−2 for a batch of n), and the route's
-// per-ID URL need not be one the upstream serves as the bulk endpoint
-// does. A lone id whose answer has the wrong shape gets 502: a body that is
-// not its element is not handed out as one.
-func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, error) {
+// A call that fails in a way one id may cause (bulkanswer.ErrBulk) is
+// returned wrapped with batch.ErrIsolate, and the loader halves the batch.
+// When one id alone still gets a 4xx, that id is answered with the
+// upstream's own answer to the one-id bulk call, its status, body and
+// headers, with TTL 0: never stored, and never seen by another id, whose
+// call did not include it. That answer, rather than a per-ID request to
+// the route's own URL, because it is the upstream's word on exactly this
+// id, it costs no call past the isolation's own (at most 2n−2 for a batch
+// of n), and the route's per-ID URL need not be one the upstream serves as
+// the bulk endpoint does. A lone id whose answer has the wrong shape gets
+// 502: a body that is not its element is not handed out as one.
+func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkanswer.Answer, error) {
 	rt := x.rs.rt
 	ctx, cancel := context.WithTimeout(ctx, x.st.timeout)
 	defer cancel()
@@ -474,7 +358,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 	resp, err := x.st.send(out)
 	if err != nil {
 		x.rs.m.Upstream(0, x.h.now().Sub(t0))
-		return nil, fmt.Errorf("%w: %w", errBulk, err)
+		return nil, fmt.Errorf("%w: %w", bulkanswer.ErrBulk, err)
 	}
 	defer resp.Body.Close()
 	// One response: never more of it than max_body_bytes (bulkmem.go).
@@ -496,11 +380,11 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 	ok := resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNonAuthoritativeInfo
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("%w: read: %w", errBulk, err)
+		return nil, fmt.Errorf("%w: read: %w", bulkanswer.ErrBulk, err)
 	case resp.StatusCode == http.StatusInternalServerError:
-		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrSuspect, resp.StatusCode)
+		return nil, fmt.Errorf("%w: %w: status %d", bulkanswer.ErrBulk, batch.ErrSuspect, resp.StatusCode)
 	case !ok && !bulk.Isolable(resp.StatusCode):
-		return nil, fmt.Errorf("%w: status %d", errBulk, resp.StatusCode)
+		return nil, fmt.Errorf("%w: status %d", bulkanswer.ErrBulk, resp.StatusCode)
 	case int64(len(body)) > limit && len(ids) == 1:
 		// A record too large to keep: its requests pass through (join),
 		// as any cached route's answer over max_body_bytes does, and so
@@ -510,7 +394,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 		// call asked for again apart.
 		x.rs.bm.TooLarge("answer")
 		x.h.hfp.Add(x.forID(ids[0]).key, x.h.now().Add(x.passFor()))
-		return nil, fmt.Errorf("%w: %w", errBulk, errElementTooLarge)
+		return nil, fmt.Errorf("%w: %w", bulkanswer.ErrBulk, bulkanswer.ErrElementTooLarge)
 	case int64(len(body)) > limit:
 		// Too large for its ids together, not for any one of them: each
 		// client request's ids are asked for again apart, never halved
@@ -520,12 +404,12 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 		// for a record no call could have kept), a list's own call over
 		// the bound passes the list through.
 		x.rs.bm.TooLarge("answer")
-		return nil, fmt.Errorf("%w: %w: %w", errBulk, batch.ErrApart, errAnswerTooLarge)
+		return nil, fmt.Errorf("%w: %w: %w", bulkanswer.ErrBulk, batch.ErrApart, bulkanswer.ErrAnswerTooLarge)
 	case !ok && len(ids) == 1:
-		e := ownAnswer(resp, body, t0)
-		return []*bulkAnswer{{e: e, call: x.newBulkCall(resp.Header, out.Header, took), refused: true, private: httpcache.Private(e.Header)}}, nil
+		e := bulkanswer.Own(resp, body, t0)
+		return []*bulkanswer.Answer{{E: e, Call: bulkanswer.NewCall(x.r.Header, resp.Header, out.Header, took, x.rs.fwd.rules), Refused: true, Private: httpcache.Private(e.Header)}}, nil
 	case !ok:
-		return nil, fmt.Errorf("%w: %w: status %d", errBulk, batch.ErrIsolate, resp.StatusCode)
+		return nil, fmt.Errorf("%w: %w: status %d", bulkanswer.ErrBulk, batch.ErrIsolate, resp.StatusCode)
 	}
 	// Room past each element for its ETag (keepElement), and for the
 	// strings its entry keeps (setID).
@@ -540,13 +424,13 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 	}
 	switch {
 	case errors.Is(err, bulk.ErrShape) && len(ids) > 1:
-		return nil, fmt.Errorf("%w: %w: %w", errBulk, batch.ErrIsolate, err)
+		return nil, fmt.Errorf("%w: %w: %w", bulkanswer.ErrBulk, batch.ErrIsolate, err)
 	case err != nil:
-		return nil, fmt.Errorf("%w: %w", errBulk, err)
+		return nil, fmt.Errorf("%w: %w", bulkanswer.ErrBulk, err)
 	}
-	res := make([]*bulkAnswer, len(ids))
-	answers := make([]bulkAnswer, len(ids))
-	call := x.newBulkCall(resp.Header, out.Header, took/time.Duration(len(ids)))
+	res := make([]*bulkanswer.Answer, len(ids))
+	answers := make([]bulkanswer.Answer, len(ids))
+	call := bulkanswer.NewCall(x.r.Header, resp.Header, out.Header, took/time.Duration(len(ids)), x.rs.fwd.rules)
 	heads := x.elementHeads(resp.Header, out.Header, t0)
 	var tagArray [elementTags]string
 	ex.sets = bulkelem.NewSets()
@@ -561,25 +445,11 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 		ex.sets.Cur = i
 		a := &answers[i]
 		*a = ex.keepElement(ctx, elem, resp.Header, heads, t0, tags)
-		a.call = call
+		a.Call = call
 		res[i] = a
 	}
 	ex.storeElements(ctx, answers, resp.Header)
 	return res, nil
-}
-
-// ownAnswer is the entry for a one-id bulk call's failing answer, served to
-// that id's waiters as the upstream gave it and never stored (TTL 0).
-func ownAnswer(resp *http.Response, body []byte, requested time.Time) *cache.Entry {
-	return &cache.Entry{Status: resp.StatusCode, Header: httpcache.StoredHeader(resp.Header), Body: body, StoredAt: requested}
-}
-
-// notFoundBody is the body of an id absent from the bulk answer.
-var notFoundBody = []byte(`{"error":"not found"}`)
-
-func notFoundEntry(now time.Time) *cache.Entry {
-	return &cache.Entry{Status: http.StatusNotFound, StoredAt: now,
-		Header: http.Header{"Content-Type": {"application/json"}}, Body: notFoundBody}
 }
 
 // perIDRequest is the request a client would have sent for one id of a

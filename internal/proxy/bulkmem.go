@@ -1,9 +1,6 @@
 package proxy
 
-import (
-	"fmt"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // The memory a batch route's bulk calls and split lists may hold is
 // bounded by cache.max_body_bytes, as any answer's is (SPEC: the sidecar
@@ -28,13 +25,6 @@ import (
 // request, streamed), as on any cached route; a list's own call over it
 // passes the list through. Nothing cut short is ever split, stored or
 // served. sidecache_batch_too_large_total counts both.
-
-// errAnswerTooLarge is a bulk answer of several ids over max_body_bytes:
-// the loader retries each request's ids apart (batch.ErrApart). It wraps
-// errElementTooLarge, so a request it reaches still (a list whose own call
-// it was) passes through to the upstream, as a record too large to keep
-// does, and is never answered 502 for it.
-var errAnswerTooLarge = fmt.Errorf("bulk answer over max_body_bytes: %w", errElementTooLarge)
 
 // heldBytes tracks the bytes of upstream answers a route holds at once in
 // its bulk calls and split lists, the most it ever held, and the most one

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/bulk"
+	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/bulkelem"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/entryblock"
@@ -30,10 +31,10 @@ import (
 // as for a bulk answer marked private: every other member of the call
 // fetches its own (foreign.go). Each element not
 // stored is counted by reason, and each reason logged once per route.
-func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.Header, heads bulkelem.Heads, requested time.Time, tags []string) bulkAnswer {
+func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.Header, heads bulkelem.Heads, requested time.Time, tags []string) bulkanswer.Answer {
 	status, body := http.StatusOK, elem
 	if elem == nil {
-		status, body = http.StatusNotFound, notFoundBody
+		status, body = http.StatusNotFound, bulkanswer.NotFoundBody
 	}
 	etag := ""
 	if f := x.rs.rt.Batch.ETagField; f != "" && elem != nil {
@@ -55,7 +56,7 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		// header the route learns now (withheld, unnamed): its next
 		// call sends it, and may be stored.
 		unstorable := reason != bulkelem.VaryWithheld && reason != bulkelem.VaryUnnamed
-		return bulkAnswer{e: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, private: true, unstorable: unstorable}
+		return bulkanswer.Answer{E: &cache.Entry{Status: status, Header: h, Body: body, StoredAt: requested}, Private: true, Unstorable: unstorable}
 	}
 	e, slot := entryblock.NewElement(x.rs.routeTag, x.rs.rt.Tags, x.params.list(), tags)
 	e.Status, e.Body, e.StoredAt = status, body, requested
@@ -101,7 +102,7 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 	if !f.stored && status == http.StatusOK {
 		x.notStored(bulkelem.Uncacheable, upstream)
 	}
-	return bulkAnswer{e: f.c.e, stored: f.stored, private: f.c.private, unstorable: f.unstorable, vary: f.c.vary, vkey: f.c.vkey}
+	return bulkanswer.Answer{E: f.c.e, Stored: f.stored, Private: f.c.private, Unstorable: f.unstorable, Vary: f.c.vary, VKey: f.c.vkey}
 }
 
 // elementHeads works out what the elements of a bulk answer with header
@@ -119,14 +120,14 @@ func (x *exchange) elementHeads(upstream, sent http.Header, requested time.Time)
 // write failed: counted then as not stored (uncacheable), as keepElement
 // counts an element keepAs did not store. It runs before the answers
 // reach any request: a write that fails is never reported as stored.
-func (x *exchange) storeElements(ctx context.Context, answers []bulkAnswer, upstream http.Header) {
+func (x *exchange) storeElements(ctx context.Context, answers []bulkanswer.Answer, upstream http.Header) {
 	s := x.sets
 	x.sets = nil
 	s.Store(ctx, x.h.cache, x.h.tombs, x.h.now, func(owner int, key string, err error) {
 		x.h.log.Debug("cache set", "key", key, "err", err)
 		a := &answers[owner]
-		a.stored = false
-		if a.e.Status == http.StatusOK {
+		a.Stored = false
+		if a.E.Status == http.StatusOK {
 			x.notStored(bulkelem.Uncacheable, upstream)
 		}
 	})

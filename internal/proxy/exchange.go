@@ -9,6 +9,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/batch"
+	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/bulkelem"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
@@ -193,7 +194,7 @@ func (x *exchange) join(flightKey string, held candidate) {
 		leader = true
 		x.noteUpstream(f, leader)
 	}
-	if errors.Is(err, errElementTooLarge) {
+	if errors.Is(err, bulkanswer.ErrElementTooLarge) {
 		x.pass(outTooLarge, "") // batch.go
 		return
 	}

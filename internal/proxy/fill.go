@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/batch"
+	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
@@ -105,11 +106,11 @@ type lead struct {
 	// missed's must-revalidate rule (mustRevalidateError).
 	base *cache.Entry
 	// req is the request that leads the flight: the batch's answer is
-	// its own only if the bulk call carried its header (madeFor), and an
+	// its own only if the bulk call carried its header (MadeFor), and an
 	// isolation retry of its id is made with it (RetryArg, foreign.go).
 	req  *http.Request
 	f    flight
-	slot batch.Slot[*bulkAnswer]
+	slot batch.Slot[*bulkanswer.Answer]
 }
 
 // fillFirst is the flight of join, run only by the request that leads it

@@ -209,7 +209,7 @@ func (h *Handler) logUpstream(r *http.Request, route string, code int, err error
 
 // writeFailure is upfail.Write for a cached route's request, with
 // Retry-After (RFC 9110 §10.2.3) on the 503 of a miss the batcher
-// refused, its group's queue full (batchFailed): by then the calls in
+// refused, its group's queue full (bulkanswer.Failed): by then the calls in
 // flight have ended, each within upstream.timeout, and the queue has
 // moved on. Rounded up to whole seconds, at least 1.
 func (x *exchange) writeFailure(ue *upfail.Error, st status) {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sidecache/sidecache/internal/bulk"
+	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
@@ -260,9 +261,9 @@ func (x *exchange) fetchMissing(parts map[string]*part) {
 // fetch's (fetchMissing) or, for an id answered for another request, the
 // list's own call's (fetchForeign). One rule for both, as a request for
 // the id alone has (exchange.join):
-//   - a record too large to keep (errElementTooLarge) is no upstream
-//     failure, so no stale copy answers for it: the list passes through
-//     to the upstream's (joinParts), as GET of the id alone does;
+//   - a record too large to keep (bulkanswer.ErrElementTooLarge) is no
+//     upstream failure, so no stale copy answers for it: the list passes
+//     through to the upstream's (joinParts), as GET of the id alone does;
 //   - a failure (err, or a 5xx: idFailed) serves the copy held for
 //     stale-if-error (RFC 5861 §4), counted in Cache-Status as stale;
 //   - else the failure is the list's 502.
@@ -273,7 +274,7 @@ func (p *part) settle(e *cache.Entry, err error) {
 	switch {
 	case err == nil:
 		p.e, p.err = e, nil
-	case p.held != nil && !errors.Is(err, errElementTooLarge):
+	case p.held != nil && !errors.Is(err, bulkanswer.ErrElementTooLarge):
 		p.e, p.stale, p.err = p.held, true, nil
 	default:
 		p.e, p.err = nil, err
@@ -349,12 +350,12 @@ func (x *exchange) enlist(ctx context.Context, parts map[string]*part) error {
 }
 
 // refuseMissing fails the list's ids not read from the cache with the
-// batcher's refusal (503, batchFailed), without a fetch: each is settled
-// as a failed fetch's is (served stale within stale_if_error).
+// batcher's refusal (503, bulkanswer.Failed), without a fetch: each is
+// settled as a failed fetch's is (served stale within stale_if_error).
 func (x *exchange) refuseMissing(parts map[string]*part, err error) {
 	for _, p := range parts {
 		if p.e == nil {
-			p.settle(nil, batchFailed(err))
+			p.settle(nil, bulkanswer.Failed(err))
 		}
 	}
 }
@@ -377,11 +378,11 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 		if p == nil {
 			continue // not an id of the target route
 		}
-		if errors.Is(p.err, errElementTooLarge) {
+		if errors.Is(p.err, bulkanswer.ErrElementTooLarge) {
 			// An element too large to keep, or the elements together
-			// (errListTooLarge, errAnswerTooLarge): the list cannot be
-			// assembled within max_body_bytes, so the upstream's own
-			// list answers, streamed through.
+			// (errListTooLarge, bulkanswer.ErrAnswerTooLarge): the list
+			// cannot be assembled within max_body_bytes, so the
+			// upstream's own list answers, streamed through.
 			x.passListTooLarge(p.x.rs)
 			return
 		}
@@ -461,7 +462,7 @@ func (x *exchange) writeList(a splitlist.Answer, s status) {
 // errListTooLarge is a split list's element dropped because the list's
 // elements together are over max_body_bytes (part.within): the list
 // passes through, as it does for an element too large to keep.
-var errListTooLarge = fmt.Errorf("split list over max_body_bytes: %w", errElementTooLarge)
+var errListTooLarge = fmt.Errorf("split list over max_body_bytes: %w", bulkanswer.ErrElementTooLarge)
 
 // entryBytes is what an entry adds to a list's answer: its body and a
 // comma, for an element (200); nothing for an id left out.
