@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/sidecache/sidecache/internal/batch"
+	"github.com/sidecache/sidecache/internal/batchroute"
 	"github.com/sidecache/sidecache/internal/bulk"
 	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/bulkelem"
@@ -19,13 +20,6 @@ import (
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/surrogate"
 )
-
-// defaultQuarantine is how long an id that failed a bulk call and then
-// failed alone is fetched alone when the route's negative_ttl is 0:
-// negative_ttl 0 promises that no failed answer is served from memory, and
-// the quarantine serves none (each of its ids still gets its own call), so
-// it still applies, for a short while.
-const defaultQuarantine = 10 * time.Second
 
 // maxBulkBuf is the largest buffer a route keeps to read its next bulk
 // answer into (routeState.bulkBufs).
@@ -41,91 +35,19 @@ const maxBulkBuf = 1 << 20
 type batcher = batch.Loader[*exchange, *bulkanswer.Answer]
 
 func (h *Handler) newBatcher(rs *routeState) *batcher {
-	b := rs.rt.Batch
-	quarantine := rs.rt.NegativeTTL
-	if quarantine <= 0 {
-		quarantine = defaultQuarantine
-	}
-	return batch.NewList(batch.Options{MaxSize: b.MaxSize, MaxWait: b.MaxWait, MaxInFlight: b.MaxInFlight,
-		MaxQueued:      queuedRounds * max(b.MaxSize, 1) * inFlight(b.MaxInFlight),
-		MaxInFlightAll: routeInFlight(b),
-		MaxQueuedAll:   queuedRounds * max(b.MaxSize, 1) * routeInFlight(b),
-		// A batch goes within its window and one in-flight call's time
-		// (each call ends within upstream.timeout), or fails 504: read
-		// as each batch opens, so a reloaded timeout applies at once.
-		Deadline: func() time.Duration { return b.MaxWait + h.state.Load().timeout },
-		OnDrop:   func(reason error, ids int) { rs.bm.Dropped(droppedReason(reason), ids) },
-		OnBatch:  rs.m.BatchSize, OnIsolate: rs.m.BatchIsolated, OnOverflow: rs.m.BatchOverflow,
-		Quarantine: quarantine, Now: h.now,
-		Refused:      func(v any) bool { return v.(*bulkanswer.Answer).Refused },
-		OnQuarantine: rs.bm.Quarantined, OnEvict: rs.bm.QuarantineEvicted, OnBudget: rs.bm.BudgetExhausted,
+	return batch.NewList(batchroute.Options(rs.rt, rs.m, rs.bm, batchroute.Hooks{
+		Timeout: func() time.Duration { return h.state.Load().timeout },
+		Now:     h.now,
+		Refused: func(v any) bool { return v.(*bulkanswer.Answer).Refused },
 		OnPanic: func(v any, stack []byte) {
 			// A bug, not the upstream: logged once per bulk call, with
 			// its stack; each waiter answers 502 (batchedFlight) and
 			// logs the failure without the stack.
 			h.log.Error("batch fetch panicked", "route", rs.rt.Name, "panic", fmt.Sprint(v), "stack", string(stack))
-		}},
+		}}),
 		func(ctx context.Context, x *exchange, ids []string) ([]*bulkanswer.Answer, error) {
 			return x.fetchBulkTraced(ctx, ids)
 		})
-}
-
-// queuedRounds is how many rounds of bulk calls (max_size ids times
-// max_in_flight calls each) a batch group may hold queued behind its
-// calls in flight (batch.Options.MaxQueued): past it a miss is refused
-// 503 at once (errBusy) rather than queued for a deadline it would miss.
-// A group with nothing queued takes one request of any size, so a list
-// of split.max_ids ids is never refused by an idle group; otherwise lists
-// may hold ¾ of it, the rest left to one-id misses, whose batches also go
-// ahead of a list's queued calls every other call (batch.Options.MaxQueued).
-// Fourteen, not ten: at defaults (max_size 100, max_in_flight 2) the
-// lists' share is then 2,100 ids, so two lists of the default
-// split.max_ids (1,000) fit at once, as they did before the share.
-const queuedRounds = 14
-
-// inFlight is max_in_flight as the loader reads it (unset: the default).
-func inFlight(n int) int {
-	if n < 1 {
-		return batch.DefaultMaxInFlight
-	}
-	return n
-}
-
-// routeGroups is how many groups' max_in_flight the route's bulk calls
-// may number at once by default (batch.max_route_in_flight, which the
-// config fills with the same product). A group is what the requests
-// forward (the Host, keyed headers), and a client chooses it: bounded
-// per group only, one client spelling its Host 1,024 ways had the bulk
-// endpoint carry 2,048 calls and the route queue 2.8 M ids. Varnish's
-// backend .max_connections and NGINX's server max_conns bound what a
-// backend carries whatever clients send, and so does this; not to
-// max_in_flight itself, which the contract makes per group: a route
-// keyed on a header with a few values (Accept-Language) or reached under
-// a couple of Host spellings would then see its groups' calls wait for
-// one another, throughput cut by their number. Four groups' worth keeps
-// those at full speed and the upstream's load a small stated multiple of
-// what the operator set; the queue bound follows it (MaxQueuedAll).
-const routeGroups = 4
-
-// routeInFlight is max_route_in_flight as the loader reads it (unset:
-// routeGroups groups' max_in_flight).
-func routeInFlight(b *route.Batch) int {
-	if b.MaxRouteInFlight > 0 {
-		return b.MaxRouteInFlight
-	}
-	return routeGroups * inFlight(b.MaxInFlight)
-}
-
-// droppedReason is the sidecache_batch_dropped_total reason of a
-// batch.Options.OnDrop reason (metrics.DroppedReasons).
-func droppedReason(err error) string {
-	switch {
-	case errors.Is(err, batch.ErrQueueFull):
-		return "queue-full"
-	case errors.Is(err, batch.ErrDeadline):
-		return "deadline"
-	}
-	return "abandoned"
 }
 
 // loadBatched answers one per-ID miss through the route's batcher.
