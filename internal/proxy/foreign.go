@@ -56,18 +56,18 @@ func (x *exchange) fetchOwnID(ctx context.Context) (*flight, error) {
 // list request whose batched answers were made for another request
 // (flight.foreign), in ⌈m/max_size⌉ bulk calls paid from the list's call
 // budget (batch.Loader.Spend). Each id's outcome is settled as a batched
-// one is (part.settle: a stale copy for a failure, the list
+// one is (splitpart.Part.Settle: a stale copy for a failure, the list
 // passed through for a record too large; bulkanswer.Failed: 504 for a
 // call that ran out of upstream.timeout). A list without calls left has failed
 // for those ids (502 but for a stale copy), counted as a spent budget:
 // never the other request's answer.
-func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
+func (x *exchange) fetchForeign(ctx context.Context, parts listParts) {
 	var ids []string
 	var px *exchange
 	for id, p := range parts {
-		if p.foreign {
+		if p.Foreign {
 			ids = append(ids, id)
-			px = p.x
+			px = p.X
 		}
 	}
 	if px == nil {
@@ -76,7 +76,7 @@ func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 	fail := func(ids []string, err error) {
 		ue := bulkanswer.Failed(err) // a timeout's 504, as a batched id's
 		for _, id := range ids {
-			parts[id].settle(nil, ue) // split.go
+			parts[id].Settle(nil, ue)
 		}
 	}
 	size := max(px.rs.rt.Batch.MaxSize, 1)
@@ -95,7 +95,7 @@ func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 			continue
 		}
 		for i, id := range chunk {
-			parts[id].settle(res[i].E, nil)
+			parts[id].Settle(res[i].E, nil)
 		}
 	}
 }
