@@ -14,7 +14,6 @@ import (
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
-	"github.com/sidecache/sidecache/internal/splitlist"
 	"github.com/sidecache/sidecache/internal/splitpart"
 	"github.com/sidecache/sidecache/internal/upfail"
 )
@@ -298,31 +297,8 @@ func (x *exchange) joinParts(ids []string, parts listParts, hits int) {
 	// as large), held while it is written: within 2 × max_body_bytes.
 	x.rs.held.take(2 * size)
 	defer x.rs.held.release(2 * size)
-	x.writeList(l.Answer(), s)
+	l.Answer().Write(x.w, x.r, s.String(), &x.h.gzips) // a 304 for a matching If-None-Match
 	x.count(outcomes[o].result)
-}
-
-// writeList answers a split list request with the reassembled array, its
-// header as splitlist sets it, and a 304 when the client's If-None-Match
-// holds its ETag (RFC 9110 §13.1.2).
-func (x *exchange) writeList(a splitlist.Answer, s status) {
-	hd := x.w.Header()
-	gz := a.SetHeader(hd, x.r.Header["Accept-Encoding"])
-	hd.Set("Cache-Status", s.String())
-	if httpcache.NotModified(x.r, hd) {
-		x.w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	body := a.Body
-	if gz {
-		body = x.h.gzips.Compress(body)
-		hd.Set("Content-Encoding", "gzip")
-	}
-	hd.Set("Content-Length", strconv.Itoa(len(body)))
-	x.w.WriteHeader(http.StatusOK)
-	if x.r.Method != http.MethodHead {
-		_, _ = x.w.Write(body)
-	}
 }
 
 // passListTooLarge passes a list over max_body_bytes through to the
