@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/batchroute"
@@ -16,6 +14,7 @@ import (
 	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/bulkelem"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/elemkey"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/surrogate"
@@ -165,87 +164,15 @@ func (x *exchange) elementExchange() *exchange {
 // frame of its keys (cachekey.NewFrame of its request), as they differ in
 // their path alone. The strings the element's entry keeps, its URI tag,
 // key and expanded tag templates (returned, in tags' array), are laid out
-// in room when it holds them (the capacity SplitForRoom left past the
-// element's bytes and ETag), else in one allocation of their own: they
-// live exactly as long as the element's body, and one object is one
-// allocation and one mark for the collector in a cache of many, where
-// they were one each (issue 23).
-func (c *exchange) setID(id string, key *cachekey.Frame, room []byte, tags *[elementTags]string) []string {
-	rt := c.rs.rt
-	var scratch [256]byte
-	b := room[:0]
-	if cap(b) == 0 {
-		b = scratch[:0]
-	}
-	b = rt.AppendPathFor(b, surrogate.URITagPrefix, rt.Batch.IDParam, id)
-	uri := len(b)
+// in room when it holds them (internal/elemkey).
+func (c *exchange) setID(id string, key *cachekey.Frame, room []byte, tags *[elemkey.MaxTags]string) []string {
 	c.params.in[0].Value = id
-	// The path, read in place by AppendKey (b's bytes are not written
-	// again, and stay where they are if b grows).
-	u := url.URL{Path: bytesString(b, len(surrogate.URITagPrefix), uri)}
-	b = key.AppendKey(b, &u)
-	k := len(b)
-	var ends [elementTags]int
-	n := len(rt.Tags)
-	if n > elementTags {
-		n = 0 // expanded by entryblock.NewElement
-	}
-	ps := c.params.list()
-	for i, t := range rt.Tags[:n] {
-		b = t.AppendExpand(b, ps)
-		ends[i] = len(b)
-	}
-	var out []byte // b where it stays: b itself may be scratch's
-	if cap(room) >= len(b) && unsafe.SliceData(b) == unsafe.SliceData(room) {
-		out = room[:len(b)]
-	} else {
-		// Not in room: one allocation of its own, never written again.
-		out = append(make([]byte, 0, len(b)), b...)
-	}
-	str := func(i, j int) string { return bytesString(out, i, j) }
-	c.uriTag = str(0, uri)
-	c.r.URL.Path = c.uriTag[len(surrogate.URITagPrefix):]
-	c.key = str(uri, k)
+	uri, k, out := elemkey.Layout(c.rs.rt, id, c.params.list(), key, room, tags)
+	c.uriTag = uri
+	c.r.URL.Path = uri[len(surrogate.URITagPrefix):]
+	c.key = k
 	c.vnames, c.vcoding, c.vkey = nil, "", ""
-	if n == 0 && len(rt.Tags) > 0 {
-		return nil
-	}
-	from := k
-	for i := range n {
-		tags[i], from = str(from, ends[i]), ends[i]
-	}
-	return tags[:n]
-}
-
-// bytesString is b[i:j] as a string, without a copy: b's bytes there are
-// never written again.
-func bytesString(b []byte, i, j int) string { return unsafe.String(unsafe.SliceData(b[i:j]), j-i) }
-
-// elementTags is the most tag templates setID expands for an element.
-const elementTags = 4
-
-// elementRoom is the room setID takes for the strings of the longest of
-// ids, which the split leaves past each element: an id they outgrow (one
-// escaped in the key) gets an allocation of its own.
-func (c *exchange) elementRoom(ids []string, key *cachekey.Frame) int {
-	longest := ""
-	for _, id := range ids {
-		if len(id) > len(longest) {
-			longest = id
-		}
-	}
-	rt := c.rs.rt
-	var scratch [256]byte
-	b := rt.AppendPathFor(scratch[:0], surrogate.URITagPrefix, rt.Batch.IDParam, longest)
-	u := url.URL{Path: string(b[len(surrogate.URITagPrefix):])}
-	b = key.AppendKey(b, &u)
-	if len(rt.Tags) <= elementTags {
-		ps := route.Params{{Key: rt.Batch.IDParam, Value: longest}}
-		for _, t := range rt.Tags {
-			b = t.AppendExpand(b, ps)
-		}
-	}
-	return len(b)
+	return out
 }
 
 // fetchBulk makes the one upstream call of a batch and turns its JSON
@@ -337,7 +264,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkanswer.A
 	// strings its entry keeps (setID).
 	ex := x.elementExchange()
 	frame := cachekey.NewFrame(ex.r, &rt.Key)
-	parts, err := bulk.SplitForRoom(body, rt.Batch.IDField, ids, bulk.ETagLen+ex.elementRoom(ids, &frame))
+	parts, err := bulk.SplitForRoom(body, rt.Batch.IDField, ids, bulk.ETagLen+elemkey.Room(rt, ids, &frame))
 	if cap(body) <= maxBulkBuf {
 		// Nothing holds body past the split: the elements are
 		// copies, an error's text too.
@@ -354,7 +281,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkanswer.A
 	answers := make([]bulkanswer.Answer, len(ids))
 	call := bulkanswer.NewCall(x.r.Header, resp.Header, out.Header, took/time.Duration(len(ids)), x.rs.fwd.rules)
 	heads := x.elementHeads(resp.Header, out.Header, t0)
-	var tagArray [elementTags]string
+	var tagArray [elemkey.MaxTags]string
 	ex.sets = bulkelem.NewSets()
 	for i, id := range ids {
 		elem, room := parts[i], []byte(nil)
