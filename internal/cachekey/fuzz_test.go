@@ -130,7 +130,7 @@ func FuzzBuild(f *testing.F) {
 	f.Add("/x", "lang=fr&lang=en", "", "/x", "lang=en&lang=fr", "")
 	f.Add("/x", "q=%zz&a=1;b=2", "", "/x", "q=%25zz&a=1%3Bb=2", "")
 	f.Add("/x", "b=1&a=2&callback=x", "", "/x", "a=2&b=1", "")
-	// Spellings an origin reads as one id (internal/spelling.Int) key
+	// Spellings an origin reads as one id (internal/spelling.AppendInts) key
 	// apart: only the canonical one is stored, or a slug is stored under
 	// its own key and tagged with its reading.
 	f.Add("/clients/%205", "", "", "/clients/5", "", "")

@@ -99,7 +99,11 @@
 // so the other draws are unchanged), writes to /r/{id} are spelled the
 // ways the origin reads as id (write-lenient-id: /r/%205, /r/5%20,
 // /r/%095, as PostgreSQL's int4 input; /r/5-acme, /r/05-x, as Rails'
-// find), and answered by the origin, once applied, 303 See Other, 502 or
+// find; and, on stream 39, traffic.Gen.multi, the spellings stacks read
+// differently or only some read as a number: /r/0x5, /r/0o5, /r/0b101,
+// /r/0_5, a full-width 5, NBSP, U+FEFF or U+3000 around it, which the
+// origin reads as PostgreSQL 16+ and Python's int() do, and which
+// route-tagged-read reads through too: not stored), and answered by the origin, once applied, 303 See Other, 502 or
 // 504 with its stamp (write-applied-other: the answer=N instruction, held
 // as acknowledged). Reads of /r/{id}/summary (route r-summary, tagged
 // r:{id} under another URI: only the write route's tags reach it; a purge

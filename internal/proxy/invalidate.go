@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
+	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/writeinv"
 )
 
@@ -35,6 +37,25 @@ func (x *exchange) writeInvalidation() *writeInv {
 		return nil
 	}
 	return &writeInv{h: x.h, st: x.st, r: x.r, p: p}
+}
+
+// refuseSpellings answers 400, unsent, to a write whose path reads as
+// more combinations of integers than spelling.MaxFolds
+// (writeinv.Plan.TooManySpellings): the origin would apply it to one of
+// them, and the sidecar cannot drop them all within its bound. No app
+// links such a path; the bound is hit by a client's crafting alone.
+func (x *exchange) refuseSpellings() {
+	s := x.status(outBypass, nil, 0)
+	s.Detail = "write-spellings"
+	hd := x.w.Header()
+	hd.Set("Cache-Status", s.String())
+	hd.Set("Content-Type", "text/plain; charset=utf-8")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	x.w.WriteHeader(http.StatusBadRequest)
+	if x.r.Method != http.MethodHead {
+		_, _ = fmt.Fprintf(x.w, "the path's ids read as more than %d combinations of integers\n", spelling.MaxFolds)
+	}
+	x.count(outcomes[outBypass].result)
 }
 
 // after applies the invalidation for the upstream's answer: its status

@@ -19,11 +19,14 @@ import (
 // always reads its own write (RFC 9111 §4.4 asks the same of a cache).
 func (x *exchange) write(o outcome, detail string) {
 	inv := x.writeInvalidation()
-	if inv == nil {
+	switch {
+	case inv == nil:
 		x.passWith(o, detail, nil)
-		return
+	case inv.p.TooManySpellings():
+		x.refuseSpellings()
+	default:
+		x.passWith(o, detail, inv.after)
 	}
-	x.passWith(o, detail, inv.after)
 }
 
 // pass streams the request to the upstream and back, untouched but for

@@ -15,7 +15,7 @@ import (
 )
 
 // Ids spelled the ways a lenient origin reads as one integer (internal/
-// spelling.Int): lenient for invalidation, strict for storage, on the
+// spelling.AppendInts): lenient for invalidation, strict for storage, on the
 // cached, batch and split paths alike, and a write's route tags dropped on
 // every answer after which it may have been applied.
 
@@ -44,10 +44,14 @@ type lenientOrigin struct {
 	*upstream
 	mu    sync.Mutex
 	names map[string]string
+	read  func(id string) (int, error) // leadingInt unless told
 }
 
-func newLenientOrigin(t *testing.T) *lenientOrigin {
-	o := &lenientOrigin{names: map[string]string{}}
+func newLenientOrigin(t *testing.T) *lenientOrigin { return newOriginReading(t, leadingInt) }
+
+// newOriginReading is a lenientOrigin whose ids read as read reads them.
+func newOriginReading(t *testing.T, read func(string) (int, error)) *lenientOrigin {
+	o := &lenientOrigin{names: map[string]string{}, read: read}
 	o.upstream = newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
 		o.mu.Lock()
@@ -83,7 +87,7 @@ func newLenientOrigin(t *testing.T) *lenientOrigin {
 // resource is the one resource id names: its integer when it reads as
 // one, else the slug itself.
 func (o *lenientOrigin) resource(kind, id string) string {
-	if n, err := leadingInt(id); err == nil {
+	if n, err := o.read(id); err == nil {
 		return kind + ":" + strconv.Itoa(n)
 	}
 	return kind + ":" + id

@@ -107,7 +107,9 @@ func (t Template) AppendExpand(b []byte, p Params) []byte {
 
 // AppendReadings appends to tags each of ts expanded with p's values as a
 // lenient origin reads them (spelling.Reading: "5-acme" and "05" as 5),
-// when one of p's values reads as another, and each tag only once. An
+// when one of p's values reads as another, and each tag only once. A
+// value that reads as several integers ("0x5") has no Reading: it is
+// never stored (spelling.CanonicalParam), only invalidated. An
 // entry stored for /clients/5-acme is the origin's client 5: it carries
 // client:5 as /clients/5's entry does, so a write to /clients/5 drops it
 // (strict for storage, without refusing the slug). Nothing is allocated

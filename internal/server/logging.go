@@ -3,6 +3,15 @@ package server
 import (
 	"io"
 	"log/slog"
+	"time"
+)
+
+// Each kind of process log line (its message) is written at most logLines
+// times per logEvery; the next one says how many were left out. The
+// figure is upstreamlog's, so an incident reads the same for every kind.
+const (
+	logLines = 10
+	logEvery = time.Second
 )
 
 // NewLogger builds a logger in the config's log.format ("json", or text

@@ -25,6 +25,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache/l2"
 	"github.com/sidecache/sidecache/internal/config"
 	"github.com/sidecache/sidecache/internal/edge"
+	"github.com/sidecache/sidecache/internal/lograte"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/proxy"
 	"github.com/sidecache/sidecache/internal/tracing"
@@ -83,6 +84,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	// Every line kind is bounded (internal/lograte): a line a request
+	// writes, while Redis is down or an upstream misbehaves, comes at the
+	// request rate. The access log is the exception, line per request by
+	// design, and is not this logger.
+	s.log = slog.New(lograte.NewHandler(s.log.Handler(), logLines, logEvery, opts.Now))
 	s.cfg.Store(cfg)
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -183,7 +189,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	s.live.Store(s.proxy)
 	access := opts.AccessLog
 	if access == nil {
-		access = s.log
+		access = opts.Logger // unbounded: a line per request
+		if access == nil {
+			access = slog.Default()
+		}
 	}
 	eo := edge.Options{Via: cfg.Server.Via, AllowTrace: cfg.Server.AllowTrace, Upgrades: cfg.Upstream.AllowUpgrades, Count: s.m, Keyed: s.keyed}
 	s.m.EdgeReasons(edge.Reasons(eo, cfg.Server.WriteTimeout.D())...)

@@ -6,10 +6,12 @@
 // case-insensitively and with or without a trailing slash, most servers
 // merge "//" and resolve dot segments (RFC 3986 §5.2.4), Tomcat and Jetty
 // drop ";params" from a segment, and a database parses "05", "+5" and " 5"
-// as 5, as Rails, parseInt and MySQL read "5-acme" (Int).
+// as 5, as Rails, parseInt and MySQL read "5-acme" (AppendInts). Some
+// spellings are read as different integers by different stacks ("0x5"
+// is 5 to PostgreSQL 16+ and JavaScript, 0 to Ruby and MySQL).
 // A write spelled any of those ways changes the resource the canonical
 // spelling names, so it must invalidate what was stored under the
-// canonical spelling. Over-invalidation costs a miss; under-invalidation
+// canonical spelling of each integer it may be read as. Over-invalidation costs a miss; under-invalidation
 // serves a lie. Reads, on the other hand, are stored only under their
 // canonical spelling, so one resource is one entry and one set of tags.
 //
@@ -19,80 +21,136 @@
 // It is a leaf: pure functions of strings, fuzzed (spelling_fuzz_test.go).
 package spelling
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Fold is the lenient form of path, used for URI tags: dot segments
 // resolved, empty segments ("//", a trailing slash) dropped, ";params"
-// stripped from each segment, a segment that reads as an integer (Int:
-// "05", "+5", " 5", "5-acme") as that integer, and everything
-// lower-cased. Every spelling a lenient origin reads
-// as one resource folds to one string, so a write under any of them and a
-// read under the canonical one share a URI tag.
+// stripped from each segment, a segment that reads as an integer
+// (AppendInts: "05", "+5", " 5", "5-acme") as that integer, and
+// everything lower-cased. Every spelling a lenient origin reads as one
+// resource folds to one string, so a write under any of them and a read
+// under the canonical one share a URI tag. A segment that reads as
+// several integers ("0x5": 0 and 5) folds to its first here; AppendFolds
+// gives them all.
 func Fold(path string) string { return clean(path, true) }
 
 // Canonical is Fold without lower-casing: the form a route table (which
 // matches case-sensitively) can still match.
 func Canonical(path string) string { return clean(path, false) }
 
+// MaxFolds is the most spellings AppendFolds and Candidates give for one
+// path: a path whose segments read as more combinations of integers than
+// that ("/a/0x1/b/0x1/…", six ids each read two ways) is no app's link,
+// and a write to it is refused rather than left to invalidate some of
+// them (internal/writeinv).
+const MaxFolds = 64
+
+// AppendFolds appends to dst every folded spelling of path, each once:
+// Fold's, and for each segment that reads as several integers (0x5: 0
+// and 5) one per combination of its readings with the other segments'.
+// A write to path drops the URI tag of each: the origin read it one of
+// those ways (an entry is stored only for a path with one: CanonicalPath).
+// It reports false, with dst as it was, when there are more than
+// MaxFolds.
+func AppendFolds(dst []string, path string) ([]string, bool) {
+	return appendClean(dst, len(dst), path, true)
+}
+
 // Candidates are the spellings a write to path may name, for matching
-// against a route table: path itself, its Canonical form and its Fold,
-// each listed once, path first.
-func Candidates(path string) []string {
+// against a route table: path itself, then its Canonical and folded
+// forms, each combination of its segments' readings (AppendFolds), each
+// listed once. It reports false, with path alone, when there are more
+// than MaxFolds of either form.
+func Candidates(path string) ([]string, bool) {
 	out := make([]string, 1, 3)
 	out[0] = path
-	for _, c := range [...]string{Canonical(path), Fold(path)} {
-		if c != out[0] && (len(out) == 1 || c != out[1]) {
-			out = append(out, c)
-		}
+	out, ok := appendClean(out, 0, path, false)
+	if ok {
+		out, ok = appendClean(out, 0, path, true)
 	}
-	return out
+	if !ok {
+		return out[:1], false
+	}
+	return out, true
 }
 
 // CanonicalParam reports whether a route parameter's value is spelled the
 // one way it is stored: not a number with a sign, leading zeros or blanks
-// around it, no ";params", not a dot segment, not empty. A read whose
-// parameters are not canonical passes through uncached (strict for
-// storage), while a write spelled that way still invalidates the
-// canonical entry (Candidates). A slug that reads as a number ("5-acme",
-// Int) is canonical, and its entry carries its Reading's tags too.
+// around it, no ";params", not a dot segment, not empty, and not a
+// spelling that reads as several integers ("0x5", "1_000": AppendInts)
+// or as one only by a reading of its digits other than ASCII's ("５",
+// "\u00a05"). A read whose parameters are not canonical passes through
+// uncached (strict for storage), while a write spelled that way still
+// invalidates the canonical entry of each of its readings (Candidates).
+//
+// A slug that reads as one number ("5-acme": Rails' to_param) is
+// canonical, and its entry carries its Reading's tags too. One that reads
+// as several ("0x5-acme", "1_0-acme") is not: no app links it so, and
+// which integer the origin took is its own parser's business, so the
+// read passes through, the origin's own answer, rather than be stored
+// under tags that must name every reading.
 func CanonicalParam(v string) bool {
 	if v == "" || v == "." || v == ".." || strings.IndexByte(v, ';') >= 0 {
 		return false
 	}
-	n, whole, ok := Int(v)
+	var buf [MaxReadings]string
+	ns := AppendInts(buf[:0], v)
 	switch {
-	case !ok:
+	case len(ns) == 0:
 		return true
-	case whole:
-		return n == v
+	case len(ns) > 1:
+		return false
+	case ns[0] == v:
+		return true
 	}
 	// A slug read as n ("5-acme"): canonical for the app that links to
 	// it (Rails' to_param), and stored, tagged also as n (Reading), so a
-	// write to n drops it; blanks around it are no one's link.
-	return trimBlanks(v) == v
+	// write to n drops it; blanks around it are no one's link, nor is a
+	// signed run of digits ("05", "+5") or one of other digits ("５").
+	t := unsign(v)
+	n := leadingDigits(t)
+	return n > 0 && n < len(t) && blankFree(v)
+}
+
+// blankFree reports whether v neither starts nor ends with a blank any
+// parser of AppendInts skips.
+func blankFree(v string) bool {
+	first, _ := utf8.DecodeRuneInString(v)
+	last, _ := utf8.DecodeLastRuneInString(v)
+	return !jsBlank(first) && !pyBlank(first) && !jsBlank(last) && !pyBlank(last)
 }
 
 // Reading is the value a lenient origin reads a route param v as, when
-// that differs from v: the integer of Int. An entry stored under v also
-// carries the tags its reading expands to, so a write to the canonical
-// spelling drops it (strict for storage, without refusing slugs).
+// that differs from v and is the only one: the integer of AppendInts. An
+// entry stored under v also carries the tags its reading expands to, so a
+// write to the canonical spelling drops it (strict for storage, without
+// refusing slugs). A value with several readings is never stored
+// (CanonicalParam), so it has no Reading.
 func Reading(v string) (string, bool) {
-	if n, _, ok := Int(v); ok && n != v {
-		return n, true
+	var buf [MaxReadings]string
+	if ns := AppendInts(buf[:0], v); len(ns) == 1 && ns[0] != v {
+		return ns[0], true
 	}
 	return "", false
 }
 
 // CanonicalPath reports whether path has no empty or dot segments (a
-// trailing slash is the route's business: a pattern may end in one).
+// trailing slash is the route's business: a pattern may end in one) and
+// no segment that reads as several integers (AppendInts: "0x5"), so that
+// an entry stored for it has one folded spelling (Fold's), whatever
+// route param, literal or wildcard holds the segment.
 func CanonicalPath(path string) bool {
 	if path == "" || path[0] != '/' {
 		return false
 	}
 	rest := path[1:]
+	var buf [MaxReadings]string
 	for rest != "" {
 		seg, tail, more := strings.Cut(rest, "/")
-		if seg == "" && more || seg == "." || seg == ".." {
+		if seg == "" && more || seg == "." || seg == ".." || len(AppendInts(buf[:0], seg)) > 1 {
 			return false
 		}
 		rest = tail
@@ -113,9 +171,67 @@ func clean(path string, lower bool) string {
 	return cleanSegments(path, lower)
 }
 
-// cleanSegments is clean's work on a path that is not yet clean.
+// cleanSegments is clean's work on a path that is not yet clean: each
+// segment that reads as integers as its first.
 func cleanSegments(path string, lower bool) string {
-	var segs []string
+	var sb [8]string // on the stack for the usual path
+	segs := resolve(sb[:0], path)
+	var buf [MaxReadings]string
+	for i, seg := range segs {
+		segs[i] = foldSegment(seg, lower, AppendInts(buf[:0], seg), 0)
+	}
+	return "/" + strings.Join(segs, "/")
+}
+
+// appendClean appends to dst each spelling clean gives path for a choice
+// of each segment's readings, each once and none already in dst[start:];
+// false, with dst as it was, when there are more than MaxFolds.
+func appendClean(dst []string, start int, path string, lower bool) ([]string, bool) {
+	if isClean(path, lower) {
+		return addReading(dst, start, path), true
+	}
+	var sb [8]string
+	segs := resolve(sb[:0], path)
+	var buf [MaxReadings]string
+	total := 1
+	for _, seg := range segs {
+		if k := len(AppendInts(buf[:0], seg)); k > 1 {
+			if total *= k; total > MaxFolds {
+				return dst, false
+			}
+		}
+	}
+	out := make([]string, len(segs))
+	for c := 0; c < total; c++ {
+		rem := c
+		for i, seg := range segs {
+			ns := AppendInts(buf[:0], seg)
+			out[i] = foldSegment(seg, lower, ns, rem)
+			if len(ns) > 1 {
+				rem /= len(ns)
+			}
+		}
+		dst = addReading(dst, start, "/"+strings.Join(out, "/"))
+	}
+	return dst, true
+}
+
+// foldSegment is seg as clean writes it: its reading choice (modulo how
+// many it has) when it reads as integers, else itself, lower-cased when
+// lower.
+func foldSegment(seg string, lower bool, ns []string, choice int) string {
+	switch {
+	case len(ns) > 0:
+		return ns[choice%len(ns)]
+	case lower:
+		return lowerASCII(seg)
+	}
+	return seg
+}
+
+// resolve appends to segs path's segments with dot segments resolved
+// (RFC 3986 §5.2.4), empty ones dropped and ";params" stripped.
+func resolve(segs []string, path string) []string {
 	rest := path
 	for {
 		seg, tail, more := strings.Cut(rest, "/")
@@ -129,25 +245,19 @@ func cleanSegments(path string, lower bool) string {
 				segs = segs[:len(segs)-1]
 			}
 		default:
-			if n, ok := number(seg); ok {
-				seg = n
-			} else if lower {
-				seg = lowerASCII(seg)
-			}
 			segs = append(segs, seg)
 		}
 		if !more {
-			break
+			return segs
 		}
 		rest = tail
 	}
-	return "/" + strings.Join(segs, "/")
 }
 
 // isClean reports whether clean(path, lower) is path itself: a leading
 // slash, then segments that are not empty (no "//", no trailing slash),
 // not dot segments, hold no ';', read as no integer other than themselves
-// (Int), and (lower) hold no upper-case ASCII letter. "/" is clean.
+// (AppendInts), and (lower) hold no upper-case ASCII letter. "/" is clean.
 func isClean(path string, lower bool) bool {
 	if path == "/" {
 		return true
@@ -161,7 +271,7 @@ func isClean(path string, lower bool) bool {
 		if seg == "" || seg == "." || seg == ".." || strings.IndexByte(seg, ';') >= 0 {
 			return false
 		}
-		if n, ok := number(seg); ok && n != seg {
+		if !readsAsItself(seg) {
 			return false
 		}
 		if lower {
@@ -196,63 +306,10 @@ func lowerASCII(s string) string {
 	return s
 }
 
-// number returns the integer a lenient origin reads s as (Int), when it
-// reads one.
-func number(s string) (string, bool) {
-	n, _, ok := Int(s)
-	return n, ok
+// readsAsItself reports whether seg reads as no integer other than
+// itself (AppendInts).
+func readsAsItself(seg string) bool {
+	var buf [MaxReadings]string
+	ns := AppendInts(buf[:0], seg)
+	return len(ns) == 0 || len(ns) == 1 && ns[0] == seg
 }
-
-// Int is the one rule, for every path (writes, URI tags, stored reads,
-// the ids of a batch or a split list), of which integer a lenient origin
-// reads a path segment or id as: n is its decimal without sign or leading
-// zeros; ok is false when s reads as no integer. whole is false when s
-// reads as n only by a lenient reading of more than a signed run of digits.
-//
-// The readings it accepts are those of common stacks:
-//   - a sign and leading zeros: "+5", "-5", "05" (parseInt, PostgreSQL,
-//     most frameworks; "-5" is folded too, over-invalidating);
-//   - ASCII blanks around the number: " 5", "5\t" (PostgreSQL's int4 input
-//     skips isspace() on both sides; so do Ruby's to_i and parseInt in
-//     front);
-//   - leading digits followed by anything that is not a digit: "5-acme",
-//     "5.json", "5abc" (Rails' find("5-acme") and the to_param slug idiom,
-//     Ruby's to_i, parseInt, MySQL's string-to-int cast).
-//
-// Lenient for invalidation: a write to any of these spellings may have
-// changed resource n. Segments that merely start with digits (a date, a
-// UUID, a hash) read as n too; that over-invalidates, which costs misses.
-func Int(s string) (n string, whole, ok bool) {
-	t := trimBlanks(s)
-	whole = len(t) == len(s)
-	if t != "" && (t[0] == '+' || t[0] == '-') {
-		t = t[1:]
-	}
-	end := 0
-	for end < len(t) && '0' <= t[end] && t[end] <= '9' {
-		end++
-	}
-	if end == 0 {
-		return "", false, false
-	}
-	whole = whole && end == len(t)
-	n = strings.TrimLeft(t[:end], "0")
-	if n == "" {
-		n = "0"
-	}
-	return n, whole, true
-}
-
-// trimBlanks drops the bytes C's isspace() accepts, which PostgreSQL's
-// int4 input skips, from both ends of s; other bytes (Unicode spaces) stay.
-func trimBlanks(s string) string {
-	for s != "" && blank(s[0]) {
-		s = s[1:]
-	}
-	for s != "" && blank(s[len(s)-1]) {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-func blank(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }

@@ -40,7 +40,14 @@ func TestFold(t *testing.T) {
 		{"/clients/5.json", "/clients/5"},
 		{"/clients/acme-5", "/clients/acme-5"},
 		{"/clients/ ", "/clients/ "},
-		{"/clients/\u00a05", "/clients/\u00a05"},
+		// A segment several parsers read differently folds to its
+		// first reading here (AppendFolds gives every one); Unicode
+		// blanks and digits read as Python and JavaScript read them.
+		{"/clients/\u00a05", "/clients/5"},
+		{"/clients/0x5", "/clients/0"},
+		{"/clients/%EF%BC%95", "/clients/%ef%bc%95"},
+		{"/clients/\uff15", "/clients/5"},
+		{"/clients/\ufeff5", "/clients/5"},
 	} {
 		if got := spelling.Fold(tc.in); got != tc.want {
 			t.Errorf("Fold(%q) = %q, want %q", tc.in, got, tc.want)
@@ -49,96 +56,167 @@ func TestFold(t *testing.T) {
 }
 
 func TestCandidates(t *testing.T) {
-	if got, want := spelling.Candidates("/Clients/05/"), []string{"/Clients/05/", "/Clients/5", "/clients/5"}; !slices.Equal(got, want) {
-		t.Errorf("got %q, want %q", got, want)
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"/Clients/05/", []string{"/Clients/05/", "/Clients/5", "/clients/5"}},
+		{"/clients/5", []string{"/clients/5"}},
+		// Every reading of every segment, in every combination.
+		{"/Clients/0x5", []string{"/Clients/0x5", "/Clients/0", "/Clients/5", "/clients/0", "/clients/5"}},
+		{"/a/1_0/b/0b1", []string{"/a/1_0/b/0b1", "/a/1/b/0", "/a/10/b/0", "/a/1/b/1", "/a/10/b/1"}},
+	} {
+		got, ok := spelling.Candidates(tc.in)
+		if !ok || !slices.Equal(got, tc.want) {
+			t.Errorf("Candidates(%q) = %q, %v; want %q", tc.in, got, ok, tc.want)
+		}
 	}
-	if got := spelling.Candidates("/clients/5"); !slices.Equal(got, []string{"/clients/5"}) {
-		t.Errorf("a canonical path: got %q", got)
+	// Seven ids each read two ways: 128 combinations, past MaxFolds.
+	over := strings.Repeat("/a/0x1", 7)
+	if got, ok := spelling.Candidates(over); ok || !slices.Equal(got, []string{over}) {
+		t.Errorf("Candidates(%q) = %q, %v; want the path alone, false", over, got, ok)
+	}
+	if got, ok := spelling.AppendFolds(nil, strings.Repeat("/a/0x1", 6)); !ok || len(got) != 64 {
+		t.Errorf("six ids read two ways: %d folds, %v; want 64", len(got), ok)
 	}
 }
 
 func TestCanonical(t *testing.T) {
 	for v, want := range map[string]bool{"5": true, "0": true, "05": false, "+5": false, "-5": false, "abc": true, "5;v=1": false, ".": false, "": false, "007x": true,
-		" 5": false, "5 ": false, "\t5": false, "5\n": false, " 5-acme": false, "5-acme": true, "acme": true, "acme-5": true, " acme": true} {
+		" 5": false, "5 ": false, "\t5": false, "5\n": false, " 5-acme": false, "5-acme": true, "acme": true, "acme-5": true, " acme": true,
+		// Several readings, or one only by digits or blanks ASCII does
+		// not have: not stored.
+		"0x5": false, "0o5": false, "0b101": false, "0d5": false, "1_000": false, "0x5-acme": false, "1_0-acme": false,
+		"\uff15": false, "1\uff15": false, "\u00a05": false, "5\u00a0": false, "\ufeff5": false, "\u30005": false, "\u00855": false, "\x1c5": true,
+		"0x0": true, "5_acme": true, "5.json": true, "\u00a0acme": true} {
 		if got := spelling.CanonicalParam(v); got != want {
 			t.Errorf("CanonicalParam(%q) = %v, want %v", v, got, want)
 		}
 	}
-	for p, want := range map[string]bool{"/a/b": true, "/a/b/": true, "/": true, "//a": false, "/a//b": false, "/a/./b": false, "/a/../b": false, "a": false} {
+	for p, want := range map[string]bool{"/a/b": true, "/a/b/": true, "/": true, "//a": false, "/a//b": false, "/a/./b": false, "/a/../b": false, "a": false,
+		"/a/0x5": false, "/a/1_000/b": false, "/a/5-acme": true, "/a/05": true} {
 		if got := spelling.CanonicalPath(p); got != want {
 			t.Errorf("CanonicalPath(%q) = %v, want %v", p, got, want)
 		}
 	}
 }
 
-// Int is the one reading of an id as an integer, for writes, URI tags,
-// stored reads and the ids of batch and split lists alike.
-func TestInt(t *testing.T) {
+// AppendInts is the one rule of which integers an id names, for writes,
+// URI tags, stored reads and the ids of batch and split lists alike: each
+// reading some common parser gives (parsers_test.go), in its order.
+func TestInts(t *testing.T) {
 	for _, tc := range []struct {
-		in, n     string
-		whole, ok bool
+		in   string
+		want []string
 	}{
-		{"5", "5", true, true},
-		{"05", "5", true, true},
-		{"+5", "5", true, true},
-		{"-0", "0", true, true},
-		{" 5", "5", false, true},
-		{"5\t", "5", false, true},
-		{"\v\f5\r", "5", false, true},
-		{"5-acme", "5", false, true},
-		{"5abc", "5", false, true},
-		{"550e8400-e29b-41d4-a716-446655440000", "550", false, true},
-		{"acme", "", false, false},
-		{"acme-5", "", false, false},
-		{"-", "", false, false},
-		{" ", "", false, false},
-		{"", "", false, false},
-		{"+ 5", "", false, false},
-		{"\u00a05", "", false, false},
+		{"5", []string{"5"}},
+		{"05", []string{"5"}},
+		{"+5", []string{"5"}},
+		{"-0", []string{"0"}},
+		{" 5", []string{"5"}},
+		{"5\t", []string{"5"}},
+		{"\v\f5\r", []string{"5"}},
+		{"5-acme", []string{"5"}},
+		{"5abc", []string{"5"}},
+		{"550e8400-e29b-41d4-a716-446655440000", []string{"550"}},
+		{"acme", nil},
+		{"acme-5", nil},
+		{"-", nil},
+		{" ", nil},
+		{"", nil},
+		{"+ 5", nil},
+		// PostgreSQL 16+ and JavaScript read the prefixes; Ruby, Rails
+		// and MySQL read the 0 in front of them.
+		{"0x5", []string{"0", "5"}},
+		{"0X1f", []string{"0", "31"}},
+		{"-0x5", []string{"0", "5"}},
+		{"0o5", []string{"0", "5"}},
+		{"0b101", []string{"0", "5"}},
+		{"0x", []string{"0"}},
+		{"0x5g", []string{"0", "5"}},
+		{"0x1_F", []string{"0", "1", "31"}},
+		{"0x20000000000001", []string{"0", "9007199254740993"}}, // past 2^53: PostgreSQL's only
+		// Ruby's to_i (Rails' find) reads "0d" and underscores.
+		{"0d5", []string{"0", "5"}},
+		{"1_000", []string{"1", "1000"}},
+		{"1__0", []string{"1"}},
+		{"1_0-acme", []string{"1", "10"}},
+		// Python's int() reads Unicode digits and blanks; parseInt and
+		// Number skip U+FEFF and the Unicode spaces in front.
+		{"\uff15", []string{"5"}},
+		{"1\uff15", []string{"1", "15"}},
+		{"\u0665\u0660", []string{"50"}},
+		{"\u00a05", []string{"5"}},
+		{"5\u00a0", []string{"5"}},
+		{"\ufeff5", []string{"5"}},
+		{"\u30005\u3000", []string{"5"}},
+		{"\u00a00x5", []string{"5"}},
+		{"\x1c5", nil},
+		{"\u00851_0", []string{"10"}},
+		{"\u00a05-acme", []string{"5"}},
+		{"\ufeff\uff15", nil},
 	} {
-		n, whole, ok := spelling.Int(tc.in)
-		if n != tc.n || whole != tc.whole || ok != tc.ok {
-			t.Errorf("Int(%q) = %q, %v, %v; want %q, %v, %v", tc.in, n, whole, ok, tc.n, tc.whole, tc.ok)
+		if got := spelling.AppendInts(nil, tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("AppendInts(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	for v, want := range map[string]string{"5": "", "acme": "", "05": "5", " 5": "5", "5-acme": "5"} {
+	for v, want := range map[string]string{"5": "", "acme": "", "05": "5", " 5": "5", "5-acme": "5", "0x5": "", "\uff15": "5"} {
 		if got, ok := spelling.Reading(v); got != want || ok != (want != "") {
 			t.Errorf("Reading(%q) = %q, %v; want %q", v, got, ok, want)
 		}
 	}
 }
 
-// Int's n is a canonical decimal that reads as itself; whole is exactly a
-// signed run of digits; a value Int reads is folded to n in a path; a
-// canonical param that reads as another is a slug, never blank-padded.
-func FuzzInt(f *testing.F) {
-	for _, s := range []string{"5", "05", "+5", " 5", "5 ", "\t5", "5-acme", "acme", "", "-", "0x1F", "550e8400-e29b", "99999999999999999999"} {
+// AppendInts gives exactly the readings of the parsers it follows
+// (parsers_test.go): none that no parser gives (it would over-invalidate,
+// and refuse to store a slug for nothing), and every one some parser
+// gives (a write under-invalidating serves a lie). Each is a canonical
+// decimal that reads as itself; a spelling with several is never a
+// canonical param, and its path folds to each.
+func FuzzInts(f *testing.F) {
+	for _, s := range []string{"5", "05", "+5", " 5", "5 ", "\t5", "5-acme", "acme", "", "-", "0x1F", "550e8400-e29b", "99999999999999999999",
+		"0x5", "0o7", "0b101", "0d5", "1_000", "0x_1", "\uff15", "\u00a05", "\ufeff0x5", "\u3000-1_2\u3000", "0x8000000000000000", "-0x8000000000000000", "\x1c5", "\u00851_0"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, whole, ok := spelling.Int(s)
-		if !ok {
-			if n != "" || whole {
-				t.Fatalf("Int(%q) = %q, %v, false", s, n, whole)
+		got := spelling.AppendInts(nil, s)
+		want := parsersRead(s)
+		for _, n := range got {
+			if !want[n] {
+				t.Fatalf("AppendInts(%q) = %q: no parser reads %s (they read %v)", s, got, n, want)
 			}
-			return
-		}
-		if m, w, o := spelling.Int(n); m != n || !w || !o || n != "0" && n[0] == '0' {
-			t.Fatalf("Int(%q) = %q, which reads as %q, %v, %v", s, n, m, w, o)
-		}
-		d := strings.TrimLeft(s, "+-")
-		if plain := len(s)-len(d) <= 1 && d != "" && strings.Trim(d, "0123456789") == ""; whole != plain {
-			t.Fatalf("Int(%q): whole = %v", s, whole)
-		}
-		if !strings.ContainsAny(s, "/;") && s != "." && s != ".." {
-			if got := spelling.Fold("/a/" + s); got != "/a/"+n {
-				t.Fatalf("Fold(/a/%s) = %q, want /a/%s", s, got, n)
+			if m := spelling.AppendInts(nil, n); !slices.Equal(m, []string{n}) || n != "0" && n[0] == '0' {
+				t.Fatalf("AppendInts(%q) = %q, and %q reads as %q", s, got, n, m)
 			}
 		}
-		const blanks = " \t\n\v\f\r"
-		padded := strings.IndexByte(blanks, s[0]) >= 0 || strings.IndexByte(blanks, s[len(s)-1]) >= 0
-		if spelling.CanonicalParam(s) && n != s && (whole || padded) {
-			t.Fatalf("CanonicalParam(%q) is true", s)
+		for n := range want {
+			if !slices.Contains(got, n) {
+				t.Fatalf("AppendInts(%q) = %q lacks %s, which a parser reads (%v)", s, got, n, want)
+			}
+		}
+		if len(got) > spelling.MaxReadings {
+			t.Fatalf("AppendInts(%q) = %q: more than MaxReadings", s, got)
+		}
+		if len(got) > 1 && spelling.CanonicalParam(s) {
+			t.Fatalf("CanonicalParam(%q) is true, with readings %q", s, got)
+		}
+		if len(got) == 1 && got[0] != s && spelling.CanonicalParam(s) {
+			// A slug: ASCII digits in front, then a name.
+			d := strings.TrimLeft(s, "+-")
+			if len(s)-len(d) > 1 || d == "" || d[0] < '0' || d[0] > '9' || strings.Trim(d, "0123456789") == "" || strings.TrimSpace(s) != s {
+				t.Fatalf("CanonicalParam(%q) is true, reading %s", s, got[0])
+			}
+		}
+		if !strings.ContainsAny(s, "/;") && s != "." && s != ".." && s != "" {
+			folds, ok := spelling.AppendFolds(nil, "/a/"+s)
+			for _, n := range got {
+				if !ok || !slices.Contains(folds, "/a/"+n) {
+					t.Fatalf("AppendFolds(/a/%s) = %q, %v, lacks /a/%s", s, folds, ok, n)
+				}
+			}
+			if len(got) > 0 && len(folds) != len(got) {
+				t.Fatalf("AppendFolds(/a/%s) = %q, for readings %q", s, folds, got)
+			}
 		}
 	})
 }

@@ -79,10 +79,12 @@ func SameOriginPath(base *url.URL, ref string, hosts ...string) (string, bool) {
 //     could not tell): the target alone, as a route's invalidation does;
 //   - anything else: none.
 //
-// Lenient for invalidation: a URI is tagged under its folded spelling
-// (FoldedURITag, the tag every stored entry carries) and under each
-// spelling a route could have stored it by (the tag entries stored before
-// folded tags existed carry). A path is tagged only when stored reports
+// Lenient for invalidation: a URI is tagged under each of its folded
+// spellings (spelling.AppendFolds: one per integer each id may be read
+// as, "/clients/0x5" as /clients/0 and /clients/5; the folded tag is the
+// one every stored entry carries) and under each spelling a route could
+// have stored it by (the tag entries stored before folded tags existed
+// carry). A path is tagged only when stored reports
 // that an entry could exist for one of its spellings (a cacheable route's
 // path, within the key bound), so a flood of writes costs nothing where
 // nothing is stored; each tag is listed once.
@@ -120,15 +122,23 @@ func addPath(tags []string, path string, stored func(string) bool) []string {
 	if path == "" {
 		return tags
 	}
+	// Past spelling.MaxFolds the literal spelling alone: the write's own
+	// target never is (internal/writeinv refuses it unsent), so only an
+	// answer's Location can be.
+	cands, _ := spelling.Candidates(path)
 	found := false
-	for _, p := range spelling.Candidates(path) {
+	for _, p := range cands {
 		if stored(p) {
 			found = true
 			tags = addTag(tags, URITag(p))
 		}
 	}
 	if found {
-		tags = addTag(tags, FoldedURITag(path))
+		var buf [4]string
+		folds, _ := spelling.AppendFolds(buf[:0], path)
+		for _, f := range folds {
+			tags = addTag(tags, URITag(f))
+		}
 	}
 	return tags
 }
@@ -174,6 +184,8 @@ func FoldedURITag(path string) string { return URITag(spelling.Fold(path)) }
 // EntryURITags appends to tags the URI tags of an entry stored for path:
 // its folded tag, and its literal one when that differs (a replica of the
 // previous release, during a rolling deploy, invalidates the literal one).
+// A stored path has one folded spelling: no segment of it reads as
+// several integers (strict for storage: spelling.CanonicalPath).
 func EntryURITags(tags []string, path string) []string {
 	folded := spelling.Fold(path)
 	tags = addTag(tags, URITag(folded))

@@ -19,18 +19,22 @@
 // caller does not ask.
 //
 // What: lenient for invalidation (internal/spelling). The write's path,
-// its canonical spelling and its folded spelling are each matched against
-// the route table, so `PATCH /Clients/05/`, `/clients/%205` and
+// its canonical spellings and its folded spellings are each matched
+// against the route table, so `PATCH /Clients/05/`, `/clients/%205` and
 // `/clients/5-acme` drop the `client:5` tags of the write route
 // `/clients/{id:[1-9][0-9]*}`, even though their literal spellings match
-// no route. Every stored entry carries the URI tag of its
+// no route. An id several stacks read differently names each reading:
+// `/clients/0x5` (PostgreSQL 16+ and JavaScript read 5, Ruby and MySQL 0)
+// drops `client:5` and `client:0`, `/clients/%EF%BC%95` (a full-width 5,
+// Python's int() reads 5) drops `client:5`. Every stored entry carries the URI tag of its
 // folded path (surrogate.EntryURITags), so the write's URI tag reaches the
 // entry whatever spelling either used.
 //
-// How much: at most three URIs per write (target, Location,
-// Content-Location), each tagged only when a spelling of it is one a
-// cacheable route could have stored (anything else has no entry to drop,
-// and costs no Redis round trip); no tag longer than Options.MaxKey (no
+// How much: at most spelling.MaxFolds spellings of a path (a path past
+// it is refused unsent: TooManySpellings), at most three URIs per write
+// (target, Location, Content-Location), each tagged only when a spelling
+// of it is one a cacheable route could have stored (anything else has no
+// entry to drop, and costs no Redis round trip); no tag longer than Options.MaxKey (no
 // stored entry has one: the store refuses them, strict for storage).
 package writeinv
 
@@ -65,6 +69,9 @@ type Plan struct {
 	route  []string // the write routes' invalidate tags, over every spelling
 	routes []string // their names (Routes)
 	uri    bool     // an unsafe method: its URIs are invalidated too
+	// over: the path reads as more than spelling.MaxFolds spellings
+	// (TooManySpellings).
+	over bool
 }
 
 // New is r's invalidation; false when r invalidates nothing whatever the
@@ -72,7 +79,12 @@ type Plan struct {
 func New(o Options, r *http.Request) (Plan, bool) {
 	p := Plan{o: o, r: r, uri: !httpcache.SafeMethod(r.Method) && !o.NoURIs}
 	var params route.Params
-	for _, path := range spelling.Candidates(r.URL.Path) {
+	cands, ok := spelling.Candidates(r.URL.Path)
+	if !ok {
+		p.over = true
+		return p, true
+	}
+	for _, path := range cands {
 		rt, ps, ok := o.Table.MatchAppend(params[:0], r.Method, path)
 		if !ok || len(rt.Invalidate) == 0 {
 			continue
@@ -112,6 +124,13 @@ func (p *Plan) Tags(code int, answer http.Header) (tags []string, skipped int) {
 	}
 	return kept, len(tags) - len(kept)
 }
+
+// TooManySpellings reports whether the write's path reads as more
+// combinations of integers than spelling.MaxFolds ("/a/0x1/b/0x1/…", six
+// ids each 0 or 1): its invalidation cannot be listed within the bound,
+// so the caller refuses the write unsent (a clear error, never a write
+// that leaves some reading's entries behind).
+func (p *Plan) TooManySpellings() bool { return p.over }
 
 // Routes names the write routes whose tags the write invalidates, for
 // the caller's log.

@@ -47,6 +47,15 @@ func TestTags(t *testing.T) {
 		{"tab before", http.MethodPatch, "/clients/%095", 204, nil, 200, []string{"client:5", "clients", uri, surrogate.URITag("/clients/\t5")}, 0},
 		{"slug suffix", http.MethodPatch, "/clients/5-acme", 204, nil, 200, []string{"client:5", "clients", uri, surrogate.URITag("/clients/5-acme")}, 0},
 		{"zeros, sign and a slug", http.MethodPatch, "/clients/+005-acme", 204, nil, 200, []string{"client:5", "clients", uri, surrogate.URITag("/clients/+005-acme")}, 0},
+		// An id stacks read as different integers names each: 0x5 is 5
+		// to PostgreSQL 16+ and JavaScript, 0 to Ruby and MySQL (the
+		// write route's pattern takes 5 alone); a full-width 5 is 5 to
+		// Python's int().
+		{"hex", http.MethodPatch, "/clients/0x5", 204, nil, 200, []string{"client:5", "clients", uri, surrogate.URITag("/clients/0"), surrogate.URITag("/clients/0x5")}, 0},
+		{"underscores", http.MethodPatch, "/clients/1_000", 204, nil, 200, []string{"client:1", "client:1000", "clients",
+			surrogate.URITag("/clients/1"), surrogate.URITag("/clients/1000"), surrogate.URITag("/clients/1_000")}, 0},
+		{"full-width", http.MethodPatch, "/clients/%EF%BC%95", 204, nil, 200, []string{"client:5", "clients", uri, surrogate.URITag("/clients/\uff15")}, 0},
+		{"NBSP", http.MethodPatch, "/clients/%C2%A05", 204, nil, 200, []string{"client:5", "clients", uri, surrogate.URITag("/clients/\u00a05")}, 0},
 		// Every answer after which the write may have been applied drops
 		// the route's tags and the URI alike (surrogate.MayBeApplied).
 		{"3xx: as a 2xx", http.MethodPatch, "/clients/5", 303, nil, 200, []string{"client:5", "clients", uri}, 0},

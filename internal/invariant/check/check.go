@@ -259,7 +259,7 @@ func (ch *Checker) checkStampAs(q *traffic.Request, resp *http.Response, st orig
 		switch {
 		case applied:
 			ch.checked["write-applied-other"]++ // acknowledged, held to own-write and max-lag
-		case strings.Contains(q.Path, "%") || strings.Contains(q.Path, "-"):
+		case strings.Contains(q.Path, "%") || strings.Contains(q.Path, "-") || strings.ContainsAny(q.Path[strings.LastIndexByte(q.Path, '/')+1:], "_xXoObB"):
 			ch.checked["write-spelled-id"]++
 		}
 		return

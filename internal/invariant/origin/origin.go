@@ -22,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Stamp is what every origin answer says about itself, as its JSON body:
@@ -314,8 +316,14 @@ func Resource(path string) string {
 
 // lenientID reads an id as PostgreSQL's int4 input does (blanks around
 // it, %20 or %09 on the wire) and Rails' find("5-acme") does (the leading
-// digits of a to_param slug): write-lenient-id.
+// digits of a to_param slug): write-lenient-id. An id only some stacks
+// read as a number, or read differently (0x5, 1_0, a full-width 5, NBSP
+// around it: traffic's multiSpelling), it reads as PostgreSQL 16+ and
+// Python's int() do (multiID).
 func lenientID(id string) string {
+	if n, ok := multiID(id); ok {
+		return n
+	}
 	for _, b := range [...]string{"%20", "%09", " ", "\t"} {
 		for strings.HasPrefix(id, b) || strings.HasSuffix(id, b) {
 			id = strings.TrimSuffix(strings.TrimPrefix(id, b), b)
@@ -325,6 +333,51 @@ func lenientID(id string) string {
 		return d
 	}
 	return id
+}
+
+// multiID reads id, percent-decoded, as PostgreSQL 16+'s int8 input and
+// Python's int() do, when it is spelled a way the other rules do not
+// take: bytes past ASCII (Unicode blanks around it, Unicode decimal
+// digits), a 0x, 0o or 0b prefix, underscores between digits. Any other
+// id is not its business (false).
+func multiID(id string) (string, bool) {
+	s, err := url.PathUnescape(id)
+	if err != nil {
+		return "", false
+	}
+	wide := strings.ContainsFunc(s, func(r rune) bool { return r >= utf8.RuneSelf })
+	s = strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == 0xfeff })
+	s = strings.Map(func(r rune) rune {
+		if r >= utf8.RuneSelf && unicode.IsDigit(r) {
+			k := 0 // its place in its run of ten (Unicode's Nd runs)
+			for unicode.IsDigit(r - rune(k) - 1) {
+				k++
+			}
+			return '0' + rune(k%10)
+		}
+		return r
+	}, s)
+	t := strings.TrimLeft(s, "+-")
+	base := 10
+	switch {
+	case len(t) > 1 && t[0] == '0' && strings.ContainsRune("xXoObB", rune(t[1])):
+		base = 0 // Go's base 0 reads the prefix, and underscores after it
+	case strings.Contains(t, "_"):
+		if strings.Contains(t, "__") || strings.HasPrefix(t, "_") || strings.HasSuffix(t, "_") {
+			return "", false
+		}
+		s = strings.ReplaceAll(s, "_", "")
+	case !wide:
+		return "", false
+	}
+	n, err := strconv.ParseInt(s, base, 64)
+	if err != nil {
+		return "", false
+	}
+	if n < 0 {
+		n = -n
+	}
+	return strconv.FormatInt(n, 10), true
 }
 
 // AppliedAnswer reports whether a write sent with query (answer=303, 502

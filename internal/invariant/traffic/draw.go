@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sidecache/sidecache/internal/invariant/origin"
@@ -142,18 +143,24 @@ func pick(g *Gen, s ...string) string { return s[g.rng.IntN(len(s))] }
 // write to /r/{id} the origin reads as id (write-lenient-id), the code
 // the origin answers an applied write with (write-applied-other: the
 // answer= instruction, origin.AppliedAnswer), and reads of /r/{id}/summary
-// (route-tagged-read). It draws the same number of times for every
-// request, so which rows are on changes no other draw.
+// (route-tagged-read); and on stream 39 (Gen.multi) the spellings stacks
+// read differently (multiSpelling), for writes and for reads of both
+// rows. It draws the same number of times for every request, so which
+// rows are on changes no other draw.
 func (g *Gen) drawLenient(q *Request, id string) {
 	m := g.mix
 	spell, answer, summary := g.lenient.IntN(100), g.lenient.IntN(100), g.lenient.IntN(100)
 	which := g.lenient.IntN(15)
+	mspell, mread, mkind := g.multi.IntN(100), g.multi.IntN(100), g.multi.IntN(multiSpellings)
 	if !strings.HasPrefix(q.Path, "/r/") {
 		return
 	}
 	if q.Kind == "write" {
 		if m.Has("write-lenient-id") && spell < 30 {
 			q.Path = "/r/" + [...]string{"%20" + id, id + "%20", "%09" + id, id + "-acme", "0" + id + "-x"}[which%5]
+		}
+		if m.Has("write-lenient-id") && mspell < 20 {
+			q.Path = "/r/" + multiSpelling(id, mkind)
 		}
 		if m.Has("write-applied-other") && answer < 25 {
 			q.Query = "answer=" + [...]string{"303", "502", "504"}[which%3]
@@ -167,6 +174,60 @@ func (g *Gen) drawLenient(q *Request, id string) {
 	}
 	if m.Has("route-tagged-read") && summary < 20 && q.Path == "/r/"+id && q.Route == "r" {
 		q.Path += "/summary"
+	}
+	if m.Has("route-tagged-read") && mread < 15 && q.Route == "r" && (q.Path == "/r/"+id || q.Path == "/r/"+id+"/summary") {
+		// Strict for storage: a read through a spelling the origin
+		// reads as id, which the sidecar must not store where a write
+		// to /r/{id} leaves it (routes r and r-summary take only
+		// [1-9][0-9]*, so it passes through: the proxy's
+		// TestMultiReadingReadNotStored holds an unconstrained route
+		// to it).
+		q.Path = strings.Replace(q.Path, "/r/"+id, "/r/"+multiSpelling(id, mkind), 1)
+	}
+}
+
+// multiSpellings is how many ways multiSpelling spells an id.
+const multiSpellings = 9
+
+// multiSpelling is id (a decimal) spelled the k-th way of those stacks
+// read differently or only some read as a number (internal/spelling.
+// AppendInts), each one the origin reads as id (origin.Resource):
+// PostgreSQL 16+ and JavaScript's 0x, 0o and 0b prefixes (Ruby and MySQL
+// read 0), underscores between digits (PostgreSQL, Python, Ruby; parseInt
+// reads the digits before), full-width digits (Python's int()), and
+// U+00A0, U+FEFF and U+3000 around it (Python or JavaScript skip them),
+// percent-encoded.
+func multiSpelling(id string, k int) string {
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		return id
+	}
+	switch k % multiSpellings {
+	case 0:
+		return "0x" + strconv.FormatUint(n, 16)
+	case 1:
+		return "0X" + strings.ToUpper(strconv.FormatUint(n, 16))
+	case 2:
+		return "0o" + strconv.FormatUint(n, 8)
+	case 3:
+		return "0b" + strconv.FormatUint(n, 2)
+	case 4:
+		if len(id) > 1 {
+			return id[:1] + "_" + id[1:]
+		}
+		return "0_" + id
+	case 5:
+		var b strings.Builder
+		for _, d := range id {
+			fmt.Fprintf(&b, "%%EF%%BC%%%02X", 0x90+d-'0') // U+FF10 + d
+		}
+		return b.String()
+	case 6:
+		return "%C2%A0" + id
+	case 7:
+		return "%EF%BB%BF" + id
+	default:
+		return "%E3%80%80" + id + "%E3%80%80"
 	}
 }
 

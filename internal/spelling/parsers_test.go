@@ -1,0 +1,124 @@
+package spelling_test
+
+import (
+	"math/big"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// The parsers AppendInts follows, each written from its own definition
+// (not from AppendInts), for FuzzInts to hold it to: every integer each
+// reads a spelling as, as a decimal without sign or leading zeros. A
+// parser that reads no digits ("acme".to_i is 0, Number("") is 0) reads
+// no integer. Cross-checked by hand against python3, node and PostgreSQL
+// 16's documentation.
+//
+// Left out, and so not followed: JavaScript's Number and MySQL's
+// comparison of a string with an integer column read decimal fractions
+// and exponents ("1e3" is 1000, "5.0" is 5); Ruby's Kernel#Integer and C's
+// strtol with base 0 read a leading 0 as octal ("010" is 8).
+
+var (
+	cBlank    = "[ \\t\\n\\v\\f\\r]*"
+	mysqlRe   = regexp.MustCompile(`^` + cBlank + `[+-]?([0-9]+)`)
+	rubyRe    = regexp.MustCompile(`^` + cBlank + `[+-]?(?:0[dD])?([0-9]+(?:_[0-9]+)*)`)
+	jsHexRe   = regexp.MustCompile(`^[+-]?0[xX]([0-9a-fA-F]+)`)
+	jsDecRe   = regexp.MustCompile(`^[+-]?([0-9]+)`)
+	numberRe  = regexp.MustCompile(`^(?:0[xX]([0-9a-fA-F]+)|0[oO]([0-7]+)|0[bB]([01]+)|[+-]?([0-9]+))$`)
+	pgRe      = regexp.MustCompile(`^` + cBlank + `([+-]?)(?:0[xX]((?:_?[0-9a-fA-F])+)|0[oO]((?:_?[0-7])+)|0[bB]((?:_?[01])+)|([0-9](?:_?[0-9])*))` + cBlank + `$`)
+	pythonRe  = regexp.MustCompile(`^[+-]?([0-9]+(?:_[0-9]+)*)$`)
+	maxSafeJS = big.NewInt(1 << 53)
+	maxInt8   = new(big.Int).SetUint64(1<<63 - 1)
+)
+
+// parsersRead is the set of integers the parsers read s as.
+func parsersRead(s string) map[string]bool {
+	out := map[string]bool{}
+	add := func(digits string, base int, limit *big.Int) {
+		v, ok := new(big.Int).SetString(strings.ReplaceAll(digits, "_", ""), base)
+		if ok && (limit == nil || v.Cmp(limit) <= 0) {
+			out[v.String()] = true
+		}
+	}
+	// MySQL's CAST(s AS SIGNED) and string-to-integer conversion.
+	if m := mysqlRe.FindStringSubmatch(s); m != nil {
+		add(m[1], 10, nil)
+	}
+	// Ruby's String#to_i (Rails' find of an id that starts with a digit).
+	if m := rubyRe.FindStringSubmatch(s); m != nil {
+		add(m[1], 10, nil)
+	}
+	// parseInt(s): ECMA-262 §19.2.5, exact up to 2^53.
+	js := strings.TrimLeftFunc(s, isJSBlank)
+	if m := jsHexRe.FindStringSubmatch(js); m != nil {
+		add(m[1], 16, maxSafeJS)
+	} else if !strings.HasPrefix(strings.TrimLeft(js, "+-"), "0x") && !strings.HasPrefix(strings.TrimLeft(js, "+-"), "0X") {
+		if m := jsDecRe.FindStringSubmatch(js); m != nil {
+			add(m[1], 10, maxSafeJS)
+		}
+	}
+	// Number(s): ECMA-262 §7.1.4.1, its integer literals.
+	if m := numberRe.FindStringSubmatch(strings.TrimFunc(s, isJSBlank)); m != nil {
+		for i, base := range [...]int{16, 8, 2, 10} {
+			if m[i+1] != "" {
+				add(m[i+1], base, maxSafeJS)
+			}
+		}
+	}
+	// PostgreSQL 16+'s int8 input.
+	if m := pgRe.FindStringSubmatch(s); m != nil {
+		limit := maxInt8
+		if m[1] == "-" {
+			limit = new(big.Int).Add(maxInt8, big.NewInt(1))
+		}
+		for i, base := range [...]int{16, 8, 2, 10} {
+			if m[i+2] != "" {
+				add(m[i+2], base, limit)
+			}
+		}
+	}
+	// Python's int(s): str.strip()ped, Unicode decimal digits.
+	if m := pythonRe.FindStringSubmatch(asciiDigits(strings.TrimFunc(s, isPyBlank))); m != nil {
+		add(m[1], 10, nil)
+	}
+	return out
+}
+
+// isJSBlank is StrWhiteSpaceChar (ECMA-262 §7.1.4.1): TAB, VT, FF,
+// ZWNBSP, USP (category Zs), LF, CR, LS, PS.
+func isJSBlank(r rune) bool {
+	switch r {
+	case '\t', '\v', '\f', 0xfeff, '\n', '\r', 0x2028, 0x2029:
+		return true
+	}
+	return unicode.Is(unicode.Zs, r)
+}
+
+// isPyBlank is what int() strips (_PyUnicode_TransformDecimalAndSpaceToASCII
+// then PyLong_FromString): past ASCII, str.isspace() (bidirectional class
+// WS, B or S, or Zs); in ASCII, Py_ISSPACE, which leaves U+001C to U+001F
+// that str.isspace() counts.
+func isPyBlank(r rune) bool {
+	switch r {
+	case ' ', '\t', '\n', '\v', '\f', '\r', 0x85, 0x2028, 0x2029:
+		return true
+	}
+	return r > 0x7f && unicode.Is(unicode.Zs, r)
+}
+
+// asciiDigits maps each Unicode decimal digit of s to its ASCII digit
+// (Python's _PyUnicode_TransformDecimalAndSpaceToASCII); a digit's value
+// is its place in its run of ten, counted from the run's start.
+func asciiDigits(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x80 || !unicode.IsDigit(r) {
+			return r
+		}
+		k := 0
+		for unicode.IsDigit(r - rune(k) - 1) {
+			k++
+		}
+		return '0' + rune(k%10)
+	}, s)
+}
