@@ -20,10 +20,6 @@ import (
 	"github.com/sidecache/sidecache/internal/surrogate"
 )
 
-// maxBulkBuf is the largest buffer a route keeps to read its next bulk
-// answer into (routeState.bulkBufs).
-const maxBulkBuf = 1 << 20
-
 // batcher is a route's loader: the opener's exchange rides along to make
 // the bulk call with its headers.
 // Its values are pointers into one slice per bulk call (fetchBulk): an
@@ -210,16 +206,13 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkanswer.A
 		return nil, fmt.Errorf("%w: %w", bulkanswer.ErrBulk, err)
 	}
 	defer resp.Body.Close()
-	// One response: never more of it than max_body_bytes (bulkmem.go).
+	// One response: never more of it than max_body_bytes, read into a
+	// buffer of the route's (internal/bulkmem).
 	limit := x.h.maxBody
-	buf, _ := x.rs.bulkBufs.Get().(*[]byte)
-	if buf == nil {
-		buf = new([]byte)
-	}
-	body, err := readAllTo(*buf, resp.Body, resp.ContentLength, limit)
+	body, buf, err := x.rs.mem.Read(resp.Body, resp.ContentLength, limit)
 	held := int64(len(body))
-	x.rs.held.take(held)
-	defer x.rs.held.release(held)
+	x.rs.mem.Take(held)
+	defer x.rs.mem.Release(held)
 	took := x.h.now().Sub(t0)
 	x.rs.m.Upstream(resp.StatusCode, took)
 	// Only a 200 or 203 is the whole list asked for (RFC 9110 §15.3): a
@@ -247,7 +240,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkanswer.A
 	case int64(len(body)) > limit:
 		// Too large for its ids together, not for any one of them: each
 		// client request's ids are asked for again apart, never halved
-		// (batch.ErrApart; bulkmem.go). A one-id request's record then
+		// (batch.ErrApart; internal/bulkmem). A one-id request's record then
 		// comes in a call of its own (stored, or passed through if it
 		// alone is over the bound: one call more than its budget of two,
 		// for a record no call could have kept), a list's own call over
@@ -265,12 +258,9 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkanswer.A
 	ex := x.elementExchange()
 	frame := cachekey.NewFrame(ex.r, &rt.Key)
 	parts, err := bulk.SplitForRoom(body, rt.Batch.IDField, ids, bulk.ETagLen+elemkey.Room(rt, ids, &frame))
-	if cap(body) <= maxBulkBuf {
-		// Nothing holds body past the split: the elements are
-		// copies, an error's text too.
-		*buf = body[:0]
-		x.rs.bulkBufs.Put(buf)
-	}
+	// Nothing holds body past the split: the elements are copies, an
+	// error's text too.
+	x.rs.mem.Reuse(buf, body)
 	switch {
 	case errors.Is(err, bulk.ErrShape) && len(ids) > 1:
 		return nil, fmt.Errorf("%w: %w: %w", bulkanswer.ErrBulk, batch.ErrIsolate, err)

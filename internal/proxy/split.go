@@ -67,7 +67,7 @@ func (x *exchange) split() {
 	hits := x.readAll(parts)
 	if parts.Bytes() > x.h.maxBody {
 		// Its cached elements alone are over the bound: the upstream's
-		// list answers, streamed, without fetching the rest (bulkmem.go).
+		// list answers, streamed, without fetching the rest (internal/bulkmem).
 		x.passListTooLarge(target)
 		return
 	}
@@ -295,8 +295,8 @@ func (x *exchange) joinParts(ids []string, parts listParts, hits int) {
 	s.Detail += `"`
 	// The answer and, for a client that takes gzip, its coding (at most
 	// as large), held while it is written: within 2 × max_body_bytes.
-	x.rs.held.take(2 * size)
-	defer x.rs.held.release(2 * size)
+	x.rs.mem.Take(2 * size)
+	defer x.rs.mem.Release(2 * size)
 	l.Answer().Write(x.w, x.r, s.String(), &x.h.gzips) // a 304 for a matching If-None-Match
 	x.count(outcomes[o].result)
 }
