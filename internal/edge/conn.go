@@ -9,7 +9,9 @@
 //     net/http drops before any handler can see it (RFC 9112 §6.1);
 //   - fold.go: follows the requests' framing on the connection to find a
 //     header section with an obs-fold, which net/http joins into the
-//     field before it (RFC 9112 §5.2);
+//     field before it (RFC 9112 §5.2), and drops the empty lines a
+//     client sends before a request line, which net/http refuses
+//     (RFC 9112 §2.2), and stray CRs there, as NGINX;
 //   - guard.go: the request rules net/http does not apply — framing the
 //     server must answer and close (RFC 9112 §6.1), the asterisk-form for
 //     OPTIONS only (RFC 9112 §3.2.4), Max-Forwards and TRACE
@@ -84,11 +86,16 @@ type Conn struct {
 	scan scanner
 	// folds follows the requests' framing for obs-fold (fold.go), on
 	// the reading goroutine; folded is its first folded section (0:
-	// none), for the handler's; reqs numbers the requests handed to the
-	// handler (Wire), on the handler's goroutine.
-	folds  folds
-	folded atomic.Int64
-	reqs   int64
+	// none), unscanned the first section it did not read, having lost
+	// the framing (0: none), both for the handler's; reqs numbers the
+	// requests handed to the handler (Wire), on the handler's
+	// goroutine. left: the connection was hijacked (Wire), its bytes
+	// are no longer HTTP requests.
+	folds     folds
+	folded    atomic.Int64
+	unscanned atomic.Int64
+	reqs      int64
+	left      atomic.Bool
 	// io: the connection's reads and writes, by raw system calls
 	// (internal/rawio: no sysmon wake at each busy period's first).
 	io  *rawio.Conn
@@ -137,14 +144,41 @@ func (c *Conn) AmbiguousFraming() bool { return c.both.Load() }
 // answered on c (the reqs-th) had an obs-fold (fold.go).
 func (c *Conn) Folded() bool { return c.reqs > 0 && c.folded.Load() == c.reqs }
 
+// Unscanned reports whether the header section of the request being
+// answered on c was not read by the fold scan: it lost the framing at an
+// earlier request (fold.go), one net/http should have refused.
+func (c *Conn) Unscanned() bool {
+	u := c.unscanned.Load()
+	return c.reqs > 0 && u != 0 && u <= c.reqs
+}
+
+// LastScanned reports whether the fold scan lost the framing at the
+// request being answered on c (its header section read, not its body's
+// end): no later request on c would be read, so c closes after it.
+func (c *Conn) LastScanned() bool { return c.reqs > 0 && c.unscanned.Load() == c.reqs+1 }
+
 // SawTransferEncoding reports whether a header section read on c carried
 // Transfer-Encoding.
 func (c *Conn) SawTransferEncoding() bool { return c.te.Load() }
 
+// Read reads what net/http is to read: the connection's bytes, less
+// the CR and LF before a request line (fold.go), scanned for framing
+// and folds. Once hijacked it reads them as they come.
 func (c *Conn) Read(p []byte) (int, error) {
-	n, err := c.io.Read(p)
+	if c.left.Load() {
+		c.folds.st = fsLost // on the reading goroutine, as every folds access
+		n, err := c.folds.read(c.io, p)
+		if err != nil && !timeout(err) {
+			c.gone.Store(true)
+		}
+		return n, err
+	}
+	n, err := c.folds.read(c.io, p)
 	if err != nil && !timeout(err) {
 		c.gone.Store(true)
+	}
+	if c.folds.st == fsLost && c.unscanned.Load() == 0 {
+		c.unscanned.Store(c.folds.sections + 1)
 	}
 	if n > 0 {
 		both, te := c.scan.feed(p[:n])
@@ -154,7 +188,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if te {
 			c.te.Store(true)
 		}
-		if c.folds.feed(p[:n]); c.folds.first != 0 && c.folded.Load() == 0 {
+		if c.folds.first != 0 && c.folded.Load() == 0 {
 			c.folded.Store(c.folds.first)
 		}
 		if c.scan.end > 0 && !c.scan.told {

@@ -82,6 +82,9 @@ func Reasons(o Options, writeTimeout time.Duration) []string {
 	return r
 }
 
+// allowed is the Allow of the sidecar's own answers to OPTIONS and TRACE.
+const allowed = "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE"
+
 // Guard applies the request rules of the package doc, then hands the
 // request to next.
 type Guard struct {
@@ -108,22 +111,45 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, ReasonFraming, http.StatusBadRequest, "ambiguous message framing\n")
 		return
 	}
-	if c := FromContext(r.Context()); c != nil && c.Folded() {
-		// RFC 9112 §5.2: obs-fold in a request is rejected with 400 (or
-		// replaced with SP); a front proxy may have read the folded line
-		// as a field of its own, Transfer-Encoding say, and framed the
-		// request otherwise than net/http did (fold.go). NGINX answers
-		// 400, and so do we, closing.
-		g.refuse(w, ReasonFraming, http.StatusBadRequest, "obsolete line folding\n")
-		return
+	if c := FromContext(r.Context()); c != nil {
+		switch {
+		case c.Folded():
+			// RFC 9112 §5.2: obs-fold in a request is rejected with 400
+			// (or replaced with SP); a front proxy may have read the
+			// folded line as a field of its own, Transfer-Encoding say,
+			// and framed the request otherwise than net/http did
+			// (fold.go). NGINX answers 400, and so do we, closing.
+			g.refuse(w, ReasonFraming, http.StatusBadRequest, "obsolete line folding\n")
+			return
+		case c.Unscanned():
+			// The fold scan lost the connection's framing at an earlier
+			// request, which net/http should have refused (fold.go):
+			// this one was not looked at for a fold, so it goes no
+			// further than a folded one.
+			g.refuse(w, ReasonFraming, http.StatusBadRequest, "request framing not followed\n")
+			return
+		case c.LastScanned():
+			// The scan lost the framing at this request: the next one
+			// would be Unscanned, so none comes on this connection.
+			w.Header().Set("Connection", "close")
+		}
 	}
-	if r.RequestURI == "*" && r.Method != http.MethodOptions {
-		// RFC 9112 §3.2.4: the asterisk-form is for OPTIONS only. net/http
-		// hands any method with it to the handler, an HTTP/2 preface
-		// (PRI * HTTP/2.0) included, and forwarding it would send the
-		// upstream a path the client never wrote ("/%2A"). NGINX answers
-		// 400, and so do we.
-		g.refuse(w, ReasonAsteriskForm, http.StatusBadRequest, "asterisk-form request target is for OPTIONS only\n")
+	if r.RequestURI == "*" {
+		if r.Method != http.MethodOptions {
+			// RFC 9112 §3.2.4: the asterisk-form is for OPTIONS only.
+			// net/http hands any method with it to the handler, an
+			// HTTP/2 preface (PRI * HTTP/2.0) included, and forwarding
+			// it would send the upstream a path the client never wrote
+			// ("/%2A"). NGINX answers 400, and so do we.
+			g.refuse(w, ReasonAsteriskForm, http.StatusBadRequest, "asterisk-form request target is for OPTIONS only\n")
+			return
+		}
+		// OPTIONS * asks about the server itself (RFC 9110 §9.3.7): it
+		// is answered here, as net/http's general OPTIONS handler
+		// answered it before Wire turned that off.
+		w.Header().Set("Allow", allowed)
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	if g.o.Via != "" && viaHas(r.Header["Via"], g.o.Via) {
@@ -133,7 +159,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodTrace && !g.o.AllowTrace {
-		w.Header().Set("Allow", "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE")
+		w.Header().Set("Allow", allowed)
 		g.refuse(w, ReasonTrace, http.StatusMethodNotAllowed, "TRACE not allowed\n")
 		return
 	}
@@ -207,7 +233,7 @@ func (g *Guard) maxForwards(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if r.Method == http.MethodOptions {
-		w.Header().Set("Allow", "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE")
+		w.Header().Set("Allow", allowed)
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
 		return true

@@ -49,9 +49,11 @@ const (
 // requests (ConnContext), and sends a client that left before its answer
 // nothing more (gone.go), and lets a handler tell a body that ran out of
 // time (bodytimeout.go); it answers 431 to a header section over
-// s.MaxHeaderBytes (above; 0: net/http's default, with its slop). It
-// wraps s.Handler and sets s.ConnContext and s.ConnState, which must not
-// be set otherwise, and lowers s.MaxHeaderBytes.
+// s.MaxHeaderBytes (above; 0: net/http's default, with its slop). Its
+// connections drop the empty lines (and stray CRs) before a request
+// line, up to the connection's hijack (fold.go). It wraps s.Handler and sets
+// s.ConnContext and s.ConnState, which must not be set otherwise, lowers
+// s.MaxHeaderBytes and sets s.DisableGeneralOptionsHandler.
 func Wire(s *http.Server) *http.Server {
 	next := s.Handler
 	if next == nil {
@@ -89,6 +91,12 @@ func Wire(s *http.Server) *http.Server {
 	})
 	s.ConnContext = ConnContext
 	s.ConnState = connState
+	// Every request reaches the handler, so Wire numbers them all as
+	// the fold scan numbers header sections (fold.go): net/http's own
+	// answer to OPTIONS * skipped the handler, and the request after it
+	// on the connection was taken for the one before (its fold went
+	// unseen). Guard answers OPTIONS * as net/http did.
+	s.DisableGeneralOptionsHandler = true
 	return s
 }
 
@@ -162,9 +170,18 @@ func connState(nc net.Conn, st http.ConnState) {
 	}
 	switch st {
 	case http.StateNew, http.StateIdle:
+		if st == http.StateNew {
+			// Before the connection's first read: Serve calls this
+			// before it starts the connection's goroutine.
+			c.folds.drop = true
+		}
 		c.phase.Store(phaseReading)
 		c.scan.mark() // no read runs meanwhile: net/http reads once idle
 		c.section.Store(0)
+	case http.StateHijacked:
+		// The connection leaves HTTP (an upgrade's tunnel): its bytes
+		// are no requests, and no empty line of theirs is dropped.
+		c.left.Store(true)
 	}
 }
 

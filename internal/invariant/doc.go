@@ -335,7 +335,9 @@
 //     502 (the failure is the client's);
 //   - obs-fold: a request with a header line folded onto the one before
 //     it (RFC 9112 §5.2) is answered the sidecar's 400 and closed, never
-//     forwarded as net/http joined it (stream 34 draws it);
+//     forwarded as net/http joined it (stream 34 draws it), also after
+//     empty lines and an oddly framed request on its connection, which
+//     is answered the sidecar's own 200 (obs-fold-lead, stream 36);
 //   - asterisk-form: a request with the target * (not OPTIONS) is
 //     answered the sidecar's 400 and closed, never the origin's answer to
 //     a path the client never sent;

@@ -71,6 +71,9 @@ func (g *Gen) drawEdges(q *Request) {
 	}
 	if m.Has("obs-fold") && g.folds.IntN(100) < 3 && !q.Absolute && !q.HalfClose && !q.Hangup && !q.Asterisk && !q.Chunked && !q.Expect {
 		q.Folded = true
+		if m.Has("obs-fold-lead") {
+			q.Lead, q.LeadKind = g.foldLead()
+		}
 	}
 }
 

@@ -39,8 +39,11 @@ type Request struct {
 	// §3.2.4), without its body, on a connection of its own.
 	Asterisk bool
 	// Folded: sent with an obs-fold in its header section (RFC 9112
-	// §5.2), on a connection of its own.
-	Folded bool
+	// §5.2), on a connection of its own. Lead: what that connection
+	// carries before it (foldlead.go), LeadKind the odd framing of the
+	// request in it ("": none).
+	Folded         bool
+	Lead, LeadKind string
 	// Body: a write's body; Chunked: sent chunked with trailers; Expect:
 	// with Expect: 100-continue.
 	Body            string
@@ -113,6 +116,9 @@ func (q *Request) String() string {
 	}
 	if q.Folded {
 		h = append(h, "obs-fold")
+		if q.Lead != "" {
+			h = append(h, fmt.Sprintf("lead=%q+%s", q.Lead[:len(q.Lead)-len(strings.TrimLeft(q.Lead, "\r\n"))], q.LeadKind))
+		}
 	}
 	if q.Chunked {
 		h = append(h, "chunked+trailers")
