@@ -67,6 +67,8 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_l1_bytes":                             {"gauge", nil},
 	"sidecache_l1_items":                             {"gauge", nil},
 	"sidecache_l2_up":                                {"gauge", nil},
+	"sidecache_l2_clock_offset_seconds":              {"gauge", nil},
+	"sidecache_l2_epoch_refusals_total":              {"counter", nil},
 	"sidecache_config_reloads_total": {"counter", map[string][]string{
 		"result": {"success", "error", "restart_required"}}},
 	"sidecache_build_info": {"gauge", map[string][]string{"version": nil, "goversion": nil}},

@@ -191,6 +191,22 @@
 // the new instance is made to evict a few keys again, since the row's
 // deletions are evictions only on a Redis that has evicted.
 //
+// # Redis out of memory (oom.go)
+//
+// With redis-oom (On), for 3-6 rounds from about half the rounds (stream
+// 42; runs of 40 rounds or more) the replicas' Redis is over maxmemory
+// under noeviction: it refuses stores, leases and plain scripts' SETs and
+// still answers reads, PUBLISH and deletes. Before it, /r/7 (no round
+// reads it) is read through both replicas so L2 holds it; then it is
+// written through replica 0 (a 200 is due). At the stretch's end, once
+// max_lag (plus margin) has passed since that write, a replica started
+// then, and the two, read /r/7: the pre-write version is a max-lag
+// violation (on f93bcf7 the epoch raise was refused, the replay gave it
+// up and L2 served it until its TTL). Then the memory comes back and every
+// replica's /readyz must say l2 up and coherence proven within 20 s, and
+// its read of /r/7 answer 200 (redis-recover). The stretch ends early
+// before a crowd or queue round.
+//
 // # Trailers (origin/trailers.go, check/trailers.go)
 //
 // On a drawn share of its answers (reads, their 5xx, writes, bulk answers
@@ -343,8 +359,9 @@
 //     a path the client never sent;
 //   - purge-all, purge-route: a wide purge is answered 200 (or 500,
 //     holding nothing); what it holds is the version checks' (above);
-//   - redis-recover: after a Redis restart every replica serves from it
-//     again (/readyz l2 up, coherence proven) and answers a plain read;
+//   - redis-recover: after a Redis restart, or once Redis over maxmemory
+//     has memory again, every replica serves from it again (/readyz l2
+//     up, coherence proven) and answers a plain read;
 //   - bound: after the run, no Redis key is longer than max_key_bytes
 //     (plus 256 bytes of the sidecar's own prefix and suffixes).
 //

@@ -93,6 +93,36 @@ func (e *env) reevict(ctx context.Context) error {
 	return rc.Del(ctx, keys...).Err()
 }
 
+// redisOOM is the redis-oom row's hook: on, Redis goes over maxmemory
+// (1 byte) under noeviction, and a SET must be refused for it; off, the
+// limit is lifted and the policy it had (allkeys-lru on an evicting env)
+// comes back.
+func (e *env) redisOOM(ctx context.Context, on bool) error {
+	rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+	defer rc.Close()
+	if !on {
+		if err := rc.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+			return fmt.Errorf("config set: %w", err)
+		}
+		return rc.ConfigSet(ctx, "maxmemory-policy", e.policy).Err()
+	}
+	p, err := rc.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return fmt.Errorf("config get: %w", err)
+	}
+	e.policy = p["maxmemory-policy"]
+	if err := rc.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		return fmt.Errorf("config set: %w", err)
+	}
+	if err := rc.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		return fmt.Errorf("config set: %w", err)
+	}
+	if err := rc.Set(ctx, "oom-check", "x", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+		return fmt.Errorf("redis not out of memory: SET answered %v", err)
+	}
+	return nil
+}
+
 // infoInt is field's value in an INFO section (0 when absent).
 func infoInt(info, field string) int64 {
 	for _, line := range strings.Split(info, "\n") {

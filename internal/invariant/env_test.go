@@ -184,6 +184,7 @@ type env struct {
 	admins   []string // the replicas' admin base URLs, same order
 	trickle  string   // a third replica with read_timeout trickleTimeout
 	yaml     string   // the replicas' config (a replica started later: env_restart_test.go)
+	policy   string   // maxmemory-policy before the redis-oom row's stretch (env_restart_test.go)
 }
 
 // trickleTimeout is the trickle replica's server.read_timeout: each
@@ -260,6 +261,7 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 		Trickle: e.trickle, Evict: e.evict,
 		MaxTunnels: maxTunnels, TunnelIdle: tunnelIdle,
 		SaveRedis: e.saveRedis, RestartRedis: e.restartRedis(m.Has("evict-epochs")), StartReplica: e.lateReplica(t),
+		RedisOOM: e.redisOOM,
 	})
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)
 	return rep

@@ -69,6 +69,10 @@ type Config struct {
 	SaveRedis    func(ctx context.Context) error
 	RestartRedis func(ctx context.Context, snapshot bool) error
 	StartReplica func() (proxy, admin string)
+	// RedisOOM, when set, is the redis-oom row's (oom.go): on, it puts
+	// the replicas' Redis over maxmemory under noeviction; off, it gives
+	// the memory (and the policy it had) back.
+	RedisOOM func(ctx context.Context, on bool) error
 }
 
 // Report is what a run did and found.
@@ -145,6 +149,8 @@ type run struct {
 	// answered (restart.go).
 	restartAt    restartStage
 	saved, wrote time.Time
+	// oom is the redis-oom row's state (oom.go; stream 42).
+	oom oomRow
 	// bigs draws bulk-big's element size (stream 32), so the other
 	// streams' draws are unchanged.
 	bigs *rand.Rand
@@ -196,6 +202,7 @@ func Run(ctx context.Context, cfg Config) Report {
 		}
 		r.evict(ctx)
 		r.restartRedis(ctx, round) // restart.go
+		r.redisOOM(ctx, round)     // oom.go
 	}
 	r.checkCrowds()
 	if n := cfg.Origin.Partials.Load() - partials; n > 0 {
@@ -215,6 +222,12 @@ func Run(ctx context.Context, cfg Config) Report {
 // tombstones, upstream.timeout + 10 s, have expired).
 func (r *run) evict(ctx context.Context) {
 	if !r.cfg.Mix.Has("evict-epochs") || r.cfg.Evict == nil || r.evicts.IntN(4) != 0 {
+		return
+	}
+	if r.oom.on {
+		// Redis is over maxmemory under noeviction (oom.go): it evicts
+		// nothing, and an evicted epoch would refuse the probe's entry
+		// that the row checks is refused by its write.
 		return
 	}
 	n, err := r.cfg.Evict(ctx, "v:*", func(k string) bool {

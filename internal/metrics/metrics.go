@@ -17,6 +17,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -393,13 +394,32 @@ func indexOf(list []string, v string) int {
 
 type l1Source struct{ bytes, items func() int64 }
 
+// L2Source makes sidecache_l2_clock_offset_seconds and
+// sidecache_l2_epoch_refusals_total report offset (Redis's clock less this
+// replica's, at the last heartbeat) and refusals (epoch raises Redis
+// answered with an error) at scrape time. Absent until the first call, as
+// L2 may be disabled.
+func (m *Metrics) L2Source(offset func() time.Duration, refusals func() uint64) {
+	if m == nil || offset == nil || refusals == nil {
+		return
+	}
+	m.state.l2src.Store(&l2Source{offset: offset, refusals: refusals})
+}
+
+type l2Source struct {
+	offset   func() time.Duration
+	refusals func() uint64
+}
+
 // stateCollector reports gauges whose value lives elsewhere (the L1 store's
 // counters) or that must stay absent until first set (L2 reachability).
 type stateCollector struct {
 	l1Bytes, l1Items, l2Up *prometheus.Desc
+	l2Offset, l2Refusals   *prometheus.Desc
 
-	l1 atomic.Pointer[l1Source]
-	l2 atomic.Int32 // -1 unset, 0 down, 1 up
+	l1    atomic.Pointer[l1Source]
+	l2    atomic.Int32 // -1 unset, 0 down, 1 up
+	l2src atomic.Pointer[l2Source]
 }
 
 func newStateCollector() *stateCollector {
@@ -410,6 +430,10 @@ func newStateCollector() *stateCollector {
 			"Entries held by the in-process cache.", nil, nil),
 		l2Up: prometheus.NewDesc(namespace+"_l2_up",
 			"1 while Redis answers, 0 while L2 is degraded.", nil, nil),
+		l2Offset: prometheus.NewDesc(namespace+"_l2_clock_offset_seconds",
+			"Redis's clock less this replica's, measured on the last heartbeat; past max_lag/4 either way L2 is not used.", nil, nil),
+		l2Refusals: prometheus.NewDesc(namespace+"_l2_epoch_refusals_total",
+			"Epoch raises of writes that Redis answered with an error; each makes every replica refetch entries older than max_lag.", nil, nil),
 	}
 	s.l2.Store(-1)
 	return s
@@ -419,6 +443,8 @@ func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.l1Bytes
 	ch <- s.l1Items
 	ch <- s.l2Up
+	ch <- s.l2Offset
+	ch <- s.l2Refusals
 }
 
 func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -428,5 +454,9 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if v := s.l2.Load(); v >= 0 {
 		ch <- prometheus.MustNewConstMetric(s.l2Up, prometheus.GaugeValue, float64(v))
+	}
+	if src := s.l2src.Load(); src != nil {
+		ch <- prometheus.MustNewConstMetric(s.l2Offset, prometheus.GaugeValue, src.offset().Seconds())
+		ch <- prometheus.MustNewConstMetric(s.l2Refusals, prometheus.CounterValue, float64(src.refusals()))
 	}
 }

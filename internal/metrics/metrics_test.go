@@ -295,6 +295,26 @@ func TestState(t *testing.T) {
 	if got := gauge(t, reg, "sidecache_l1_bytes"); got != 7 {
 		t.Errorf("l1_bytes after replace %v, want 7", got)
 	}
+
+	var refusals uint64
+	m.L2Source(func() time.Duration { return -1500 * time.Millisecond }, func() uint64 { return refusals })
+	refusals = 3 // read at scrape time
+	if got := gauge(t, reg, "sidecache_l2_clock_offset_seconds"); got != -1.5 {
+		t.Errorf("l2_clock_offset_seconds %v, want -1.5", got)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "sidecache_l2_epoch_refusals_total" {
+			if got := mf.GetMetric()[0].GetCounter().GetValue(); got != 3 {
+				t.Errorf("l2_epoch_refusals_total %v, want 3", got)
+			}
+			return
+		}
+	}
+	t.Error("sidecache_l2_epoch_refusals_total not gathered")
 }
 
 func TestBuildInfo(t *testing.T) {

@@ -126,6 +126,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 			return nil, fmt.Errorf("server: l2: %w", err)
 		}
 		s.l2, l2s = st, st
+		s.m.L2Source(st.ClockOffset, st.Refusals)
 	}
 	// Without L2, sidecache_l2_up stays absent: 0 would fire
 	// SidecacheL2Down on every pod that has no Redis by design.
@@ -395,6 +396,9 @@ func (s *Server) coherence(d map[string]string) {
 	}
 	if !p.Floor.IsZero() {
 		d["coherence_floor"] = p.Floor.UTC().Format(time.RFC3339Nano)
+	}
+	if p.Skewed {
+		d["clock"] = "skewed" // l2 neither read nor stored (l2's skew.go)
 	}
 }
 

@@ -100,7 +100,20 @@ return 0`
 // bumpScript raises an epoch key to ARGV[1] (never lowers it) and makes it
 // live at least ARGV[2] ms. Epochs use the invalidating replica's clock and
 // entries their filler's: clocks are assumed synchronised (NTP) to well
-// within coherence.max_lag.
+// within coherence.max_lag (heartbeat.go checks this replica's against
+// Redis's).
+//
+// It runs with the allow-oom flag (Redis 7 script flags): a Redis over
+// maxmemory under noeviction refuses every command that may grow memory,
+// the SET of a plain script among them, while it still serves reads and
+// PUBLISHes. A raise it refused left the entry it invalidates readable
+// from L2 for the rest of its TTL, on every replica (the write's answer
+// and its peers' L1 drops went out all the same). The raise is the
+// invalidation itself and costs a few bytes, mostly none (the key exists
+// and keeps its length); stores stay refused, so the memory limit still
+// holds for what it is for. Redis before 7 does not know the flag line
+// (a compile error): the store then sends the plain script (legacyBump),
+// and a raise refused there is handled as any other (epochsRefused).
 const bumpScript = `
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tonumber(ARGV[1]) > cur then
@@ -111,10 +124,39 @@ if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
 end
 return 1`
 
+// bumpFlagged is bumpScript as Redis 7 and later run it over maxmemory.
+const bumpFlagged = "#!lua flags=allow-oom\n" + bumpScript
+
 var (
 	readRedis = redis.NewScript(readScript)
 	errNoTags = errors.New("tag with a newline")
 )
+
+// bump queues the raise of epoch key ek to now (unix ms) on pipe.
+func (s *Store) bump(ctx context.Context, pipe redis.Pipeliner, ek, now string) *redis.Cmd {
+	src := bumpFlagged
+	if s.legacyBump.Load() {
+		src = bumpScript
+	}
+	return pipe.Eval(ctx, src, []string{ek}, now, epochFloor.Milliseconds())
+}
+
+// noFlags reports whether one of cmds failed because Redis does not know
+// script flags (before 7.0: the shebang line does not compile); the store
+// then sends bumpScript without them from now on, and reports true.
+func (s *Store) noFlags(cmds []*redis.Cmd) bool {
+	if s.legacyBump.Load() {
+		return false
+	}
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && strings.Contains(err.Error(), "Error compiling script") {
+			s.legacyBump.Store(true)
+			s.log.Info("redis does not know script flags (before 7.0): epoch raises are refused while it is over maxmemory")
+			return true
+		}
+	}
+	return false
+}
 
 func (s *Store) epochKey(tag string) string { return s.key("v:", tag) }
 

@@ -65,6 +65,9 @@ type Proof struct {
 	Floor time.Time
 	// Beats counts this replica's own heartbeats that came back.
 	Beats uint64
+	// Skewed: this replica's clock is off Redis's by more than MaxLag/4
+	// (skew.go); Proven is then zero.
+	Skewed bool
 }
 
 // proofGrace is how long heartbeats must come back in a row after a gap
@@ -72,9 +75,12 @@ type Proof struct {
 func proofGrace(o Options) time.Duration { return o.MaxLag * 3 / 4 }
 
 // Proven is the send time of the latest heartbeat that came back to this
-// replica (see above); the zero time before the first, or when MaxLag is 0
-// (no heartbeats).
+// replica (see above); the zero time before the first, when MaxLag is 0
+// (no heartbeats), or while this replica's clock is skewed (skew.go).
 func (s *Store) Proven() time.Time {
+	if s.skew.skewed.Load() {
+		return time.Time{}
+	}
 	return s.proof.Proven()
 }
 
@@ -87,7 +93,11 @@ func (s *Store) Floor() time.Time {
 // Proof returns the proof's state.
 func (s *Store) Proof() Proof {
 	p := s.proof.State()
-	return Proof{Proven: p.Proven, Floor: p.Floor, Beats: p.Beats}
+	out := Proof{Proven: p.Proven, Floor: p.Floor, Beats: p.Beats, Skewed: s.skew.skewed.Load()}
+	if out.Skewed {
+		out.Proven = time.Time{}
+	}
+	return out
 }
 
 // heartbeat publishes a Beat on this replica's beat channel every MaxLag/4
@@ -105,16 +115,36 @@ func (s *Store) heartbeat() {
 	var seq uint64
 	for {
 		seq++
-		ctx, cancel := s.withTimeout(context.Background())
 		s.proof.Sending(seq)
-		if s.publishOn(ctx, s.beatChannel(), Invalidation{Beat: &Beat{Seq: seq, Sent: time.Now().UnixNano()}}) == nil {
+		if s.beat(seq) {
 			s.proof.Published(seq)
 		}
-		cancel()
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// beat publishes heartbeat seq and reads Redis's clock in the same round
+// trip (skew.go), reporting whether Redis took the beat.
+func (s *Store) beat(seq uint64) bool {
+	msg, err := s.message(Invalidation{Beat: &Beat{Seq: seq, Sent: time.Now().UnixNano()}})
+	if err != nil {
+		return false
+	}
+	ctx, cancel := s.withTimeout(context.Background())
+	defer cancel()
+	pipe := s.rdb.Pipeline()
+	tm := pipe.Time(ctx)
+	pub := s.publishIn(ctx, pipe, s.beatChannel(), msg)
+	sent := s.opts.clock()
+	_, err = pipe.Exec(ctx)
+	back := s.opts.clock()
+	s.done(ctx, err) // as before: a beat past its own deadline is not counted
+	if tm.Err() == nil {
+		s.measureSkew(sent, back, tm.Val())
+	}
+	return pub.Err() == nil
 }

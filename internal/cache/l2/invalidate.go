@@ -40,7 +40,11 @@ type Invalidation struct {
 	All    bool     `json:"all,omitempty"`
 	Origin string   `json:"origin"`
 	Beat   *Beat    `json:"beat,omitempty"`
-	Gap    bool     `json:"-"`
+	// Lost says that Redis refused to raise an epoch that a write
+	// needed (refused.go): every replica sets its floor at once.
+	// Delivered to OnInvalidate as All with Gap.
+	Lost bool `json:"lost,omitempty"`
+	Gap  bool `json:"-"`
 }
 
 // InvalidateTags raises the epoch of each tag (epoch.go), so that no
@@ -66,20 +70,35 @@ func (s *Store) InvalidateTags(ctx context.Context, tags ...string) error {
 	if err != nil {
 		return wrap("invalidate", err)
 	}
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	err = s.invalidateOnce(ctx, tags, msg)
+	return wrap("invalidate", err)
+}
+
+// invalidateOnce is InvalidateTags' round trip: the raises, then the
+// message. A Redis that does not know script flags gets the raises again
+// without them, at once.
+func (s *Store) invalidateOnce(ctx context.Context, tags []string, msg []byte) error {
+	now := strconv.FormatInt(s.epochNow().UnixMilli(), 10)
 	cctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	pipe := s.rdb.Pipeline()
-	for _, t := range tags {
-		pipe.Eval(cctx, bumpScript, []string{s.epochKey(t)}, now, epochFloor.Milliseconds())
+	cmds := make([]*redis.Cmd, len(tags))
+	for i, t := range tags {
+		cmds[i] = s.bump(cctx, pipe, s.epochKey(t), now)
 	}
 	pub := s.publishIn(cctx, pipe, s.channel(), msg)
-	_, err = pipe.Exec(cctx)
+	_, err := pipe.Exec(cctx)
 	s.done(ctx, err)
 	if err == nil {
 		err = pub.Err()
 	}
-	return wrap("invalidate", err)
+	if err != nil && s.noFlags(cmds) {
+		return s.invalidateOnce(ctx, tags, msg)
+	}
+	if err != nil {
+		s.epochsRefused(ctx, cmds)
+	}
+	return err
 }
 
 // globEscape quotes the characters SCAN MATCH treats specially.
@@ -232,6 +251,8 @@ func (s *Store) subscribe(ctx context.Context) {
 			}
 			inv = decodeWire(inv)
 			switch {
+			case inv.Lost:
+				s.peerLost(inv.Origin)
 			case inv.Beat != nil:
 				if inv.Origin == s.origin && s.proof.Heard(inv.Beat.Seq, time.Unix(0, inv.Beat.Sent), time.Now()) {
 					s.log.Warn("own heartbeats that Redis took never came back; older L1 entries now need to be younger than max_lag")

@@ -132,7 +132,7 @@ const (
 // fetches on its own, as it would without L2.
 func (s *Store) Lease(ctx context.Context, key string, ttl time.Duration) (release func(pass time.Duration), acquired, released bool, err error) {
 	noop := func(time.Duration) {}
-	if err := s.admit(); err != nil {
+	if err := s.usable(); err != nil {
 		return noop, false, false, wrap("lease", err)
 	}
 	b := make([]byte, 16)
@@ -284,7 +284,7 @@ func (s *Store) WaitFill(ctx context.Context, key string, maxWait time.Duration,
 // implies the fill is visible. An entry invalidated since its request left
 // is not found: a waiter must not take the version a write replaced.
 func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cache.Entry, found bool, state leaseState, err error) {
-	if err := s.admit(); err != nil {
+	if err := s.usable(); err != nil {
 		return nil, false, leaseHeld, err
 	}
 	cctx, cancel := s.withTimeout(ctx)

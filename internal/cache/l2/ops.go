@@ -57,7 +57,7 @@ func (s *Store) Get(ctx context.Context, key string) (*cache.Entry, bool, error)
 // deadline slack), each reading up to 0.3 µs on a loaded virtual machine;
 // it now reads it once (cache.Tiered.lookup).
 func (s *Store) GetAt(ctx context.Context, key string, start time.Time) (*cache.Entry, bool, error) {
-	if err := s.admit(); err != nil {
+	if err := s.usable(); err != nil {
 		return nil, false, wrap("get", err)
 	}
 	dl := start.Add(s.opts.Timeout)
@@ -90,7 +90,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 	if len(keys) == 0 {
 		return out, nil
 	}
-	if err := s.admit(); err != nil {
+	if err := s.usable(); err != nil {
 		return out, wrap("get many", err)
 	}
 	cctx, cancel := s.withTimeout(ctx)
@@ -193,7 +193,7 @@ func (s *Store) dropUndecodable(key string, err error) (*cache.Entry, bool, erro
 // down Redis drops the write, counted in Stats, and returns ErrQueueFull
 // or ErrDown (wrapped), which callers may ignore.
 func (s *Store) Set(ctx context.Context, key string, e *cache.Entry) error {
-	if err := s.admit(); err != nil {
+	if err := s.usable(); err != nil {
 		s.dropped.Add(1)
 		return wrap("set", err)
 	}

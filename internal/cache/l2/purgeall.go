@@ -92,14 +92,18 @@ func (s *Store) invalidateAll(ctx context.Context, tags []string) error {
 	var r rounds
 	return r.run(ctx, s.opts.Timeout, func(cctx context.Context) error {
 		pipe := s.rdb.Pipeline()
-		for _, t := range tags {
-			pipe.Eval(cctx, bumpScript, []string{s.epochKey(t)}, now, epochFloor.Milliseconds())
+		cmds := make([]*redis.Cmd, len(tags))
+		for i, t := range tags {
+			cmds[i] = s.bump(cctx, pipe, s.epochKey(t), now)
 		}
 		pub := s.publishIn(cctx, pipe, s.channel(), msg)
 		_, err := pipe.Exec(cctx)
 		s.done(ctx, err)
 		if err == nil {
 			err = pub.Err()
+		}
+		if err != nil && !s.noFlags(cmds) {
+			s.epochsRefused(ctx, cmds)
 		}
 		return err
 	})

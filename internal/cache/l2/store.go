@@ -35,6 +35,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache/l2/late"
 	"github.com/sidecache/sidecache/internal/cache/l2/mget"
 	"github.com/sidecache/sidecache/internal/cache/l2/proof"
+	"github.com/sidecache/sidecache/internal/lograte"
 )
 
 // Defaults for the zero values of Options.
@@ -114,6 +115,9 @@ type Options struct {
 	goStall late.Stall
 	// leanStall, tests only, is the lean client's (mget.Options.Stall).
 	leanStall late.Stall
+	// clock, tests only, is the clock the heartbeat compares with Redis's
+	// (skew.go); nil: time.Now.
+	clock func() time.Time
 }
 
 // Store is the L2 tier. It implements cache.Store and adds tag
@@ -136,6 +140,12 @@ type Store struct {
 	dropped atomic.Uint64
 	proof   *proof.Tracker // what this replica's heartbeats prove (heartbeat.go)
 	guesses *guess.Table   // each key's tags, for reads without the script (fastread.go)
+
+	legacyBump atomic.Bool      // Redis runs no script flags (epoch.go)
+	refusals   atomic.Uint64    // epoch raises Redis refused (refused.go)
+	lostLog    *lograte.Limiter // warnings about them
+	skewLog    *lograte.Limiter // warnings about a skewed clock
+	skew       clockSkew        // this clock against Redis's (skew.go)
 
 	psMu       sync.Mutex
 	ps         *redis.PubSub // the current subscription, closed by Close
@@ -177,6 +187,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if opts.FailureThreshold <= 0 {
 		opts.FailureThreshold = DefaultFailureThreshold
 	}
+	if opts.clock == nil {
+		opts.clock = time.Now
+	}
 	if opts.LeaseHold <= 0 {
 		opts.LeaseHold = max(minLeaseHold, 4*opts.Timeout)
 	}
@@ -195,6 +208,8 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		queue:   make(chan op, opts.QueueSize),
 		guesses: guess.New(),
 		proof:   proof.New(proofGrace(opts)),
+		lostLog: lograte.New(1, lostLogEvery, nil),
+		skewLog: lograte.New(1, lostLogEvery, nil),
 		stop:    make(chan struct{}),
 		exited:  make(chan struct{}),
 	}

@@ -130,6 +130,7 @@ var Features = []Feature{
 
 	// What Redis does.
 	{Name: "evict-epochs", On: true, Gate: "epoch-evict", Note: "Redis has evicted (env), and between rounds a quarter of the time half the epoch keys (v:*, route s's kept) are deleted as eviction would: a lost epoch must stay a miss, its id refetched (a one-good-id list whose retry ran with another request's headers answered 502); route s's copies count as held on the receiving replica only (check.Config.HeldLocal: a new tag's first fill is not kept in L2 on an evicting Redis)"},
+	{Name: "redis-oom", On: true, Gate: "oom-epoch", Note: "Redis over maxmemory under noeviction for 3-6 rounds mid-seed (stores, leases and plain scripts' SETs refused, reads and PUBLISH answered); a resource L2 holds is written meanwhile and read through a replica started at the stretch's end, and the two: no write undone past max_lag, replicas serve again once the memory is back (stream 42)"},
 	{Name: "redis-restart", On: true, Gate: "restart-recover", Note: "Redis killed and restarted on its port mid-seed: once empty (SHUTDOWN NOSAVE), once from a snapshot SAVEd rounds before (acknowledged writes since then held to max-lag only: their raises are lost); replicas must serve again, no write undone past max_lag, on a replica started after the restart too"},
 }
 

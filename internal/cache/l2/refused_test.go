@@ -1,0 +1,90 @@
+package l2
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/redistest"
+)
+
+// Redis over maxmemory under noeviction refuses a plain script's SET
+// ("OOM command not allowed"): the raise runs flagged allow-oom and lands,
+// while stores stay refused (nothing half-written: neither the entry nor
+// an epoch key at 0). On f93bcf7 the raise failed and the entry the write
+// replaced stayed readable.
+func TestRaiseLandsOverMaxmemory(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
+	r := newReplica(t, []string{srv.Addr()})
+	ctx := context.Background()
+	if err := r.Set(ctx, "k", entry("v0", time.Minute, "t")); err != nil {
+		t.Fatal(err)
+	}
+	r.flush(t)
+	rc := raw(t, srv.Addr())
+	if err := rc.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rc.ConfigSet(context.Background(), "maxmemory", "0").Err() })
+	if err := r.InvalidateTags(ctx, "t", "new"); err != nil {
+		t.Fatalf("invalidation over maxmemory: %v", err)
+	}
+	if _, ok := r.mustGet(t, "k"); ok {
+		t.Error("the invalidated entry is still read over maxmemory")
+	}
+	if n := r.Refusals(); n != 0 {
+		t.Errorf("%d refusals counted for raises that landed", n)
+	}
+	if err := r.Set(ctx, "k2", entry("v", time.Minute, "fresh")); err != nil {
+		t.Fatal(err)
+	}
+	r.flush(t)
+	if n := rc.Exists(ctx, "test:e:k2", "test:v:fresh").Val(); n != 0 {
+		t.Errorf("%d keys of a store made over maxmemory were written", n)
+	}
+}
+
+// A raise Redis refuses while it answers (here an ACL without write access
+// to the epoch keys) sets the floor at once here, on the peers through a
+// Lost message, and in Redis's note for replicas started later.
+func TestRefusedRaiseSetsFloorEverywhere(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newReplica(t, []string{srv.Addr()})
+	b := newReplica(t, []string{srv.Addr()})
+	ctx := context.Background()
+	rc := raw(t, srv.Addr())
+	if err := rc.Do(ctx, "ACL", "SETUSER", "default", "resetkeys", "%R~*", "~test:e:*", "~test:l:*", "~test:run").Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if err := a.InvalidateTags(ctx, "t"); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("invalidation: %v, want NOPERM", err)
+	}
+	if a.Refusals() != 1 {
+		t.Errorf("refusals = %d, want 1", a.Refusals())
+	}
+	if f := a.Floor(); f.Before(before) {
+		t.Errorf("writer's floor %v, before the refusal", f)
+	}
+	b.awaitTag(t, 5*time.Second, "t", func(Invalidation) bool { return true }) // the write's own message
+	if inv := b.nextInvalidation(t, 5*time.Second); !inv.All || !inv.Gap {
+		t.Fatalf("peer got %+v, want the floor notice", inv)
+	}
+	if f := b.Floor(); f.Before(before) {
+		t.Errorf("peer's floor %v, before the refusal", f)
+	}
+	note, err := rc.Get(ctx, "test:run").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := strconv.ParseInt(note[strings.IndexByte(note, ' ')+1:], 10, 64)
+	if time.UnixMilli(ms).Before(before.Add(-time.Second)) {
+		t.Errorf("note %q: floor before the refusal", note)
+	}
+	c := newReplica(t, []string{srv.Addr()})
+	if f := c.Floor(); f.Before(before.Add(-time.Second)) {
+		t.Errorf("replica started later: floor %v, before the refusal", f)
+	}
+}
