@@ -54,8 +54,8 @@ func startSlowRedis(t *testing.T, target string) *slowRedis {
 			mu.Unlock()
 			pc := &proxiedConn{p: p}
 			wg.Add(2)
-			go func() { defer wg.Done(); p.pump(c, s, pc.commands); s.Close(); c.Close() }()
-			go func() { defer wg.Done(); p.pump(s, c, pc.replies); s.Close(); c.Close() }()
+			go func() { defer wg.Done(); p.pump(c, s, pc.commands, nil); s.Close(); c.Close() }()
+			go func() { defer wg.Done(); p.pump(s, c, nil, pc.replies); s.Close(); c.Close() }()
 		}
 	}()
 	t.Cleanup(func() {
@@ -79,9 +79,11 @@ func (p *slowRedis) watch(marker string) {
 	p.marker.Store(&marker)
 }
 
-// pump copies src to dst, each chunk delay after it was read; seen is
-// told each chunk once it is written (or could not be).
-func (p *slowRedis) pump(src, dst net.Conn, seen func(chunk []byte, written bool)) {
+// pump copies src to dst, each chunk delay after it was read. read, if
+// not nil, is told each chunk as it is read (a command is counted as the
+// sidecar sends it); seen, if not nil, once it is written (or could not
+// be: a reply is counted as the sidecar gets it).
+func (p *slowRedis) pump(src, dst net.Conn, read func(chunk []byte), seen func(chunk []byte, written bool)) {
 	type chunk struct {
 		b  []byte
 		at time.Time
@@ -93,7 +95,11 @@ func (p *slowRedis) pump(src, dst net.Conn, seen func(chunk []byte, written bool
 		for {
 			n, err := src.Read(buf)
 			if n > 0 {
-				ch <- chunk{b: bytes.Clone(buf[:n]), at: time.Now()}
+				b := bytes.Clone(buf[:n])
+				if read != nil {
+					read(b)
+				}
+				ch <- chunk{b: b, at: time.Now()}
 			}
 			if err != nil {
 				return
@@ -105,7 +111,9 @@ func (p *slowRedis) pump(src, dst net.Conn, seen func(chunk []byte, written bool
 			time.Sleep(d)
 		}
 		_, err := dst.Write(c.b)
-		seen(c.b, err == nil)
+		if seen != nil {
+			seen(c.b, err == nil)
+		}
 		if err != nil {
 			for range ch {
 			}
@@ -124,7 +132,7 @@ type proxiedConn struct {
 	pubsub bool
 }
 
-func (c *proxiedConn) commands(b []byte, _ bool) {
+func (c *proxiedConn) commands(b []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.out = append(c.out, b...)
