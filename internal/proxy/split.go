@@ -15,6 +15,7 @@ import (
 	"github.com/sidecache/sidecache/internal/bulk"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/redisbudget"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/splitlist"
@@ -66,6 +67,9 @@ func (x *exchange) split() {
 		x.pass(outBypass, reason)
 		return
 	}
+	// One Redis budget for the whole list (internal/redisbudget): its
+	// read of every id and the fetches of the ids that missed.
+	x.r = x.r.WithContext(redisbudget.New(x.r.Context()))
 	parts := x.perID(target, ids)
 	hits := x.readAll(parts)
 	if listBytes(parts) > x.h.maxBody {

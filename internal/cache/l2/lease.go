@@ -142,10 +142,14 @@ func (s *Store) Lease(ctx context.Context, key string, ttl time.Duration) (relea
 	deadline := time.Now().Add(ttl)
 	hold := min(s.opts.LeaseHold, ttl)
 
-	cctx, cancel := s.withTimeout(ctx)
+	cctx, cancel, sp, err := s.withBudget(ctx)
+	if err != nil {
+		cancel()
+		return noop, false, false, wrap("lease", err) // no lease: the caller fetches on its own
+	}
 	n, err := acquireScript.Run(cctx, s.rdb, []string{s.leaseKey(key)}, token, releasedMark, max(hold, time.Millisecond).Milliseconds(), passMark).Int()
 	cancel()
-	s.done(ctx, err)
+	s.end(ctx, sp, err)
 	if err != nil {
 		return noop, false, false, wrap("lease", err)
 	}
@@ -287,8 +291,11 @@ func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cach
 	if err := s.usable(); err != nil {
 		return nil, false, leaseHeld, err
 	}
-	cctx, cancel := s.withTimeout(ctx)
+	cctx, cancel, sp, err := s.withBudget(ctx)
 	defer cancel()
+	if err != nil {
+		return nil, false, leaseHeld, err // the waiter fetches on its own
+	}
 	pipe := s.rdb.Pipeline()
 	lease := pipe.Get(cctx, s.leaseKey(key))
 	var get redis.Cmder
@@ -319,7 +326,7 @@ func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cach
 			}
 		}
 	}
-	s.done(ctx, err)
+	s.end(ctx, sp, err)
 	if err != nil {
 		return nil, false, leaseHeld, err
 	}
