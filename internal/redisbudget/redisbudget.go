@@ -14,9 +14,12 @@
 // than the timeout in total.
 //
 // The budget counts the time spent in calls, not the time since the first
-// one: a miss's upstream fetch, or the pauses of a lease wait between its
-// polls (another replica's fetch), are not Redis's, and the stale copy a
-// failed fetch falls back on is read with what the budget has left.
+// one: a miss's upstream fetch is not Redis's, and the stale copy a failed
+// fetch falls back on is read with what the budget has left. A lease
+// wait's polls are not charged either (Without): the wait is another
+// replica's upstream fetch, bounded by the lease, and charging its polls
+// sent a waiter of a slow upstream to fetch on its own after a few hundred
+// quick ones; a request whose budget is already spent does not wait.
 package redisbudget
 
 import (
@@ -76,4 +79,23 @@ func New(ctx context.Context) context.Context {
 func From(ctx context.Context) *Budget {
 	b, _ := ctx.Value(key{}).(*Budget)
 	return b
+}
+
+// Without is ctx without its budget: the calls made with it have each the
+// plain timeout and charge nothing. For waits whose length is not Redis's:
+// a lease wait's polls wait on another replica's upstream fetch.
+func Without(ctx context.Context) context.Context {
+	if From(ctx) == nil {
+		return ctx
+	}
+	return withoutCtx{ctx}
+}
+
+type withoutCtx struct{ context.Context }
+
+func (c withoutCtx) Value(k any) any {
+	if k == (key{}) {
+		return nil
+	}
+	return c.Context.Value(k)
 }

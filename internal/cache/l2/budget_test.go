@@ -89,3 +89,25 @@ func TestCallCutByBudgetNotCounted(t *testing.T) {
 		t.Fatal("the breaker opened on calls cut by their requests' budgets")
 	}
 }
+
+// TestLeaseWaitPollsNotCharged: a lease wait's polls wait on another
+// replica's upstream fetch, not on Redis, so they charge nothing to the
+// request's budget; before, a few hundred quick polls spent it and the
+// waiter fetched on its own, the upstream call the lease exists to save.
+func TestLeaseWaitPollsNotCharged(t *testing.T) {
+	srv := redistest.Start(t)
+	holder := newReplica(t, []string{srv.Addr()})
+	waiter := newReplica(t, []string{srv.Addr()})
+	bg := context.Background()
+	if _, acquired, _, err := holder.Lease(bg, "k", time.Minute); err != nil || !acquired {
+		t.Fatalf("holder's lease: acquired %v, %v", acquired, err)
+	}
+	ctx := redisbudget.New(bg)
+	_, found, lapsed, err := waiter.WaitFill(ctx, "k", 200*time.Millisecond, time.Time{})
+	if err != nil || found || lapsed {
+		t.Fatalf("WaitFill on a held lease, no fill: found %v lapsed %v %v, want a plain miss", found, lapsed, err)
+	}
+	if spent := redisbudget.From(ctx).Spent(); spent != 0 {
+		t.Fatalf("the wait's polls charged %v to the request's budget, want 0", spent)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/redisbudget"
 )
 
 // A lease key holds its holder's token (32 hex digits) while the fill runs,
@@ -254,6 +255,17 @@ func (s *Store) releaseArgs(token string, pass time.Duration) []any {
 // newer matters once a stale copy exists: the waiter holds it, and
 // returning on it would send every replica to the upstream.
 func (s *Store) WaitFill(ctx context.Context, key string, maxWait time.Duration, newer time.Time) (e *cache.Entry, found, lapsed bool, err error) {
+	// A request whose Redis budget is spent does not wait: Redis was too
+	// slow for it already, and it fetches on its own. Otherwise the polls
+	// are not charged to the budget (internal/redisbudget): the wait is
+	// for another replica's upstream fetch, bounded by maxWait, and a
+	// budget spent by a few hundred quick polls would send the waiter to
+	// the upstream itself, the call the lease exists to save. Each poll
+	// has the plain timeout.
+	if b := redisbudget.From(ctx); b != nil && b.Left(s.opts.Timeout) <= 0 {
+		return nil, false, false, wrap("wait fill", ErrBudget)
+	}
+	ctx = redisbudget.Without(ctx)
 	deadline := time.Now().Add(maxWait)
 	wait := waitMin
 	for {
