@@ -116,6 +116,12 @@ func (f *folds) feed(p []byte) {
 	}
 }
 
+// midRequest reports whether the bytes fed so far end inside a request
+// (its request line, header section or body), or where the framing is
+// lost: its client may still be sending. At the start of a request line
+// with none of it read, it has sent every request it began.
+func (f *folds) midRequest() bool { return f.st != fsStart || f.n != 0 }
+
 // endLine takes the line of n bytes just ended (its CR dropped; f.line
 // holds up to foldLine of them).
 func (f *folds) endLine(n int) {

@@ -165,6 +165,8 @@ func connState(nc net.Conn, st http.ConnState) {
 		c.phase.Store(phaseReading)
 		c.scan.mark() // no read runs meanwhile: net/http reads once idle
 		c.section.Store(0)
+	case http.StateHijacked:
+		c.hijacked.Store(true) // its closes are the hijacker's (linger.go)
 	}
 }
 
