@@ -114,6 +114,10 @@ func (q *Request) String() string {
 	if q.Folded {
 		h = append(h, "obs-fold")
 	}
+	if q.Expect && q.Hdr.Get("Expect") == "" {
+		// HTTPRequest sets it on the request, not in Hdr.
+		h = append(h, "Expect=100-continue")
+	}
 	if q.Chunked {
 		h = append(h, "chunked+trailers")
 	}
