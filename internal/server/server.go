@@ -225,7 +225,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 // keep-alive connection is closed, and a header block over the limit is
 // answered 431 (RFC 6585 §5) at the limit itself, not 4 KiB past it
 // (edge.Wire), with a lingering close, as after net/http's other
-// refusals, so that a client still sending reads it (edge's linger.go).
+// refusals and any close while a client may still be sending, so that
+// the client reads its answer (edge's linger.go).
 // A client that stops reading is cut at write_timeout (the listener's
 // connections, internal/edge), the connection reaches the handler
 // (edge.Wire) for the framing the handler could not otherwise see, and
