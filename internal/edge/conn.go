@@ -25,9 +25,11 @@
 //     200;
 //   - bodytimeout.go: a request whose body was still arriving at the read
 //     deadline is answered 408 and its connection closed;
-//   - linger.go: after net/http's own refusals (400, 417, 431, 501, 505)
-//     the connection reads on what the client still sends before it
-//     closes, so the client reads the refusal rather than a reset.
+//   - linger.go: after net/http's own refusals (400, 417, 431, 501, 505),
+//     and whenever it closes while its client may still be sending a
+//     request (an answer made before the body was read to its end), the
+//     connection reads on what the client still sends before it closes,
+//     so the client reads the answer rather than a reset.
 //
 // All tell a Counter what they refuse or cut, by reason (guard.go). It
 // knows nothing of routes or caching; internal/server wires it around
@@ -114,8 +116,13 @@ type Conn struct {
 	// Read, loaded by the handler.
 	section atomic.Int64
 	// linger: the connection drains what its client still sends after
-	// net/http's own refusal, and closes once that is over (linger.go).
+	// net/http's own refusal, or after a close while it was owed more,
+	// and closes once that is over (linger.go).
 	linger atomic.Pointer[lingering]
+	// owed: the bytes read so far end inside a request (folds), so its
+	// client may still be sending; stored by Read, loaded by Close (a
+	// hijacked connection, left, is its hijacker's to close).
+	owed atomic.Bool
 }
 
 type connKey struct{}
@@ -191,6 +198,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if c.folds.first != 0 && c.folded.Load() == 0 {
 			c.folded.Store(c.folds.first)
 		}
+		c.owed.Store(c.folds.midRequest())
 		if c.scan.end > 0 && !c.scan.told {
 			c.scan.told = true
 			c.section.Store(c.scan.end)

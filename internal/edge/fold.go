@@ -274,6 +274,12 @@ func (f *folds) push(seg []byte) {
 	copy(f.tail[len(f.tail)-len(seg):], seg)
 }
 
+// midRequest reports whether the bytes fed so far end inside a request
+// (its request line, header section or body), or where the framing is
+// lost: its client may still be sending. At the start of a request line
+// with none of it read, it has sent every request it began.
+func (f *folds) midRequest() bool { return f.st != fsStart || f.n != 0 }
+
 // endLine takes the line just ended (f.n bytes, a final CR included).
 func (f *folds) endLine() {
 	empty := f.n == 0 || f.n == 1 && f.cr

@@ -213,3 +213,27 @@ func FuzzFoldsFraming(f *testing.F) {
 		}
 	})
 }
+
+// midRequest: the bytes read so far end inside a request (its client may
+// still be sending: a close lingers, linger.go) everywhere but at the
+// start of a request line, wherever a read cuts them.
+func TestMidRequest(t *testing.T) {
+	const chunked = "PATCH /r/3 HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\na\r\n{\"bump\":1}\r\n0\r\nX-Sum: 1\r\n\r\n"
+	const sized = "PATCH /r/3 HTTP/1.1\r\nContent-Length: 10\r\n\r\n{\"bump\":1}"
+	const get = "GET /r/3 HTTP/1.1\r\nHost: a\r\n\r\n"
+	for _, whole := range []string{chunked, sized, get, get + chunked, sized + get} {
+		for cut := range len(whole) + 1 {
+			var f folds
+			f.feed([]byte(whole[:cut]))
+			atEnd := cut == 0 || cut == len(whole) || cut == len(get) && whole[:cut] == get || cut == len(sized) && whole[:cut] == sized
+			if f.midRequest() == atEnd {
+				t.Errorf("%q cut at %d: midRequest %v, want %v", whole, cut, f.midRequest(), !atEnd)
+			}
+		}
+	}
+	var f folds
+	f.feed([]byte("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"))
+	if !f.midRequest() {
+		t.Errorf("framing lost (an unknown coding): midRequest false, want true")
+	}
+}

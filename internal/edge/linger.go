@@ -22,14 +22,34 @@ import (
 // completes, it reads the refusal, then the end of the stream, and
 // closes.
 //
-// So after every refusal of net/http's own, one rule, the connection
-// half-closes (the refusal is whole) and drains what the client sends,
-// for at most lingerTime, and closes only then; net/http's Close
-// meanwhile is the drain's to make. A client that sends no more and does
-// not close holds the connection lingerTime at most: the end of stream
-// it reads tells it to close.
+// A handler's answer can close a connection its client is still sending
+// on as well: an answer made before the body was read to its end carries
+// Connection: close, and net/http drains at most 256 KiB of the rest, or
+// nothing. A write sent chunked behind Expect: 100-continue to an
+// upstream that sends a 100 of its own and answers without reading the
+// body is one: the upstream's 100 starts the body, which sends the
+// client net/http's 100 Continue, so the client owes its body and sends
+// it while it reads the answer; the answer relayed, net/http's end of
+// request aborts the body read ReverseProxy's Transport still has
+// pending, which leaves the chunked reader failed, and closes at once
+// with nothing drained. The client's write met a reset, and its Go
+// Transport closed the connection under the answer it was reading ("use
+// of closed network connection"). The sidecar's own refusals (Guard,
+// 408, 431) and a 504 to a body the upstream would not take close the
+// same way.
+//
+// So the rule is the connection's, whoever closes it: a connection
+// closed while its client may still be sending (the bytes read so far
+// end inside a request, as the framing scan follows them: fold.go), or
+// after a refusal of net/http's own, half-closes (the answer is whole)
+// and drains what the client sends, for at most lingerTime, and closes
+// only then; net/http's Close meanwhile is the drain's to make. One
+// closed between requests (idle, shut down) closes at once, and a
+// hijacked one is its new owner's (a tunnel). A client that sends no
+// more and does not close holds the connection lingerTime at most: the
+// end of stream it reads tells it to close.
 
-// lingerTime bounds the drain after a refusal: time enough for a client
+// lingerTime bounds the drain: time enough for a client
 // to finish sending a header section or body of a few MiB over a slow
 // link (NGINX's lingering_time is 30 s, its lingering_timeout between
 // reads 5 s), short enough that a refused client holds a connection no
@@ -43,15 +63,24 @@ type lingering struct {
 	closed bool // Close was called meanwhile; the drain closes
 }
 
-// lingerAfter half-closes c and starts its drain. A connection that
-// cannot half-close (not TCP) closes as net/http closes it.
+// lingerAfter half-closes c and starts its drain, once. A connection
+// that cannot half-close (not TCP, or closed already) closes as net/http
+// closes it.
 func (c *Conn) lingerAfter() {
 	cw, ok := c.Conn.(interface{ CloseWrite() error })
-	if !ok || cw.CloseWrite() != nil {
+	if !ok {
 		return
 	}
 	l := new(lingering)
-	c.linger.Store(l)
+	if !c.linger.CompareAndSwap(nil, l) {
+		return // draining already
+	}
+	if cw.CloseWrite() != nil {
+		l.mu.Lock()
+		l.done = true
+		l.mu.Unlock()
+		return
+	}
 	go func() {
 		_ = c.Conn.SetReadDeadline(time.Now().Add(lingerTime))
 		buf := make([]byte, 32<<10)
@@ -70,9 +99,13 @@ func (c *Conn) lingerAfter() {
 	}()
 }
 
-// Close closes c, or, while c drains after net/http's refusal, leaves
-// that to the drain.
+// Close closes c, or, while its client may still be sending, starts the
+// drain and leaves the close to it (so too while c drains after
+// net/http's refusal).
 func (c *Conn) Close() error {
+	if c.owed.Load() && !c.left.Load() {
+		c.lingerAfter()
+	}
 	if l := c.linger.Load(); l != nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()

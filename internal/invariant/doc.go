@@ -207,6 +207,18 @@
 // its read of /r/7 answer 200 (redis-recover). The stretch ends early
 // before a crowd or queue round.
 //
+// # Config reloads (reload.go)
+//
+// The two replicas run from config files of their own (env_test.go), so
+// the reload-torn row (stream 43) can reload one between rounds: first
+// with the file cut just before r-write's invalidate line (a half-written
+// file applied: the rule and every later route missing), under which an
+// /r/{id} write goes through it after its /r/{id}/summary was stored, then
+// with the whole file. The write was acknowledged, so the summary read
+// back through that replica, and every later read, is held to it: the
+// whole file's reload must drop what the rule it regains may reach. Not in
+// the runs that draw bulk-vary-withheld (reload.go says why).
+//
 // # Trailers (origin/trailers.go, check/trailers.go)
 //
 // On a drawn share of its answers (reads, their 5xx, writes, bulk answers

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -185,6 +186,10 @@ type env struct {
 	trickle  string   // a third replica with read_timeout trickleTimeout
 	yaml     string   // the replicas' config (a replica started later: env_restart_test.go)
 	policy   string   // maxmemory-policy before the redis-oom row's stretch (env_restart_test.go)
+	// servers and files are the replicas' (same order), for the
+	// reload-torn row (reloadTorn).
+	servers []*server.Server
+	files   []string
 }
 
 // trickleTimeout is the trickle replica's server.read_timeout: each
@@ -201,8 +206,10 @@ func startEnv(t testing.TB, seed uint64) *env {
 	yaml := fmt.Sprintf(replicaConfig, e.origin.URL, e.redis.Addr(), maxBodyBytes, maxKeyBytes, maxLag, upstreamTimeout)
 	e.yaml = yaml
 	for range 2 {
-		proxy, admin := startReplica(t, yaml)
+		file := filepath.Join(t.TempDir(), "sidecache.yaml")
+		proxy, admin, srv := startServer(t, yaml, file)
 		e.replicas, e.admins = append(e.replicas, proxy), append(e.admins, admin)
+		e.servers, e.files = append(e.servers, srv), append(e.files, file)
 	}
 	e.trickle, _ = startReplica(t, yaml+"server:\n  read_timeout: "+trickleTimeout+"\n")
 	return e
@@ -212,6 +219,20 @@ func startEnv(t testing.TB, seed uint64) *env {
 // listener's base URLs.
 func startReplica(t testing.TB, yaml string) (proxy, admin string) {
 	t.Helper()
+	proxy, admin, _ = startServer(t, yaml, "")
+	return proxy, admin
+}
+
+// startServer is startReplica returning the server too; with file set,
+// the config is written there first and the server reloads from it
+// (Server.Reload; no watcher: the row drives the reloads).
+func startServer(t testing.TB, yaml, file string) (proxy, admin string, srv *server.Server) {
+	t.Helper()
+	if file != "" {
+		if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg, err := config.Parse([]byte(yaml), "invariant.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +242,7 @@ func startReplica(t testing.TB, yaml string) (proxy, admin string) {
 	if os.Getenv("INVARIANT_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	srv, err := server.New(ctx, cfg, server.Options{Logger: logger, WatchInterval: -1})
+	srv, err = server.New(ctx, cfg, server.Options{Logger: logger, WatchInterval: -1, ConfigPath: file})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -238,7 +259,26 @@ func startReplica(t testing.TB, yaml string) (proxy, admin string) {
 			t.Errorf("run: %v", err)
 		}
 	})
-	return "http://" + srv.ProxyAddr(), "http://" + srv.AdminAddr()
+	return "http://" + srv.ProxyAddr(), "http://" + srv.AdminAddr(), srv
+}
+
+// reloadTorn writes replica i's config file cut just before r-write's
+// invalidate line (torn: valid YAML, the rule and every later route
+// missing) or whole, and reloads it (invariant.Config.ReloadTorn).
+func (e *env) reloadTorn(i int, torn bool) error {
+	content := e.yaml
+	if torn {
+		w := strings.Index(content, "  - name: r-write\n")
+		j := strings.Index(content[w:], "    invalidate:")
+		if w < 0 || j < 0 {
+			return fmt.Errorf("the replicas' config lost r-write's invalidate line")
+		}
+		content = content[:w+j]
+	}
+	if err := os.WriteFile(e.files[i], []byte(content), 0o644); err != nil {
+		return err
+	}
+	return e.servers[i].Reload()
 }
 
 // envMix is the default mix, changed by INVARIANT_FEATURES (see the package
@@ -261,7 +301,8 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 		Trickle: e.trickle, Evict: e.evict,
 		MaxTunnels: maxTunnels, TunnelIdle: tunnelIdle,
 		SaveRedis: e.saveRedis, RestartRedis: e.restartRedis(m.Has("evict-epochs")), StartReplica: e.lateReplica(t),
-		RedisOOM: e.redisOOM,
+		RedisOOM:   e.redisOOM,
+		ReloadTorn: e.reloadTorn,
 	})
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)
 	return rep

@@ -73,6 +73,10 @@ type Config struct {
 	// the replicas' Redis over maxmemory under noeviction; off, it gives
 	// the memory (and the policy it had) back.
 	RedisOOM func(ctx context.Context, on bool) error
+	// ReloadTorn, when set, makes replica i apply its config file cut
+	// just before r-write's invalidate line (torn), or whole again: the
+	// reload-torn row (reload.go).
+	ReloadTorn func(i int, torn bool) error
 }
 
 // Report is what a run did and found.
@@ -154,7 +158,9 @@ type run struct {
 	// bigs draws bulk-big's element size (stream 32), so the other
 	// streams' draws are unchanged.
 	bigs *rand.Rand
-	gen  *traffic.Gen
+	// reloads draws the reload-torn row (reload.go, stream 43).
+	reloads *rand.Rand
+	gen     *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -183,6 +189,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26)), asked: rand.New(rand.NewPCG(cfg.Seed, 30)), wides: rand.New(rand.NewPCG(cfg.Seed, 27)), bigs: rand.New(rand.NewPCG(cfg.Seed, 32))}
 	r.tunnelRng = rand.New(rand.NewPCG(cfg.Seed, 28))
 	r.bodies = rand.New(rand.NewPCG(cfg.Seed, 33))
+	r.reloads = rand.New(rand.NewPCG(cfg.Seed, 43))
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
@@ -203,6 +210,7 @@ func Run(ctx context.Context, cfg Config) Report {
 		r.evict(ctx)
 		r.restartRedis(ctx, round) // restart.go
 		r.redisOOM(ctx, round)     // oom.go
+		r.reloadTorn(ctx)          // reload.go
 	}
 	r.checkCrowds()
 	if n := cfg.Origin.Partials.Load() - partials; n > 0 {

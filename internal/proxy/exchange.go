@@ -15,6 +15,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/redisbudget"
 	"github.com/sidecache/sidecache/internal/relay"
 	"github.com/sidecache/sidecache/internal/route"
 )
@@ -89,15 +90,17 @@ func (x *exchange) cached() {
 	}
 	var held candidate // a stale copy, kept for stale-if-error
 	flightKey := x.key
+	ctx := x.r.Context()
 	if x.refresh {
 		// A forced refresh joins only one that started after it arrived
 		// (join), so the arrival is stamped before anything else.
 		x.arrival = x.h.refreshes.Arrive()
 		flightKey += "\x00refresh"
+		ctx = redisbudget.New(ctx) // this read and the flight's share it (join)
 		// RFC 5861 §4: a stale-if-error copy answers an upstream failure
 		// "regardless of other freshness information" — the request's
 		// no-cache included.
-		c := x.lookup(x.r.Context(), false)
+		c := x.lookup(ctx, false)
 		if x.answers(c, needIfError) {
 			held = c
 		}
@@ -109,7 +112,7 @@ func (x *exchange) cached() {
 		}
 	} else {
 		finished := x.h.flights.Finished() // before the lookup: see emptyAt
-		c := x.lookup(x.r.Context(), true)
+		c := x.lookup(ctx, true)
 		if c.e == nil && c.vary == nil {
 			x.emptyAt = finished + 1
 		}
@@ -134,13 +137,19 @@ func (x *exchange) cached() {
 			flightKey = c.vkey
 		}
 	}
-	x.join(flightKey, held)
+	x.join(ctx, flightKey, held)
 }
 
 // join runs or joins the flight for flightKey and responds with its result,
 // applying the fit rule to whatever the flight hands back.
-func (x *exchange) join(flightKey string, held candidate) {
-	ctx := x.r.Context()
+//
+// Every Redis call the request waits on from here — the flight's L2 read,
+// its lease and lease wait, its batch, a stale copy's read after the
+// upstream failed, a fetch of its own — shares one Redis budget of
+// l2.redis.timeout (internal/redisbudget): the flight's calls are made
+// under its leader's. An L1 hit never gets this far, and allocates none.
+func (x *exchange) join(ctx context.Context, flightKey string, held candidate) {
+	ctx = redisbudget.New(ctx)
 	var (
 		f      *flight
 		leader bool

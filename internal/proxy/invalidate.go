@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sidecache/sidecache/internal/redisbudget"
 	"github.com/sidecache/sidecache/internal/spelling"
 	"github.com/sidecache/sidecache/internal/writeinv"
 )
@@ -70,7 +71,12 @@ func (w *writeInv) after(code int, answer http.Header) {
 		return
 	}
 	w.h.Invalidated(kept...)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.r.Context()), w.st.timeout)
+	// One Redis budget for the flush and the epochs' pipeline
+	// (internal/redisbudget): the write's answer waits on Redis at most
+	// l2.redis.timeout; what did not fit is replayed, and the answer then
+	// waits for the replay only under coherence.write_hold, a bound of
+	// its own (internal/server, hold.go).
+	ctx, cancel := context.WithTimeout(redisbudget.New(context.WithoutCancel(w.r.Context())), w.st.timeout)
 	defer cancel()
 	if err := w.h.inv.InvalidateTags(ctx, kept...); err != nil {
 		w.h.log.Warn("invalidate after write", "method", w.r.Method, "routes", w.p.Routes(), "tags", len(kept), "err", err)

@@ -6,6 +6,7 @@ import (
 	"github.com/sidecache/sidecache/internal/fit"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/metrics"
+	"github.com/sidecache/sidecache/internal/redisbudget"
 )
 
 // Request directives (RFC 9111 §5.2.1) are honoured on freshness: origin
@@ -38,7 +39,7 @@ func (x *exchange) freshDirectives() *httpcache.Directives {
 // onlyIfCached answers a request with only-if-cached (§5.2.1.7): from the
 // tiers if an entry fits, else 504 without asking the upstream.
 func (x *exchange) onlyIfCached() {
-	c := x.lookup(x.r.Context(), false)
+	c := x.lookup(redisbudget.New(x.r.Context()), false) // a variant's reads share one budget
 	if x.answers(c, needFresh) {
 		x.respondEntry(outHit, c, 0)
 		return

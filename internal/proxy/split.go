@@ -13,6 +13,7 @@ import (
 	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/redisbudget"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/splitpart"
 	"github.com/sidecache/sidecache/internal/upfail"
@@ -63,6 +64,9 @@ func (x *exchange) split() {
 		x.pass(outBypass, reason)
 		return
 	}
+	// One Redis budget for the whole list (internal/redisbudget): its
+	// read of every id and the fetches of the ids that missed.
+	x.r = x.r.WithContext(redisbudget.New(x.r.Context()))
 	parts := x.perID(target, ids)
 	hits := x.readAll(parts)
 	if parts.Bytes() > x.h.maxBody {

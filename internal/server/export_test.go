@@ -10,3 +10,7 @@ func (s *Server) FlushL2(ctx context.Context) error {
 	}
 	return s.l2.Flush(ctx)
 }
+
+// PollConfig runs one check of the config watcher (watch.go), so a test
+// drives the polls instead of waiting on WatchInterval.
+func (s *Server) PollConfig() bool { return s.pollConfig() }

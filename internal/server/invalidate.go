@@ -417,16 +417,7 @@ func (p *purger) PurgeAll(ctx context.Context) (admin.AllPurged, error) {
 	return out, nil
 }
 
-// routeTags are the implicit tags of the routes in effect
-// (proxy.RouteTag): every stored entry carries its route's.
-func (s *Server) routeTags() []string {
-	if s.proxy == nil {
-		return nil
-	}
-	rts := s.proxy.Routes().Routes()
-	tags := make([]string, 0, len(rts))
-	for _, rt := range rts {
-		tags = append(tags, proxy.RouteTag(rt.Name))
-	}
-	return tags
-}
+// routeTags are the implicit tags (proxy.RouteTag) of every route in
+// force since the process started (servedRoutes): every stored entry
+// carries its route's.
+func (s *Server) routeTags() []string { return s.served.tags() }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -17,7 +16,8 @@ import (
 
 // Reload re-reads the config file and, when it is valid, applies in place
 // what can be: the route table (routes, TTLs, tags, batch settings, swapped
-// atomically: connections stay open and L1 keeps its entries), the admin
+// atomically: connections stay open and L1 keeps the entries of the routes
+// that store and tag as before), the admin
 // token, log.level, log.access and the shutdown timings. Every other change
 // (listen addresses, server timeouts, upstream, Redis and the cache sizes,
 // log.format, ...) needs new sockets, clients or stores: it is logged, the
@@ -25,13 +25,29 @@ import (
 // sidecache_config_reloads_total{result="restart_required"}, so an alert can
 // say the process no longer matches its file. An invalid file keeps the old
 // config, logs every problem and counts result="error".
+//
+// A route renamed, removed, or whose key, tags or precedence changed, and
+// one whose entries an invalidate rule the file gains may reach, has its
+// stored entries dropped on every replica (retire.go), so that what the
+// sidecar serves after a reload is what the new routes stored, tagged as
+// they tag, reached by their purges and their write routes.
 func (s *Server) Reload() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	if s.opts.ConfigPath == "" {
 		return fmt.Errorf("reload: no config file")
 	}
-	cfg, err := config.Load(s.opts.ConfigPath)
+	data, err := os.ReadFile(s.opts.ConfigPath)
+	if err != nil {
+		return s.reloadFailed(fmt.Errorf("config: %w", err))
+	}
+	return s.applyLocked(data)
+}
+
+// applyLocked is Reload of the file's content data, with reloadMu held.
+func (s *Server) applyLocked(data []byte) error {
+	s.watched.applied = sha256.Sum256(data)
+	cfg, err := config.Parse(data, s.opts.ConfigPath)
 	if err != nil {
 		return s.reloadFailed(err)
 	}
@@ -62,7 +78,19 @@ func (s *Server) Reload() error {
 		applied.Upstream.URL, applied.Upstream.Timeout = cfg.Upstream.URL, cfg.Upstream.Timeout
 	}
 
+	// Entries the new routes must not serve (retire.go) are refused from
+	// before the swap, and dropped after it: a fill the old table began
+	// in between is refused by the second tombstone and by L2's epoch.
+	prev := s.proxy.Routes()
+	retire := retired(prev, table, len(old.Cache.TagHeaders) > 0)
+	if len(retire) > 0 {
+		s.proxy.Invalidated(retire...)
+	}
 	s.proxy.SetRoutes(table)
+	s.served.add(table)
+	if len(retire) > 0 {
+		s.retireRoutes(retire)
+	}
 	if s.opts.Level != nil {
 		s.opts.Level.Set(level)
 	}
@@ -121,37 +149,21 @@ func changedFields(a, b reflect.Value, prefix string) []string {
 	return out
 }
 
-// watch polls the config file's content. Polling the resolved content
-// rather than watching inodes is what survives a ConfigMap update, which
-// swaps a symlink to a new directory instead of writing the file.
-func (s *Server) watch(ctx context.Context) {
-	every := s.opts.WatchInterval
-	if every == 0 {
-		every = 2 * time.Second
-	}
-	last := fileSum(s.opts.ConfigPath)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		sum := fileSum(s.opts.ConfigPath)
-		if sum == nil || bytes.Equal(sum, last) {
-			continue
-		}
-		last = sum
-		_ = s.Reload() // logged and counted inside
-	}
-}
+// retireBudget bounds a reload's invalidation of retired routes; Redis
+// unreachable, the tags wait in the invalidator's replay as a write's do.
+const retireBudget = 10 * time.Second
 
-func fileSum(path string) []byte {
-	b, err := os.ReadFile(path)
+// retireRoutes drops the entries of the retired routes' tags here, in L2
+// and on every peer, as POST /purge?route= does, counted as a purge.
+func (s *Server) retireRoutes(tags []string) {
+	s.proxy.Invalidated(tags...)
+	s.m.Invalidation("purge", len(tags))
+	ctx, cancel := context.WithTimeout(context.Background(), retireBudget)
+	defer cancel()
+	n, err := s.inv.invalidate(ctx, tags...)
 	if err != nil {
-		return nil
+		s.log.Warn("config reload: dropping the entries of retired routes: will retry", "tags", tags, "err", err)
+		return
 	}
-	h := sha256.Sum256(b)
-	return h[:]
+	s.log.Info("config reload: dropped the entries of retired routes", "tags", tags, "purged", n)
 }

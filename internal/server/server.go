@@ -38,7 +38,8 @@ type Options struct {
 	Logger     *slog.Logger
 	// WatchInterval is how often the config file is checked for a change
 	// (a Kubernetes ConfigMap update is a symlink swap, which inotify on
-	// the file itself would miss); 0 = 2s, negative = never.
+	// the file itself would miss); 0 = 2s, negative = never. A change is
+	// applied once two checks in a row read it the same (watch.go).
 	WatchInterval time.Duration
 	// Level, when set, is the process logger's level: a reload sets it
 	// from log.level. nil leaves the level alone (-log-level pins it).
@@ -74,6 +75,10 @@ type Server struct {
 
 	draining atomic.Bool
 	reloadMu sync.Mutex
+	watched  configWatch // guarded by reloadMu (watch.go)
+	// served are the routes in force since start, for a purge of
+	// everything (watch.go).
+	served servedRoutes
 	// traceShutdown flushes the spans still queued (a no-op with tracing off).
 	traceShutdown func(context.Context) error
 }
@@ -147,6 +152,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		s.closeTiers()
 		return nil, err
 	}
+	s.served.add(table)
+	s.startWatch()
 	up, err := url.Parse(cfg.Upstream.URL)
 	if err != nil {
 		s.closeTiers()
@@ -218,7 +225,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 // keep-alive connection is closed, and a header block over the limit is
 // answered 431 (RFC 6585 §5) at the limit itself, not 4 KiB past it
 // (edge.Wire), with a lingering close, as after net/http's other
-// refusals, so that a client still sending reads it (edge's linger.go).
+// refusals and any close while a client may still be sending, so that
+// the client reads its answer (edge's linger.go).
 // A client that stops reading is cut at write_timeout (the listener's
 // connections, internal/edge), the connection reaches the handler
 // (edge.Wire) for the framing the handler could not otherwise see, and

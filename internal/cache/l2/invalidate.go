@@ -52,7 +52,9 @@ type Invalidation struct {
 // and tells the other replicas to drop them from their L1. Both go in one
 // pipeline, the epochs first, so the message is published even when an
 // epoch could not be written, and the error goes back to the caller; one
-// round trip, bounded by Timeout. It does not consult the breaker: a write
+// round trip, bounded by Timeout, and with the flush before it by what is
+// left of ctx's Redis budget (a write's request waits on both: a budget
+// spent is an error, and the caller replays the tags). It does not consult the breaker: a write
 // is rare, and its invalidation must reach a Redis that answers again as
 // soon as it does. The caller drops its own L1 entries.
 //
@@ -79,16 +81,19 @@ func (s *Store) InvalidateTags(ctx context.Context, tags ...string) error {
 // without them, at once.
 func (s *Store) invalidateOnce(ctx context.Context, tags []string, msg []byte) error {
 	now := strconv.FormatInt(s.epochNow().UnixMilli(), 10)
-	cctx, cancel := s.withTimeout(ctx)
+	cctx, cancel, sp, err := s.withBudget(ctx)
 	defer cancel()
+	if err != nil {
+		return err // the caller replays it (ErrBudget)
+	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(tags))
 	for i, t := range tags {
 		cmds[i] = s.bump(cctx, pipe, s.epochKey(t), now)
 	}
 	pub := s.publishIn(cctx, pipe, s.channel(), msg)
-	_, err := pipe.Exec(cctx)
-	s.done(ctx, err)
+	_, err = pipe.Exec(cctx)
+	s.end(ctx, sp, err)
 	if err == nil {
 		err = pub.Err()
 	}

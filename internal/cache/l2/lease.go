@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/redisbudget"
 )
 
 // A lease key holds its holder's token (32 hex digits) while the fill runs,
@@ -142,10 +143,14 @@ func (s *Store) Lease(ctx context.Context, key string, ttl time.Duration) (relea
 	deadline := time.Now().Add(ttl)
 	hold := min(s.opts.LeaseHold, ttl)
 
-	cctx, cancel := s.withTimeout(ctx)
+	cctx, cancel, sp, err := s.withBudget(ctx)
+	if err != nil {
+		cancel()
+		return noop, false, false, wrap("lease", err) // no lease: the caller fetches on its own
+	}
 	n, err := acquireScript.Run(cctx, s.rdb, []string{s.leaseKey(key)}, token, releasedMark, max(hold, time.Millisecond).Milliseconds(), passMark).Int()
 	cancel()
-	s.done(ctx, err)
+	s.end(ctx, sp, err)
 	if err != nil {
 		return noop, false, false, wrap("lease", err)
 	}
@@ -250,6 +255,17 @@ func (s *Store) releaseArgs(token string, pass time.Duration) []any {
 // newer matters once a stale copy exists: the waiter holds it, and
 // returning on it would send every replica to the upstream.
 func (s *Store) WaitFill(ctx context.Context, key string, maxWait time.Duration, newer time.Time) (e *cache.Entry, found, lapsed bool, err error) {
+	// A request whose Redis budget is spent does not wait: Redis was too
+	// slow for it already, and it fetches on its own. Otherwise the polls
+	// are not charged to the budget (internal/redisbudget): the wait is
+	// for another replica's upstream fetch, bounded by maxWait, and a
+	// budget spent by a few hundred quick polls would send the waiter to
+	// the upstream itself, the call the lease exists to save. Each poll
+	// has the plain timeout.
+	if b := redisbudget.From(ctx); b != nil && b.Left(s.opts.Timeout) <= 0 {
+		return nil, false, false, wrap("wait fill", ErrBudget)
+	}
+	ctx = redisbudget.Without(ctx)
 	deadline := time.Now().Add(maxWait)
 	wait := waitMin
 	for {
@@ -287,8 +303,11 @@ func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cach
 	if err := s.usable(); err != nil {
 		return nil, false, leaseHeld, err
 	}
-	cctx, cancel := s.withTimeout(ctx)
+	cctx, cancel, sp, err := s.withBudget(ctx)
 	defer cancel()
+	if err != nil {
+		return nil, false, leaseHeld, err // the waiter fetches on its own
+	}
 	pipe := s.rdb.Pipeline()
 	lease := pipe.Get(cctx, s.leaseKey(key))
 	var get redis.Cmder
@@ -319,7 +338,7 @@ func (s *Store) check(ctx context.Context, key string, newer time.Time) (e *cach
 			}
 		}
 	}
-	s.done(ctx, err)
+	s.end(ctx, sp, err)
 	if err != nil {
 		return nil, false, leaseHeld, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/redisbudget"
 )
 
 // Batch bounds for the writer: one pipeline carries at most this many
@@ -60,14 +61,17 @@ func (s *Store) GetAt(ctx context.Context, key string, start time.Time) (*cache.
 	if err := s.usable(); err != nil {
 		return nil, false, wrap("get", err)
 	}
-	dl := start.Add(s.opts.Timeout)
-	b, payload, done, err := s.getLean(ctx, key, start, dl)
+	sp, err := s.begin(ctx, start)
+	if err != nil {
+		return nil, false, wrap("get", err)
+	}
+	b, payload, done, err := s.getLean(ctx, key, start, sp.dl)
 	if !done {
-		cctx, cancel := context.WithDeadline(ctx, dl)
+		cctx, cancel := context.WithDeadline(ctx, sp.dl)
 		b, err = s.getChecked(cctx, key)
 		cancel()
 	}
-	s.doneAt(ctx, err, start)
+	s.end(ctx, sp, err)
 	if err != nil {
 		return nil, false, wrap("get", err)
 	}
@@ -93,8 +97,11 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 	if err := s.usable(); err != nil {
 		return out, wrap("get many", err)
 	}
-	cctx, cancel := s.withTimeout(ctx)
+	cctx, cancel, sp, err := s.withBudget(ctx)
 	defer cancel()
+	if err != nil {
+		return out, wrap("get many", err)
+	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]redis.Cmder, len(keys))
 	guessed := make([][]string, len(keys))
@@ -111,7 +118,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 			cmds[i] = pipe.Eval(cctx, readScript, []string{s.entryKey(k)}, s.key("v:", ""))
 		}
 	}
-	_, err := pipe.Exec(cctx)
+	_, err = pipe.Exec(cctx)
 	if errors.Is(err, redis.Nil) {
 		err = nil // some keys missing: each command says which
 	}
@@ -143,7 +150,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]*cache.Entry, err
 			vals, err = s.epochsOf(cctx, vals)
 		}
 	}
-	s.done(ctx, err)
+	s.end(ctx, sp, err)
 	if err != nil {
 		return out, wrap("get many", err)
 	}
@@ -196,6 +203,12 @@ func (s *Store) Set(ctx context.Context, key string, e *cache.Entry) error {
 	if err := s.usable(); err != nil {
 		s.dropped.Add(1)
 		return wrap("set", err)
+	}
+	if b := redisbudget.From(ctx); b != nil && b.Left(s.opts.Timeout) <= 0 {
+		// The request's Redis budget is spent: Redis is slow enough that
+		// this request went on without it, and so does its store.
+		s.dropped.Add(1)
+		return wrap("set", ErrBudget)
 	}
 	ttl := e.Lifetime()
 	if !e.StoredAt.IsZero() {
@@ -256,11 +269,19 @@ func (s *Store) Flush(ctx context.Context) error {
 
 // flushQueued makes a synchronous delete or invalidation land after the
 // writes queued before it, so an entry stored just before an invalidation
-// cannot reappear just after it. It is best effort, bounded by Timeout.
+// cannot reappear just after it. It is best effort, bounded by Timeout,
+// and by what is left of the request's Redis budget: the wait is charged
+// to it, as the call that follows waits on Redis after it.
 func (s *Store) flushQueued(ctx context.Context) {
-	fctx, cancel := s.withTimeout(ctx)
+	fctx, cancel, sp, err := s.withBudget(ctx)
 	defer cancel()
+	if err != nil {
+		return
+	}
 	_ = s.Flush(fctx)
+	if sp.b != nil {
+		sp.b.Spend(time.Since(sp.start))
+	}
 }
 
 func (s *Store) enqueue(o op) error {
@@ -393,14 +414,18 @@ func (s *Store) unlink(ctx context.Context, c redis.Cmdable, keys []string) erro
 	const chunk = 1024
 	for len(keys) > 0 {
 		n := min(len(keys), chunk)
-		cctx, cancel := s.withTimeout(ctx)
+		cctx, cancel, sp, err := s.withBudget(ctx)
+		if err != nil {
+			cancel()
+			return err
+		}
 		pipe := c.Pipeline()
 		for _, k := range keys[:n] {
 			pipe.Unlink(cctx, k)
 		}
-		_, err := pipe.Exec(cctx)
+		_, err = pipe.Exec(cctx)
 		cancel()
-		s.done(ctx, err)
+		s.end(ctx, sp, err)
 		if err != nil {
 			return err
 		}

@@ -69,8 +69,10 @@ type Options struct {
 	// Prefix starts every key and the channel, so several services (or
 	// versions) can share one Redis.
 	Prefix string
-	// Timeout bounds every operation; a slow Redis never stalls a request
-	// longer than this.
+	// Timeout bounds every operation, and all the operations one request
+	// waits on together (the budget its context carries,
+	// internal/redisbudget): a slow Redis never stalls a request longer
+	// than this.
 	Timeout time.Duration
 	Logger  *slog.Logger
 

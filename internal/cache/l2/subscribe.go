@@ -108,19 +108,23 @@ func (s *Store) publishIn(ctx context.Context, pipe redis.Pipeliner, channel str
 // shared invalidation channel and this replica's own beat channel.
 func (s *Store) channels() []string { return []string{s.channel(), s.beatChannel()} }
 
-// publishOn publishes inv on channel, bounded by Timeout.
+// publishOn publishes inv on channel, bounded by Timeout and by what is
+// left of ctx's Redis budget (a request's delete).
 func (s *Store) publishOn(ctx context.Context, channel string, inv Invalidation) error {
 	msg, err := s.message(inv)
 	if err != nil {
 		return err
 	}
-	cctx, cancel := s.withTimeout(ctx)
+	cctx, cancel, sp, err := s.withBudget(ctx)
 	defer cancel()
+	if err != nil {
+		return err
+	}
 	if s.sharded() {
 		err = s.rdb.SPublish(cctx, channel, msg).Err()
 	} else {
 		err = s.rdb.Publish(cctx, channel, msg).Err()
 	}
-	s.done(ctx, err)
+	s.end(ctx, sp, err)
 	return err
 }

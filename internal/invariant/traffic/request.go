@@ -120,6 +120,10 @@ func (q *Request) String() string {
 			h = append(h, fmt.Sprintf("lead=%q+%s", q.Lead[:len(q.Lead)-len(strings.TrimLeft(q.Lead, "\r\n"))], q.LeadKind))
 		}
 	}
+	if q.Expect && q.Hdr.Get("Expect") == "" {
+		// HTTPRequest sets it on the request, not in Hdr.
+		h = append(h, "Expect=100-continue")
+	}
 	if q.Chunked {
 		h = append(h, "chunked+trailers")
 	}
