@@ -17,8 +17,8 @@ import (
 // call per Host in flight at once: 70 spellings, 70 calls.
 func TestBatchHostsShareRouteCalls(t *testing.T) {
 	const (
-		limit = 4 * 1          // routeGroups × max_in_flight
-		queue = 14 * 1 * limit // queuedRounds × max_size × limit
+		limit = 4 * 1          // batchroute.routeGroups × max_in_flight
+		queue = 14 * 1 * limit // batchroute.queuedRounds × max_size × limit
 		hosts = limit + queue + 10
 	)
 	var cur, high atomic.Int64

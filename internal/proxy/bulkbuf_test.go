@@ -11,7 +11,7 @@ import (
 )
 
 // TestBulkBufferNotAliased: the buffer a route reads its bulk answers
-// into is reused by its next bulk call (routeState.bulkBufs), so nothing
+// into is reused by its next bulk call (bulkmem.Route), so nothing
 // that outlives a call may point into it: each stored element is a copy
 // of its bytes (bulk.SplitForRoom). Each call here answers elements of
 // one size filled with a byte of its own, and reads its answer over the

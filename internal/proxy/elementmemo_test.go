@@ -10,7 +10,7 @@ import (
 
 // TestElementHeadsFollowEachAnswer: a route's bulk answers reuse the
 // element heads of its last answer only when their header is the same
-// (headsMemo). An element gets the fields of its own answer, in their
+// (bulkelem.Memo). An element gets the fields of its own answer, in their
 // order, whether the header before it was the same, another, or private;
 // a private answer's elements are not stored even right after a storable
 // answer with the same fields but Cache-Control.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/batch"
+	"github.com/sidecache/sidecache/internal/bulkanswer"
+	"github.com/sidecache/sidecache/internal/bulkelem"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
@@ -74,7 +76,7 @@ type exchange struct {
 	list *batch.Requester
 	// sets, while not nil, take the writes keepAs makes: an
 	// elementExchange's, for storeElements to make together.
-	sets *elementSets
+	sets *bulkelem.Sets
 }
 
 // cached is the cached path for a GET or HEAD: answer from L1 when an entry
@@ -201,7 +203,7 @@ func (x *exchange) join(ctx context.Context, flightKey string, held candidate) {
 		leader = true
 		x.noteUpstream(f, leader)
 	}
-	if errors.Is(err, errElementTooLarge) {
+	if errors.Is(err, bulkanswer.ErrElementTooLarge) {
 		x.pass(outTooLarge, "") // batch.go
 		return
 	}

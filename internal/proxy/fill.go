@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/batch"
+	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
@@ -105,11 +106,11 @@ type lead struct {
 	// missed's must-revalidate rule (mustRevalidateError).
 	base *cache.Entry
 	// req is the request that leads the flight: the batch's answer is
-	// its own only if the bulk call carried its header (madeFor), and an
+	// its own only if the bulk call carried its header (MadeFor), and an
 	// isolation retry of its id is made with it (RetryArg, foreign.go).
 	req  *http.Request
 	f    flight
-	slot batch.Slot[*bulkAnswer]
+	slot batch.Slot[*bulkanswer.Answer]
 }
 
 // fillFirst is the flight of join, run only by the request that leads it
@@ -436,9 +437,9 @@ func (x *exchange) keepAs(ctx context.Context, e *cache.Entry, header http.Heade
 		// An element of a bulk answer: written with the others
 		// (storeElements), which takes stored back if the write fails.
 		if len(a.Vary) > 0 {
-			x.sets.add(x.key, e.Marker(a.Vary), -1)
+			x.sets.Add(x.key, e.Marker(a.Vary), -1)
 		}
-		x.sets.add(key, e, x.sets.cur)
+		x.sets.Add(key, e, x.sets.Cur)
 		f.stored = true
 		return f
 	}

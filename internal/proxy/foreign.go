@@ -3,80 +3,31 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"reflect"
 
 	"github.com/sidecache/sidecache/internal/batch"
+	"github.com/sidecache/sidecache/internal/bulkanswer"
 )
 
-// A bulk call carries the headers of the request that opened its batch
-// (fetchBulk, x.outgoing), X-Forwarded-For written from that client's
-// address among them. Its elements are shared by every member of the
-// batch when they can be (stored, or identical for every request the
-// batch groups); an element that cannot — the bulk answer is private or
-// sets a cookie (RFC 9111 §5.2.2.7, §7.3), or its Vary names a header
-// the members may send differently (keepElement's reasons) — is an answer
-// to the opener's request only (RFC 9111 §4.1: a response selected by
-// Vary answers a request that matches it). Every other member then
-// fetches its own, as a collapsed waiter of the per-key path does
-// (exchange.join): a one-id request in a one-id bulk call of its own
-// (fetchOwnID), a list its foreign ids in calls of its own within its
-// call budget (fetchForeign). So the shareable case costs nothing more,
-// and an answer made for one client never reaches another.
-
-// madeFor reports whether a is an answer the bulk call made with the
-// headers h of a client request: the same header map (a list request's
-// per-ID exchanges share it: perIDRequest). Any other request, however
-// alike, gets false: a private answer may carry what only the opener's
-// request should see, and X-Forwarded-For (written per connection) is in
-// no header map at all.
-func (a *bulkAnswer) madeFor(h http.Header) bool {
-	return a != nil && a.call != nil && sameHeader(a.call.from, h)
-}
-
-// notFor reports whether a, private or not, is no answer to the request
-// whose header is h, which then fetches its own (flight.foreign): an
-// answer private to another request (madeFor), or one made without a
-// header h carries (withheldFrom).
-func (a *bulkAnswer) notFor(private bool, h http.Header) bool {
-	return a.withheldFrom(h) || private && !a.madeFor(h) // withheldFrom first: it teaches the route
-}
-
-// withheldFrom reports whether a was made without a header that its
-// Vary names and h carries: another variant than h's request's, opener
-// or member (RFC 9111 §4.1), as the per-key path finds an answer made
-// without a header the route withheld (fetch: sentWithout). The route
-// learns the header then (the per-key path does so too), so that the
-// request's own call carries it.
-func (a *bulkAnswer) withheldFrom(h http.Header) bool {
-	if a == nil || a.call == nil || len(a.call.unsent) == 0 {
-		return false
-	}
-	for _, n := range a.call.unsent {
-		if len(h.Values(n)) > 0 {
-			a.call.fwd.rules.LearnVary(h, a.call.unsent)
-			return true
-		}
-	}
-	return false
-}
-
-// sameHeader reports whether a and b are one map (not merely equal).
-func sameHeader(a, b http.Header) bool {
-	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
-}
+// A bulk call's answer that may not be shared (internal/bulkanswer:
+// private to its opener, or made without a header another request
+// carries) is fetched again by every other member of the batch, as a
+// collapsed waiter of the per-key path does (exchange.join): a one-id
+// request in a one-id bulk call of its own (fetchOwnID), a list its
+// foreign ids in calls of its own within its call budget (fetchForeign).
+// So the shareable case costs nothing more, and an answer made for one
+// client never reaches another.
 
 // RetryArg is the exchange the isolation retry of the lead's id is made
 // with (batch.RetryArger): that one-id request's own call, so it carries
 // the request's own headers and address (X-Forwarded-For), not the
-// opener's. A private answer to it is then its own (madeFor), and the
-// request makes no third call (fetchOwnID) past its budget of two: the
-// shared call and its own. Called under the batcher's lock: a copy of
+// opener's. A private answer to it is then its own
+// (bulkanswer.Answer.MadeFor), and the request makes no third call
+// (fetchOwnID) past its budget of two: the shared call and its own. Called under the batcher's lock: a copy of
 // the opener's exchange (route, state) aimed at the lead's request,
 // without what only the opener's client has (its writer, access log
 // record, 1xx relay, list account).
 func (m *lead) RetryArg(opener *exchange) *exchange {
-	if m.req == nil || sameHeader(m.req.Header, opener.r.Header) {
+	if m.req == nil || bulkanswer.SameHeader(m.req.Header, opener.r.Header) {
 		return opener
 	}
 	c := *opener
@@ -105,27 +56,27 @@ func (x *exchange) fetchOwnID(ctx context.Context) (*flight, error) {
 // list request whose batched answers were made for another request
 // (flight.foreign), in ⌈m/max_size⌉ bulk calls paid from the list's call
 // budget (batch.Loader.Spend). Each id's outcome is settled as a batched
-// one is (part.settle: a stale copy for a failure, the list passed
-// through for a record too large; batchFailed: 504 for a call that ran
-// out of upstream.timeout). A list without calls left has failed
+// one is (splitpart.Part.Settle: a stale copy for a failure, the list
+// passed through for a record too large; bulkanswer.Failed: 504 for a
+// call that ran out of upstream.timeout). A list without calls left has failed
 // for those ids (502 but for a stale copy), counted as a spent budget:
 // never the other request's answer.
-func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
+func (x *exchange) fetchForeign(ctx context.Context, parts listParts) {
 	var ids []string
 	var px *exchange
 	for id, p := range parts {
-		if p.foreign {
+		if p.Foreign {
 			ids = append(ids, id)
-			px = p.x
+			px = p.X
 		}
 	}
 	if px == nil {
 		return
 	}
 	fail := func(ids []string, err error) {
-		ue := batchFailed(err) // a timeout's 504, as a batched id's
+		ue := bulkanswer.Failed(err) // a timeout's 504, as a batched id's
 		for _, id := range ids {
-			parts[id].settle(nil, ue) // split.go
+			parts[id].Settle(nil, ue)
 		}
 	}
 	size := max(px.rs.rt.Batch.MaxSize, 1)
@@ -144,7 +95,7 @@ func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 			continue
 		}
 		for i, id := range chunk {
-			parts[id].settle(res[i].e, nil)
+			parts[id].Settle(res[i].E, nil)
 		}
 	}
 }
@@ -154,7 +105,7 @@ func (x *exchange) fetchForeign(ctx context.Context, parts map[string]*part) {
 // them (batch.Loader.Own): a batch of n members whose answer was private
 // sent its n−1 members' own calls at once, past the route's bound. The
 // request holds no slot while it waits: its batched answer has returned.
-func (x *exchange) ownBulk(ctx context.Context, ids []string) (res []*bulkAnswer, err error) {
+func (x *exchange) ownBulk(ctx context.Context, ids []string) (res []*bulkanswer.Answer, err error) {
 	if werr := x.rs.batcher.Own(ctx, len(ids), func() { res, err = x.fetchBulkTraced(ctx, ids) }); werr != nil {
 		return nil, werr
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/lease"
 )
 
@@ -77,7 +78,7 @@ func (x *exchange) fetchReleasing(ctx context.Context, release func(pass time.Du
 // (passFor), and cleared by the first answer stored under it.
 func (x *exchange) leasePass(f *flight, err error) time.Duration {
 	switch {
-	case errors.Is(err, errElementTooLarge):
+	case errors.Is(err, bulkanswer.ErrElementTooLarge):
 	case err != nil || f == nil:
 		return 0
 	case f.large != nil:

@@ -11,9 +11,9 @@ import (
 
 // leanPass is passWith's lean form: the common pass-through (lean.Client
 // Takes it) sent on the handler's goroutine over internal/lean's pool, with
-// what ReverseProxy's hooks in newPassProxy do around it — the upstream
-// metric and access-log time, tag headers stripped, Cache-Status, and a
-// 504/502 for a timeout/any other failure. write has no lean form: its
+// what the ReverseProxy's hooks (internal/passproxy) do around it — the
+// upstream metric and access-log time, tag headers stripped, Cache-Status,
+// and a 504/502 for a timeout/any other failure. write has no lean form: its
 // request may carry a body and its outcome must reach after.
 func (x *exchange) leanPass(st status) {
 	r, w := x.r, x.w

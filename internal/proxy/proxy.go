@@ -34,6 +34,8 @@ import (
 
 	"github.com/sidecache/sidecache/internal/accesslog"
 	"github.com/sidecache/sidecache/internal/bufpool"
+	"github.com/sidecache/sidecache/internal/bulkelem"
+	"github.com/sidecache/sidecache/internal/bulkmem"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/coalesce"
@@ -218,17 +220,14 @@ type routeState struct {
 	// notStoredLogged are the reasons an element of a bulk answer was not
 	// stored that were logged already (element.go), at most five.
 	notStoredLogged sync.Map
-	// bulkBufs are the buffers the route's bulk answers are read into
-	// (*[]byte; fetchBulk): each answer is split into copies of its
-	// elements and then dropped, so the next call reads into its buffer.
-	bulkBufs sync.Pool
-	// held is the bytes of bulk answers and split lists the route holds
-	// (bulkmem.go).
-	held heldBytes
+	// mem are the buffers the route's bulk answers are read into, and
+	// the bytes of bulk answers and split lists the route holds
+	// (internal/bulkmem).
+	mem bulkmem.Route
 	// heads are the element heads of the route's last bulk answer whose
-	// elements could be stored (element.go), for the next answer with
-	// the same header.
-	heads atomic.Pointer[headsMemo]
+	// elements could be stored (internal/bulkelem), for the next answer
+	// with the same header.
+	heads bulkelem.Memo
 	// takeovers gathers the lease takeovers of the route's misses
 	// (takeover.go); batch routes only.
 	takeovers *takeovers
@@ -381,7 +380,7 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	for _, rt := range t.Routes() {
 		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, routeshape.Of(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged), routeTag: RouteTag(rt.Name)}
 		if rt.Batch != nil {
-			rs.bm = rs.m.Batch(notStoredReasons[:]...)
+			rs.bm = rs.m.Batch(bulkelem.Reasons()...)
 			rs.batcher = h.newBatcher(rs)
 			rs.takeovers = newTakeovers()
 		}

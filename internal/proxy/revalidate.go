@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/upfail"
@@ -82,7 +83,7 @@ func (x *exchange) mustRevalidateError(err error) error {
 // mustRevalidateError is the method's rule for a fill whose stored entry
 // to revalidate was base (nil: none).
 func mustRevalidateError(base *cache.Entry, err error) error {
-	if base == nil || !base.NoStale || errors.Is(err, errBulk) {
+	if base == nil || !base.NoStale || errors.Is(err, bulkanswer.ErrBulk) {
 		return err
 	}
 	if ue := upfail.Classify(err); ue.Code == http.StatusGatewayTimeout {

@@ -6,19 +6,16 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/sidecache/sidecache/internal/bulk"
+	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/redisbudget"
 	"github.com/sidecache/sidecache/internal/route"
-	"github.com/sidecache/sidecache/internal/spelling"
-	"github.com/sidecache/sidecache/internal/splitlist"
+	"github.com/sidecache/sidecache/internal/splitpart"
 	"github.com/sidecache/sidecache/internal/upfail"
 )
 
@@ -27,7 +24,7 @@ import (
 // batcher, and the array is reassembled in the requested order. Unknown
 // ids are left out, as an upstream answering with a SQL `IN (…)` would; a
 // list that asks for an id twice, or spells one otherwise than the cache
-// stores it, passes through (asAsked). An id the target route's
+// stores it, passes through (splitpart.AsAsked). An id the target route's
 // pattern refuses (x7 for /users/{id:[0-9]+}) is left out the same way,
 // without a lookup or a fetch: no client could have asked the batch route
 // for it, so it never joins a batch.
@@ -63,7 +60,7 @@ func (x *exchange) split() {
 		x.badIDList(err)
 		return
 	}
-	if reason := asAsked(list, ids); reason != "" {
+	if reason := splitpart.AsAsked(list, ids); reason != "" {
 		x.pass(outBypass, reason)
 		return
 	}
@@ -72,9 +69,9 @@ func (x *exchange) split() {
 	x.r = x.r.WithContext(redisbudget.New(x.r.Context()))
 	parts := x.perID(target, ids)
 	hits := x.readAll(parts)
-	if listBytes(parts) > x.h.maxBody {
+	if parts.Bytes() > x.h.maxBody {
 		// Its cached elements alone are over the bound: the upstream's
-		// list answers, streamed, without fetching the rest (bulkmem.go).
+		// list answers, streamed, without fetching the rest (internal/bulkmem).
 		x.passListTooLarge(target)
 		return
 	}
@@ -85,53 +82,17 @@ func (x *exchange) split() {
 	x.joinParts(ids, parts, hits)
 }
 
-// asAsked is why a list cannot be answered per id as the upstream would
-// answer it, "" when it can. ids are list's distinct ids (bulk.ParseIDs).
-//
-// An id asked twice: whether the upstream lists it once (an SQL IN (…),
-// as the bundled demo does) or once per time asked (a loop over the ids)
-// is the upstream's own choice, which the sidecar cannot know; an answer
-// assembled either way was wrong for the other kind (?ids=5,5).
-//
-// An id not spelled the one way the cache stores it (05, +5, 5;v=1:
-// spelling.CanonicalParam), as a read of the id alone must be to be
-// cached: the upstream reads 05 as 5, and its bulk answer names the
-// element 5, not 05, so an answer assembled per id left it out (?ids=05
-// answered [] where the upstream gives user 5), and stored under
-// /users/05 a 404 the upstream never gave.
-//
-// Either way the list passes through whole, the upstream's own answer.
-func asAsked(list string, ids []string) string {
-	if strings.Count(list, ",")+1 != len(ids) {
-		return "split-repeat"
-	}
-	for _, id := range ids {
-		if !spelling.CanonicalParam(id) {
-			return "split-spelling"
-		}
-	}
-	return ""
-}
-
-// part is one distinct id of a list request.
-type part struct {
-	x   *exchange // the per-ID request
-	e   *cache.Entry
-	err error
-	// held is a stale entry kept for stale-if-error, as a per-ID
-	// request keeps one (join); stale: e is stale, served while it is
-	// revalidated or because its fetch failed.
-	held  *cache.Entry
-	stale bool
-	// foreign: its batched answer was made for another request
-	// (flight.foreign); fetchForeign asks for it again.
-	foreign bool
-}
+// part is one distinct id of a list request (internal/splitpart), with
+// its per-ID exchange.
+type (
+	part      = splitpart.Part[*exchange]
+	listParts = splitpart.Parts[*exchange]
+)
 
 // perID makes one per-ID exchange of the target route for each id (all
-// distinct: asAsked) that the target route would take.
-func (x *exchange) perID(target *routeState, ids []string) map[string]*part {
-	parts := make(map[string]*part, len(ids))
+// distinct: splitpart.AsAsked) that the target route would take.
+func (x *exchange) perID(target *routeState, ids []string) listParts {
+	parts := make(listParts, len(ids))
 	proto := x.detach()
 	proto.rs = target
 	// One account for the whole list: its ids may cost the upstream at
@@ -142,7 +103,7 @@ func (x *exchange) perID(target *routeState, ids []string) map[string]*part {
 	for _, id := range ids {
 		var ok bool
 		if ok, scratch = x.routable(target.rt, id, scratch[:0]); ok {
-			parts[id] = &part{x: proto.forID(id)}
+			parts[id] = &part{X: proto.forID(id)}
 		}
 	}
 	return parts
@@ -180,26 +141,26 @@ func (x *exchange) badIDList(err error) {
 // entry answers as it would a request for its id alone (cached): within
 // stale-while-revalidate at once, with one background refresh; within
 // stale-if-error it is held for the id's fetch failing (fetchMissing).
-func (x *exchange) readAll(parts map[string]*part) int {
+func (x *exchange) readAll(parts listParts) int {
 	ctx := x.r.Context()
 	keys := make([]string, 0, len(parts))
 	order := make([]*part, 0, len(parts))
 	for _, p := range parts {
-		keys, order = append(keys, p.x.key), append(order, p)
+		keys, order = append(keys, p.X.key), append(order, p)
 	}
 	found, tiers, _ := x.h.cache.LookupMany(ctx, keys)
 	hits := 0
 	for i, p := range order {
-		switch c := p.x.resolve(ctx, x.h.cache.Lookup, found[i], tiers[i]); {
-		case p.x.answers(c, needFresh):
-			p.e = c.e
+		switch c := p.X.resolve(ctx, x.h.cache.Lookup, found[i], tiers[i]); {
+		case p.X.answers(c, needFresh):
+			p.E = c.e
 			hits++
-		case p.x.answers(c, needRevalidate):
-			p.x.revalidate(c)
-			p.e, p.stale = c.e, true
+		case p.X.answers(c, needRevalidate):
+			p.X.revalidate(c)
+			p.E, p.Stale = c.e, true
 			hits++
-		case p.x.answers(c, needIfError):
-			p.held = c.e
+		case p.X.answers(c, needIfError):
+			p.Held = c.e
 		}
 	}
 	return hits
@@ -215,113 +176,41 @@ func (x *exchange) readAll(parts map[string]*part) int {
 // requests share a fetch: a one-id request that joins an id of the list's
 // batch not yet sent is retried on its own if that batch fails
 // (batch.Loader), and one that comes later fetches for itself.
-func (x *exchange) fetchMissing(parts map[string]*part) {
+func (x *exchange) fetchMissing(parts listParts) {
 	ctx := x.r.Context()
 	for _, p := range parts {
-		if p.e == nil {
-			p.x.refresh = true // both tiers were just read for this id
+		if p.E == nil {
+			p.X.refresh = true // both tiers were just read for this id
 		}
 	}
 	if err := x.enlist(ctx, parts); err != nil {
 		x.refuseMissing(parts, err)
 		return
 	}
-	// The bytes of the elements the list holds (bulkmem.go): an element
-	// that takes them past max_body_bytes is dropped as it comes, and the
-	// list passes through (joinParts), so a list of large records never
-	// holds more than the bound of them, however many calls bring them.
-	var held atomic.Int64
-	held.Store(listBytes(parts))
-	limit := x.h.maxBody // not x in the goroutines: x stays on its caller's stack
-	var wg sync.WaitGroup
-	for _, p := range parts {
-		if p.e != nil {
-			continue
-		}
-		px := p.x
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer p.within(&held, limit)
-			defer px.settlePanic(p) // not x: the list's exchange stays on its stack
-			f, err := px.fillTraced(ctx)
-			if err == nil && f.foreign && idFailed(f.c.e) == nil {
-				p.foreign = true
-				return
-			}
-			var e *cache.Entry
-			if err == nil {
-				e = f.c.e
-			}
-			p.settle(e, err)
-		}()
-	}
-	wg.Wait()
+	// Each on a goroutine of its own, within max_body_bytes for the
+	// list's elements together (splitpart.Parts.Fetch). Not x in the
+	// goroutines: x stays on its caller's stack.
+	parts.Fetch(ctx, x.h.maxBody, fetchPart, panickedPart)
 	x.fetchForeign(ctx, parts) // foreign.go
 }
 
-// settle gives p the outcome of its id's fetch, e or err: the batched
-// fetch's (fetchMissing) or, for an id answered for another request, the
-// list's own call's (fetchForeign). One rule for both, as a request for
-// the id alone has (exchange.join):
-//   - a record too large to keep (errElementTooLarge) is no upstream
-//     failure, so no stale copy answers for it: the list passes through
-//     to the upstream's (joinParts), as GET of the id alone does;
-//   - a failure (err, or a 5xx: idFailed) serves the copy held for
-//     stale-if-error (RFC 5861 §4), counted in Cache-Status as stale;
-//   - else the failure is the list's 502.
-func (p *part) settle(e *cache.Entry, err error) {
-	if err == nil {
-		err = idFailed(e)
+// fetchPart is the batched fetch of a list's id (fetchMissing), by its
+// per-ID exchange px: the id's answer, and whether it was made for
+// another request (flight.foreign).
+func fetchPart(ctx context.Context, px *exchange) (*cache.Entry, bool, error) {
+	f, err := px.fillTraced(ctx)
+	if err != nil {
+		return nil, false, err
 	}
-	switch {
-	case err == nil:
-		p.e, p.err = e, nil
-	case p.held != nil && !errors.Is(err, errElementTooLarge):
-		p.e, p.stale, p.err = p.held, true, nil
-	default:
-		p.e, p.err = nil, err
-	}
+	return f.c.e, f.foreign, nil
 }
 
-// within keeps p's element if the list's held bytes stay within limit
-// with it, and else drops it for errListTooLarge; the stale copy held for
-// p, settled, is given back either way. Run on p's goroutine, once p is
-// settled.
-func (p *part) within(held *atomic.Int64, limit int64) {
-	if p.foreign {
-		return // not settled yet: fetchForeign asks again (joinParts counts it)
-	}
-	if p.held != nil {
-		held.Add(-entryBytes(p.held))
-		p.held = nil
-	}
-	if p.e != nil && held.Add(entryBytes(p.e)) > limit {
-		p.e, p.stale, p.err = nil, false, errListTooLarge
-	}
-}
-
-// idFailed is the list's failure for an id whose answer is a 5xx (502:
-// the upstream's failure, never its body in the list), nil otherwise.
-func idFailed(e *cache.Entry) error {
-	if e.Status >= 500 {
-		return &upfail.Error{Code: http.StatusBadGateway, Err: fmt.Errorf("split: id status %d", e.Status)}
-	}
-	return nil
-}
-
-// settlePanic turns a panic in p's fetch into p's 502, as a panicked bulk
-// fetch answers its waiters (batch.Options.OnPanic): the goroutine is
-// fetchMissing's own, where nothing else would recover it and the process
-// would die. A bug, not the upstream: logged with its stack; the list's
-// answer and its log line carry no stack. x is p's own exchange.
-func (x *exchange) settlePanic(p *part) {
-	v := recover()
-	if v == nil {
-		return
-	}
-	x.h.log.Error("split fetch panicked", "route", x.rs.rt.Name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-	p.e, p.err = nil, &upfail.Error{Code: http.StatusBadGateway, Err: fmt.Errorf("split: id fetch panicked: %v", v)}
+// panickedPart logs a panic in a list's id's fetch, which answers the
+// id 502 (splitpart.Parts.Fetch): a bug, not the upstream, logged with
+// its stack; the list's answer and its log line carry no stack. px is
+// the id's own exchange.
+func panickedPart(px *exchange, v any, stack []byte) {
+	px.h.log.Error("split fetch panicked", "route", px.rs.rt.Name, "panic", fmt.Sprint(v), "stack", string(stack))
 }
 
 // enlist puts the list's missing ids into the target's batches at once
@@ -332,15 +221,15 @@ func (x *exchange) settlePanic(p *part) {
 //
 // An error is the batcher refusing the list, its group's queue full
 // (batch.ErrQueueFull): none of its ids was enlisted.
-func (x *exchange) enlist(ctx context.Context, parts map[string]*part) error {
+func (x *exchange) enlist(ctx context.Context, parts listParts) error {
 	var first *exchange
 	ids := make([]string, 0, len(parts))
 	for id, p := range parts {
-		if p.e != nil || !p.x.batched() {
+		if p.E != nil || !p.X.batched() {
 			continue
 		}
 		if first == nil {
-			first = p.x
+			first = p.X
 		}
 		ids = append(ids, id)
 	}
@@ -353,66 +242,50 @@ func (x *exchange) enlist(ctx context.Context, parts map[string]*part) error {
 }
 
 // refuseMissing fails the list's ids not read from the cache with the
-// batcher's refusal (503, batchFailed), without a fetch: each is settled
-// as a failed fetch's is (served stale within stale_if_error).
-func (x *exchange) refuseMissing(parts map[string]*part, err error) {
+// batcher's refusal (503, bulkanswer.Failed), without a fetch: each is
+// settled as a failed fetch's is (served stale within stale_if_error).
+func (x *exchange) refuseMissing(parts listParts, err error) {
 	for _, p := range parts {
-		if p.e == nil {
-			p.settle(nil, batchFailed(err))
+		if p.E == nil {
+			p.Settle(nil, bulkanswer.Failed(err))
 		}
 	}
 }
 
-// joinParts writes the reassembled array (internal/splitlist), or the
-// first id's failure.
-func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
+// joinParts writes the reassembled array (splitpart.Parts.Join,
+// internal/splitlist), or the first id's failure.
+func (x *exchange) joinParts(ids []string, parts listParts, hits int) {
 	misses := len(parts) - hits
-	stale := 0
-	size := listBytes(parts)
+	size := parts.Bytes()
 	if size > x.h.maxBody {
 		// Over the bound with the elements fetched for another request
 		// (fetchForeign): passed through as below.
 		x.passListTooLarge(nil)
 		return
 	}
-	l := splitlist.Make(len(parts))
-	for _, id := range ids {
-		p := parts[id]
-		if p == nil {
-			continue // not an id of the target route
-		}
-		if errors.Is(p.err, errElementTooLarge) {
-			// An element too large to keep, or the elements together
-			// (errListTooLarge, errAnswerTooLarge): the list cannot be
-			// assembled within max_body_bytes, so the upstream's own
-			// list answers, streamed through.
-			x.passListTooLarge(p.x.rs)
-			return
-		}
-		if p.err != nil {
-			s := x.status(outError, nil, 0)
-			s.Detail = "split"
-			ue := upfail.Classify(p.err)
-			x.h.logUpstream(x.r, x.rs.m.Name(), ue.Code, p.err)
-			x.writeFailure(ue, s)
-			x.count(outcomes[outError].result)
-			return
-		}
-		if refusedID(p.e.Status) {
-			// The upstream's own answer to this id alone, never
-			// stored: the list is refused with it, as the app's list
-			// endpoint refuses a query holding the id, rather than
-			// told the id does not exist (200 with it left out).
-			s := x.status(outMiss, nil, p.e.Status)
-			s.Detail = "split"
-			x.writeEntry(p.e, s, false)
-			x.count(outcomes[outMiss].result)
-			return
-		}
-		if p.stale {
-			stale++
-		}
-		l.Add(p.e.Status, p.e.Header, p.e.Body)
+	l, stale, bad := parts.Join(ids)
+	switch {
+	case bad == nil:
+	case errors.Is(bad.Err, bulkanswer.ErrElementTooLarge):
+		// The list cannot be assembled within max_body_bytes, so the
+		// upstream's own list answers, streamed through.
+		x.passListTooLarge(bad.X.rs)
+		return
+	case bad.Err != nil:
+		s := x.status(outError, nil, 0)
+		s.Detail = "split"
+		ue := upfail.Classify(bad.Err)
+		x.h.logUpstream(x.r, x.rs.m.Name(), ue.Code, bad.Err)
+		x.writeFailure(ue, s)
+		x.count(outcomes[outError].result)
+		return
+	default:
+		// The upstream's own answer to this id alone, refusing it.
+		s := x.status(outMiss, nil, bad.E.Status)
+		s.Detail = "split"
+		x.writeEntry(bad.E, s, false)
+		x.count(outcomes[outMiss].result)
+		return
 	}
 	o := outHit
 	if misses > 0 {
@@ -426,69 +299,10 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 	s.Detail += `"`
 	// The answer and, for a client that takes gzip, its coding (at most
 	// as large), held while it is written: within 2 × max_body_bytes.
-	x.rs.held.take(2 * size)
-	defer x.rs.held.release(2 * size)
-	x.writeList(l.Answer(), s)
+	x.rs.mem.Take(2 * size)
+	defer x.rs.mem.Release(2 * size)
+	l.Answer().Write(x.w, x.r, s.String(), &x.h.gzips) // a 304 for a matching If-None-Match
 	x.count(outcomes[o].result)
-}
-
-// refusedID reports whether an id's answer is the upstream refusing it
-// (a 4xx other than 404 and 410, which say the id is unknown: those are
-// left out of the list, as SQL's IN (…) leaves them out).
-func refusedID(status int) bool {
-	return status >= 400 && status <= 499 && status != http.StatusNotFound && status != http.StatusGone
-}
-
-// writeList answers a split list request with the reassembled array, its
-// header as splitlist sets it, and a 304 when the client's If-None-Match
-// holds its ETag (RFC 9110 §13.1.2).
-func (x *exchange) writeList(a splitlist.Answer, s status) {
-	hd := x.w.Header()
-	gz := a.SetHeader(hd, x.r.Header["Accept-Encoding"])
-	hd.Set("Cache-Status", s.String())
-	if httpcache.NotModified(x.r, hd) {
-		x.w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	body := a.Body
-	if gz {
-		body = x.h.gzips.Compress(body)
-		hd.Set("Content-Encoding", "gzip")
-	}
-	hd.Set("Content-Length", strconv.Itoa(len(body)))
-	x.w.WriteHeader(http.StatusOK)
-	if x.r.Method != http.MethodHead {
-		_, _ = x.w.Write(body)
-	}
-}
-
-// errListTooLarge is a split list's element dropped because the list's
-// elements together are over max_body_bytes (part.within): the list
-// passes through, as it does for an element too large to keep.
-var errListTooLarge = fmt.Errorf("split list over max_body_bytes: %w", errElementTooLarge)
-
-// entryBytes is what an entry adds to a list's answer: its body and a
-// comma, for an element (200); nothing for an id left out.
-func entryBytes(e *cache.Entry) int64 {
-	if e.Status != http.StatusOK {
-		return 0
-	}
-	return int64(len(e.Body)) + 1
-}
-
-// listBytes is the size of the list's answer from the elements its parts
-// hold, and of the stale copies they hold for stale-if-error (bulkmem.go).
-func listBytes(parts map[string]*part) int64 {
-	var n int64
-	for _, p := range parts {
-		if p.e != nil {
-			n += entryBytes(p.e)
-		}
-		if p.held != nil {
-			n += entryBytes(p.held)
-		}
-	}
-	return n
 }
 
 // passListTooLarge passes a list over max_body_bytes through to the

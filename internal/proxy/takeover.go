@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/sidecache/sidecache/internal/batch"
+	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/lease"
 	"github.com/sidecache/sidecache/internal/upfail"
 )
@@ -24,11 +25,11 @@ import (
 // stays a one-id request there: its own isolation retry with its own
 // headers (RetryArg), the quarantine of a bad id, the queue's bounds, and
 // a private answer its own only when the call carried its headers
-// (notFor), as a batched miss's.
+// (bulkanswer.Answer.NotFor), as a batched miss's.
 
 // takeoverAnswer is the batcher's outcome for a taken-over id.
 type takeoverAnswer struct {
-	ans   *bulkAnswer
+	ans   *bulkanswer.Answer
 	found bool
 	err   error
 }
@@ -58,7 +59,7 @@ func loadTakeovers(ctx context.Context, claims []*takeoverClaim) {
 	for _, g := range order {
 		cs := groups[g]
 		ids := make([]string, len(cs))
-		ws := make([]batch.Waiter[*bulkAnswer], len(cs))
+		ws := make([]batch.Waiter[*bulkanswer.Answer], len(cs))
 		for i, c := range cs {
 			ids[i] = c.Arg.params.Get(c.Arg.rs.rt.Batch.IDParam)
 			ws[i] = takeoverLoad{c}
@@ -77,7 +78,7 @@ type takeoverLoad struct{ c *takeoverClaim }
 // Loaded finishes the claim, on the batch's goroutine: its lease goes
 // with leasePass's verdict (hit-for-pass when the answer may not be
 // stored), after fetchBulk stored the element.
-func (t takeoverLoad) Loaded(ans *bulkAnswer, found bool, err error) {
+func (t takeoverLoad) Loaded(ans *bulkanswer.Answer, found bool, err error) {
 	x := t.c.Arg
 	f, ferr := batchedFlight(x.h.now, new(flight), ans, found, err)
 	t.c.Done(takeoverAnswer{ans: ans, found: found, err: err}, x.leasePass(f, ferr))
@@ -104,7 +105,7 @@ func (x *exchange) takenOver(ctx context.Context, c *takeoverClaim) (*flight, er
 	}
 	f, err := batchedFlight(x.h.now, new(flight), a.ans, a.found, a.err)
 	if err == nil {
-		f.foreign = a.ans.notFor(f.c.private, x.r.Header)
+		f.foreign = a.ans.NotFor(f.c.private, x.r.Header)
 	}
 	return f, err
 }

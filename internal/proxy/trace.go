@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sidecache/sidecache/internal/bulkanswer"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/spans"
 )
@@ -105,7 +106,7 @@ func (x *exchange) fetchTraced(ctx context.Context) (*flight, error) {
 // fetchBulkTraced is fetchBulk inside an "upstream.bulk" client span, and
 // hands that span to every id's answer: each request of the batch links
 // to the one bulk call.
-func (x *exchange) fetchBulkTraced(ctx context.Context, ids []string) ([]*bulkAnswer, error) {
+func (x *exchange) fetchBulkTraced(ctx context.Context, ids []string) ([]*bulkanswer.Answer, error) {
 	if x.h.tr == nil {
 		return x.fetchBulk(ctx, ids)
 	}
@@ -117,10 +118,10 @@ func (x *exchange) fetchBulkTraced(ctx context.Context, ids []string) ([]*bulkAn
 		spans.Error(sp, err)
 	}
 	for _, a := range res {
-		if a.call == nil {
-			a.call = &bulkCall{}
+		if a.Call == nil {
+			a.Call = &bulkanswer.Call{}
 		}
-		a.call.link = sp.SpanContext() // the same call for every id
+		a.Call.Link = sp.SpanContext() // the same call for every id
 	}
 	return res, err
 }

@@ -108,7 +108,7 @@ type Batch struct {
 	// batch package's default.
 	MaxInFlight int
 	// MaxRouteInFlight bounds the bulk calls of all the route's groups
-	// at once; 0: the proxy's default, four groups' MaxInFlight.
+	// at once; 0: internal/batchroute's default, four groups' MaxInFlight.
 	MaxRouteInFlight int
 }
 

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/sidecache/sidecache/internal/bulk"
@@ -95,6 +96,30 @@ func (a Answer) SetHeader(hd http.Header, accept []string) (gz bool) {
 	}
 	hd.Set("Etag", tag)
 	return gz
+}
+
+// Write answers r with a: its header as SetHeader sets it, the
+// Cache-Status field cacheStatus, and a 304 when the client's
+// If-None-Match holds its ETag (RFC 9110 §13.1.2); the body gzip-coded
+// with gz when the client takes it.
+func (a Answer) Write(w http.ResponseWriter, r *http.Request, cacheStatus string, gz *Gzip) {
+	hd := w.Header()
+	coded := a.SetHeader(hd, r.Header["Accept-Encoding"])
+	hd.Set("Cache-Status", cacheStatus)
+	if httpcache.NotModified(r, hd) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	body := a.Body
+	if coded {
+		body = gz.Compress(body)
+		hd.Set("Content-Encoding", "gzip")
+	}
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
 }
 
 // Gzip compresses lists at gzip's fastest level with pooled writers (a

@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -108,5 +110,38 @@ func TestCompress(t *testing.T) {
 		if err != nil || string(b) != s {
 			t.Errorf("round trip: %q %v, want %q", b, err, s)
 		}
+	}
+}
+
+// TestWrite: the answer with its Cache-Status; a 304 for an If-None-Match
+// holding its ETag; no body to a HEAD; gzip to a client that takes it.
+func TestWrite(t *testing.T) {
+	var l splitlist.List
+	l.Add(http.StatusOK, hdr("Content-Type", "application/json"), []byte(`{"id":1,"pad":"`+strings.Repeat("x", splitlist.GzipMin)+`"}`))
+	a := l.Answer()
+	var gz splitlist.Gzip
+	w := httptest.NewRecorder()
+	a.Write(w, httptest.NewRequest(http.MethodGet, "/users?ids=1", nil), "sidecache; hit", &gz)
+	if w.Code != http.StatusOK || w.Body.Len() != len(a.Body) || w.Header().Get("Cache-Status") != "sidecache; hit" || w.Header().Get("Content-Length") != strconv.Itoa(len(a.Body)) {
+		t.Fatalf("GET: %d, %d bytes, %v", w.Code, w.Body.Len(), w.Header())
+	}
+	r := httptest.NewRequest(http.MethodGet, "/users?ids=1", nil)
+	r.Header.Set("If-None-Match", w.Header().Get("Etag"))
+	w = httptest.NewRecorder()
+	a.Write(w, r, "sidecache; hit", &gz)
+	if w.Code != http.StatusNotModified || w.Body.Len() != 0 {
+		t.Errorf("If-None-Match: %d, %d bytes", w.Code, w.Body.Len())
+	}
+	w = httptest.NewRecorder()
+	a.Write(w, httptest.NewRequest(http.MethodHead, "/users?ids=1", nil), "sidecache; hit", &gz)
+	if w.Code != http.StatusOK || w.Body.Len() != 0 {
+		t.Errorf("HEAD: %d, %d bytes", w.Code, w.Body.Len())
+	}
+	r = httptest.NewRequest(http.MethodGet, "/users?ids=1", nil)
+	r.Header.Set("Accept-Encoding", "gzip")
+	w = httptest.NewRecorder()
+	a.Write(w, r, "sidecache; hit", &gz)
+	if w.Header().Get("Content-Encoding") != "gzip" || w.Body.Len() >= len(a.Body) || w.Header().Get("Content-Length") != strconv.Itoa(w.Body.Len()) {
+		t.Errorf("gzip: %v, %d bytes", w.Header(), w.Body.Len())
 	}
 }

@@ -1,0 +1,219 @@
+// Package bulkanswer is one id's share of a batch route's bulk call: the
+// element kept for it (or the upstream's own answer to a one-id call, or
+// a 404 for an id the answer left out), the call it came from, and which
+// client requests it may answer.
+//
+// A bulk call carries the headers of the request that opened its batch,
+// X-Forwarded-For written from that client's address among them. Its
+// elements are shared by every member of the batch when they can be
+// (stored, or identical for every request the batch groups); an element
+// that cannot — the bulk answer is private or sets a cookie (RFC 9111
+// §5.2.2.7, §7.3), or its Vary names a header the members may send
+// differently — is an answer to the opener's request only (RFC 9111
+// §4.1: a response selected by Vary answers a request that matches it).
+// NotFor tells every other member to fetch its own, as a collapsed waiter
+// of the per-key path does, so an answer made for one client never
+// reaches another.
+//
+// It also names how a bulk call fails (ErrBulk, ErrElementTooLarge,
+// ErrAnswerTooLarge) and what each failure answers (Failed).
+package bulkanswer
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sidecache/sidecache/internal/batch"
+	"github.com/sidecache/sidecache/internal/cache"
+	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/forward"
+	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/upfail"
+)
+
+// ErrBulk marks a failed bulk call. Its waiters answer 502 (504 when it
+// ran out of upstream.timeout: Failed): a batch never hands out a body it
+// could not attribute to an id with certainty.
+//
+// A failure that may be caused by some of the ids rather than by the
+// upstream being unwell is isolated (batch.ErrIsolate): the loader asks
+// again for each client request's ids apart, and halves one request's ids,
+// within the request's call budget, so the good ids still get their
+// elements. Those failures are a 4xx answer other than 408 and 429
+// (bulk.Isolable) and a valid JSON answer of the wrong shape
+// (bulk.ErrShape). A 500 may be either an id's fault (a framework answers
+// 500 for an id its database cannot parse) or the upstream's: it is
+// isolated while the upstream answers other calls (batch.ErrSuspect).
+// Everything else fails the whole batch at once, with no retry, so a
+// struggling upstream is not sent more calls: 502, 503, 504 (RFC 9110
+// §15.6.3-5 name the upstream's own state, never the request's), a 408 or
+// 429 (the upstream asks for less, not more), a timeout, a refused or cut
+// connection, broken JSON. An answer over max_body_bytes is retried per
+// request (batch.ErrApart: ErrAnswerTooLarge).
+var ErrBulk = errors.New("bulk call failed")
+
+// ErrElementTooLarge is a one-id bulk call whose answer is over
+// max_body_bytes: no upstream failure, a record too large to keep. Its
+// requests pass through to the upstream, streamed and uncached, as a
+// cached route's answer over the bound is; a 502 served it to no one, and
+// cost an upstream call per request.
+var ErrElementTooLarge = errors.New("element over max_body_bytes")
+
+// ErrAnswerTooLarge is a bulk answer of several ids over max_body_bytes:
+// the loader retries each request's ids apart (batch.ErrApart). It wraps
+// ErrElementTooLarge, so a request it reaches still (a list whose own call
+// it was) passes through to the upstream, as a record too large to keep
+// does, and is never answered 502 for it.
+var ErrAnswerTooLarge = fmt.Errorf("bulk answer over max_body_bytes: %w", ErrElementTooLarge)
+
+// Failed is the answer to a batched miss whose load failed: 503 when the
+// batcher refused it (its group's queue full, Retry-After set by the
+// writer), 504 when its batch was not sent in time or its bulk call ran
+// out of upstream.timeout, as any upstream timeout is (RFC 9110 §15.6.5: a
+// healthy bulk endpoint on a loaded machine is slow, not broken), else
+// 502 (a failed bulk call).
+func Failed(err error) *upfail.Error {
+	switch {
+	case errors.Is(err, batch.ErrQueueFull):
+		return &upfail.Error{Code: http.StatusServiceUnavailable, Err: err}
+	case errors.Is(err, batch.ErrDeadline) || upfail.TimedOut(err):
+		return &upfail.Error{Code: http.StatusGatewayTimeout, Err: err}
+	}
+	return &upfail.Error{Code: http.StatusBadGateway, Err: err}
+}
+
+// Answer is one id's share of a bulk call.
+type Answer struct {
+	E    *cache.Entry
+	Call *Call // what every id of the call shares; nil: nothing
+	// Refused: the upstream's own failing answer to a one-id call.
+	Refused bool
+	Stored  bool
+	// Private: for the request whose headers made the call only (the
+	// others fetch their own: MadeFor), judged once per id where the
+	// answer is made: by the element's keeping (its reason, or admit's
+	// Shareable, which reads the same header), for an own answer by its
+	// header (httpcache.Private); the waiters' flights read the entry's
+	// header again as well. Vary and VKey: the variant it is, when stored
+	// as one.
+	Private bool
+	// Unstorable: the answer may not be stored for what it is, for the
+	// lease of the id (the proxy's hit-for-pass on the cluster lease).
+	Unstorable bool
+	Vary       []string
+	VKey       string
+}
+
+// Call is what the answers of one bulk call share, held once for all of
+// them rather than copied into each (an answer is made per id).
+type Call struct {
+	Link trace.SpanContext // the bulk call's span, when traced
+	// Upstream is each id's share of the bulk call's time (the call's
+	// time over its ids), for the access log.
+	Upstream time.Duration
+	ReqID    string // the bulk call's X-Request-Id
+	// from is the header of the client request whose headers the call
+	// carried (its opener's; a one-id request's isolation retry carries
+	// that request's; a list's, the opener's). An answer only that
+	// request may have (private, or varying on a header the members may
+	// send differently) goes to its requests alone: MadeFor.
+	from http.Header
+	// unsent are the headers the answer's Vary names that the call did
+	// not send (a header the route withholds until it learns it from a
+	// Vary, forward.Rules.LearnVary): its elements are the variant of
+	// their absence, which answers no request that carried one of them
+	// (RFC 9111 §4.1), opener or member: WithheldFrom. rules are the
+	// route's forwarding rules, which such a request teaches the header,
+	// so that its own call carries it.
+	unsent []string
+	rules  *forward.Rules
+}
+
+// NewCall is what the answers of a bulk call share: made with the
+// headers from of a client request and sent as out, its answer's header
+// upstream, each id's share of its time took; rules are the route's.
+func NewCall(from, upstream, out http.Header, took time.Duration, rules *forward.Rules) *Call {
+	c := &Call{Upstream: took, ReqID: out.Get("X-Request-Id"), from: from}
+	if _, varies := upstream["Vary"]; varies {
+		c.unsent, c.rules = unsentVary(upstream, out), rules
+	}
+	return c
+}
+
+// unsentVary lists the headers upstream's Vary names that out did not
+// send, but Accept-Encoding and Accept: the bulk call sends its own of
+// those for every request of the batch, and the transport undoes the
+// coding (internal/bulkelem's Vary).
+func unsentVary(upstream, out http.Header) []string {
+	names, _ := cachekey.ParseVary(upstream)
+	var unsent []string
+	for _, n := range names {
+		if n != "Accept-Encoding" && n != "Accept" && out.Get(n) == "" { // an empty User-Agent is not sent (net/http)
+			unsent = append(unsent, n)
+		}
+	}
+	return unsent
+}
+
+// MadeFor reports whether a is an answer the bulk call made with the
+// headers h of a client request: the same header map (a list request's
+// per-ID requests share it). Any other request, however alike, gets
+// false: a private answer may carry what only the opener's request should
+// see, and X-Forwarded-For (written per connection) is in no header map
+// at all.
+func (a *Answer) MadeFor(h http.Header) bool {
+	return a != nil && a.Call != nil && SameHeader(a.Call.from, h)
+}
+
+// NotFor reports whether a, private or not, is no answer to the request
+// whose header is h, which then fetches its own: an answer private to
+// another request (MadeFor), or one made without a header h carries
+// (WithheldFrom).
+func (a *Answer) NotFor(private bool, h http.Header) bool {
+	return a.WithheldFrom(h) || private && !a.MadeFor(h) // WithheldFrom first: it teaches the route
+}
+
+// WithheldFrom reports whether a was made without a header that its Vary
+// names and h carries: another variant than h's request's, opener or
+// member (RFC 9111 §4.1), as the per-key path finds an answer made
+// without a header the route withheld. The route learns the header then
+// (the per-key path does so too), so that the request's own call carries
+// it.
+func (a *Answer) WithheldFrom(h http.Header) bool {
+	if a == nil || a.Call == nil || len(a.Call.unsent) == 0 {
+		return false
+	}
+	for _, n := range a.Call.unsent {
+		if len(h.Values(n)) > 0 {
+			a.Call.rules.LearnVary(h, a.Call.unsent)
+			return true
+		}
+	}
+	return false
+}
+
+// SameHeader reports whether a and b are one map (not merely equal).
+func SameHeader(a, b http.Header) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// Own is the entry for a one-id bulk call's failing answer, served to
+// that id's waiters as the upstream gave it and never stored (TTL 0).
+func Own(resp *http.Response, body []byte, requested time.Time) *cache.Entry {
+	return &cache.Entry{Status: resp.StatusCode, Header: httpcache.StoredHeader(resp.Header), Body: body, StoredAt: requested}
+}
+
+// NotFoundBody is the body of an id absent from the bulk answer; not
+// written to.
+var NotFoundBody = []byte(`{"error":"not found"}`)
+
+// NotFound is the entry of an id absent from the bulk answer, at now.
+func NotFound(now time.Time) *cache.Entry {
+	return &cache.Entry{Status: http.StatusNotFound, StoredAt: now,
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: NotFoundBody}
+}

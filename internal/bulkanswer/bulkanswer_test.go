@@ -1,0 +1,71 @@
+package bulkanswer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/sidecache/sidecache/internal/batch"
+	"github.com/sidecache/sidecache/internal/bulkanswer"
+	"github.com/sidecache/sidecache/internal/forward"
+)
+
+// TestNotFor: a private answer is its opener's alone (the same header
+// map, not an equal one); an answer made without a header its Vary names
+// is no answer to a request that carries it, and teaches the route the
+// header; a shareable answer is everyone's.
+func TestNotFor(t *testing.T) {
+	rules := forward.New(forward.Config{Route: "users"})
+	opener := http.Header{"Accept-Language": {"en"}}
+	twin := opener.Clone()
+	out := http.Header{"X-Request-Id": {"r1"}}
+	plain := &bulkanswer.Answer{Call: bulkanswer.NewCall(opener, http.Header{}, out, 0, rules)}
+	if plain.Call.ReqID != "r1" {
+		t.Errorf("ReqID %q", plain.Call.ReqID)
+	}
+	if plain.NotFor(false, twin) || !plain.MadeFor(opener) || plain.MadeFor(twin) {
+		t.Error("shareable answer: NotFor a twin, or MadeFor wrong")
+	}
+	if !plain.NotFor(true, twin) || plain.NotFor(true, opener) {
+		t.Error("private answer: not the opener's alone")
+	}
+	varied := &bulkanswer.Answer{Call: bulkanswer.NewCall(opener, http.Header{"Vary": {"X-Tenant, Accept-Encoding"}}, out, 0, rules)}
+	if varied.NotFor(false, opener) {
+		t.Error("an answer made without X-Tenant: no answer to the opener, which sent none")
+	}
+	if rules.Forwards("X-Tenant") {
+		t.Fatal("the route learned X-Tenant from a request that did not send it")
+	}
+	if !varied.NotFor(false, http.Header{"X-Tenant": {"a"}}) {
+		t.Error("an answer made without X-Tenant answered a request that carries it")
+	}
+	if !rules.Forwards("X-Tenant") {
+		t.Error("the route did not learn X-Tenant")
+	}
+	var none *bulkanswer.Answer
+	if none.NotFor(false, opener) || none.MadeFor(opener) {
+		t.Error("nil answer")
+	}
+}
+
+// TestFailed: the status each way a load fails answers.
+func TestFailed(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int
+	}{
+		{batch.ErrQueueFull, http.StatusServiceUnavailable},
+		{batch.ErrDeadline, http.StatusGatewayTimeout},
+		{fmt.Errorf("%w: %w", bulkanswer.ErrBulk, context.DeadlineExceeded), http.StatusGatewayTimeout},
+		{fmt.Errorf("%w: status 502", bulkanswer.ErrBulk), http.StatusBadGateway},
+	} {
+		if got := bulkanswer.Failed(tc.err); got.Code != tc.code || !errors.Is(got, tc.err) {
+			t.Errorf("Failed(%v) = %d, want %d", tc.err, got.Code, tc.code)
+		}
+	}
+	if !errors.Is(bulkanswer.ErrAnswerTooLarge, bulkanswer.ErrElementTooLarge) {
+		t.Error("ErrAnswerTooLarge does not wrap ErrElementTooLarge")
+	}
+}
