@@ -129,7 +129,8 @@ var Features = []Feature{
 
 	// What Redis does.
 	{Name: "evict-epochs", On: true, Gate: "epoch-evict", Note: "Redis has evicted (env), and between rounds a quarter of the time half the epoch keys (v:*, route s's kept) are deleted as eviction would: a lost epoch must stay a miss, its id refetched (a one-good-id list whose retry ran with another request's headers answered 502); route s's copies count as held on the receiving replica only (check.Config.HeldLocal: a new tag's first fill is not kept in L2 on an evicting Redis)"},
-	{Name: "redis-restart", On: true, Gate: "restart-recover", Note: "Redis killed and restarted on its port mid-seed: once empty (SHUTDOWN NOSAVE), once from a snapshot SAVEd rounds before (acknowledged writes since then held to max-lag only: their raises are lost); replicas must serve again, no write undone past max_lag, on a replica started after the restart too"},
+	{Name: "redis-restart", On: true, Gate: "restart-recover", Note: "Redis killed and restarted on its port in the middle of a round's traffic (at a drawn point among its requests, some sent during the outage; stream 38): once empty (SHUTDOWN NOSAVE), once from a snapshot SAVEd rounds before (acknowledged writes since then held to max-lag only: their raises are lost; those acknowledged during the outage held once the replay published them); replicas must serve again, no write undone past max_lag, on a replica started after the restart too"},
+	{Name: "ghost-lease", On: true, Note: "before some rounds (stream 37), the fill leases a replica that crashed while holding them would leave in Redis (its token, with what its last renewal left of the lease hold) for fresh plain and batched keys the round reads (alone and in split lists) and some of its own reads: answered right, within budget, never the sidecar's 504 nor held past the lease ttl + upstream.timeout"},
 }
 
 // Mix is the set of features a run draws from.
