@@ -37,7 +37,8 @@ import (
 //   - fresh keys only this round reads, so each read of them is a miss
 //     that meets the dead lease: one plain resource of route r, read
 //     through 1-3 replicas, and 1-4 ids of batch route u, each read
-//     alone through one or two replicas, sometimes also in a split list
+//     alone once or twice (random replicas, identities, Accept-Encoding
+//     and X-Tenant: several batch groups), sometimes also in a split list
 //     (a list's ids take no lease: they join the batcher, and their fill
 //     ends the waits on their leases);
 //   - and a third of the round's own reads and lists whose key the
@@ -112,7 +113,12 @@ func (r *run) drawGhosts(ctx context.Context, reqs []*traffic.Request) ([]*traff
 		id := fmt.Sprint(base + 1 + i)
 		ids = append(ids, id)
 		for range 1 + rng.IntN(2) {
-			extra = append(extra, read("/u/"+id, "u"))
+			// With the headers that group batches (Accept-Encoding,
+			// X-Tenant): one takeover round's ids go out in a bulk
+			// call per group (internal/proxy/takeover.go).
+			q := r.gen.CrowdRequest(rng)
+			q.Crowd, q.Path, q.Res, q.Ghost = false, "/u/"+id, "u/"+id, true
+			extra = append(extra, q)
 		}
 	}
 	if rng.IntN(3) == 0 {
