@@ -52,7 +52,9 @@ import (
 //     within the lease's ttl plus upstream.timeout (the ttl a batched id's
 //     lease is taken for: max_wait + 2 × upstream.timeout), its client's
 //     own limit; past it the read is waiting for a fill that never comes;
-//   - ghost-lease: it is never the sidecar's own 504 (no origin stamp):
+//   - ghost-lease: a one-id read is never the sidecar's own 504 (no
+//     origin stamp; a list's ids take no lease, its failures are the
+//     collateral check's):
 //     the origin answers every read at once, so a 504 is upstream.timeout
 //     spent waiting on the dead lease.
 //
@@ -277,10 +279,12 @@ func (r *run) ghostBound(q *traffic.Request) time.Duration {
 }
 
 // checkGhost holds the answer of a request with a ghost lease to the
-// row's own check: never the sidecar's 504.
+// row's own check: a read's is never the sidecar's 504. A list's ids take
+// no lease (they join the batcher at once), so a list's failure is the
+// collateral check's, not this one's.
 func (r *run) checkGhost(q *traffic.Request, resp *http.Response) {
 	r.chk.Count("ghost-lease-"+resp.Status[:3], 1)
-	if resp.StatusCode == http.StatusGatewayTimeout && resp.Header.Get(origin.StampHeader) == "" {
+	if q.Kind == "read" && resp.StatusCode == http.StatusGatewayTimeout && resp.Header.Get(origin.StampHeader) == "" {
 		r.violate("ghost-lease", "%s: answered the sidecar's 504 (%s): its key's lease, left by a crashed holder, was waited on rather than taken over", q, resp.Header.Get("Cache-Status"))
 	}
 }
