@@ -171,22 +171,32 @@
 //
 // # Redis restarts (restart.go)
 //
-// With redis-restart (On), the replicas' Redis is restarted between rounds
-// twice a seed (runs of 40 rounds or more): at 3/8 of the rounds shut
-// down without saving and started empty on its port; at 5/8 a resource
-// no round reads (/r/9) is read through both replicas, Redis SAVEs and
-// /r/9 is written through replica 0; at 3/4 Redis is killed and started
+// With redis-restart (On), the replicas' Redis is restarted twice a seed
+// (runs of 40 rounds or more), each time in the middle of a round's
+// traffic: of its n requests the first k (drawn, stream 38) go at once
+// and Redis goes down once j of their answers came (the rest are in
+// flight across it), the last n-k go while it is down, and it comes back
+// once they are answered. In the first ordinary round from 3/8 of the
+// rounds it is shut down without saving and started empty on its port;
+// at 5/8, between rounds, a resource no round reads (/r/9) is read
+// through both replicas, Redis SAVEs and /r/9 is written through replica
+// 0; in the first ordinary round from 3/4 Redis is killed and started
 // from that snapshot, which brings back /r/9's pre-write entry and the
 // epochs as they were. The writes acknowledged since the SAVE are held
 // to max-lag only (docs/coherence.md, "When Redis loses epochs": the
 // floor refuses an entry fetched before the restart once it is older
-// than max_lag; the writer's own replica is not promised more). A
+// than max_lag; the writer's own replica is not promised more), and
+// those acknowledged from the moment Redis goes down until every replica
+// has published what it replays are held from then on, to max-lag only
+// (an answer that went out at write_hold has its bound counted from the
+// replay's publish). A
 // replica started after the snapshot restart, then the two, read /r/9
 // once max_lag (plus margin) has passed since its write: the pre-write
 // version is a max-lag violation (the new replica finds the floor in
 // Redis's note, internal/cache/l2/restart.go). After each restart every
-// replica's /readyz must say l2 up and coherence proven within 20 s, and
-// its read of the probe answer 200 (redis-recover); route s's held
+// replica's /readyz must say l2 up and coherence proven, and its
+// replayed invalidations be published, within 20 s, and its read of the
+// probe after the round answer 200 (redis-recover); route s's held
 // copies are forgotten across it. On an evicting Redis (evict-epochs)
 // the new instance is made to evict a few keys again, since the row's
 // deletions are evictions only on a Redis that has evicted.
@@ -218,6 +228,22 @@
 // back through that replica, and every later read, is held to it: the
 // whole file's reload must drop what the rule it regains may reach. Not in
 // the runs that draw bulk-vary-withheld (reload.go says why).
+//
+// # Crashed lease holders (ghost.go)
+//
+// With ghost-lease (On; stream 37), before about one ordinary round in
+// six the harness writes into Redis the fill leases a replica that
+// crashed while holding them would leave (its token under the lease key,
+// living what its last renewal left of the lease hold, SET NX): for a
+// fresh plain resource of route r and fresh ids of batch route u that
+// the round reads through one or more replicas (one-id reads, sometimes
+// a split list of them too), and for a third of the round's own reads
+// and lists whose key the admin GET /cache names. Their answers are
+// checked as any other, the round's calls against its budget, and: a
+// read whose lease a crashed holder left is never the sidecar's own 504
+// (ghost-lease: the dead lease was waited on rather than taken over),
+// nor still unanswered at the lease's ttl plus upstream.timeout (held).
+// Checked counts the leases written and the replicas' takeovers.
 //
 // # Trailers (origin/trailers.go, check/trailers.go)
 //
@@ -373,7 +399,11 @@
 //     holding nothing); what it holds is the version checks' (above);
 //   - redis-recover: after a Redis restart, or once Redis over maxmemory
 //     has memory again, every replica serves from it again (/readyz l2
-//     up, coherence proven) and answers a plain read;
+//     up, coherence proven), publishes what it replays, and answers a
+//     plain read;
+//   - ghost-lease, held: a read whose key's lease a crashed holder left
+//     is taken over, never answered the sidecar's 504 nor held past the
+//     lease's ttl plus upstream.timeout (ghost.go);
 //   - bound: after the run, no Redis key is longer than max_key_bytes
 //     (plus 256 bytes of the sidecar's own prefix and suffixes).
 //

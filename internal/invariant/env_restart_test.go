@@ -27,11 +27,13 @@ func (e *env) saveRedis(ctx context.Context) error {
 // restartRedis restarts Redis on its port: empty (SHUTDOWN NOSAVE, and
 // the dump file of an earlier snapshot removed first), or killed
 // (SIGKILL, a crash) and started from the dump file the last saveRedis
-// wrote. On an evicting env (evict-epochs) the new instance is made to
-// evict again (reevict): it has not since it started, and the row's
-// deletions of epoch keys count as evictions only on a Redis that has.
-func (e *env) restartRedis(evicting bool) func(ctx context.Context, snapshot bool) error {
-	return func(ctx context.Context, snapshot bool) error {
+// wrote. down, when not nil, is called while Redis is down, and Redis
+// starts once it returns. On an evicting env (evict-epochs) the new
+// instance is made to evict again (reevict): it has not since it
+// started, and the row's deletions of epoch keys count as evictions only
+// on a Redis that has.
+func (e *env) restartRedis(evicting bool) func(ctx context.Context, snapshot bool, down func()) error {
+	return func(ctx context.Context, snapshot bool, down func()) error {
 		rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
 		if !snapshot {
 			dir, err := rc.ConfigGet(ctx, "dir").Result()
@@ -46,7 +48,11 @@ func (e *env) restartRedis(evicting bool) func(ctx context.Context, snapshot boo
 			_ = rc.ShutdownNoSave(ctx).Err() // the connection closes: no reply
 		}
 		rc.Close()
-		e.redis.Restart() // kills it if it still runs
+		e.redis.Kill() // reaps it when it shut down, kills it if it still runs
+		if down != nil {
+			down()
+		}
+		e.redis.Restart()
 		if evicting {
 			return e.reevict(ctx)
 		}

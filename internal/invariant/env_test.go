@@ -175,6 +175,13 @@ const (
 	maxKeyBytes     = 4 << 10
 	maxLag          = time.Second
 	upstreamTimeout = 3 * time.Second
+	// leaseHold is the replicas' lease hold: cache.l2's default, 4 ×
+	// redis.timeout (250ms), at least 500 ms (internal/cache/l2).
+	leaseHold = time.Second
+	// batchMaxWait is the max_wait of the batch routes u, e, s and q: a
+	// batched id's lease is taken for max_wait + 2 × upstream.timeout
+	// (internal/proxy, leaseTTL).
+	batchMaxWait = 2 * time.Millisecond
 )
 
 // env is a Redis, the origin and two replicas sharing them.
@@ -184,6 +191,7 @@ type env struct {
 	replicas []string
 	admins   []string // the replicas' admin base URLs, same order
 	trickle  string   // a third replica with read_timeout trickleTimeout
+	tadmin   string   // its admin base URL
 	yaml     string   // the replicas' config (a replica started later: env_restart_test.go)
 	policy   string   // maxmemory-policy before the redis-oom row's stretch (env_restart_test.go)
 	// servers and files are the replicas' (same order), for the
@@ -211,7 +219,7 @@ func startEnv(t testing.TB, seed uint64) *env {
 		e.replicas, e.admins = append(e.replicas, proxy), append(e.admins, admin)
 		e.servers, e.files = append(e.servers, srv), append(e.files, file)
 	}
-	e.trickle, _ = startReplica(t, yaml+"server:\n  read_timeout: "+trickleTimeout+"\n")
+	e.trickle, e.tadmin = startReplica(t, yaml+"server:\n  read_timeout: "+trickleTimeout+"\n")
 	return e
 }
 
@@ -298,7 +306,8 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 	rep := invariant.Run(context.Background(), invariant.Config{
 		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Admins: e.admins, AdminToken: "secret", Origin: e.origin,
 		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes, UpstreamTimeout: upstreamTimeout,
-		Trickle: e.trickle, Evict: e.evict,
+		Trickle: e.trickle, TrickleAdmin: e.tadmin, Evict: e.evict, Ghost: e.ghost,
+		LeaseHold: leaseHold, LeaseTTL: upstreamTimeout, BatchLeaseTTL: max(upstreamTimeout, batchMaxWait+2*upstreamTimeout),
 		MaxTunnels: maxTunnels, TunnelIdle: tunnelIdle,
 		SaveRedis: e.saveRedis, RestartRedis: e.restartRedis(m.Has("evict-epochs")), StartReplica: e.lateReplica(t),
 		RedisOOM:   e.redisOOM,
@@ -368,6 +377,20 @@ func (e *env) evict(ctx context.Context, pattern string, drop func(key string) b
 		return 0, fmt.Errorf("del: %w", err)
 	}
 	return int(n), nil
+}
+
+// ghost writes the lease of cache key key as a replica that crashed
+// while holding it leaves it (internal/cache/l2's lease key, under the
+// replicas' prefix: the holder's token, living what its last renewal
+// left), unless the key's lease is not free: the ghost-lease row.
+func (e *env) ghost(ctx context.Context, key, token string, left time.Duration) (bool, error) {
+	rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+	defer rc.Close()
+	ok, err := rc.SetNX(ctx, "sidecache:l:"+key, token, left).Result()
+	if err != nil {
+		return false, fmt.Errorf("set lease: %w", err)
+	}
+	return ok, nil
 }
 
 // redisBounds: no key in Redis is longer than max_key_bytes plus the

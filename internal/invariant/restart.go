@@ -5,23 +5,28 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/invariant/check"
 	"github.com/sidecache/sidecache/internal/invariant/origin"
+	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
 
 // The redis-restart row: the replicas' Redis is restarted mid-seed,
-// between rounds, twice.
+// twice, each time in the middle of a round's traffic.
 //
-//   - At 3/8 of the rounds it is shut down without saving and started
-//     empty on its port: every entry and epoch is gone. Every check goes
-//     on as before (an empty Redis undoes no write: a missing epoch is a
-//     miss); the replicas must serve again (recovered, below).
-//   - At 5/8 a plain resource no round reads (probeSnapshot) is read through
-//     both replicas, so L2 holds it, Redis SAVEs a snapshot, and the
-//     resource is written through replica 0. At 3/4 Redis is killed and
+//   - In the first ordinary round from 3/8 of the rounds on it is shut
+//     down without saving and started empty on its port: every entry and
+//     epoch is gone. Every check goes on as before (an empty Redis undoes
+//     no write: a missing epoch is a miss); the replicas must serve again
+//     (recovered, below).
+//   - At 5/8, between rounds, a plain resource no round reads
+//     (probeSnapshot) is read through both replicas, so L2 holds it,
+//     Redis SAVEs a snapshot, and the resource is written through replica
+//     0. In the first ordinary round from 3/4 on Redis is killed and
 //     started from that snapshot: the write's epoch raise, and every
 //     other write's since the SAVE, is lost, and the pre-write entry is
 //     back. docs/coherence.md ("When Redis loses epochs") promises only
@@ -34,11 +39,29 @@ import (
 //     a replica started after the restart, then the two, read the probe:
 //     its pre-write version is a max-lag violation.
 //
+// Where in the round (stream 38, restartDraw): of the round's n
+// requests, the first k (k drawn from 0 to n) are sent at once, and
+// Redis goes down once j of their answers came (j from 0 to k): the
+// others are in flight across the restart, their fills fetched before it
+// and stored, if at all, after. The last n-k are sent once Redis is down
+// (reads failing L2, writes whose invalidation Redis cannot take), and
+// Redis comes back once they are answered. The checks hold throughout:
+// a write acknowledged from the moment Redis goes down until every
+// replica has published the invalidations it replays (its
+// sidecache_invalidation_replay_pending back at 0) is held from then on,
+// to max-lag only (check's StartOutage, EndOutage: such a write's
+// answer may have gone out at coherence.write_hold, with its bound
+// counted from the replay's publish, docs/configuration.md); every other
+// write as before. What is asserted is what the answers and counters
+// show, never how long anything took: the outage ends with the requests
+// sent during it, not at a time.
+//
 // Recovered: after each restart, every replica's /readyz must show a
 // coherence_floor from after the restart began (it noticed) and say
-// "l2":"up" and "coherence":"proven" again within recoverWithin, and
-// the probe's reads answer 200 (redis-recover). Route s's held copies
-// are forgotten across each restart (check's StartDrop).
+// "l2":"up" and "coherence":"proven" again within recoverWithin, its
+// replayed invalidations must all be published within it, and the
+// probe's reads after the round answer 200 (redis-recover). Route s's
+// held copies are forgotten across each restart (check's StartDrop).
 
 // The probes are resources no round reads (rounds read ids 1-4): route
 // r resources with the origin's default profile (plain, cacheable). The
@@ -68,23 +91,96 @@ const (
 	restartedSnapshot
 )
 
-// restartRedis plays the row's step due at round (an ordinary round, at
-// or after its point), between rounds.
-func (r *run) restartRedis(ctx context.Context, round int) {
-	if !r.cfg.Mix.Has("redis-restart") || r.cfg.RestartRedis == nil || r.cfg.SaveRedis == nil || r.cfg.Rounds < 40 {
-		return
+// restartDraw is a Redis restart a round plays among its requests: the
+// first of them go at once, and Redis goes down once before of their
+// answers came (the others are in flight across it); the rest go once
+// Redis is down (their After), and it is started again once they were
+// answered (or after downFor).
+type restartDraw struct {
+	snapshot bool
+	first    int // reqs[:first] go at once
+	before   int // answers of those before Redis goes down
+	held     map[*traffic.Request]bool
+	answers  chan struct{} // one per answer of reqs[:first]
+	during   chan struct{} // one per answer of reqs[first:]
+	down     chan struct{} // closed once Redis is down
+	once     sync.Once
+	begin    time.Time
+	ok       bool // restarted, and every replica serves again
+}
+
+// downFor bounds how long Redis stays down for the requests sent during
+// the outage: a write waits coherence.write_hold (max_lag) for its
+// invalidation, a read fails L2 fast; a request answered later still
+// is answered with Redis back.
+const downFor = 5 * time.Second
+
+// answered tells rs that q's client has its answer (or gave up).
+func (d *restartDraw) answered(q *traffic.Request) {
+	if d.held[q] {
+		d.during <- struct{}{}
+	} else {
+		d.answers <- struct{}{}
+	}
+}
+
+// goDown releases the requests held for the outage.
+func (d *restartDraw) goDown() { d.once.Do(func() { close(d.down) }) }
+
+// drawRestart returns the Redis restart due in this round (an ordinary
+// round, at or after its point), and where among reqs it falls (stream
+// 38), or nil. The row's SAVE and the reads after a restart are between
+// rounds (restartRedis).
+func (r *run) drawRestart(round int, reqs []*traffic.Request) *restartDraw {
+	if !r.restartOn() {
+		return nil
 	}
 	n := r.cfg.Rounds
+	var d *restartDraw
 	switch {
 	case r.restartAt == restartNone && round >= n*3/8:
 		r.restartAt = restartedEmpty
-		r.restart(ctx, false)
-	case r.restartAt == restartedEmpty && round >= n*5/8:
+		d = &restartDraw{}
+	case r.restartAt == restartSaved && round >= n*3/4 && !r.saved.IsZero():
+		r.restartAt = restartedSnapshot
+		d = &restartDraw{snapshot: true}
+	default:
+		return nil
+	}
+	rng := r.restarts
+	d.first = rng.IntN(len(reqs) + 1)
+	d.before = rng.IntN(d.first + 1)
+	d.held = map[*traffic.Request]bool{}
+	d.answers, d.during = make(chan struct{}, len(reqs)), make(chan struct{}, len(reqs))
+	d.down = make(chan struct{})
+	for _, q := range reqs[d.first:] {
+		q.After, d.held[q] = d.down, true
+	}
+	r.chk.Count("redis-restart-held", len(reqs)-d.first)
+	return d
+}
+
+// restartOn reports whether the row runs: its hooks are set and the run
+// is long enough for its three steps (40 rounds).
+func (r *run) restartOn() bool {
+	return r.cfg.Mix.Has("redis-restart") && r.cfg.RestartRedis != nil && r.cfg.SaveRedis != nil && r.cfg.Rounds >= 40
+}
+
+// restartRedis plays what the row does between rounds after round: the
+// reads that follow a restart the round played, and the snapshot step.
+func (r *run) restartRedis(ctx context.Context, round int) {
+	if d := r.restarted; d != nil {
+		r.restarted = nil
+		if d.ok {
+			r.readAfterRestart(ctx, d)
+		}
+	}
+	if !r.restartOn() {
+		return
+	}
+	if r.restartAt == restartedEmpty && round >= r.cfg.Rounds*5/8 {
 		r.restartAt = restartSaved
 		r.snapshot(ctx)
-	case r.restartAt == restartSaved && round >= n*3/4:
-		r.restartAt = restartedSnapshot
-		r.restart(ctx, true)
 	}
 }
 
@@ -111,55 +207,118 @@ func (r *run) snapshot(ctx context.Context) {
 	r.wrote = check.Now()
 }
 
-// restart restarts Redis (from the snapshot, or empty), waits for the
-// replicas to serve again, and after a snapshot restart reads the probe
-// through a replica started after it and through the two.
-func (r *run) restart(ctx context.Context, snapshot bool) {
-	name := "empty"
-	if snapshot {
-		if r.saved.IsZero() {
+// restartIn plays d among its round's requests, on the round's own
+// goroutine: once d.before answers came, the checks enter the outage
+// (after a snapshot restart the writes acknowledged since the SAVE are
+// held to max-lag only; those acknowledged from now on wait for the
+// replay: check.StartOutage) and forget route s's held copies, Redis goes
+// down (killed, or shut down without saving), the held requests go and
+// are answered, and Redis is started again (from the snapshot, or
+// empty). Then every replica must serve from it again (recovered) and
+// publish what it replays: only then are the writes acknowledged during
+// the outage held, from then on (check.EndOutage).
+func (r *run) restartIn(ctx context.Context, d *restartDraw) {
+	defer d.goDown()
+	for range d.before {
+		select {
+		case <-d.answers:
+		case <-ctx.Done():
 			return
 		}
-		name = "snapshot"
-		r.chk.Count("redis-restart-demoted", r.chk.Demote(r.saved))
 	}
+	name := "empty"
+	if d.snapshot {
+		name = "snapshot"
+	}
+	r.chk.Count("redis-restart-demoted", r.chk.StartOutage(d.snapshot, r.saved))
 	r.chk.StartDrop()
-	begin := time.Now()
-	err := r.cfg.RestartRedis(ctx, snapshot)
+	d.begin = time.Now()
+	err := r.cfg.RestartRedis(ctx, d.snapshot, func() {
+		d.goDown()
+		timeout := time.NewTimer(downFor)
+		defer timeout.Stop()
+		for range d.held {
+			select {
+			case <-d.during:
+				r.chk.Count("redis-restart-during", 1)
+			case <-timeout.C:
+				return
+			}
+		}
+	})
 	if err != nil {
+		r.chk.EndOutage(check.Now())
 		r.chk.EndDrop(check.Now())
 		r.violate("harness", "redis restart (%s): %v", name, err)
 		return
 	}
 	r.chk.Count("redis-restart-"+name, 1)
 	for i, a := range r.cfg.Admins {
-		r.recovered(ctx, i, a, begin)
+		r.recovered(ctx, i, a, d.begin)
 	}
-	r.chk.EndDrop(check.Now())
+	admins := slices.Clone(r.cfg.Admins)
+	if r.cfg.TrickleAdmin != "" {
+		admins = append(admins, r.cfg.TrickleAdmin)
+	}
+	for i, a := range admins {
+		r.replayed(ctx, i, a)
+	}
+	now := check.Now()
+	r.chk.Count("redis-restart-deferred", r.chk.EndOutage(now))
+	r.chk.EndDrop(now)
+	d.ok = true
+}
+
+// replayed waits until replica i (admin) has no invalidation left to
+// replay (sidecache_invalidation_replay_pending 0): what it could not
+// publish while Redis was down is published. For at most recoverWithin:
+// past it, a redis-recover violation.
+func (r *run) replayed(ctx context.Context, i int, admin string) {
+	var last float64
+	for deadline := time.Now().Add(recoverWithin); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(20 * time.Millisecond) {
+		n, err := readCounter(ctx, admin, func(line string) bool {
+			return strings.HasPrefix(line, "sidecache_invalidation_replay_pending ") || strings.HasPrefix(line, "sidecache_invalidation_replay_pending{")
+		})
+		if err != nil {
+			r.violate("harness", "replica %d: /metrics: %v", i, err)
+			return
+		}
+		if n == 0 {
+			return
+		}
+		last = n
+	}
+	r.violate("redis-recover", "replica %d still had %v invalidations to replay %v after Redis came back", i, last, recoverWithin)
+}
+
+// readAfterRestart reads a probe once the round that restarted Redis is
+// over: after the empty restart probeEmpty through every replica; after
+// the snapshot restart probeSnapshot, through a replica started after it
+// first, then through the others, once max_lag (plus margin) has passed
+// since the probe's write.
+func (r *run) readAfterRestart(ctx context.Context, d *restartDraw) {
 	type target struct {
 		base  string
 		index int
 	}
 	var targets []target
-	if snapshot && r.cfg.StartReplica != nil {
+	if d.snapshot && r.cfg.StartReplica != nil {
 		// Read first: a running replica's read refetches the probe and
 		// stores the new version over the one the snapshot brought back.
 		// Its index is one no write or purge names: max-lag only.
 		proxy, admin := r.cfg.StartReplica()
-		r.recovered(ctx, len(r.cfg.Replicas)+1, admin, begin)
+		r.recovered(ctx, len(r.cfg.Replicas)+1, admin, d.begin)
 		targets = append(targets, target{proxy, len(r.cfg.Replicas) + 1})
 	}
 	for i, base := range r.cfg.Replicas {
 		targets = append(targets, target{base, i})
 	}
-	if snapshot {
+	name, path := "empty", probeEmpty
+	if d.snapshot {
+		name, path = "snapshot", probeSnapshot
 		// The probe's write was answered before the restart; wait until
 		// max_lag (plus margin) has passed since, so the lag check holds.
 		time.Sleep(time.Until(r.wrote.Add(r.cfg.MaxLag + r.cfg.LagMargin + 100*time.Millisecond)))
-	}
-	path := probeEmpty
-	if snapshot {
-		path = probeSnapshot
 	}
 	for _, t := range targets {
 		if st, _ := r.probe(ctx, t.index, t.base, http.MethodGet, path, "restart-read-"); st != http.StatusOK {

@@ -66,8 +66,12 @@ type Config struct {
 	// on its port, empty or (snapshot) from the last SaveRedis;
 	// StartReplica starts one more replica like the others and returns
 	// its proxy's and admin's base URLs.
+	//
+	// RestartRedis calls down, when not nil, while Redis is down (the
+	// old process gone, the new one not started): the requests a round
+	// sends during the outage go then.
 	SaveRedis    func(ctx context.Context) error
-	RestartRedis func(ctx context.Context, snapshot bool) error
+	RestartRedis func(ctx context.Context, snapshot bool, down func()) error
 	StartReplica func() (proxy, admin string)
 	// RedisOOM, when set, is the redis-oom row's (oom.go): on, it puts
 	// the replicas' Redis over maxmemory under noeviction; off, it gives
@@ -77,6 +81,20 @@ type Config struct {
 	// just before r-write's invalidate line (torn), or whole again: the
 	// reload-torn row (reload.go).
 	ReloadTorn func(i int, torn bool) error
+	// TrickleAdmin is the trickle replica's admin base URL: a Redis
+	// restart waits for its replayed invalidations too (restart.go).
+	TrickleAdmin string
+	// Ghost, when set, writes into the replicas' Redis the lease of
+	// cache key key as a holder that crashed left it: its token, left to
+	// live for left, unless the key's lease is not free (written false).
+	// The ghost-lease row (ghost.go).
+	Ghost func(ctx context.Context, key, token string, left time.Duration) (written bool, err error)
+	// LeaseHold is the replicas' lease hold (cache.l2's, by default
+	// 4 × redis.timeout, at least 500 ms); LeaseTTL the ttl a plain
+	// key's lease is taken for (cache.l2.lease_ttl, by default
+	// upstream.timeout) and BatchLeaseTTL a batch route's id's (at least
+	// max_wait + 2 × upstream.timeout): the ghost-lease row.
+	LeaseHold, LeaseTTL, BatchLeaseTTL time.Duration
 }
 
 // Report is what a run did and found.
@@ -155,6 +173,15 @@ type run struct {
 	saved, wrote time.Time
 	// oom is the redis-oom row's state (oom.go; stream 42).
 	oom oomRow
+	// restarts draws where among a round's requests a Redis restart
+	// falls (stream 38), and restarted is the restart the last round
+	// played (nil: none), whose reads follow the round (restart.go).
+	restarts  *rand.Rand
+	restarted *restartDraw
+	// ghosts draws the ghost-lease row (stream 37), and ghostRounds
+	// counts its rounds (their fresh ids: ghost.go).
+	ghosts      *rand.Rand
+	ghostRounds int
 	// bigs draws bulk-big's element size (stream 32), so the other
 	// streams' draws are unchanged.
 	bigs *rand.Rand
@@ -190,6 +217,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.tunnelRng = rand.New(rand.NewPCG(cfg.Seed, 28))
 	r.bodies = rand.New(rand.NewPCG(cfg.Seed, 33))
 	r.reloads = rand.New(rand.NewPCG(cfg.Seed, 43))
+	r.ghosts, r.restarts = rand.New(rand.NewPCG(cfg.Seed, 37)), rand.New(rand.NewPCG(cfg.Seed, 38))
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
@@ -203,7 +231,7 @@ func Run(ctx context.Context, cfg Config) Report {
 			r.crowd(ctx, round)
 			continue
 		}
-		r.round(ctx)
+		r.round(ctx, round)
 		if r.queueDue(round) {
 			r.queueRound(ctx, round) // beside the round: its draws are its own
 		}
@@ -255,7 +283,7 @@ func (r *run) violate(kind, format string, a ...any) { r.chk.Violate(kind, forma
 
 // round draws the origin's profiles and a handful of requests, sends them
 // all at once, and checks the round's upstream calls against its budget.
-func (r *run) round(ctx context.Context) {
+func (r *run) round(ctx context.Context, round int) {
 	r.rep.Rounds++
 	hot := r.drawResources()
 	n := 1 + r.rng.IntN(10)
@@ -271,7 +299,16 @@ func (r *run) round(ctx context.Context) {
 	for _, q := range reqs {
 		r.drawAsAsked(q)
 	}
-	r.playWith(ctx, reqs, -1, p)
+	rs := r.drawRestart(round, reqs) // restart.go
+	var g *ghostState
+	if rs == nil {
+		var extra []*traffic.Request
+		extra, g = r.drawGhosts(ctx, reqs) // ghost.go
+		reqs = append(reqs, extra...)
+	}
+	r.restarted = rs
+	r.playAll(ctx, reqs, -1, p, rs)
+	r.endGhosts(ctx, g)
 	if p != nil && p.acked {
 		r.readAfterPurge(ctx, p)
 	}
@@ -291,6 +328,13 @@ func (r *run) play(ctx context.Context, reqs []*traffic.Request, crowd int) {
 // playWith is play with an admin purge sent beside the requests (p, when
 // not nil): it is over before the round's calls are counted.
 func (r *run) playWith(ctx context.Context, reqs []*traffic.Request, crowd int, p *purgeDraw) {
+	r.playAll(ctx, reqs, crowd, p, nil)
+}
+
+// playAll is playWith with a Redis restart among the requests as well
+// (rs, when not nil: restart.go), over before the round's calls are
+// counted.
+func (r *run) playAll(ctx context.Context, reqs []*traffic.Request, crowd int, p *purgeDraw, rs *restartDraw) {
 	n, budget := len(reqs), 0
 	for _, q := range reqs {
 		budget += q.Budget
@@ -321,6 +365,9 @@ func (r *run) playWith(ctx context.Context, reqs []*traffic.Request, crowd int, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if rs != nil {
+				defer rs.answered(q)
+			}
 			if q.After != nil {
 				select {
 				case <-q.After:
@@ -330,6 +377,9 @@ func (r *run) playWith(ctx context.Context, reqs []*traffic.Request, crowd int, 
 			}
 			r.do(ctx, q)
 		}()
+	}
+	if rs != nil {
+		r.restartIn(ctx, rs) // restart.go: on this goroutine, the test's
 	}
 	wg.Wait()
 	close(answered)

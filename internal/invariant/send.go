@@ -85,6 +85,13 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		}
 		q.HeldAtSend = heldAll(copies)
 	}
+	if q.Ghost {
+		// Its key's lease was left by a crashed holder (ghost.go): past
+		// the lease's ttl and the takeover's fetch, it waits for nothing.
+		gctx, cancel := context.WithTimeout(req.Context(), r.ghostBound(q))
+		defer cancel()
+		req = req.WithContext(gctx)
+	}
 	start := check.Now()
 	client := q.Who.Client
 	if q.Absolute {
@@ -95,6 +102,10 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		if err == nil {
 			resp.Body.Close() // answered before the hang-up: not acknowledged either
 		}
+		return
+	}
+	if err != nil && q.Ghost && timedOut(err) && ctx.Err() == nil {
+		r.violate("held", "%s: no answer %v after it was sent: its key's lease, left by a crashed holder, held it past the lease's ttl and upstream.timeout", q, r.ghostBound(q))
 		return
 	}
 	if err != nil {
@@ -118,6 +129,10 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		// fails its stamp's JSON below.
 		return
 	}
+	if err != nil && q.Ghost && timedOut(err) && ctx.Err() == nil {
+		r.violate("held", "%s: the body was still open %v after it was sent: its key's lease, left by a crashed holder, held it past the lease's ttl and upstream.timeout", q, r.ghostBound(q))
+		return
+	}
 	if err != nil && r.cfg.Mix.Has("stall") && timedOut(err) {
 		r.violate("held", "%s: the body was still open at the client's own timeout: %v", q, err)
 		return
@@ -139,6 +154,9 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 			}
 			q.Held = heldThroughout(copies, now)
 		}
+	}
+	if q.Ghost {
+		r.checkGhost(q, resp) // ghost.go
 	}
 	r.chk.Trailers(q, resp)
 	r.chk.Answer(q, resp, body, start, end)

@@ -255,7 +255,7 @@ func (ch *Checker) checkStampAs(q *traffic.Request, resp *http.Response, st orig
 		if q.Query != "" {
 			path += "?" + q.Query // answer=303: write-applied-other
 		}
-		ch.acks[st.Res] = append(ch.acks[st.Res], ack{path: path, ver: st.Ver, at: end, replica: q.Replica})
+		ch.ackLocked(st.Res, ack{path: path, ver: st.Ver, at: end, replica: q.Replica})
 		switch {
 		case applied:
 			ch.checked["write-applied-other"]++ // acknowledged, held to own-write and max-lag

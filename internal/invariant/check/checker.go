@@ -67,6 +67,18 @@ type Checker struct {
 	// ended (drop.go): no copy is held across them.
 	dropping int
 	dropped  time.Time
+	// outage: a Redis restart is under way (drop.go, StartOutage), and
+	// the writes acknowledged meanwhile wait in deferred for the time
+	// their invalidations are sure to be published (EndOutage).
+	outage   bool
+	deferred []deferredAck
+}
+
+// deferredAck is a write acknowledged during a Redis outage, held to
+// nothing until EndOutage.
+type deferredAck struct {
+	res string
+	a   ack
 }
 
 type ack struct {
@@ -84,7 +96,17 @@ type ack struct {
 func (ch *Checker) Acknowledge(res, path string, ver int, at time.Time, replica int) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	ch.acks[res] = append(ch.acks[res], ack{path: path, ver: ver, at: at, replica: replica})
+	ch.ackLocked(res, ack{path: path, ver: ver, at: at, replica: replica})
+}
+
+// ackLocked records a (ch.mu held), or defers it during an outage
+// (StartOutage).
+func (ch *Checker) ackLocked(res string, a ack) {
+	if ch.outage {
+		ch.deferred = append(ch.deferred, deferredAck{res: res, a: a})
+		return
+	}
+	ch.acks[res] = append(ch.acks[res], a)
 }
 
 // New is the checker of a run whose clients draw from gen.

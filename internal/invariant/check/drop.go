@@ -55,3 +55,42 @@ func (ch *Checker) Demote(from time.Time) int {
 	}
 	return n
 }
+
+// StartOutage is called as Redis goes down for a restart in the middle
+// of a round's traffic (the redis-restart row). With demote (a restart
+// from a snapshot taken at from) it demotes the writes acknowledged
+// since from, as Demote does, in the same step: no acknowledgement
+// slips between the two. Until EndOutage, a write acknowledged is held
+// to nothing yet: its invalidation may have failed with Redis, and the
+// sidecar then answers it once coherence.write_hold has passed, its
+// bound max_lag counted from the replay's publish (docs/configuration.md,
+// "The guarantee, exactly"), not from its answer. It returns how many it
+// demoted.
+func (ch *Checker) StartOutage(demote bool, from time.Time) int {
+	ch.mu.Lock()
+	ch.outage = true
+	ch.mu.Unlock()
+	if !demote {
+		return 0
+	}
+	return ch.Demote(from)
+}
+
+// EndOutage is called once every replica has published its replayed
+// invalidations (sidecache_invalidation_replay_pending back at 0) after
+// the outage StartOutage began, at at: the writes acknowledged during it
+// are held from at on, to max-lag only (as if acknowledged through no
+// replica: the writer's own replica is promised no more than the
+// others). It returns how many it held.
+func (ch *Checker) EndOutage(at time.Time) int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.outage = false
+	n := len(ch.deferred)
+	for _, d := range ch.deferred {
+		d.a.at, d.a.replica = at, -1
+		ch.acks[d.res] = append(ch.acks[d.res], d.a)
+	}
+	ch.deferred = nil
+	return n
+}

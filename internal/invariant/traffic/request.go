@@ -86,6 +86,10 @@ type Request struct {
 	// (the same entry: tier, key, stored_at). Set by the sender (the
 	// runner's held.go) for check/stale.go.
 	HeldAtSend, Held bool
+	// Ghost: the lease of this request's key (a list's: of each of its
+	// ids) was left in Redis by a holder that crashed (the runner's
+	// ghost-lease row, ghost.go).
+	Ghost bool
 }
 
 func (q *Request) String() string {
