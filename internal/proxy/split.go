@@ -371,7 +371,7 @@ func (x *exchange) joinParts(ids []string, parts map[string]*part, hits int) {
 		x.passListTooLarge(nil)
 		return
 	}
-	l := splitlist.Make(len(parts))
+	l := splitlist.Make(len(parts), x.rs.rt.Split.Route.Key.Headers...)
 	for _, id := range ids {
 		p := parts[id]
 		if p == nil {
