@@ -124,6 +124,11 @@ type run struct {
 	trickles *rand.Rand
 	// conts draws the origin-continue row (drawContinue), as unvaried.
 	conts *rand.Rand
+	// fields draws the withheld-field, coding-lines and 304-coding rows
+	// (drawFields, PCG stream 40), as unvaried.
+	fields *rand.Rand
+	// recoded are the /n ids whose 304s say gzip this round (readRecoded).
+	recoded []string
 	// bodies draws the client-body row (drawClientBody), as unvaried.
 	bodies *rand.Rand
 	// evicts draws the evict-epochs row (evict) on a sequence of its
@@ -177,6 +182,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26)), asked: rand.New(rand.NewPCG(cfg.Seed, 30)), wides: rand.New(rand.NewPCG(cfg.Seed, 27)), bigs: rand.New(rand.NewPCG(cfg.Seed, 32))}
 	r.tunnelRng = rand.New(rand.NewPCG(cfg.Seed, 28))
 	r.bodies = rand.New(rand.NewPCG(cfg.Seed, 33))
+	r.fields = rand.New(rand.NewPCG(cfg.Seed, 40))
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
@@ -258,7 +264,8 @@ func (r *run) round(ctx context.Context) {
 		r.readAfterWide(ctx, w)
 	}
 	r.wide = nil
-	r.upgrades(ctx) // beside the round: its draws are its own
+	r.readRecoded(ctx) // recoded.go
+	r.upgrades(ctx)    // beside the round: its draws are its own
 }
 
 // play sends a round's requests all at once, checks each answer, and
