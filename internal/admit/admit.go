@@ -34,20 +34,38 @@ type Admission struct {
 	// the answer while it was on its way (Tombs), not for what the
 	// answer is: the next fetch may well be stored.
 	Invalidated bool
-	// Strip are fields a shared cache must not keep (origin mode:
-	// qualified no-cache and private, RFC 9111 §5.2.2.4, §5.2.2.7).
+	// Strip are fields a shared cache must not reuse (qualified
+	// no-cache and private, RFC 9111 §5.2.2.4, §5.2.2.7): set whenever
+	// the answer is Shareable, stored or not, because a collapsed waiter
+	// is another request reusing it as surely as a hit is (Withhold).
 	Strip []string
 }
 
-// Apply gives e the lifetimes Decide chose for it.
+// Apply gives e the lifetimes Decide chose for it, and withholds Strip.
 func (a Admission) Apply(e *cache.Entry) {
 	e.TTL, e.StaleWhileRevalidate, e.StaleIfError = a.TTL, a.SWR, a.SIE
 	e.InitialAge, e.Keep, e.NoStale = a.Age, a.Keep, a.NoStale
-	if len(a.Strip) > 0 {
-		e.Header = e.Header.Clone()
-		for _, k := range a.Strip {
-			delete(e.Header, k)
+	a.Withhold(e)
+}
+
+// Withhold removes the Strip fields from e's header (replacing it with a
+// copy: the header may be shared, a bulk answer's with its elements). The
+// caller does it before e reaches anyone, stored or not: an answer kept
+// from the tiers (max-age=0, no-cache without a validator, over
+// max_body_bytes with its header) still answers the requests collapsed
+// onto its fetch, which are other clients' (RFC 9111 §5.2.2.4,
+// §5.2.2.7). The fetching client loses the fields too, as it does when
+// the answer is stored: one rule, whichever way the answer went.
+func (a Admission) Withhold(e *cache.Entry) {
+	cloned := false
+	for _, k := range a.Strip {
+		if _, ok := e.Header[k]; !ok {
+			continue
 		}
+		if !cloned {
+			e.Header, cloned = e.Header.Clone(), true
+		}
+		delete(e.Header, k)
 	}
 }
 
@@ -83,7 +101,11 @@ func Decide(o *Options, e *cache.Entry, upstream http.Header, hd *Heard, unkeyed
 	var of httpcache.Storage
 	if rt.Origin != nil {
 		of = Origin(rt).Storage(e.Status, upstream, e.Header, e.StoredAt, now)
-		a.Shareable = of.Shareable
+		a.Shareable, a.Strip = of.Shareable, of.Strip
+	} else if hd.NoCache {
+		// Not stored (below), yet shared with the collapsed requests: the
+		// fields a qualified no-cache names are withheld from them.
+		a.Strip = httpcache.Parse(upstream, "Cache-Control").NoCacheFields
 	}
 	negative, cacheable := httpcache.CacheableStatus(e.Status, rt.NegativeTTL)
 	names := hd.Vary
@@ -116,7 +138,7 @@ func Decide(o *Options, e *cache.Entry, upstream http.Header, hd *Heard, unkeyed
 	}
 	switch {
 	case rt.Origin != nil:
-		a.TTL, a.SWR, a.SIE, a.NoStale, a.Strip = of.TTL, of.StaleWhileRevalidate, of.StaleIfError, of.NoStale, of.Strip
+		a.TTL, a.SWR, a.SIE, a.NoStale = of.TTL, of.StaleWhileRevalidate, of.StaleIfError, of.NoStale
 	case negative:
 		// The route's lifetimes run from the fetch: on the age axis they
 		// start at the age the answer arrived with.

@@ -2,6 +2,7 @@ package admit_test
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +152,43 @@ func BenchmarkDecideElement(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestStripWhenNotStored: the fields a qualified private or no-cache names
+// are withheld from every answer that is shared, stored or not (prober
+// H7: an answer not stored went to the collapsed requests whole), in both
+// freshness modes.
+func TestStripWhenNotStored(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cases := []struct {
+		spec route.Spec
+		cc   string
+		body string
+	}{
+		{route.Spec{TTL: time.Minute, Origin: &route.Origin{}}, `max-age=0, private="X-Secret"`, "x"},
+		{route.Spec{TTL: time.Minute, Origin: &route.Origin{}}, `max-age=0, must-revalidate, no-cache="X-Secret"`, "x"},
+		{route.Spec{TTL: time.Minute, Origin: &route.Origin{}}, `max-age=60, private="X-Secret"`, strings.Repeat("x", 200)}, // over max body
+		{route.Spec{TTL: time.Minute}, `no-cache="X-Secret"`, "x"},
+	}
+	for _, tc := range cases {
+		h := http.Header{"Cache-Control": {tc.cc}, "X-Secret": {"mine"}, "Date": {now.Format(http.TimeFormat)}}
+		e := &cache.Entry{Status: 200, Header: h, Body: []byte(tc.body), StoredAt: now}
+		hd := admit.Hear(h, now, now)
+		o := admit.Options{Route: compile(t, tc.spec), MaxBody: 100, Tombs: tombs(false)}
+		a := admit.Decide(&o, e, h, &hd, false, now)
+		if !a.Shareable || a.Store {
+			t.Fatalf("%s: shareable %v store %v, want shared, not stored", tc.cc, a.Shareable, a.Store)
+		}
+		if !slices.Contains(a.Strip, "X-Secret") {
+			t.Errorf("%s: Strip %q, want X-Secret", tc.cc, a.Strip)
+		}
+		a.Withhold(e)
+		if _, ok := e.Header["X-Secret"]; ok {
+			t.Errorf("%s: X-Secret kept for the collapsed requests", tc.cc)
+		}
+		if h.Get("X-Secret") != "mine" {
+			t.Errorf("%s: the answer's own header was changed in place", tc.cc)
+		}
 	}
 }

@@ -21,6 +21,8 @@ func TestAnswerVary(t *testing.T) {
 		{"identity coding", http.Header{"Content-Encoding": {"Identity"}, "Vary": {"X-A"}}, []string{"X-A"}, false},
 		{"gzip, other vary: sorted", http.Header{"Content-Encoding": {"br"}, "Vary": {"X-Z, Accept-Language"}}, []string{"Accept-Encoding", "Accept-Language", "X-Z"}, false},
 		{"already named", http.Header{"Content-Encoding": {"gzip"}, "Vary": {"Accept-Encoding"}}, []string{"Accept-Encoding"}, false},
+		{"gzip on a second line", http.Header{"Content-Encoding": {"identity", "gzip"}}, []string{"Accept-Encoding"}, false},
+		{"identity on two lines", http.Header{"Content-Encoding": {"", "identity"}}, nil, false},
 		{"star", http.Header{"Vary": {"*"}}, nil, true},
 		{"star, compressed", http.Header{"Vary": {"*"}, "Content-Encoding": {"gzip"}}, []string{"Accept-Encoding"}, true},
 	}

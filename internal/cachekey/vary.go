@@ -5,6 +5,8 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+
+	"github.com/sidecache/sidecache/internal/httpcache"
 )
 
 // WithVary returns the secondary key of a response that carried Vary:
@@ -95,6 +97,14 @@ func StoredCoding(ce string) (coding string, ok bool) {
 		return "zstd", true
 	}
 	return "", false
+}
+
+// CodingOf is StoredCoding of the coding an answer with header h is in,
+// all its Content-Encoding lines read as one list (httpcache.ContentCoding):
+// `Content-Encoding: identity` then `Content-Encoding: gzip` is gzip, and
+// two codings are a chain, never stored.
+func CodingOf(h http.Header) (coding string, ok bool) {
+	return StoredCoding(httpcache.ContentCoding(h))
 }
 
 // ForwardAcceptEncoding is the Accept-Encoding the sidecar sends upstream
@@ -200,12 +210,16 @@ func AcceptsEncoding(normalized, contentEncoding string) bool {
 // Vary: a stored response (header stored) in a content-coding the client
 // (request header req) did not accept is never served to it (RFC 9110
 // §12.5.3).
+//
+// Both fields are read whole, every field line (RFC 9110 §5.3): the first
+// line of a stored `Content-Encoding: identity`, `Content-Encoding: gzip`
+// said identity to every client.
 func AcceptsStored(req, stored http.Header) bool {
-	ce := stored.Get("Content-Encoding")
+	ce := httpcache.ContentCoding(stored)
 	if ce == "" {
 		return true
 	}
-	return AcceptsEncoding(NormalizeAcceptEncoding(req.Get("Accept-Encoding")), ce)
+	return AcceptsEncoding(encodingSets[acceptEncodingMask(req["Accept-Encoding"])], ce)
 }
 
 func acceptEncodingMask(vals []string) uint8 {
@@ -320,7 +334,7 @@ func trimOWS(s string) string {
 // Vary: *.
 func AnswerVary(upstream http.Header) (names []string, star bool) {
 	names, star = ParseVary(upstream)
-	if ce := upstream.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") && !slices.Contains(names, "Accept-Encoding") {
+	if httpcache.ContentCoding(upstream) != "" && !slices.Contains(names, "Accept-Encoding") {
 		names = append(names, "Accept-Encoding")
 		slices.Sort(names)
 	}

@@ -38,17 +38,21 @@ type Delta struct {
 // counts (§4.2.1: "the first occurrence should be used").
 type Directives struct {
 	// Response directives.
-	NoStore         bool
-	NoCache         bool // unqualified, or with a field list (see NoCacheFields)
-	NoCacheFields   []string
-	Private         bool
-	PrivateFields   []string
-	Public          bool
-	MustRevalidate  bool
-	ProxyRevalidate bool
-	Immutable       bool
-	MaxAge          Delta
-	SMaxAge         Delta
+	NoStore       bool
+	NoCache       bool // unqualified, or with a field list (see NoCacheFields)
+	NoCacheFields []string
+	Private       bool // unqualified, or with a field list (see PrivateFields)
+	PrivateFields []string
+	// NoCacheAll and PrivateAll: the directive was given unqualified too,
+	// so it covers the whole response whatever fields another occurrence
+	// names (`private, private="X"` is private).
+	NoCacheAll, PrivateAll bool
+	Public                 bool
+	MustRevalidate         bool
+	ProxyRevalidate        bool
+	Immutable              bool
+	MaxAge                 Delta
+	SMaxAge                Delta
 	// RFC 5861 §3 and §4 (both also valid in requests for stale-if-error).
 	StaleWhileRevalidate Delta
 	StaleIfError         Delta
@@ -138,11 +142,15 @@ func (d *Directives) set(name, arg string, hasArg bool) {
 	case "no-cache":
 		if hasArg && arg != "" {
 			d.NoCacheFields = append(d.NoCacheFields, fieldList(arg)...)
+		} else {
+			d.NoCacheAll = true
 		}
 		d.NoCache = true
 	case "private":
 		if hasArg && arg != "" {
 			d.PrivateFields = append(d.PrivateFields, fieldList(arg)...)
+		} else {
+			d.PrivateAll = true
 		}
 		d.Private = true
 	case "public":

@@ -88,9 +88,9 @@ func Select(h http.Header, targets []string) (Directives, string) {
 func Evaluate(h http.Header, received time.Time, opts Options) Freshness {
 	d, field := Select(h, opts.Targets)
 	f := Freshness{
-		NoCache: d.NoCache && len(d.NoCacheFields) == 0, NoCacheFields: d.NoCacheFields,
+		NoCache: d.NoCacheAll, NoCacheFields: d.NoCacheFields,
 		NoStore: d.NoStore,
-		Private: d.Private && len(d.PrivateFields) == 0, PrivateFields: d.PrivateFields,
+		Private: d.PrivateAll, PrivateFields: d.PrivateFields,
 		NoStale: d.MustRevalidate || d.ProxyRevalidate || d.SMaxAge.Set,
 		Public:  d.Public,
 		Field:   field,

@@ -69,7 +69,8 @@ func RemoveHopHeaders(h http.Header) {
 
 // StoredHeader is the header an entry keeps: the response's own minus
 // hop-by-hop fields and the fields the cache itself sets on every answer
-// (Age, Content-Length). An upstream Cache-Status is kept: this cache
+// (Age, Content-Length), its Content-Encoding lines folded into one
+// (ContentCoding). An upstream Cache-Status is kept: this cache
 // appends its own member to it (RFC 9211 §2). A response with Set-Cookie is
 // never stored or shared (see Private), so the cookie only reaches the
 // client whose request fetched it.
@@ -78,6 +79,7 @@ func StoredHeader(src http.Header) http.Header {
 	RemoveHopHeaders(h)
 	h.Del("Age")
 	h.Del("Content-Length")
+	foldCoding(h)
 	return h
 }
 

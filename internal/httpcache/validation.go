@@ -31,16 +31,26 @@ func Confirms(notModified, stored http.Header) bool {
 	return et == "" || strings.HasPrefix(et, "W/") || et == stored.Get("Etag")
 }
 
+// bodyFields describe the stored body itself: a 304 does not update them
+// (RFC 9111 §3.2: the fields the stored response depends on; Content-Length
+// named, Content-Encoding and Content-Type its examples, Content-Range
+// processed by the recipient). A 304 saying Content-Encoding: gzip about a
+// stored identity body relabelled it gzip for every client after.
+var bodyFields = [...]string{"Content-Length", "Content-Encoding", "Content-Type", "Content-Range"}
+
 // Freshen is the header of a stored response after a 304 (§4.3.4): each
-// field the 304 carries replaces the stored one, Content-Length and
-// hop-by-hop fields excepted (§3.2), and a stored Age is dropped unless the
-// 304 carries one (the 304's age alone counts). update is the 304's header
-// as applied. Neither argument is changed.
+// field the 304 carries replaces the stored one, hop-by-hop fields and the
+// fields that describe the stored body (bodyFields) excepted (§3.2), and a
+// stored Age is dropped unless the 304 carries one (the 304's age alone
+// counts). update is the 304's header as applied. Neither argument is
+// changed.
 func Freshen(stored, notModified http.Header) (merged, update http.Header) {
 	merged = stored.Clone()
 	update = notModified.Clone()
 	RemoveHopHeaders(update)
-	update.Del("Content-Length")
+	for _, k := range bodyFields {
+		delete(update, k)
+	}
 	for k, v := range update {
 		merged[k] = v
 	}

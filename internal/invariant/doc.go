@@ -317,7 +317,13 @@
 //     the read was sent — orderings on one clock, never a timing bound on
 //     the sidecar;
 //   - coding: never a Content-Encoding the request did not accept (no
-//     Accept-Encoding accepts identity only);
+//     Accept-Encoding accepts identity only), its field lines read as one
+//     list (check.Coding: coding-lines answers say identity, then gzip),
+//     nor a stored identity body a 304 relabelled (304-coding: garbled);
+//   - withheld-field: an answer's X-Secret, which a qualified private or
+//     no-cache names (drawn with coding-lines and 304-coding on PCG
+//     stream 40, run.drawFields), holds this client's own address only
+//     (reported as identity);
 //   - budget: the upstream calls of a round of concurrent requests stay
 //     within the sum of their budgets (traffic.BudgetRead, BudgetWrite,
 //     BudgetList: 2 + 2·⌈log2 n⌉ for n IDs), resends apart (see

@@ -97,8 +97,8 @@ func (r *run) drawTrickle(q *traffic.Request) {
 // collapse).
 func (r *run) drawResources() string {
 	for id := 1; id <= 4; id++ {
-		r.cfg.Origin.SetProfile(fmt.Sprintf("r/%d", id), r.drawContinue(r.drawUnvaried(r.drawProfile(true))))
-		r.cfg.Origin.SetProfile(fmt.Sprintf("p/%d", id), r.drawContinue(r.drawProfile(true)))
+		r.cfg.Origin.SetProfile(fmt.Sprintf("r/%d", id), r.drawFields(r.drawContinue(r.drawUnvaried(r.drawProfile(true))), false))
+		r.cfg.Origin.SetProfile(fmt.Sprintf("p/%d", id), r.drawFields(r.drawContinue(r.drawProfile(true)), false))
 	}
 	// The bulk endpoint's profile: only its Gzip (compression()-shaped
 	// answers) is read.
@@ -139,7 +139,11 @@ func (r *run) drawResources() string {
 	}
 	if r.cfg.Mix.Has("stale-if-error") {
 		for id := 1; id <= 4; id++ {
-			r.cfg.Origin.SetProfile(fmt.Sprintf("n/%d", id), r.drawContinue(r.drawStaleProfile()))
+			p := r.drawFields(r.drawContinue(r.drawStaleProfile()), true)
+			r.cfg.Origin.SetProfile(fmt.Sprintf("n/%d", id), p)
+			if p.NotModifiedCoding {
+				r.recoded = append(r.recoded, fmt.Sprint(id))
+			}
 		}
 	}
 	return fmt.Sprint(1 + r.rng.IntN(4))
@@ -178,6 +182,53 @@ func (r *run) drawUnvaried(p origin.Profile) origin.Profile {
 func (r *run) drawContinue(p origin.Profile) origin.Profile {
 	if r.cfg.Mix.Has("origin-continue") && r.conts.IntN(100) < 40 {
 		p.Continue = 30 + r.conts.IntN(70)
+	}
+	return p
+}
+
+// withheldOrigin are the withheld-field row's Cache-Control on a
+// freshness: origin route (n): answers stored (max-age=60) and answers
+// not stored (no freshness, nor stale windows, nor a validator), which
+// were handed to the requests collapsed onto their fetch whole.
+var withheldOrigin = [...]string{
+	`no-cache, private="X-Secret"`,
+	`max-age=0, must-revalidate, private="X-Secret"`,
+	`max-age=0, must-revalidate, no-cache="X-Secret"`,
+	`max-age=60, private="X-Secret"`,
+}
+
+// drawFields adds to p the rows about the fields of an answer, drawn on a
+// sequence of their own (PCG stream 40), as drawUnvaried's: withheld-field
+// (a qualified private or no-cache naming a field that holds the caller's
+// address; on route r and p, route mode, no-cache="X-Secret", which is
+// not stored yet is shared), coding-lines (gzip on two Content-Encoding
+// lines) and 304-coding (304s saying gzip; on route n identity answers
+// with a validator, which its answers otherwise lack, so its
+// stale-at-once copies are revalidated). originMode: p is route n's.
+func (r *run) drawFields(p origin.Profile, originMode bool) origin.Profile {
+	m := r.cfg.Mix
+	chance := func(pct int) bool { return r.fields.IntN(100) < pct }
+	if m.Has("withheld-field") && chance(25) {
+		p.Withhold = `no-cache="X-Secret"`
+		if originMode {
+			p.Withhold = withheldOrigin[r.fields.IntN(len(withheldOrigin))]
+		}
+		if p.Delay == 0 {
+			// Slow, so the round's requests collapse onto its fetch.
+			p.Delay = time.Duration(20+r.fields.IntN(100)) * time.Millisecond
+		}
+	}
+	if m.Has("coding-lines") && p.Gzip && chance(50) {
+		p.CodingLines = true
+	}
+	if m.Has("304-coding") && chance(30) {
+		p.NotModifiedCoding = true
+		if originMode {
+			// Identity, stale at once and with a validator, so that
+			// every read of a variant after its first revalidates it:
+			// route n's answers otherwise carry none.
+			p.ETag, p.StaleAtOnce, p.Gzip = true, true, false
+		}
 	}
 	return p
 }

@@ -150,6 +150,11 @@ type run struct {
 	trickles *rand.Rand
 	// conts draws the origin-continue row (drawContinue), as unvaried.
 	conts *rand.Rand
+	// fields draws the withheld-field, coding-lines and 304-coding rows
+	// (drawFields, PCG stream 40), as unvaried.
+	fields *rand.Rand
+	// recoded are the /n ids whose 304s say gzip this round (readRecoded).
+	recoded []string
 	// bodies draws the client-body row (drawClientBody), as unvaried.
 	bodies *rand.Rand
 	// evicts draws the evict-epochs row (evict) on a sequence of its
@@ -218,6 +223,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.bodies = rand.New(rand.NewPCG(cfg.Seed, 33))
 	r.reloads = rand.New(rand.NewPCG(cfg.Seed, 43))
 	r.ghosts, r.restarts = rand.New(rand.NewPCG(cfg.Seed, 37)), rand.New(rand.NewPCG(cfg.Seed, 38))
+	r.fields = rand.New(rand.NewPCG(cfg.Seed, 40))
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
@@ -316,7 +322,8 @@ func (r *run) round(ctx context.Context, round int) {
 		r.readAfterWide(ctx, w)
 	}
 	r.wide = nil
-	r.upgrades(ctx) // beside the round: its draws are its own
+	r.readRecoded(ctx) // recoded.go
+	r.upgrades(ctx)    // beside the round: its draws are its own
 }
 
 // play sends a round's requests all at once, checks each answer, and

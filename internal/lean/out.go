@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/httpcache"
 )
 
 // A request the caller built whole, as it would hand it to http.Transport
@@ -112,7 +114,10 @@ func (cl *Client) Send(out *http.Request, on1xx func(code int, h textproto.MIMEH
 	} else {
 		b := &outBody{r: resp.Body, cl: cl, c: c}
 		resp.Body = b
-		if gz && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		// Every Content-Encoding line: a first line saying identity
+		// before a second saying gzip is a gzip body (RFC 9110 §5.3), and
+		// a chain is not gzip alone, so not decoded.
+		if gz && strings.EqualFold(httpcache.ContentCoding(resp.Header), "gzip") {
 			resp.Body = &gzipBody{b: b, cl: cl}
 			resp.Header.Del("Content-Encoding")
 			resp.Header.Del("Content-Length")

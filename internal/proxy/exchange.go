@@ -319,7 +319,7 @@ func (x *exchange) variantKeyIn(names []string, coding string) string {
 // entryCoding is the coding of a stored or fetched response as a variant
 // key names it; ok is false for one no variant names.
 func entryCoding(e *cache.Entry) (string, bool) {
-	return cachekey.StoredCoding(e.Header.Get("Content-Encoding"))
+	return cachekey.CodingOf(e.Header)
 }
 
 // params are an exchange's route params. A route of one (the usual

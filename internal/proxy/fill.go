@@ -412,6 +412,9 @@ func (x *exchange) keep(ctx context.Context, code int, header http.Header, body 
 func (x *exchange) keepAs(ctx context.Context, e *cache.Entry, header http.Header, hd *heard) flight {
 	tagged := x.tagEntry(e, header) // URI tag, upstream surrogate keys (origintags.go)
 	a := x.admit(e, header, hd)
+	// The fields a qualified private or no-cache names go before the
+	// flight is shared, stored or not: its waiters are other clients.
+	a.Withhold(e)
 	e.InitialAge = a.Age // reported as Age even when not stored (RFC 9111 §5.1)
 	a.Store = a.Store && tagged
 	f := flight{c: candidate{e: e, vary: a.Vary, private: !a.Shareable}, unstorable: !a.Store && !a.Invalidated}

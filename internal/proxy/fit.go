@@ -94,7 +94,7 @@ func (x *exchange) passVariant(h http.Header, until time.Time) {
 	}
 	x.h.hfp.AddVary(x.key, names, until)
 	x.h.hfp.Add(x.variantKeyIn(names, x.askedCoding()), until)
-	if coding, ok := cachekey.StoredCoding(h.Get("Content-Encoding")); ok {
+	if coding, ok := cachekey.CodingOf(h); ok {
 		x.h.hfp.Add(x.variantKeyIn(names, coding), until)
 	}
 }

@@ -44,7 +44,9 @@ func (x *exchange) addConditional(out *http.Request) {
 
 // refreshed handles the origin's 304 to a conditional request: the stored
 // response, with each header field the 304 carries replacing the stored
-// one (§4.3.4; Content-Length and hop-by-hop fields excepted, §3.2), is
+// one (§4.3.4; hop-by-hop fields and those of the stored body itself,
+// Content-Encoding, Content-Type, Content-Length, Content-Range, excepted:
+// §3.2, httpcache.Freshen), is
 // admitted and stored again as if just fetched — so its freshness, Age and
 // request time are the 304's.
 //

@@ -263,7 +263,7 @@ func (x *exchange) joinParts(ids []string, parts listParts, hits int) {
 		x.passListTooLarge(nil)
 		return
 	}
-	l, stale, bad := parts.Join(ids)
+	l, stale, bad := parts.Join(ids, x.rs.rt.Split.Route.Key.Headers...)
 	switch {
 	case bad == nil:
 	case errors.Is(bad.Err, bulkanswer.ErrElementTooLarge):

@@ -11,7 +11,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"net/http"
+	"net/textproto"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/sidecache/sidecache/internal/bulk"
@@ -30,15 +33,33 @@ type List struct {
 	ct, cc  string
 	private bool
 	n       int // elements added
+	// vary are the request headers the list's answer depends on (see
+	// Make, Add); star: an element said Vary: *.
+	vary []string
+	star bool
 }
 
-// Make is a List with room for n elements.
-func Make(n int) List { return List{elems: make([][]byte, 0, n)} }
+// Make is a List with room for n elements, for a target route whose key
+// holds the request headers keyed: the elements were chosen by their
+// values, so the list varies on them (RFC 9110 §12.5.5), as it does on
+// each element's Vary (Add).
+func Make(n int, keyed ...string) List {
+	l := List{elems: make([][]byte, 0, n)}
+	for _, k := range keyed {
+		l.vary = append(l.vary, textproto.CanonicalMIMEHeaderKey(k))
+	}
+	return l
+}
 
 // Add appends the answer for the next id: its status, stored header and
 // body. Only a 200 is an element; any other (a 404 of an unknown id) is
 // left out, as an upstream answering with a SQL `IN (…)` would.
+//
+// Every answer, an element or not, adds its Vary to the list's: which ids
+// the list holds depends on the headers that chose each answer too.
 func (l *List) Add(status int, h http.Header, body []byte) {
+	names, star := cachekey.ParseVary(h)
+	l.vary, l.star = append(l.vary, names...), l.star || star
 	if status != http.StatusOK {
 		return
 	}
@@ -46,7 +67,9 @@ func (l *List) Add(status int, h http.Header, body []byte) {
 		l.ct = h.Get("Content-Type")
 	}
 	l.private = l.private || httpcache.Private(h)
-	if c := h.Get("Cache-Control"); l.n == 0 {
+	// Every line of the field: Get's first alone took max-age=60 then
+	// no-cache for max-age=60 (RFC 9110 §5.3).
+	if c := strings.Join(h.Values("Cache-Control"), ", "); l.n == 0 {
 		l.cc = c
 	} else if c != l.cc {
 		l.cc = ""
@@ -63,6 +86,11 @@ type Answer struct {
 	// Private overrides it.
 	CacheControl string
 	Private      bool // an element is private to its client
+	// Vary is the union of the elements' Vary and the keyed headers,
+	// sorted; VaryStar: an element said Vary: *. SetHeader adds
+	// Accept-Encoding.
+	Vary     []string
+	VaryStar bool
 }
 
 // Answer joins the elements added so far.
@@ -71,18 +99,28 @@ func (l *List) Answer() Answer {
 	if ct == "" {
 		ct = "application/json"
 	}
-	return Answer{Body: bulk.Join(l.elems), ContentType: ct, CacheControl: l.cc, Private: l.private}
+	slices.Sort(l.vary)
+	l.vary = slices.Compact(l.vary)
+	return Answer{Body: bulk.Join(l.elems), ContentType: ct, CacheControl: l.cc, Private: l.private, Vary: l.vary, VaryStar: l.star}
 }
 
 // SetHeader sets a's representation fields in hd for a client whose
 // Accept-Encoding values are accept, and reports whether the body is to
-// be sent gzip-coded: Vary: Accept-Encoding either way (RFC 9110
-// §12.5.5), and a strong ETag per coding over the bytes sent (RFC 9110
+// be sent gzip-coded: Vary names Accept-Encoding either way, with every
+// header an element varies on or the key holds (RFC 9110 §12.5.5: a list
+// that said Accept-Encoding alone told a shared cache in front that one
+// language's list answers every language), and a strong ETag per coding over the bytes sent (RFC 9110
 // §8.8.3: a strong tag names one representation), so the caller can
 // answer a matching If-None-Match with a 304 (RFC 9110 §13.1.2).
 func (a Answer) SetHeader(hd http.Header, accept []string) (gz bool) {
 	hd.Set("Content-Type", a.ContentType)
-	hd.Set("Vary", "Accept-Encoding")
+	if a.VaryStar {
+		hd.Set("Vary", "*")
+	} else {
+		vary := append(slices.Clone(a.Vary), "Accept-Encoding")
+		slices.Sort(vary)
+		hd.Set("Vary", strings.Join(slices.Compact(vary), ", "))
+	}
 	switch {
 	case a.Private:
 		hd.Set("Cache-Control", "private")

@@ -145,3 +145,29 @@ func TestWrite(t *testing.T) {
 		t.Errorf("gzip: %v, %d bytes", w.Header(), w.Body.Len())
 	}
 }
+
+// TestVary: the list varies on every header an answer added to it varies
+// on (a 404 left out included) and on the keyed headers, with
+// Accept-Encoding; Vary: * anywhere is the list's. Cache-Control is read
+// from every line.
+func TestVary(t *testing.T) {
+	l := splitlist.Make(2, "x-tenant")
+	l.Add(200, http.Header{"Vary": {"accept-language", "Cookie"}, "Cache-Control": {"max-age=60", "no-cache"}}, []byte(`{"id":1}`))
+	l.Add(404, http.Header{"Vary": {"X-Region"}}, nil)
+	l.Add(200, http.Header{"Vary": {"Accept-Language"}, "Cache-Control": {"max-age=60"}}, []byte(`{"id":2}`))
+	hd := http.Header{}
+	l.Answer().SetHeader(hd, nil)
+	if v := hd.Values("Vary"); len(v) != 1 || v[0] != "Accept-Encoding, Accept-Language, Cookie, X-Region, X-Tenant" {
+		t.Errorf("Vary %q", v)
+	}
+	if cc := hd.Get("Cache-Control"); cc != "" {
+		t.Errorf("Cache-Control %q: the elements' differ in their second line", cc)
+	}
+	star := splitlist.Make(1)
+	star.Add(200, http.Header{"Vary": {"*"}}, []byte(`1`))
+	hd = http.Header{}
+	star.Answer().SetHeader(hd, nil)
+	if v := hd.Get("Vary"); v != "*" {
+		t.Errorf("Vary %q, want *", v)
+	}
+}

@@ -195,8 +195,8 @@ func (ps Parts[X]) Fetch(ctx context.Context, limit int64, fetch func(context.Co
 //     refused with it, as the app's list endpoint refuses a query holding
 //     the id, rather than told the id does not exist (200 with it left
 //     out).
-func (ps Parts[X]) Join(ids []string) (l splitlist.List, stale int, bad *Part[X]) {
-	l = splitlist.Make(len(ps))
+func (ps Parts[X]) Join(ids []string, keyed ...string) (l splitlist.List, stale int, bad *Part[X]) {
+	l = splitlist.Make(len(ps), keyed...)
 	for _, id := range ids {
 		p := ps[id]
 		if p == nil {

@@ -70,7 +70,10 @@ func Wrap(rt http.RoundTripper, o idlebody.Options) http.RoundTripper {
 	// Innermost, so every path's answers pass it: an answer framed both
 	// ways, or a 304 to a request with no condition, is a failure (502),
 	// never stored or relayed (internal/upframe).
-	rt = resend.Once(upframe.Check(rt))
+	// The gzip the Transport asks for on its own is decoded whatever
+	// the lines of its Content-Encoding (lean.GzipLines): innermost, on
+	// the Transport itself.
+	rt = resend.Once(upframe.Check(lean.GzipLines(rt)))
 	// A tunnel's writes are tunnel_idle_timeout's, not upstream.timeout's.
 	rt = sendbound.Switched(rt)
 	// The trailers Connection names are hop-by-hop: dropped before

@@ -20,13 +20,31 @@ import (
 // process's, which is also the in-process replicas' clock.
 func Now() time.Time { return time.Now() }
 
+// Coding is the content coding an answer of header h says it is in, as a
+// client that reads every field line must take it (RFC 9110 §5.3: the
+// lines are one list): its codings joined by ",", lowercased, without
+// empty elements or identity; "" for none. Header.Get's first line alone
+// takes `Content-Encoding: identity` then `: gzip` for identity (the
+// coding-lines row).
+func Coding(h http.Header) string {
+	var cs []string
+	for _, line := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(line, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				cs = append(cs, c)
+			}
+		}
+	}
+	return strings.Join(cs, ",")
+}
+
 // ReadBody reads the whole answer, decoding a gzip coding.
 func ReadBody(resp *http.Response) ([]byte, error) {
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > 0 && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") { // a HEAD answer has no body to decode
+	if len(b) > 0 && Coding(resp.Header) == "gzip" { // a HEAD answer has no body to decode
 		zr, err := gzip.NewReader(bytes.NewReader(b))
 		if err != nil {
 			return nil, fmt.Errorf("gzip: %w", err)
@@ -57,15 +75,20 @@ func ReadBody(resp *http.Response) ([]byte, error) {
 //     before it was sent.
 func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, start, end time.Time) {
 	ch.checkCacheStatus(q, resp) // cachestatus.go
-	ce := resp.Header.Get("Content-Encoding")
-	switch strings.ToLower(ce) {
-	case "", "identity":
+	ce := Coding(resp.Header)
+	switch ce {
+	case "":
 	case "gzip":
 		if !origin.AcceptsGzip(q.Hdr.Values("Accept-Encoding")) {
 			ch.Violate("coding", "%s: answered %d with Content-Encoding gzip (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
 		}
 	default:
-		ch.Violate("coding", "%s: Content-Encoding %q", q, ce)
+		ch.Violate("coding", "%s: Content-Encoding %q", q, resp.Header.Values("Content-Encoding"))
+	}
+	// The withheld-field row: the field a qualified private or no-cache
+	// names holds the address of the client whose request fetched it.
+	if v := resp.Header.Values(origin.SecretHeader); len(v) > 0 && (len(v) > 1 || v[0] != q.Who.Addr) {
+		ch.Violate("identity", "%s: %s %q, another client's field a qualified private/no-cache withholds (%s)", q, origin.SecretHeader, v, resp.Header.Get("Cache-Status"))
 	}
 	for _, sc := range resp.Header.Values("Set-Cookie") {
 		if v, ok := strings.CutPrefix(sc, "minted="); ok {

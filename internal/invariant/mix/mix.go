@@ -127,6 +127,9 @@ var Features = []Feature{
 	{Name: "purge-all", On: true, Note: "in some rounds, at a random point (often while a fill is in flight), the origin changes every resource behind the cache and an admin POST /purge?all=1 goes to a random replica: no copy made before it after its answer (own replica) or after max_lag (peers), a fill in flight across it included"},
 	{Name: "purge-route", On: true, Note: "as purge-all, with POST /purge?route=NAME of a route one of the round's reads asks for (r, p, n, t, k or h): every resource of that route changed behind the cache"},
 	{Name: "reload-torn", On: true, Note: "between rounds, now and then, a replica applies its config file cut just before r-write's invalidate line (a half-written file applied), /r/{id} is written through it, and the whole file comes back: the summary copy stored before must not outlive the acknowledged write (a rule a reload regains drops what it may reach; stream 43); not in the runs that draw bulk-vary-withheld (reload.go says why)"},
+	{Name: "withheld-field", On: true, Note: "answers of r, p and n naming X-Secret in a qualified private or no-cache (stored or not), X-Secret holding the caller's address, slow so requests collapse: no other client may get the field (RFC 9111 §5.2.2.4, §5.2.2.7; stream 40)"},
+	{Name: "coding-lines", On: true, Note: "gzip answers saying so on two Content-Encoding lines, an empty or identity one first: one list, gzip (RFC 9110 §5.3), never stored or served as identity (stream 40)"},
+	{Name: "304-coding", On: true, Note: "304s to requests that accept gzip saying Content-Encoding: gzip (n answers then carry an ETag): a revalidated entry keeps its stored body's coding (RFC 9111 §3.2; stream 40)"},
 	{Name: "write-refused", On: true, Note: "writes answered 405 or 409 without bumping (refused: they invalidate nothing, and break nothing)"},
 
 	// What Redis does.

@@ -139,7 +139,26 @@ type Profile struct {
 	// a client must read past an unexpected 1xx); a third of them with
 	// two (origin-continue).
 	Continue int
+	// Withhold: the answers' Cache-Control, a qualified private or
+	// no-cache naming SecretHeader, which every answer carries with the
+	// caller's address (withheld-field): a shared cache must never hand
+	// it to another client, stored or collapsed (RFC 9111 §5.2.2.4,
+	// §5.2.2.7).
+	Withhold string
+	// CodingLines: a gzip answer says so on two Content-Encoding lines,
+	// an empty or identity one first (coding-lines): one list, gzip (RFC
+	// 9110 §5.3).
+	CodingLines bool
+	// NotModifiedCoding: a 304 to a request that accepts gzip says
+	// Content-Encoding: gzip, whatever the coding of what it confirms
+	// (304-coding): a cache must keep its stored body's own (RFC 9111
+	// §3.2).
+	NotModifiedCoding bool
 }
+
+// SecretHeader is the field the withheld-field row's answers name in a
+// qualified private or no-cache, holding the caller's address.
+const SecretHeader = "X-Secret"
 
 // Origin is the scripted service behind the replicas. Resources are
 // "<kind>/<id>" after the origin's own, Express-like normalisation (case
@@ -550,6 +569,14 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if p.StaleAtOnce && h.Get("Cache-Control") == "" {
 		h.Set("Cache-Control", "max-age=0")
 	}
+	if p.Withhold != "" {
+		cc := p.Withhold
+		if h.Get("Cache-Control") == "private" {
+			cc = "private, " + cc
+		}
+		h.Set("Cache-Control", cc)
+		h.Set(SecretHeader, dimValue(r, "addr"))
+	}
 	gz := p.Gzip && AcceptsGzip(r.Header.Values("Accept-Encoding"))
 	if p.Gzip {
 		vary = append(vary, "Accept-Encoding")
@@ -570,18 +597,30 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		// One tag per version, variant (the stamp) and the fields a 304
 		// must repeat (Vary, Cache-Control): the same tag always came
 		// with the same ones, so the checks can tell what a 304 lacks.
-		tag := fmt.Sprintf(`"v%d-%x"`, ver, fnv(append(body, h.Get("Vary")+"|"+h.Get("Cache-Control")...)))
+		tagged := body
+		if p.NotModifiedCoding {
+			// The stamp's Rid is each call's own X-Request-Id, so no
+			// two calls' tags match and the sidecar's conditionals are
+			// never answered 304: here one tag names the version and
+			// variant, whichever call fetched it (304-coding).
+			bare := st
+			bare.Rid = ""
+			tagged = encodeStamp(bare, 0)
+		}
+		tag := fmt.Sprintf(`"v%d-%x"`, ver, fnv(append(tagged, h.Get("Vary")+"|"+h.Get("Cache-Control")...)))
 		if p.WeakETag {
 			tag = "W/" + tag
 		}
 		h.Set("ETag", tag)
 		if len(inm) > 0 && MatchWeak(inm, tag) {
+			notModifiedCoding(h, r, p)
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
 	}
 	if ims, err := http.ParseTime(r.Header.Get("If-Modified-Since")); err == nil && len(inm) == 0 && h.Get("Last-Modified") != "" && !lm.After(ims) {
 		// RFC 9110 §13.1.3: only without If-None-Match (§13.2.2).
+		notModifiedCoding(h, r, p)
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
@@ -592,8 +631,11 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if gz && len(body) >= p.GzipFrom {
 		body = gzipBytes(body)
 		h.Set("Content-Encoding", "gzip")
+		if p.CodingLines {
+			h["Content-Encoding"] = []string{[...]string{"", "identity"}[roll%2], "gzip"}
+		}
 	}
-	if rg := r.Header.Get("Range"); rg != "" && h.Get("Content-Encoding") == "" {
+	if rg := r.Header.Get("Range"); rg != "" && len(h.Values("Content-Encoding")) == 0 {
 		if from, to, ok := oneRange(rg, len(body)); ok {
 			// A part is not the resource: a cache that stored it as the
 			// whole would hand other clients a body without a stamp.
@@ -628,6 +670,15 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	tr.header(h)
 	w.Write(body)
 	tr.send(w)
+}
+
+// notModifiedCoding adds to h, a 304's header, the Content-Encoding of the
+// 304-coding row: gzip, to a request that accepts it (so a 304 relayed to
+// its own client says nothing that client refused).
+func notModifiedCoding(h http.Header, r *http.Request, p Profile) {
+	if p.NotModifiedCoding && AcceptsGzip(r.Header.Values("Accept-Encoding")) {
+		h.Set("Content-Encoding", "gzip")
+	}
 }
 
 // write bumps res's version. Its profile's Fail and Hang apply after the
