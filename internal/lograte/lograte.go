@@ -51,3 +51,14 @@ func (l *Limiter) Allow() (ok bool, suppressed int) {
 	suppressed, l.suppressed = l.suppressed, 0
 	return true, suppressed
 }
+
+// TakeSuppressed returns how many lines were refused since the last one
+// allowed, and forgets them: for a caller that reports them itself once
+// no more lines of the kind come (Handler's end of a burst).
+func (l *Limiter) TakeSuppressed() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.suppressed
+	l.suppressed = 0
+	return n
+}

@@ -101,7 +101,7 @@ func (s *Store) peerLost(origin string) {
 		return // set when the raise was refused
 	}
 	s.proof.Gap(time.Now())
-	if ok, n := s.lostLog.Allow(); ok {
+	if ok, n := s.peerLog.Allow(); ok {
 		s.log.Warn("a peer's epoch raise was refused by redis: entries fetched before now need to be younger than max_lag", "suppressed", n)
 	}
 	s.deliver(Invalidation{All: true, Gap: true})

@@ -88,3 +88,37 @@ func TestRefusedRaiseSetsFloorEverywhere(t *testing.T) {
 		t.Errorf("replica started later: floor %v, before the refusal", f)
 	}
 }
+
+// TestOwnAndPeerRefusalsBothLogged: a replica's own refused raise and a
+// peer's, within the warnings' window, are two warnings: before, one
+// limiter served both, and the peer's was left out.
+func TestOwnAndPeerRefusalsBothLogged(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newReplica(t, []string{srv.Addr()})
+	b := newReplica(t, []string{srv.Addr()})
+	ctx := context.Background()
+	rc := raw(t, srv.Addr())
+	if err := rc.Do(ctx, "ACL", "SETUSER", "default", "resetkeys", "%R~*", "~test:e:*", "~test:l:*", "~test:run").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.InvalidateTags(ctx, "t"); err == nil {
+		t.Fatal("a's raise was not refused")
+	}
+	b.awaitTag(t, 5*time.Second, "t", func(Invalidation) bool { return true })
+	if inv := b.nextInvalidation(t, 5*time.Second); !inv.All || !inv.Gap {
+		t.Fatalf("b got %+v, want a's floor notice", inv)
+	}
+	if err := b.InvalidateTags(ctx, "u"); err == nil {
+		t.Fatal("b's raise was not refused")
+	}
+	a.awaitTag(t, 5*time.Second, "u", func(Invalidation) bool { return true })
+	if inv := a.nextInvalidation(t, 5*time.Second); !inv.All || !inv.Gap {
+		t.Fatalf("a got %+v, want b's floor notice", inv)
+	}
+	logs := a.logs.String()
+	for _, want := range []string{"redis refused to raise a write's epoch", "a peer's epoch raise was refused"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("a's log lacks %q:\n%s", want, logs)
+		}
+	}
+}

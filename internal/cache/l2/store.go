@@ -145,7 +145,8 @@ type Store struct {
 
 	legacyBump atomic.Bool      // Redis runs no script flags (epoch.go)
 	refusals   atomic.Uint64    // epoch raises Redis refused (refused.go)
-	lostLog    *lograte.Limiter // warnings about them
+	lostLog    *lograte.Limiter // warnings about them (own refusals)
+	peerLog    *lograte.Limiter // and about peers' (peerLost): one never crowds out the other
 	skewLog    *lograte.Limiter // warnings about a skewed clock
 	skew       clockSkew        // this clock against Redis's (skew.go)
 
@@ -211,6 +212,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		guesses: guess.New(),
 		proof:   proof.New(proofGrace(opts)),
 		lostLog: lograte.New(1, lostLogEvery, nil),
+		peerLog: lograte.New(1, lostLogEvery, nil),
 		skewLog: lograte.New(1, lostLogEvery, nil),
 		stop:    make(chan struct{}),
 		exited:  make(chan struct{}),
