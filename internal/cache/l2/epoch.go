@@ -98,10 +98,10 @@ end
 return 0`
 
 // bumpScript raises an epoch key to ARGV[1] (never lowers it) and makes it
-// live at least ARGV[2] ms. Epochs use the invalidating replica's clock and
-// entries their filler's: clocks are assumed synchronised (NTP) to well
-// within coherence.max_lag (heartbeat.go checks this replica's against
-// Redis's).
+// live at least ARGV[2] ms. Epochs and entries' stamps are on Redis's
+// clock as each replica's heartbeat measures it, rounded the way that
+// refuses more (skew.go); a replica off by more than max_lag/4 stores
+// nothing.
 //
 // It runs with the allow-oom flag (Redis 7 script flags): a Redis over
 // maxmemory under noeviction refuses every command that may grow memory,
@@ -161,11 +161,12 @@ func (s *Store) noFlags(cmds []*redis.Cmd) bool {
 func (s *Store) epochKey(tag string) string { return s.key("v:", tag) }
 
 // encodeValue is what L2 stores for e: the header the read script checks,
-// then the codec's bytes.
-func encodeValue(e *cache.Entry) ([]byte, error) {
+// its stamp at (e's StoredAt on Redis's clock: skew.go's redisStamp), then
+// the codec's bytes.
+func encodeValue(e *cache.Entry, at time.Time) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(headerMagic)
-	b.WriteString(strconv.FormatInt(e.StoredAt.UnixMilli(), 10))
+	b.WriteString(strconv.FormatInt(at.UnixMilli(), 10))
 	b.WriteByte('\n')
 	for _, t := range e.Tags {
 		if t == "" || strings.ContainsAny(t, "\n") {

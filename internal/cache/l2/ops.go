@@ -218,7 +218,7 @@ func (s *Store) Set(ctx context.Context, key string, e *cache.Entry) error {
 		return nil
 	}
 	ttl = max(ttl, time.Millisecond) // PX has millisecond resolution
-	val, err := encodeValue(e)
+	val, err := encodeValue(e, s.redisStamp(e.StoredAt))
 	if err != nil {
 		s.dropped.Add(1)
 		return wrap("set", err)

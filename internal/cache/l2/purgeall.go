@@ -88,7 +88,7 @@ func (s *Store) invalidateAll(ctx context.Context, tags []string) error {
 	if err != nil {
 		return err
 	}
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	now := strconv.FormatInt(s.epochNow().UnixMilli(), 10)
 	var r rounds
 	return r.run(ctx, s.opts.Timeout, func(cctx context.Context) error {
 		pipe := s.rdb.Pipeline()

@@ -68,7 +68,7 @@ func (s *Store) restartFloor(ctx context.Context) {
 		s.proof.Gap(time.Now())
 		return
 	}
-	if floor := time.UnixMilli(ms); floor.After(s.proof.Floor()) {
+	if floor := s.localFloor(time.UnixMilli(ms)); floor.After(s.proof.Floor()) {
 		s.proof.Gap(floor)
 		s.log.Info("entries fetched before this floor now need to be younger than max_lag (redis's note of the instance its epochs were written on)", "floor", floor)
 	}
