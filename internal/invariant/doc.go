@@ -245,6 +245,18 @@
 // nor still unanswered at the lease's ttl plus upstream.timeout (held).
 // Checked counts the leases written and the replicas' takeovers.
 //
+// # A deploy that changes a route's tags (retag.go)
+//
+// Keys do not name the route, and an entry's tags are fixed when it is
+// stored, so pods started from a changed config read what the old pods
+// stored in L2. Once a seed, the restart-retag row (stream 46) reads
+// /r/61/summary through one of the replicas, starts a replica from the
+// replicas' config with r-summary renamed r-digest and tagged rsum:{id}
+// (r-write invalidating that instead of r:{id}), writes /r/61 through it
+// and reads the summary back through it: held to the write (own-write),
+// so the old copy, which none of the new config's tags reach, must be a
+// miss. Only the new replica reads it after the write (retag.go says why).
+//
 // # Trailers (origin/trailers.go, check/trailers.go)
 //
 // On a drawn share of its answers (reads, their 5xx, writes, bulk answers

@@ -147,6 +147,26 @@ func (e *env) lateReplica(t testing.TB) func() (proxy, admin string) {
 	return func() (string, string) { return startReplica(t, e.yaml) }
 }
 
+// retagged starts one more replica from the replicas' config as a deploy
+// changed it (invariant.Config.StartRetagged): r-summary renamed r-digest
+// and tagged rsum:{id}, which r-write invalidates instead of r:{id}.
+func (e *env) retagged(t testing.TB) func() (proxy, admin string) {
+	return func() (string, string) {
+		yaml := e.yaml
+		for _, c := range [][2]string{
+			{"  - name: r-summary\n    path: /r/{id:[1-9][0-9]*}/summary\n    ttl: 5m\n    stale_if_error: 10m\n    tags: [\"r:{id}\"]\n",
+				"  - name: r-digest\n    path: /r/{id:[1-9][0-9]*}/summary\n    ttl: 5m\n    stale_if_error: 10m\n    tags: [\"rsum:{id}\"]\n"},
+			{"    path: /r/{id:[1-9][0-9]*}\n    invalidate: [\"r:{id}\"]\n", "    path: /r/{id:[1-9][0-9]*}\n    invalidate: [\"rsum:{id}\"]\n"},
+		} {
+			if !strings.Contains(yaml, c[0]) {
+				t.Fatalf("the replicas' config lost %q", c[0])
+			}
+			yaml = strings.Replace(yaml, c[0], c[1], 1)
+		}
+		return startReplica(t, yaml)
+	}
+}
+
 // go-redis logs each dial Redis refuses while the redis-restart row has
 // it down (the replicas' pools): dropped unless INVARIANT_LOG is set.
 func init() {

@@ -311,7 +311,7 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 		MaxTunnels: maxTunnels, TunnelIdle: tunnelIdle,
 		SaveRedis: e.saveRedis, RestartRedis: e.restartRedis(m.Has("evict-epochs")), StartReplica: e.lateReplica(t),
 		RedisOOM:   e.redisOOM,
-		ReloadTorn: e.reloadTorn,
+		ReloadTorn: e.reloadTorn, StartRetagged: e.retagged(t),
 	})
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)
 	return rep

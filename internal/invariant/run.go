@@ -95,6 +95,12 @@ type Config struct {
 	// upstream.timeout) and BatchLeaseTTL a batch route's id's (at least
 	// max_wait + 2 × upstream.timeout): the ghost-lease row.
 	LeaseHold, LeaseTTL, BatchLeaseTTL time.Duration
+	// StartRetagged, when set, starts one more replica from the
+	// replicas' config as a deploy changed it (r-summary renamed r-digest
+	// and tagged rsum:{id}, which r-write invalidates instead of r:{id})
+	// and returns its proxy's and admin's base URLs: the restart-retag
+	// row (retag.go).
+	StartRetagged func() (proxy, admin string)
 }
 
 // Report is what a run did and found.
@@ -192,6 +198,10 @@ type run struct {
 	bigs *rand.Rand
 	// reloads draws the reload-torn row (reload.go, stream 43).
 	reloads *rand.Rand
+	// retags draws the restart-retag row (retag.go, stream 46), and
+	// retagAt is the round after which it plays (-1: none).
+	retags  *rand.Rand
+	retagAt int
 	gen     *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
@@ -224,6 +234,8 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.reloads = rand.New(rand.NewPCG(cfg.Seed, 43))
 	r.ghosts, r.restarts = rand.New(rand.NewPCG(cfg.Seed, 37)), rand.New(rand.NewPCG(cfg.Seed, 38))
 	r.fields = rand.New(rand.NewPCG(cfg.Seed, 40))
+	r.retags = rand.New(rand.NewPCG(cfg.Seed, 46))
+	r.drawRetag()
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
@@ -245,6 +257,7 @@ func Run(ctx context.Context, cfg Config) Report {
 		r.restartRedis(ctx, round) // restart.go
 		r.redisOOM(ctx, round)     // oom.go
 		r.reloadTorn(ctx)          // reload.go
+		r.restartRetag(ctx, round) // retag.go
 	}
 	r.checkCrowds()
 	if n := cfg.Origin.Partials.Load() - partials; n > 0 {

@@ -264,9 +264,20 @@ func (x *exchange) lookupErr(ctx context.Context, local bool) (candidate, error)
 }
 
 // resolve finishes a lookup whose first read gave e: it follows a variants
-// marker with get. The split path reads many keys at once and resolves
-// each.
+// marker with get, and finds nothing in an entry x's route would not have
+// stored so (carried). The split path reads many keys at once and
+// resolves each.
 func (x *exchange) resolve(ctx context.Context, get func(context.Context, string) (*cache.Entry, cache.Tier, error), e *cache.Entry, tier cache.Tier) candidate {
+	c := x.follow(ctx, get, e, tier)
+	if c.e != nil && !x.carried(c.e) {
+		c.e, c.tier = nil, ""
+	}
+	return c
+}
+
+// follow is resolve's read of a variants marker: the variant the request
+// selects, read with get.
+func (x *exchange) follow(ctx context.Context, get func(context.Context, string) (*cache.Entry, cache.Tier, error), e *cache.Entry, tier cache.Tier) candidate {
 	c := candidate{e: e, tier: tier}
 	if e != nil && e.IsVariants() {
 		c.vary = e.Variants

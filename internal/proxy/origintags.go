@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/route"
@@ -46,4 +47,20 @@ func (x *exchange) tagEntry(e *cache.Entry, upstream http.Header) bool {
 		}
 	}
 	return true
+}
+
+// carried reports whether e carries every tag x's route gives what it
+// stores for x's request now (entryblock.New, tagEntry's readings): its
+// route tag and its templates' expansions. Keys do not name the route,
+// and an entry's tags are fixed when it is stored: an entry another
+// replica stored in L2 under a config whose route had another name or
+// other templates (a restart or a rolling deploy; a reload drops its own,
+// internal/server retire.go) lacks the tags this config's write routes
+// and purges by route drop, so it would be served until its TTL whatever
+// they dropped. It is a miss instead: fetched and stored over, with this
+// config's tags. Asked of every tier, since an L2 hit is copied into L1
+// before the proxy sees it (cache.Tiered.promote). Extra tags (another
+// config's, URI tags, the upstream's keys) only over-invalidate.
+func (x *exchange) carried(e *cache.Entry) bool {
+	return slices.Contains(e.Tags, x.rs.routeTag) && route.Carries(e.Tags, x.rs.rt.Tags, x.params.list())
 }

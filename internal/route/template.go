@@ -151,3 +151,58 @@ func (t Template) String() string { return t.src }
 
 // MarshalText writes the template as written, for GET /routes.
 func (t Template) MarshalText() ([]byte, error) { return []byte(t.src), nil }
+
+// Carries reports whether tags holds every tag ts expanded with p gives
+// (Expand), and, when one of p's values reads as another, every tag of
+// those readings as well (AppendReadings): whether an entry whose tags are
+// tags is reached by every invalidation the route now makes for p. It
+// compares in place and allocates nothing, for it runs on every hit.
+//
+// Tags beyond those are not asked about: an extra tag only makes the entry
+// dropped by more writes (over-invalidation costs a miss, never a lie).
+func Carries(tags []string, ts []Template, p Params) bool {
+	read := false
+	for i := range p {
+		if _, ok := spelling.Reading(p[i].Value); ok {
+			read = true
+			break
+		}
+	}
+	for _, t := range ts {
+		if !t.in(tags, p, false) || read && !t.in(tags, p, true) {
+			return false
+		}
+	}
+	return true
+}
+
+// in reports whether tags holds t expanded with p, each value read as
+// spelling.Reading reads it when read is set and it has a reading.
+func (t Template) in(tags []string, p Params, read bool) bool {
+	for _, s := range tags {
+		if t.matches(s, p, read) {
+			return true
+		}
+	}
+	return false
+}
+
+// matches reports whether s is t expanded with p (read: as in in).
+func (t Template) matches(s string, p Params, read bool) bool {
+	for _, pt := range t.parts {
+		v := pt.text
+		if pt.param {
+			v = p.Get(pt.text)
+			if read {
+				if n, ok := spelling.Reading(v); ok {
+					v = n
+				}
+			}
+		}
+		if !strings.HasPrefix(s, v) {
+			return false
+		}
+		s = s[len(v):]
+	}
+	return s == ""
+}

@@ -130,6 +130,7 @@ var Features = []Feature{
 	{Name: "withheld-field", On: true, Note: "answers of r, p and n naming X-Secret in a qualified private or no-cache (stored or not), X-Secret holding the caller's address, slow so requests collapse: no other client may get the field (RFC 9111 §5.2.2.4, §5.2.2.7; stream 40)"},
 	{Name: "coding-lines", On: true, Note: "gzip answers saying so on two Content-Encoding lines, an empty or identity one first: one list, gzip (RFC 9110 §5.3), never stored or served as identity (stream 40)"},
 	{Name: "304-coding", On: true, Note: "304s to requests that accept gzip saying Content-Encoding: gzip (n answers then carry an ETag): a revalidated entry keeps its stored body's coding (RFC 9111 §3.2; stream 40)"},
+	{Name: "restart-retag", On: true, Note: "once a seed, a replica started from a deploy's config in which r-summary is renamed r-digest and tagged rsum:{id} (r-write invalidates that instead of r:{id}) writes /r/61 and reads /r/61/summary, which an old replica stored in L2 just before: the old copy carries none of the new config's tags, so it must be a miss, never served past the acknowledged write (stream 46)"},
 	{Name: "write-refused", On: true, Note: "writes answered 405 or 409 without bumping (refused: they invalidate nothing, and break nothing)"},
 
 	// What Redis does.
