@@ -9,7 +9,7 @@ import (
 
 // MaxReadings is the most integers AppendInts gives for one spelling: one
 // per parser it follows.
-const MaxReadings = 6
+const MaxReadings = 7
 
 // AppendInts appends to dst each integer a lenient origin may read s, a
 // path segment or id, as: each a decimal without sign or leading zeros,
@@ -32,6 +32,11 @@ const MaxReadings = 6
 //     leading hex digits or the leading decimal digits;
 //   - JavaScript's Number, for what parseInt does not read: the whole
 //     string, trimmed, as "0x", "0o" or "0b" and its digits;
+//   - a number with a fraction or an exponent ("0.5e1", "50e-1", "5e2"),
+//     the whole string trimmed as Number trims it: its value when that
+//     is an integer to Number and to MySQL (which compares an integer
+//     column with it as doubles), truncated toward zero to PHP's (int)
+//     (decimalJS), within int64;
 //   - PostgreSQL 16+ int8 input: C blanks around the whole string, a
 //     sign, "0x", "0o" or "0b" and its digits with single underscores
 //     (its decimal reading is always Ruby's too);
@@ -61,10 +66,10 @@ func AppendInts(dst []string, s string) []string {
 	if i == len(s) {
 		return append(dst, trimZeros(s)) // every parser reads it so
 	}
-	if i > 0 && s[i] < utf8.RuneSelf && s[i] != '_' && (i > 1 || s[0] != '0' || !radixLetter(s[1])) {
+	if i > 0 && s[i] < utf8.RuneSelf && s[i] != '_' && (i > 1 || s[0] != '0' || !radixLetter(s[1])) && !isDecimal(s, i) {
 		// A slug ("5-acme"): its leading digits, followed by an ASCII
-		// byte that neither joins digits nor makes a prefix, are every
-		// parser's reading or none.
+		// byte that neither joins digits nor makes a prefix nor a
+		// decimal number, are every parser's reading or none.
 		return append(dst, trimZeros(s[:i]))
 	}
 	if !mayRead(s[0]) {
@@ -83,11 +88,21 @@ func radixLetter(c byte) bool {
 	return false
 }
 
+// isDecimal reports whether s, whose leading i bytes are ASCII digits, is
+// a number with a fraction or an exponent (decimalLiteral).
+func isDecimal(s string, i int) bool {
+	if !decimalTail(s[i:]) {
+		return false
+	}
+	_, ok := decimalLiteral(s)
+	return ok
+}
+
 // mayRead reports whether a spelling starting with c may read as an
-// integer: a sign, a digit, a blank, or the first byte of a Unicode blank
-// or digit.
+// integer: a sign, a digit, a '.' (".5e1"), a blank, or the first byte of
+// a Unicode blank or digit.
 func mayRead(c byte) bool {
-	return c == '+' || c == '-' || '0' <= c && c <= '9' || c == ' ' || '\t' <= c && c <= '\r' || c >= utf8.RuneSelf
+	return c == '+' || c == '.' || c == '-' || '0' <= c && c <= '9' || c == ' ' || '\t' <= c && c <= '\r' || c >= utf8.RuneSelf
 }
 
 func appendLenient(dst []string, s string) []string {
@@ -103,6 +118,9 @@ func appendLenient(dst []string, s string) []string {
 		dst = addReading(dst, start, n)
 	}
 	if n, ok := numberJS(s); ok {
+		dst = addReading(dst, start, n)
+	}
+	if n, ok := decimalJS(s); ok {
 		dst = addReading(dst, start, n)
 	}
 	if n, ok := pgInt8(s); ok {

@@ -1,6 +1,7 @@
 package spelling_test
 
 import (
+	"math"
 	"math/big"
 	"regexp"
 	"strings"
@@ -14,10 +15,10 @@ import (
 // no integer. Cross-checked by hand against python3, node and PostgreSQL
 // 16's documentation.
 //
-// Left out, and so not followed: JavaScript's Number and MySQL's
-// comparison of a string with an integer column read decimal fractions
-// and exponents ("1e3" is 1000, "5.0" is 5); Ruby's Kernel#Integer and C's
-// strtol with base 0 read a leading 0 as octal ("010" is 8).
+// Left out, and so not followed: Ruby's Kernel#Integer and C's strtol
+// with base 0 read a leading 0 as octal ("010" is 8); MySQL's comparison
+// and PHP's (int) read a leading number with an exponent in a longer
+// string ("5e2-acme" is 500 to them).
 
 var (
 	cBlank    = "[ \\t\\n\\v\\f\\r]*"
@@ -28,6 +29,7 @@ var (
 	numberRe  = regexp.MustCompile(`^(?:0[xX]([0-9a-fA-F]+)|0[oO]([0-7]+)|0[bB]([01]+)|[+-]?([0-9]+))$`)
 	pgRe      = regexp.MustCompile(`^` + cBlank + `([+-]?)(?:0[xX]((?:_?[0-9a-fA-F])+)|0[oO]((?:_?[0-7])+)|0[bB]((?:_?[01])+)|([0-9](?:_?[0-9])*))` + cBlank + `$`)
 	pythonRe  = regexp.MustCompile(`^[+-]?([0-9]+(?:_[0-9]+)*)$`)
+	decimalRe = regexp.MustCompile(`^([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?$`)
 	maxSafeJS = big.NewInt(1 << 53)
 	maxInt8   = new(big.Int).SetUint64(1<<63 - 1)
 )
@@ -64,6 +66,19 @@ func parsersRead(s string) map[string]bool {
 			if m[i+1] != "" {
 				add(m[i+1], base, maxSafeJS)
 			}
+		}
+	}
+	// Number(s) of a decimal with a fraction or an exponent (ECMA-262
+	// §7.1.4.1 StrDecimalLiteral), MySQL's comparison of it with an
+	// integer column (both the double nearest it, when an integer), and
+	// PHP's (int) of it (that double truncated toward zero), within int64.
+	if v, neg, ok := decimalValue(strings.TrimFunc(s, isJSBlank)); ok {
+		limit := maxInt8
+		if neg {
+			limit = new(big.Int).Add(maxInt8, big.NewInt(1))
+		}
+		if v.Cmp(limit) <= 0 {
+			out[v.String()] = true
 		}
 	}
 	// PostgreSQL 16+'s int8 input.
@@ -121,4 +136,51 @@ func asciiDigits(s string) string {
 		}
 		return '0' + rune(k%10)
 	}, s)
+}
+
+// decimalValue is the magnitude of t's nearest double truncated toward
+// zero, and its sign, when t is a finite decimal literal with a fraction
+// or an exponent: computed exactly (big.Rat) and rounded once, to
+// nearest even, as strtod and ECMA-262's RoundMVResult do.
+func decimalValue(t string) (*big.Int, bool, bool) {
+	m := decimalRe.FindStringSubmatch(t)
+	if m == nil || m[2]+m[3] == "" || !strings.ContainsAny(t, ".eE") {
+		return nil, false, false
+	}
+	neg := m[1] == "-"
+	digits := strings.TrimLeft(m[2]+m[3], "0")
+	if digits == "" {
+		return new(big.Int), neg, true
+	}
+	exp, ok := new(big.Int).SetString(strings.TrimPrefix(m[4], "+"), 10)
+	if m[4] == "" {
+		exp, ok = new(big.Int), true
+	}
+	if !ok {
+		return nil, false, false
+	}
+	// The value is digits × 10^(exp - len(m[3])), of the order of
+	// 10^(len(digits) + exp - len(m[3])): past 10^400 no double holds it,
+	// below 10^-400 the nearest double is 0.
+	scale := new(big.Int).Sub(exp, big.NewInt(int64(len(m[3]))))
+	order := new(big.Int).Add(scale, big.NewInt(int64(len(digits))))
+	switch {
+	case order.Cmp(big.NewInt(400)) > 0:
+		return nil, false, false
+	case order.Cmp(big.NewInt(-400)) < 0:
+		return new(big.Int), neg, true
+	}
+	r, _ := new(big.Rat).SetString(digits)
+	p := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), new(big.Int).Abs(scale), nil))
+	if scale.Sign() < 0 {
+		r.Quo(r, p)
+	} else {
+		r.Mul(r, p)
+	}
+	f, _ := r.Float64()
+	if math.IsInf(f, 0) {
+		return nil, false, false
+	}
+	v, _ := new(big.Float).SetFloat64(f).Int(nil)
+	return v, neg, true
 }

@@ -79,8 +79,9 @@ func Candidates(path string) ([]string, bool) {
 
 // CanonicalParam reports whether a route parameter's value is spelled the
 // one way it is stored: not a number with a sign, leading zeros or blanks
-// around it, no ";params", not a dot segment, not empty, and not a
-// spelling that reads as several integers ("0x5", "1_000": AppendInts)
+// around it, no ";params", not a dot segment, not empty, not a number
+// with a fraction or an exponent ("5.0", "5e0"), and not a
+// spelling that reads as several integers ("0x5", "1_000", "5e2": AppendInts)
 // or as one only by a reading of its digits other than ASCII's ("５",
 // "\u00a05"). A read whose parameters are not canonical passes through
 // uncached (strict for storage), while a write spelled that way still
@@ -109,9 +110,14 @@ func CanonicalParam(v string) bool {
 	// A slug read as n ("5-acme"): canonical for the app that links to
 	// it (Rails' to_param), and stored, tagged also as n (Reading), so a
 	// write to n drops it; blanks around it are no one's link, nor is a
-	// signed run of digits ("05", "+5") or one of other digits ("５").
+	// signed run of digits ("05", "+5") or one of other digits ("５"),
+	// nor a number with a fraction or an exponent ("5.0", "5e0"), which
+	// JavaScript, PHP and MySQL read as its value.
 	t := unsign(v)
 	n := leadingDigits(t)
+	if _, dec := decimalLiteral(v); dec {
+		return false
+	}
 	return n > 0 && n < len(t) && blankFree(v)
 }
 

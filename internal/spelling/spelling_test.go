@@ -88,7 +88,11 @@ func TestCanonical(t *testing.T) {
 		// not have: not stored.
 		"0x5": false, "0o5": false, "0b101": false, "0d5": false, "1_000": false, "0x5-acme": false, "1_0-acme": false,
 		"\uff15": false, "1\uff15": false, "\u00a05": false, "5\u00a0": false, "\ufeff5": false, "\u30005": false, "\u00855": false, "\x1c5": true,
-		"0x0": true, "5_acme": true, "5.json": true, "\u00a0acme": true} {
+		"0x0": true, "5_acme": true, "5.json": true, "\u00a0acme": true,
+		// A number with a fraction or an exponent, whether it reads as
+		// several integers or as one.
+		"0.5e1": false, "50e-1": false, "5e2": false, "5.0": false, "5e0": false, "5.": false, ".5e1": false, "5.9": false, "1e400": false,
+		"5e2-acme": true, "5.0.1": true, "5e": true} {
 		if got := spelling.CanonicalParam(v); got != want {
 			t.Errorf("CanonicalParam(%q) = %v, want %v", v, got, want)
 		}
@@ -155,12 +159,40 @@ func TestInts(t *testing.T) {
 		{"\u00851_0", []string{"10"}},
 		{"\u00a05-acme", []string{"5"}},
 		{"\ufeff\uff15", nil},
+		// A number with a fraction or an exponent is its value to
+		// JavaScript's Number and MySQL's comparison, truncated to PHP's
+		// (int), and its leading digits to the others.
+		{"0.5e1", []string{"0", "5"}},
+		{"50e-1", []string{"50", "5"}},
+		{"5e2", []string{"5", "500"}},
+		{"0.8e1", []string{"0", "8"}},
+		{"80e-1", []string{"80", "8"}},
+		{"5E+2", []string{"5", "500"}},
+		{".5e1", []string{"5"}},
+		{"5.", []string{"5"}},
+		{"5.0", []string{"5"}},
+		{"5.9", []string{"5"}},
+		{"-5.9e1", []string{"5", "59"}},
+		{" 5e2\n", []string{"5", "500"}},
+		{"\u00a05e2", []string{"5", "500"}},
+		{"4.99999999999999999", []string{"4", "5"}}, // the nearest double is 5
+		{"1e-400", []string{"1", "0"}},
+		{"1e400", []string{"1"}},
+		{"9.2e18", []string{"9", "9200000000000000000"}},
+		{"9.3e18", []string{"9"}}, // past int64
+		{"5e", []string{"5"}},
+		{"5.json", []string{"5"}},
+		{"550e8400-e29b", []string{"550"}},
+		{"5e2-acme", []string{"5"}},
+		{"1_0.5", []string{"1", "10"}},
+		{".", nil},
+		{".e1", nil},
 	} {
 		if got := spelling.AppendInts(nil, tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("AppendInts(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	for v, want := range map[string]string{"5": "", "acme": "", "05": "5", " 5": "5", "5-acme": "5", "0x5": "", "\uff15": "5"} {
+	for v, want := range map[string]string{"5": "", "acme": "", "05": "5", " 5": "5", "5-acme": "5", "0x5": "", "\uff15": "5", "5e2": "", "5.0": "5"} {
 		if got, ok := spelling.Reading(v); got != want || ok != (want != "") {
 			t.Errorf("Reading(%q) = %q, %v; want %q", v, got, ok, want)
 		}
@@ -175,7 +207,8 @@ func TestInts(t *testing.T) {
 // canonical param, and its path folds to each.
 func FuzzInts(f *testing.F) {
 	for _, s := range []string{"5", "05", "+5", " 5", "5 ", "\t5", "5-acme", "acme", "", "-", "0x1F", "550e8400-e29b", "99999999999999999999",
-		"0x5", "0o7", "0b101", "0d5", "1_000", "0x_1", "\uff15", "\u00a05", "\ufeff0x5", "\u3000-1_2\u3000", "0x8000000000000000", "-0x8000000000000000", "\x1c5", "\u00851_0"} {
+		"0x5", "0o7", "0b101", "0d5", "1_000", "0x_1", "\uff15", "\u00a05", "\ufeff0x5", "\u3000-1_2\u3000", "0x8000000000000000", "-0x8000000000000000", "\x1c5", "\u00851_0",
+		"0.5e1", "50e-1", "5e2", ".5e1", "5.", "-9.3e18", "9.223372036854775807e18", "-9.223372036854775808e18", "4.99999999999999999", "1e-400", "1e400", "1e99999999999", "0.000e99999999999"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -201,9 +234,10 @@ func FuzzInts(f *testing.F) {
 			t.Fatalf("CanonicalParam(%q) is true, with readings %q", s, got)
 		}
 		if len(got) == 1 && got[0] != s && spelling.CanonicalParam(s) {
-			// A slug: ASCII digits in front, then a name.
+			// A slug: ASCII digits in front, then a name, and not a
+			// number with a fraction or an exponent.
 			d := strings.TrimLeft(s, "+-")
-			if len(s)-len(d) > 1 || d == "" || d[0] < '0' || d[0] > '9' || strings.Trim(d, "0123456789") == "" || strings.TrimSpace(s) != s {
+			if decimalRe.MatchString(strings.TrimFunc(s, isJSBlank)) || len(s)-len(d) > 1 || d == "" || d[0] < '0' || d[0] > '9' || strings.Trim(d, "0123456789") == "" || strings.TrimSpace(s) != s {
 				t.Fatalf("CanonicalParam(%q) is true, reading %s", s, got[0])
 			}
 		}

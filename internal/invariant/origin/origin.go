@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -357,12 +358,17 @@ func lenientID(id string) string {
 // multiID reads id, percent-decoded, as PostgreSQL 16+'s int8 input and
 // Python's int() do, when it is spelled a way the other rules do not
 // take: bytes past ASCII (Unicode blanks around it, Unicode decimal
-// digits), a 0x, 0o or 0b prefix, underscores between digits. Any other
-// id is not its business (false).
+// digits), a 0x, 0o or 0b prefix, underscores between digits; and a
+// decimal with a fraction or an exponent as JavaScript's Number does
+// (its value, when an integer: decimalID). Any other id is not its
+// business (false).
 func multiID(id string) (string, bool) {
 	s, err := url.PathUnescape(id)
 	if err != nil {
 		return "", false
+	}
+	if n, ok := decimalID(s); ok {
+		return n, true
 	}
 	wide := strings.ContainsFunc(s, func(r rune) bool { return r >= utf8.RuneSelf })
 	s = strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == 0xfeff })
@@ -397,6 +403,21 @@ func multiID(id string) (string, bool) {
 		n = -n
 	}
 	return strconv.FormatInt(n, 10), true
+}
+
+// decimalID reads s as a Node origin's Number(s) does when it is a
+// decimal with a fraction or an exponent ("0.5e1", "50e-1", "5e2"): its
+// value, without sign, when that is an integer within 2^53.
+func decimalID(s string) (string, bool) {
+	t := strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == 0xfeff })
+	if !strings.ContainsAny(t, ".eE") || strings.Trim(t, "+-.eE0123456789") != "" {
+		return "", false
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v != math.Trunc(v) || math.Abs(v) > 1<<53 {
+		return "", false
+	}
+	return strconv.FormatUint(uint64(math.Abs(v)), 10), true
 }
 
 // AppliedAnswer reports whether a write sent with query (answer=303, 502

@@ -187,7 +187,7 @@ func (g *Gen) drawLenient(q *Request, id string) {
 }
 
 // multiSpellings is how many ways multiSpelling spells an id.
-const multiSpellings = 9
+const multiSpellings = 12
 
 // multiSpelling is id (a decimal) spelled the k-th way of those stacks
 // read differently or only some read as a number (internal/spelling.
@@ -196,7 +196,9 @@ const multiSpellings = 9
 // read 0), underscores between digits (PostgreSQL, Python, Ruby; parseInt
 // reads the digits before), full-width digits (Python's int()), and
 // U+00A0, U+FEFF and U+3000 around it (Python or JavaScript skip them),
-// percent-encoded.
+// percent-encoded, and a decimal with a fraction or an exponent ("0.5e1",
+// "50e-1", "500E-2": JavaScript's Number, MySQL's comparison and PHP's
+// (int) read its value, parseInt and Ruby its leading digits).
 func multiSpelling(id string, k int) string {
 	n, err := strconv.ParseUint(id, 10, 64)
 	if err != nil {
@@ -226,8 +228,16 @@ func multiSpelling(id string, k int) string {
 		return "%C2%A0" + id
 	case 7:
 		return "%EF%BB%BF" + id
-	default:
+	case 8:
 		return "%E3%80%80" + id + "%E3%80%80"
+	case 9:
+		// A fraction and an exponent: 5 to JavaScript's Number, MySQL's
+		// comparison and PHP's (int); 0 to Ruby's to_i and parseInt.
+		return "0." + id + "e" + strconv.Itoa(len(id))
+	case 10:
+		return id + "0e-1" // 50e-1: 5 to Number, 50 to parseInt
+	default:
+		return id + "00E-2"
 	}
 }
 
