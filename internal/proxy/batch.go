@@ -14,6 +14,7 @@ import (
 	"github.com/sidecache/sidecache/internal/bulk"
 	"github.com/sidecache/sidecache/internal/cache"
 	"github.com/sidecache/sidecache/internal/cachekey"
+	"github.com/sidecache/sidecache/internal/forward"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/surrogate"
@@ -94,15 +95,19 @@ type bulkCall struct {
 	// only that request may have (private, or varying on a header the
 	// members may send differently) goes to its requests alone: madeFor.
 	from http.Header
-	// unsent are the headers the answer's Vary names that the call did
-	// not send (a header the route withholds until it learns it from a
-	// Vary, forward.Rules.LearnVary): its elements are the variant of
-	// their absence, which answers no request that carried one of them
-	// (RFC 9111 §4.1), opener or member: withheldFrom. fwd is the
-	// route's forwarding, which such a request teaches the header, so
-	// that its own call carries it.
-	unsent []string
-	fwd    *forwarding
+	// vary are the client headers the answer's Vary names (varyMatched)
+	// and sent the call's own header: an element is the variant of the
+	// values sent carried of them (absent ones included: a header the
+	// route withheld until it learns it from a Vary,
+	// forward.Rules.LearnVary), which answers no request that carried
+	// other values (RFC 9111 §4.1), opener or member: withheldFrom. The
+	// call's record, never the route's rules, which may have changed
+	// since it left (a Vary learned, or a reload) and, with them, what a
+	// group holds. fwd is the route's forwarding, which a request with a
+	// withheld header teaches it, so that its own call carries it.
+	vary []string
+	sent http.Header
+	fwd  *forwarding
 }
 
 // newBulkCall is what the answers of the bulk call x sent as out, whose
@@ -110,24 +115,26 @@ type bulkCall struct {
 func (x *exchange) newBulkCall(upstream, out http.Header, took time.Duration) *bulkCall {
 	c := &bulkCall{upstream: took, reqID: out.Get("X-Request-Id"), from: x.r.Header}
 	if _, varies := upstream["Vary"]; varies {
-		c.unsent, c.fwd = unsentVary(upstream, out), x.rs.fwd
+		c.vary, c.sent, c.fwd = varyMatched(upstream), out, x.rs.fwd
 	}
 	return c
 }
 
-// unsentVary lists the headers upstream's Vary names that out did not
-// send, but Accept-Encoding and Accept: the bulk call sends its own of
-// those for every request of the batch, and the transport undoes the
-// coding (elementVary).
-func unsentVary(upstream, out http.Header) []string {
+// varyMatched lists the headers upstream's Vary names that a request
+// must match the bulk call in (withheldFrom), but Accept-Encoding and
+// Accept: the bulk call sends its own of those for every request of the
+// batch, and the transport undoes the coding (elementVary); and but the
+// headers the sidecar writes or never forwards: elementVary makes such an
+// answer the opener's alone (private, madeFor).
+func varyMatched(upstream http.Header) []string {
 	names, _ := cachekey.ParseVary(upstream)
-	var unsent []string
+	var vary []string
 	for _, n := range names {
-		if n != "Accept-Encoding" && n != "Accept" && out.Get(n) == "" { // an empty User-Agent is not sent (net/http)
-			unsent = append(unsent, n)
+		if n != "Accept-Encoding" && n != "Accept" && !forward.Own(n) && !neverForwarded(n) {
+			vary = append(vary, n)
 		}
 	}
-	return unsent
+	return vary
 }
 
 // batcher is a route's loader: the opener's exchange rides along to make
@@ -529,6 +536,12 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkAnswer, 
 	// Room past each element for its ETag (keepElement), and for the
 	// strings its entry keeps (setID).
 	ex := x.elementExchange()
+	// admit judges each element by what this call sent (sentWithout,
+	// sentUnvaried), not by the route's rules when the answer comes: its
+	// header, but for the Accept it sets itself (elementVary exempts it).
+	// One copy per call, not per element.
+	ex.sent = out.Header.Clone()
+	delete(ex.sent, "Accept")
 	frame := cachekey.NewFrame(ex.r, &rt.Key)
 	parts, err := bulk.SplitForRoom(body, rt.Batch.IDField, ids, bulk.ETagLen+ex.elementRoom(ids, &frame))
 	if cap(body) <= maxBulkBuf {

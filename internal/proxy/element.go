@@ -241,12 +241,17 @@ func (m *headsMemo) heads(requested, received time.Time) elementHeads {
 //     adds Vary: Accept-Encoding to every answer: this is that case.
 //   - a header the batch group is keyed on (forward.Rules.Grouped): every
 //     request of the batch sent the same value; the element is stored as
-//     that variant, keyed as a per-ID fetch's would be.
-//   - a header the route withholds: the bulk call did not send it. If the
-//     opener's request carried it, the upstream answered another variant
-//     than the opener's (vary-withheld); the route forwards it from now on
-//     (groups then split on it). Else the element is the variant of its
-//     absence, stored as such.
+//     that variant, keyed as a per-ID fetch's would be. The call sent the
+//     opener's value, or the opener had none: a member that joined before
+//     the route grouped on it may have another, and withheldFrom sends
+//     it to fetch its own.
+//   - a header the bulk call did not send (sent: the route withheld it
+//     when the call left, whatever it forwards now) although the
+//     opener's request carried it: the upstream answered another variant
+//     than the opener's (vary-withheld); the route forwards it from now
+//     on (groups then split on it).
+//   - a header the route withholds and the opener did not carry: the
+//     element is the variant of its absence, stored as such.
 //   - "*", a header the sidecar writes (forward.Own), one forwarded with
 //     the opener's value but not part of the group (User-Agent, Referer,
 //     Via), or one never forwarded: the requests of the batch may differ
@@ -266,20 +271,25 @@ func (x *exchange) elementVary(upstream, sent http.Header) (names []string, reas
 	}
 	rules := x.rs.fwd.rules
 	for _, n := range all {
+		went := sentValues(sent, n) != nil
 		switch {
 		case n == "Accept-Encoding" || n == "Accept":
 		case forward.Own(n) || neverForwarded(n):
 			return nil, notStoredVaryPerRequest
+		case !went && len(x.r.Header[n]) > 0:
+			// Judged by what the call sent, not by what the route
+			// forwards now: a route that learned n after the call
+			// left (or whose rules a reload made anew) would
+			// otherwise store the answer made without it as the
+			// opener's variant, for every client of that value.
+			x.rs.fwd.learnVary(x.r, []string{n})
+			return nil, notStoredVaryWithheld
 		case rules.Grouped(n):
 			names = append(names, n)
 		case rules.Forwards(n):
 			return nil, notStoredVaryPerRequest
 		default:
-			if _, sent := x.r.Header[n]; sent {
-				x.rs.fwd.learnVary(x.r, []string{n})
-				return nil, notStoredVaryWithheld
-			}
-			names = append(names, n)
+			names = append(names, n) // the variant of its absence
 		}
 	}
 	if rules.SentUnvaried(sent, all, "Accept") { // fetchBulk sets its own Accept

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 
 	"github.com/sidecache/sidecache/internal/batch"
 )
@@ -42,23 +43,39 @@ func (a *bulkAnswer) notFor(private bool, h http.Header) bool {
 	return a.withheldFrom(h) || private && !a.madeFor(h) // withheldFrom first: it teaches the route
 }
 
-// withheldFrom reports whether a was made without a header that its
-// Vary names and h carries: another variant than h's request's, opener
-// or member (RFC 9111 §4.1), as the per-key path finds an answer made
-// without a header the route withheld (fetch: sentWithout). The route
-// learns the header then (the per-key path does so too), so that the
-// request's own call carries it.
+// withheldFrom reports whether a was made with other values than h
+// carries of a header its Vary names (bulkCall.vary): another variant
+// than h's request's, opener or member (RFC 9111 §4.1), as the per-key
+// path finds an answer made without a header the route withheld (fetch:
+// sentWithout). It compares h with what the call sent (bulkCall.sent),
+// never with what the route forwards or groups on now: a Vary learned
+// after the call left (or a reload's fresh rules) changes those, and a
+// member that joined the batch before could have been handed the variant
+// of another tenant. The route learns a header h carried and the call
+// withheld (the per-key path does so too), so that the request's own
+// call carries it.
 func (a *bulkAnswer) withheldFrom(h http.Header) bool {
-	if a == nil || a.call == nil || len(a.call.unsent) == 0 {
+	if a == nil || a.call == nil || len(a.call.vary) == 0 {
 		return false
 	}
-	for _, n := range a.call.unsent {
-		if len(h.Values(n)) > 0 {
-			a.call.fwd.rules.LearnVary(h, a.call.unsent)
+	for _, n := range a.call.vary {
+		if !slices.Equal(h[n], sentValues(a.call.sent, n)) {
+			a.call.fwd.rules.LearnVary(h, a.call.vary)
 			return true
 		}
 	}
 	return false
+}
+
+// sentValues are the values of the (canonical) header n that a call with
+// header sent carried upstream; nil: none. An empty User-Agent is upreq's
+// mark that the client sent none, and is not sent (net/http, lean).
+func sentValues(sent http.Header, n string) []string {
+	vs := sent[n]
+	if n == "User-Agent" && len(vs) == 1 && vs[0] == "" {
+		return nil
+	}
+	return vs
 }
 
 // sameHeader reports whether a and b are one map (not merely equal).
