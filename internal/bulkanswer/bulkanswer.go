@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -123,41 +124,48 @@ type Call struct {
 	// request may have (private, or varying on a header the members may
 	// send differently) goes to its requests alone: MadeFor.
 	from http.Header
-	// unsent are the headers the answer's Vary names that the call did
-	// not send (a header the route withholds until it learns it from a
-	// Vary, forward.Rules.LearnVary): its elements are the variant of
-	// their absence, which answers no request that carried one of them
-	// (RFC 9111 §4.1), opener or member: WithheldFrom. rules are the
-	// route's forwarding rules, which such a request teaches the header,
-	// so that its own call carries it.
-	unsent []string
-	rules  *forward.Rules
+	// vary are the client headers the answer's Vary names (varyMatched)
+	// and sent the call's own header: an element is the variant of the
+	// values sent carried of them (absent ones included: a header the
+	// route withheld until it learns it from a Vary,
+	// forward.Rules.LearnVary), which answers no request that carried
+	// other values (RFC 9111 §4.1), opener or member: WithheldFrom. The
+	// call's record, never the route's rules, which may have changed
+	// since it left (a Vary learned, or a reload) and, with them, what a
+	// group holds. rules are the route's forwarding rules, which a request
+	// with a withheld header teaches it, so that its own call carries it.
+	vary  []string
+	sent  http.Header
+	rules *forward.Rules
 }
 
 // NewCall is what the answers of a bulk call share: made with the
 // headers from of a client request and sent as out, its answer's header
-// upstream, each id's share of its time took; rules are the route's.
-func NewCall(from, upstream, out http.Header, took time.Duration, rules *forward.Rules) *Call {
+// upstream, each id's share of its time took; rules are the route's, and
+// never reports the headers the route never forwards.
+func NewCall(from, upstream, out http.Header, took time.Duration, rules *forward.Rules, never func(string) bool) *Call {
 	c := &Call{Upstream: took, ReqID: out.Get("X-Request-Id"), from: from}
 	if _, varies := upstream["Vary"]; varies {
-		c.unsent, c.rules = unsentVary(upstream, out), rules
+		c.vary, c.sent, c.rules = varyMatched(upstream, never), out, rules
 	}
 	return c
 }
 
-// unsentVary lists the headers upstream's Vary names that out did not
-// send, but Accept-Encoding and Accept: the bulk call sends its own of
-// those for every request of the batch, and the transport undoes the
-// coding (internal/bulkelem's Vary).
-func unsentVary(upstream, out http.Header) []string {
+// varyMatched lists the headers upstream's Vary names that a request
+// must match the bulk call in (WithheldFrom), but Accept-Encoding and
+// Accept: the bulk call sends its own of those for every request of the
+// batch, and the transport undoes the coding (internal/bulkelem's Vary);
+// and but the headers the sidecar writes or never forwards: bulkelem's
+// Vary makes such an answer the opener's alone (private, MadeFor).
+func varyMatched(upstream http.Header, never func(string) bool) []string {
 	names, _ := cachekey.ParseVary(upstream)
-	var unsent []string
+	var vary []string
 	for _, n := range names {
-		if n != "Accept-Encoding" && n != "Accept" && out.Get(n) == "" { // an empty User-Agent is not sent (net/http)
-			unsent = append(unsent, n)
+		if n != "Accept-Encoding" && n != "Accept" && !forward.Own(n) && !never(n) {
+			vary = append(vary, n)
 		}
 	}
-	return unsent
+	return vary
 }
 
 // MadeFor reports whether a is an answer the bulk call made with the
@@ -178,19 +186,23 @@ func (a *Answer) NotFor(private bool, h http.Header) bool {
 	return a.WithheldFrom(h) || private && !a.MadeFor(h) // WithheldFrom first: it teaches the route
 }
 
-// WithheldFrom reports whether a was made without a header that its Vary
-// names and h carries: another variant than h's request's, opener or
-// member (RFC 9111 §4.1), as the per-key path finds an answer made
-// without a header the route withheld. The route learns the header then
-// (the per-key path does so too), so that the request's own call carries
-// it.
+// WithheldFrom reports whether a was made with other values than h
+// carries of a header its Vary names (Call.vary): another variant than
+// h's request's, opener or member (RFC 9111 §4.1), as the per-key path
+// finds an answer made without a header the route withheld. It compares h
+// with what the call sent, never with what the route forwards or groups
+// on now: a Vary learned after the call left (or a reload's fresh rules)
+// changes those, and a member that joined the batch before could have
+// been handed the variant of another tenant. The route learns a header h
+// carried and the call withheld (the per-key path does so too), so that
+// the request's own call carries it.
 func (a *Answer) WithheldFrom(h http.Header) bool {
-	if a == nil || a.Call == nil || len(a.Call.unsent) == 0 {
+	if a == nil || a.Call == nil || len(a.Call.vary) == 0 {
 		return false
 	}
-	for _, n := range a.Call.unsent {
-		if len(h.Values(n)) > 0 {
-			a.Call.rules.LearnVary(h, a.Call.unsent)
+	for _, n := range a.Call.vary {
+		if !slices.Equal(h[n], forward.SentValues(a.Call.sent, n)) {
+			a.Call.rules.LearnVary(h, a.Call.vary)
 			return true
 		}
 	}

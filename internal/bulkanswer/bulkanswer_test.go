@@ -21,7 +21,7 @@ func TestNotFor(t *testing.T) {
 	opener := http.Header{"Accept-Language": {"en"}}
 	twin := opener.Clone()
 	out := http.Header{"X-Request-Id": {"r1"}}
-	plain := &bulkanswer.Answer{Call: bulkanswer.NewCall(opener, http.Header{}, out, 0, rules)}
+	plain := &bulkanswer.Answer{Call: bulkanswer.NewCall(opener, http.Header{}, out, 0, rules, never)}
 	if plain.Call.ReqID != "r1" {
 		t.Errorf("ReqID %q", plain.Call.ReqID)
 	}
@@ -31,7 +31,7 @@ func TestNotFor(t *testing.T) {
 	if !plain.NotFor(true, twin) || plain.NotFor(true, opener) {
 		t.Error("private answer: not the opener's alone")
 	}
-	varied := &bulkanswer.Answer{Call: bulkanswer.NewCall(opener, http.Header{"Vary": {"X-Tenant, Accept-Encoding"}}, out, 0, rules)}
+	varied := &bulkanswer.Answer{Call: bulkanswer.NewCall(opener, http.Header{"Vary": {"X-Tenant, Accept-Encoding"}}, out, 0, rules, never)}
 	if varied.NotFor(false, opener) {
 		t.Error("an answer made without X-Tenant: no answer to the opener, which sent none")
 	}
@@ -44,11 +44,25 @@ func TestNotFor(t *testing.T) {
 	if !rules.Forwards("X-Tenant") {
 		t.Error("the route did not learn X-Tenant")
 	}
+	// A call that sent globex's X-Tenant (the route learned it before the
+	// call left) answers no request of another tenant or of none: judged
+	// by what it sent, whatever the route forwards now.
+	sent := http.Header{"X-Request-Id": {"r2"}, "X-Tenant": {"globex"}}
+	globex := &bulkanswer.Answer{Call: bulkanswer.NewCall(http.Header{"X-Tenant": {"globex"}}, http.Header{"Vary": {"X-Tenant"}}, sent, 0, rules, never)}
+	if !globex.NotFor(false, http.Header{}) || !globex.NotFor(false, http.Header{"X-Tenant": {"acme"}}) {
+		t.Error("globex's element answered a request of no tenant, or of acme")
+	}
+	if globex.NotFor(false, http.Header{"X-Tenant": {"globex"}}) {
+		t.Error("globex's element is no answer to another globex request")
+	}
 	var none *bulkanswer.Answer
 	if none.NotFor(false, opener) || none.MadeFor(opener) {
 		t.Error("nil answer")
 	}
 }
+
+// never is a route's headers never forwarded, as the proxy's.
+func never(n string) bool { return n == "Connection" || n == "Forwarded" }
 
 // TestFailed: the status each way a load fails answers.
 func TestFailed(t *testing.T) {

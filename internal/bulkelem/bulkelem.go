@@ -179,12 +179,17 @@ func (m *memo) heads(requested, received time.Time) Heads {
 //     adds Vary: Accept-Encoding to every answer: this is that case.
 //   - a header the batch group is keyed on (forward.Rules.Grouped): every
 //     request of the batch sent the same value; the element is stored as
-//     that variant, keyed as a per-ID fetch's would be.
-//   - a header the route withholds: the bulk call did not send it. If the
-//     opener's request carried it, the upstream answered another variant
-//     than the opener's (vary-withheld); the route forwards it from now on
-//     (groups then split on it). Else the element is the variant of its
-//     absence, stored as such.
+//     that variant, keyed as a per-ID fetch's would be. The call sent the
+//     opener's value, or the opener had none: a member that joined before
+//     the route grouped on it may have another, and the bulk answer's
+//     WithheldFrom sends it to fetch its own.
+//   - a header the bulk call did not send (sent: the route withheld it
+//     when the call left, whatever it forwards now) although the
+//     opener's request carried it: the upstream answered another variant
+//     than the opener's (vary-withheld); the route forwards it from now
+//     on (groups then split on it).
+//   - a header the route withholds and the opener did not carry: the
+//     element is the variant of its absence, stored as such.
 //   - "*", a header the sidecar writes (forward.Own), one forwarded with
 //     the opener's value but not part of the group (User-Agent, Referer,
 //     Via), or one never forwarded: the requests of the batch may differ
@@ -203,20 +208,25 @@ func Vary(rules *forward.Rules, never func(string) bool, opener, upstream, sent 
 		return nil, VaryStar
 	}
 	for _, n := range all {
+		went := forward.SentValues(sent, n) != nil
 		switch {
 		case n == "Accept-Encoding" || n == "Accept":
 		case forward.Own(n) || never(n):
 			return nil, VaryPerRequest
+		case !went && len(opener[n]) > 0:
+			// Judged by what the call sent, not by what the route
+			// forwards now: a route that learned n after the call left
+			// (or whose rules a reload made anew) would otherwise store
+			// the answer made without it as the opener's variant, for
+			// every client of that value.
+			rules.LearnVary(opener, []string{n})
+			return nil, VaryWithheld
 		case rules.Grouped(n):
 			names = append(names, n)
 		case rules.Forwards(n):
 			return nil, VaryPerRequest
 		default:
-			if _, sent := opener[n]; sent {
-				rules.LearnVary(opener, []string{n})
-				return nil, VaryWithheld
-			}
-			names = append(names, n)
+			names = append(names, n) // the variant of its absence
 		}
 	}
 	if rules.SentUnvaried(sent, all, "Accept") { // the bulk call sets its own Accept

@@ -229,6 +229,18 @@ func SentWithout(h, sent http.Header, names []string) bool {
 	return false
 }
 
+// SentValues are the values of the (canonical) header n that a call with
+// header sent carried upstream; nil: none. An empty User-Agent is the
+// sidecar's mark that the client sent none, and is not sent (net/http,
+// lean): a call's record says what went, not what the map holds.
+func SentValues(sent http.Header, n string) []string {
+	vs := sent[n]
+	if n == "User-Agent" && len(vs) == 1 && vs[0] == "" {
+		return nil
+	}
+	return vs
+}
+
 // SentUnvaried reports whether sent, the header a fetch carried upstream,
 // held a header the route learned from Vary (LearnVary) that names, the
 // Vary of that fetch's own answer, does not name. A learned header is

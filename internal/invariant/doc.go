@@ -226,8 +226,10 @@
 // /r/{id} write goes through it after its /r/{id}/summary was stored, then
 // with the whole file. The write was acknowledged, so the summary read
 // back through that replica, and every later read, is held to it: the
-// whole file's reload must drop what the rule it regains may reach. Not in
-// the runs that draw bulk-vary-withheld (reload.go says why).
+// whole file's reload must drop what the rule it regains may reach. With
+// bulk-vary-withheld (odd seeds) each reload also tests that route s keeps
+// the X-Tenant it learned, and that a bulk call in flight across its
+// learning is judged by what it sent (reload.go).
 //
 // # Crashed lease holders (ghost.go)
 //

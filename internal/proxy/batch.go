@@ -249,13 +249,19 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkanswer.A
 		return nil, fmt.Errorf("%w: %w: %w", bulkanswer.ErrBulk, batch.ErrApart, bulkanswer.ErrAnswerTooLarge)
 	case !ok && len(ids) == 1:
 		e := bulkanswer.Own(resp, body, t0)
-		return []*bulkanswer.Answer{{E: e, Call: bulkanswer.NewCall(x.r.Header, resp.Header, out.Header, took, x.rs.fwd.rules), Refused: true, Private: httpcache.Private(e.Header)}}, nil
+		return []*bulkanswer.Answer{{E: e, Call: bulkanswer.NewCall(x.r.Header, resp.Header, out.Header, took, x.rs.fwd.rules, neverForwarded), Refused: true, Private: httpcache.Private(e.Header)}}, nil
 	case !ok:
 		return nil, fmt.Errorf("%w: %w: status %d", bulkanswer.ErrBulk, batch.ErrIsolate, resp.StatusCode)
 	}
 	// Room past each element for its ETag (keepElement), and for the
 	// strings its entry keeps (setID).
 	ex := x.elementExchange()
+	// admit judges each element by what this call sent (sentWithout,
+	// sentUnvaried), not by the route's rules when the answer comes: its
+	// header, but for the Accept it sets itself (bulkelem's Vary exempts
+	// it). One copy per call, not per element.
+	ex.sent = out.Header.Clone()
+	delete(ex.sent, "Accept")
 	frame := cachekey.NewFrame(ex.r, &rt.Key)
 	parts, err := bulk.SplitForRoom(body, rt.Batch.IDField, ids, bulk.ETagLen+elemkey.Room(rt, ids, &frame))
 	// Nothing holds body past the split: the elements are copies, an
@@ -269,7 +275,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkanswer.A
 	}
 	res := make([]*bulkanswer.Answer, len(ids))
 	answers := make([]bulkanswer.Answer, len(ids))
-	call := bulkanswer.NewCall(x.r.Header, resp.Header, out.Header, took/time.Duration(len(ids)), x.rs.fwd.rules)
+	call := bulkanswer.NewCall(x.r.Header, resp.Header, out.Header, took/time.Duration(len(ids)), x.rs.fwd.rules, neverForwarded)
 	heads := x.elementHeads(resp.Header, out.Header, t0)
 	var tagArray [elemkey.MaxTags]string
 	ex.sets = bulkelem.NewSets()

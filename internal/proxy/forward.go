@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/forward"
@@ -27,6 +29,44 @@ func newForwarding(rt *route.Route, log *slog.Logger, logged *forward.Logged) *f
 	}), key: &rt.Key}
 }
 
+// keptRules are the forwarding rules of the routes a Handler has served,
+// by identity (name, pattern, key, forward_headers), shared by every
+// table that has the route as it was: a reload that leaves a route so —
+// or brings it back so, as the whole file does after a half-written one
+// dropped it — keeps what its rules learned (the headers its answers'
+// Vary named, the codings they came in). Else each reload made every
+// route's rules anew, and reopened, for every route at once, the window
+// in which a Vary'd header is learned again, with calls that left without
+// the header and calls that carried it in flight together. The bulk calls
+// still in flight on the old table's route teach the new one too. Rules
+// are safe for concurrent use and only grow; a route whose identity
+// changed starts afresh. Bounded: past maxKeptRules identities, a new one
+// is not kept (it starts afresh at each reload, as every route did).
+type keptRules struct {
+	mu    sync.Mutex
+	rules map[string]*forward.Rules
+}
+
+const maxKeptRules = 1024
+
+func newKeptRules() *keptRules { return &keptRules{rules: map[string]*forward.Rules{}} }
+
+// forwarding is rt's forwarding: the rules kept for its identity, or new
+// ones.
+func (k *keptRules) forwarding(rt *route.Route, log *slog.Logger, logged *forward.Logged) *forwarding {
+	id := fmt.Sprintf("%q %q %t %#v", rt.Name, rt.Pattern, rt.ForwardAll, rt.Key)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	r := k.rules[id]
+	if r == nil {
+		r = newForwarding(rt, log, logged).rules
+		if len(k.rules) < maxKeptRules {
+			k.rules[id] = r
+		}
+	}
+	return &forwarding{rules: r, key: &rt.Key}
+}
+
 // withheld reports whether an answer that varies on names was fetched
 // without one of them although the request carried it.
 func (f *forwarding) withheld(r *http.Request, names []string) bool {
@@ -35,22 +75,22 @@ func (f *forwarding) withheld(r *http.Request, names []string) bool {
 
 // sentWithout reports whether an answer that varies on names was fetched
 // without one of them although the request carried it, judged by what the
-// fetch sent (x.sent) when there was one of the request's own, else by the
-// route's current rules (a bulk call carries the opener's headers, whose
-// forwarded set is the route's).
+// fetch sent (x.sent: a per-key fetch's own header, or for the elements
+// of a bulk answer the bulk call's, set by fetchBulk), never by the
+// route's rules as they are when the answer arrives: they may have
+// learned the header since the call left (or been made anew by a reload),
+// and the upstream answered what it was sent (RFC 9111 §4.1). With no
+// record of what was sent, nothing counts as sent: strict for storage.
 func (x *exchange) sentWithout(names []string) bool {
-	if x.sent != nil {
-		return forward.SentWithout(x.r.Header, x.sent, names)
-	}
-	return x.rs.fwd.withheld(x.r, names)
+	return forward.SentWithout(x.r.Header, x.sent, names)
 }
 
 // sentUnvaried reports whether this request's fetch carried a header the
 // route learned from Vary that the answer's Vary (names) does not name
 // (forward.Rules.SentUnvaried): the answer may have been shaped by a
-// header its key does not hold, so it is not stored nor shared. The
-// elements of a bulk answer are judged by the bulk call's header
-// instead (elementVary); x.sent is nil for them.
+// header its key does not hold, so it is not stored nor shared. For the
+// elements of a bulk answer x.sent is the bulk call's header without the
+// Accept the call sets itself (fetchBulk), as elementVary judges it.
 func (x *exchange) sentUnvaried(names []string) bool {
 	return x.sent != nil && x.rs.fwd.rules.SentUnvaried(x.sent, names)
 }

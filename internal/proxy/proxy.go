@@ -190,6 +190,9 @@ type Handler struct {
 	// withheldLogged outlives reloads: a withheld header is logged once
 	// per route and name in the life of the process.
 	withheldLogged *forward.Logged
+	// keptRules outlive reloads too: a route unchanged by one keeps
+	// the forwarding it learned (forward.go).
+	keptRules *keptRules
 	// gzips are gzip writers for split lists (internal/splitlist).
 	gzips splitlist.Gzip
 }
@@ -292,6 +295,7 @@ func New(opts Options) (*Handler, error) {
 	h.large = largebody.StreamOptions{Strip: h.stripTags, Via: h.via, Trailers: h.trailers, Bufs: h.bufs}
 	h.upLog = upstreamlog.New(h.log, h.now)
 	h.withheldLogged = forward.NewLogged()
+	h.keptRules = newKeptRules()
 	h.setTracing(opts.TracerProvider)
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -378,7 +382,8 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 	st.table = t
 	st.routes = make(map[*route.Route]*routeState, len(t.Routes()))
 	for _, rt := range t.Routes() {
-		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, routeshape.Of(rt, h.leaser != nil)), fwd: newForwarding(rt, h.log, h.withheldLogged), routeTag: RouteTag(rt.Name)}
+		fwd := h.keptRules.forwarding(rt, h.log, h.withheldLogged) // what it learned, across reloads
+		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, routeshape.Of(rt, h.leaser != nil)), fwd: fwd, routeTag: RouteTag(rt.Name)}
 		if rt.Batch != nil {
 			rs.bm = rs.m.Batch(bulkelem.Reasons()...)
 			rs.batcher = h.newBatcher(rs)
