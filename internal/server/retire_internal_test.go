@@ -99,3 +99,34 @@ func TestServedRoutes(t *testing.T) {
 		t.Errorf("past the bound: %d tags, last %q, r0 kept: %v", len(got), got[len(got)-4:], slices.Contains(got, "_route:r0"))
 	}
 }
+
+// TestRetiredRuleReach: an invalidate rule that stays in the file is
+// gained when a route before it that took some of its writes goes or
+// changes (the rule reaches writes it did not), not when one is inserted
+// (it reaches fewer).
+func TestRetiredRuleReach(t *testing.T) {
+	before := func(route string) string {
+		return strings.Replace(retireBase, "  - {name: w-write,", "  - "+route+"\n  - {name: w-write,", 1)
+	}
+	shadow := before(`{name: shadow, methods: [PATCH], path: "/w/{id:[1-9][0-9]*}", ttl: 5m}`)
+	for _, c := range []struct {
+		what, old, cur string
+		origin         bool
+		want           []string
+	}{
+		{"shadow inserted", retireBase, shadow, false, nil},
+		{"shadow removed", shadow, retireBase, false, []string{"_route:w", "_route:wsum"}},
+		{"shadow removed, tag_headers", shadow, retireBase, true, []string{"_route:w", "_route:wsum", "_route:u"}},
+		{"shadow narrowed", shadow, strings.Replace(shadow, "[1-9][0-9]*", "[1-9]", 1), false, []string{"_route:w", "_route:wsum"}},
+		{"shadow loses the method", shadow, strings.Replace(shadow, "methods: [PATCH], path", "methods: [PUT], path", 1), false, []string{"_route:w", "_route:wsum"}},
+		{"shadow renamed", shadow, strings.Replace(shadow, "name: shadow,", "name: shade,", 1), false, nil},
+		{"second shadow inserted", shadow, strings.Replace(shadow, "  - {name: w-write,", "  - {name: s2, methods: [PATCH], path: \"/w/{x}\"}\n  - {name: w-write,", 1), false, nil},
+		{"other method before", before(`{name: d, methods: [DELETE], path: "/w/{id}"}`), retireBase, false, nil},
+		{"other path before", before(`{name: x, methods: [PATCH], path: "/x/{id}"}`), retireBase, false, nil},
+	} {
+		got := retired(retireTable(t, c.old), retireTable(t, c.cur), c.origin)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: retired %q, want %q", c.what, got, c.want)
+		}
+	}
+}

@@ -255,3 +255,46 @@ func TestReloadRenamedTagsServeNoOldEntry(t *testing.T) {
 	f.wantGet(t, b, "/wsum/9", "/wsum/9-v1", "")
 	f.wantGet(t, b, "/w/9", "/w/9-v1", "")
 }
+
+// TestReloadUnshadowedInvalidateDropsWhatItCovers: a reload puts a route
+// before the write route that takes its PATCHes (first match wins), so a
+// write answered meanwhile drops no tag though the rule stays in the file;
+// once the file is restored the rule reaches /wsum/{id} again, and what it
+// covers must not stay stale, here or in L2 (the prober's five steps; the
+// restore applied by SIGHUP, then by the watcher).
+func TestReloadUnshadowedInvalidateDropsWhatItCovers(t *testing.T) {
+	shadow := "  - {name: shadow, methods: [PATCH], path: \"/w/{id:[1-9][0-9]*}\", ttl: 5m}\n"
+	for _, watched := range []bool{false, true} {
+		t.Run(fmt.Sprint("watched=", watched), func(t *testing.T) {
+			f := startW(t)
+			f.wantGet(t, f.replica, "/wsum/7", "/wsum/7-v0", "stored")
+
+			f.write(t, strings.Replace(f.full, "  - name: w-write\n", shadow+"  - name: w-write\n", 1))
+			if err := f.srv.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(f.routes(t), "shadow[] w-write") {
+				t.Fatalf("routes with the shadowing route: %s", f.routes(t))
+			}
+			if code, _, _ := f.do(t, http.MethodPatch, "/w/7"); code != http.StatusOK {
+				t.Fatalf("PATCH /w/7: %d", code)
+			}
+
+			f.write(t, f.full)
+			if watched {
+				// The poll before the SIGHUP saw this content: one poll may apply it.
+				if !f.srv.PollConfig() && !f.srv.PollConfig() {
+					t.Fatal("two polls did not apply the restored file")
+				}
+			} else if err := f.srv.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			f.wantGet(t, f.replica, "/wsum/7", "/wsum/7-v1", "fwd=miss")
+			if err := f.srv.FlushL2(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			b := f.start(t) // reads L2 first
+			f.wantGet(t, b, "/wsum/7", "/wsum/7-v1", "")
+		})
+	}
+}
