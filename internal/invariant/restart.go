@@ -335,7 +335,8 @@ func (r *run) readAfterRestart(ctx context.Context, d *restartDraw) {
 // never more than a second early: internal/cache/l2/restart.go), L2 up and coherence
 // proven; for at most recoverWithin: past it, a redis-recover
 // violation. Without the floor a replica asked right after a quick
-// restart would still show the state from before it.
+// restart would still show the state from before it. A zero since asks
+// for no floor (proven).
 func (r *run) recovered(ctx context.Context, i int, admin string, since time.Time) {
 	var last string
 	for deadline := time.Now().Add(recoverWithin); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
@@ -355,10 +356,14 @@ func (r *run) recovered(ctx context.Context, i int, admin string, since time.Tim
 		}
 		err = json.NewDecoder(resp.Body).Decode(&ready)
 		resp.Body.Close()
-		if err == nil && ready.L2 == "up" && ready.Coherence == "proven" && !ready.Floor.Before(since.Add(-time.Second)) {
+		if err == nil && ready.L2 == "up" && ready.Coherence == "proven" && (since.IsZero() || !ready.Floor.Before(since.Add(-time.Second))) {
 			return
 		}
 		last = fmt.Sprintf("l2 %s, coherence %s, floor %v", ready.L2, ready.Coherence, ready.Floor)
+	}
+	if since.IsZero() {
+		r.violate("redis-recover", "replica %d not serving from Redis within %v (/readyz: %s)", i, recoverWithin, last)
+		return
 	}
 	r.violate("redis-recover", "replica %d not serving from Redis %v after its restart began at %v (/readyz: %s)", i, recoverWithin, since, last)
 }
