@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/sidecache/sidecache/internal/redisbudget"
@@ -46,15 +47,22 @@ func (x *exchange) writeInvalidation() *writeInv {
 // them, and the sidecar cannot drop them all within its bound. No app
 // links such a path; the bound is hit by a client's crafting alone.
 func (x *exchange) refuseSpellings() {
+	x.badRequest("write-spellings", fmt.Sprintf("the path's ids read as more than %d combinations of integers\n", spelling.MaxFolds))
+}
+
+// badRequest answers 400 with msg (plain text, no body to a HEAD), the
+// sidecar's own refusal of what the client sent, detail naming it in
+// Cache-Status; msg never holds what the client sent.
+func (x *exchange) badRequest(detail, msg string) {
 	s := x.status(outBypass, nil, 0)
-	s.Detail = "write-spellings"
+	s.Detail = detail
 	hd := x.w.Header()
 	hd.Set("Cache-Status", s.String())
 	hd.Set("Content-Type", "text/plain; charset=utf-8")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	x.w.WriteHeader(http.StatusBadRequest)
 	if x.r.Method != http.MethodHead {
-		_, _ = fmt.Fprintf(x.w, "the path's ids read as more than %d combinations of integers\n", spelling.MaxFolds)
+		_, _ = io.WriteString(x.w, msg)
 	}
 	x.count(outcomes[outBypass].result)
 }

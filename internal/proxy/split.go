@@ -121,19 +121,9 @@ func (x *exchange) routable(rt *route.Route, id string, scratch route.Params) (b
 // badIDList answers 400 to a list request whose id list is at fault.
 func (x *exchange) badIDList(err error) {
 	sp := x.rs.rt.Split
-	s := x.status(outBypass, nil, 0)
-	s.Detail = "split-ids"
-	hd := x.w.Header()
-	hd.Set("Cache-Status", s.String())
-	hd.Set("Content-Type", "text/plain; charset=utf-8")
-	hd.Set("X-Content-Type-Options", "nosniff")
-	x.w.WriteHeader(http.StatusBadRequest)
-	if x.r.Method != http.MethodHead {
-		// The message names the fault, never the client's ids.
-		_, _ = fmt.Fprintf(x.w, "%s in ?%s= (comma-separated, at most %d distinct ids)\n",
-			strings.TrimPrefix(err.Error(), "bulk: "), sp.Param, sp.MaxIDs)
-	}
-	x.count(outcomes[outBypass].result)
+	// The message names the fault, never the client's ids.
+	x.badRequest("split-ids", fmt.Sprintf("%s in ?%s= (comma-separated, at most %d distinct ids)\n",
+		strings.TrimPrefix(err.Error(), "bulk: "), sp.Param, sp.MaxIDs))
 }
 
 // readAll reads every id's entry — L1, then the L2 misses in one round
