@@ -414,7 +414,9 @@
 //     is answered the sidecar's own 200 (obs-fold-lead, stream 36);
 //   - asterisk-form: a request with the target * (not OPTIONS) is
 //     answered the sidecar's 400 and closed, never the origin's answer to
-//     a path the client never sent;
+//     a path the client never sent; the OPTIONS * sent before it on the
+//     same connection, the sidecar's own 200 with Allow, the connection
+//     kept;
 //   - purge-all, purge-route: a wide purge is answered 200 (or 500,
 //     holding nothing); what it holds is the version checks' (above);
 //   - redis-recover: after a Redis restart, or once Redis over maxmemory

@@ -358,11 +358,32 @@ func (r *run) doAsterisk(ctx context.Context, q *traffic.Request, req *http.Requ
 	req.URL.Opaque, req.URL.RawQuery = "*", ""
 	req.Body, req.ContentLength, req.Trailer = nil, 0, nil
 	req.Header.Del("Expect")
+	br := bufio.NewReader(conn)
+	// First OPTIONS *, the one method * may go with: the sidecar's own
+	// 200 naming what it allows (edge.Guard; net/http's own answer is
+	// off, so requests and header sections keep one numbering), no
+	// upstream call, the connection kept for the request after it.
+	opts := &http.Request{Method: http.MethodOptions, URL: &url.URL{Opaque: "*"}, Host: req.Host, Header: http.Header{}, ProtoMajor: 1, ProtoMinor: 1}
+	if err := opts.Write(conn); err != nil {
+		r.violate("transport", "%s: asterisk-form: OPTIONS *: %v", q, err)
+		return
+	}
+	oresp, err := http.ReadResponse(br, opts)
+	if err != nil {
+		r.violate("asterisk-form", "%s: OPTIONS *: no answer: %v", q, err)
+		return
+	}
+	oresp.Body.Close()
+	r.chk.Count("asterisk-form-options-"+oresp.Status[:3], 1)
+	if oresp.StatusCode != http.StatusOK || oresp.Close || oresp.Header.Get("Allow") == "" || oresp.Header.Get("Via") != "" {
+		r.violate("asterisk-form", "%s: OPTIONS * answered %s (Connection: close %v, Allow %q, Via %q), want the sidecar's own 200 with Allow, the connection kept", q, oresp.Status, oresp.Close, oresp.Header.Get("Allow"), oresp.Header.Get("Via"))
+		return
+	}
 	if err := req.Write(conn); err != nil {
 		r.violate("transport", "%s: asterisk-form: %v", q, err)
 		return
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		r.violate("asterisk-form", "%s: no answer: %v", q, err)
 		return
