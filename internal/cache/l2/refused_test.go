@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sidecache/sidecache/internal/redistest"
 )
 
@@ -50,14 +52,8 @@ func TestRaiseLandsOverMaxmemory(t *testing.T) {
 // to the epoch keys) sets the floor at once here, on the peers through a
 // Lost message, and in Redis's note for replicas started later.
 func TestRefusedRaiseSetsFloorEverywhere(t *testing.T) {
-	srv := redistest.Start(t)
-	a := newReplica(t, []string{srv.Addr()})
-	b := newReplica(t, []string{srv.Addr()})
+	srv, a, b, rc := refusingEpochs(t)
 	ctx := context.Background()
-	rc := raw(t, srv.Addr())
-	if err := rc.Do(ctx, "ACL", "SETUSER", "default", "resetkeys", "%R~*", "~test:e:*", "~test:l:*", "~test:run").Err(); err != nil {
-		t.Fatal(err)
-	}
 	before := time.Now()
 	if err := a.InvalidateTags(ctx, "t"); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("invalidation: %v, want NOPERM", err)
@@ -93,14 +89,8 @@ func TestRefusedRaiseSetsFloorEverywhere(t *testing.T) {
 // peer's, within the warnings' window, are two warnings: before, one
 // limiter served both, and the peer's was left out.
 func TestOwnAndPeerRefusalsBothLogged(t *testing.T) {
-	srv := redistest.Start(t)
-	a := newReplica(t, []string{srv.Addr()})
-	b := newReplica(t, []string{srv.Addr()})
+	_, a, b, _ := refusingEpochs(t)
 	ctx := context.Background()
-	rc := raw(t, srv.Addr())
-	if err := rc.Do(ctx, "ACL", "SETUSER", "default", "resetkeys", "%R~*", "~test:e:*", "~test:l:*", "~test:run").Err(); err != nil {
-		t.Fatal(err)
-	}
 	if err := a.InvalidateTags(ctx, "t"); err == nil {
 		t.Fatal("a's raise was not refused")
 	}
@@ -121,4 +111,19 @@ func TestOwnAndPeerRefusalsBothLogged(t *testing.T) {
 			t.Errorf("a's log lacks %q:\n%s", want, logs)
 		}
 	}
+}
+
+// refusingEpochs starts a Redis that answers but refuses every write to
+// the epoch keys (an ACL without write access to them), two replicas on
+// it, and a raw client.
+func refusingEpochs(t *testing.T) (*redistest.Server, *replica, *replica, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	a := newReplica(t, []string{srv.Addr()})
+	b := newReplica(t, []string{srv.Addr()})
+	rc := raw(t, srv.Addr())
+	if err := rc.Do(context.Background(), "ACL", "SETUSER", "default", "resetkeys", "%R~*", "~test:e:*", "~test:l:*", "~test:run").Err(); err != nil {
+		t.Fatal(err)
+	}
+	return srv, a, b, rc
 }
