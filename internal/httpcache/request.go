@@ -2,6 +2,8 @@ package httpcache
 
 import (
 	"net/http"
+	"net/textproto"
+	"slices"
 	"strings"
 )
 
@@ -99,6 +101,60 @@ func MaxAgeZero(r *http.Request) bool {
 // (RFC 9110 §9.2.1, RFC 9111 §4.4).
 func SafeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions || m == http.MethodTrace
+}
+
+// overrideFields are the method override fields, canonical.
+var overrideFields = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// Overridden reports whether h carries a method override field naming a
+// method other than GET or HEAD, under any spelling of its name a
+// framework reads as it ('_' for '-', any case): the app may apply the
+// request as that method, whatever its request line says. Express's
+// method-override and ASP.NET Core read X-HTTP-Method-Override on a POST,
+// the override middleware Flask's documentation gives on any method, a
+// GET included; OData reads X-HTTP-Method; a CGI-style stack (WSGI, Rack,
+// PHP) reads X_HTTP_Method_Override as the first. Such a request is
+// neither safe nor idempotent (RFC 9110 §9.2), whatever its method says:
+// the proxy refuses it on a safe method, and a write carrying one
+// invalidates as the method it names too (internal/writeinv).
+func Overridden(h http.Header) bool {
+	for k, vs := range h {
+		if !overrideField(k) {
+			continue
+		}
+		for _, v := range vs {
+			if m := strings.ToUpper(strings.TrimSpace(v)); m != "" && m != http.MethodGet && m != http.MethodHead {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// OverrideNames reports whether one of h's method override fields names
+// method m (upper case), its value read without case.
+func OverrideNames(h http.Header, m string) bool {
+	for k, vs := range h {
+		if !overrideField(k) {
+			continue
+		}
+		for _, v := range vs {
+			if strings.EqualFold(strings.TrimSpace(v), m) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// overrideField reports whether the field name k is a method override
+// field, as a framework reads names.
+func overrideField(k string) bool {
+	if len(k) < len("X-Http-Method") || k[0] != 'X' && k[0] != 'x' {
+		return false // every request's fields, nearly always
+	}
+	n := textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(k, "_", "-"))
+	return slices.Contains(overrideFields[:], n)
 }
 
 // NotModified evaluates a client's conditional GET against a stored 200

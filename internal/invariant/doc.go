@@ -111,7 +111,14 @@
 // round's (route-tagged-read), and each such write reads the summary
 // through its replica before and after it (tagged-warm-, tagged-read-):
 // a copy the write left, however it spelled the id or whatever of those
-// codes answered it, is an own-write violation.
+// codes answered it, is an own-write violation. On stream 47
+// (traffic.Gen.override, write-method-override) a write's method is
+// spelled as frameworks read an override (traffic.Overrides): a POST with
+// X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or
+// X_HTTP_Method_Override, a POST with _method in its query or form body,
+// a lower-case patch; the origin applies each as PATCH
+// (origin.AppliedMethod), and its summary is read before and after it the
+// same way.
 //
 // # Admin purges (purge.go)
 //

@@ -302,6 +302,7 @@ func (r *run) doTrickled(ctx context.Context, q *traffic.Request, req *http.Requ
 func (r *run) readAfterTrickle(ctx context.Context, q *traffic.Request) {
 	rq := *q
 	rq.Method, rq.Kind, rq.Body, rq.Trickle, rq.Replica = http.MethodGet, "read", "", false, len(r.cfg.Replicas)
+	rq.Override = "" // a read: its method as it is (write-method-override)
 	// Its own request, not the write's X-Request-Id: the resend check
 	// counts an id's calls, and the write's already reached the origin.
 	rq.Hdr, rq.Rid = q.Hdr.Clone(), ""

@@ -50,6 +50,20 @@ func (x *exchange) refuseSpellings() {
 	x.badRequest("write-spellings", fmt.Sprintf("the path's ids read as more than %d combinations of integers\n", spelling.MaxFolds))
 }
 
+// refuseOverride answers 400, unsent, to a safe method (GET, HEAD,
+// OPTIONS, TRACE) that carries a method override field naming a write
+// (httpcache.Overridden): some apps apply it as that write (the override
+// middleware Flask's documentation gives reads it on any method), others
+// answer it as the read. The sidecar cannot know which: taken for a read
+// (a bypass or pass-through forwards the field), such a write dropped
+// nothing of what it changed; taken for a write, any client could drop
+// any entry with a GET the app answers 200. The request is ambiguous, as
+// one with both Content-Length and Transfer-Encoding is, and refused as
+// such: a client that means the write sends it as one.
+func (x *exchange) refuseOverride() {
+	x.badRequest("method-override", "a method override field on a safe method\n")
+}
+
 // badRequest answers 400 with msg (plain text, no body to a HEAD), the
 // sidecar's own refusal of what the client sent, detail naming it in
 // Cache-Status; msg never holds what the client sent.

@@ -407,9 +407,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		x.rs = st.noRoute
-		if httpcache.SafeMethod(r.Method) {
+		switch {
+		case httpcache.SafeMethod(r.Method) && httpcache.Overridden(r.Header):
+			x.refuseOverride()
+		case httpcache.SafeMethod(r.Method):
 			x.pass(outPass, "no-route")
-		} else {
+		default:
 			x.write(outPass, "no-route") // RFC 9111 §4.4, and other spellings' routes (invalidate.go)
 		}
 		return
@@ -420,6 +423,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
 		x.write(outWrite, "")
+	case httpcache.Overridden(r.Header):
+		x.refuseOverride()
 	case h.cache == nil || !rt.Cacheable() && rt.Split == nil:
 		x.pass(outPass, "uncached-route")
 	case rt.Split != nil:

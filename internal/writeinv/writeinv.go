@@ -20,7 +20,9 @@
 //
 // What: lenient for invalidation (internal/spelling). The write's path,
 // its canonical spellings and its folded spellings are each matched
-// against the route table, so `PATCH /Clients/05/`, `/clients/%205` and
+// against the route table, under its method and the others the app may
+// apply it as (a POST's _method, a lower-case method, a method override
+// field: override.go), so `PATCH /Clients/05/`, `/clients/%205` and
 // `/clients/5-acme` drop the `client:5` tags of the write route
 // `/clients/{id:[1-9][0-9]*}`, even though their literal spellings match
 // no route. An id several stacks read differently names each reading:
@@ -84,19 +86,22 @@ func New(o Options, r *http.Request) (Plan, bool) {
 		p.over = true
 		return p, true
 	}
+	ms := methods(o.Table, r) // the methods the app may apply r as (override.go)
 	for _, path := range cands {
-		rt, ps, ok := o.Table.MatchAppend(params[:0], r.Method, path)
-		if !ok || len(rt.Invalidate) == 0 {
-			continue
-		}
-		params = ps
-		for _, tp := range rt.Invalidate {
-			if t := tp.Expand(ps); !slices.Contains(p.route, t) {
-				p.route = append(p.route, t)
+		for _, m := range ms {
+			rt, ps, ok := o.Table.MatchAppend(params[:0], m, path)
+			if !ok || len(rt.Invalidate) == 0 {
+				continue
 			}
-		}
-		if !slices.Contains(p.routes, rt.Name) {
-			p.routes = append(p.routes, rt.Name)
+			params = ps
+			for _, tp := range rt.Invalidate {
+				if t := tp.Expand(ps); !slices.Contains(p.route, t) {
+					p.route = append(p.route, t)
+				}
+			}
+			if !slices.Contains(p.routes, rt.Name) {
+				p.routes = append(p.routes, rt.Name)
+			}
 		}
 	}
 	return p, len(p.route) > 0 || p.uri

@@ -118,3 +118,55 @@ func TestNew(t *testing.T) {
 		t.Errorf("nothing cached: tags %q, want the route's", got)
 	}
 }
+
+// TestAppliedAs: a write the app may apply as another method than its
+// request line's drops the tags of the write routes its path names under
+// those methods: a POST under every method they take (its form's
+// _method may name any), a lower-case method under its upper case, a
+// method override field (any spelling) under the method it names; a
+// plain write its own method's alone.
+func TestAppliedAs(t *testing.T) {
+	tab, err := route.Compile([]route.Spec{
+		{Name: "client-write", Methods: []string{http.MethodPatch, http.MethodDelete}, Pattern: "/clients/{id:[1-9][0-9]*}", Invalidate: []string{"client:{id}"}},
+		{Name: "client", Pattern: "/clients/{id}", TTL: 60e9, Key: cachekey.Options{AllQuery: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := surrogate.FoldedURITag("/clients/5")
+	for _, tc := range []struct {
+		name, method, target string
+		hdr                  http.Header
+		want                 []string
+	}{
+		{"POST: its body may say _method", http.MethodPost, "/clients/5", nil, []string{"client:5", uri}},
+		{"POST ?_method", http.MethodPost, "/clients/5?_method=DELETE", nil, []string{"client:5", uri}},
+		{"lower-case", "patch", "/clients/5", nil, []string{"client:5", uri}},
+		{"lower-case POST", "post", "/clients/5", nil, []string{"client:5", uri}},
+		{"PUT with an override", http.MethodPut, "/clients/5", http.Header{"X-Http-Method-Override": {"patch"}}, []string{"client:5", uri}},
+		{"underscore spelling", http.MethodPut, "/clients/5", http.Header{"X_method_override": {"DELETE"}}, []string{"client:5", uri}},
+		{"X-HTTP-Method", http.MethodPut, "/clients/5", http.Header{"X-Http-Method": {"DELETE"}}, []string{"client:5", uri}},
+		{"an override no write route takes", http.MethodPut, "/clients/5", http.Header{"X-Http-Method-Override": {"PURGE"}}, []string{uri}},
+		{"another spelling of the path", http.MethodPost, "/Clients/05/", nil, []string{"client:5", uri}},
+		{"PUT: its own method", http.MethodPut, "/clients/5", nil, []string{uri}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "http://app.test"+tc.target, nil)
+			r.Method = tc.method
+			for k, vs := range tc.hdr {
+				r.Header[k] = vs
+			}
+			p, ok := writeinv.New(writeinv.Options{Table: tab, MaxKey: 200, Upstream: "upstream.test"}, r)
+			if !ok {
+				t.Fatalf("no plan, want %q", tc.want)
+			}
+			got, _ := p.Tags(http.StatusNoContent, nil)
+			slices.Sort(got)
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("tags %q, want %q", got, want)
+			}
+		})
+	}
+}

@@ -278,6 +278,11 @@ func (ch *Checker) checkStampAs(q *traffic.Request, resp *http.Response, st orig
 		if q.Query != "" {
 			path += "?" + q.Query // answer=303: write-applied-other
 		}
+		if q.Override != "" {
+			// Its method spelt otherwise on the wire (write-method-override).
+			path += " (method as " + q.Override + ")"
+			ch.checked["write-method-override"]++
+		}
 		ch.ackLocked(st.Res, ack{path: path, ver: st.Ver, at: end, replica: q.Replica})
 		switch {
 		case applied:

@@ -505,7 +505,8 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/q" {
 		o.QueueCalls.Add(1)
 	}
-	if r.Method == http.MethodPatch {
+	patch := AppliedMethod(r) == http.MethodPatch // override.go
+	if patch {
 		o.Writes.Add(1)
 	}
 	if o.tunnel(w, r) { // the upgrade row (upgrade.go)
@@ -520,7 +521,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such resource", http.StatusNotFound)
 		return
 	}
-	if r.Method == http.MethodPatch {
+	if patch {
 		o.write(w, r, res)
 		return
 	}

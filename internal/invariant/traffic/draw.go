@@ -123,6 +123,7 @@ func (g *Gen) Draw(hot string) *Request {
 		}
 	}
 	g.drawLenient(q, id)
+	g.drawOverride(q, id) // override.go
 	if q.Kind != "list" {
 		q.Res = origin.Resource(q.Path)
 	}

@@ -22,15 +22,16 @@ type Gen struct {
 	// folds is the obs-fold draw's own stream (34), leads what a folded
 	// request's connection carries before it (obs-fold-lead, 36),
 	// lenient the lenient-id rows' (drawLenient, 31), multi their ids
-	// several stacks read differently (multiSpelling, 39): the draws of
-	// rng, and of lenient, stay as they were.
-	folds, leads, lenient, multi *rand.Rand
-	mix                          mix.Mix
-	ids                          []*Identity
-	replicas                     int    // how many replicas a request may go through
-	host                         string // the Host header of every request by default
-	seed                         uint64 // names the X-Request-Ids it draws
-	rid                          int
+	// several stacks read differently (multiSpelling, 39), override the
+	// method spellings of writes (drawOverride, 47): the draws of rng,
+	// and of lenient, stay as they were.
+	folds, leads, lenient, multi, override *rand.Rand
+	mix                                    mix.Mix
+	ids                                    []*Identity
+	replicas                               int    // how many replicas a request may go through
+	host                                   string // the Host header of every request by default
+	seed                                   uint64 // names the X-Request-Ids it draws
+	rid                                    int
 	// lists are id lists drawn before, sent again (Draw).
 	lists [][]string
 
@@ -42,7 +43,7 @@ type Gen struct {
 
 // NewGen is the generator of a run of seed through replicas replicas.
 func NewGen(rng *rand.Rand, m mix.Mix, seed uint64, replicas int, host string) *Gen {
-	return &Gen{rng: rng, folds: rand.New(rand.NewPCG(seed, 34)), leads: rand.New(rand.NewPCG(seed, 36)), lenient: rand.New(rand.NewPCG(seed, 31)), multi: rand.New(rand.NewPCG(seed, 39)), mix: m, ids: newIdentities(), replicas: replicas, host: host, seed: seed, copies: map[string][]*Copy{}}
+	return &Gen{rng: rng, folds: rand.New(rand.NewPCG(seed, 34)), leads: rand.New(rand.NewPCG(seed, 36)), lenient: rand.New(rand.NewPCG(seed, 31)), multi: rand.New(rand.NewPCG(seed, 39)), override: rand.New(rand.NewPCG(seed, 47)), mix: m, ids: newIdentities(), replicas: replicas, host: host, seed: seed, copies: map[string][]*Copy{}}
 }
 
 func (g *Gen) chance(pct int) bool { return g.rng.IntN(100) < pct }

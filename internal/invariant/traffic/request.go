@@ -55,6 +55,10 @@ type Request struct {
 	// one whose chunked body has a chunk size past 2^63 (the client-body
 	// row, internal/invariant/clientbody.go).
 	Deaf, BadChunk bool
+	// Override is how a write the origin applies as PATCH spells its
+	// method on the wire (write-method-override, override.go): "" as
+	// PATCH, else one of Overrides.
+	Override string
 	// Tagged is the path of a read tagged as a write's resource
 	// (/r/{id}/summary), sent through the write's replica before and
 	// after it (route-tagged-read, respell.go).
@@ -131,6 +135,9 @@ func (q *Request) String() string {
 	if q.Chunked {
 		h = append(h, "chunked+trailers")
 	}
+	if q.Override != "" {
+		h = append(h, "method-as="+q.Override) // HTTPRequest spells the method so
+	}
 	return fmt.Sprintf("%s(%s)@replica%d %s %s [%s]", q.Who.Name, q.Who.Addr, q.Replica, q.Method, u, strings.Join(h, " "))
 }
 
@@ -179,6 +186,7 @@ func (g *Gen) HTTPRequest(ctx context.Context, q *Request, base string) (*http.R
 	if q.Body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	spellMethod(req, q) // override.go
 	if q.Chunked {
 		req.ContentLength = -1
 		req.Body = io.NopCloser(strings.NewReader(q.Body)) // unknown length: chunked

@@ -1,0 +1,30 @@
+package origin
+
+import (
+	"net/http"
+	"strings"
+)
+
+// AppliedMethod is the method the origin applies r as, read as frameworks
+// read it (write-method-override): a method override field
+// (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, under
+// any spelling a CGI-style stack reads as them), a POST's _method from its
+// query or form body, and the method upper-cased (Werkzeug).
+func AppliedMethod(r *http.Request) string {
+	for k, vs := range r.Header {
+		switch strings.ToUpper(strings.ReplaceAll(k, "_", "-")) {
+		case "X-HTTP-METHOD-OVERRIDE", "X-HTTP-METHOD", "X-METHOD-OVERRIDE":
+			if len(vs) > 0 && vs[0] != "" {
+				return strings.ToUpper(vs[0])
+			}
+		}
+	}
+	m := strings.ToUpper(r.Method)
+	if m == http.MethodPost && (strings.Contains(r.URL.RawQuery, "_method=") ||
+		strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded")) {
+		if err := r.ParseForm(); err == nil && r.Form.Get("_method") != "" {
+			return strings.ToUpper(r.Form.Get("_method"))
+		}
+	}
+	return m
+}
