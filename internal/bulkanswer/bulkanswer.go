@@ -195,13 +195,15 @@ func (a *Answer) NotFor(private bool, h http.Header) bool {
 // changes those, and a member that joined the batch before could have
 // been handed the variant of another tenant. The route learns a header h
 // carried and the call withheld (the per-key path does so too), so that
-// the request's own call carries it.
+// the request's own call carries it. Both sides are read as they go on
+// the wire (forward.SentValues): the call's empty User-Agent sent none,
+// and so would a member's own fetch for a member's empty one.
 func (a *Answer) WithheldFrom(h http.Header) bool {
 	if a == nil || a.Call == nil || len(a.Call.vary) == 0 {
 		return false
 	}
 	for _, n := range a.Call.vary {
-		if !slices.Equal(h[n], forward.SentValues(a.Call.sent, n)) {
+		if !slices.Equal(forward.SentValues(h, n), forward.SentValues(a.Call.sent, n)) {
 			a.Call.rules.LearnVary(h, a.Call.vary)
 			return true
 		}

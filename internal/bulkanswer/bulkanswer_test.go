@@ -61,6 +61,36 @@ func TestNotFor(t *testing.T) {
 	}
 }
 
+// A member is held to what the call put on the wire, and its own
+// User-Agent to what its own fetch would: the call's empty User-Agent
+// (upreq's mark that keeps Go's own off) sent none, so the answer is no
+// answer to a member with one, and the route learns it; a member with an
+// empty one carried none a fetch could send, so the answer made without
+// one is its own (on the old code it fetched again, for the same
+// answer, and taught the route User-Agent); a member with two gets what
+// its first alone would have been answered (net/http sends one).
+func TestWithheldFromUserAgent(t *testing.T) {
+	rules := forward.New(forward.Config{Route: "users"})
+	vary := http.Header{"Vary": {"User-Agent"}}
+	none := &bulkanswer.Answer{Call: bulkanswer.NewCall(http.Header{}, vary, http.Header{"User-Agent": {""}}, 0, rules, never)}
+	if none.WithheldFrom(http.Header{"User-Agent": {""}}) || none.WithheldFrom(http.Header{}) {
+		t.Error("the answer to no User-Agent withheld from a member that sends none")
+	}
+	if rules.Forwards("User-Agent") {
+		t.Fatal("the route learned User-Agent from a member that sends none")
+	}
+	if !none.WithheldFrom(http.Header{"User-Agent": {"mobile/1.0"}}) {
+		t.Error("the answer to no User-Agent answered a member with one")
+	}
+	if !rules.Forwards("User-Agent") {
+		t.Error("the route did not learn User-Agent")
+	}
+	mobile := &bulkanswer.Answer{Call: bulkanswer.NewCall(http.Header{}, vary, http.Header{"User-Agent": {"mobile/1.0"}}, 0, rules, never)}
+	if mobile.WithheldFrom(http.Header{"User-Agent": {"mobile/1.0", "other/2.0"}}) || !mobile.WithheldFrom(http.Header{"User-Agent": {"other/2.0"}}) {
+		t.Error("a member held to other values than its own fetch would send")
+	}
+}
+
 // never is a route's headers never forwarded, as the proxy's.
 func never(n string) bool { return n == "Connection" || n == "Forwarded" }
 

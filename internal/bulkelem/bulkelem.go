@@ -190,6 +190,11 @@ func (m *memo) heads(requested, received time.Time) Heads {
 //     on (groups then split on it).
 //   - a header the route withholds and the opener did not carry: the
 //     element is the variant of its absence, stored as such.
+//
+// Sent and carried both mean on the wire (forward.OnWire): the empty
+// User-Agent that keeps Go's own off a call sends none, and an opener's
+// empty User-Agent is one no fetch could send, so the element made
+// without one is its variant, as its own per-key fetch would be.
 //   - "*", a header the sidecar writes (forward.Own), one forwarded with
 //     the opener's value but not part of the group (User-Agent, Referer,
 //     Via), or one never forwarded: the requests of the batch may differ
@@ -208,12 +213,12 @@ func Vary(rules *forward.Rules, never func(string) bool, opener, upstream, sent 
 		return nil, VaryStar
 	}
 	for _, n := range all {
-		went := forward.SentValues(sent, n) != nil
+		went := forward.OnWire(sent, n)
 		switch {
 		case n == "Accept-Encoding" || n == "Accept":
 		case forward.Own(n) || never(n):
 			return nil, VaryPerRequest
-		case !went && len(opener[n]) > 0:
+		case !went && forward.OnWire(opener, n):
 			// Judged by what the call sent, not by what the route
 			// forwards now: a route that learned n after the call left
 			// (or whose rules a reload made anew) would otherwise store

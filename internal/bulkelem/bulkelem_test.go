@@ -50,6 +50,36 @@ func TestVary(t *testing.T) {
 	}
 }
 
+// The bulk call's User-Agent and the opener's are read as they go on the
+// wire (forward.OnWire), as the per-key fill reads them: the call's empty
+// User-Agent (upreq's mark that keeps Go's own off) sends none, so an
+// opener with one was withheld it; an opener with an empty one carried
+// none a fetch could send, so the elements made without one are its
+// variant, as its own fetch's would be, and the route learns nothing from
+// it. On the old code an empty one counted as carried: the elements were
+// never stored for it, and it taught the route to forward User-Agent.
+func TestVaryUserAgentOnTheWire(t *testing.T) {
+	sent := http.Header{"User-Agent": {""}}
+	for _, tc := range []struct {
+		opener http.Header
+		names  []string
+		reason string
+	}{
+		{opener: http.Header{"User-Agent": {"mobile/1.0"}}, reason: bulkelem.VaryWithheld},
+		{opener: http.Header{"User-Agent": {""}}, names: []string{"User-Agent"}},
+		{opener: http.Header{}, names: []string{"User-Agent"}},
+	} {
+		r := forward.New(forward.Config{Route: "users", Never: never})
+		names, reason := bulkelem.Vary(r, never, tc.opener, http.Header{"Vary": {"User-Agent"}}, sent)
+		if reason != tc.reason || len(names) != len(tc.names) || len(names) > 0 && names[0] != tc.names[0] {
+			t.Errorf("opener %q: %q %q, want %q %q", tc.opener, names, reason, tc.names, tc.reason)
+		}
+		if learned := r.Forwards("User-Agent"); learned != (tc.reason == bulkelem.VaryWithheld) {
+			t.Errorf("opener %q: the route forwards User-Agent: %v", tc.opener, learned)
+		}
+	}
+}
+
 // TestMemo: an answer whose header is the last one's but for its
 // Content-Length gets the same shared header maps; another header, or a
 // private one, does not.

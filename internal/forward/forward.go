@@ -35,8 +35,8 @@ type Config struct {
 	All   bool     // forward_headers: all
 	Keyed []string // canonical key.headers
 	// Never reports the (canonical) headers that never reach the upstream
-	// whatever the route says: hop-by-hop and conditional fields, the
-	// client's Forwarded and X-Forwarded-* (the proxy sets its own). nil:
+	// whatever the route says: hop-by-hop and conditional fields, Expect,
+	// the client's Forwarded and X-Forwarded-* (the proxy sets its own). nil:
 	// none.
 	Never func(name string) bool
 	Log   *slog.Logger // nil: slog.Default()
@@ -198,11 +198,13 @@ func (f *Rules) NoteCoding(coding string) {
 
 // Withheld reports whether an answer that varies on names was fetched
 // without one of them although the request header h carried it: the
-// upstream then answered another variant than the one the key names. The
-// sidecar's own headers are not withheld ones (see VariesOnOwn).
+// upstream then answered another variant than the one the key names. A
+// header h carries counts as SentWithout counts it: as it would go on the
+// wire (OnWire). The sidecar's own headers are not withheld ones (see
+// VariesOnOwn).
 func (f *Rules) Withheld(h http.Header, names []string) bool {
 	for _, n := range names {
-		if _, sent := h[n]; sent && !Own(n) && !f.Forwards(n) {
+		if OnWire(h, n) && !Own(n) && !f.Forwards(n) {
 			return true
 		}
 	}
@@ -215,31 +217,52 @@ func (f *Rules) Withheld(h http.Header, names []string) bool {
 // forwards now may have been learned after that fetch left, and the
 // upstream answered what it was sent (RFC 9111 §4.1).
 //
+// Both are judged by what goes on the wire (OnWire), not by what the maps
+// hold: the empty User-Agent the sidecar sets on every fetch that
+// forwards none (internal/upreq) keeps Go's own off the wire and sends
+// nothing, so it is not a User-Agent sent. Taken for one, an answer that
+// varies on User-Agent, made for no User-Agent at all, was stored as the
+// variant of the client's, and the route never learned to forward it:
+// every User-Agent's variant was the origin's answer to none.
+//
 // The headers the sidecar writes itself (Own) are not withheld ones: no
 // fetch ever sends the client's, and VariesOnOwn keeps such an answer to
 // its client.
 func SentWithout(h, sent http.Header, names []string) bool {
 	for _, n := range names {
-		if _, carried := h[n]; carried && !Own(n) {
-			if _, went := sent[n]; !went {
-				return true
-			}
+		if OnWire(h, n) && !Own(n) && !OnWire(sent, n) {
+			return true
 		}
 	}
 	return false
 }
 
-// SentValues are the values of the (canonical) header n that a call with
-// header sent carried upstream; nil: none. An empty User-Agent is the
-// sidecar's mark that the client sent none, and is not sent (net/http,
-// lean): a call's record says what went, not what the map holds.
-func SentValues(sent http.Header, n string) []string {
-	vs := sent[n]
-	if n == "User-Agent" && len(vs) == 1 && vs[0] == "" {
+// SentValues are the values of the (canonical) header n that a request
+// with header h puts on the wire, as net/http's Request.write (and
+// internal/lean, which writes as it does) sends them; nil: none. That is
+// every value h holds, but for User-Agent: only the first one goes, and
+// none when it is empty (RFC 9110 §10.1.5 gives User-Agent no empty
+// form; an empty one is also the sidecar's mark that no User-Agent
+// goes, internal/upreq). For the record of a call (what it sent), and
+// for a client's request (what its own fetch would send, were n
+// forwarded): two requests whose fetches put the same values on the wire
+// get the same answer from the upstream.
+func SentValues(h http.Header, n string) []string {
+	vs := h[n]
+	switch {
+	case len(vs) == 0:
 		return nil
+	case n == "User-Agent" && vs[0] == "":
+		return nil
+	case n == "User-Agent":
+		return vs[:1:1]
 	}
 	return vs
 }
+
+// OnWire reports whether a request with header h puts the (canonical)
+// header n on the wire (SentValues).
+func OnWire(h http.Header, n string) bool { return SentValues(h, n) != nil }
 
 // SentUnvaried reports whether sent, the header a fetch carried upstream,
 // held a header the route learned from Vary (LearnVary) that names, the
@@ -260,13 +283,15 @@ func SentValues(sent http.Header, n string) []string {
 // The route's learned names only grow, so the names learned now hold
 // every one learned when sent was built; a header in sent that is learned
 // now was learned then, as Copy forwarded it (the keyed ones are never
-// learned). own are headers the caller set on the fetch itself, whatever
+// learned). What sent held is read as it went on the wire (OnWire): the
+// empty User-Agent of a fetch whose client sent none carried nothing.
+// own are headers the caller set on the fetch itself, whatever
 // the client sent (the bulk call's Accept: application/json): no client
 // shaped those. The first time a route refuses an answer for a header, it
 // is logged.
 func (f *Rules) SentUnvaried(sent http.Header, names []string, own ...string) bool {
 	for _, n := range *f.learned.Load() {
-		if _, went := sent[n]; went && !slices.Contains(names, n) && !slices.Contains(own, n) {
+		if OnWire(sent, n) && !slices.Contains(names, n) && !slices.Contains(own, n) {
 			if f.logged.first(f.route, "\x00unvaried "+n) {
 				f.log.Warn("answer not stored: its request carried a header the route learned from another answer's Vary, and this answer's Vary does not name it; add it to Vary (or key.headers) if the upstream reads it",
 					"route", f.route, "header", n)
@@ -279,11 +304,13 @@ func (f *Rules) SentUnvaried(sent http.Header, names []string, own ...string) bo
 
 // LearnVary forwards, from now on, every header of names that the request
 // header h carried but the route withheld; it reports whether it learned
-// one, so the caller can fetch again with it.
+// one, so the caller can fetch again with it. What h carries is what its
+// fetch would put on the wire (OnWire): a client's empty User-Agent
+// teaches nothing, as no fetch could send it.
 func (f *Rules) LearnVary(h http.Header, names []string) bool {
 	learned := false
 	for _, n := range names {
-		if _, sent := h[n]; sent && !Own(n) && !f.Forwards(n) {
+		if OnWire(h, n) && !Own(n) && !f.Forwards(n) {
 			learned = f.learn(n) || learned
 		}
 	}

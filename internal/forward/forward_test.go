@@ -209,6 +209,70 @@ func TestSentWithout(t *testing.T) {
 	}
 }
 
+// What counts as sent is what goes on the wire. internal/upreq sets an
+// empty User-Agent on every fetch that forwards none, so that Go adds
+// none of its own: nothing goes. On the old code SentWithout took that
+// empty value for a User-Agent sent, so an answer that varies on
+// User-Agent, made for none, was stored as the variant of the client's
+// (and the route never learned to forward it). net/http's Request.write
+// sends the first User-Agent only, and none when it is empty; a client's
+// empty one is none too (no fetch could send it), and teaches nothing.
+func TestSentWithoutUserAgent(t *testing.T) {
+	ua := []string{"User-Agent"}
+	mobile := http.Header{"User-Agent": {"mobile/1.0"}}
+	for _, c := range []struct {
+		name         string
+		client, sent http.Header
+		want         bool
+	}{
+		{"the sidecar's empty mark sends none", mobile, http.Header{"User-Agent": {""}}, true},
+		{"no User-Agent in the call", mobile, http.Header{}, true},
+		{"forwarded", mobile, http.Header{"User-Agent": {"mobile/1.0"}}, false},
+		{"an empty first line sends none", mobile, http.Header{"User-Agent": {"", "mobile/1.0"}}, true},
+		{"the client's empty one is none", http.Header{"User-Agent": {""}}, http.Header{"User-Agent": {""}}, false},
+		{"the client sent none", http.Header{}, http.Header{"User-Agent": {""}}, false},
+	} {
+		if got := forward.SentWithout(c.client, c.sent, ua); got != c.want {
+			t.Errorf("%s: SentWithout(client %q, sent %q) = %v, want %v", c.name, c.client, c.sent, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		h    http.Header
+		n    string
+		want []string
+	}{
+		{http.Header{"User-Agent": {""}}, "User-Agent", nil},
+		{http.Header{"User-Agent": {"a", "b"}}, "User-Agent", []string{"a"}},
+		{http.Header{"User-Agent": {"", "b"}}, "User-Agent", nil},
+		{http.Header{"User-Agent": {}}, "User-Agent", nil},
+		{http.Header{"X-Tenant": {""}}, "X-Tenant", []string{""}}, // Header.Write sends an empty value
+		{http.Header{"X-Tenant": {"a", "b"}}, "X-Tenant", []string{"a", "b"}},
+		{http.Header{}, "X-Tenant", nil},
+	} {
+		if got := forward.SentValues(c.h, c.n); !slices.Equal(got, c.want) || (got == nil) != (c.want == nil) {
+			t.Errorf("SentValues(%q, %s) = %q, want %q", c.h, c.n, got, c.want)
+		}
+	}
+	f := rules(false, &bytes.Buffer{})
+	if f.LearnVary(http.Header{"User-Agent": {""}}, ua) || f.Forwards("User-Agent") {
+		t.Error("a client's empty User-Agent taught the route to forward User-Agent")
+	}
+	if f.Withheld(http.Header{"User-Agent": {""}}, ua) {
+		t.Error("a client's empty User-Agent counted as withheld")
+	}
+	// Once the route learned User-Agent, a fetch whose client sent none
+	// carries upreq's empty one, which sends nothing: its answer, whose
+	// Vary does not name User-Agent, was shaped by no User-Agent and is
+	// stored (on the old code it was refused as vary-unnamed).
+	f.LearnVary(mobile, ua)
+	if f.SentUnvaried(http.Header{"User-Agent": {""}}, nil) {
+		t.Error("a fetch that sent no User-Agent refused as one that carried a learned header")
+	}
+	if !f.SentUnvaried(mobile, nil) {
+		t.Error("a fetch that sent the learned User-Agent, answered without naming it, not refused")
+	}
+}
+
 // SentUnvaried: a fetch that carried a header learned from Vary, whose
 // answer's Vary does not name it, is refused; a keyed header, a learned
 // one the answer names, and a fetch without any learned header are not.

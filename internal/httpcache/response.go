@@ -53,6 +53,18 @@ func IsHopHeader(k string) bool { return slices.Contains(hopHeaders[:], k) }
 // request conditional or partial (RFC 9110 §13.1, §14.2).
 func IsConditionalHeader(k string) bool { return slices.Contains(conditionalHeaders[:], k) }
 
+// IsExpect reports whether the canonical field name k is Expect, which no
+// upstream request carries, on any path (pass-through, write, fill, bulk
+// call), as NGINX's proxy sends none: the sidecar answers a client's
+// 100-continue itself — net/http's server sends the 100 as the body is
+// first read, once the upstream request is under way — and sends the
+// body at once (RFC 9110 §10.1.1 lets a proxy forward the request
+// without waiting). Forwarded, it made http.Transport hold the body
+// back for the upstream's own 100, and an upstream that ignores Expect
+// (as many do) and waits for the body stalled every such request for
+// the Transport's ExpectContinueTimeout, the client's 100 with it.
+func IsExpect(k string) bool { return k == "Expect" }
+
 // RemoveHopHeaders drops hop-by-hop fields and any named in Connection.
 func RemoveHopHeaders(h http.Header) {
 	for _, f := range h.Values("Connection") {

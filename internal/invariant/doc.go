@@ -89,9 +89,25 @@
 // read_timeout of 500 ms (a bound that short on the two would cut the
 // other rows' slow answers), and read back through it, and writes whose
 // 64 MiB body the origin never reads or whose chunk size is past 2^63
-// (client-body, clientbody.go). The report's Checked
-// counts the answers each got,
+// (client-body, clientbody.go), and reads and lists saying Expect:
+// 100-continue with no body (expect-read, on stream 35: the lean loop,
+// the ReverseProxy way and the cached path's fills and bulk calls). The
+// origin records every call that carries an Expect (the expect check).
+// The report's Checked counts the answers each got,
 // by status, so a run shows they reached the replicas.
+//
+// # User-Agent variants (vary-user-agent, draws.go drawAgents)
+//
+// Each round adds 0-3 reads of /a/{id} (route a: no key headers, nothing
+// forwarded until an answer's Vary names it; traffic.AgentRequest, on
+// stream 41, so the other draws are unchanged), GET or HEAD, with the
+// identity's own User-Agent, one every identity sends, or an empty one
+// (none on the wire). Every answer says Vary: User-Agent and is stamped
+// with the User-Agent the origin saw ("" for none), so the identity
+// check holds each client to the answer made for what it sent: a fetch
+// that withheld User-Agent sent none (the sidecar's empty value keeps
+// Go's own off the wire), and its answer, stored as the client's
+// variant, would be the origin's answer to none.
 //
 // # Spelled ids and applied writes (respell.go)
 //
@@ -353,6 +369,9 @@
 //     half-close while its request waited) ends once the origin is idle,
 //     since that request's fetch goes on without it and is the round's
 //     (run.go, settle);
+//   - expect: no upstream call carries a client's Expect: the sidecar
+//     answers 100-continue itself, as NGINX does, and sends the body at
+//     once;
 //   - connection-hop: no upstream call (per-ID fetch, bulk call,
 //     pass-through, write) carries a field the client's Connection named;
 //   - upstream-lie: no answer the origin made against HTTP (a 304 to a

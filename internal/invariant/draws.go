@@ -79,6 +79,39 @@ func (r *run) drawStale() []*traffic.Request {
 	return reqs
 }
 
+// drawAgents draws the profiles of route a's resources for the round and
+// 0-3 reads of them (vary-user-agent, traffic.AgentRequest), on a
+// sequence of their own, so that they move no draw of the others: every
+// answer says Vary: User-Agent and is stamped with the User-Agent the
+// origin saw ("" when none came), so the identity check holds each
+// client to the answer made for the User-Agent it sent. Route a keys
+// nothing and forwards nothing until an answer's Vary names a header: a
+// fetch that withheld User-Agent sent none (the sidecar's empty value
+// keeps Go's own off the wire), and its answer, the origin's to none,
+// is no client's variant but an empty User-Agent's. Slow now and then,
+// so reads of several User-Agents collapse.
+func (r *run) drawAgents() []*traffic.Request {
+	if !r.cfg.Mix.Has("vary-user-agent") {
+		return nil
+	}
+	rng := r.agents
+	for id := 1; id <= 3; id++ {
+		p := origin.Profile{Dims: []origin.Dim{{Name: "ua", How: "vary"}}}
+		if r.cfg.Mix.Has("slow") && rng.IntN(100) < 30 {
+			p.Delay = time.Duration(20+rng.IntN(100)) * time.Millisecond
+		}
+		r.cfg.Origin.SetProfile(fmt.Sprintf("a/%d", id), p)
+	}
+	reqs := make([]*traffic.Request, rng.IntN(4))
+	for i := range reqs {
+		reqs[i] = r.gen.AgentRequest(rng)
+	}
+	if len(reqs) > 0 {
+		r.chk.Count("vary-user-agent", len(reqs))
+	}
+	return reqs
+}
+
 // drawTrickle makes some plain writes trickled (send.go, doTrickled).
 func (r *run) drawTrickle(q *traffic.Request) {
 	if !r.cfg.Mix.Has("trickle-write") || r.cfg.Trickle == "" || q.Method != http.MethodPatch ||

@@ -94,6 +94,9 @@ routes:
     ttl: 5m
     key:
       headers: [X-Tenant, Accept-Language]
+  - name: a
+    path: /a/{id:[1-9][0-9]*}
+    ttl: 5m
   - name: h
     path: /h/{id:[1-9][0-9]*}
     ttl: 5m

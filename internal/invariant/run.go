@@ -202,7 +202,10 @@ type run struct {
 	// retagAt is the round after which it plays (-1: none).
 	retags  *rand.Rand
 	retagAt int
-	gen     *traffic.Gen
+	// agents draws the vary-user-agent row (drawAgents, stream 41), as
+	// unvaried.
+	agents *rand.Rand
+	gen    *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -235,6 +238,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.ghosts, r.restarts = rand.New(rand.NewPCG(cfg.Seed, 37)), rand.New(rand.NewPCG(cfg.Seed, 38))
 	r.fields = rand.New(rand.NewPCG(cfg.Seed, 40))
 	r.retags = rand.New(rand.NewPCG(cfg.Seed, 46))
+	r.agents = rand.New(rand.NewPCG(cfg.Seed, 41))
 	r.drawRetag()
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
@@ -326,6 +330,7 @@ func (r *run) round(ctx context.Context, round int) {
 		reqs = append(reqs, extra...)
 	}
 	r.restarted = rs
+	reqs = append(reqs, r.drawAgents()...) // last: the rows above drew over the others
 	r.playAll(ctx, reqs, -1, p, rs)
 	r.endGhosts(ctx, g)
 	if p != nil && p.acked {
@@ -436,6 +441,9 @@ func (r *run) playAll(ctx context.Context, reqs []*traffic.Request, crowd int, p
 	}
 	for _, call := range o.TakeUnderscored() {
 		r.violate("underscore-forwarding", "upstream call %s carried an underscore spelling of a field the sidecar writes or keys on, or a client's address claim", call)
+	}
+	for _, call := range o.TakeExpects() {
+		r.violate("expect", "upstream call %s carried a client's Expect, which the sidecar answers itself", call)
 	}
 	// A crowd round's bulk calls are its own whenever they arrive (the
 	// origin tells them by their ids): a batch a round queued may still

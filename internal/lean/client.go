@@ -114,8 +114,9 @@ func New(upstream *url.URL, timeout time.Duration, maxIdle int, maxHeader int64)
 }
 
 // Takes reports whether r may go this way: a replayable request (see the
-// package doc) without a body, an upgrade or an Expect, which
-// http.Transport answers itself. A nil Client takes nothing.
+// package doc) without a body or an upgrade, which http.Transport
+// handles. An Expect it may carry is not sent (httpcache.IsExpect): with
+// no body there is nothing to wait for. A nil Client takes nothing.
 func (cl *Client) Takes(r *http.Request) bool {
 	if cl == nil || r.ContentLength != 0 || (r.Body != nil && r.Body != http.NoBody) {
 		return false
@@ -126,8 +127,7 @@ func (cl *Client) Takes(r *http.Request) bool {
 		return false
 	}
 	_, upgrade := r.Header["Upgrade"]
-	_, expect := r.Header["Expect"]
-	return !upgrade && !expect && len(r.TransferEncoding) == 0 && r.RequestURI != "*"
+	return !upgrade && len(r.TransferEncoding) == 0 && r.RequestURI != "*"
 }
 
 // RoundTrip sends r upstream (request.go) and reads the answer's header.

@@ -25,6 +25,7 @@ import (
 //     X-Real-Ip, and the other address claims are dropped (clientaddr);
 //   - User-Agent is sent once, and never empty or Go's own when the
 //     client sent none;
+//   - Expect is not sent: the sidecar answers it (httpcache.IsExpect);
 //   - CR and LF in a value become spaces, as http.Header.Write does, so a
 //     value cannot start a field of its own.
 func writeRequest(bw *bufio.Writer, r *http.Request, base *url.URL, host string) error {
@@ -47,8 +48,8 @@ func writeRequest(bw *bufio.Writer, r *http.Request, base *url.URL, host string)
 	bw.WriteString("\r\n")
 	conn := r.Header["Connection"]
 	for k, vs := range r.Header {
-		if httpcache.IsHopHeader(k) {
-			continue // Te: trailers is written below
+		if httpcache.IsHopHeader(k) || httpcache.IsExpect(k) {
+			continue // Te: trailers is written below; Expect is answered here
 		}
 		switch k {
 		case "Host", "Content-Length", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":

@@ -78,6 +78,11 @@ func TestRequestWriting(t *testing.T) {
 			uri: "/x", want: http.Header{"User-Agent": {"a/1"}},
 		},
 		{
+			// The sidecar answers 100-continue itself (httpcache.IsExpect).
+			name: "Expect not sent", target: "/x", header: http.Header{"Expect": {"100-continue"}},
+			uri: "/x", want: http.Header{"Expect": nil},
+		},
+		{
 			name: "CR LF in a value cannot start a field", target: "/x",
 			header: http.Header{"X-A": {"a\r\nX-Injected: 1"}},
 			uri:    "/x", want: http.Header{"X-A": {"a  X-Injected: 1"}, "X-Injected": nil},

@@ -67,7 +67,7 @@ func TestTakes(t *testing.T) {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.Header.Set("Expect", "100-continue")
 			return r
-		}, false},
+		}, true}, // not sent: nothing to wait for (TestRequestWriting)
 		{"OPTIONS *", func() *http.Request {
 			r := httptest.NewRequest("OPTIONS", "/", nil)
 			r.RequestURI = "*"

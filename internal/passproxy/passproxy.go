@@ -13,7 +13,8 @@
 // (internal/surrogate), a write detached from its client for a bounded
 // grace (internal/detached), a client body that timed out or broke its
 // framing answered as such (internal/edge), the tunnel limit's 503
-// (internal/tunnel), and an upstream failure answered and logged as on
+// (internal/tunnel), a client's Expect answered here and never forwarded
+// (httpcache.IsExpect), and an upstream failure answered and logged as on
 // every path (internal/upfail).
 package passproxy
 
@@ -115,6 +116,9 @@ func New(o Options) *httputil.ReverseProxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(o.Upstream)
 			pr.SetXForwarded()
+			// The client's 100-continue is answered here, as the body is
+			// read (httpcache.IsExpect): the body goes at once.
+			pr.Out.Header.Del("Expect")
 			clientaddr.Set(pr.Out.Header, pr.In.RemoteAddr)
 			if o.Inject != nil {
 				o.Inject(pr.Out.Context(), pr.Out.Header)

@@ -107,8 +107,11 @@ func (f *forwarding) group(r *http.Request) string {
 	return f.rules.Group(f.key.KeyHost(r.Host), r.Header)
 }
 
+// neverForwarded reports the request fields no fetch of the cached path
+// carries: hop-by-hop and conditional ones, Expect (the sidecar answers
+// it: httpcache.IsExpect), and the client's Forwarded and X-Forwarded-*.
 func neverForwarded(k string) bool {
-	return httpcache.IsHopHeader(k) || httpcache.IsConditionalHeader(k) ||
+	return httpcache.IsHopHeader(k) || httpcache.IsConditionalHeader(k) || httpcache.IsExpect(k) ||
 		k == "Forwarded" || strings.HasPrefix(k, "X-Forwarded-")
 }
 

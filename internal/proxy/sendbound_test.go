@@ -73,7 +73,7 @@ func drained(c net.Conn) error {
 // connection, answers 504, and counts an upstream error (NGINX's
 // proxy_send_timeout). On every way a body goes upstream: a write (POST,
 // detached from the client), a plain pass-through (a GET with a body), and
-// one that waits for 100 Continue first.
+// one behind Expect: 100-continue (the sidecar's own 100: TestExpectAnsweredBySidecar).
 func TestBodyToDeafUpstreamIsCut(t *testing.T) {
 	const size = 64 << 20 // far past the socket buffers
 	// The write route invalidates its tag after a write: one cut once its

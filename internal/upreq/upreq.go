@@ -77,7 +77,10 @@ func (t *Target) Get(ctx context.Context, in *http.Request, path, rawQuery strin
 		}
 	}
 	if _, ok := out.Header["User-Agent"]; !ok {
-		out.Header.Set("User-Agent", "") // as ReverseProxy: do not add Go's
+		// As ReverseProxy: do not add Go's. Nothing goes on the wire, and
+		// what judges a fetch by what it sent reads it so
+		// (forward.SentValues).
+		out.Header.Set("User-Agent", "")
 	}
 	return out
 }

@@ -56,8 +56,10 @@ func New(timeout time.Duration, idlePerHost int, maxHeader int64) *http.Transpor
 		IdleConnTimeout:        90 * time.Second,
 		ResponseHeaderTimeout:  timeout,
 		MaxResponseHeaderBytes: maxHeader,
-		ExpectContinueTimeout:  time.Second,
-		ForceAttemptHTTP2:      false,
+		// No upstream request carries Expect (httpcache.IsExpect): this
+		// bounds only a RoundTripper's caller that adds one itself.
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     false,
 	}
 }
 

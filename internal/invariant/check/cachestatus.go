@@ -58,7 +58,7 @@ const routeTTL = 300
 
 // routeMode names the routes whose stored answers are fresh for routeTTL
 // (freshness: route, the default); n and s take the origin's freshness.
-var routeMode = map[string]bool{"r": true, "p": true, "t": true, "k": true, "h": true, "u": true, "e": true, "q": true}
+var routeMode = map[string]bool{"r": true, "p": true, "t": true, "k": true, "h": true, "u": true, "e": true, "q": true, "a": true}
 
 // checkCacheStatus holds the answer's Cache-Status ttl (RFC 9211 §2.4: the
 // freshness left, negative once stale) to what the answer is:

@@ -18,6 +18,8 @@ func (ch *Checker) Edges(q *traffic.Request, resp *http.Response) {
 		k = "chunked-write"
 	case q.Expect:
 		k = "expect"
+	case q.Hdr.Get("Expect") != "":
+		k = "expect-read"
 	case q.Hdr.Get("Range") != "":
 		k = "range"
 	case q.Hdr.Get(origin.ClientHop) != "":

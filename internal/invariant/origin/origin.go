@@ -70,7 +70,7 @@ const StampHeader = "X-Stamp"
 // value is that value's alone, and a cache may not store it under a key
 // that does not hold it.
 type Dim struct {
-	Name string // addr, cookie, auth, tenant, lang
+	Name string // addr, cookie, auth, tenant, lang, ua
 	How  string
 }
 
@@ -81,6 +81,7 @@ var dimHeader = map[string]string{
 	"auth":   "Authorization",
 	"tenant": "X-Tenant",
 	"lang":   "Accept-Language",
+	"ua":     "User-Agent", // vary-user-agent: "" when none came
 }
 
 // Profile is how the origin answers one resource during one round.
@@ -220,6 +221,8 @@ type Origin struct {
 	hops []string
 	// underscored lists the calls that carried an Underscored field.
 	underscored []string
+	// expects lists the calls that carried an Expect (TakeExpects).
+	expects []string
 	// reading: the channels WatchRead handed out, by resource (behind.go).
 	reading map[string]chan struct{}
 	// tunnels and tunnelFaults: the upgrade row's (upgrade.go).
@@ -240,6 +243,17 @@ func (o *Origin) TakeHops() []string {
 	hops := o.hops
 	o.hops = nil
 	return hops
+}
+
+// TakeExpects returns the calls received since the last TakeExpects that
+// carried an Expect: the sidecar answers a client's 100-continue itself,
+// as NGINX does, so none may reach the origin (expect, expect-read).
+func (o *Origin) TakeExpects() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := o.expects
+	o.expects = nil
+	return e
 }
 
 // Underscored is the first field of h whose name holds '_' and reads, '_'
@@ -479,6 +493,11 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Values(ClientHop); len(v) > 0 {
 		o.mu.Lock()
 		o.hops = append(o.hops, r.Method+" "+r.URL.RequestURI())
+		o.mu.Unlock()
+	}
+	if v := r.Header.Values("Expect"); len(v) > 0 {
+		o.mu.Lock()
+		o.expects = append(o.expects, fmt.Sprintf("%s %s (Expect %q)", r.Method, r.URL.RequestURI(), v))
 		o.mu.Unlock()
 	}
 	if k := cmp.Or(Underscored(r.Header), ForgedAddress(r.Header)); k != "" {

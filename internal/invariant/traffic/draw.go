@@ -135,6 +135,46 @@ func (g *Gen) Draw(hot string) *Request {
 	if q.Method == http.MethodGet {
 		g.drawConditional(q)
 	}
+	g.drawExpectRead(q)
+	return q
+}
+
+// drawExpectRead makes about one read or list in twenty say Expect:
+// 100-continue with no body (expect-read), on a sequence of its own
+// (stream 35), so the other draws are unchanged: net/http sends no 100
+// to a request without a body, and nothing may forward the Expect (the
+// origin records any that arrives: Origin.TakeExpects). The requests
+// written by hand with odd framing are left as they are.
+func (g *Gen) drawExpectRead(q *Request) {
+	roll := g.expects.IntN(100)
+	if !g.mix.Has("expect-read") || roll >= 5 || q.Kind == "write" || q.Asterisk || q.Folded || q.HalfClose {
+		return
+	}
+	q.Hdr.Set("Expect", "100-continue")
+}
+
+// AgentRequest is a read of route a (vary-user-agent), whose answers
+// Vary: User-Agent, drawn from rng, the runner's own sequence for the
+// row, so that it moves no draw of the others. Ids 1-3, so reads share
+// variants round after round; the identity's own User-Agent, one every
+// identity sends, or an empty one, which Go's client sends as none (so
+// does the sidecar: none went, none is what the answer may be made for);
+// GET or HEAD; no credentials (they bypass the cache).
+func (g *Gen) AgentRequest(rng *rand.Rand) *Request {
+	who := g.ids[rng.IntN(len(g.ids))]
+	q := &Request{
+		Who: who, Replica: rng.IntN(g.replicas), Method: http.MethodGet, Hdr: http.Header{},
+		Sent: map[string]string{"addr": who.Addr, "cookie": "", "auth": "", "tenant": "", "lang": "", "ua": ""},
+		Kind: "read", Route: "a", Budget: BudgetRead,
+	}
+	ua := []string{strings.ToLower(who.Name) + "-agent/1.0", "shared-agent/2.0", ""}[rng.IntN(3)]
+	q.Hdr["User-Agent"] = []string{ua}
+	q.Sent["ua"] = ua
+	if rng.IntN(100) < 15 {
+		q.Method = http.MethodHead
+	}
+	q.Path = "/a/" + fmt.Sprint(1+rng.IntN(3))
+	q.Res = origin.Resource(q.Path)
 	return q
 }
 

@@ -102,7 +102,7 @@ func (q *Request) String() string {
 		u += "?" + q.Query
 	}
 	var h []string
-	for _, k := range []string{"Accept-Encoding", "Accept-Language", "X-Tenant", "Cookie", "Authorization", "Cache-Control", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"} {
+	for _, k := range []string{"Accept-Encoding", "Accept-Language", "X-Tenant", "Cookie", "Authorization", "Cache-Control", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "User-Agent"} {
 		if vs, ok := q.Hdr[k]; ok {
 			v := strings.Join(vs, "|")
 			if len(v) > 40 {
