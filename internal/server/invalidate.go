@@ -189,7 +189,7 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 	for len(tags) > 0 {
 		chunk := tags[:min(len(tags), replayChunk)]
 		tags = tags[len(chunk):]
-		err := v.l2.InvalidateTags(ctx, chunk...)
+		err := v.l2.ReplayTags(ctx, chunk...)
 		if err == nil {
 			v.mu.Lock()
 			v.forgetLocked(chunk, gen)
@@ -197,8 +197,17 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 			continue
 		}
 		ok = false
-		if !v.l2.Up() {
-			break // an outage: the rest would fail the same way, and no try counts
+		if !v.l2.Up() || l2.WritesRefused(err) {
+			// An outage, or Redis taking no write at all (a failed
+			// snapshot, too few replicas: l2.WritesRefused) while it
+			// answers: the rest would fail the same way, and no try
+			// counts. Each failed replay tells the fleet again that a
+			// raise was refused (l2's epochsRefused: a pod started
+			// meanwhile sets its floor too), and the raise lands once
+			// Redis takes writes; given up, it never did, and a pod
+			// started afterwards read the note's old floor and served
+			// the entry the write replaced from L2 until its TTL.
+			break
 		}
 		// Redis answers, and refused these tags: count the try.
 		var gaveUp []string

@@ -58,8 +58,11 @@ return 1`
 const lostLogEvery = 10 * time.Second
 
 // epochsRefused handles raises that Redis answered with an error (see
-// above); transport errors are an outage, which the heartbeats cover.
-func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd) {
+// above); transport errors are an outage, which the heartbeats cover. A
+// replay's refusal (ReplayTags) is told to the fleet at most every
+// MaxLag/2 (lostAgain); a write's own is told at once, always: an entry
+// stored in L2 since the last Lost may predate that write.
+func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd, replay bool) {
 	var cause error
 	for _, c := range cmds {
 		var rerr redis.Error
@@ -71,8 +74,12 @@ func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd) {
 	if cause == nil {
 		return
 	}
-	s.proof.Gap(time.Now())
+	now := time.Now()
+	s.proof.Gap(now)
 	s.refusals.Add(1)
+	if !s.lostAgain(now, replay) {
+		return
+	}
 	if ok, n := s.lostLog.Allow(); ok {
 		s.log.Warn("redis refused to raise a write's epoch: entries fetched before now need to be younger than max_lag on every replica", "err", cause, "suppressed", n)
 	}
@@ -93,6 +100,18 @@ func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd) {
 	}
 	_, err = pipe.Exec(cctx)
 	s.done(ctx, err)
+}
+
+// lostAgain reports whether a refusal at now is told to the fleet (a Lost
+// message and the note's raise), and records it when it is: always for a
+// write's own, for a replay's only MaxLag/2 after the last one told.
+func (s *Store) lostAgain(now time.Time, replay bool) bool {
+	last := s.lostAt.Load()
+	if replay && s.opts.MaxLag > 0 && now.Sub(time.Unix(0, last)) < s.opts.MaxLag/2 {
+		return false
+	}
+	s.lostAt.Store(now.UnixNano())
+	return true
 }
 
 // peerLost applies another replica's Lost message: the floor is now.
