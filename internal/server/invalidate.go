@@ -48,8 +48,9 @@ type invalidator struct {
 
 // pendingTag is a tag waiting for the replay.
 type pendingTag struct {
-	gen   uint64 // the generation it was last added in (hold.go)
-	tries int    // failed replays while Redis answered
+	gen   uint64    // the generation it was last added in (hold.go)
+	tries int       // failed replays while Redis answered
+	at    time.Time // when it was last added: after its write's answer
 }
 
 // The replay set's bounds. A write's tags come from its request, so a
@@ -112,16 +113,17 @@ func (v *invalidator) retryLater(tags []string) uint64 {
 	}
 	v.held.added++
 	gen := v.held.added
+	now := time.Now()
 	for _, t := range tags {
 		if p, ok := v.pending[t]; ok {
-			v.pending[t] = pendingTag{gen: gen, tries: p.tries}
+			v.pending[t] = pendingTag{gen: gen, tries: p.tries, at: now}
 			continue
 		}
 		if len(v.pending) >= maxPending || v.bytes+len(t) > maxPendingBytes {
 			v.overflow = true
 			continue
 		}
-		v.pending[t] = pendingTag{gen: gen}
+		v.pending[t] = pendingTag{gen: gen, at: now}
 		v.bytes += len(t)
 	}
 	v.m.ReplayPending(len(v.pending))
@@ -189,7 +191,7 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 	for len(tags) > 0 {
 		chunk := tags[:min(len(tags), replayChunk)]
 		tags = tags[len(chunk):]
-		err := v.l2.ReplayTags(ctx, chunk...)
+		err := v.l2.ReplayTags(ctx, v.addedAt(chunk), chunk...)
 		if err == nil {
 			v.mu.Lock()
 			v.forgetLocked(chunk, gen)
@@ -237,6 +239,21 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 		log.Debug("invalidations replayed after l2 was unreachable")
 	}
 	return ok && v.pendingCount() == 0
+}
+
+// addedAt is when the latest of tags was added to the replay set (each
+// after its write's answer): a refusal told to the fleet since covers them
+// all (l2.Store.ReplayTags).
+func (v *invalidator) addedAt(tags []string) time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var at time.Time
+	for _, t := range tags {
+		if p := v.pending[t]; p.at.After(at) {
+			at = p.at
+		}
+	}
+	return at
 }
 
 // forgetLocked drops tags from the replay set unless they were added again

@@ -59,10 +59,11 @@ const lostLogEvery = 10 * time.Second
 
 // epochsRefused handles raises that Redis answered with an error (see
 // above); transport errors are an outage, which the heartbeats cover. A
-// replay's refusal (ReplayTags) is told to the fleet at most every
-// MaxLag/2 (lostAgain); a write's own is told at once, always: an entry
-// stored in L2 since the last Lost may predate that write.
-func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd, replay bool) {
+// replay's refusal (ReplayTags: replay not zero, when its tags were
+// queued) is not told again while one told after replay is younger than
+// MaxLag/2 (retold); a write's own is told at once, always: an entry
+// stored in L2 before that write may postdate the last one told.
+func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd, replay time.Time) {
 	var cause error
 	for _, c := range cmds {
 		var rerr redis.Error
@@ -77,7 +78,7 @@ func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd, replay boo
 	now := time.Now()
 	s.proof.Gap(now)
 	s.refusals.Add(1)
-	if !s.lostAgain(now, replay) {
+	if s.retold(now, replay) {
 		return
 	}
 	if ok, n := s.lostLog.Allow(); ok {
@@ -90,7 +91,7 @@ func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd, replay boo
 	cctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	pipe := s.rdb.Pipeline()
-	s.publishIn(cctx, pipe, s.channel(), msg)
+	pub := s.publishIn(cctx, pipe, s.channel(), msg)
 	if !s.isCluster() {
 		src := "#!lua flags=allow-oom\n" + raiseNoteScript
 		if s.legacyBump.Load() {
@@ -100,18 +101,20 @@ func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd, replay boo
 	}
 	_, err = pipe.Exec(cctx)
 	s.done(ctx, err)
+	if pub.Err() == nil {
+		s.lostAt.Store(now.UnixNano())
+	}
 }
 
-// lostAgain reports whether a refusal at now is told to the fleet (a Lost
-// message and the note's raise), and records it when it is: always for a
-// write's own, for a replay's only MaxLag/2 after the last one told.
-func (s *Store) lostAgain(now time.Time, replay bool) bool {
-	last := s.lostAt.Load()
-	if replay && s.opts.MaxLag > 0 && now.Sub(time.Unix(0, last)) < s.opts.MaxLag/2 {
+// retold reports whether a replay's refusal at now, of tags queued at
+// replay, is covered by a Lost published after them and less than
+// MaxLag/2 ago (epochsRefused); never for a write's own (replay zero).
+func (s *Store) retold(now, replay time.Time) bool {
+	if replay.IsZero() || s.opts.MaxLag <= 0 {
 		return false
 	}
-	s.lostAt.Store(now.UnixNano())
-	return true
+	last := time.Unix(0, s.lostAt.Load())
+	return last.After(replay) && now.Sub(last) < s.opts.MaxLag/2
 }
 
 // peerLost applies another replica's Lost message: the floor is now.
