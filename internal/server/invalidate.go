@@ -43,7 +43,10 @@ type invalidator struct {
 	bytes    int           // the pending tags' length
 	overflow bool          // tags were lost to the bound: purge L2 instead
 	kick     chan struct{} // wakes the replay loop
-	held     held          // what waits for the replay (hold.go)
+	// refusedAt is when a replay was last refused for Redis taking no
+	// write (l2.WritesRefused); the replay loop's alone.
+	refusedAt time.Time
+	held      held // what waits for the replay (hold.go)
 }
 
 // pendingTag is a tag waiting for the replay.
@@ -67,6 +70,9 @@ type pendingTag struct {
 // only after invalidations were really lost, never for a flood of writes
 // Redis took).
 const (
+	// refusedEvery is how many replay intervals apart the replays go
+	// while Redis takes no write (replay).
+	refusedEvery    = 4
 	maxPending      = 100_000
 	maxPendingBytes = 16 << 20
 	maxTries        = 8
@@ -155,6 +161,15 @@ func (v *invalidator) replay(stop <-chan struct{}, every time.Duration, log *slo
 		case <-v.kick:
 		case <-t.C:
 		}
+		if time.Since(v.refusedAt) < refusedEvery*every {
+			// Redis took no write at the last replay (l2.WritesRefused):
+			// each replay publishes its tags' message again to every
+			// replica, so for as long as a disk stays full it goes every
+			// refusedEvery ticks (max_lag/2 by default), not every tick.
+			// The raise lands within that of Redis taking writes again,
+			// before a pod started then proves anything (3/4 max_lag).
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		v.flush(ctx, log)
 		cancel()
@@ -199,6 +214,9 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 			continue
 		}
 		ok = false
+		if l2.WritesRefused(err) {
+			v.refusedAt = time.Now()
+		}
 		if !v.l2.Up() || l2.WritesRefused(err) {
 			// An outage, or Redis taking no write at all (a failed
 			// snapshot, too few replicas: l2.WritesRefused) while it
