@@ -226,7 +226,7 @@
 // snapshot's MISCONF): epoch raises and the note's raise are refused,
 // heartbeats and PUBLISH go through. /r/6 (no round reads it) is read
 // through both replicas so L2 holds it, then written through replica 0
-// (a 200 is due). Past the replay's tries (2 × max_lag after that
+// (a 200 is due). Past the replay's tries (5 × max_lag after that
 // answer) Redis takes writes again, and a replica started then, and the
 // two, read /r/6 once their /readyz says l2 up and coherence proven
 // (redis-recover): the pre-write version is a max-lag violation (the

@@ -19,7 +19,7 @@ import (
 //   - A resource no round reads (refuseProbe) is read through both
 //     replicas, so L2 holds it; once Redis refuses writes it is written
 //     through replica 0, which must answer 200.
-//   - Past the replay's tries (2 × max_lag after that answer), Redis
+//   - Past the replay's tries (5 × max_lag after that answer), Redis
 //     takes writes again, and a replica started then (a rolling deploy:
 //     no tombstone, no floor of the refusal's message; it reads Redis's
 //     note) and the two read the probe: its pre-write version is a
@@ -72,7 +72,9 @@ func (r *run) redisRefuse(ctx context.Context, round int) {
 		r.violate("harness", "the refusal probe's write answered %d", st)
 	}
 	wrote := check.Now()
-	time.Sleep(time.Until(wrote.Add(2*r.cfg.MaxLag + r.cfg.LagMargin)))
+	// Past the replay's last try had it counted these refusals (maxTries
+	// replays, max_lag/2 apart while Redis takes no write).
+	time.Sleep(time.Until(wrote.Add(5*r.cfg.MaxLag + r.cfg.LagMargin)))
 	if err := r.cfg.RefuseWrites(ctx, false); err != nil {
 		r.violate("harness", "redis taking writes again: %v", err)
 		return
