@@ -240,6 +240,22 @@
 // its read of /r/7 answer 200 (redis-recover). The stretch ends early
 // before a crowd or queue round.
 //
+// # Redis refusing writes (refuse.go)
+//
+// With redis-refuses-writes (On), once a seed after a round drawn from a
+// fifth of the rounds on (stream 48; runs of 40 rounds or more), between
+// rounds, the replicas' Redis refuses every write while it answers
+// (min-replicas-to-write 1 with no replica: NOREPLICAS, as a failed
+// snapshot's MISCONF): epoch raises and the note's raise are refused,
+// heartbeats and PUBLISH go through. /r/6 (no round reads it) is read
+// through both replicas so L2 holds it, then written through replica 0
+// (a 200 is due). Past the replay's tries (5 × max_lag after that
+// answer) Redis takes writes again, and a replica started then, and the
+// two, read /r/6 once their /readyz says l2 up and coherence proven
+// (redis-recover): the pre-write version is a max-lag violation (the
+// replay gave the tag up as one Redis refused, nothing raised it later,
+// and the new replica adopted the note's old floor).
+//
 // # Config reloads (reload.go)
 //
 // The two replicas run from config files of their own (env_test.go), so

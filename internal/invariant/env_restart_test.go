@@ -75,7 +75,12 @@ func (e *env) reevict(ctx context.Context) error {
 	if err := rc.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
 		return fmt.Errorf("config set: %w", err)
 	}
-	if err := rc.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+(512<<10), 10)).Err(); err != nil {
+	// Room for the replicas reconnecting meanwhile: their connections'
+	// buffers count in used_memory and no eviction frees them, and with
+	// 512 KiB the junk's SET was refused (OOM) once the extra replicas
+	// of the later rows (redis-refuses-writes' among them) reconnected
+	// at once, leaving maxmemory set for the rows after.
+	if err := rc.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+(4<<20), 10)).Err(); err != nil {
 		return fmt.Errorf("config set: %w", err)
 	}
 	junk := strings.Repeat("x", 64<<10)
@@ -87,6 +92,7 @@ func (e *env) reevict(ctx context.Context) error {
 		k := fmt.Sprintf("junk:%d", i)
 		keys = append(keys, k)
 		if err := rc.Set(ctx, k, junk, 0).Err(); err != nil {
+			_ = rc.ConfigSet(ctx, "maxmemory", "0").Err() // not for the rows after
 			return fmt.Errorf("set: %w", err)
 		}
 		if info := rc.Info(ctx, "stats").Val(); !strings.Contains(info, "evicted_keys:0\r") {
@@ -125,6 +131,30 @@ func (e *env) redisOOM(ctx context.Context, on bool) error {
 	}
 	if err := rc.Set(ctx, "oom-check", "x", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
 		return fmt.Errorf("redis not out of memory: SET answered %v", err)
+	}
+	return nil
+}
+
+// refuseWrites is the redis-refuses-writes row's hook: on, Redis (which
+// has no replica) asks for one before it takes a write
+// (min-replicas-to-write 1), and a SET must be refused with NOREPLICAS;
+// off, it takes writes again.
+func (e *env) refuseWrites(ctx context.Context, on bool) error {
+	rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+	defer rc.Close()
+	n := "0"
+	if on {
+		n = "1"
+	}
+	if err := rc.ConfigSet(ctx, "min-replicas-to-write", n).Err(); err != nil {
+		return fmt.Errorf("config set: %w", err)
+	}
+	err := rc.Set(ctx, "refuse-check", "x", 0).Err()
+	switch {
+	case on && (err == nil || !strings.HasPrefix(err.Error(), "NOREPLICAS")):
+		return fmt.Errorf("redis takes writes: SET answered %v", err)
+	case !on && err != nil:
+		return fmt.Errorf("redis still refuses writes: %w", err)
 	}
 	return nil
 }

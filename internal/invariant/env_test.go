@@ -313,7 +313,7 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 		LeaseHold: leaseHold, LeaseTTL: upstreamTimeout, BatchLeaseTTL: max(upstreamTimeout, batchMaxWait+2*upstreamTimeout),
 		MaxTunnels: maxTunnels, TunnelIdle: tunnelIdle,
 		SaveRedis: e.saveRedis, RestartRedis: e.restartRedis(m.Has("evict-epochs")), StartReplica: e.lateReplica(t),
-		RedisOOM:   e.redisOOM,
+		RedisOOM: e.redisOOM, RefuseWrites: e.refuseWrites,
 		ReloadTorn: e.reloadTorn, StartRetagged: e.retagged(t),
 	})
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)

@@ -77,6 +77,10 @@ type Config struct {
 	// the replicas' Redis over maxmemory under noeviction; off, it gives
 	// the memory (and the policy it had) back.
 	RedisOOM func(ctx context.Context, on bool) error
+	// RefuseWrites, when set, is the redis-refuses-writes row's
+	// (refuse.go): on, the replicas' Redis refuses every write while it
+	// answers (NOREPLICAS); off, it takes them again.
+	RefuseWrites func(ctx context.Context, on bool) error
 	// ReloadTorn, when set, makes replica i apply its config file cut
 	// just before r-write's invalidate line (torn), or whole again: the
 	// reload-torn row (reload.go).
@@ -184,6 +188,8 @@ type run struct {
 	saved, wrote time.Time
 	// oom is the redis-oom row's state (oom.go; stream 42).
 	oom oomRow
+	// refuse is the redis-refuses-writes row's state (refuse.go; stream 48).
+	refuse refuseRow
 	// restarts draws where among a round's requests a Redis restart
 	// falls (stream 38), and restarted is the restart the last round
 	// played (nil: none), whose reads follow the round (restart.go).
@@ -260,6 +266,7 @@ func Run(ctx context.Context, cfg Config) Report {
 		r.evict(ctx)
 		r.restartRedis(ctx, round) // restart.go
 		r.redisOOM(ctx, round)     // oom.go
+		r.redisRefuse(ctx, round)  // refuse.go
 		r.reloadTorn(ctx)          // reload.go
 		r.restartRetag(ctx, round) // retag.go
 	}

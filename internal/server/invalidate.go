@@ -43,13 +43,17 @@ type invalidator struct {
 	bytes    int           // the pending tags' length
 	overflow bool          // tags were lost to the bound: purge L2 instead
 	kick     chan struct{} // wakes the replay loop
-	held     held          // what waits for the replay (hold.go)
+	// refusedAt is when a replay was last refused for Redis taking no
+	// write (l2.WritesRefused); the replay loop's alone.
+	refusedAt time.Time
+	held      held // what waits for the replay (hold.go)
 }
 
 // pendingTag is a tag waiting for the replay.
 type pendingTag struct {
-	gen   uint64 // the generation it was last added in (hold.go)
-	tries int    // failed replays while Redis answered
+	gen   uint64    // the generation it was last added in (hold.go)
+	tries int       // failed replays while Redis answered
+	at    time.Time // when it was last added: after its write's answer
 }
 
 // The replay set's bounds. A write's tags come from its request, so a
@@ -66,6 +70,9 @@ type pendingTag struct {
 // only after invalidations were really lost, never for a flood of writes
 // Redis took).
 const (
+	// refusedEvery is how many replay intervals apart the replays go
+	// while Redis takes no write (replay).
+	refusedEvery    = 4
 	maxPending      = 100_000
 	maxPendingBytes = 16 << 20
 	maxTries        = 8
@@ -112,16 +119,17 @@ func (v *invalidator) retryLater(tags []string) uint64 {
 	}
 	v.held.added++
 	gen := v.held.added
+	now := time.Now()
 	for _, t := range tags {
 		if p, ok := v.pending[t]; ok {
-			v.pending[t] = pendingTag{gen: gen, tries: p.tries}
+			v.pending[t] = pendingTag{gen: gen, tries: p.tries, at: now}
 			continue
 		}
 		if len(v.pending) >= maxPending || v.bytes+len(t) > maxPendingBytes {
 			v.overflow = true
 			continue
 		}
-		v.pending[t] = pendingTag{gen: gen}
+		v.pending[t] = pendingTag{gen: gen, at: now}
 		v.bytes += len(t)
 	}
 	v.m.ReplayPending(len(v.pending))
@@ -152,6 +160,15 @@ func (v *invalidator) replay(stop <-chan struct{}, every time.Duration, log *slo
 			return
 		case <-v.kick:
 		case <-t.C:
+		}
+		if time.Since(v.refusedAt) < refusedEvery*every {
+			// Redis took no write at the last replay (l2.WritesRefused):
+			// each replay publishes its tags' message again to every
+			// replica, so for as long as a disk stays full it goes every
+			// refusedEvery ticks (max_lag/2 by default), not every tick.
+			// The raise lands within that of Redis taking writes again,
+			// before a pod started then proves anything (3/4 max_lag).
+			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		v.flush(ctx, log)
@@ -189,7 +206,7 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 	for len(tags) > 0 {
 		chunk := tags[:min(len(tags), replayChunk)]
 		tags = tags[len(chunk):]
-		err := v.l2.InvalidateTags(ctx, chunk...)
+		err := v.l2.ReplayTags(ctx, v.addedAt(chunk), chunk...)
 		if err == nil {
 			v.mu.Lock()
 			v.forgetLocked(chunk, gen)
@@ -197,8 +214,20 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 			continue
 		}
 		ok = false
-		if !v.l2.Up() {
-			break // an outage: the rest would fail the same way, and no try counts
+		if l2.WritesRefused(err) {
+			v.refusedAt = time.Now()
+		}
+		if !v.l2.Up() || l2.WritesRefused(err) {
+			// An outage, or Redis taking no write at all (a failed
+			// snapshot, too few replicas: l2.WritesRefused) while it
+			// answers: the rest would fail the same way, and no try
+			// counts. Each failed replay tells the fleet again that a
+			// raise was refused (l2's epochsRefused: a pod started
+			// meanwhile sets its floor too), and the raise lands once
+			// Redis takes writes; given up, it never did, and a pod
+			// started afterwards read the note's old floor and served
+			// the entry the write replaced from L2 until its TTL.
+			break
 		}
 		// Redis answers, and refused these tags: count the try.
 		var gaveUp []string
@@ -228,6 +257,21 @@ func (v *invalidator) flush(ctx context.Context, log *slog.Logger) bool {
 		log.Debug("invalidations replayed after l2 was unreachable")
 	}
 	return ok && v.pendingCount() == 0
+}
+
+// addedAt is when the latest of tags was added to the replay set (each
+// after its write's answer): a refusal told to the fleet since covers them
+// all (l2.Store.ReplayTags).
+func (v *invalidator) addedAt(tags []string) time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var at time.Time
+	for _, t := range tags {
+		if p := v.pending[t]; p.at.After(at) {
+			at = p.at
+		}
+	}
+	return at
 }
 
 // forgetLocked drops tags from the replay set unless they were added again

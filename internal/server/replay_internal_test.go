@@ -99,6 +99,56 @@ func TestReplayKeepsTagsThroughOutage(t *testing.T) {
 	}
 }
 
+// A Redis that refuses every write while it answers PING and PUBLISH (a
+// master short of the replicas min-replicas-to-write asks for:
+// NOREPLICAS; a failed snapshot: MISCONF) refuses the raise for what it
+// is, not for the tag: the replay keeps the tag, breaker closed or not,
+// until Redis takes it. Given up after maxTries, the raise never landed,
+// and a pod started afterwards served the entry the write replaced
+// (TestNoStaleL2HitAfterWriteWhileRedisRefusesWrites).
+func TestReplayKeepsTagsWhileRedisRefusesWrites(t *testing.T) {
+	rs := redistest.Start(t)
+	s, err := l2.New(context.Background(), l2.Options{Addrs: []string{rs.Addr()}, Prefix: "t:", Timeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	raw := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+	t.Cleanup(func() { _ = raw.Close() })
+	ctx := context.Background()
+	minReplicas := func(n string) {
+		t.Helper()
+		if err := raw.ConfigSet(ctx, "min-replicas-to-write", n).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	minReplicas("1")
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	m.Tiers(false, true)
+	v := newInvalidator(nil, s, 0, m, func() []string { return nil })
+	log := slog.New(slog.DiscardHandler)
+	if err := v.InvalidateTags(ctx, "client:1"); err == nil || !strings.Contains(err.Error(), "NOREPLICAS") {
+		t.Fatalf("invalidation against a Redis short of replicas: %v", err)
+	}
+	for range 3 * maxTries {
+		v.flush(ctx, log)
+	}
+	if n := v.pendingCount(); n != 1 {
+		t.Fatalf("pending = %d after %d replays Redis refused, want 1", n, 3*maxTries)
+	}
+	if got := value(t, reg, "sidecache_invalidation_replays_abandoned_total"); got != 0 {
+		t.Errorf("abandoned = %v, want 0", got)
+	}
+	minReplicas("0")
+	if !v.flush(ctx, log) || v.pendingCount() != 0 {
+		t.Fatalf("still %d tags pending once Redis takes writes", v.pendingCount())
+	}
+	if ep, err := raw.Get(ctx, "t:v:client:1").Int64(); err != nil || ep == 0 {
+		t.Errorf("epoch of client:1 = %d, %v: the raise did not land", ep, err)
+	}
+}
+
 // Past its bounds the replay set stops growing (the next replay purges L2
 // as a whole instead).
 func TestReplaySetBounded(t *testing.T) {

@@ -61,6 +61,31 @@ type Invalidation struct {
 // Entries are not deleted: an invalidated entry reads as a miss and is
 // overwritten by the next fill or expires with its TTL.
 func (s *Store) InvalidateTags(ctx context.Context, tags ...string) error {
+	return s.invalidateTags(ctx, tags, time.Time{})
+}
+
+// ReplayTags is InvalidateTags for tags whose raise failed before (the
+// replay, internal/server), the latest of them queued at added (after its
+// write's answer). A raise Redis refuses again is told to the fleet again
+// (refused.go), for the pods started since; but not while a refusal told
+// after added is younger than MaxLag/2: every replica that heard it
+// already refuses what these writes replaced, and Redis may refuse every
+// write for as long as a disk stays full (WritesRefused), the replay
+// keeping its tags meanwhile, where a Lost every MaxLag/8 from each replica
+// holding some, delivered to every replica, would make the fleet's Lost
+// messages O(replicas²). A pod started since hears the next one before
+// its heartbeats prove anything (¾ MaxLag of them after its first), so it
+// never trusts an entry the refused raise should have invalidated.
+func (s *Store) ReplayTags(ctx context.Context, added time.Time, tags ...string) error {
+	if added.IsZero() {
+		added = time.Now() // nothing known: told as a write's own would be
+	}
+	return s.invalidateTags(ctx, tags, added)
+}
+
+// invalidateTags is InvalidateTags, or ReplayTags for tags added at
+// replay (zero: a write's own invalidation).
+func (s *Store) invalidateTags(ctx context.Context, tags []string, replay time.Time) error {
 	if len(tags) == 0 {
 		return nil
 	}
@@ -72,14 +97,14 @@ func (s *Store) InvalidateTags(ctx context.Context, tags ...string) error {
 	if err != nil {
 		return wrap("invalidate", err)
 	}
-	err = s.invalidateOnce(ctx, tags, msg)
+	err = s.invalidateOnce(ctx, tags, msg, replay)
 	return wrap("invalidate", err)
 }
 
 // invalidateOnce is InvalidateTags' round trip: the raises, then the
 // message. A Redis that does not know script flags gets the raises again
 // without them, at once.
-func (s *Store) invalidateOnce(ctx context.Context, tags []string, msg []byte) error {
+func (s *Store) invalidateOnce(ctx context.Context, tags []string, msg []byte, replay time.Time) error {
 	now := strconv.FormatInt(s.epochNow().UnixMilli(), 10)
 	cctx, cancel, sp, err := s.withBudget(ctx)
 	defer cancel()
@@ -98,10 +123,10 @@ func (s *Store) invalidateOnce(ctx context.Context, tags []string, msg []byte) e
 		err = pub.Err()
 	}
 	if err != nil && s.noFlags(cmds) {
-		return s.invalidateOnce(ctx, tags, msg)
+		return s.invalidateOnce(ctx, tags, msg, replay)
 	}
 	if err != nil {
-		s.epochsRefused(ctx, cmds)
+		s.epochsRefused(ctx, cmds, replay)
 	}
 	return err
 }

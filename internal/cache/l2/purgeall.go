@@ -103,7 +103,7 @@ func (s *Store) invalidateAll(ctx context.Context, tags []string) error {
 			err = pub.Err()
 		}
 		if err != nil && !s.noFlags(cmds) {
-			s.epochsRefused(ctx, cmds)
+			s.epochsRefused(ctx, cmds, time.Time{})
 		}
 		return err
 	})

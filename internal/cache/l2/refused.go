@@ -58,8 +58,12 @@ return 1`
 const lostLogEvery = 10 * time.Second
 
 // epochsRefused handles raises that Redis answered with an error (see
-// above); transport errors are an outage, which the heartbeats cover.
-func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd) {
+// above); transport errors are an outage, which the heartbeats cover. A
+// replay's refusal (ReplayTags: replay not zero, when its tags were
+// queued) is not told again while one told after replay is younger than
+// MaxLag/2 (retold); a write's own is told at once, always: an entry
+// stored in L2 before that write may postdate the last one told.
+func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd, replay time.Time) {
 	var cause error
 	for _, c := range cmds {
 		var rerr redis.Error
@@ -71,8 +75,12 @@ func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd) {
 	if cause == nil {
 		return
 	}
-	s.proof.Gap(time.Now())
+	now := time.Now()
+	s.proof.Gap(now)
 	s.refusals.Add(1)
+	if s.retold(now, replay) {
+		return
+	}
 	if ok, n := s.lostLog.Allow(); ok {
 		s.log.Warn("redis refused to raise a write's epoch: entries fetched before now need to be younger than max_lag on every replica", "err", cause, "suppressed", n)
 	}
@@ -83,7 +91,7 @@ func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd) {
 	cctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	pipe := s.rdb.Pipeline()
-	s.publishIn(cctx, pipe, s.channel(), msg)
+	pub := s.publishIn(cctx, pipe, s.channel(), msg)
 	if !s.isCluster() {
 		src := "#!lua flags=allow-oom\n" + raiseNoteScript
 		if s.legacyBump.Load() {
@@ -93,6 +101,20 @@ func (s *Store) epochsRefused(ctx context.Context, cmds []*redis.Cmd) {
 	}
 	_, err = pipe.Exec(cctx)
 	s.done(ctx, err)
+	if pub.Err() == nil {
+		s.lostAt.Store(now.UnixNano())
+	}
+}
+
+// retold reports whether a replay's refusal at now, of tags queued at
+// replay, is covered by a Lost published after them and less than
+// MaxLag/2 ago (epochsRefused); never for a write's own (replay zero).
+func (s *Store) retold(now, replay time.Time) bool {
+	if replay.IsZero() || s.opts.MaxLag <= 0 {
+		return false
+	}
+	last := time.Unix(0, s.lostAt.Load())
+	return last.After(replay) && now.Sub(last) < s.opts.MaxLag/2
 }
 
 // peerLost applies another replica's Lost message: the floor is now.

@@ -2,6 +2,7 @@ package l2
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,4 +127,54 @@ func refusingEpochs(t *testing.T) (*redistest.Server, *replica, *replica, *redis
 		t.Fatal(err)
 	}
 	return srv, a, b, rc
+}
+
+// A replay Redis refuses again is told to the fleet again only once no
+// Lost published after its tags were queued is younger than MaxLag/2: a
+// Redis refusing every write for as long as a disk stays full keeps the
+// replay's tags (internal/server), and a Lost from every replica holding
+// some at every replay would be O(replicas²) deliveries. A write's own
+// refusal, and a replay of tags queued after the last Lost, are told at
+// once. B hears, in the order A published: t, Lost, t ×5 (replays covered
+// by that Lost), u, Lost (tags queued after it); go-redis sends a pipeline
+// Redis answered NOREPLICAS once more, so each may come twice in a row.
+func TestReplayedRefusalRetoldOnlyWhenNotCovered(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := raw(t, srv.Addr())
+	ctx := context.Background()
+	slow := func(o *Options) { o.MaxLag = 10 * time.Second }
+	a := newReplica(t, []string{srv.Addr()}, slow)
+	b := newReplica(t, []string{srv.Addr()}, slow)
+	if err := rc.ConfigSet(ctx, "min-replicas-to-write", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	queued := time.Now()
+	if err := a.InvalidateTags(ctx, "t"); err == nil || !WritesRefused(err) {
+		t.Fatalf("invalidation: %v, want a refusal of every write", err)
+	}
+	for range 5 {
+		if err := a.ReplayTags(ctx, queued, "t"); err == nil {
+			t.Fatal("replay taken by a Redis refusing writes")
+		}
+	}
+	if err := a.ReplayTags(ctx, time.Now(), "u"); err == nil {
+		t.Fatal("replay taken by a Redis refusing writes")
+	}
+	var got []string
+	for len(got) == 0 || got[len(got)-1] != "lost" || !slices.Contains(got, "u") {
+		switch inv := b.nextInvalidation(t, 10*time.Second); {
+		case inv.All && inv.Gap:
+			got = append(got, "lost")
+		default:
+			got = append(got, strings.Join(inv.Tags, ","))
+		}
+	}
+	got = slices.Compact(got)
+	want := []string{"t", "lost", "t", "u", "lost"}
+	if !slices.Equal(got, want) {
+		t.Errorf("B heard %v, want %v", got, want)
+	}
+	if err := rc.ConfigSet(ctx, "min-replicas-to-write", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -145,6 +145,7 @@ type Store struct {
 
 	legacyBump atomic.Bool      // Redis runs no script flags (epoch.go)
 	refusals   atomic.Uint64    // epoch raises Redis refused (refused.go)
+	lostAt     atomic.Int64     // when a refusal was last told to the fleet (unix ns, refused.go)
 	lostLog    *lograte.Limiter // warnings about them (own refusals)
 	peerLog    *lograte.Limiter // and about peers' (peerLost): one never crowds out the other
 	skewLog    *lograte.Limiter // warnings about a skewed clock
@@ -384,6 +385,31 @@ func unavailable(err error) bool {
 	// Anything else is the transport: a deadline, a refused or reset
 	// connection, a pool that could not hand out one in time.
 	return true
+}
+
+// WritesRefused reports whether err is Redis refusing every write while
+// it answers, whatever the keys: its last snapshot failed (MISCONF, while
+// stop-writes-on-bgsave-error holds), a master short of the replicas
+// min-replicas-to-write asks for (NOREPLICAS), a read replica at the
+// master's address (READONLY), memory full where a script cannot say
+// allow-oom (OOM, Redis before 7), a script running past its time (BUSY).
+// Such a refusal is Redis's state, not the command's: the same raise is
+// taken once it passes, so a caller replaying invalidations keeps them
+// (internal/server) rather than give a tag up as one Redis will never
+// take. PING and PUBLISH may still pass meanwhile (NOREPLICAS, OOM), so
+// the breaker may stay closed through it.
+func WritesRefused(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	for _, p := range []string{"MISCONF", "NOREPLICAS", "READONLY", "OOM", "BUSY"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Store) setUp(up bool, cause error) {

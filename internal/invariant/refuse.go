@@ -1,0 +1,105 @@
+package invariant
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/sidecache/sidecache/internal/invariant/check"
+)
+
+// The redis-refuses-writes row: once a seed, between rounds, the
+// replicas' Redis refuses every write while it answers — a master short
+// of the replicas min-replicas-to-write asks for (NOREPLICAS), as a
+// failed snapshot does (MISCONF) — refusing the epoch raise and the
+// note's raise (internal/cache/l2's restart.go) alike, while GET, MGET,
+// TIME and PUBLISH still run: every replica's heartbeats come back.
+//
+//   - A resource no round reads (refuseProbe) is read through both
+//     replicas, so L2 holds it; once Redis refuses writes it is written
+//     through replica 0, which must answer 200.
+//   - Past the replay's tries (5 × max_lag after that answer), Redis
+//     takes writes again, and a replica started then (a rolling deploy:
+//     no tombstone, no floor of the refusal's message; it reads Redis's
+//     note) and the two read the probe: its pre-write version is a
+//     max-lag violation. Before the fix the replay counted each refusal
+//     as a try about the tag and gave it up after maxTries, nothing
+//     raised the epoch once Redis took writes again, and the new replica,
+//     which adopted the note's old floor, served the pre-write entry from
+//     L2 until its TTL.
+//   - Every replica's /readyz must say l2 up and coherence proven again
+//     within recoverWithin (redis-recover), and a read of the probe answer
+//     200.
+//
+// It runs after a round drawn from a fifth of the rounds on (plus 0-3,
+// stream 48), in runs of 40 rounds or more, with no round's traffic
+// during it (the oom row plays the rounds through its stretch).
+const refuseProbe = "/r/6"
+
+// refuseRow is the redis-refuses-writes row's state.
+type refuseRow struct {
+	rng  *rand.Rand
+	at   int
+	done bool
+}
+
+// redisRefuse plays the row after round, if it is due.
+func (r *run) redisRefuse(ctx context.Context, round int) {
+	if !r.cfg.Mix.Has("redis-refuses-writes") || r.cfg.RefuseWrites == nil || r.cfg.StartReplica == nil || r.cfg.Rounds < 40 {
+		return
+	}
+	o := &r.refuse
+	if o.rng == nil { // the first round: the row's draws
+		o.rng = rand.New(rand.NewPCG(r.cfg.Seed, 48))
+		o.at = r.cfg.Rounds/5 + o.rng.IntN(4)
+	}
+	if o.done || round < o.at {
+		return
+	}
+	o.done = true
+	r.probe(ctx, 0, r.cfg.Replicas[0], http.MethodGet, refuseProbe, "refuse-probe-")
+	time.Sleep(100 * time.Millisecond) // L2's store may follow the answer
+	r.probe(ctx, 1, r.cfg.Replicas[1], http.MethodGet, refuseProbe, "refuse-probe-")
+	time.Sleep(100 * time.Millisecond)
+	if err := r.cfg.RefuseWrites(ctx, true); err != nil {
+		r.violate("harness", "redis refusing writes: %v", err)
+		return
+	}
+	r.chk.Count("redis-refuses-writes", 1)
+	r.patches++ // the probe's write reaches the origin (the runner's count of PATCHes)
+	if st, _ := r.probe(ctx, 0, r.cfg.Replicas[0], http.MethodPatch, refuseProbe, "refuse-write-"); st != http.StatusOK {
+		r.violate("harness", "the refusal probe's write answered %d", st)
+	}
+	wrote := check.Now()
+	// Past the replay's last try had it counted these refusals (maxTries
+	// replays, max_lag/2 apart while Redis takes no write).
+	time.Sleep(time.Until(wrote.Add(5*r.cfg.MaxLag + r.cfg.LagMargin)))
+	if err := r.cfg.RefuseWrites(ctx, false); err != nil {
+		r.violate("harness", "redis taking writes again: %v", err)
+		return
+	}
+	type target struct {
+		base, admin string
+		index       int
+	}
+	// An index no write or purge names (nor the restart row's late
+	// replica, the oom row's nor the retag row's): max-lag only.
+	proxy, admin := r.cfg.StartReplica()
+	targets := []target{{proxy, admin, len(r.cfg.Replicas) + 4}}
+	for i, base := range r.cfg.Replicas {
+		a := ""
+		if i < len(r.cfg.Admins) {
+			a = r.cfg.Admins[i]
+		}
+		targets = append(targets, target{base, a, i})
+	}
+	for _, t := range targets {
+		if t.admin != "" {
+			r.proven(ctx, t.index, t.admin)
+		}
+		if st, _ := r.probe(ctx, t.index, t.base, http.MethodGet, refuseProbe, "refuse-read-"); st != http.StatusOK {
+			r.violate("redis-recover", "replica %d answered the refusal probe %d once Redis took writes again", t.index, st)
+		}
+	}
+}
