@@ -5,12 +5,13 @@
 // It exists apart from the proxy because every answer carries a member and
 // most carry one of a few: a request that went forward for a miss and got
 // a 200 or a 404, batched or not, collapsed or not. Those are made once
-// (String looks them up), since building one was an allocation per miss
-// that only a hit, whose ttl varies, must pay; that table and the rule for
-// which members it holds read and test alone.
+// (String looks them up), since building one was an allocation per miss;
+// a hit's, whose ttl varies, is kept once made for its tier and ttl. The
+// tables and the rules for which members they hold read and test alone.
 package cachestatus
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/httpcache"
@@ -33,12 +34,56 @@ type Member struct {
 
 // String is the member as it goes on the wire. A member with no ttl, of a
 // request that went forward for a miss and got a 200 or a 404, is one of a
-// few strings made once (common).
+// few strings made once (common); a fresh hit's is kept once made (hits).
 func (s Member) String() string {
 	if i, ok := s.common(); ok {
 		return commonMembers[i]
 	}
+	if tier, secs, ok := s.hit(); ok {
+		slot := &hits[tier][secs%hitTTLs]
+		if m := slot.Load(); m != nil && m.secs == secs {
+			return m.s
+		}
+		m := &hitMember{secs: secs, s: s.build()}
+		slot.Store(m)
+		return m.s
+	}
 	return s.build()
+}
+
+// hitTTLs is how many ttls hits keeps per tier: a hit's ttl in whole
+// seconds, modulo hitTTLs, is its place.
+const hitTTLs = 1024
+
+// hits holds the String of a fresh hit's member per tier (l1, l2) and
+// ttl: a hit's member differs from the last one of its tier only when its
+// ttl has another whole second, so almost every hit finds its string made
+// (an allocation per hit, L1's and L2's, before). A place holds the last
+// member made for it, with its ttl, which a lookup checks: ttls hitTTLs
+// seconds apart take turns in it, and are still right. At most 2 ×
+// hitTTLs short strings are kept.
+var hits [2][hitTTLs]atomic.Pointer[hitMember]
+
+type hitMember struct {
+	secs int64
+	s    string
+}
+
+// hit is the place of s in hits: a fresh hit's member (ttl ≥ 0, nothing
+// but the tier for detail), whose String depends on its tier and its ttl
+// in whole seconds only.
+func (s Member) hit() (tier int, secs int64, ok bool) {
+	if !s.Hit || !s.HasTTL || s.TTL < 0 || s.Fwd != "" || s.FwdStatus != 0 || s.Stored || s.Collapsed {
+		return 0, 0, false
+	}
+	switch s.Detail {
+	case "l1":
+	case "l2":
+		tier = 1
+	default:
+		return 0, 0, false
+	}
+	return tier, int64(s.TTL / time.Second), true
 }
 
 func (s Member) build() string {

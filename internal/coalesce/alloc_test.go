@@ -46,3 +46,23 @@ func BenchmarkDoThenAnswered(b *testing.B) {
 		}
 	}
 }
+
+// A flight's steps look up values in its context (the request's Redis
+// budget on every L2 read), which allocates nothing: it cost one
+// allocation per lookup when every lookup went through
+// context.WithoutCancel's Value (issue 23).
+func TestDetachedValueAllocs(t *testing.T) {
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), detachedKey{}, "v"))
+	defer cancel()
+	var fl Flight[int]
+	fl.Carry(&carrier{v: "carried"})
+	ctx := fl.detach(parent)
+	n := testing.AllocsPerRun(100, func() {
+		if ctx.Value(detachedKey{}) != "v" || ctx.Value(carriedKey{}) != "carried" || ctx.Value(struct{}{}) != nil {
+			t.Fatal("lookups")
+		}
+	})
+	if n != 0 {
+		t.Errorf("%.1f allocations per flight context's lookups, want 0", n)
+	}
+}

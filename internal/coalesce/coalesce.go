@@ -76,17 +76,40 @@ type Flight[V any] struct {
 // own per flight, one per batched miss (issue 23). It is that context in
 // every respect: no deadline, no Done channel (so a context derived from
 // it is never cancelled by it), no error, no cause, parent's values.
-type detached struct{ parent context.Context }
+//
+// It may carry values of its own too (Carry), answered before parent's:
+// context.WithValue held in the flight.
+type detached struct {
+	parent context.Context
+	// carried answers Value for the keys it knows (non-nil), before
+	// parent; nil: nothing carried.
+	carried interface{ Value(key any) any }
+}
 
 func (*detached) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (*detached) Done() <-chan struct{}       { return nil }
 func (*detached) Err() error                  { return nil }
 
-// Value is WithoutCancel's, so that context.Cause, which asks for the
-// cancelCtx a context hangs from, finds none here, as there: WithoutCancel
-// is made (inlined, on the stack) only for the lookups, which a flight
-// makes a few of, not on every flight.
-func (d *detached) Value(key any) any { return context.WithoutCancel(d.parent).Value(key) }
+// Value is WithoutCancel's: parent's values, except that context.Cause,
+// which asks for the cancelCtx a context hangs from, finds none here, as
+// there. For any other key, WithoutCancel's Value is parent's, and asking
+// parent directly allocates nothing: WithoutCancel's own Value boxes its
+// context into an interface that escapes (context's value walk), one
+// allocation per lookup, and a flight's steps look up a few (the
+// request's Redis budget, on every L2 read: issue 23). context's key for
+// the cancelCtx is an *int (cancelCtxKey), so every *int key, and only
+// those, takes WithoutCancel's own path: exact whatever the key.
+func (d *detached) Value(key any) any {
+	if d.carried != nil {
+		if v := d.carried.Value(key); v != nil {
+			return v
+		}
+	}
+	if _, ok := key.(*int); ok {
+		return context.WithoutCancel(d.parent).Value(key)
+	}
+	return d.parent.Value(key)
+}
 
 func (d *detached) String() string { return fmt.Sprint(d.parent) + ".WithoutCancel" }
 
@@ -95,6 +118,14 @@ func (c *Flight[V]) detach(ctx context.Context) context.Context {
 	c.ctx.parent = ctx
 	return &c.ctx
 }
+
+// Carry has the context c's steps run with answer Value(key) with
+// v.Value(key) whenever that is not nil, before the leader's values: a
+// value the leader allocates with its flight (DoThenIn's in) reaches the
+// steps without a context.WithValue of its own (the proxy's Redis budget
+// per request: redisbudget.Budget.Value). Call it from in, before the
+// flight's first step runs; a Flight carries one v.
+func (c *Flight[V]) Carry(v interface{ Value(key any) any }) { c.ctx.carried = v }
 
 // closed is done of a flight that finished before anyone waited: closed
 // once, never written.

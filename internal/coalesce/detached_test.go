@@ -95,3 +95,51 @@ func TestDoThenInUsesTheGivenFlight(t *testing.T) {
 		t.Fatalf("leader: %+v", o)
 	}
 }
+
+type carriedKey struct{}
+
+// carrier answers carriedKey only, as redisbudget.Budget answers its own
+// (v held boxed: a string boxed on each answer would be an allocation of
+// the carrier's, not of the lookup).
+type carrier struct{ v any }
+
+func (c *carrier) Value(key any) any {
+	if key == (carriedKey{}) {
+		return c.v
+	}
+	return nil
+}
+
+// A value the leader carries in its flight (Carry, from DoThenIn's in)
+// is its steps' context's, before the leader's values; every other key
+// is still the leader's, and the leader's own context does not see it.
+func TestFlightCarries(t *testing.T) {
+	var g Group[int]
+	parent := context.WithValue(context.WithValue(context.Background(), detachedKey{}, "v"), carriedKey{}, "parent's")
+	var fl struct {
+		Flight[int]
+		c carrier
+	}
+	in := func() *Flight[int] {
+		fl.c.v = "carried"
+		fl.Carry(&fl.c)
+		return &fl.Flight
+	}
+	_, _, err := g.DoThenIn(parent, "k", in, func(ctx context.Context, _ *Flight[int]) (int, Next[int], error) {
+		switch {
+		case ctx.Value(carriedKey{}) != "carried":
+			return 0, Next[int]{}, errors.New("the carried value is not the flight's context's")
+		case ctx.Value(detachedKey{}) != "v":
+			return 0, Next[int]{}, errors.New("the leader's value is lost")
+		case context.WithValue(ctx, detachedKey{}, "w").Value(carriedKey{}) != "carried":
+			return 0, Next[int]{}, errors.New("a context derived from the flight's lost the carried value")
+		}
+		return 1, Next[int]{}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parent.Value(carriedKey{}) != "parent's" {
+		t.Fatal("the leader's own context changed")
+	}
+}

@@ -147,39 +147,75 @@ func (x *exchange) cached() {
 // its lease and lease wait, its batch, a stale copy's read after the
 // upstream failed, a fetch of its own — shares one Redis budget of
 // l2.redis.timeout (internal/redisbudget): the flight's calls are made
-// under its leader's. An L1 hit never gets this far, and allocates none.
+// under its leader's. The leader's budget is made with its flight, in the
+// same allocation, and the flight's context carries it
+// (coalesce.Flight.Carry): a context of its own (redisbudget.New) was one
+// allocation more per L2 hit and per batched miss (issue 23). A request
+// whose context has a budget already (an id of a list request: split.go;
+// a forced refresh: cached) charges that one. The calls the request makes
+// itself after the flight take the same budget (own), or a fresh one for
+// a waiter, whose flight's calls were its leader's. An L1 hit never gets
+// this far, and allocates none.
 func (x *exchange) join(ctx context.Context, flightKey string, held candidate) {
-	ctx = redisbudget.New(ctx)
 	var (
 		f      *flight
 		leader bool
 		err    error
+		led    *redisbudget.Budget // the budget made with the flight this request leads
 	)
+	// own is ctx with the request's budget, for the calls it makes after
+	// its flight: made on those paths only (a failure, an answer not for
+	// it), never on a hit's.
+	own := func(ctx context.Context) context.Context {
+		if led != nil {
+			return redisbudget.With(ctx, led)
+		}
+		return redisbudget.New(ctx)
+	}
 	if x.arrival != 0 {
 		// A forced refresh: at most one per key in flight on this
 		// replica, and never one that started before this request
 		// arrived (coalesce.Ordered), so a flood of no-cache costs the
 		// upstream one call at a time per key.
+		ctx = redisbudget.New(ctx) // cached's, made for its read
 		x.relayInterim()
 		f, leader, err = x.h.refreshes.Do(ctx, flightKey, x.arrival, x.detach().fillTraced)
 	} else {
 		// A request that may be a batched miss holds its flight in its
-		// lead, made only if it leads; others in a Flight of their own.
+		// lead, made only if it leads; others in a leaderFlight. Either
+		// holds the request's budget and a tier's answer (fillFirst).
 		// The lead is handed to fillFirst here rather than in a field of
 		// the exchange: 8 bytes more took every copy of it (detach, one
 		// per id of a list request) to a larger size class. fillFirst
 		// opens the relay when its flight goes on to the upstream (an L2
 		// hit, a waiter need none), before the copy of x the fetch runs on.
+		fresh := redisbudget.From(ctx) == nil
 		var m *lead
+		var hit *flight // where a tier's answer goes (fillFirst)
 		var in func() *coalesce.Flight[*flight]
 		if x.h.tr == nil && x.batched() {
 			in = func() *coalesce.Flight[*flight] {
 				m = new(lead)
+				if fresh {
+					led = &m.budget
+					m.fl.Carry(led)
+				}
+				hit = &m.f
 				return &m.fl
+			}
+		} else {
+			in = func() *coalesce.Flight[*flight] {
+				l := new(leaderFlight)
+				if fresh {
+					led = &l.budget
+					l.fl.Carry(led)
+				}
+				hit = &l.f
+				return &l.fl
 			}
 		}
 		first := func(ctx context.Context, fl *coalesce.Flight[*flight]) (*flight, coalesce.Next[*flight], error) {
-			return x.fillFirst(ctx, fl, m)
+			return x.fillFirst(ctx, fl, m, hit)
 		}
 		f, leader, err = x.h.flights.DoThenIn(ctx, flightKey, in, first) // copies x when it misses
 	}
@@ -199,6 +235,7 @@ func (x *exchange) join(ctx context.Context, flightKey string, held candidate) {
 		if x.interim == nil {
 			x.relayInterim().Close() // a closed relay, as every own fetch had
 		}
+		ctx = own(ctx)
 		f, err = x.detach().fill(context.WithoutCancel(ctx))
 		leader = true
 		x.noteUpstream(f, leader)
@@ -229,7 +266,7 @@ func (x *exchange) join(ctx context.Context, flightKey string, held candidate) {
 		// request looked up only L1 (a forced refresh looked up both
 		// tiers in cached), and its own fetch none: its own variant may
 		// still sit stale in L2. One read, only when the upstream failed.
-		if c := x.lookup(ctx, false); x.answers(c, needIfError) {
+		if c := x.lookup(own(ctx), false); x.answers(c, needIfError) {
 			held = c
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sidecache/sidecache/internal/entryblock"
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/largebody"
+	"github.com/sidecache/sidecache/internal/redisbudget"
 	"github.com/sidecache/sidecache/internal/upfail"
 )
 
@@ -77,7 +78,7 @@ func (f *flight) need() need {
 // read, not one each); L1 only when a flight may have filled it since the
 // request read it (fillCached).
 func (x *exchange) fill(ctx context.Context) (*flight, error) {
-	f, stale, readFailed := x.fillCached(ctx)
+	f, stale, readFailed := x.fillCached(ctx, nil)
 	if f != nil {
 		return f, nil
 	}
@@ -111,6 +112,20 @@ type lead struct {
 	req  *http.Request
 	f    flight
 	slot batch.Slot[*bulkanswer.Answer]
+	// budget is the leader's Redis budget, which fl's context carries
+	// (join), unless the request had one already.
+	budget redisbudget.Budget
+}
+
+// leaderFlight is what any other leader allocates (join): its Flight, its
+// Redis budget, which the Flight's context carries, and the answer when a
+// tier has it (fillFirst). One allocation, where an L2 hit made three: the
+// Flight, a context for the budget (redisbudget.New) and the answer. A
+// miss's answer is made by its fetch; f is then unused.
+type leaderFlight struct {
+	fl     coalesce.Flight[*flight]
+	budget redisbudget.Budget
+	f      flight
 }
 
 // fillFirst is the flight of join, run only by the request that leads it
@@ -127,17 +142,20 @@ type lead struct {
 // an exchange was a fifth of an L2 hit's allocated bytes: BenchmarkL2Hit).
 //
 // m, when not nil, is the lead whose Flight is fl (join made it, as the
-// request may be a batched miss). A batched miss that takes the cluster
+// request may be a batched miss). hit, when not nil, is the flight a
+// tier's answer is written to: the one in the allocation that holds fl
+// (lead.f, leaderFlight.f), so that an L2 hit allocates no answer of its
+// own. A batched miss that takes the cluster
 // lease first (leases) goes on as any other miss does, on a goroutine:
 // the lease may mean waiting for another replica's fill, which the
 // leader must be free to stop waiting for.
-func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight], m *lead) (*flight, coalesce.Next[*flight], error) {
+func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight], m *lead, hit *flight) (*flight, coalesce.Next[*flight], error) {
 	if x.h.tr != nil {
 		x.relayInterim()
 		return nil, coalesce.Next[*flight]{Then: x.detach().fillTraced}, nil // the request's own exchange stays on its stack
 	}
 	base := x.base
-	f, stale, readFailed := x.fillCached(ctx)
+	f, stale, readFailed := x.fillCached(ctx, hit)
 	if f != nil {
 		return f, coalesce.Next[*flight]{}, nil
 	}
@@ -166,7 +184,10 @@ func (x *exchange) fillFirst(ctx context.Context, fl *coalesce.Flight[*flight], 
 // bulk call, or a forced refresh, may store the key meanwhile: the leader
 // then fetches it once more, as it would had the store come a moment
 // after its second read.)
-func (x *exchange) fillCached(ctx context.Context) (f *flight, stale candidate, readFailed bool) {
+//
+// The flight a tier answers is written to hit, when not nil (fillFirst),
+// else allocated.
+func (x *exchange) fillCached(ctx context.Context, hit *flight) (f *flight, stale candidate, readFailed bool) {
 	if !x.refresh && !x.own {
 		var c candidate
 		var err error
@@ -180,7 +201,11 @@ func (x *exchange) fillCached(ctx context.Context) (f *flight, stale candidate, 
 		}
 		readFailed = err != nil
 		if x.answers(c, needRevalidate) {
-			return &flight{c: c}, stale, readFailed
+			if hit == nil {
+				hit = new(flight)
+			}
+			*hit = flight{c: c}
+			return hit, stale, readFailed
 		}
 		if x.answers(c, needIfError) {
 			stale = c

@@ -20,6 +20,12 @@
 // replica's upstream fetch, bounded by the lease, and charging its polls
 // sent a waiter of a slow upstream to fetch on its own after a few hundred
 // quick ones; a request whose budget is already spent does not wait.
+//
+// A context carries the budget: New's, which is one allocation, or one
+// held in an allocation the request makes anyway and answered by
+// Budget.Value (the proxy holds a flight leader's in its flight, and With
+// hands it to the calls the request makes after the flight), so that an
+// L2 hit pays for no context of the budget's own.
 package redisbudget
 
 import (
@@ -48,6 +54,19 @@ func (b *Budget) Spend(d time.Duration) {
 // Spent is the time spent in calls so far.
 func (b *Budget) Spent() time.Duration { return time.Duration(b.spent.Load()) }
 
+// Value is what a context holding b answers for Value(k): b for the key
+// From asks, nil for any other. A context type of another package that
+// holds a Budget in an allocation it makes anyway answers From with it
+// this way: a flight's context carries the budget its leader made with
+// the flight (coalesce.Flight.Carry), where New's context was one more
+// allocation per L2 hit and per batched miss (issue 23).
+func (b *Budget) Value(k any) any {
+	if k == (key{}) {
+		return b
+	}
+	return nil
+}
+
 type key struct{}
 
 // budgetCtx is a context carrying a Budget: one allocation for both, where
@@ -72,6 +91,29 @@ func New(ctx context.Context) context.Context {
 		return ctx
 	}
 	return &budgetCtx{Context: ctx}
+}
+
+// With returns ctx carrying b: for a request's calls after its flight's
+// (its own fetch, a stale copy's read), which share the budget the flight
+// was charged. A ctx that carries b already is returned as it is.
+func With(ctx context.Context, b *Budget) context.Context {
+	if From(ctx) == b {
+		return ctx
+	}
+	return &heldCtx{Context: ctx, b: b}
+}
+
+// heldCtx is With's context: a budget held elsewhere.
+type heldCtx struct {
+	context.Context
+	b *Budget
+}
+
+func (c *heldCtx) Value(k any) any {
+	if k == (key{}) {
+		return c.b
+	}
+	return c.Context.Value(k)
 }
 
 // From is ctx's budget, nil when it carries none (a background call: the
