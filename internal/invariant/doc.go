@@ -256,7 +256,7 @@
 // replay gave the tag up as one Redis refused, nothing raised it later,
 // and the new replica adopted the note's old floor).
 //
-// # Config reloads (reload.go)
+// # Config reloads (reload.go, shadow.go)
 //
 // The two replicas run from config files of their own (env_test.go), so
 // the reload-torn row (stream 43) can reload one between rounds: first
@@ -265,10 +265,59 @@
 // /r/{id} write goes through it after its /r/{id}/summary was stored, then
 // with the whole file. The write was acknowledged, so the summary read
 // back through that replica, and every later read, is held to it: the
-// whole file's reload must drop what the rule it regains may reach. With
+// whole file's reload must drop what the rule it regains may reach. The
+// row's steps answer with the plain profile (the round's may keep the
+// summary from being stored, or refuse the write), and the summary is
+// read until the replica's admin GET /cache shows it stored (fillStored:
+// an order read off the replica, not a sleep), the next id tried when
+// an earlier answer too large put it under hit-for-pass; Checked counts
+// reload-torn-stored, reload-torn-pass (fills passed through) and
+// reload-torn-unstored (fills never seen stored). With
 // bulk-vary-withheld (odd seeds) each reload also tests that route s keeps
 // the X-Tenant it learned, and that a bulk call in flight across its
 // learning is judged by what it sent (reload.go).
+//
+// Once a seed the reload-shadow row (stream 45, shadow.go) reloads a
+// replica (sometimes both) with a route inserted before r-write that takes
+// its PATCHes of /r/{id} and invalidates nothing, then with the whole file
+// again: a rule a route before it shadowed is regained when that route
+// goes (internal/server's retire.go). Around each change /r/95/summary is
+// read (stored on both replicas first) and /r/95 written through the
+// reloaded replica; the write answered under the shadow drops only its
+// URI, so once the whole file is back the summary read through that
+// replica is held to it at once (own-write), and through the other once
+// max_lag (plus margin) has passed (max-lag). Checked counts
+// reload-shadow and reload-shadow-stored.
+//
+// # Redis stalls (stall.go, mid.go)
+//
+// Once a seed (stream 44; runs of 40 rounds or more), in the middle of
+// an ordinary round's traffic from a round drawn between 1/8 and 3/8 of
+// the run (split as the restart row's, mid.go), the replicas' Redis
+// stalls without going down, for 2.5 s or 4 s (drawn): CLIENT PAUSE
+// ALL, or its process stopped (SIGSTOP) and continued. Once the stall
+// has begun, the round's held requests go, and through one replica the
+// runner's own: a read of /r/91 (held in L1), of /r/92 (a miss), a
+// one-id read of /u/47001 (batched) and a write of /r/93 (stored on
+// both replicas before). Those four must be answered before Redis
+// answers again (redis-stall: a request's Redis calls share one budget
+// of l2.redis.timeout, and a write waits at most coherence.write_hold
+// for its invalidation; 2.5 s is twice that, and short of
+// upstream.timeout, which bounds a write's invalidation as a whole).
+// Writes acknowledged during the stall hold their own replica's reads
+// at once (the writer's L1 and tombstones) and the others' from when
+// every replica has published what it replays, to max-lag (check's
+// StartStall); the runner's write, as the README's "Redis paused" row
+// says, is held to max-lag from its answer: while the stall holds,
+// max_lag (plus margin) after it, the other replica reads /r/93 (its
+// copy older than max_lag, its proof stalled: the 4 s stall), and its
+// own replica reads it once Redis answers (L2 still holds the copy
+// under the epoch the stalled raise could not move). Then every
+// replica's /readyz must say l2 up and coherence proven within 20 s
+// (redis-recover). Checked counts redis-stall-<pause or
+// freeze>-<length>, redis-stall-bounded, redis-stall-peer-read (the 4 s
+// stall; -peer-late when the stall is short or the write came too late
+// for it) and redis-stall-deferred.
 //
 // # Crashed lease holders (ghost.go)
 //
@@ -464,7 +513,9 @@
 //   - redis-recover: after a Redis restart, or once Redis over maxmemory
 //     has memory again, every replica serves from it again (/readyz l2
 //     up, coherence proven), publishes what it replays, and answers a
-//     plain read;
+//     plain read; after a Redis stall, serves from it and publishes;
+//   - redis-stall: a read, batched read or write sent while Redis stalls
+//     is answered before Redis answers again (stall.go);
 //   - ghost-lease, held: a read whose key's lease a crashed holder left
 //     is taken over, never answered the sidecar's 504 nor held past the
 //     lease's ttl plus upstream.timeout (ghost.go);

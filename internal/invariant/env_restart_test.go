@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -157,6 +158,43 @@ func (e *env) refuseWrites(ctx context.Context, on bool) error {
 		return fmt.Errorf("redis still refuses writes: %w", err)
 	}
 	return nil
+}
+
+// stallRedis is the redis-stall row's hook: Redis stalls for d without
+// going down, paused (CLIENT PAUSE d ALL: every command of every client
+// postponed until then) or frozen (its process stopped, continued d
+// later). back delivers when it answered again: a PING sent once the
+// pause was in force, on a connection opened before it with no read
+// timeout, is answered then; a frozen Redis, when it was continued.
+func (e *env) stallRedis(ctx context.Context, freeze bool, d time.Duration) (<-chan time.Time, error) {
+	back := make(chan time.Time, 1)
+	if freeze {
+		e.redis.Pause()
+		go func() {
+			time.Sleep(d)
+			at := time.Now()
+			e.redis.Resume()
+			back <- at
+		}()
+		return back, nil
+	}
+	pinger := redis.NewClient(&redis.Options{Addr: e.redis.Addr(), ReadTimeout: -1, PoolSize: 1})
+	if err := pinger.Ping(ctx).Err(); err != nil {
+		pinger.Close()
+		return nil, fmt.Errorf("ping: %w", err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+	defer rc.Close()
+	if err := rc.Do(ctx, "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err(); err != nil {
+		pinger.Close()
+		return nil, fmt.Errorf("client pause: %w", err)
+	}
+	go func() {
+		defer pinger.Close()
+		_ = pinger.Ping(context.Background()).Err() // answered once the pause ends
+		back <- time.Now()
+	}()
+	return back, nil
 }
 
 // infoInt is field's value in an INFO section (0 when absent).

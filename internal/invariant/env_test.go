@@ -292,6 +292,27 @@ func (e *env) reloadTorn(i int, torn bool) error {
 	return e.servers[i].Reload()
 }
 
+// shadowRoute takes route r-write's PATCHes of /r/{id} when put before it
+// (first match wins) and invalidates nothing: the reload-shadow row.
+const shadowRoute = "  - {name: r-shadow, methods: [PATCH], path: \"/r/{id:[1-9][0-9]*}\", ttl: 5m}\n"
+
+// reloadShadow writes replica i's config file with shadowRoute just
+// before r-write (shadow) or whole, and reloads it
+// (invariant.Config.ReloadShadow).
+func (e *env) reloadShadow(i int, shadow bool) error {
+	content := e.yaml
+	if shadow {
+		if !strings.Contains(content, "  - name: r-write\n") {
+			return fmt.Errorf("the replicas' config lost route r-write")
+		}
+		content = strings.Replace(content, "  - name: r-write\n", shadowRoute+"  - name: r-write\n", 1)
+	}
+	if err := os.WriteFile(e.files[i], []byte(content), 0o644); err != nil {
+		return err
+	}
+	return e.servers[i].Reload()
+}
+
 // envMix is the default mix, changed by INVARIANT_FEATURES (see the package
 // doc).
 func envMix(t testing.TB) mix.Mix {
@@ -314,7 +335,8 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 		MaxTunnels: maxTunnels, TunnelIdle: tunnelIdle,
 		SaveRedis: e.saveRedis, RestartRedis: e.restartRedis(m.Has("evict-epochs")), StartReplica: e.lateReplica(t),
 		RedisOOM: e.redisOOM, RefuseWrites: e.refuseWrites,
-		ReloadTorn: e.reloadTorn, StartRetagged: e.retagged(t),
+		ReloadTorn: e.reloadTorn, ReloadShadow: e.reloadShadow, StartRetagged: e.retagged(t),
+		StallRedis: e.stallRedis,
 	})
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)
 	return rep

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/invariant/check"
@@ -91,20 +89,13 @@ const (
 	restartedSnapshot
 )
 
-// restartDraw is a Redis restart a round plays among its requests: the
-// first of them go at once, and Redis goes down once before of their
-// answers came (the others are in flight across it); the rest go once
-// Redis is down (their After), and it is started again once they were
-// answered (or after downFor).
+// restartDraw is a Redis restart a round plays among its requests
+// (mid.go): Redis goes down once before of the first requests' answers
+// came, the rest go once it is down, and it is started again once they
+// were answered (or after downFor).
 type restartDraw struct {
+	*midSplit
 	snapshot bool
-	first    int // reqs[:first] go at once
-	before   int // answers of those before Redis goes down
-	held     map[*traffic.Request]bool
-	answers  chan struct{} // one per answer of reqs[:first]
-	during   chan struct{} // one per answer of reqs[first:]
-	down     chan struct{} // closed once Redis is down
-	once     sync.Once
 	begin    time.Time
 	ok       bool // restarted, and every replica serves again
 }
@@ -115,17 +106,7 @@ type restartDraw struct {
 // is answered with Redis back.
 const downFor = 5 * time.Second
 
-// answered tells rs that q's client has its answer (or gave up).
-func (d *restartDraw) answered(q *traffic.Request) {
-	if d.held[q] {
-		d.during <- struct{}{}
-	} else {
-		d.answers <- struct{}{}
-	}
-}
-
-// goDown releases the requests held for the outage.
-func (d *restartDraw) goDown() { d.once.Do(func() { close(d.down) }) }
+func (d *restartDraw) play(ctx context.Context, r *run) { r.restartIn(ctx, d) }
 
 // drawRestart returns the Redis restart due in this round (an ordinary
 // round, at or after its point), and where among reqs it falls (stream
@@ -147,15 +128,7 @@ func (r *run) drawRestart(round int, reqs []*traffic.Request) *restartDraw {
 	default:
 		return nil
 	}
-	rng := r.restarts
-	d.first = rng.IntN(len(reqs) + 1)
-	d.before = rng.IntN(d.first + 1)
-	d.held = map[*traffic.Request]bool{}
-	d.answers, d.during = make(chan struct{}, len(reqs)), make(chan struct{}, len(reqs))
-	d.down = make(chan struct{})
-	for _, q := range reqs[d.first:] {
-		q.After, d.held[q] = d.down, true
-	}
+	d.midSplit = newMidSplit(r.restarts, reqs)
 	r.chk.Count("redis-restart-held", len(reqs)-d.first)
 	return d
 }
@@ -219,12 +192,8 @@ func (r *run) snapshot(ctx context.Context) {
 // the outage held, from then on (check.EndOutage).
 func (r *run) restartIn(ctx context.Context, d *restartDraw) {
 	defer d.goDown()
-	for range d.before {
-		select {
-		case <-d.answers:
-		case <-ctx.Done():
-			return
-		}
+	if !d.awaitBefore(ctx) {
+		return
 	}
 	name := "empty"
 	if d.snapshot {
@@ -235,16 +204,7 @@ func (r *run) restartIn(ctx context.Context, d *restartDraw) {
 	d.begin = time.Now()
 	err := r.cfg.RestartRedis(ctx, d.snapshot, func() {
 		d.goDown()
-		timeout := time.NewTimer(downFor)
-		defer timeout.Stop()
-		for range d.held {
-			select {
-			case <-d.during:
-				r.chk.Count("redis-restart-during", 1)
-			case <-timeout.C:
-				return
-			}
-		}
+		d.awaitHeld(r, downFor, "redis-restart-during")
 	})
 	if err != nil {
 		r.chk.EndOutage(check.Now())
@@ -256,13 +216,7 @@ func (r *run) restartIn(ctx context.Context, d *restartDraw) {
 	for i, a := range r.cfg.Admins {
 		r.recovered(ctx, i, a, d.begin)
 	}
-	admins := slices.Clone(r.cfg.Admins)
-	if r.cfg.TrickleAdmin != "" {
-		admins = append(admins, r.cfg.TrickleAdmin)
-	}
-	for i, a := range admins {
-		r.replayed(ctx, i, a)
-	}
+	r.replayedAll(ctx) // stall.go
 	now := check.Now()
 	r.chk.Count("redis-restart-deferred", r.chk.EndOutage(now))
 	r.chk.EndDrop(now)

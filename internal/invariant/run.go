@@ -85,6 +85,16 @@ type Config struct {
 	// just before r-write's invalidate line (torn), or whole again: the
 	// reload-torn row (reload.go).
 	ReloadTorn func(i int, torn bool) error
+	// ReloadShadow, when set, makes replica i apply its config file with
+	// a route before r-write that takes its PATCHes and invalidates
+	// nothing (shadow), or whole again: the reload-shadow row (shadow.go).
+	ReloadShadow func(i int, shadow bool) error
+	// StallRedis, when set, stalls the replicas' Redis for d without
+	// stopping it: CLIENT PAUSE d ALL, or (freeze) its process stopped
+	// and continued d later. It returns once the stall has begun; back
+	// then delivers the time Redis answered again (or, frozen, was
+	// continued). The redis-stall row (stall.go).
+	StallRedis func(ctx context.Context, freeze bool, d time.Duration) (back <-chan time.Time, err error)
 	// TrickleAdmin is the trickle replica's admin base URL: a Redis
 	// restart waits for its replayed invalidations too (restart.go).
 	TrickleAdmin string
@@ -204,6 +214,10 @@ type run struct {
 	bigs *rand.Rand
 	// reloads draws the reload-torn row (reload.go, stream 43).
 	reloads *rand.Rand
+	// shadow is the reload-shadow row's state (shadow.go, stream 45).
+	shadow shadowRow
+	// stall is the redis-stall row's state (stall.go, stream 44).
+	stall stallRow
 	// retags draws the restart-retag row (retag.go, stream 46), and
 	// retagAt is the round after which it plays (-1: none).
 	retags  *rand.Rand
@@ -246,6 +260,8 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.retags = rand.New(rand.NewPCG(cfg.Seed, 46))
 	r.agents = rand.New(rand.NewPCG(cfg.Seed, 41))
 	r.drawRetag()
+	r.drawStallRound()  // stall.go, stream 44
+	r.drawShadowRound() // shadow.go, stream 45
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
@@ -268,6 +284,7 @@ func Run(ctx context.Context, cfg Config) Report {
 		r.redisOOM(ctx, round)     // oom.go
 		r.redisRefuse(ctx, round)  // refuse.go
 		r.reloadTorn(ctx)          // reload.go
+		r.reloadShadow(ctx, round) // shadow.go
 		r.restartRetag(ctx, round) // retag.go
 	}
 	r.checkCrowds()
@@ -329,16 +346,22 @@ func (r *run) round(ctx context.Context, round int) {
 	for _, q := range reqs {
 		r.drawAsAsked(q)
 	}
+	var mid midRound
 	rs := r.drawRestart(round, reqs) // restart.go
+	if rs != nil {
+		mid = rs
+	} else if sd := r.drawStall(ctx, round, &reqs); sd != nil { // stall.go
+		mid = sd
+	}
 	var g *ghostState
-	if rs == nil {
+	if mid == nil {
 		var extra []*traffic.Request
 		extra, g = r.drawGhosts(ctx, reqs) // ghost.go
 		reqs = append(reqs, extra...)
 	}
 	r.restarted = rs
 	reqs = append(reqs, r.drawAgents()...) // last: the rows above drew over the others
-	r.playAll(ctx, reqs, -1, p, rs)
+	r.playAll(ctx, reqs, -1, p, mid)
 	r.endGhosts(ctx, g)
 	if p != nil && p.acked {
 		r.readAfterPurge(ctx, p)
@@ -363,10 +386,10 @@ func (r *run) playWith(ctx context.Context, reqs []*traffic.Request, crowd int, 
 	r.playAll(ctx, reqs, crowd, p, nil)
 }
 
-// playAll is playWith with a Redis restart among the requests as well
-// (rs, when not nil: restart.go), over before the round's calls are
-// counted.
-func (r *run) playAll(ctx context.Context, reqs []*traffic.Request, crowd int, p *purgeDraw, rs *restartDraw) {
+// playAll is playWith with a Redis fault among the requests as well
+// (mid, when not nil: a restart or a stall, mid.go), over before the
+// round's calls are counted.
+func (r *run) playAll(ctx context.Context, reqs []*traffic.Request, crowd int, p *purgeDraw, mid midRound) {
 	n, budget := len(reqs), 0
 	for _, q := range reqs {
 		budget += q.Budget
@@ -397,8 +420,8 @@ func (r *run) playAll(ctx context.Context, reqs []*traffic.Request, crowd int, p
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if rs != nil {
-				defer rs.answered(q)
+			if mid != nil {
+				defer mid.answered(q)
 			}
 			if q.After != nil {
 				select {
@@ -410,8 +433,8 @@ func (r *run) playAll(ctx context.Context, reqs []*traffic.Request, crowd int, p
 			r.do(ctx, q)
 		}()
 	}
-	if rs != nil {
-		r.restartIn(ctx, rs) // restart.go: on this goroutine, the test's
+	if mid != nil {
+		mid.play(ctx, r) // on this goroutine, the test's
 	}
 	wg.Wait()
 	close(answered)

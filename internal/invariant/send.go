@@ -313,11 +313,13 @@ func (r *run) readAfterTrickle(ctx context.Context, q *traffic.Request) {
 // readBack sends rq, a read the round did not draw, to base, counts its
 // status under count, and checks its answer as any other (own writes,
 // max lag, identity): what a write's or purge's acknowledgement promised.
-func (r *run) readBack(ctx context.Context, rq *traffic.Request, base, what, count string) {
+// It returns the status and Cache-Status (0 and "" when no whole answer
+// came).
+func (r *run) readBack(ctx context.Context, rq *traffic.Request, base, what, count string) (status int, cacheStatus string) {
 	req, err := r.gen.HTTPRequest(ctx, rq, base)
 	if err != nil {
 		r.violate("harness", "%s: %v", rq, err)
-		return
+		return 0, ""
 	}
 	for k, vs := range rq.Hdr {
 		req.Header[k] = vs
@@ -326,7 +328,7 @@ func (r *run) readBack(ctx context.Context, rq *traffic.Request, base, what, cou
 	resp, err := rq.Who.Client.Do(req)
 	if err != nil {
 		r.violate("transport", "%s: %s: %v", rq, what, err)
-		return
+		return 0, ""
 	}
 	body, err := check.ReadBody(resp)
 	resp.Body.Close()
@@ -335,10 +337,11 @@ func (r *run) readBack(ctx context.Context, rq *traffic.Request, base, what, cou
 		if !r.brokenOff(err) {
 			r.violate("garbled", "%s: %s: %v", rq, what, err)
 		}
-		return
+		return 0, ""
 	}
 	r.chk.Count(count+resp.Status[:3], 1)
 	r.chk.Answer(rq, resp, body, start, end)
+	return resp.StatusCode, resp.Header.Get("Cache-Status")
 }
 
 // doAsterisk sends q's request with the target * (asterisk-form) instead

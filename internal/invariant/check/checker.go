@@ -72,6 +72,9 @@ type Checker struct {
 	// their invalidations are sure to be published (EndOutage).
 	outage   bool
 	deferred []deferredAck
+	// stall: the outage is a Redis stall (StartStall), whose writes are
+	// held at once on their own replica.
+	stall bool
 }
 
 // deferredAck is a write acknowledged during a Redis outage, held to
@@ -86,6 +89,9 @@ type ack struct {
 	ver     int
 	at      time.Time
 	replica int
+	// ownOnly: held on its own replica only (own-write), not to max-lag:
+	// a write acknowledged during a Redis stall (StartStall).
+	ownOnly bool
 }
 
 // Acknowledge holds later reads of res to version ver from at on, as a
@@ -99,11 +105,25 @@ func (ch *Checker) Acknowledge(res, path string, ver int, at time.Time, replica 
 	ch.ackLocked(res, ack{path: path, ver: ver, at: at, replica: replica})
 }
 
+// Hold is Acknowledge even during an outage: the redis-stall row holds its
+// own write, answered while Redis is paused, to max-lag from its answer on
+// (README, "When things fail": a paused Redis lets no version older than a
+// write acknowledged max_lag earlier through).
+func (ch *Checker) Hold(res, path string, ver int, at time.Time, replica int) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.acks[res] = append(ch.acks[res], ack{path: path, ver: ver, at: at, replica: replica})
+}
+
 // ackLocked records a (ch.mu held), or defers it during an outage
 // (StartOutage).
 func (ch *Checker) ackLocked(res string, a ack) {
 	if ch.outage {
 		ch.deferred = append(ch.deferred, deferredAck{res: res, a: a})
+		if ch.stall && a.replica >= 0 {
+			a.ownOnly = true
+			ch.acks[res] = append(ch.acks[res], a)
+		}
 		return
 	}
 	ch.acks[res] = append(ch.acks[res], a)

@@ -76,16 +76,32 @@ func (ch *Checker) StartOutage(demote bool, from time.Time) int {
 	return ch.Demote(from)
 }
 
+// StartStall is called as Redis stalls (CLIENT PAUSE, or the process
+// stopped) in the middle of a round's traffic: the redis-stall row. Until
+// EndOutage a write acknowledged is held at once on its own replica
+// (own-write: the writer drops its tags in its own L1 and keeps their
+// tombstones before it answers, whatever Redis does; README, "Coherence
+// after writes"), and on the others from EndOutage on, to max-lag: its
+// invalidation may have gone out past coherence.write_hold, with its
+// bound counted from the replay's publish (docs/configuration.md, "The
+// guarantee, exactly"). Nothing a stall drops.
+func (ch *Checker) StartStall() {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.outage, ch.stall = true, true
+}
+
 // EndOutage is called once every replica has published its replayed
 // invalidations (sidecache_invalidation_replay_pending back at 0) after
-// the outage StartOutage began, at at: the writes acknowledged during it
-// are held from at on, to max-lag only (as if acknowledged through no
-// replica: the writer's own replica is promised no more than the
-// others). It returns how many it held.
+// the outage StartOutage (or StartStall) began, at at: the writes
+// acknowledged during it are held from at on, to max-lag only (as if
+// acknowledged through no replica: after a restart the writer's own
+// replica is promised no more than the others; after a stall it held
+// them already). It returns how many it held.
 func (ch *Checker) EndOutage(at time.Time) int {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	ch.outage = false
+	ch.outage, ch.stall = false, false
 	n := len(ch.deferred)
 	for _, d := range ch.deferred {
 		d.a.at, d.a.replica = at, -1

@@ -42,3 +42,26 @@ func TestOutageDefersAcknowledgements(t *testing.T) {
 		}
 	}
 }
+
+// A write acknowledged while Redis stalls holds its own replica's reads at
+// once, and the others' only from EndOutage on, to max-lag.
+func TestStallHoldsOwnReplicaAtOnce(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 11, 0, 0, 0, time.UTC)
+	ch := &Checker{acks: map[string][]ack{}, checked: map[string]int{}}
+	ch.StartStall()
+	ch.Acknowledge("r/3", "/r/3", 1, t0, 0)
+	if a := ch.acks["r/3"]; len(a) != 1 || a[0].replica != 0 || !a[0].ownOnly || !a[0].at.Equal(t0) {
+		t.Fatalf("a write acknowledged during the stall is held as %+v, want at once through its own replica only", a)
+	}
+	end := t0.Add(5 * time.Second)
+	if n := ch.EndOutage(end); n != 1 {
+		t.Errorf("EndOutage held %d writes, want 1", n)
+	}
+	if a := ch.acks["r/3"]; len(a) != 2 || !a[1].at.Equal(end) || a[1].replica != -1 || a[1].ownOnly {
+		t.Errorf("after the stall the write is held as %+v, want also from %v to max-lag", a, end)
+	}
+	ch.Acknowledge("r/4", "/r/4", 1, end.Add(time.Second), 1)
+	if a := ch.acks["r/4"]; len(a) != 1 || a[0].ownOnly {
+		t.Errorf("a write acknowledged after the stall is held as %+v, want as any other", a)
+	}
+}

@@ -38,3 +38,11 @@ func (o *Origin) readLocked(res string) {
 		delete(o.reading, res)
 	}
 }
+
+// Version is res's version now: the redis-stall row reads the version its
+// own write made (no other request writes its resource).
+func (o *Origin) Version(res string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ver[res]
+}
