@@ -109,13 +109,18 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 		if q.Crowd {
 			crowd = " in a crowd round"
 		}
+		// How long the answer took from the request's sending: a 504
+		// that came upstream.timeout (3 s) or more after it is a
+		// deadline run out (a bulk call's, or its batch's unsent), one
+		// that came sooner is not, which the status alone cannot tell.
+		took := end.Sub(start).Round(time.Millisecond)
 		switch {
 		case ch.crowdTimeout(q, resp, body, end):
 			ch.Count("crowd-timeout-504", 1)
 		case q.Route == "u" && q.Kind == "read" && origin.Resource(q.Path) != "" && origin.GoodID(q.Path):
-			ch.Violate("collateral", "%s: a good ID answered %d%s (%s): %.120q", q, resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
+			ch.Violate("collateral", "%s: a good ID answered %d%s after %v (%s): %.120q", q, resp.StatusCode, crowd, took, resp.Header.Get("Cache-Status"), body)
 		case q.Kind == "list" && q.Route == "u" && goodIDs(q.Ids):
-			ch.Violate("collateral", "%s: a list of %d good IDs answered %d%s (%s): %.120q", q, len(q.Ids), resp.StatusCode, crowd, resp.Header.Get("Cache-Status"), body)
+			ch.Violate("collateral", "%s: a list of %d good IDs answered %d%s after %v (%s): %.120q", q, len(q.Ids), resp.StatusCode, crowd, took, resp.Header.Get("Cache-Status"), body)
 		}
 	}
 	ch.checkHeld(q, resp, start) // stale.go
