@@ -222,12 +222,19 @@ func Own(resp *http.Response, body []byte, requested time.Time) *cache.Entry {
 	return &cache.Entry{Status: resp.StatusCode, Header: httpcache.StoredHeader(resp.Header), Body: body, StoredAt: requested}
 }
 
-// NotFoundBody is the body of an id absent from the bulk answer; not
-// written to.
-var NotFoundBody = []byte(`{"error":"not found"}`)
+// notFoundBody is the body of an id absent from the bulk answer: a
+// constant, so nothing can write to it.
+const notFoundBody = `{"error":"not found"}`
+
+// NotFoundBody is the body of an id absent from the bulk answer, a copy
+// of its own for each entry: an entry's body is handed on (stored in L1,
+// written, appended to a list's answer, its spare capacity used for an
+// ETag: bulk.ETagAfter), and one shared slice, written or appended to in
+// place once, was every later 404's body.
+func NotFoundBody() []byte { return []byte(notFoundBody) }
 
 // NotFound is the entry of an id absent from the bulk answer, at now.
 func NotFound(now time.Time) *cache.Entry {
 	return &cache.Entry{Status: http.StatusNotFound, StoredAt: now,
-		Header: http.Header{"Content-Type": {"application/json"}}, Body: NotFoundBody}
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: NotFoundBody()}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/sidecache/sidecache/internal/batch"
 	"github.com/sidecache/sidecache/internal/bulkanswer"
@@ -111,5 +112,20 @@ func TestFailed(t *testing.T) {
 	}
 	if !errors.Is(bulkanswer.ErrAnswerTooLarge, bulkanswer.ErrElementTooLarge) {
 		t.Error("ErrAnswerTooLarge does not wrap ErrElementTooLarge")
+	}
+}
+
+// TestNotFoundOwnBody: each absent id's entry owns its body; a write
+// into one (or an append within its capacity) is no other 404's.
+func TestNotFoundOwnBody(t *testing.T) {
+	const want = `{"error":"not found"}`
+	a, b := bulkanswer.NotFound(time.Time{}), bulkanswer.NotFound(time.Time{})
+	a.Body[2] = 'X'
+	_ = append(a.Body[:1], "Y"...)
+	if string(b.Body) != want {
+		t.Fatalf("another 404's body after one was written: %q, want %q", b.Body, want)
+	}
+	if c := bulkanswer.NotFound(time.Time{}); string(c.Body) != want {
+		t.Fatalf("a later 404's body: %q, want %q", c.Body, want)
 	}
 }

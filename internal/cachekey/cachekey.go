@@ -45,6 +45,13 @@ type Options struct {
 	Host string `json:"-"`
 	// NoHost keys on no host at all (key.host: none); Host is then unused.
 	NoHost bool `json:"-"`
+	// HeadApart keys a HEAD under its own method rather than GET's: set
+	// by route.Compile for a route that takes HEAD but not GET. Its
+	// HEADs are answered from entries it stored, with its own TTL and
+	// tags, which a route taking the path's GETs (the next match) never
+	// reads; under one key the two routes' fills overwrote each other,
+	// and a GET and a HEAD in turn never hit.
+	HeadApart bool `json:"-"`
 }
 
 // KeyHost is the host a request with Host header host is keyed under by o
@@ -65,7 +72,8 @@ func (o *Options) KeyHost(host string) string {
 
 // Build returns the key of r under o; a nil o keys on method, host and path
 // only. HEAD shares GET's key because a HEAD is answered from the stored
-// GET response (RFC 9110 §9.3.2).
+// GET response (RFC 9110 §9.3.2), but on a route of HEAD without GET
+// (Options.HeadApart).
 func Build(r *http.Request, o *Options) string {
 	var scratch [512]byte
 	b := appendHead(scratch[:0], r, o)
@@ -107,7 +115,7 @@ func (f *Frame) AppendKey(b []byte, u *url.URL) []byte {
 // appendHead writes the key's method and host (Build).
 func appendHead(b []byte, r *http.Request, o *Options) []byte {
 	m := r.Method
-	if m == "" || m == http.MethodHead {
+	if m == "" || m == http.MethodHead && (o == nil || !o.HeadApart) {
 		m = http.MethodGet
 	}
 	b = appendMethod(b, m)

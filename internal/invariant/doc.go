@@ -118,7 +118,9 @@
 // find; and, on stream 39, traffic.Gen.multi, the spellings stacks read
 // differently or only some read as a number: /r/0x5, /r/0o5, /r/0b101,
 // /r/0_5, a full-width 5, NBSP, U+FEFF or U+3000 around it, which the
-// origin reads as PostgreSQL 16+ and Python's int() do, and which
+// origin reads as PostgreSQL 16+ and Python's int() do, /r/0.5e1,
+// /r/50e-1, /r/500E-2, as JavaScript's Number does, and /r/50e-1-x, as
+// PHP's (int) does (5; Rails' find reads 50), and which
 // route-tagged-read reads through too: not stored), and answered by the origin, once applied, 303 See Other, 502 or
 // 504 with its stamp (write-applied-other: the answer=N instruction, held
 // as acknowledged). Reads of /r/{id}/summary (route r-summary, tagged

@@ -34,7 +34,7 @@ import (
 func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.Header, heads bulkelem.Heads, requested time.Time, tags []string) bulkanswer.Answer {
 	status, body := http.StatusOK, elem
 	if elem == nil {
-		status, body = http.StatusNotFound, bulkanswer.NotFoundBody
+		status, body = http.StatusNotFound, bulkanswer.NotFoundBody()
 	}
 	etag := ""
 	if f := x.rs.rt.Batch.ETagField; f != "" && elem != nil {

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"math"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -74,5 +75,58 @@ func TestExponentSpellings(t *testing.T) {
 		if r, _ := e.get(p); strings.Contains(r.Header.Get("Cache-Status"), "hit") != stored {
 			t.Errorf("second GET %s: %s, want stored %v", p, r.Header.Get("Cache-Status"), stored)
 		}
+	}
+}
+
+// phpInt reads an id as a PHP origin's (int) does (a leading-numeric
+// string, since PHP 7.1 with its exponent; MySQL's comparison of an
+// integer column reads the same number): C blanks, then the longest
+// decimal number in front, truncated toward zero; the rest ignored.
+func phpInt(s string) (int, error) {
+	m := phpLead.FindString(strings.TrimLeft(s, " \t\n\v\f\r"))
+	if m == "" {
+		return 0, strconv.ErrSyntax
+	}
+	v, err := strconv.ParseFloat(m, 64)
+	if err != nil || math.Abs(v) > 1<<53 {
+		return 0, strconv.ErrSyntax
+	}
+	return int(math.Abs(math.Trunc(v))), nil
+}
+
+var phpLead = regexp.MustCompile(`^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?`)
+
+// A number with a fraction or an exponent in front of a slug ("5e2-acme")
+// is 500 to PHP's (int) and MySQL's comparison, 5 to Rails' find: a write
+// spelled so drops both, and a read spelled so is not stored. Before, it
+// read as the slug of 5 alone: the write left client:500's entries, and
+// the read was stored tagged client:5, left by a write to client 500.
+func TestNumberInFrontOfSlug(t *testing.T) {
+	for _, tc := range []struct {
+		name, write string
+		reads       []string
+	}{
+		{"write-5e2-acme", "/clients/5e2-acme", []string{"/clients/500", "/clients/500/summary"}},
+		{"write-80e-1-x", "/clients/80e-1-x", []string{"/clients/8", "/clients/8/summary"}},
+		{"read-5e2-acme", "/clients/500", []string{"/clients/5e2-acme"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOriginReading(t, phpInt)
+			write := testRoute{Name: "client-write", Methods: []string{"PATCH"}, Pattern: "/clients/{id}", Invalidate: []string{"client:{id}"}}
+			summary := testRoute{Name: "summary", Pattern: "/clients/{id}/summary", TTL: time.Minute, Tags: []string{"client:{id}"}}
+			e := newEnv(t, o.upstream, []testRoute{summary, clientRoute, write}, withRedis(t))
+			for _, p := range tc.reads {
+				e.get(p)
+				e.get(p)
+			}
+			if code := patch(t, e, tc.write, "new"); code != http.StatusNoContent {
+				t.Fatalf("PATCH %s: %d", tc.write, code)
+			}
+			for _, p := range tc.reads {
+				if r, b := e.get(p); b != "new" {
+					t.Errorf("GET %s after PATCH %s = %q (%s), want new", p, tc.write, b, r.Header.Get("Cache-Status"))
+				}
+			}
+		})
 	}
 }

@@ -294,6 +294,10 @@ func compileOne(s *Spec) (*Route, []error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	// A route of HEAD without GET stores for its HEADs alone, under keys
+	// of their own (cachekey.Options.HeadApart): a GET of its paths is
+	// another route's (or none's), whose entries carry other tags.
+	r.Key.HeadApart = r.Allows(http.MethodHead) && !r.Allows(http.MethodGet)
 
 	r.Tags, errs = templates("tags", s.Tags, pat.names, errs)
 	r.Invalidate, errs = templates("invalidate", s.Invalidate, pat.names, errs)

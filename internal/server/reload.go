@@ -45,8 +45,16 @@ func (s *Server) Reload() error {
 }
 
 // applyLocked is Reload of the file's content data, with reloadMu held.
+//
+// The content applied is also the watcher's last reading (configWatch):
+// a SIGHUP's read is one more look at the file. Left at what the poll
+// before it read, a rewrite of the file caught by the next poll at the
+// same cut as that earlier poll (a writer's fixed-size pieces cut it at
+// the same byte) read as settled after one poll, and was applied half
+// written (TestWatchAfterReloadAppliesOnlySettledContent).
 func (s *Server) applyLocked(data []byte) error {
-	s.watched.applied = sha256.Sum256(data)
+	sum := sha256.Sum256(data)
+	s.watched.applied, s.watched.seen, s.watched.seenOK = sum, sum, true
 	cfg, err := config.Parse(data, s.opts.ConfigPath)
 	if err != nil {
 		return s.reloadFailed(err)

@@ -179,6 +179,44 @@ func TestWatchAppliesOnlySettledContent(t *testing.T) {
 	}
 }
 
+// TestWatchAfterReloadAppliesOnlySettledContent: a SIGHUP between two
+// polls is a look at the file too. A poll catches a write half done, the
+// write ends and a SIGHUP applies the whole file; the file is then written
+// again (the same content, `cat > file` cutting it at the same byte) and
+// the next poll catches it at that cut. The watcher remembered the half
+// file from the poll before the SIGHUP, took one poll of it for two, and
+// applied it: the write route lost its invalidate rule.
+func TestWatchAfterReloadAppliesOnlySettledContent(t *testing.T) {
+	f := startW(t)
+	next := f.full + "  - name: added\n    path: /added/{id}\n    ttl: 1m\n"
+
+	f.write(t, half(t, next))
+	if f.srv.PollConfig() {
+		t.Fatal("the first poll of a half-written file reloaded")
+	}
+	f.write(t, next)
+	if err := f.srv.Reload(); err != nil { // SIGHUP
+		t.Fatal(err)
+	}
+	applied := f.routes(t)
+	if !strings.Contains(applied, "w-write[w:{id}]") || !strings.Contains(applied, "added[]") {
+		t.Fatalf("routes after the SIGHUP: %s", applied)
+	}
+
+	f.write(t, half(t, next)) // written again, caught at the same cut
+	if f.srv.PollConfig() {
+		t.Error("one poll of a half-written file after a SIGHUP reloaded")
+	}
+	if got := f.routes(t); got != applied {
+		t.Fatalf("routes after a poll of a half-written file:\n %s\nwant\n %s", got, applied)
+	}
+	f.write(t, next) // the writer's second step
+	if f.srv.PollConfig() || f.srv.PollConfig() {
+		t.Error("a poll of the applied file reloaded again")
+	}
+	wantReloads(t, &fileConfig{replica: f.replica}, "1", "0", "0")
+}
+
 // TestReloadRestoringInvalidateDropsWhatItCovers: a file that drops the
 // write route's invalidate is applied (SIGHUP, or a writer that paused for
 // a whole poll), a write is answered meanwhile, then the whole file comes
@@ -282,7 +320,8 @@ func TestReloadUnshadowedInvalidateDropsWhatItCovers(t *testing.T) {
 
 			f.write(t, f.full)
 			if watched {
-				// The poll before the SIGHUP saw this content: one poll may apply it.
+				// Settled by two polls: the SIGHUP's read is the
+				// watcher's last look at the file.
 				if !f.srv.PollConfig() && !f.srv.PollConfig() {
 					t.Fatal("two polls did not apply the restored file")
 				}

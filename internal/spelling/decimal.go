@@ -21,6 +21,53 @@ func decimalJS(s string) (string, bool) {
 	if !ok {
 		return "", false
 	}
+	return truncated(t)
+}
+
+// decimalPrefix is the integer MySQL's comparison of an integer column
+// with a string and PHP's (int) read a spelling as when it starts with a
+// number with a fraction or an exponent and goes on ("5e2-acme", "0.5e1-x",
+// "50e-1-x"): both skip C blanks and read the longest decimal literal in
+// front (strtod's: a sign, digits with a '.' among or around them, an
+// exponent when digits follow its 'e'), ignoring the rest, so "5e2-acme"
+// is 500 to them where Ruby's to_i and parseInt read 5. Its value as
+// decimalJS gives it, when the literal holds a '.' or an exponent (its
+// digits alone are MySQL's leading-digits reading).
+func decimalPrefix(s string) (string, bool) {
+	t := strings.TrimLeft(s, cBlanks)
+	i := 0
+	if i < len(t) && (t[i] == '+' || t[i] == '-') {
+		i++
+	}
+	n := leadingDigits(t[i:])
+	i += n
+	marked := false
+	if i < len(t) && t[i] == '.' {
+		if f := leadingDigits(t[i+1:]); n+f > 0 {
+			i, n, marked = i+1+f, n+f, true
+		}
+	}
+	if n == 0 {
+		return "", false
+	}
+	if i < len(t) && t[i]|0x20 == 'e' {
+		j := i + 1
+		if j < len(t) && (t[j] == '+' || t[j] == '-') {
+			j++
+		}
+		if e := leadingDigits(t[j:]); e > 0 {
+			i, marked = j+e, true
+		}
+	}
+	if !marked {
+		return "", false
+	}
+	return truncated(t[:i])
+}
+
+// truncated is the decimal literal t's nearest double truncated toward
+// zero, without its sign, when it is finite and within int64.
+func truncated(t string) (string, bool) {
 	v, err := strconv.ParseFloat(t, 64)
 	if err != nil || math.IsInf(v, 0) {
 		return "", false
@@ -73,8 +120,9 @@ func decimalLiteral(s string) (string, bool) {
 }
 
 // decimalTail reports whether rest, what follows a spelling's leading
-// ASCII digits, may make it a decimal literal (decimalLiteral): '.',
-// 'e' or 'E' first. Anything else after digits is a slug's name.
+// ASCII digits, may make it or its front a decimal literal
+// (decimalLiteral, decimalPrefix): '.', 'e' or 'E' first. Anything else
+// after digits is a slug's name.
 func decimalTail(rest string) bool {
 	return rest != "" && (rest[0] == '.' || rest[0]|0x20 == 'e')
 }

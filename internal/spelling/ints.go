@@ -9,7 +9,7 @@ import (
 
 // MaxReadings is the most integers AppendInts gives for one spelling: one
 // per parser it follows.
-const MaxReadings = 7
+const MaxReadings = 8
 
 // AppendInts appends to dst each integer a lenient origin may read s, a
 // path segment or id, as: each a decimal without sign or leading zeros,
@@ -37,6 +37,10 @@ const MaxReadings = 7
 //     is an integer to Number and to MySQL (which compares an integer
 //     column with it as doubles), truncated toward zero to PHP's (int)
 //     (decimalJS), within int64;
+//   - MySQL's comparison and PHP's (int) of a spelling that starts with
+//     such a number and goes on ("5e2-acme", "0.5e1-x"): the number in
+//     front, its value as above, the rest ignored (decimalPrefix), so
+//     "5e2-acme" is 500 to them and 5 to Ruby's to_i and parseInt;
 //   - PostgreSQL 16+ int8 input: C blanks around the whole string, a
 //     sign, "0x", "0o" or "0b" and its digits with single underscores
 //     (its decimal reading is always Ruby's too);
@@ -51,7 +55,9 @@ const MaxReadings = 7
 // Strict for storage: a read whose id has several is not stored
 // (CanonicalParam). Segments that merely start with digits (a date, a
 // UUID, a hash) read as their leading digits too; that over-invalidates,
-// which costs misses.
+// which costs misses. One whose digits run into an 'e' and more digits
+// ("3e5a7c", a hex hash) reads as that number as well (300000, to MySQL
+// and PHP): two readings, so it is not stored, as "0x5-acme" is not.
 //
 // The canonical id, ASCII digits alone, is read without allocating, and so
 // is a slug ("5-acme") and anything that starts with a letter.
@@ -66,10 +72,10 @@ func AppendInts(dst []string, s string) []string {
 	if i == len(s) {
 		return append(dst, trimZeros(s)) // every parser reads it so
 	}
-	if i > 0 && s[i] < utf8.RuneSelf && s[i] != '_' && (i > 1 || s[0] != '0' || !radixLetter(s[1])) && !isDecimal(s, i) {
+	if i > 0 && s[i] < utf8.RuneSelf && s[i] != '_' && (i > 1 || s[0] != '0' || !radixLetter(s[1])) && !decimalTail(s[i:]) {
 		// A slug ("5-acme"): its leading digits, followed by an ASCII
-		// byte that neither joins digits nor makes a prefix nor a
-		// decimal number, are every parser's reading or none.
+		// byte that neither joins digits nor makes a prefix nor starts
+		// a fraction or an exponent, are every parser's reading or none.
 		return append(dst, trimZeros(s[:i]))
 	}
 	if !mayRead(s[0]) {
@@ -86,16 +92,6 @@ func radixLetter(c byte) bool {
 		return true
 	}
 	return false
-}
-
-// isDecimal reports whether s, whose leading i bytes are ASCII digits, is
-// a number with a fraction or an exponent (decimalLiteral).
-func isDecimal(s string, i int) bool {
-	if !decimalTail(s[i:]) {
-		return false
-	}
-	_, ok := decimalLiteral(s)
-	return ok
 }
 
 // mayRead reports whether a spelling starting with c may read as an
@@ -121,6 +117,9 @@ func appendLenient(dst []string, s string) []string {
 		dst = addReading(dst, start, n)
 	}
 	if n, ok := decimalJS(s); ok {
+		dst = addReading(dst, start, n)
+	}
+	if n, ok := decimalPrefix(s); ok {
 		dst = addReading(dst, start, n)
 	}
 	if n, ok := pgInt8(s); ok {

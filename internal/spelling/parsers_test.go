@@ -16,9 +16,7 @@ import (
 // 16's documentation.
 //
 // Left out, and so not followed: Ruby's Kernel#Integer and C's strtol
-// with base 0 read a leading 0 as octal ("010" is 8); MySQL's comparison
-// and PHP's (int) read a leading number with an exponent in a longer
-// string ("5e2-acme" is 500 to them).
+// with base 0 read a leading 0 as octal ("010" is 8).
 
 var (
 	cBlank    = "[ \\t\\n\\v\\f\\r]*"
@@ -30,6 +28,7 @@ var (
 	pgRe      = regexp.MustCompile(`^` + cBlank + `([+-]?)(?:0[xX]((?:_?[0-9a-fA-F])+)|0[oO]((?:_?[0-7])+)|0[bB]((?:_?[01])+)|([0-9](?:_?[0-9])*))` + cBlank + `$`)
 	pythonRe  = regexp.MustCompile(`^[+-]?([0-9]+(?:_[0-9]+)*)$`)
 	decimalRe = regexp.MustCompile(`^([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?$`)
+	leadRe    = regexp.MustCompile(`^` + cBlank + `([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)`)
 	maxSafeJS = big.NewInt(1 << 53)
 	maxInt8   = new(big.Int).SetUint64(1<<63 - 1)
 )
@@ -72,14 +71,24 @@ func parsersRead(s string) map[string]bool {
 	// §7.1.4.1 StrDecimalLiteral), MySQL's comparison of it with an
 	// integer column (both the double nearest it, when an integer), and
 	// PHP's (int) of it (that double truncated toward zero), within int64.
-	if v, neg, ok := decimalValue(strings.TrimFunc(s, isJSBlank)); ok {
-		limit := maxInt8
-		if neg {
-			limit = new(big.Int).Add(maxInt8, big.NewInt(1))
+	addDecimal := func(t string) {
+		if v, neg, ok := decimalValue(t); ok {
+			limit := maxInt8
+			if neg {
+				limit = new(big.Int).Add(maxInt8, big.NewInt(1))
+			}
+			if v.Cmp(limit) <= 0 {
+				out[v.String()] = true
+			}
 		}
-		if v.Cmp(limit) <= 0 {
-			out[v.String()] = true
-		}
+	}
+	addDecimal(strings.TrimFunc(s, isJSBlank))
+	// MySQL's comparison and PHP's (int) of a string that starts with
+	// such a number (strtod; PHP's leading-numeric string, since 7.1 with
+	// its exponent): C blanks, the longest decimal literal in front, its
+	// value as above; what follows is ignored ("5e2-acme" is 500).
+	if m := leadRe.FindStringSubmatch(s); m != nil {
+		addDecimal(m[1])
 	}
 	// PostgreSQL 16+'s int8 input.
 	if m := pgRe.FindStringSubmatch(s); m != nil {

@@ -80,17 +80,17 @@ func Candidates(path string) ([]string, bool) {
 // CanonicalParam reports whether a route parameter's value is spelled the
 // one way it is stored: not a number with a sign, leading zeros or blanks
 // around it, no ";params", not a dot segment, not empty, not a number
-// with a fraction or an exponent ("5.0", "5e0"), and not a
-// spelling that reads as several integers ("0x5", "1_000", "5e2": AppendInts)
-// or as one only by a reading of its digits other than ASCII's ("５",
-// "\u00a05"). A read whose parameters are not canonical passes through
+// with a fraction or an exponent ("5.0", "5e0"), and not a spelling that
+// reads as several integers ("0x5", "1_000", "5e2", "5e2-acme":
+// AppendInts) or as one only by a reading of its digits other than
+// ASCII's ("５", "\u00a05"). A read whose parameters are not canonical passes through
 // uncached (strict for storage), while a write spelled that way still
 // invalidates the canonical entry of each of its readings (Candidates).
 //
 // A slug that reads as one number ("5-acme": Rails' to_param) is
 // canonical, and its entry carries its Reading's tags too. One that reads
-// as several ("0x5-acme", "1_0-acme") is not: no app links it so, and
-// which integer the origin took is its own parser's business, so the
+// as several ("0x5-acme", "1_0-acme", "5e2-acme") is not: no app links it
+// so, and which integer the origin took is its own parser's business, so the
 // read passes through, the origin's own answer, rather than be stored
 // under tags that must name every reading.
 func CanonicalParam(v string) bool {

@@ -92,7 +92,8 @@ func TestCanonical(t *testing.T) {
 		// A number with a fraction or an exponent, whether it reads as
 		// several integers or as one.
 		"0.5e1": false, "50e-1": false, "5e2": false, "5.0": false, "5e0": false, "5.": false, ".5e1": false, "5.9": false, "1e400": false,
-		"5e2-acme": true, "5.0.1": true, "5e": true} {
+		// One in front of a slug: 500 to MySQL and PHP, 5 to Rails.
+		"5e2-acme": false, "5.0-acme": true, "5.0.1": true, "5e": true} {
 		if got := spelling.CanonicalParam(v); got != want {
 			t.Errorf("CanonicalParam(%q) = %v, want %v", v, got, want)
 		}
@@ -183,7 +184,19 @@ func TestInts(t *testing.T) {
 		{"5e", []string{"5"}},
 		{"5.json", []string{"5"}},
 		{"550e8400-e29b", []string{"550"}},
-		{"5e2-acme", []string{"5"}},
+		// MySQL's comparison and PHP's (int) read the number in front
+		// of a longer string, fraction and exponent too; Ruby's to_i and
+		// parseInt its leading digits.
+		{"5e2-acme", []string{"5", "500"}},
+		{"5.0-x", []string{"5"}},
+		{"0x5-x", []string{"0", "5"}},
+		{"0.5e1-x", []string{"0", "5"}},
+		{"50e-1-x", []string{"50", "5"}},
+		{"5e-1-x", []string{"5", "0"}},
+		{".5e1-x", []string{"5"}},
+		{" 5e2_0", []string{"5", "500"}},
+		{"3e5a7c", []string{"3", "300000"}},
+		{"5.e2x", []string{"5", "500"}},
 		{"1_0.5", []string{"1", "10"}},
 		{".", nil},
 		{".e1", nil},
@@ -192,7 +205,7 @@ func TestInts(t *testing.T) {
 			t.Errorf("AppendInts(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	for v, want := range map[string]string{"5": "", "acme": "", "05": "5", " 5": "5", "5-acme": "5", "0x5": "", "\uff15": "5", "5e2": "", "5.0": "5"} {
+	for v, want := range map[string]string{"5": "", "acme": "", "05": "5", " 5": "5", "5-acme": "5", "0x5": "", "\uff15": "5", "5e2": "", "5.0": "5", "5e2-acme": "", "5.0-x": "5"} {
 		if got, ok := spelling.Reading(v); got != want || ok != (want != "") {
 			t.Errorf("Reading(%q) = %q, %v; want %q", v, got, ok, want)
 		}
@@ -208,7 +221,7 @@ func TestInts(t *testing.T) {
 func FuzzInts(f *testing.F) {
 	for _, s := range []string{"5", "05", "+5", " 5", "5 ", "\t5", "5-acme", "acme", "", "-", "0x1F", "550e8400-e29b", "99999999999999999999",
 		"0x5", "0o7", "0b101", "0d5", "1_000", "0x_1", "\uff15", "\u00a05", "\ufeff0x5", "\u3000-1_2\u3000", "0x8000000000000000", "-0x8000000000000000", "\x1c5", "\u00851_0",
-		"0.5e1", "50e-1", "5e2", ".5e1", "5.", "-9.3e18", "9.223372036854775807e18", "-9.223372036854775808e18", "4.99999999999999999", "1e-400", "1e400", "1e99999999999", "0.000e99999999999"} {
+		"0.5e1", "50e-1", "5e2", ".5e1", "5.", "5e2-acme", "0.5e1-x", "3e5a7c", "5.e2x", " -5e-1_x", "-9.3e18", "9.223372036854775807e18", "-9.223372036854775808e18", "4.99999999999999999", "1e-400", "1e400", "1e99999999999", "0.000e99999999999"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -105,9 +105,13 @@ func (p *Part[X]) Settle(e *cache.Entry, err error) {
 }
 
 // within keeps p's element if the list's held bytes stay within limit
-// with it, and else drops it for errListTooLarge; the stale copy held for
-// p, settled, is given back either way. Run on p's goroutine, once p is
-// settled.
+// with it, and else drops it for errListTooLarge, and its bytes with it:
+// held counts what the list holds, never what it dropped. The stale copy
+// held for p, settled, is given back either way. An answer that adds
+// nothing to the list (a 404 left out, a refusal: entryBytes 0) is never
+// dropped: it cannot take the list past the bound, and held may be over
+// it for a moment while another part's element, about to be dropped, is
+// counted. Run on p's goroutine, once p is settled.
 func (p *Part[X]) within(held *atomic.Int64, limit int64) {
 	if p.Foreign {
 		return // not settled yet: the caller asks again (Join counts it)
@@ -116,7 +120,12 @@ func (p *Part[X]) within(held *atomic.Int64, limit int64) {
 		held.Add(-entryBytes(p.Held))
 		p.Held = nil
 	}
-	if p.E != nil && held.Add(entryBytes(p.E)) > limit {
+	if p.E == nil {
+		return
+	}
+	n := entryBytes(p.E)
+	if n > 0 && held.Add(n) > limit {
+		held.Add(-n)
 		p.E, p.Stale, p.Err = nil, false, errListTooLarge
 	}
 }

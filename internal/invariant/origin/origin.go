@@ -421,9 +421,14 @@ func multiID(id string) (string, bool) {
 
 // decimalID reads s as a Node origin's Number(s) does when it is a
 // decimal with a fraction or an exponent ("0.5e1", "50e-1", "5e2"): its
-// value, without sign, when that is an integer within 2^53.
+// value, without sign, when that is an integer within 2^53. Such a
+// number in front of a slug ("50e-1-x") it reads as a PHP origin's (int)
+// does: the number, the slug ignored.
 func decimalID(s string) (string, bool) {
 	t := strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == 0xfeff })
+	if i := strings.LastIndex(t, "-x"); i > 0 && i+2 == len(t) && strings.ContainsAny(t[:i], "eE.") {
+		t = t[:i] // traffic's multiSpelling: a slug after the number
+	}
 	if !strings.ContainsAny(t, ".eE") || strings.Trim(t, "+-.eE0123456789") != "" {
 		return "", false
 	}

@@ -228,7 +228,7 @@ func (g *Gen) drawLenient(q *Request, id string) {
 }
 
 // multiSpellings is how many ways multiSpelling spells an id.
-const multiSpellings = 12
+const multiSpellings = 13
 
 // multiSpelling is id (a decimal) spelled the k-th way of those stacks
 // read differently or only some read as a number (internal/spelling.
@@ -237,9 +237,11 @@ const multiSpellings = 12
 // read 0), underscores between digits (PostgreSQL, Python, Ruby; parseInt
 // reads the digits before), full-width digits (Python's int()), and
 // U+00A0, U+FEFF and U+3000 around it (Python or JavaScript skip them),
-// percent-encoded, and a decimal with a fraction or an exponent ("0.5e1",
+// percent-encoded, a decimal with a fraction or an exponent ("0.5e1",
 // "50e-1", "500E-2": JavaScript's Number, MySQL's comparison and PHP's
-// (int) read its value, parseInt and Ruby its leading digits).
+// (int) read its value, parseInt and Ruby its leading digits), and one
+// in front of a slug ("50e-1-x": MySQL's comparison and PHP's (int) read
+// the number in front, 5; Ruby's to_i, Rails' find and parseInt 50).
 func multiSpelling(id string, k int) string {
 	n, err := strconv.ParseUint(id, 10, 64)
 	if err != nil {
@@ -277,8 +279,10 @@ func multiSpelling(id string, k int) string {
 		return "0." + id + "e" + strconv.Itoa(len(id))
 	case 10:
 		return id + "0e-1" // 50e-1: 5 to Number, 50 to parseInt
-	default:
+	case 11:
 		return id + "00E-2"
+	default:
+		return id + "0e-1-x" // 50e-1-x: 5 to PHP's (int), 50 to Rails' find
 	}
 }
 
