@@ -24,6 +24,17 @@ import (
 // now takes it over maxmemory, TestNoStaleL2HitAfterWriteWhileRedisOutOfMemory.)
 func replayFixture(t *testing.T) (*invalidator, *prometheus.Registry, *redistest.Server) {
 	t.Helper()
+	v, reg, rs, raw := replayOn(t)
+	if err := raw.Do(context.Background(), "ACL", "SETUSER", "default", "resetkeys", "%R~*", "~t:e:*", "~t:l:*", "~t:run").Err(); err != nil {
+		t.Fatal(err)
+	}
+	return v, reg, rs
+}
+
+// replayOn is an invalidator on a Redis of its own (prefix "t:"), its
+// registry, and a raw client to make that Redis misbehave.
+func replayOn(t *testing.T) (*invalidator, *prometheus.Registry, *redistest.Server, *redis.Client) {
+	t.Helper()
 	rs := redistest.Start(t)
 	s, err := l2.New(context.Background(), l2.Options{Addrs: []string{rs.Addr()}, Prefix: "t:", Timeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -32,13 +43,10 @@ func replayFixture(t *testing.T) (*invalidator, *prometheus.Registry, *redistest
 	t.Cleanup(func() { _ = s.Close() })
 	raw := redis.NewClient(&redis.Options{Addr: rs.Addr()})
 	t.Cleanup(func() { _ = raw.Close() })
-	if err := raw.Do(context.Background(), "ACL", "SETUSER", "default", "resetkeys", "%R~*", "~t:e:*", "~t:l:*", "~t:run").Err(); err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	m.Tiers(false, true) // the replay series exist only with L2
-	return newInvalidator(nil, s, 0, m, func() []string { return nil }), reg, rs
+	return newInvalidator(nil, s, 0, m, func() []string { return nil }), reg, rs, raw
 }
 
 // Issue 20 item 3: the replay set is de-duplicated, and a tag whose L2
@@ -107,14 +115,7 @@ func TestReplayKeepsTagsThroughOutage(t *testing.T) {
 // and a pod started afterwards served the entry the write replaced
 // (TestNoStaleL2HitAfterWriteWhileRedisRefusesWrites).
 func TestReplayKeepsTagsWhileRedisRefusesWrites(t *testing.T) {
-	rs := redistest.Start(t)
-	s, err := l2.New(context.Background(), l2.Options{Addrs: []string{rs.Addr()}, Prefix: "t:", Timeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	raw := redis.NewClient(&redis.Options{Addr: rs.Addr()})
-	t.Cleanup(func() { _ = raw.Close() })
+	v, reg, _, raw := replayOn(t)
 	ctx := context.Background()
 	minReplicas := func(n string) {
 		t.Helper()
@@ -123,10 +124,6 @@ func TestReplayKeepsTagsWhileRedisRefusesWrites(t *testing.T) {
 		}
 	}
 	minReplicas("1")
-	reg := prometheus.NewRegistry()
-	m := metrics.New(reg)
-	m.Tiers(false, true)
-	v := newInvalidator(nil, s, 0, m, func() []string { return nil })
 	log := slog.New(slog.DiscardHandler)
 	if err := v.InvalidateTags(ctx, "client:1"); err == nil || !strings.Contains(err.Error(), "NOREPLICAS") {
 		t.Fatalf("invalidation against a Redis short of replicas: %v", err)
