@@ -18,7 +18,7 @@ func TestElementHeader(t *testing.T) {
 		return http.Header{
 			"Cache-Control": {"public, max-age=60"}, "Date": {"Wed, 25 Nov 2026 14:00:00 GMT"},
 			"Content-Type": {"application/json; charset=utf-8"}, "Etag": {`W/"list"`}, "Content-Encoding": {"gzip"},
-			"Vary": {"Accept-Encoding"}, "Set-Cookie": {"sid=opener"}, "X-App": {"v2"}, "Last-Modified": {"Wed, 25 Nov 2026 13:00:00 GMT"},
+			"Vary": {"Accept-Encoding"}, "Set-Cookie": {"sid=opener"}, "Set-Cookie2": {`sid="opener"`}, "X-App": {"v2"}, "Last-Modified": {"Wed, 25 Nov 2026 13:00:00 GMT"},
 		}
 	}
 	h := ElementHeader(bulkHeader(), http.StatusOK, []byte(`{"id":1}`), []string{"Accept-Language"}, "")
@@ -27,7 +27,7 @@ func TestElementHeader(t *testing.T) {
 			t.Errorf("%s = %q, want the bulk answer's", k, h[k])
 		}
 	}
-	for _, k := range []string{"Content-Encoding", "Set-Cookie"} {
+	for _, k := range []string{"Content-Encoding", "Set-Cookie", "Set-Cookie2"} {
 		if _, ok := h[k]; ok {
 			t.Errorf("element keeps %s", k)
 		}

@@ -158,7 +158,10 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, ReasonLoop, http.StatusLoopDetected, "loop detected\n")
 		return
 	}
-	if r.Method == http.MethodTrace && !g.o.AllowTrace {
+	if !g.o.AllowTrace && strings.EqualFold(r.Method, http.MethodTrace) {
+		// Any case: method names are case-sensitive (RFC 9110 §9.1),
+		// so "trace" is not TRACE, but a stack behind may fold it and
+		// reflect the request, credentials included.
 		w.Header().Set("Allow", allowed)
 		g.refuse(w, ReasonTrace, http.StatusMethodNotAllowed, "TRACE not allowed\n")
 		return

@@ -68,7 +68,7 @@ type Storage struct {
 //     cost a full fetch anyway).
 func (o Origin) Storage(status int, upstream, stored http.Header, requested, received time.Time) Storage {
 	f := Evaluate(upstream, received, Options{Targets: o.Targets, Heuristic: o.Heuristic})
-	s := Storage{Shareable: !f.NoStore && !f.Private && len(upstream.Values("Set-Cookie")) == 0}
+	s := Storage{Shareable: !f.NoStore && !f.Private && !SetsCookie(upstream)}
 	life := f.Lifetime
 	switch status {
 	case 200, 203, 204, 300, 301, 308:

@@ -30,6 +30,8 @@ func TestOriginStorage(t *testing.T) {
 			Storage{Cacheable: true, Store: true, TTL: 60 * sec}},
 		{"Set-Cookie", Origin{}, 200, hdr("Cache-Control", "max-age=60", "Set-Cookie", "a=b"),
 			Storage{Cacheable: true, Store: true, TTL: 60 * sec}},
+		{"Set-Cookie2", Origin{}, 200, hdr("Cache-Control", "max-age=60", "Set-Cookie2", `a="b"; Version="1"`),
+			Storage{Cacheable: true, Store: true, TTL: 60 * sec}},
 		{"qualified private strips", Origin{}, 200, hdr("Cache-Control", `private="X-A", no-cache="X-B", max-age=60`),
 			Storage{Shareable: true, Cacheable: true, Store: true, TTL: 60 * sec, Strip: []string{"X-B", "X-A"}}},
 		{"private beside a qualified private is private", Origin{}, 200, hdr("Cache-Control", `private="X-A", private, max-age=60`),

@@ -28,9 +28,16 @@ func CacheableStatus(code int, negativeTTL time.Duration) (ttlFromNegative, ok b
 // (RFC 9111 §3, §5.2.2.3, §5.2.2.7), and such a response is never handed to
 // a coalesced waiter either — that is the leak other caches have had.
 func Private(h http.Header) bool {
-	return len(h.Values("Set-Cookie")) > 0 ||
+	return SetsCookie(h) ||
 		HasDirective(h, "private") ||
 		HasDirective(h, "no-store")
+}
+
+// SetsCookie reports whether h sets a cookie: Set-Cookie (RFC 6265 §4.1)
+// or the obsolete Set-Cookie2 (RFC 2965 §3.2.2), which a few stacks still
+// send and a client may still honour; either was minted for one client.
+func SetsCookie(h http.Header) bool {
+	return len(h.Values("Set-Cookie")) > 0 || len(h.Values("Set-Cookie2")) > 0
 }
 
 // hopHeaders are removed from stored responses and from forwarded requests,

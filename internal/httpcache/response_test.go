@@ -44,6 +44,7 @@ func TestPrivate(t *testing.T) {
 		{hdr(), false},
 		{hdr("Cache-Control", "public, max-age=60"), false},
 		{hdr("Set-Cookie", "a=b"), true},
+		{hdr("Set-Cookie2", `a="b"; Version="1"`), true}, // RFC 2965, obsolete but still a cookie
 		{hdr("Cache-Control", "private"), true},
 		{hdr("Cache-Control", `private="X-A"`), true}, // route mode reads any private as private
 		{hdr("Cache-Control", "max-age=1", "Cache-Control", "no-store"), true},

@@ -20,7 +20,7 @@ var forbiddenTrailers = [...]string{
 	"Cache-Control", "Expect", "Max-Forwards", "Pragma", "Range",
 	"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "If-Range",
 	"Authorization", "Proxy-Authenticate", "Proxy-Authorization", "Www-Authenticate",
-	"Set-Cookie", "Cookie",
+	"Set-Cookie", "Set-Cookie2", "Cookie", "Cookie2",
 	"Age", "Expires", "Date", "Location", "Retry-After", "Vary", "Warning",
 }
 

@@ -17,7 +17,7 @@
 // answered for and with the value of every identity dimension the answer
 // depends on, as it saw it; its behaviour per resource is redrawn every round (Vary sets,
 // dependencies on a header other resources of the route Vary on that the
-// answer does not name, private, Set-Cookie, sizes either side of max_body_bytes, gzip, delays,
+// answer does not name, private, Set-Cookie (or the obsolete Set-Cookie2), sizes either side of max_body_bytes, gzip, delays,
 // 5xx, hang-ups, bodies broken off or stalled halfway, ETags, Last-Modified) and bulk calls with IDs it cannot
 // parse fail. Route n's answers (freshness: origin, stale_if_error) vary,
 // fail and often say max-age=0 (stale-if-error): stored copies are stale

@@ -321,6 +321,10 @@ func (r *run) drawProfile(idents bool) origin.Profile {
 			dims["addr"] = "vary"
 		case m.Has("set-cookie") && r.chance(12):
 			dims["addr"] = "set-cookie"
+			// On a stream of its own, so the other rows' draws stay.
+			if m.Has("set-cookie2") && r.cookies2.IntN(2) == 0 {
+				dims["addr"] = "set-cookie2"
+			}
 		}
 		if m.Has("per-credential") && r.chance(20) {
 			if m.Has("cookie") && r.chance(50) {

@@ -225,7 +225,10 @@ type run struct {
 	// agents draws the vary-user-agent row (drawAgents, stream 41), as
 	// unvaried.
 	agents *rand.Rand
-	gen    *traffic.Gen
+	// cookies2 draws the set-cookie2 row (drawProfile, stream 49): which
+	// set-cookie answers mint an obsolete Set-Cookie2 instead.
+	cookies2 *rand.Rand
+	gen      *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -259,6 +262,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.fields = rand.New(rand.NewPCG(cfg.Seed, 40))
 	r.retags = rand.New(rand.NewPCG(cfg.Seed, 46))
 	r.agents = rand.New(rand.NewPCG(cfg.Seed, 41))
+	r.cookies2 = rand.New(rand.NewPCG(cfg.Seed, 49))
 	r.drawRetag()
 	r.drawStallRound()  // stall.go, stream 44
 	r.drawShadowRound() // shadow.go, stream 45

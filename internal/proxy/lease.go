@@ -133,7 +133,7 @@ func (x *exchange) clusterLeaseIn(ctx context.Context, stale candidate, s *takeo
 // gave up sooner fetched the id a second time while the holder's call
 // was on its way.
 func (x *exchange) leaseTTL() time.Duration {
-	ttl := x.h.leaseTTL
+	ttl := x.h.LeaseTTL()
 	if ttl <= 0 {
 		ttl = x.st.timeout
 	}

@@ -157,7 +157,7 @@ type Handler struct {
 	cache     Cache
 	inv       Invalidator
 	leaser    Leaser
-	leaseTTL  time.Duration
+	leaseTTL  atomic.Int64 // time.Duration; 0: upstream.timeout (leaseTTL in lease.go)
 	m         *metrics.Metrics
 	log       *slog.Logger
 	now       func() time.Time
@@ -254,13 +254,13 @@ func New(opts Options) (*Handler, error) {
 		cache:     opts.Cache,
 		inv:       opts.Invalidator,
 		leaser:    opts.Leaser,
-		leaseTTL:  opts.LeaseTTL,
 		m:         opts.Metrics,
 		log:       opts.Logger,
 		now:       opts.Now,
 		bufs:      bufpool.New(),
 		tagh:      surrogate.New(opts.TagHeaders),
 	}
+	h.leaseTTL.Store(int64(opts.LeaseTTL))
 	if h.maxBody <= 0 {
 		h.maxBody = 8 << 20
 	}
@@ -338,6 +338,13 @@ func (h *Handler) SetUpstream(u *url.URL, timeout time.Duration) error {
 	old.lean.CloseIdle()
 	return nil
 }
+
+// SetLeaseTTL swaps cache.l2.lease_ttl (hot reload; 0: upstream.timeout).
+// Leases taken before keep the hold they were taken with.
+func (h *Handler) SetLeaseTTL(d time.Duration) { h.leaseTTL.Store(int64(d)) }
+
+// LeaseTTL is the cache.l2.lease_ttl in force (0: upstream.timeout).
+func (h *Handler) LeaseTTL() time.Duration { return time.Duration(h.leaseTTL.Load()) }
 
 // Routes is the table in force.
 func (h *Handler) Routes() *route.Table { return h.state.Load().table }

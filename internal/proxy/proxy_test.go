@@ -110,6 +110,7 @@ func TestCacheability(t *testing.T) {
 		{"range bypasses", http.Header{"Range": {"bytes=0-1"}}, ok200, false, "detail=range"},
 		{"client no-store bypasses", http.Header{"Cache-Control": {"no-store"}}, ok200, false, "detail=no-store"},
 		{"set-cookie not stored", nil, withHeader("Set-Cookie", "a=b"), false, "fwd=miss"},
+		{"set-cookie2 not stored", nil, withHeader("Set-Cookie2", `a="b"; Version="1"`), false, "fwd=miss"},
 		{"no-store not stored", nil, withHeader("Cache-Control", "no-store"), false, "fwd=miss"},
 		{"private not stored", nil, withHeader("Cache-Control", "private, max-age=60"), false, "fwd=miss"},
 		{"upstream no-cache not stored", nil, withHeader("Cache-Control", "no-cache"), false, "fwd=miss"},

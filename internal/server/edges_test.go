@@ -138,6 +138,14 @@ func TestMaxForwardsAndTrace(t *testing.T) {
 	if code != http.StatusMethodNotAllowed || up.calls.Load() != calls {
 		t.Errorf("TRACE: %d, forwarded %v; want 405, not forwarded", code, up.calls.Load() != calls)
 	}
+	// Method names are case-sensitive (RFC 9110 §9.1), but a stack behind
+	// may fold them: "trace" or "Trace" is refused as TRACE is.
+	for _, m := range []string{"trace", "Trace", "tRACE"} {
+		statuses, closed := rawExchange(t, rep.proxy, m+" /other HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer secret\r\n\r\n")
+		if len(statuses) != 1 || !strings.HasPrefix(statuses[0], "405") || !closed || up.calls.Load() != calls {
+			t.Errorf("%s: answered %q (closed %v), forwarded %v; want 405, closed, not forwarded", m, statuses, closed, up.calls.Load() != calls)
+		}
+	}
 
 	rep = startReplicaYAML(t, fmt.Sprintf(edgeConfig, "  allow_trace: true", up.URL, ""))
 	code, h, body := rep.do(t, "TRACE", "/other", "Max-Forwards", "0", "Authorization", "Bearer secret", "X-Mine", "m")

@@ -18,7 +18,8 @@ import (
 // what can be: the route table (routes, TTLs, tags, batch settings, swapped
 // atomically: connections stay open and L1 keeps the entries of the routes
 // that store and tag as before), the admin
-// token, log.level, log.access and the shutdown timings. Every other change
+// token, log.level, log.access, the shutdown timings, upstream.url and
+// upstream.timeout, and cache.l2.lease_ttl. Every other change
 // (listen addresses, server timeouts, upstream, Redis and the cache sizes,
 // log.format, ...) needs new sockets, clients or stores: it is logged, the
 // running value is kept, and the reload counts
@@ -84,6 +85,19 @@ func (s *Server) applyLocked(data []byte) error {
 			return s.reloadFailed(err)
 		}
 		applied.Upstream.URL, applied.Upstream.Timeout = cfg.Upstream.URL, cfg.Upstream.Timeout
+	}
+	// cache.l2.lease_ttl is only the proxy's wait for a holder, and
+	// unset it is upstream.timeout (config defaults): it follows a
+	// reloaded timeout, or its own new value, in place. Otherwise the
+	// lease would keep the old timeout and the reload would report a
+	// restart for a field the operator never wrote.
+	if ol, nl := old.Cache.L2, cfg.Cache.L2; ol != nil && nl != nil && ol.LeaseTTL != nl.LeaseTTL {
+		if ol.Lease == nil || *ol.Lease {
+			s.proxy.SetLeaseTTL(nl.LeaseTTL.D())
+		}
+		l2 := *ol // old's is shared with readers of s.cfg
+		l2.LeaseTTL = nl.LeaseTTL
+		applied.Cache.L2 = &l2
 	}
 
 	// Entries the new routes must not serve (retire.go) are refused from

@@ -12,8 +12,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sidecache/sidecache/internal/config"
+	"github.com/sidecache/sidecache/internal/redistest"
 	"github.com/sidecache/sidecache/internal/server"
 )
 
@@ -60,8 +62,14 @@ func (p reloadParams) yaml() string {
 
 func startFromFile(t *testing.T, p reloadParams) *fileConfig {
 	t.Helper()
+	return startFromFileYAML(t, p.yaml())
+}
+
+// startFromFileYAML is startFromFile of a file with content yaml.
+func startFromFileYAML(t *testing.T, yaml string) *fileConfig {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "sidecache.yaml")
-	if err := os.WriteFile(path, []byte(p.yaml()), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(path)
@@ -197,4 +205,40 @@ func (b *syncBuffer) lines() []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// TestReloadUpstreamTimeoutCarriesDefaultLeaseTTL: cache.l2.lease_ttl,
+// unset, is upstream.timeout; a reload of the timeout applies it in place
+// and the lease follows, with nothing reported as needing a restart. Set
+// in the file, lease_ttl reloads in place too. Before: the lease kept the
+// old timeout and the reload counted restart_required for
+// cache.l2.lease_ttl, a field the operator never wrote.
+func TestReloadUpstreamTimeoutCarriesDefaultLeaseTTL(t *testing.T) {
+	rs := redistest.Start(t)
+	o := newOrigin(t)
+	p := reloadParams{token: "t", level: "info", upstream: o.URL, timeout: "2s", ttl: "5m"}
+	withL2 := func(p reloadParams, extra string) string {
+		return strings.Replace(p.yaml(), "cache:\n", "cache:\n"+l2Block(false, rs.Addr())+extra, 1)
+	}
+	fc := startFromFileYAML(t, withL2(p, ""))
+	lease := func(want time.Duration) {
+		t.Helper()
+		if c, pr := fc.srv.RunningLeaseTTL(); c != want || pr != want {
+			t.Fatalf("lease_ttl running: config %v, proxy %v; want %v", c, pr, want)
+		}
+	}
+	lease(2 * time.Second)
+
+	p.timeout = "3s"
+	if err := fc.rewrite(t, withL2(p, "")); err != nil {
+		t.Fatal(err)
+	}
+	wantReloads(t, fc, "1", "0", "0")
+	lease(3 * time.Second)
+
+	if err := fc.rewrite(t, withL2(p, "    lease_ttl: 7s\n")); err != nil {
+		t.Fatal(err)
+	}
+	wantReloads(t, fc, "2", "0", "0")
+	lease(7 * time.Second)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,13 +28,15 @@ const (
 type PurgeReport struct {
 	Unlinked int   // keys removed
 	Retried  int   // rounds retried after a failure
-	Complete bool  // the sweep went over every key under Prefix
+	Complete bool  // the sweep went over every key of sweptKinds
 	SweepErr error // why it stopped short, when not Complete
 }
 
 // PurgeAll drops every entry: it invalidates them all at once, then
-// removes the keys under Prefix (with an empty Prefix, the whole
-// database) to free the memory.
+// removes sidecache's entry and lease keys (sweptKinds) to free the
+// memory. It never matches on the prefix alone: Prefix may be empty
+// (docs/configuration.md), and the database is then shared with keys
+// sidecache did not write, which a purge must leave alone.
 //
 // The invalidation is what makes the purge hold, and is one pipeline:
 // the epoch (epoch.go) of each of every is raised to now, and the other
@@ -109,7 +110,14 @@ func (s *Store) invalidateAll(ctx context.Context, tags []string) error {
 	})
 }
 
-// sweep removes the keys under Prefix but the epoch keys on every master.
+// sweptKinds are the key families a sweep removes, each matched on its
+// own (SCAN MATCH P<kind>*): entries and leases (store.go's layout), and
+// the tag sets of releases before per-tag epochs, which a fleet upgraded
+// in place may still hold. Epoch keys (P v:) and the instance note
+// (P run) are kept (PurgeAll); no other key under P is sidecache's.
+var sweptKinds = []string{"e:", "l:", "t:"}
+
+// sweep removes the keys of sweptKinds on every master.
 func (s *Store) sweep(ctx context.Context) PurgeReport {
 	var (
 		mu  sync.Mutex
@@ -140,9 +148,20 @@ func (s *Store) sweep(ctx context.Context) PurgeReport {
 
 // sweepOne is sweep on one master; it returns the number of keys removed.
 func (s *Store) sweepOne(ctx context.Context, c redis.UniversalClient, r *rounds) (int, error) {
-	match := globEscape(s.opts.Prefix) + "*"
-	epochs := s.epochKey("")
-	note := s.key("run", "") // restart.go: a promoted replica needs it
+	removed := 0
+	for _, kind := range sweptKinds {
+		n, err := s.sweepKind(ctx, c, r, globEscape(s.key(kind, ""))+"*")
+		removed += n
+		if err != nil {
+			return removed, fmt.Errorf("sweep %s: %w", kind, err)
+		}
+	}
+	return removed, nil
+}
+
+// sweepKind removes the keys matching match on one master; it returns
+// the number removed.
+func (s *Store) sweepKind(ctx context.Context, c redis.UniversalClient, r *rounds, match string) (int, error) {
 	var (
 		cursor  uint64
 		removed int
@@ -164,13 +183,7 @@ func (s *Store) sweepOne(ctx context.Context, c redis.UniversalClient, r *rounds
 		if err != nil {
 			return removed, fmt.Errorf("scan after %d keys removed: %w", removed, err)
 		}
-		kept := keys[:0]
-		for _, k := range keys {
-			if !strings.HasPrefix(k, epochs) && k != note {
-				kept = append(kept, k)
-			}
-		}
-		for keys = kept; len(keys) > 0; {
+		for len(keys) > 0 {
 			n := min(len(keys), page)
 			err := r.run(ctx, s.opts.Timeout, func(cctx context.Context) error {
 				n = min(len(keys), page)

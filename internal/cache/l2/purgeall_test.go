@@ -141,3 +141,55 @@ func TestPurgeAllHoldsWhenTheSweepStops(t *testing.T) {
 		}
 	}
 }
+
+// TestPurgeAllEmptyPrefixKeepsOthersKeys: with an explicit empty prefix
+// (docs/configuration.md allows it) a purge of everything removes
+// sidecache's own keys (entries P e:, leases P l:) and no other key in the
+// database. Before: the sweep matched "*" and unlinked every key, another
+// application's sessions included.
+func TestPurgeAllEmptyPrefixKeepsOthersKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newReplica(t, []string{srv.Addr()}, func(o *Options) { o.Prefix = "" })
+	rc := raw(t, srv.Addr())
+	ctx := context.Background()
+	const routeTag = "_route:r"
+	foreign := []string{"app:session:42", "counter", "x", "ex:ample", "lx", "run:app"}
+	for _, k := range foreign {
+		if err := rc.Set(ctx, k, "theirs", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"k1", "k2"} {
+		if err := a.Set(ctx, k, entry("v0", time.Hour, routeTag)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.flush(t)
+	release, acquired, _, err := a.Lease(ctx, "k3", time.Hour)
+	if err != nil || !acquired {
+		t.Fatalf("lease: acquired %v, %v", acquired, err)
+	}
+	defer release(0)
+	if n := countKeys(t, rc, "e:*") + countKeys(t, rc, "l:*"); n != 3 {
+		t.Fatalf("%d sidecache entry and lease keys before the purge, want 3", n)
+	}
+
+	rep, err := a.PurgeAll(ctx, routeTag)
+	if err != nil || !rep.Complete {
+		t.Fatalf("PurgeAll: %+v, %v", rep, err)
+	}
+	if rep.Unlinked != 3 {
+		t.Fatalf("purge unlinked %d keys, want sidecache's 3", rep.Unlinked)
+	}
+	for _, k := range foreign {
+		if v, err := rc.Get(ctx, k).Result(); err != nil || v != "theirs" {
+			t.Fatalf("another application's key %q after the purge: %q, %v", k, v, err)
+		}
+	}
+	if n := countKeys(t, rc, "e:*") + countKeys(t, rc, "l:*"); n != 0 {
+		t.Fatalf("%d sidecache entry and lease keys after the purge, want 0", n)
+	}
+	if n := countKeys(t, rc, "v:*"); n == 0 {
+		t.Fatal("the purge removed the epoch keys it must keep")
+	}
+}

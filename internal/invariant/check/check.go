@@ -97,6 +97,13 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 			}
 		}
 	}
+	for _, sc := range resp.Header.Values("Set-Cookie2") {
+		if v, ok := strings.CutPrefix(sc, `minted="`); ok {
+			if v, _, _ = strings.Cut(v, `"`); v != q.Who.Addr {
+				ch.Violate("identity", "%s: Set-Cookie2 minted for %s (%s)", q, v, resp.Header.Get("Cache-Status"))
+			}
+		}
+	}
 	if resp.Header.Get(origin.LieHeader) != "" {
 		ch.Violate("upstream-lie", "%s: answered %d with an origin answer made against HTTP (a 304 to no condition, or Content-Length beside chunked) (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
 	}

@@ -107,6 +107,7 @@ var Features = []Feature{
 	{Name: "vary-xff", On: true, Gate: "20.2", Note: "per-IP answers that say Vary: X-Forwarded-For (a header the sidecar writes)"},
 	{Name: "private", On: true, Note: "per-IP answers with Cache-Control: private"},
 	{Name: "set-cookie", On: true, Note: "answers with a Set-Cookie minted for the caller's address"},
+	{Name: "set-cookie2", On: true, Note: "half the set-cookie answers mint an obsolete Set-Cookie2 (RFC 2965) instead: it makes an answer private as Set-Cookie does (stream 49)"},
 	{Name: "per-credential", On: true, Note: "answers per Cookie / Authorization with no Cache-Control (the bypass must keep them)"},
 	{Name: "gzip", On: true, Note: "gzip when accepted, with Vary: Accept-Encoding"},
 	{Name: "gzip-threshold", On: true, Note: "Vary: Accept-Encoding on every answer but gzip only from 1 KiB, as Express's compression(): small answers are identity to all"},

@@ -60,7 +60,8 @@ const StampHeader = "X-Stamp"
 // Dim is one identity dimension an answer depends on, and how the origin
 // declares that dependency (How): "vary" (Vary names the header),
 // "private" (Cache-Control: private), "set-cookie" (a Set-Cookie minted
-// for the value), "none" (the sidecar's own rule must keep it: a
+// for the value), "set-cookie2" (the same as an obsolete Set-Cookie2,
+// RFC 2965), "none" (the sidecar's own rule must keep it: a
 // credentialed request bypasses the cache, a keyed header is in the key)
 // or "unvaried": the answer reads the header when the request carries
 // one and says so nowhere, while other resources of the route name it in
@@ -610,6 +611,8 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 			h.Set("Cache-Control", "private")
 		case "set-cookie":
 			h.Add("Set-Cookie", "minted="+v+"; Path=/")
+		case "set-cookie2":
+			h.Add("Set-Cookie2", `minted="`+v+`"; Version="1"`)
 		}
 	}
 	if p.StaleAtOnce && h.Get("Cache-Control") == "" {
