@@ -435,7 +435,7 @@
 //     over; a round in which a client left before its answer (a
 //     half-close while its request waited) ends once the origin is idle,
 //     since that request's fetch goes on without it and is the round's
-//     (run.go, settle);
+//     (play.go, settle);
 //   - expect: no upstream call carries a client's Expect: the sidecar
 //     answers 100-continue itself, as NGINX does, and sends the body at
 //     once;
