@@ -556,7 +556,7 @@
 // On: false and Gate naming the issue item that fixes it, e.g. "20.2", or
 // Heavy when only the fixed seeds' wall time keeps it off),
 // draw it in package traffic (Gen.Draw / drawHeaders / drawQuery) or in
-// run.go (drawProfile) and package origin behind `Mix.Has("name")`, and add a
+// draws.go (drawProfile) and package origin behind `Mix.Has("name")`, and add a
 // check in package check if no existing one would see it break. A route setting
 // the feature needs goes into a new route of replicaConfig (env_test.go),
 // never into an existing route. Whoever fixes a gated item flips its row
