@@ -118,28 +118,26 @@ var overrideFields = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-M
 // the proxy refuses it on a safe method, and a write carrying one
 // invalidates as the method it names too (internal/writeinv).
 func Overridden(h http.Header) bool {
-	for k, vs := range h {
-		if !overrideField(k) {
-			continue
-		}
-		for _, v := range vs {
-			if m := strings.ToUpper(strings.TrimSpace(v)); m != "" && m != http.MethodGet && m != http.MethodHead {
-				return true
-			}
-		}
-	}
-	return false
+	return anyOverride(h, func(v string) bool {
+		return v != "" && !strings.EqualFold(v, http.MethodGet) && !strings.EqualFold(v, http.MethodHead)
+	})
 }
 
 // OverrideNames reports whether one of h's method override fields names
 // method m (upper case), its value read without case.
 func OverrideNames(h http.Header, m string) bool {
+	return anyOverride(h, func(v string) bool { return strings.EqualFold(v, m) })
+}
+
+// anyOverride reports whether a value of one of h's method override
+// fields, trimmed, satisfies match.
+func anyOverride(h http.Header, match func(string) bool) bool {
 	for k, vs := range h {
 		if !overrideField(k) {
 			continue
 		}
 		for _, v := range vs {
-			if strings.EqualFold(strings.TrimSpace(v), m) {
+			if match(strings.TrimSpace(v)) {
 				return true
 			}
 		}
