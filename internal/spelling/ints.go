@@ -110,26 +110,20 @@ func appendLenient(dst []string, s string) []string {
 	if n, ok := rubyToI(t); ok {
 		dst = addReading(dst, start, n)
 	}
-	if n, ok := parseIntJS(s); ok {
-		dst = addReading(dst, start, n)
-	}
-	if n, ok := numberJS(s); ok {
-		dst = addReading(dst, start, n)
-	}
-	if n, ok := decimalJS(s); ok {
-		dst = addReading(dst, start, n)
-	}
-	if n, ok := decimalPrefix(s); ok {
-		dst = addReading(dst, start, n)
-	}
-	if n, ok := pgInt8(s); ok {
-		dst = addReading(dst, start, n)
-	}
-	if n, ok := pythonInt(s); ok {
-		dst = addReading(dst, start, n)
+	for _, read := range wholeReaders {
+		if n, ok := read(s); ok {
+			dst = addReading(dst, start, n)
+		}
 	}
 	return dst
 }
+
+// wholeReaders are the stacks' readers of the whole spelling (blanks and
+// sign included), in appendLenient's order: parseInt and Number
+// (JavaScript), a decimal's value (JavaScript's Number, decimal.go), a
+// number in front of a slug (PHP's (int), MySQL: decimal.go), PostgreSQL's
+// int8 and Python's int().
+var wholeReaders = [...]func(string) (string, bool){parseIntJS, numberJS, decimalJS, decimalPrefix, pgInt8, pythonInt}
 
 func addReading(dst []string, start int, n string) []string {
 	for _, m := range dst[start:] {
