@@ -13,7 +13,8 @@ import (
 // representation are the fields of a bulk answer that describe the bytes
 // of the whole array, not of one element (RFC 9110 §8: representation
 // metadata and validators), and Set-Cookie (and the obsolete Set-Cookie2,
-// RFC 2965), which was minted for the client whose request opened the batch. An element never carries them.
+// RFC 2965), minted for the client whose request opened the batch. An
+// element never carries them.
 var representation = [...]string{
 	"Content-Length", "Content-Encoding", "Content-Range", "Content-Location",
 	"Etag", "Digest", "Content-Digest", "Repr-Digest", "Content-Md5", "Vary", "Set-Cookie", "Set-Cookie2",

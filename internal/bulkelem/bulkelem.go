@@ -190,15 +190,15 @@ func (m *memo) heads(requested, received time.Time) Heads {
 //     on (groups then split on it).
 //   - a header the route withholds and the opener did not carry: the
 //     element is the variant of its absence, stored as such.
+//   - "*", a header the sidecar writes (forward.Own), one forwarded with
+//     the opener's value but not part of the group (User-Agent, Referer,
+//     Via), or one never forwarded: the requests of the batch may differ
+//     in it, so no member's key can hold the element.
 //
 // Sent and carried both mean on the wire (forward.OnWire): the empty
 // User-Agent that keeps Go's own off a call sends none, and an opener's
 // empty User-Agent is one no fetch could send, so the element made
 // without one is its variant, as its own per-key fetch would be.
-//   - "*", a header the sidecar writes (forward.Own), one forwarded with
-//     the opener's value but not part of the group (User-Agent, Referer,
-//     Via), or one never forwarded: the requests of the batch may differ
-//     in it, so no member's key can hold the element.
 //
 // And a header the Vary does not name but sent, the bulk call's header,
 // carried because the route learned it from another answer's Vary
