@@ -138,6 +138,21 @@
 // (origin.AppliedMethod), and its summary is read before and after it the
 // same way.
 //
+// # Writes to list endpoints (draws.go drawListWrites, traffic/listwrite.go)
+//
+// In about one round in four (write-list, on PCG stream 50, so the other
+// draws are unchanged) a PATCH of a list endpoint names up to five of ids
+// 1-8: /u?ids=… (route u's split list, also its batch's bulk path) or
+// /e?ids=… (route e's bulk path alone, beside its write route e-write),
+// the ids spelled as list endpoints read them (commas, the parameter
+// repeated, ids[], a blank before an id). The origin applies it to each
+// id and answers one stamp per id (origin/bulk.go writeList); each is
+// acknowledged as a write of that id's own path (check/listwrite.go), so
+// every later read of the id, alone or as an element of a split list of
+// route u (list elements are held to acknowledged writes as reads are),
+// is held to it: own-write through its replica, max-lag through the
+// other. Checked counts write-list and write-list-ids.
+//
 // # Admin purges (purge.go)
 //
 // In about three rounds in ten (purge), the runner picks a resource one of

@@ -112,6 +112,19 @@ func (r *run) drawAgents() []*traffic.Request {
 	return reqs
 }
 
+// drawListWrites adds a write to a list endpoint to about one round in
+// four (write-list, traffic.ListWrite), on a sequence of its own (stream
+// 50), so that it moves no draw of the others. Its ids, 1-8, are those
+// the per-ID reads of routes u and e ask for (and route u's split lists
+// often), so the copies it must drop are there, in the replicas' L1s and
+// in L2.
+func (r *run) drawListWrites() []*traffic.Request {
+	if !r.cfg.Mix.Has("write-list") || r.listWrites.IntN(4) != 0 {
+		return nil
+	}
+	return []*traffic.Request{r.gen.ListWrite(r.listWrites)}
+}
+
 // drawTrickle makes some plain writes trickled (send.go, doTrickled).
 func (r *run) drawTrickle(q *traffic.Request) {
 	if !r.cfg.Mix.Has("trickle-write") || r.cfg.Trickle == "" || q.Method != http.MethodPatch ||

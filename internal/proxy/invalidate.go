@@ -50,6 +50,15 @@ func (x *exchange) refuseSpellings() {
 	x.badRequest("write-spellings", fmt.Sprintf("the path's ids read as more than %d combinations of integers\n", spelling.MaxFolds))
 }
 
+// refuseIDs answers 400, unsent, to a write to a list endpoint whose
+// query names more ids than maxIDs, the endpoint's bound
+// (writeinv.Plan.TooManyIDs): the origin would change each, and the
+// sidecar cannot drop them all within its bound. A split list of as many
+// is refused so too (split.go, badIDList).
+func (x *exchange) refuseIDs(maxIDs int) {
+	x.badRequest("write-ids", fmt.Sprintf("the query names more than %d distinct ids (or ids of too many spellings) for one write to this list endpoint\n", maxIDs))
+}
+
 // refuseOverride answers 400, unsent, to a safe method (GET, HEAD,
 // OPTIONS, TRACE) that carries a method override field naming a write
 // (httpcache.Overridden): some apps apply it as that write (the override

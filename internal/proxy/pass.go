@@ -24,6 +24,8 @@ func (x *exchange) write(o outcome, detail string) {
 		x.passWith(o, detail, nil)
 	case inv.p.TooManySpellings():
 		x.refuseSpellings()
+	case inv.p.TooManyIDs():
+		x.refuseIDs(inv.p.MaxIDs())
 	default:
 		x.passWith(o, detail, inv.after)
 	}

@@ -118,6 +118,13 @@ func MayBeApplied(code int) bool {
 	return code == 0 || code >= 200 && code < 400 || code == http.StatusBadGateway || code == http.StatusGatewayTimeout
 }
 
+// AppendPathTags appends to tags the URI tags a write to path drops, as
+// Invalidated does for its target: for a write that names path otherwise
+// than as its target (a bulk write's ids, internal/writeinv).
+func AppendPathTags(tags []string, path string, stored func(path string) bool) []string {
+	return addPath(tags, path, stored)
+}
+
 func addPath(tags []string, path string, stored func(string) bool) []string {
 	if path == "" {
 		return tags

@@ -30,14 +30,20 @@
 // drops `client:5` and `client:0`, `/clients/%EF%BC%95` (a full-width 5,
 // Python's int() reads 5) drops `client:5`. Every stored entry carries the URI tag of its
 // folded path (surrogate.EntryURITags), so the write's URI tag reaches the
-// entry whatever spelling either used.
+// entry whatever spelling either used. A write to a list endpoint (a split
+// route's path, a batch route's bulk path: DELETE /users?ids=1,2) also
+// drops what a write to each id's own path would, and the tags of the
+// route that stores it (list.go).
 //
 // How much: at most spelling.MaxFolds spellings of a path (a path past
 // it is refused unsent: TooManySpellings), at most three URIs per write
-// (target, Location, Content-Location), each tagged only when a spelling
+// (target, Location, Content-Location) and one per id a bulk write names,
+// each tagged only when a spelling
 // of it is one a cacheable route could have stored (anything else has no
 // entry to drop, and costs no Redis round trip); no tag longer than Options.MaxKey (no
-// stored entry has one: the store refuses them, strict for storage).
+// stored entry has one: the store refuses them, strict for storage); at
+// most a list endpoint's bound of ids (a write naming more is refused
+// unsent: TooManyIDs).
 package writeinv
 
 import (
@@ -74,6 +80,11 @@ type Plan struct {
 	// over: the path reads as more than spelling.MaxFolds spellings
 	// (TooManySpellings).
 	over bool
+	// ids are the URI tags of the per-ID paths a bulk write names
+	// (list.go); overIDs: it names more than maxIDs ids (TooManyIDs).
+	ids     []string
+	overIDs bool
+	maxIDs  int
 }
 
 // New is r's invalidation; false when r invalidates nothing whatever the
@@ -87,24 +98,44 @@ func New(o Options, r *http.Request) (Plan, bool) {
 		return p, true
 	}
 	ms := methods(o.Table, r) // the methods the app may apply r as (override.go)
+	params = p.addWriteRoutes(params, cands, ms)
+	if p.uri {
+		p.addLists(params, cands, ms) // list.go
+	}
+	slices.Sort(p.route)
+	p.route = slices.Compact(p.route)
+	return p, len(p.route) > 0 || p.uri
+}
+
+// addWriteRoutes adds the invalidate tags of the write routes each of
+// cands, a path's spellings, matches under any of ms.
+func (p *Plan) addWriteRoutes(params route.Params, cands, ms []string) route.Params {
 	for _, path := range cands {
 		for _, m := range ms {
-			rt, ps, ok := o.Table.MatchAppend(params[:0], m, path)
+			rt, ps, ok := p.o.Table.MatchAppend(params[:0], m, path)
 			if !ok || len(rt.Invalidate) == 0 {
 				continue
 			}
 			params = ps
-			for _, tp := range rt.Invalidate {
-				if t := tp.Expand(ps); !slices.Contains(p.route, t) {
-					p.route = append(p.route, t)
-				}
-			}
-			if !slices.Contains(p.routes, rt.Name) {
-				p.routes = append(p.routes, rt.Name)
-			}
+			p.addTags(rt.Invalidate, ps)
+			p.addRoute(rt.Name)
 		}
 	}
-	return p, len(p.route) > 0 || p.uri
+	return params
+}
+
+// addTags adds ts expanded with ps to the route tags (New de-duplicates
+// them once all are in: a bulk write may add thousands).
+func (p *Plan) addTags(ts []route.Template, ps route.Params) {
+	for _, tp := range ts {
+		p.route = append(p.route, tp.Expand(ps))
+	}
+}
+
+func (p *Plan) addRoute(name string) {
+	if !slices.Contains(p.routes, name) {
+		p.routes = append(p.routes, name)
+	}
 }
 
 // Tags are the tags the upstream's answer (its status and header, or code
@@ -115,12 +146,15 @@ func (p *Plan) Tags(code int, answer http.Header) (tags []string, skipped int) {
 		tags = append(tags, p.route...)
 	}
 	if p.uri {
-		for _, t := range surrogate.Invalidated(code, p.r.URL, answer, p.stored, p.r.Host, p.o.Upstream) {
-			if !slices.Contains(tags, t) {
-				tags = append(tags, t)
-			}
-		}
+		tags = append(tags, surrogate.Invalidated(code, p.r.URL, answer, p.stored, p.r.Host, p.o.Upstream)...)
 	}
+	if surrogate.MayBeApplied(code) {
+		tags = append(tags, p.ids...) // a bulk write's per-ID paths, as its target's (list.go)
+	}
+	// Each once, in linear-logarithmic time: a bulk write may name a
+	// thousand ids.
+	slices.Sort(tags)
+	tags = slices.Compact(tags)
 	kept := tags[:0]
 	for _, t := range tags {
 		if len(t) <= p.o.MaxKey {
@@ -137,8 +171,9 @@ func (p *Plan) Tags(code int, answer http.Header) (tags []string, skipped int) {
 // that leaves some reading's entries behind).
 func (p *Plan) TooManySpellings() bool { return p.over }
 
-// Routes names the write routes whose tags the write invalidates, for
-// the caller's log.
+// Routes names the write routes whose tags the write invalidates, and
+// the per-ID routes of the ids a bulk write names (list.go), for the
+// caller's log.
 func (p *Plan) Routes() []string { return p.routes }
 
 // stored reports whether an entry could exist for path: within the key

@@ -178,6 +178,9 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 			if !slices.Contains(asked, st.ID) || st.Res != q.Route+"/"+st.ID {
 				ch.Violate("resource", "%s: list element %s/%s not asked for", q, st.ID, st.Res)
 			}
+			ch.mu.Lock()
+			ch.versionLocked(q, st, start, "element "+st.ID+" of "+resp.Header.Get("Cache-Status")) // write-list
+			ch.mu.Unlock()
 			ch.checkPart(q, resp, st) // stale.go
 			if len(st.By) > 0 {
 				ch.Count("bulk-per-address", 1) // the identity check reached them
@@ -193,6 +196,8 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 		}
 		ch.noteHeld(q, sts, start, end)
 		ch.remember(q, resp, nil, sts)
+	case q.Kind == "write" && q.Ids != nil:
+		ch.ackList(q, resp, body, end) // write-list
 	case bytes.HasPrefix(body, []byte(`{"`)):
 		var st origin.Stamp
 		if err := json.Unmarshal(body, &st); err != nil || st.Res == "" {
@@ -307,6 +312,14 @@ func (ch *Checker) checkStampAs(q *traffic.Request, resp *http.Response, st orig
 	if strings.HasSuffix(q.Path, "/summary") {
 		ch.checked["route-tagged-read"]++
 	}
+	ch.versionLocked(q, st, start, cs)
+}
+
+// versionLocked holds st, an answer q's client keeps (sent at start, its
+// Cache-Status cs), to the writes acknowledged before q was sent: not
+// older than one through q's replica (own-write), nor than one through
+// any more than max_lag (plus margin) before (max-lag). ch.mu is held.
+func (ch *Checker) versionLocked(q *traffic.Request, st origin.Stamp, start time.Time, cs string) {
 	for _, a := range ch.acks[st.Res] {
 		if !a.at.Before(start) || (strings.HasPrefix(a.path, "purge?key=") || strings.HasPrefix(a.path, "purge?route=")) && strings.HasSuffix(q.Path, "/summary") {
 			// A purge by key drops that key, and one by route that

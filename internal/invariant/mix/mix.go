@@ -54,6 +54,7 @@ var Features = []Feature{
 	{Name: "write-method-override", On: true, Note: "writes to /r/{id} the origin applies as PATCH though their request line says otherwise (stream 47): POST with X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or X_HTTP_Method_Override, POST with _method in the query or form body (Rails' edit forms), a lower-case patch (Werkzeug): r:{id} must drop as for a PATCH"},
 	{Name: "write-applied-other", On: true, Note: "writes the origin applies and answers 303 See Other (Location: the resource), 502 or 504, with its stamp: acknowledged, so r:{id} must drop as the URI does (stream 31)"},
 	{Name: "write-non-utf8", On: true, Gate: "20.6", Note: "writes to /t/caf%E9, a tag that is not UTF-8, read later through the peer"},
+	{Name: "write-list", On: true, Note: "PATCH /u?ids=… and /e?ids=… (a split list's and a bulk path, the ids as commas, the parameter repeated, ids[] or with a blank) naming 1-5 of ids 1-8, which the origin applies to each id (stream 50): every later read of each, alone or in a split list, is held to it"},
 	{Name: "write-hangup", On: true, Note: "the client hangs up as soon as its PATCH is sent (never acknowledged; the origin still applies it)"},
 	{Name: "extra-param", On: true, Gate: "20.7a", Note: "parameters outside key.query (?fields=a&callback=x) that the origin echoes"},
 	{Name: "request-id", On: true, Gate: "20.7b", Note: "the client's X-Request-Id, echoed by the origin"},

@@ -296,3 +296,28 @@ func GoodID(path string) bool {
 	n, err := strconv.ParseUint(path[strings.LastIndexByte(path, '/')+1:], 10, 64)
 	return err == nil && n <= MaxID
 }
+
+// writeList applies a write to a list endpoint (PATCH /u?ids=1,2: the
+// write-list row) to each id it names, read as Rails and PHP read a list
+// parameter (commas, the parameter repeated, ids[], blanks around an id),
+// and answers one stamp per id, in the order named.
+func (o *Origin) writeList(w http.ResponseWriter, r *http.Request) {
+	q, _ := url.ParseQuery(r.URL.RawQuery)
+	out := []Stamp{}
+	o.mu.Lock()
+	for _, v := range append(q["ids"], q["ids[]"]...) {
+		for id := range strings.SplitSeq(v, ",") {
+			n, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64)
+			if err != nil || n > MaxID {
+				continue
+			}
+			res := r.URL.Path[1:] + "/" + strconv.FormatUint(n, 10)
+			o.ver[res]++
+			o.lm[res] = time.Now().Truncate(time.Second).Add(time.Second) // as write's
+			out = append(out, Stamp{ID: strconv.FormatUint(n, 10), Res: res, Ver: o.ver[res]})
+		}
+	}
+	o.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}

@@ -537,6 +537,10 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if o.tunnel(w, r) { // the upgrade row (upgrade.go)
 		return
 	}
+	if patch && (r.URL.Path == "/u" || r.URL.Path == "/e") {
+		o.writeList(w, r) // bulk.go
+		return
+	}
 	if r.URL.Path == "/u" || r.URL.Path == "/e" || r.URL.Path == "/s" || r.URL.Path == "/q" {
 		o.bulk(w, r)
 		return
