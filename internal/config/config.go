@@ -45,6 +45,12 @@ type Server struct {
 	Via string `yaml:"via"`
 	// AllowTrace forwards TRACE; off (the default), TRACE is answered 405.
 	AllowTrace bool `yaml:"allow_trace"`
+	// MaxConnections bounds the proxy listener's client connections open
+	// at once (NGINX's worker_connections, HAProxy's maxconn): past it an
+	// idle keep-alive connection is closed for a new one, or, none idle,
+	// new connections wait in the kernel's accept backlog. The admin
+	// listener is not bounded by it, so it stays reachable at the cap.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 type Admin struct {

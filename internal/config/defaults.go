@@ -29,6 +29,9 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 		c.Server.MaxHeaderBytes = 64 << 10
 	}
 	dur(&c.Server.WriteTimeout, "server.write_timeout", 60*time.Second)
+	if !isSet("server.max_connections") {
+		c.Server.MaxConnections = 4096 // connlimit.DefaultMax
+	}
 	if !isSet("server.via") {
 		c.Server.Via = "sidecache"
 	}

@@ -45,6 +45,11 @@ func (c *Config) validate() Errors {
 		v.add("server.max_header_bytes", "must be > 0")
 	}
 	v.nonNegative("server.write_timeout", c.Server.WriteTimeout)
+	// 0 is refused rather than read as "unbounded", as max_tunnels: the
+	// bound is what keeps idle and stalled clients from growing memory.
+	if c.Server.MaxConnections <= 0 {
+		v.add("server.max_connections", "must be > 0")
+	}
 	if c.Server.Via != "" && !isToken(c.Server.Via) {
 		v.add("server.via", "must be a token (letters, digits, !#$%%&'*+-.^_`|~), got %q", c.Server.Via)
 	}

@@ -25,6 +25,10 @@
 //     200;
 //   - bodytimeout.go: a request whose body was still arriving at the read
 //     deadline is answered 408 and its connection closed;
+//   - limit.go: the proxy listener's bound on open connections
+//     (server.max_connections, internal/connlimit): at it, the oldest
+//     idle keep-alive connection is closed for a new one, or, none idle,
+//     the listener stops accepting until one is;
 //   - linger.go: after net/http's own refusals (400, 417, 431, 501, 505),
 //     and whenever it closes while its client may still be sending a
 //     request (an answer made before the body was read to its end), the
@@ -46,6 +50,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/connlimit"
 	"github.com/sidecache/sidecache/internal/rawio"
 )
 
@@ -61,9 +66,17 @@ type listener struct {
 	net.Listener
 	wt    time.Duration
 	count Counter
+	// lim, when set, bounds the connections open at once (limit.go);
+	// done ends its waits once the listener is closed.
+	lim       *connlimit.Limiter
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 func (l *listener) Accept() (net.Conn, error) {
+	if l.lim != nil {
+		return l.acceptLimited()
+	}
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
@@ -123,6 +136,13 @@ type Conn struct {
 	// client may still be sending; stored by Read, loaded by Close (a
 	// hijacked connection, left, is its hijacker's to close).
 	owed atomic.Bool
+	// slot: the connection's place under server.max_connections (nil:
+	// unbounded), given back when its socket closes (limit.go).
+	slot *connlimit.Slot
+	// begun: the header sections the fold scan has seen begin (folds),
+	// stored by Read; more than reqs when the next request came behind
+	// the last (pipelined), which makes the connection no idle one.
+	begun atomic.Int64
 }
 
 type connKey struct{}
@@ -183,6 +203,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.folds.read(c.io, p)
 	if err != nil && !timeout(err) {
 		c.gone.Store(true)
+	}
+	if n > 0 && c.slot != nil {
+		c.slot.Busy() // a request begins: never closed to make room
+		c.begun.Store(c.folds.sections)
 	}
 	if c.folds.st == fsLost && c.unscanned.Load() == 0 {
 		c.unscanned.Store(c.folds.sections + 1)
@@ -262,7 +286,7 @@ func (c *Conn) write(p []byte) (int, error) {
 			if c.cut.CompareAndSwap(false, true) && c.count != nil {
 				c.count.EdgeRefused(ReasonWriteTimeout)
 			}
-			c.Conn.Close()
+			c.closeSocket()
 			return written, err
 		}
 		// Progress within the window: the client reads, slowly. A new

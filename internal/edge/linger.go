@@ -94,7 +94,7 @@ func (c *Conn) lingerAfter() {
 		closed := l.closed
 		l.mu.Unlock()
 		if closed {
-			_ = c.Conn.Close()
+			_ = c.closeSocket()
 		}
 	}()
 }
@@ -114,5 +114,5 @@ func (c *Conn) Close() error {
 			return nil
 		}
 	}
-	return c.Conn.Close()
+	return c.closeSocket()
 }

@@ -178,10 +178,20 @@ func connState(nc net.Conn, st http.ConnState) {
 		c.phase.Store(phaseReading)
 		c.scan.mark() // no read runs meanwhile: net/http reads once idle
 		c.section.Store(0)
+		if st == http.StateIdle && c.slot != nil && c.begun.Load() <= c.reqs {
+			c.slot.Idle() // answered: closed first to make room (limit.go)
+		}
+	case http.StateActive:
+		if c.slot != nil {
+			c.slot.Busy() // Read did, unless the bytes came before the mark
+		}
 	case http.StateHijacked:
 		// The connection leaves HTTP (an upgrade's tunnel): its bytes
 		// are no requests, and no empty line of theirs is dropped.
 		c.left.Store(true)
+		if c.slot != nil {
+			c.slot.Busy() // its slot is the tunnel's until it closes
+		}
 	}
 }
 

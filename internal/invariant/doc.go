@@ -190,6 +190,23 @@
 // /r the stage touched, read back through every replica, is checked as
 // any read (nothing of a tunnel stored).
 //
+// # The connection cap (conncap.go)
+//
+// With conn-cap (On; stream 52) the environment starts one more replica,
+// a peer of the others, with server.max_connections 4. After about one
+// round in five a stage fills its cap with idle keep-alive connections
+// (each answered one read of /r), then sends it a write of /r/<id> and
+// reads of it, each on a new connection: each must be answered within
+// 10 s though every slot was idle-held (the oldest idle is closed for
+// it), its answer checked as any (the write is acknowledged through that
+// replica, so later reads are held to own-write and max-lag), and
+// sidecache_client_connections_reaped_total must grow once per new
+// connection (conn-cap). Then it holds the cap with requests cut
+// mid-header: the listener must wait (client_connection_waits_total), and
+// one more read is answered once the held ones are completed. Without the
+// reaping, a new client waits for an idle connection's idle_timeout
+// (120 s): a conn-cap violation, never a hung run.
+//
 // # Wide purges (purgeall.go)
 //
 // In about three rounds in twenty (purge-all, purge-route; their own

@@ -195,6 +195,8 @@ type env struct {
 	admins   []string // the replicas' admin base URLs, same order
 	trickle  string   // a third replica with read_timeout trickleTimeout
 	tadmin   string   // its admin base URL
+	capped   string   // a replica with max_connections maxConns (conn-cap row)
+	cadmin   string   // its admin base URL
 	yaml     string   // the replicas' config (a replica started later: env_restart_test.go)
 	policy   string   // maxmemory-policy before the redis-oom row's stretch (env_restart_test.go)
 	// servers and files are the replicas' (same order), for the
@@ -206,6 +208,9 @@ type env struct {
 // trickleTimeout is the trickle replica's server.read_timeout: each
 // trickled write holds its round this long.
 const trickleTimeout = "500ms"
+
+// maxConns is the capped replica's server.max_connections (conn-cap row).
+const maxConns = 4
 
 func startEnv(t testing.TB, seed uint64) *env {
 	t.Helper()
@@ -223,6 +228,9 @@ func startEnv(t testing.TB, seed uint64) *env {
 		e.servers, e.files = append(e.servers, srv), append(e.files, file)
 	}
 	e.trickle, e.tadmin = startReplica(t, yaml+"server:\n  read_timeout: "+trickleTimeout+"\n")
+	if envMix(t).Has("conn-cap") {
+		e.capped, e.cadmin = startReplica(t, yaml+fmt.Sprintf("server:\n  max_connections: %d\n", maxConns))
+	}
 	return e
 }
 
@@ -333,6 +341,7 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 		Trickle: e.trickle, TrickleAdmin: e.tadmin, Evict: e.evict, Ghost: e.ghost,
 		LeaseHold: leaseHold, LeaseTTL: upstreamTimeout, BatchLeaseTTL: max(upstreamTimeout, batchMaxWait+2*upstreamTimeout),
 		MaxTunnels: maxTunnels, TunnelIdle: tunnelIdle,
+		Capped: e.capped, CappedAdmin: e.cadmin, MaxConns: maxConns,
 		SaveRedis: e.saveRedis, RestartRedis: e.restartRedis(m.Has("evict-epochs")), StartReplica: e.lateReplica(t),
 		RedisOOM: e.redisOOM, RefuseWrites: e.refuseWrites,
 		ReloadTorn: e.reloadTorn, ReloadShadow: e.reloadShadow, StartRetagged: e.retagged(t),

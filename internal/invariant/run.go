@@ -58,6 +58,13 @@ type Config struct {
 	// (the upgrade row, upgrade.go; MaxTunnels 0: no upgrades allowed).
 	MaxTunnels int
 	TunnelIdle time.Duration
+	// Capped and CappedAdmin are the base URLs of a replica like the
+	// others but with server.max_connections MaxConns, a peer of theirs
+	// the conn-cap row (conncap.go) fills with idle and held connections
+	// (none when empty). Its small cap would hold up the other rows'
+	// traffic, so it is not one of Replicas.
+	Capped, CappedAdmin string
+	MaxConns            int
 	// SaveRedis, RestartRedis and StartReplica, when set, are the
 	// redis-restart row's (restart.go): SaveRedis snapshots the
 	// replicas' Redis (SAVE); RestartRedis kills it and starts it again
@@ -248,6 +255,8 @@ type run struct {
 	// own; tunnelIDs numbers its tunnels.
 	tunnelRng *rand.Rand
 	tunnelIDs atomic.Int64
+	// caps draws the conn-cap row (conncap.go) on stream 52.
+	caps *rand.Rand
 }
 
 // Run drives cfg.Rounds rounds of concurrent requests and checks every
@@ -256,6 +265,7 @@ type run struct {
 func Run(ctx context.Context, cfg Config) Report {
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26)), asked: rand.New(rand.NewPCG(cfg.Seed, 30)), wides: rand.New(rand.NewPCG(cfg.Seed, 27)), bigs: rand.New(rand.NewPCG(cfg.Seed, 32))}
 	r.tunnelRng = rand.New(rand.NewPCG(cfg.Seed, 28))
+	r.caps = rand.New(rand.NewPCG(cfg.Seed, 52))
 	r.bodies = rand.New(rand.NewPCG(cfg.Seed, 33))
 	r.reloads = rand.New(rand.NewPCG(cfg.Seed, 43))
 	r.ghosts, r.restarts = rand.New(rand.NewPCG(cfg.Seed, 37)), rand.New(rand.NewPCG(cfg.Seed, 38))
@@ -378,4 +388,5 @@ func (r *run) round(ctx context.Context, round int) {
 	r.wide = nil
 	r.readRecoded(ctx) // recoded.go
 	r.upgrades(ctx)    // beside the round: its draws are its own
+	r.connCap(ctx)     // conncap.go, likewise
 }

@@ -87,6 +87,7 @@ type Metrics struct {
 	buildInfo     *prometheus.GaugeVec
 	state         *stateCollector
 	bounds        bounds // invalidation.go
+	conns         conns  // conns.go
 
 	// Pre-resolved children for the label values known up front.
 	lookup        [len(tiers)][len(lookupResults)]prometheus.Counter
@@ -185,6 +186,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"version", "goversion"}),
 		state:  newStateCollector(),
 		bounds: newBounds(),
+		conns:  newConns(),
 	}
 
 	// Lookups per tier and peer invalidations wait for Tiers: a process
@@ -208,6 +210,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.state,
 		)
 		reg.MustRegister(m.bounds.collectors()...)
+		reg.MustRegister(m.conns.collectors()...)
 	}
 	m.reg = reg
 	m.RouteShaped(PassRoute, Shape{Results: []Result{Pass}})

@@ -19,7 +19,8 @@ import (
 // atomically: connections stay open and L1 keeps the entries of the routes
 // that store and tag as before), the admin
 // token, log.level, log.access, the shutdown timings, upstream.url and
-// upstream.timeout, and cache.l2.lease_ttl. Every other change
+// upstream.timeout, cache.l2.lease_ttl and server.max_connections. Every
+// other change
 // (listen addresses, server timeouts, upstream, Redis and the cache sizes,
 // log.format, ...) needs new sockets, clients or stores: it is logged, the
 // running value is kept, and the reload counts
@@ -115,6 +116,10 @@ func (s *Server) applyLocked(data []byte) error {
 	}
 	if s.opts.Level != nil {
 		s.opts.Level.Set(level)
+	}
+	if n := cfg.Server.MaxConnections; n != old.Server.MaxConnections {
+		s.conns.SetMax(n) // a slot count: no socket to replace
+		applied.Server.MaxConnections = n
 	}
 	s.cfg.Store(&applied)
 

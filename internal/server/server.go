@@ -24,6 +24,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cache/l1"
 	"github.com/sidecache/sidecache/internal/cache/l2"
 	"github.com/sidecache/sidecache/internal/config"
+	"github.com/sidecache/sidecache/internal/connlimit"
 	"github.com/sidecache/sidecache/internal/edge"
 	"github.com/sidecache/sidecache/internal/lograte"
 	"github.com/sidecache/sidecache/internal/metrics"
@@ -72,6 +73,10 @@ type Server struct {
 	proxyLn, adminLn net.Listener
 	proxySrv         *http.Server
 	adminSrv         *http.Server
+	// conns bounds the proxy listener's connections
+	// (server.max_connections; reloaded in place). The admin listener
+	// has no such bound: it stays reachable while the proxy's is full.
+	conns *connlimit.Limiter
 
 	draining atomic.Bool
 	reloadMu sync.Mutex
@@ -99,6 +104,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.m = metrics.New(s.reg)
 	s.m.SetBuildInfo(opts.Version)
+	s.conns = connlimit.New(cfg.Server.MaxConnections, s.m)
+	s.m.ConnSource(s.conns.Open, func() int64 { return int64(s.conns.Max()) })
 
 	var l1s, l2s cache.Store
 	if n := cfg.Cache.L1.MaxBytes.Bytes(); n > 0 {
@@ -275,7 +282,7 @@ func (s *Server) Listen() error {
 		}
 	}
 	wt := cfg.Server.WriteTimeout.D()
-	s.proxyLn, s.adminLn = edge.Listener(s.proxyLn, wt, s.m), edge.Listener(s.adminLn, wt, s.m)
+	s.proxyLn, s.adminLn = edge.CappedListener(s.proxyLn, wt, s.m, s.conns), edge.Listener(s.adminLn, wt, s.m)
 	return nil
 }
 

@@ -1,0 +1,89 @@
+package metrics
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// conns reports the proxy listener's connection bound
+// (server.max_connections, internal/connlimit): how many client
+// connections are open against it, and what it did when it was reached —
+// an idle keep-alive connection closed to make room, or the listener
+// paused with none to close (new connections then wait in the kernel's
+// accept backlog, which only the pause shows).
+type conns struct {
+	reaped prometheus.Counter
+	waits  prometheus.Counter
+	gauges *connGauges
+}
+
+func newConns() conns {
+	return conns{
+		reaped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "client_connections_reaped_total",
+			Help:      "Idle keep-alive client connections closed to make room for a new one at server.max_connections, oldest idle first.",
+		}),
+		waits: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "client_connection_waits_total",
+			Help:      "Times the proxy listener stopped accepting at server.max_connections with no idle connection to close: new connections waited in the accept backlog until one ended.",
+		}),
+		gauges: &connGauges{
+			open: prometheus.NewDesc(namespace+"_client_connections",
+				"Client connections open on the proxy listener (upgraded ones included), bounded by server.max_connections.", nil, nil),
+			max: prometheus.NewDesc(namespace+"_client_connections_max",
+				"server.max_connections in force.", nil, nil),
+		},
+	}
+}
+
+func (c conns) collectors() []prometheus.Collector {
+	return []prometheus.Collector{c.reaped, c.waits, c.gauges}
+}
+
+// connGauges reports the bound's state at scrape time, absent until
+// ConnSource is called.
+type connGauges struct {
+	open, max *prometheus.Desc
+	src       atomic.Pointer[connSource]
+}
+
+type connSource struct{ open, max func() int64 }
+
+func (g *connGauges) Describe(ch chan<- *prometheus.Desc) { ch <- g.open; ch <- g.max }
+
+func (g *connGauges) Collect(ch chan<- prometheus.Metric) {
+	s := g.src.Load()
+	if s == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(g.open, prometheus.GaugeValue, float64(s.open()))
+	ch <- prometheus.MustNewConstMetric(g.max, prometheus.GaugeValue, float64(s.max()))
+}
+
+// ConnSource makes sidecache_client_connections and
+// sidecache_client_connections_max report open and max at scrape time.
+func (m *Metrics) ConnSource(open, max func() int64) {
+	if m == nil || open == nil || max == nil {
+		return
+	}
+	m.conns.gauges.src.Store(&connSource{open: open, max: max})
+}
+
+// ConnReaped counts an idle client connection closed to make room
+// (connlimit.Counter).
+func (m *Metrics) ConnReaped() {
+	if m != nil {
+		m.conns.reaped.Inc()
+	}
+}
+
+// ConnWaited counts a pause of the proxy listener at its bound
+// (connlimit.Counter).
+func (m *Metrics) ConnWaited() {
+	if m != nil {
+		m.conns.waits.Inc()
+	}
+}
