@@ -226,7 +226,9 @@ type run struct {
 	// cookies2 draws the set-cookie2 row (drawProfile, stream 49): which
 	// set-cookie answers mint an obsolete Set-Cookie2 instead.
 	cookies2 *rand.Rand
-	gen      *traffic.Gen
+	// strays draws the private-stray row (strayPrivate, stream 55).
+	strays *rand.Rand
+	gen    *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -261,6 +263,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.retags = rand.New(rand.NewPCG(cfg.Seed, 46))
 	r.agents = rand.New(rand.NewPCG(cfg.Seed, 41))
 	r.cookies2 = rand.New(rand.NewPCG(cfg.Seed, 49))
+	r.strays = rand.New(rand.NewPCG(cfg.Seed, 55))
 	r.drawRetag()
 	r.drawStallRound()  // stall.go, stream 44
 	r.drawShadowRound() // shadow.go, stream 45
