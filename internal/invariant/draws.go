@@ -337,6 +337,12 @@ func (r *run) drawProfile(idents bool) origin.Profile {
 	for _, k := range slices.Sorted(maps.Keys(dims)) {
 		p.Dims = append(p.Dims, r.strayPrivate(origin.Dim{Name: k, How: dims[k]}))
 	}
+	if m.Has("vary-malformed") && r.varySeps.IntN(4) == 0 {
+		// On a sequence of its own (PCG stream 56): a Vary that is no
+		// list of field names ("Accept-Language X-Tenant", "X-Tenant;"),
+		// which must not be keyed as the one name it spells.
+		p.VarySep = []string{" ", ";", " ; "}[r.varySeps.IntN(3)]
+	}
 	p.Gzip = m.Has("gzip") && r.chance(50)
 	if p.Gzip && m.Has("gzip-threshold") && r.chance(50) {
 		p.GzipFrom = 1 << 10

@@ -228,7 +228,9 @@ type run struct {
 	cookies2 *rand.Rand
 	// strays draws the private-stray row (strayPrivate, stream 55).
 	strays *rand.Rand
-	gen    *traffic.Gen
+	// varySeps draws the vary-malformed row (drawProfile, stream 56).
+	varySeps *rand.Rand
+	gen      *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -264,6 +266,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.agents = rand.New(rand.NewPCG(cfg.Seed, 41))
 	r.cookies2 = rand.New(rand.NewPCG(cfg.Seed, 49))
 	r.strays = rand.New(rand.NewPCG(cfg.Seed, 55))
+	r.varySeps = rand.New(rand.NewPCG(cfg.Seed, 56))
 	r.drawRetag()
 	r.drawStallRound()  // stall.go, stream 44
 	r.drawShadowRound() // shadow.go, stream 45

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +62,53 @@ func TestStrayPrivateDirectiveIsNotShared(t *testing.T) {
 				}
 				if n := up.calls.Load(); n != int64(len(ips)) {
 					t.Errorf("%d upstream calls for %d requests, want %d (never stored)", n, len(ips), len(ips))
+				}
+			})
+		}
+	}
+}
+
+// An answer whose Vary is no list of field names ("Accept-Language
+// X-Tenant", "Accept-Encoding;X-Tenant", "X-Tenant;") names each of its
+// words (cachekey.ParseVary): every tenant gets the answer made for it,
+// stored as its own variant, on a route that forwards every header and on
+// one that learns X-Tenant from the Vary and asks once more. Before, the
+// answer was keyed on the one name the field spells, which no request
+// carries: the first tenant's answer was served to the others from L1
+// and L2 (forward_headers: all), or X-Tenant never learned.
+func TestMalformedVaryNamesEachWord(t *testing.T) {
+	srv := redistest.Start(t)
+	for i, vary := range []string{"Accept-Language X-Tenant", "Accept-Encoding;X-Tenant", "X-Tenant;"} {
+		for _, all := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%q/forward_all=%v", vary, all), func(t *testing.T) {
+				st, err := l2.New(context.Background(), l2.Options{Addrs: []string{srv.Addr()}, Prefix: fmt.Sprintf("mvary%d-%v:", i, all), Timeout: 2 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = st.Close() })
+				up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Vary", vary)
+					fmt.Fprint(w, "tenant="+r.Header.Get("X-Tenant"))
+				})
+				e := newEnv(t, up, []testRoute{{Name: "t", Pattern: "/t/{id}", TTL: time.Minute, ForwardAll: all}}, func(o *proxy.Options, s *l1.Store) {
+					o.Cache = cache.NewTiered(s, st, cache.TieredOptions{})
+				})
+				for j, tenant := range []string{"acme", "globex", "initech", "acme", "globex"} {
+					resp, b := e.do(http.MethodGet, "/t/1", http.Header{"X-Tenant": {tenant}})
+					cs := resp.Header.Get("Cache-Status")
+					if b != "tenant="+tenant {
+						t.Fatalf("tenant %s got %q (%s)", tenant, b, cs)
+					}
+					if j >= 3 && !strings.Contains(cs, "; hit") {
+						t.Errorf("tenant %s's second read: %s, want a hit on its variant", tenant, cs)
+					}
+				}
+				want := int64(3) // one per tenant
+				if !all {
+					want++ // the first asked once more, with the header it learned
+				}
+				if n := up.calls.Load(); n != want {
+					t.Errorf("%d upstream calls, want %d", n, want)
 				}
 			})
 		}

@@ -97,13 +97,18 @@ var dimHeader = map[string]string{
 
 // Profile is how the origin answers one resource during one round.
 type Profile struct {
-	Dims  []Dim
-	Gzip  bool // gzip when accepted, Vary: Accept-Encoding
-	Size  int  // body bytes before coding (at least the stamp)
-	Delay time.Duration
-	Fail  int // percent of reads answered 500/503
-	Hang  int // percent of reads hung up on
-	Trunc int // percent of reads whose chunked body is broken off halfway
+	Dims []Dim
+	// VarySep, when set, is what the answer's Vary names are joined
+	// with instead of ", " (a blank, ";"), and ends a Vary of one name
+	// (vary-malformed): no list of field names, so no reading of it is
+	// the answer's.
+	VarySep string
+	Gzip    bool // gzip when accepted, Vary: Accept-Encoding
+	Size    int  // body bytes before coding (at least the stamp)
+	Delay   time.Duration
+	Fail    int // percent of reads answered 500/503
+	Hang    int // percent of reads hung up on
+	Trunc   int // percent of reads whose chunked body is broken off halfway
 	// Stall: percent of pass-through reads whose chunked body stops
 	// halfway, the connection kept open until the sidecar closes it (at
 	// most a minute).
@@ -642,7 +647,12 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if p.Gzip {
 		vary = append(vary, "Accept-Encoding")
 	}
-	if len(vary) > 0 {
+	switch {
+	case len(vary) > 0 && p.VarySep != "" && len(vary) == 1:
+		h.Set("Vary", vary[0]+p.VarySep)
+	case len(vary) > 0 && p.VarySep != "":
+		h.Set("Vary", strings.Join(vary, p.VarySep))
+	case len(vary) > 0:
 		h.Set("Vary", strings.Join(vary, ", "))
 	}
 	body := encodeStamp(st, p.Size)
