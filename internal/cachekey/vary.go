@@ -119,16 +119,36 @@ func ForwardAcceptEncoding(vals []string) string {
 // §12.5.5), canonicalised, deduplicated and sorted so that the variant key
 // does not depend on how the upstream spelt them. star reports "Vary: *",
 // which no later request can match (RFC 9111 §4.1); names is then nil.
+//
+// An element that is no field name (a token, RFC 9110 §5.6.2) names
+// each of its words: "Accept-Language X-Tenant", "Accept-Encoding;X-Tenant"
+// or "X-Tenant;" is an app's list spelt with the wrong separator. Keyed
+// as the one name it spells, a header no request carries, it made one
+// variant of every tenant's answer (with forward_headers: all, the
+// upstream saw each tenant's header), and the route never learned to
+// forward the headers it names. Varnish refuses such an answer ("Malformed
+// Vary header", a pass); keyed on every header it may name, it is stored
+// only as the variant each selects: strict for storage, without the pass.
 func ParseVary(h http.Header) (names []string, star bool) {
 	for _, line := range h["Vary"] {
 		for line != "" {
 			var el string
 			el, line, _ = strings.Cut(line, ",")
 			el = textproto.TrimString(el)
-			switch el {
-			case "":
-			case "*":
+			switch {
+			case el == "":
+			case el == "*":
 				star = true
+			case !isToken(el):
+				for el != "" {
+					var w string
+					w, el = nextWord(el)
+					if w == "*" {
+						star = true
+					} else if w != "" {
+						names = append(names, textproto.CanonicalMIMEHeaderKey(w))
+					}
+				}
 			default:
 				names = append(names, textproto.CanonicalMIMEHeaderKey(el))
 			}
@@ -339,4 +359,29 @@ func AnswerVary(upstream http.Header) (names []string, star bool) {
 		slices.Sort(names)
 	}
 	return names, star
+}
+
+// nextWord returns the first run of tchar in s, past any other bytes,
+// and what follows it.
+func nextWord(s string) (word, rest string) {
+	i := 0
+	for i < len(s) && !isTchar(s[i]) {
+		i++
+	}
+	j := i
+	for j < len(s) && isTchar(s[j]) {
+		j++
+	}
+	return s[i:j], s[j:]
+}
+
+// isToken reports whether s is a token (RFC 9110 §5.6.2), as a field
+// name is (§5.1).
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return s != ""
 }

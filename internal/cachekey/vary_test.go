@@ -94,6 +94,15 @@ func TestParseVary(t *testing.T) {
 		{"star", []string{"Accept-Encoding, *"}, nil, true},
 		{"star alone line", []string{"Accept", "*"}, nil, true},
 		{"empty", []string{""}, nil, false},
+		// An element that is no field name names each of its words:
+		// a list spelt with another separator than a comma.
+		{"blank separated", []string{"Accept-Language X-Tenant"}, []string{"Accept-Language", "X-Tenant"}, false},
+		{"semicolon separated", []string{"accept-encoding;x-tenant"}, []string{"Accept-Encoding", "X-Tenant"}, false},
+		{"trailing semicolon", []string{"X-Tenant;"}, []string{"X-Tenant"}, false},
+		{"quoted", []string{`"X-Tenant"`}, []string{"X-Tenant"}, false},
+		{"malformed among good", []string{"Accept-Encoding", "X-Tenant X-Plan ;Accept-Encoding"}, []string{"Accept-Encoding", "X-Plan", "X-Tenant"}, false},
+		{"malformed star", []string{"X-Tenant;*"}, nil, true},
+		{"blanks around names", []string{" X-Tenant ,\tAccept-Language "}, []string{"Accept-Language", "X-Tenant"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -85,7 +85,9 @@ func ParseValue(v string) Directives {
 // parseLine splits a list of directives, each token [ "=" ( token /
 // quoted-string ) ], tolerating junk: an element that is not a directive
 // is skipped, a quoted string may hold commas, and a missing closing quote
-// ends the value at the end of the line.
+// ends the value at the end of the line. An element spelt with other
+// separators than commas still names the directives that keep an answer
+// private (strays).
 func (d *Directives) parseLine(s string) {
 	for i := 0; i < len(s); {
 		// name
@@ -117,8 +119,12 @@ func (d *Directives) parseLine(s string) {
 				}
 				i++ // the closing quote
 				arg = b.String()
+				start := i
 				for i < len(s) && s[i] != ',' {
 					i++ // junk after a quoted string
+				}
+				if start < i {
+					d.strays(s[start:i]) // `no-cache="Set-Cookie";private`
 				}
 			} else {
 				start := i
@@ -126,12 +132,91 @@ func (d *Directives) parseLine(s string) {
 					i++
 				}
 				arg = strings.TrimSpace(s[start:i])
+				// "max-age=60 private", "max-age=0;no-store": the words
+				// past the argument's first (which stays the argument,
+				// invalid, as it was).
+				if _, rest := splitWord(arg); rest != "" {
+					d.strays(rest)
+				}
 			}
+		}
+		if !isToken(name) {
+			// "private; max-age=0", "no-cache; no-store", "no-store;":
+			// a name that is no token names no directive, but its
+			// words are strays.
+			d.strays(name)
 		}
 		if name != "" {
 			d.set(strings.ToLower(name), arg, hasArg)
 		}
 	}
+}
+
+// Stray directives.
+//
+// An application that writes "Cache-Control: private; max-age=0",
+// "max-age=60 private" or "no-cache; no-store" means its answer private
+// or not to be stored, though a ";" or a blank is no list separator
+// (RFC 9110 §5.6.1): NGINX finds "private", "no-store" and "no-cache"
+// anywhere in the field (ngx_http_upstream_process_cache_control), and
+// Varnish's built-in VCL matches them as a regular expression on it, so
+// neither stores such an answer. A word of a directive name that is no
+// token, or of an unquoted argument past its first, or after a quoted
+// one (a stray) is read for those three alone, unqualified; the element
+// is read as before, an unknown directive or an invalid argument. Strict
+// for storage: the spelling never makes an answer more cacheable (a
+// stray "public" or "max-age" sets nothing), so an answer its app meant
+// for one client is never shared because of its spelling.
+
+// strays sets the restrictive directives among the words of s.
+func (d *Directives) strays(s string) {
+	for s != "" {
+		var w string
+		w, s = splitWord(s)
+		switch strings.ToLower(w) {
+		case "no-store":
+			d.Any, d.NoStore = true, true
+		case "private":
+			d.Any, d.Private, d.PrivateAll = true, true, true
+		case "no-cache":
+			d.Any, d.NoCache, d.NoCacheAll = true, true, true
+		}
+	}
+}
+
+// splitWord returns the first word of s (a run of tchar, RFC 9110 §5.6.2,
+// after any other bytes) and what follows it.
+func splitWord(s string) (word, rest string) {
+	i := 0
+	for i < len(s) && !isTchar(s[i]) {
+		i++
+	}
+	k := i
+	for k < len(s) && isTchar(s[k]) {
+		k++
+	}
+	j := k
+	for j < len(s) && !isTchar(s[j]) {
+		j++
+	}
+	return s[i:k], s[j:]
+}
+
+// isToken reports whether s is a token (RFC 9110 §5.6.2): one or more
+// tchar.
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isTchar(s[i]) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// isTchar is RFC 9110 §5.6.2's tchar.
+func isTchar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 func (d *Directives) set(name, arg string, hasArg bool) {

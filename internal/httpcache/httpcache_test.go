@@ -33,6 +33,16 @@ func TestParseValue(t *testing.T) {
 		{`foo="a,b\"c", max-age=7`, Directives{MaxAge: s(7), Any: true}},
 		{`,,, ;;, max-age=7 ,`, Directives{MaxAge: s(7), Any: true}},
 		{`x="unterminated, max-age=7`, Directives{Any: true}},
+		// Strays (directives.go): the restrictive words of an element spelt
+		// with other separators than commas; the rest as before.
+		{`private; max-age=0`, Directives{Private: true, PrivateAll: true, Any: true}},
+		{`max-age=60 private`, Directives{Private: true, PrivateAll: true, MaxAge: s(0), Any: true}},
+		{`max-age=60;no-store`, Directives{NoStore: true, MaxAge: s(0), Any: true}},
+		{`no-cache; no-store`, Directives{NoCache: true, NoCacheAll: true, NoStore: true, Any: true}},
+		{`no-store;`, Directives{NoStore: true, Any: true}},
+		{`no-cache="Set-Cookie";private`, Directives{NoCache: true, NoCacheFields: []string{"Set-Cookie"}, Private: true, PrivateAll: true, Any: true}},
+		{`max-age=60 public`, Directives{MaxAge: s(0), Any: true}}, // a stray never makes an answer more cacheable
+		{`public; max-age=60`, Directives{Any: true}},              // as before: an unknown directive
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -11,16 +11,47 @@ import (
 // directive (RFC 9111 §5.2: case-insensitive, comma-separated, arguments
 // ignored). It is the cheap test the request path makes on every request;
 // unlike Parse it does not read quoted arguments, so a comma inside one
-// splits it.
+// splits it. As Parse, it finds no-store, private and no-cache as stray
+// words too ("private; max-age=0": directives.go), so the two readings
+// agree on whether an answer may be stored or shared.
 func HasDirective(h http.Header, directive string) bool {
+	stray := restrictive(directive)
 	for _, line := range h.Values("Cache-Control") {
 		for line != "" {
 			var d string
 			d, line, _ = strings.Cut(line, ",")
-			d = strings.TrimSpace(d)
-			if name, _, _ := strings.Cut(d, "="); strings.EqualFold(strings.TrimSpace(name), directive) {
+			name, arg, _ := strings.Cut(d, "=")
+			name = strings.TrimSpace(name)
+			if strings.EqualFold(name, directive) {
 				return true
 			}
+			if !stray {
+				continue
+			}
+			// A stray (directives.go): "private; max-age=0",
+			// "max-age=60 private".
+			if _, rest := splitWord(arg); !isToken(name) && hasWord(name, directive) ||
+				!strings.HasPrefix(strings.TrimLeft(arg, " \t"), `"`) && hasWord(rest, directive) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// restrictive reports the directives a stray word may set (directives.go).
+func restrictive(directive string) bool {
+	return strings.EqualFold(directive, "no-store") || strings.EqualFold(directive, "private") ||
+		strings.EqualFold(directive, "no-cache")
+}
+
+// hasWord reports whether one of the words of s is w, in any case.
+func hasWord(s, w string) bool {
+	for s != "" {
+		var x string
+		x, s = splitWord(s)
+		if strings.EqualFold(x, w) {
+			return true
 		}
 	}
 	return false

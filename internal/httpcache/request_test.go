@@ -28,6 +28,16 @@ func TestHasDirective(t *testing.T) {
 		{hdr("Cache-Control", "no-storex, xno-store"), "no-store", false},
 		{hdr("Cache-Control", ",,"), "no-store", false},
 		{hdr("Pragma", "no-cache"), "no-cache", false}, // Cache-Control only
+		// Stray words (directives.go): other separators than commas.
+		{hdr("Cache-Control", "private; max-age=0"), "private", true},
+		{hdr("Cache-Control", "max-age=60 private"), "private", true},
+		{hdr("Cache-Control", "max-age=0;no-store"), "no-store", true},
+		{hdr("Cache-Control", "no-cache; no-store"), "no-store", true},
+		{hdr("Cache-Control", "no-store;"), "no-store", true},
+		{hdr("Cache-Control", "public max-age=60"), "max-age", false}, // as before: no directive
+		{hdr("Cache-Control", "max-age=60 public"), "public", false},  // strays restrict only
+		{hdr("Cache-Control", "max-age=60 x-private"), "private", false},
+		{hdr("Cache-Control", "private_data=1"), "private", false},
 	}
 	for _, tt := range tests {
 		if got := HasDirective(tt.h, tt.d); got != tt.want {

@@ -50,6 +50,12 @@ func TestPrivate(t *testing.T) {
 		{hdr("Cache-Control", "max-age=1", "Cache-Control", "no-store"), true},
 		{hdr("Cache-Control", "no-cache"), false},
 		{hdr("CDN-Cache-Control", "private"), false}, // Cache-Control only
+		// Spelt with other separators than commas, as NGINX and Varnish
+		// still read them (directives.go, strays).
+		{hdr("Cache-Control", "private; max-age=0"), true},
+		{hdr("Cache-Control", "max-age=60 private"), true},
+		{hdr("Cache-Control", "public;no-store"), true},
+		{hdr("Cache-Control", "max-age=60;public"), false},
 	}
 	for _, tt := range tests {
 		if got := Private(tt.h); got != tt.want {

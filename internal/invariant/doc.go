@@ -442,7 +442,10 @@
 //
 //   - identity: never another identity's per-address, per-credential,
 //     per-tenant or per-language answer, nor a Set-Cookie minted for
-//     another address;
+//     another address (private-stray, PCG stream 55, run.strayPrivate:
+//     half the private answers say so with other separators than commas,
+//     origin.StrayPrivate; and vary-malformed, PCG stream 56: a Vary
+//     joined by a blank or ';', origin.Profile.VarySep);
 //   - resource, query, unkeyed: the answer is for the resource and query
 //     this request names as the origin parses them, and never shaped by
 //     another request's unkeyed input (an echoed X-Request-Id);

@@ -167,7 +167,7 @@ func (r *run) drawResources() string {
 	if r.cfg.Mix.Has("bulk-per-address") && r.chance(25) {
 		// Per-address elements, declared as a Vary on the header the
 		// sidecar writes per client, or as private (probe h1 D2).
-		bulk.Dims = []origin.Dim{{Name: "addr", How: []string{"vary", "private"}[r.rng.IntN(2)]}}
+		bulk.Dims = []origin.Dim{r.strayPrivate(origin.Dim{Name: "addr", How: []string{"vary", "private"}[r.rng.IntN(2)]})}
 	}
 	r.cfg.Origin.SetProfile(origin.BulkProfile, bulk)
 	for _, n := range tNames {
@@ -348,7 +348,13 @@ func (r *run) drawProfile(idents bool) origin.Profile {
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(dims)) {
-		p.Dims = append(p.Dims, origin.Dim{Name: k, How: dims[k]})
+		p.Dims = append(p.Dims, r.strayPrivate(origin.Dim{Name: k, How: dims[k]}))
+	}
+	if m.Has("vary-malformed") && r.varySeps.IntN(4) == 0 {
+		// On a sequence of its own (PCG stream 56): a Vary that is no
+		// list of field names ("Accept-Language X-Tenant", "X-Tenant;"),
+		// which must not be keyed as the one name it spells.
+		p.VarySep = []string{" ", ";", " ; "}[r.varySeps.IntN(3)]
 	}
 	p.Gzip = m.Has("gzip") && r.chance(50)
 	if p.Gzip && m.Has("gzip-threshold") && r.chance(50) {
@@ -395,4 +401,17 @@ func (r *run) drawProfile(idents bool) origin.Profile {
 		p.Refuse = 30 + r.rng.IntN(40)
 	}
 	return p
+}
+
+// strayPrivate turns half the private dimensions into private-stray ones,
+// on a sequence of their own (PCG stream 55, so the other rows' draws
+// stay): the answer says private with other separators than commas
+// (origin.StrayPrivate), which must keep it from being stored or shared
+// as Cache-Control: private does.
+func (r *run) strayPrivate(d origin.Dim) origin.Dim {
+	if d.How != "private" || !r.cfg.Mix.Has("private-stray") || r.strays.IntN(2) == 0 {
+		return d
+	}
+	d.How, d.Spelling = "private-stray", r.strays.IntN(len(origin.StrayPrivate))
+	return d
 }

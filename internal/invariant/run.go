@@ -235,7 +235,11 @@ type run struct {
 	cookies2 *rand.Rand
 	// listWrites draws the write-list row (drawListWrites, stream 50).
 	listWrites *rand.Rand
-	gen        *traffic.Gen
+	// strays draws the private-stray row (strayPrivate, stream 55).
+	strays *rand.Rand
+	// varySeps draws the vary-malformed row (drawProfile, stream 56).
+	varySeps *rand.Rand
+	gen      *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -274,6 +278,8 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.agents = rand.New(rand.NewPCG(cfg.Seed, 41))
 	r.cookies2 = rand.New(rand.NewPCG(cfg.Seed, 49))
 	r.listWrites = rand.New(rand.NewPCG(cfg.Seed, 50))
+	r.strays = rand.New(rand.NewPCG(cfg.Seed, 55))
+	r.varySeps = rand.New(rand.NewPCG(cfg.Seed, 56))
 	r.drawRetag()
 	r.drawStallRound()  // stall.go, stream 44
 	r.drawShadowRound() // shadow.go, stream 45

@@ -104,9 +104,11 @@ var Features = []Feature{
 
 	// What the origin does, drawn per resource per round and per request.
 	{Name: "vary", On: true, Note: "answers vary on a random subset of Accept-Encoding, Accept-Language, X-Tenant"},
+	{Name: "vary-malformed", On: true, Note: "a quarter of the answers with a Vary join its names with a blank or ';' (Accept-Language X-Tenant, X-Tenant;): no list of field names, so on route p (forward_headers: all) the tenant's or language's answer must not be stored under a key that holds neither (stream 56)"},
 	{Name: "learned-unvaried", On: true, Note: "/r answers that read Accept-Language or X-Tenant without naming it in Vary while other /r answers name it, so the route learns it and forwards it on every path: an answer made for one client's value must never be stored for the others"},
 	{Name: "vary-xff", On: true, Gate: "20.2", Note: "per-IP answers that say Vary: X-Forwarded-For (a header the sidecar writes)"},
 	{Name: "private", On: true, Note: "per-IP answers with Cache-Control: private"},
+	{Name: "private-stray", On: true, Note: "half the private answers (per-key and bulk) spell it with other separators than commas (private; max-age=0, max-age=60 private, public;no-store, no-cache; no-store), as NGINX and Varnish still read as private: never stored nor shared (stream 55)"},
 	{Name: "set-cookie", On: true, Note: "answers with a Set-Cookie minted for the caller's address"},
 	{Name: "set-cookie2", On: true, Note: "half the set-cookie answers mint an obsolete Set-Cookie2 (RFC 2965) instead: it makes an answer private as Set-Cookie does (stream 49)"},
 	{Name: "per-credential", On: true, Note: "answers per Cookie / Authorization with no Cache-Control (the bypass must keep them)"},

@@ -134,6 +134,8 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 			vary = append(vary, dimHeader[d.Name])
 		case "private":
 			w.Header().Set("Cache-Control", "private")
+		case "private-stray":
+			w.Header().Set("Cache-Control", StrayPrivate[d.Spelling%len(StrayPrivate)])
 		}
 	}
 	if p.StaleAtOnce && w.Header().Get("Cache-Control") == "" {

@@ -59,7 +59,8 @@ const StampHeader = "X-Stamp"
 
 // Dim is one identity dimension an answer depends on, and how the origin
 // declares that dependency (How): "vary" (Vary names the header),
-// "private" (Cache-Control: private), "set-cookie" (a Set-Cookie minted
+// "private" (Cache-Control: private), "private-stray" (the same spelt
+// with other separators: StrayPrivate), "set-cookie" (a Set-Cookie minted
 // for the value), "set-cookie2" (the same as an obsolete Set-Cookie2,
 // RFC 2965), "none" (the sidecar's own rule must keep it: a
 // credentialed request bypasses the cache, a keyed header is in the key)
@@ -73,7 +74,16 @@ const StampHeader = "X-Stamp"
 type Dim struct {
 	Name string // addr, cookie, auth, tenant, lang, ua
 	How  string
+	// Spelling picks, for How "private-stray", the Cache-Control of
+	// StrayPrivate the answer says private with.
+	Spelling int
 }
+
+// StrayPrivate are Cache-Control values that keep an answer private or
+// unstored with other separators than commas (How "private-stray", the
+// private-stray row): NGINX and Varnish read them as private, and so must
+// the sidecar.
+var StrayPrivate = []string{"private; max-age=0", "max-age=60 private", "public;no-store", "no-cache; no-store", "max-age=60;private"}
 
 // dimHeader is the request header the origin reads a dimension from.
 var dimHeader = map[string]string{
@@ -87,13 +97,18 @@ var dimHeader = map[string]string{
 
 // Profile is how the origin answers one resource during one round.
 type Profile struct {
-	Dims  []Dim
-	Gzip  bool // gzip when accepted, Vary: Accept-Encoding
-	Size  int  // body bytes before coding (at least the stamp)
-	Delay time.Duration
-	Fail  int // percent of reads answered 500/503
-	Hang  int // percent of reads hung up on
-	Trunc int // percent of reads whose chunked body is broken off halfway
+	Dims []Dim
+	// VarySep, when set, is what the answer's Vary names are joined
+	// with instead of ", " (a blank, ";"), and ends a Vary of one name
+	// (vary-malformed): no list of field names, so no reading of it is
+	// the answer's.
+	VarySep string
+	Gzip    bool // gzip when accepted, Vary: Accept-Encoding
+	Size    int  // body bytes before coding (at least the stamp)
+	Delay   time.Duration
+	Fail    int // percent of reads answered 500/503
+	Hang    int // percent of reads hung up on
+	Trunc   int // percent of reads whose chunked body is broken off halfway
 	// Stall: percent of pass-through reads whose chunked body stops
 	// halfway, the connection kept open until the sidecar closes it (at
 	// most a minute).
@@ -613,6 +628,8 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 			vary = append(vary, dimHeader[d.Name])
 		case "private":
 			h.Set("Cache-Control", "private")
+		case "private-stray":
+			h.Set("Cache-Control", StrayPrivate[d.Spelling%len(StrayPrivate)])
 		case "set-cookie":
 			h.Add("Set-Cookie", "minted="+v+"; Path=/")
 		case "set-cookie2":
@@ -634,7 +651,12 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	if p.Gzip {
 		vary = append(vary, "Accept-Encoding")
 	}
-	if len(vary) > 0 {
+	switch {
+	case len(vary) > 0 && p.VarySep != "" && len(vary) == 1:
+		h.Set("Vary", vary[0]+p.VarySep)
+	case len(vary) > 0 && p.VarySep != "":
+		h.Set("Vary", strings.Join(vary, p.VarySep))
+	case len(vary) > 0:
 		h.Set("Vary", strings.Join(vary, ", "))
 	}
 	body := encodeStamp(st, p.Size)
