@@ -50,6 +50,17 @@ type TieredOptions struct {
 	// MaxLag bound refused (it also counts as that tier's miss), so an
 	// operator sees what unproven coherence costs.
 	Refused func(tier Tier)
+	// Keep, if set, is asked of every entry Set writes and every L2 hit
+	// Lookup copies into L1 (promote), under L1's lock right before the
+	// write (before L2's when there is no L1): false refuses it, and no
+	// tier is written (Set returns ErrStale). The proxy answers from its
+	// tombstones: an entry requested before an invalidation of one of
+	// its tags that this replica has applied. Checked only before the
+	// write, an L2 hit whose reply was read after a peer's invalidation
+	// of it was applied (its epoch raised after Redis read it) was
+	// copied into L1 after L1's DeleteTags had passed, and served from
+	// there once the tombstones lapsed, for the rest of its ttl.
+	Keep func(e *Entry) bool
 }
 
 // Tiered is a Store made of a fast local tier (L1) in front of a shared one
@@ -63,6 +74,7 @@ type Tiered struct {
 	proven  func() time.Time
 	floor   func() time.Time
 	refused func(Tier)
+	keep    func(*Entry) bool
 }
 
 var _ Store = (*Tiered)(nil)
@@ -70,7 +82,7 @@ var _ Store = (*Tiered)(nil)
 // NewTiered composes l1 and l2. Pass an untyped nil for a missing tier: a
 // nil pointer of a concrete store type is a non-nil Store and will be used.
 func NewTiered(l1, l2 Store, opts TieredOptions) *Tiered {
-	t := &Tiered{l1: l1, l2: l2, observe: opts.Observe, now: opts.Now, maxLag: opts.MaxLag, proven: opts.Proven, floor: opts.Floor, refused: opts.Refused}
+	t := &Tiered{l1: l1, l2: l2, observe: opts.Observe, now: opts.Now, maxLag: opts.MaxLag, proven: opts.Proven, floor: opts.Floor, refused: opts.Refused, keep: opts.Keep}
 	if t.refused == nil {
 		t.refused = func(Tier) {}
 	}
@@ -224,7 +236,29 @@ func (t *Tiered) promote(ctx context.Context, key string, e *Entry) {
 		c.Body, c.lent = body, false
 		e = &c
 	}
-	_ = t.l1.Set(ctx, key, e)
+	_ = t.setL1(ctx, key, e)
+}
+
+// keepSetter is what setL1 uses of L1 when it has it (l1.Store): a Set
+// that asks keep under the lock its tag invalidation takes.
+type keepSetter interface {
+	SetKeep(ctx context.Context, key string, e *Entry, keep func(*Entry) bool) error
+}
+
+// setL1 writes e to L1, asking Keep first (TieredOptions.Keep): under
+// L1's lock when it can, so that no invalidation applied before the
+// write is missed; ErrStale when Keep refuses e.
+func (t *Tiered) setL1(ctx context.Context, key string, e *Entry) error {
+	if t.keep == nil {
+		return t.l1.Set(ctx, key, e)
+	}
+	if ks, ok := t.l1.(keepSetter); ok {
+		return ks.SetKeep(ctx, key, e, t.keep)
+	}
+	if !t.keep(e) {
+		return ErrStale
+	}
+	return t.l1.Set(ctx, key, e)
 }
 
 // LookupLocal consults L1 only. The proxy reads L1 before joining a flight
@@ -318,12 +352,18 @@ func (t *Tiered) Get(ctx context.Context, key string) (*Entry, bool, error) {
 // entry). A failing tier does not stop the other; the errors are joined.
 var errNoTier = errors.New("cache: no tier configured")
 
+// Set (see above) writes no tier when TieredOptions.Keep refuses e, and
+// returns ErrStale.
 func (t *Tiered) Set(ctx context.Context, key string, e *Entry) error {
 	var err1, err2 error
 	if t.l1 != nil {
-		if err := t.l1.Set(ctx, key, e); err != nil {
+		if err := t.setL1(ctx, key, e); errors.Is(err, ErrStale) {
+			return err // predates an invalidation: no tier
+		} else if err != nil {
 			err1 = fmt.Errorf("cache: l1 set: %w", err)
 		}
+	} else if t.keep != nil && !t.keep(e) {
+		return ErrStale
 	}
 	if t.l2 != nil {
 		if err := t.l2.Set(ctx, key, e); err != nil {

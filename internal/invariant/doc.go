@@ -369,6 +369,22 @@
 // nor still unanswered at the lease's ttl plus upstream.timeout (held).
 // Checked counts the leases written and the replicas' takeovers.
 //
+// # Replies that arrive late (promote.go, openerbudget.go)
+//
+// The env runs a fourth replica whose Redis commands and replies pass
+// through a gate (redistest.Gate) and whose subscription goes to Redis
+// directly. Once a seed, the promote-race row (stream 57) holds the reply
+// of its L2 read of /r/87, which L2 holds, while a write through another
+// replica raises the tag and the gated replica applies the published
+// invalidation; the origin fails the read's refetch. Its L1 must then hold
+// no entry requested before the write (promote-race): the L2 hit copied
+// into L1 after the invalidation would be served as fresh once the
+// tombstones lapse. Once a seed, the batch-opener-budget row (stream 58)
+// holds only the connection that reads /w/x until the read times out
+// (its Redis budget spent), so /w/x opens a batch of route w (max_wait
+// 3 s), which /w/y, read with a whole budget, joins: y's element must
+// reach L2 (batch-opener-budget).
+//
 // # A deploy that changes a route's tags (retag.go)
 //
 // Keys do not name the route, and an entry's tags are fixed when it is

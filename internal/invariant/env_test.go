@@ -111,6 +111,15 @@ routes:
       id_field: id
       max_size: 32
       max_wait: 2ms
+  - name: w
+    path: /w/{id:[1-9][0-9]*}
+    ttl: 5m
+    batch:
+      path: /u
+      param: ids
+      id_field: id
+      max_size: 32
+      max_wait: 3s
   - name: e
     path: /e/{id:[1-9][0-9]*}
     ttl: 5m
@@ -197,8 +206,12 @@ type env struct {
 	tadmin   string   // its admin base URL
 	capped   string   // a replica with max_connections maxConns (conn-cap row)
 	cadmin   string   // its admin base URL
-	yaml     string   // the replicas' config (a replica started later: env_restart_test.go)
-	policy   string   // maxmemory-policy before the redis-oom row's stretch (env_restart_test.go)
+	// gate, promote and padmin are the promote-race row's: a replica
+	// whose Redis replies pass through gate (startPromote).
+	gate            *redistest.Gate
+	promote, padmin string
+	yaml            string // the replicas' config (a replica started later: env_restart_test.go)
+	policy          string // maxmemory-policy before the redis-oom row's stretch (env_restart_test.go)
 	// servers and files are the replicas' (same order), for the
 	// reload-torn row (reloadTorn).
 	servers []*server.Server
@@ -231,7 +244,25 @@ func startEnv(t testing.TB, seed uint64) *env {
 	if envMix(t).Has("conn-cap") {
 		e.capped, e.cadmin = startReplica(t, yaml+fmt.Sprintf("server:\n  max_connections: %d\n", maxConns))
 	}
+	if m := envMix(t); m.Has("promote-race") || m.Has("batch-opener-budget") {
+		e.startPromote(t, yaml)
+	}
 	return e
+}
+
+// startPromote starts the promote-race row's replica: its Redis commands
+// and replies through a gate the row holds and releases, its
+// subscription to Redis directly (subscribe_addrs), and a redis.timeout
+// long enough that a read whose reply the row holds does not time out.
+func (e *env) startPromote(t testing.TB, yaml string) {
+	t.Helper()
+	e.gate = redistest.StartGate(t, e.redis.Addr())
+	direct := "      addrs: [" + e.redis.Addr() + "]\n      timeout: 250ms\n"
+	if !strings.Contains(yaml, direct) {
+		t.Fatal("the replicas' config no longer names Redis as the promote-race row expects")
+	}
+	gated := strings.Replace(yaml, direct, "      addrs: ["+e.gate.Addr()+"]\n      subscribe_addrs: ["+e.redis.Addr()+"]\n      timeout: 2s\n", 1)
+	e.promote, e.padmin = startReplica(t, gated)
 }
 
 // startReplica starts one replica and returns its proxy's and its admin
@@ -335,7 +366,7 @@ func envMix(t testing.TB) mix.Mix {
 // end-of-run bound checks (Redis keys) added.
 func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Report {
 	t.Helper()
-	rep := invariant.Run(context.Background(), invariant.Config{
+	cfg := invariant.Config{
 		Seed: seed, Rounds: rounds, Mix: m, Replicas: e.replicas, Admins: e.admins, AdminToken: "secret", Origin: e.origin,
 		Host: "svc.invariant", MaxLag: maxLag, LagMargin: maxLag / 2, MaxBodyBytes: maxBodyBytes, UpstreamTimeout: upstreamTimeout,
 		Trickle: e.trickle, TrickleAdmin: e.tadmin, Evict: e.evict, Ghost: e.ghost,
@@ -345,8 +376,13 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 		SaveRedis: e.saveRedis, RestartRedis: e.restartRedis(m.Has("evict-epochs")), StartReplica: e.lateReplica(t),
 		RedisOOM: e.redisOOM, RefuseWrites: e.refuseWrites,
 		ReloadTorn: e.reloadTorn, ReloadShadow: e.reloadShadow, StartRetagged: e.retagged(t),
-		StallRedis: e.stallRedis,
-	})
+		StallRedis:     e.stallRedis,
+		PromoteReplica: e.promote, PromoteAdmin: e.padmin, L2Holds: e.l2Holds,
+	}
+	if e.gate != nil {
+		cfg.PromoteGate = e.gate // a nil *Gate is no gate
+	}
+	rep := invariant.Run(context.Background(), cfg)
 	rep.Violations = append(rep.Violations, e.redisBounds(t)...)
 	return rep
 }
@@ -469,4 +505,19 @@ func report(t testing.TB, seed uint64, rep invariant.Report) {
 			t.Errorf("seed %d: %s", seed, strings.TrimSpace(v.String()))
 		}
 	}
+}
+
+// l2Holds reports whether Redis holds an entry (under the replicas'
+// prefix) whose cache key ends in suffix: the batch-opener-budget row.
+func (e *env) l2Holds(ctx context.Context, suffix string) (bool, error) {
+	rc := redis.NewClient(&redis.Options{Addr: e.redis.Addr()})
+	defer rc.Close()
+	iter := rc.Scan(ctx, 0, "sidecache:e:*"+suffix, 1000).Iterator()
+	for iter.Next(ctx) {
+		return true, nil
+	}
+	if err := iter.Err(); err != nil {
+		return false, fmt.Errorf("scan: %w", err)
+	}
+	return false, nil
 }

@@ -120,6 +120,20 @@ type Config struct {
 	// and returns its proxy's and admin's base URLs: the restart-retag
 	// row (retag.go).
 	StartRetagged func() (proxy, admin string)
+	// PromoteGate, when set, holds and releases the Redis replies of one
+	// more replica, PromoteReplica (admin PromoteAdmin), whose
+	// subscription goes to Redis directly: the promote-race row
+	// (promote.go), and the batch-opener-budget row (openerbudget.go).
+	PromoteGate interface {
+		Hold(marker string)
+		HoldNamed(marker string)
+		Release()
+		Held() bool
+	}
+	PromoteReplica, PromoteAdmin string
+	// L2Holds reports whether Redis holds an entry whose cache key ends
+	// in suffix, read off Redis itself (openerbudget.go).
+	L2Holds func(ctx context.Context, suffix string) (bool, error)
 }
 
 // Report is what a run did and found.
@@ -223,6 +237,11 @@ type run struct {
 	shadow shadowRow
 	// stall is the redis-stall row's state (stall.go, stream 44).
 	stall stallRow
+	// promote is the promote-race row's state (promote.go, stream 57).
+	promote promoteRow
+	// opener is the batch-opener-budget row's state (openerbudget.go,
+	// stream 58).
+	opener openerRow
 	// retags draws the restart-retag row (retag.go, stream 46), and
 	// retagAt is the round after which it plays (-1: none).
 	retags  *rand.Rand
@@ -281,8 +300,10 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.strays = rand.New(rand.NewPCG(cfg.Seed, 55))
 	r.varySeps = rand.New(rand.NewPCG(cfg.Seed, 56))
 	r.drawRetag()
-	r.drawStallRound()  // stall.go, stream 44
-	r.drawShadowRound() // shadow.go, stream 45
+	r.drawStallRound()   // stall.go, stream 44
+	r.drawShadowRound()  // shadow.go, stream 45
+	r.drawPromoteRound() // promote.go, stream 57
+	r.drawOpenerRound()  // openerbudget.go, stream 58
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
@@ -307,6 +328,8 @@ func Run(ctx context.Context, cfg Config) Report {
 		r.reloadTorn(ctx)          // reload.go
 		r.reloadShadow(ctx, round) // shadow.go
 		r.restartRetag(ctx, round) // retag.go
+		r.promoteRace(ctx, round)  // promote.go
+		r.openerBudget(ctx, round) // openerbudget.go
 	}
 	r.checkCrowds()
 	if n := cfg.Origin.Partials.Load() - partials; n > 0 {

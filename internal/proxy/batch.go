@@ -16,6 +16,7 @@ import (
 	"github.com/sidecache/sidecache/internal/cachekey"
 	"github.com/sidecache/sidecache/internal/elemkey"
 	"github.com/sidecache/sidecache/internal/httpcache"
+	"github.com/sidecache/sidecache/internal/redisbudget"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/surrogate"
 )
@@ -41,7 +42,18 @@ func (h *Handler) newBatcher(rs *routeState) *batcher {
 			h.log.Error("batch fetch panicked", "route", rs.rt.Name, "panic", fmt.Sprint(v), "stack", string(stack))
 		}}),
 		func(ctx context.Context, x *exchange, ids []string) ([]*bulkanswer.Answer, error) {
-			return x.fetchBulkTraced(ctx, ids)
+			// A batch is every joiner's, not its opener's: ctx is the
+			// opener's (batch.Loader), and with it the opener's Redis
+			// budget (internal/redisbudget), which l2.Store.Set reads
+			// to drop the store of a request whose budget Redis has
+			// spent. A batch opened by a miss whose L2 read had just
+			// timed out stored nothing in L2 for the ids other
+			// requests joined it with, their own budgets whole: their
+			// leases were released with no fill, and every other
+			// replica fetched those ids again. No request waits on the
+			// batch's stores (queued, bounded by the writer's queue and
+			// the breaker), so they carry no request's budget.
+			return x.fetchBulkTraced(redisbudget.Without(ctx), ids)
 		})
 }
 

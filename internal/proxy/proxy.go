@@ -481,6 +481,15 @@ func (h *Handler) Invalidated(tags ...string) { h.tombs.Add(h.now(), tags...) }
 // InvalidatedAll is Invalidated for a purge of everything.
 func (h *Handler) InvalidatedAll() { h.tombs.AddAll(h.now()) }
 
+// Keeps reports whether e may be written to a tier: no invalidation of
+// one of its tags, nor of everything, has been recorded (Invalidated)
+// since e's request left. The tiers ask it under L1's lock right before
+// they write (cache.TieredOptions.Keep), for a fetched answer and for an
+// L2 hit copied into L1 alike: checked before that lock only (admit), an
+// entry whose invalidation landed in between was written after L1's
+// DeleteTags and served once the tombstones lapsed.
+func (h *Handler) Keeps(e *cache.Entry) bool { return !h.tombs.Stale(e, h.now()) }
+
 // RouteTag is the implicit tag every entry of a route carries, so that a
 // purge by route is a purge by tag. Tags starting with "_" are reserved.
 func RouteTag(name string) string { return "_route:" + name }

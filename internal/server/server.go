@@ -145,6 +145,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	topts := cache.TieredOptions{
 		Observe: func(t cache.Tier, r cache.Result) { s.m.Lookup(string(t), string(r)) },
 		Now:     opts.Now,
+		// The proxy's tombstones, asked under L1's lock: no entry
+		// requested before an invalidation applied here is written
+		// after it (a fill's store, an L2 hit's promote).
+		Keep: func(e *cache.Entry) bool {
+			h := s.live.Load()
+			return h == nil || h.Keeps(e)
+		},
 	}
 	if s.l2 != nil {
 		topts.MaxLag, topts.Proven, topts.Floor = cfg.Coherence.MaxLag.D(), s.l2.Proven, s.l2.Floor

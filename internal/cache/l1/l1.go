@@ -285,6 +285,27 @@ func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
 	return s.setLocked(it, ttl)
 }
 
+// SetKeep is Set with keep, if not nil, asked under mu right before e is
+// written, as SetMany asks it of each entry: false refuses e (the key's
+// entry, if any, stays), with cache.ErrStale. An invalidation adds its
+// tombstones before it takes mu for DeleteTags, so an entry requested
+// before it is either refused here or written before DeleteTags runs,
+// which then drops it: never written after DeleteTags passed, to be
+// served once the tombstones lapse (cache.TieredOptions.Keep).
+func (s *Store) SetKeep(_ context.Context, key string, e *cache.Entry, keep func(*cache.Entry) bool) error {
+	if e == nil {
+		return errNilEntry
+	}
+	it, ttl := s.prepare(key, e, s.now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drainLocked()
+	if keep != nil && !keep(e) {
+		return cache.ErrStale
+	}
+	return s.setLocked(it, ttl)
+}
+
 // Delete drops keys; absent keys are not an error.
 func (s *Store) Delete(_ context.Context, keys ...string) error {
 	s.mu.Lock()
