@@ -140,6 +140,9 @@ func globEscape(s string) string {
 		}
 		b.WriteRune(r)
 	}
+	if err == nil {
+		s.tookWrite() // refusing.go
+	}
 	return b.String()
 }
 
