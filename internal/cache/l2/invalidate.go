@@ -44,7 +44,19 @@ type Invalidation struct {
 	// needed (refused.go): every replica sets its floor at once.
 	// Delivered to OnInvalidate as All with Gap.
 	Lost bool `json:"lost,omitempty"`
-	Gap  bool `json:"-"`
+	// DB is the Redis database of the store that sent it, on every
+	// message of this release (0 included): pub/sub channels are global
+	// across a server's databases, so two fleets sharing a Redis and a
+	// prefix but not a db publish on one channel, and each applied the
+	// other's tags, purges and Losts. A message whose DB is not this
+	// store's is ignored. One without it comes from a previous release,
+	// whose db cannot be told, and is applied as before: a rolling
+	// deploy's old and new pods keep hearing each other (a channel named
+	// after the db would part them until the last old pod is gone).
+	// Heartbeats never crossed: each replica hears only its own beat
+	// channel, and counts only beats of its own origin.
+	DB  *int `json:"db,omitempty"`
+	Gap bool `json:"-"`
 }
 
 // InvalidateTags raises the epoch of each tag (epoch.go), so that no
@@ -128,6 +140,9 @@ func (s *Store) invalidateOnce(ctx context.Context, tags []string, msg []byte, r
 	if err != nil {
 		s.epochsRefused(ctx, cmds, replay)
 	}
+	if err == nil {
+		s.tookWrite() // refusing.go
+	}
 	return err
 }
 
@@ -139,9 +154,6 @@ func globEscape(s string) string {
 			b.WriteByte('\\')
 		}
 		b.WriteRune(r)
-	}
-	if err == nil {
-		s.tookWrite() // refusing.go
 	}
 	return b.String()
 }
