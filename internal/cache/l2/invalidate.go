@@ -115,7 +115,13 @@ func (s *Store) invalidateTags(ctx context.Context, tags []string, replay time.T
 
 // invalidateOnce is InvalidateTags' round trip: the raises, then the
 // message. A Redis that does not know script flags gets the raises again
-// without them, at once.
+// without them, at once. go-redis sends the whole pipeline again once
+// (clientOptions' MaxRetries) when the first raise's reply is NOREPLICAS
+// or READONLY, so the peers get the message twice: the same bytes, whose
+// second copy drops what the first did, and no epoch is raised twice
+// (the first raise was refused; a raise never lowers one). Left so
+// (TestRefusedRaiseResentAtMostOnce): the retry is for a pooled
+// connection that died with a restarted Redis.
 func (s *Store) invalidateOnce(ctx context.Context, tags []string, msg []byte, replay time.Time) error {
 	now := strconv.FormatInt(s.epochNow().UnixMilli(), 10)
 	cctx, cancel, sp, err := s.withBudget(ctx)
@@ -134,14 +140,14 @@ func (s *Store) invalidateOnce(ctx context.Context, tags []string, msg []byte, r
 	if err == nil {
 		err = pub.Err()
 	}
+	if err == nil {
+		s.tookWrite() // refusing.go
+	}
 	if err != nil && s.noFlags(cmds) {
 		return s.invalidateOnce(ctx, tags, msg, replay)
 	}
 	if err != nil {
 		s.epochsRefused(ctx, cmds, replay)
-	}
-	if err == nil {
-		s.tookWrite() // refusing.go
 	}
 	return err
 }
@@ -160,6 +166,8 @@ func globEscape(s string) string {
 
 func (s *Store) message(inv Invalidation) ([]byte, error) {
 	inv.Origin = s.origin
+	db := s.opts.DB
+	inv.DB = &db
 	return json.Marshal(encodeWire(inv))
 }
 
@@ -295,6 +303,10 @@ func (s *Store) subscribe(ctx context.Context) {
 				continue
 			}
 			inv = decodeWire(inv)
+			if inv.DB != nil && *inv.DB != s.opts.DB {
+				continue // another database's fleet (Invalidation.DB)
+			}
+			inv.DB = nil // the wire's alone
 			switch {
 			case inv.Lost:
 				s.peerLost(inv.Origin)
