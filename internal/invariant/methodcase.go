@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 
 // doMethodCase sends q's request, its method a case variant of a known one
 // (read-method-case: get, Head; write-method-override's lower-case patch),
-// without a body, on a connection of its own from q's identity's address.
+// without a body, on a connection of its own from q's identity's address
+// to base (in absolute-form when q says so).
 // Method names are case-sensitive (RFC 9110 §9.1): "get" is no GET to the
 // sidecar, which took it for a write and forwarded it, and the origin,
 // which folds case as Werkzeug does, answered it 200 as the read, so the
@@ -24,13 +26,18 @@ import (
 // relayed from the origin carries), and no call may reach the origin with
 // the method (the runner's TakeMethodCases check, play.go): unsent, it
 // drops nothing.
-func (r *run) doMethodCase(ctx context.Context, q *traffic.Request, req *http.Request) {
+func (r *run) doMethodCase(ctx context.Context, q *traffic.Request, req *http.Request, base string) {
 	row := "read-method-case"
 	if q.Kind == "write" {
 		row = "write-method-override"
 	}
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(q.Who.Addr)}, Timeout: 5 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", req.URL.Host)
+	bu, err := url.Parse(base)
+	if err != nil {
+		r.violate("harness", "%s: %s: %v", q, row, err)
+		return
+	}
+	conn, err := d.DialContext(ctx, "tcp", bu.Host)
 	if err != nil {
 		r.violate("transport", "%s: %s: %v", q, row, err)
 		return
@@ -39,7 +46,11 @@ func (r *run) doMethodCase(ctx context.Context, q *traffic.Request, req *http.Re
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
 	req.Body, req.ContentLength, req.TransferEncoding, req.Trailer = nil, 0, nil, nil
 	req.Header.Del("Expect")
-	if err := req.Write(conn); err != nil { // the method as spelled: Write sends it as it is
+	write := req.Write // the method as spelled: Write sends it as it is
+	if q.Absolute {
+		write = req.WriteProxy
+	}
+	if err := write(conn); err != nil {
 		r.violate("transport", "%s: %s: %v", q, row, err)
 		return
 	}

@@ -46,7 +46,7 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 		req.Header[k] = vs
 	}
 	if q.MethodCase != "" || q.Kind == "write" && q.Override == "lower" {
-		r.doMethodCase(ctx, q, req) // methodcase.go
+		r.doMethodCase(ctx, q, req, base) // methodcase.go
 		return
 	}
 	if q.HalfClose {
