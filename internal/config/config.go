@@ -80,6 +80,12 @@ type Coherence struct {
 	// (default max_lag; 0: never wait). The promise's clock starts at the
 	// answer, so an answer held until the publish keeps it; one answered
 	// past the hold is counted in sidecache_invalidations_late_total.
+	// The default is max_lag on purpose: replicas that have heard nothing
+	// for max_lag serve only entries fetched within it, so in an outage
+	// of the whole Redis a write held that long is answered when no
+	// replica may serve a copy from before it. Both need a restart, so a
+	// reload never parts them (lease_ttl's source, upstream.timeout,
+	// reloads in place, hence its own rule in internal/server).
 	WriteHold Duration `yaml:"write_hold"`
 }
 

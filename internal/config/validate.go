@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/sidecache/sidecache/internal/httpcache"
 )
 
 // Validate checks a Config whose defaults are filled (Parse has done both)
@@ -179,14 +181,6 @@ func (v *checker) oneOf(path, got string, want ...string) {
 	}
 }
 
-// knownMethods are RFC 9110 §9's methods, PATCH (RFC 5789) and WebDAV's:
-// a route names methods to match, and a typo ("GTE") would silently match
-// nothing.
-var knownMethods = []string{
-	"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
-	"PROPFIND", "PROPPATCH", "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "REPORT", "SEARCH", "QUERY",
-}
-
 func (v *checker) upstreamURL(path, s string) {
 	u, err := url.Parse(s)
 	switch {
@@ -274,9 +268,10 @@ func (v *checker) route(p string, r *Route) {
 	if len(r.Methods) == 0 {
 		v.add(p+".methods", "must list at least one method")
 	}
+	known := httpcache.KnownMethods() // a typo ("GTE") would silently match nothing
 	for j, m := range r.Methods {
-		if !slices.Contains(knownMethods, m) {
-			v.add(fmt.Sprintf("%s.methods[%d]", p, j), "unknown method %q (want one of %s)", m, strings.Join(knownMethods, ", "))
+		if !slices.Contains(known, m) {
+			v.add(fmt.Sprintf("%s.methods[%d]", p, j), "unknown method %q (want one of %s)", m, strings.Join(known, ", "))
 		}
 	}
 	get := slices.Contains(r.Methods, http.MethodGet)

@@ -134,6 +134,39 @@ func SafeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions || m == http.MethodTrace
 }
 
+// knownMethods are the methods the sidecar knows by name, each in its one
+// registered spelling (upper case): RFC 9110 §9's, PATCH (RFC 5789),
+// WebDAV's (RFC 4918, RFC 3253 REPORT, RFC 5323 SEARCH) and QUERY. A
+// route may list only these (internal/config).
+var knownMethods = [...]string{
+	"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
+	"PROPFIND", "PROPPATCH", "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK", "REPORT", "SEARCH", "QUERY",
+}
+
+// KnownMethods returns the methods the sidecar knows by name (a copy).
+func KnownMethods() []string { return slices.Clone(knownMethods[:]) }
+
+// MisspelledMethod reports a method spelled with a lower-case letter whose
+// upper case is a method the sidecar knows: get, Get, pOST, patch. Method
+// names are case-sensitive (RFC 9110 §9.1), so "get" is not GET and is
+// neither safe nor a route's; but Werkzeug upper-cases the method and
+// ASP.NET Core's routing compares it without case, so an app may apply it
+// as the method it spells. Taken for a write, any client could drop any
+// entry with a read the app answers 200; taken for the read, a lower-case
+// write would drop nothing. The proxy refuses it 400 unsent, as NGINX
+// refuses any method with a lower-case letter. A token that spells no
+// known method (a custom method, whatever its case) is not one: the
+// sidecar and an app that folds case take it alike, for a method no route
+// lists.
+func MisspelledMethod(m string) bool {
+	for i := 0; i < len(m); i++ {
+		if 'a' <= m[i] && m[i] <= 'z' {
+			return slices.Contains(knownMethods[:], strings.ToUpper(m))
+		}
+	}
+	return false // every request's method, nearly always
+}
+
 // overrideFields are the method override fields, canonical.
 var overrideFields = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
 

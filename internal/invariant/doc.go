@@ -133,10 +133,21 @@
 // (traffic.Gen.override, write-method-override) a write's method is
 // spelled as frameworks read an override (traffic.Overrides): a POST with
 // X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or
-// X_HTTP_Method_Override, a POST with _method in its query or form body,
-// a lower-case patch; the origin applies each as PATCH
-// (origin.AppliedMethod), and its summary is read before and after it the
-// same way.
+// X_HTTP_Method_Override, a POST with _method in its query or form body;
+// the origin applies each as PATCH (origin.AppliedMethod), and its
+// summary is read before and after it the same way. A lower-case patch
+// is drawn too, and must be the sidecar's 400, unsent (methodcase.go).
+//
+// # Methods in another case (read-method-case, methodcase.go)
+//
+// On stream 53 (traffic.Gen.methodCase), about one read or list in
+// twenty-five is spelled with a case variant of its GET or HEAD (get,
+// Get, gET, head, …) on a connection of its own: the sidecar must answer
+// its own 400 (detail=method-case), and the origin, which folds case as
+// Werkzeug does, records every call whose method holds a lower-case
+// letter (Origin.TakeMethodCases): any is a violation (method-case).
+// Forwarded as the write it is to the sidecar, such a read dropped its
+// URI on every replica once the origin answered 200.
 //
 // # Writes to list endpoints (draws.go drawListWrites, traffic/listwrite.go)
 //

@@ -80,7 +80,8 @@ func (r *run) playAll(ctx context.Context, reqs []*traffic.Request, crowd int, p
 	for _, q := range reqs {
 		// A PATCH * is the sidecar's 400 (send.go, doAsterisk), never
 		// forwarded: waiting for it held its round 5 s.
-		if q.Method == http.MethodPatch && !q.Asterisk && !q.Folded {
+		// Nor a lower-case patch, the sidecar's 400 too (methodcase.go).
+		if q.Method == http.MethodPatch && !q.Asterisk && !q.Folded && q.Override != "lower" {
 			r.patches++
 		}
 	}
@@ -108,6 +109,9 @@ func (r *run) playAll(ctx context.Context, reqs []*traffic.Request, crowd int, p
 	}
 	for _, call := range o.TakeUnderscored() {
 		r.violate("underscore-forwarding", "upstream call %s carried an underscore spelling of a field the sidecar writes or keys on, or a client's address claim", call)
+	}
+	for _, call := range o.TakeMethodCases() {
+		r.violate("method-case", "upstream call %s: a known method spelled with a lower-case letter, which the sidecar refuses unsent (an app that folds case applies it as the method it spells)", call)
 	}
 	for _, call := range o.TakeExpects() {
 		r.violate("expect", "upstream call %s carried a client's Expect, which the sidecar answers itself", call)

@@ -2,6 +2,8 @@ package invariant
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -28,6 +30,9 @@ import (
 //     raised the epoch once Redis took writes again, and the new replica,
 //     which adopted the note's old floor, served the pre-write entry from
 //     L2 until its TTL.
+//   - Replica 0, whose write Redis refused, must say so on /readyz (200,
+//     l2 degraded, reason "writes refused") within recoverWithin
+//     (readyz-refused): it said "up", PING passing.
 //   - Every replica's /readyz must say l2 up and coherence proven again
 //     within recoverWithin (redis-recover), and a read of the probe answer
 //     200.
@@ -72,6 +77,9 @@ func (r *run) redisRefuse(ctx context.Context, round int) {
 		r.violate("harness", "the refusal probe's write answered %d", st)
 	}
 	wrote := check.Now()
+	if len(r.cfg.Admins) > 0 {
+		r.writesRefusedNamed(ctx, r.cfg.Admins[0])
+	}
 	// Past the replay's last try had it counted these refusals (maxTries
 	// replays, max_lag/2 apart while Redis takes no write).
 	time.Sleep(time.Until(wrote.Add(5*r.cfg.MaxLag + r.cfg.LagMargin)))
@@ -102,4 +110,33 @@ func (r *run) redisRefuse(ctx context.Context, round int) {
 			r.violate("redis-recover", "replica %d answered the refusal probe %d once Redis took writes again", t.index, st)
 		}
 	}
+}
+
+// writesRefusedNamed waits until the /readyz of admin, a replica that met
+// Redis's refusal of writes, answers 200 naming L2 degraded with the
+// reason "writes refused", for at most recoverWithin: past it, a
+// readyz-refused violation.
+func (r *run) writesRefusedNamed(ctx context.Context, admin string) {
+	var last string
+	for deadline := time.Now().Add(recoverWithin); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
+		var ready struct{ L2, Reason string }
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/readyz", nil)
+		if err != nil {
+			r.violate("harness", "replica 0: /readyz: %v", err)
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		err = json.NewDecoder(resp.Body).Decode(&ready)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode == http.StatusOK && ready.L2 == "degraded" && ready.Reason == "writes refused" {
+			r.chk.Count("readyz-refused", 1)
+			return
+		}
+		last = fmt.Sprintf("%d, l2 %q, reason %q", resp.StatusCode, ready.L2, ready.Reason)
+	}
+	r.violate("readyz-refused", "replica 0's /readyz did not name L2 degraded, writes refused, within %v of Redis refusing its write (%s)", recoverWithin, last)
 }

@@ -45,6 +45,10 @@ func (r *run) do(ctx context.Context, q *traffic.Request) {
 	for k, vs := range q.Hdr {
 		req.Header[k] = vs
 	}
+	if q.MethodCase != "" || q.Kind == "write" && q.Override == "lower" {
+		r.doMethodCase(ctx, q, req, base) // methodcase.go
+		return
+	}
 	if q.HalfClose {
 		r.doHalfClosed(ctx, q, req)
 		return

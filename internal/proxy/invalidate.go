@@ -73,6 +73,17 @@ func (x *exchange) refuseOverride() {
 	x.badRequest("method-override", "a method override field on a safe method\n")
 }
 
+// refuseMethodCase answers 400, unsent, to a method spelled with a
+// lower-case letter whose upper case the sidecar knows
+// (httpcache.MisspelledMethod): "get" is no GET to the sidecar (RFC 9110
+// §9.1), but an app that folds case applies it as one. Forwarded as a
+// write, a read the app answers 200 dropped its URI on every replica;
+// forwarded as the read, "patch" dropped nothing the write route names.
+// NGINX answers 400 to any method with a lower-case letter.
+func (x *exchange) refuseMethodCase() {
+	x.badRequest("method-case", "the method is spelled in a case other than its registered one (upper case)\n")
+}
+
 // badRequest answers 400 with msg (plain text, no body to a HEAD), the
 // sidecar's own refusal of what the client sent, detail naming it in
 // Cache-Status; msg never holds what the client sent.

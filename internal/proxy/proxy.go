@@ -415,6 +415,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		x.rs = st.noRoute
 		switch {
+		case httpcache.MisspelledMethod(r.Method):
+			// No route lists it (routes list methods in upper case), so
+			// it is refused here, whatever path its upper case takes.
+			x.refuseMethodCase()
 		case httpcache.SafeMethod(r.Method) && httpcache.Overridden(r.Header):
 			x.refuseOverride()
 		case httpcache.SafeMethod(r.Method):

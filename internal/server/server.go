@@ -386,6 +386,10 @@ func (s *Server) Ready() (bool, map[string]string) {
 		d["l2"] = "up"
 		if !s.l2.Up() {
 			d["l2"] = "degraded"
+		} else if _, refused := s.l2.WritesRefusedSince(); refused {
+			// Redis answers but takes no write (MISCONF, NOREPLICAS,
+			// READONLY, OOM): L2 is read, nothing is stored in it.
+			d["l2"], d["reason"] = "degraded", "writes refused"
 		}
 		s.coherence(d)
 	}

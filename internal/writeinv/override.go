@@ -3,7 +3,6 @@ package writeinv
 import (
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/sidecache/sidecache/internal/httpcache"
 	"github.com/sidecache/sidecache/internal/route"
@@ -19,9 +18,7 @@ import (
 //     is such a POST;
 //   - a method override field (httpcache.Overridden: X-HTTP-Method-Override
 //     and its kin), read on a POST by Express's method-override and
-//     ASP.NET Core;
-//   - a method in lower case: Werkzeug (Flask) upper-cases the method, and
-//     ASP.NET Core's routing compares methods without case.
+//     ASP.NET Core.
 //
 // A write matched by its request line alone dropped its target URI but
 // not the invalidate tags of the write route its path names, so an entry
@@ -29,20 +26,19 @@ import (
 // outlived an acknowledged write. Lenient for invalidation: a POST is
 // matched under every method the table's invalidate routes take (its
 // body may name any), a request under the methods its override fields
-// name, a method under its upper case. A POST that creates costs at most
-// the entries a write to its path would drop. (A safe method with an
-// override field never gets here: the proxy refuses it, since an app may
-// take it for a write and the sidecar for a read.)
+// name. A POST that creates costs at most the entries a write to its path
+// would drop. (A safe method with an override field never gets here: the
+// proxy refuses it, since an app may take it for a write and the sidecar
+// for a read. Nor does a method in another case than its registered one,
+// "patch", which Werkzeug and ASP.NET Core apply as PATCH: the proxy
+// refuses it too, httpcache.MisspelledMethod.)
 
-// methods are the methods r's path is matched under: r's own, its upper
-// case, the table's invalidate routes' methods that r's override fields
-// name, and all of those for a POST.
+// methods are the methods r's path is matched under: r's own, the table's
+// invalidate routes' methods that r's override fields name, and all of
+// those for a POST.
 func methods(t *route.Table, r *http.Request) []string {
 	ms := []string{r.Method}
-	if up := strings.ToUpper(r.Method); up != r.Method {
-		ms = append(ms, up)
-	}
-	post := ms[len(ms)-1] == http.MethodPost
+	post := r.Method == http.MethodPost
 	if !post && !httpcache.Overridden(r.Header) {
 		return ms
 	}

@@ -44,7 +44,19 @@ type Invalidation struct {
 	// needed (refused.go): every replica sets its floor at once.
 	// Delivered to OnInvalidate as All with Gap.
 	Lost bool `json:"lost,omitempty"`
-	Gap  bool `json:"-"`
+	// DB is the Redis database of the store that sent it, on every
+	// message of this release (0 included): pub/sub channels are global
+	// across a server's databases, so two fleets sharing a Redis and a
+	// prefix but not a db publish on one channel, and each applied the
+	// other's tags, purges and Losts. A message whose DB is not this
+	// store's is ignored. One without it comes from a previous release,
+	// whose db cannot be told, and is applied as before: a rolling
+	// deploy's old and new pods keep hearing each other (a channel named
+	// after the db would part them until the last old pod is gone).
+	// Heartbeats never crossed: each replica hears only its own beat
+	// channel, and counts only beats of its own origin.
+	DB  *int `json:"db,omitempty"`
+	Gap bool `json:"-"`
 }
 
 // InvalidateTags raises the epoch of each tag (epoch.go), so that no
@@ -103,7 +115,13 @@ func (s *Store) invalidateTags(ctx context.Context, tags []string, replay time.T
 
 // invalidateOnce is InvalidateTags' round trip: the raises, then the
 // message. A Redis that does not know script flags gets the raises again
-// without them, at once.
+// without them, at once. go-redis sends the whole pipeline again once
+// (clientOptions' MaxRetries) when the first raise's reply is NOREPLICAS
+// or READONLY, so the peers get the message twice: the same bytes, whose
+// second copy drops what the first did, and no epoch is raised twice
+// (the first raise was refused; a raise never lowers one). Left so
+// (TestRefusedRaiseResentAtMostOnce): the retry is for a pooled
+// connection that died with a restarted Redis.
 func (s *Store) invalidateOnce(ctx context.Context, tags []string, msg []byte, replay time.Time) error {
 	now := strconv.FormatInt(s.epochNow().UnixMilli(), 10)
 	cctx, cancel, sp, err := s.withBudget(ctx)
@@ -121,6 +139,9 @@ func (s *Store) invalidateOnce(ctx context.Context, tags []string, msg []byte, r
 	s.end(ctx, sp, err)
 	if err == nil {
 		err = pub.Err()
+	}
+	if err == nil {
+		s.tookWrite() // refusing.go
 	}
 	if err != nil && s.noFlags(cmds) {
 		return s.invalidateOnce(ctx, tags, msg, replay)
@@ -145,6 +166,8 @@ func globEscape(s string) string {
 
 func (s *Store) message(inv Invalidation) ([]byte, error) {
 	inv.Origin = s.origin
+	db := s.opts.DB
+	inv.DB = &db
 	return json.Marshal(encodeWire(inv))
 }
 
@@ -280,6 +303,10 @@ func (s *Store) subscribe(ctx context.Context) {
 				continue
 			}
 			inv = decodeWire(inv)
+			if inv.DB != nil && *inv.DB != s.opts.DB {
+				continue // another database's fleet (Invalidation.DB)
+			}
+			inv.DB = nil // the wire's alone
 			switch {
 			case inv.Lost:
 				s.peerLost(inv.Origin)

@@ -404,6 +404,8 @@ func (s *Store) exec(pipe redis.Pipeliner) {
 	s.done(context.Background(), err)
 	if err != nil {
 		s.log.Warn("queued writes failed", "commands", n, "err", err)
+	} else {
+		s.tookWrite() // refusing.go
 	}
 }
 

@@ -133,10 +133,11 @@ type Store struct {
 	log    *slog.Logger
 	origin string // this replica's id in published messages
 
-	up    atomic.Bool
-	fails atomic.Int32
-	okAt  atomic.Int64 // unix ns of the last call Redis answered
-	state sync.Mutex   // orders transitions and their callbacks
+	up        atomic.Bool
+	refusedAt atomic.Int64 // unix ns since when Redis has refused writes; 0: it takes them (refusing.go)
+	fails     atomic.Int32
+	okAt      atomic.Int64 // unix ns of the last call Redis answered
+	state     sync.Mutex   // orders transitions and their callbacks
 
 	queue   chan op
 	dropped atomic.Uint64
@@ -354,6 +355,9 @@ func (s *Store) doneAt(parent context.Context, err error, start time.Time) {
 		s.okAt.Store(start.UnixNano())
 		return
 	}
+	if WritesRefused(err) {
+		s.refusing(err) // refusing.go
+	}
 	if parent.Err() != nil || !unavailable(err) {
 		if late.Is(err) || errors.Is(err, redis.ErrPoolTimeout) {
 			s.log.Debug("redis call late, not counted against redis", "err", err)
@@ -449,6 +453,9 @@ func (s *Store) probe() {
 		case <-t.C:
 		}
 		up := s.up.Load()
+		if up && s.refusedAt.Load() != 0 {
+			s.checkWrites() // refusing.go
+		}
 		if up && time.Since(time.Unix(0, s.okAt.Load())) < s.opts.ProbeInterval {
 			continue
 		}

@@ -239,6 +239,9 @@ type Origin struct {
 	underscored []string
 	// expects lists the calls that carried an Expect (TakeExpects).
 	expects []string
+	// cased lists the calls whose method held a lower-case letter
+	// (TakeMethodCases, override.go).
+	cased []string
 	// reading: the channels WatchRead handed out, by resource (behind.go).
 	reading map[string]chan struct{}
 	// tunnels and tunnelFaults: the upgrade row's (upgrade.go).
@@ -516,6 +519,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		o.hops = append(o.hops, r.Method+" "+r.URL.RequestURI())
 		o.mu.Unlock()
 	}
+	o.noteMethodCase(r) // override.go
 	if v := r.Header.Values("Expect"); len(v) > 0 {
 		o.mu.Lock()
 		o.expects = append(o.expects, fmt.Sprintf("%s %s (Expect %q)", r.Method, r.URL.RequestURI(), v))

@@ -136,6 +136,7 @@ func (g *Gen) Draw(hot string) *Request {
 		g.drawConditional(q)
 	}
 	g.drawExpectRead(q)
+	g.drawMethodCase(q) // methodcase.go
 	return q
 }
 

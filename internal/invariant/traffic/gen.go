@@ -27,14 +27,15 @@ type Gen struct {
 	// and of lenient, stay as they were.
 	folds, leads, lenient, multi, override *rand.Rand
 	// expects draws the expect-read row (drawExpectRead, stream 35), as
-	// folds does.
-	expects  *rand.Rand
-	mix      mix.Mix
-	ids      []*Identity
-	replicas int    // how many replicas a request may go through
-	host     string // the Host header of every request by default
-	seed     uint64 // names the X-Request-Ids it draws
-	rid      int
+	// folds does; methodCase the read-method-case row (drawMethodCase,
+	// stream 53).
+	expects, methodCase *rand.Rand
+	mix                 mix.Mix
+	ids                 []*Identity
+	replicas            int    // how many replicas a request may go through
+	host                string // the Host header of every request by default
+	seed                uint64 // names the X-Request-Ids it draws
+	rid                 int
 	// lists are id lists drawn before, sent again (Draw).
 	lists [][]string
 
@@ -46,7 +47,7 @@ type Gen struct {
 
 // NewGen is the generator of a run of seed through replicas replicas.
 func NewGen(rng *rand.Rand, m mix.Mix, seed uint64, replicas int, host string) *Gen {
-	return &Gen{rng: rng, folds: rand.New(rand.NewPCG(seed, 34)), leads: rand.New(rand.NewPCG(seed, 36)), lenient: rand.New(rand.NewPCG(seed, 31)), multi: rand.New(rand.NewPCG(seed, 39)), override: rand.New(rand.NewPCG(seed, 47)), expects: rand.New(rand.NewPCG(seed, 35)), mix: m, ids: newIdentities(), replicas: replicas, host: host, seed: seed, copies: map[string][]*Copy{}}
+	return &Gen{rng: rng, folds: rand.New(rand.NewPCG(seed, 34)), leads: rand.New(rand.NewPCG(seed, 36)), lenient: rand.New(rand.NewPCG(seed, 31)), multi: rand.New(rand.NewPCG(seed, 39)), override: rand.New(rand.NewPCG(seed, 47)), expects: rand.New(rand.NewPCG(seed, 35)), methodCase: rand.New(rand.NewPCG(seed, 53)), mix: m, ids: newIdentities(), replicas: replicas, host: host, seed: seed, copies: map[string][]*Copy{}}
 }
 
 func (g *Gen) chance(pct int) bool { return g.rng.IntN(100) < pct }

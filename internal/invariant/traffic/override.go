@@ -11,9 +11,10 @@ import (
 // them (origin.AppliedMethod): a POST with a method override field (three
 // names, and an underscore spelling a CGI-style stack reads as the
 // first), a POST with _method in its query (Laravel, Symfony) or form
-// body (every Rails edit form), a lower-case method (Werkzeug). (A GET
-// with an override field is refused by the sidecar: the proxy's
-// TestOverriddenSafeMethodRefused.)
+// body (every Rails edit form), a lower-case method (Werkzeug), which the
+// sidecar refuses 400 unsent (the runner's methodcase.go: it is no PATCH
+// to the sidecar, and no write route's). (A GET with an override field is
+// refused by the sidecar: the proxy's TestOverriddenSafeMethodRefused.)
 var Overrides = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override", "X_HTTP_Method_Override", "query", "form", "lower"}
 
 // drawOverride draws, on its own stream (Gen.override, 47), how a write

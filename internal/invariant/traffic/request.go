@@ -59,6 +59,10 @@ type Request struct {
 	// method on the wire (write-method-override, override.go): "" as
 	// PATCH, else one of Overrides.
 	Override string
+	// MethodCase is how a read or list spells its method on the wire
+	// when it is a case variant of it (read-method-case, methodcase.go:
+	// "get", "Head"); "": as Method.
+	MethodCase string
 	// Tagged is the path of a read tagged as a write's resource
 	// (/r/{id}/summary), sent through the write's replica before and
 	// after it (route-tagged-read, respell.go).
@@ -138,6 +142,9 @@ func (q *Request) String() string {
 	if q.Override != "" {
 		h = append(h, "method-as="+q.Override) // HTTPRequest spells the method so
 	}
+	if q.MethodCase != "" {
+		h = append(h, "method-as="+q.MethodCase)
+	}
 	return fmt.Sprintf("%s(%s)@replica%d %s %s [%s]", q.Who.Name, q.Who.Addr, q.Replica, q.Method, u, strings.Join(h, " "))
 }
 
@@ -187,6 +194,9 @@ func (g *Gen) HTTPRequest(ctx context.Context, q *Request, base string) (*http.R
 		req.Header.Set("Content-Type", "application/json")
 	}
 	spellMethod(req, q) // override.go
+	if q.MethodCase != "" {
+		req.Method = q.MethodCase // methodcase.go
+	}
 	if q.Chunked {
 		req.ContentLength = -1
 		req.Body = io.NopCloser(strings.NewReader(q.Body)) // unknown length: chunked
