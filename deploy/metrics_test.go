@@ -69,6 +69,10 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_l2_up":                                {"gauge", nil},
 	"sidecache_l2_clock_offset_seconds":              {"gauge", nil},
 	"sidecache_l2_epoch_refusals_total":              {"counter", nil},
+	"sidecache_client_connections":                   {"gauge", nil},
+	"sidecache_client_connections_max":               {"gauge", nil},
+	"sidecache_client_connections_reaped_total":      {"counter", nil},
+	"sidecache_client_connection_waits_total":        {"counter", nil},
 	"sidecache_config_reloads_total": {"counter", map[string][]string{
 		"result": {"success", "error", "restart_required"}}},
 	"sidecache_build_info": {"gauge", map[string][]string{"version": nil, "goversion": nil}},
