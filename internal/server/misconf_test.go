@@ -13,6 +13,18 @@ import (
 	"github.com/sidecache/sidecache/internal/redistest"
 )
 
+// writeRefusals are the two ways a Redis that still answers refuses every
+// write: a failed snapshot (MISCONF; stop-writes-on-bgsave-error is on by
+// default) and a master short of min-replicas-to-write (NOREPLICAS).
+var writeRefusals = []struct {
+	name   string
+	args   []string
+	refuse func(t *testing.T, rc *redis.Client) (undo func())
+}{
+	{"misconf", []string{"--enable-protected-configs", "yes"}, failSnapshot},
+	{"noreplicas", nil, wantReplicas},
+}
+
 // A Redis that refuses every write while it still answers — its last
 // snapshot failed (a full disk: MISCONF, stop-writes-on-bgsave-error is on
 // by default), or a master with min-replicas-to-write short of replicas
@@ -25,14 +37,7 @@ import (
 // afterwards (a rolling deploy), adopted the note's old floor and served
 // the entry the write replaced from L2 until its TTL.
 func TestNoStaleL2HitAfterWriteWhileRedisRefusesWrites(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		args   []string
-		refuse func(t *testing.T, rc *redis.Client) (undo func())
-	}{
-		{"misconf", []string{"--enable-protected-configs", "yes"}, failSnapshot},
-		{"noreplicas", nil, wantReplicas},
-	} {
+	for _, tc := range writeRefusals {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := redistest.Start(t, tc.args...)
 			o := newOrigin(t)

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sidecache/sidecache/internal/redistest"
 )
 
@@ -20,14 +18,7 @@ import (
 // probe's write sees it and /readyz says "up", with no write of the
 // sidecar's own to show it.
 func TestReadyzNamesRefusedWrites(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		args   []string
-		refuse func(t *testing.T, rc *redis.Client) (undo func())
-	}{
-		{"misconf", []string{"--enable-protected-configs", "yes"}, failSnapshot},
-		{"noreplicas", nil, wantReplicas},
-	} {
+	for _, tc := range writeRefusals {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := redistest.Start(t, tc.args...)
 			o := newOrigin(t)
