@@ -263,26 +263,19 @@ func (s *Store) Get(_ context.Context, key string) (*cache.Entry, bool, error) {
 	return it.e, true, nil
 }
 
+// ErrRejected is returned by Set for an entry the store will not hold
+// (larger than the whole store, or dropped by ristretto), so a caller does
+// not report it as stored.
+var ErrRejected = errors.New("l1: entry rejected")
+
 // Set keeps e for its remaining lifetime, e.Remaining(now). The write
 // becomes visible asynchronously (see Wait), and ristretto's admission
 // policy may refuse it once the cache is full; either is fine for a cache.
 // An entry with no lifetime left, or larger than MaxBytes, is not kept, and
 // the key's previous entry is dropped, since e replaces it either way.
 // e must not be modified after Set.
-// ErrRejected is returned by Set for an entry the store will not hold
-// (larger than the whole store, or dropped by ristretto), so a caller does
-// not report it as stored.
-var ErrRejected = errors.New("l1: entry rejected")
-
-func (s *Store) Set(_ context.Context, key string, e *cache.Entry) error {
-	if e == nil {
-		return errNilEntry
-	}
-	it, ttl := s.prepare(key, e, s.now())
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.drainLocked()
-	return s.setLocked(it, ttl)
+func (s *Store) Set(ctx context.Context, key string, e *cache.Entry) error {
+	return s.SetKeep(ctx, key, e, nil)
 }
 
 // SetKeep is Set with keep, if not nil, asked under mu right before e is
