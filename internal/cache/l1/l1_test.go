@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -546,20 +548,36 @@ func BenchmarkSet(b *testing.B) {
 // A key rewritten while it is read is never missing: a Set kills the
 // key's old value before ristretto swaps in the new one, and a Get that
 // found the dead value in ristretto once answered a miss (an extra trip
-// upstream for a key the cache held all along).
+// upstream for a key the cache held all along). The one miss allowed is
+// Set's documented one: ristretto drops a write when its buffer is full
+// (a loaded machine, other tests' stores beside it), Set returns
+// ErrRejected, and the key is absent until the next Set. A miss counts
+// against the store only when no Set that could have been the key's
+// latest around the Get was dropped.
 func TestGetDuringReplace(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, Options{})
 	set(t, s, "k", entry("v0", time.Hour))
 	s.Wait()
+	const writes = 20000
+	var (
+		started, finished atomic.Int64 // Sets begun, Sets returned
+		dropped           [writes]atomic.Bool
+		drops             atomic.Int64
+	)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for i := range 20000 {
-			_ = s.Set(context.Background(), "k", entry(fmt.Sprint(i), time.Hour))
+		for i := range writes {
+			started.Store(int64(i + 1))
+			if err := s.Set(context.Background(), "k", entry(fmt.Sprint(i), time.Hour)); errors.Is(err, ErrRejected) {
+				dropped[i].Store(true)
+				drops.Add(1)
+			}
+			finished.Store(int64(i + 1))
 		}
 	}()
-	misses, gets := 0, 0
+	misses, excused, gets := 0, 0, 0
 	for running := true; running; gets++ {
 		select {
 		case <-done:
@@ -568,11 +586,30 @@ func TestGetDuringReplace(t *testing.T) {
 			t.Fatal("test ended before the writer")
 		default:
 		}
-		if get(t, s, "k") == nil {
-			misses++
+		before := started.Load()
+		if get(t, s, "k") != nil {
+			continue
 		}
+		after := started.Load()
+		// Wait for every Set begun by the Get's end to return, then ask
+		// whether one that may have been the latest at the Get was dropped:
+		// the last begun before it (it may have returned already) or any
+		// begun during it.
+		for finished.Load() < after {
+			runtime.Gosched()
+		}
+		excuse := false
+		for i := max(before-1, 1); i <= after; i++ {
+			excuse = excuse || dropped[i-1].Load()
+		}
+		if excuse {
+			excused++
+			continue
+		}
+		misses++
 	}
 	if misses > 0 {
-		t.Fatalf("%d of %d Gets missed a key rewritten all along", misses, gets)
+		t.Fatalf("%d of %d Gets missed a key rewritten all along (%d more right after one of the %d Sets ristretto dropped)", misses, gets, excused, drops.Load())
 	}
+	t.Logf("%d Gets, %d misses right after one of the %d Sets ristretto dropped", gets, excused, drops.Load())
 }
