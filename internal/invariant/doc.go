@@ -207,6 +207,18 @@
 // reaping, a new client waits for an idle connection's idle_timeout
 // (120 s): a conn-cap violation, never a hung run.
 //
+// # One read's calls (mismatch.go)
+//
+// With mismatch-vary (On; stream 59), after about one round in four and
+// twice a run at most, one replica reads a resource of route n of its own
+// twice, with a field of its own set: the origin's 304 to the second
+// read's conditional call names another ETag than the stored one, and the
+// unconditional answer after it varies on that field, which the call did
+// not carry. The origin records the calls by resource, so each read's
+// calls are checked on their own against the read budget of 2
+// (budget-request): the round's budget hides one extra call. The read must
+// answer its own variant, the stored one (stale_if_error) or a 502/504.
+//
 // # Wide purges (purgeall.go)
 //
 // In about three rounds in twenty (purge-all, purge-route; their own

@@ -244,6 +244,9 @@ type Origin struct {
 	// tunnels and tunnelFaults: the upgrade row's (upgrade.go).
 	tunnels      map[string]*tunnelState
 	tunnelFaults []string
+	// mismatches: the calls to each of the mismatch-vary row's
+	// resources (mismatch.go).
+	mismatches map[string][]string
 }
 
 // ClientHop is the field a client's Connection names (the harness's
@@ -558,6 +561,9 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/u" || r.URL.Path == "/e" || r.URL.Path == "/s" || r.URL.Path == "/q" {
 		o.bulk(w, r)
+		return
+	}
+	if o.mismatch(w, r) { // the mismatch-vary row (mismatch.go)
 		return
 	}
 	res := Resource(r.URL.EscapedPath())
