@@ -456,8 +456,11 @@
 //     per-tenant or per-language answer, nor a Set-Cookie minted for
 //     another address (private-stray, PCG stream 55, run.strayPrivate:
 //     half the private answers say so with other separators than commas,
-//     origin.StrayPrivate; and vary-malformed, PCG stream 56: a Vary
-//     joined by a blank or ';', origin.Profile.VarySep);
+//     origin.StrayPrivate; vary-malformed, PCG stream 56: a Vary
+//     joined by a blank or ';', origin.Profile.VarySep; and
+//     targeted-nostore, PCG stream 60, run.targetedNoStore: a third of
+//     the private answers left say max-age=60 with no-store in a
+//     Surrogate-Control or CDN-Cache-Control, origin.TargetedNoStore);
 //   - resource, query, unkeyed: the answer is for the resource and query
 //     this request names as the origin parses them, and never shaped by
 //     another request's unkeyed input (an echoed X-Request-Id);

@@ -239,6 +239,8 @@ type run struct {
 	strays *rand.Rand
 	// varySeps draws the vary-malformed row (drawProfile, stream 56).
 	varySeps *rand.Rand
+	// targeted draws the targeted-nostore row (targetedNoStore, stream 60).
+	targeted *rand.Rand
 	gen      *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
@@ -285,6 +287,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.listWrites = rand.New(rand.NewPCG(cfg.Seed, 50))
 	r.strays = rand.New(rand.NewPCG(cfg.Seed, 55))
 	r.varySeps = rand.New(rand.NewPCG(cfg.Seed, 56))
+	r.targeted = rand.New(rand.NewPCG(cfg.Seed, 60))
 	r.drawRetag()
 	r.drawStallRound()  // stall.go, stream 44
 	r.drawShadowRound() // shadow.go, stream 45

@@ -109,6 +109,7 @@ var Features = []Feature{
 	{Name: "vary-xff", On: true, Gate: "20.2", Note: "per-IP answers that say Vary: X-Forwarded-For (a header the sidecar writes)"},
 	{Name: "private", On: true, Note: "per-IP answers with Cache-Control: private"},
 	{Name: "private-stray", On: true, Note: "half the private answers (per-key and bulk) spell it with other separators than commas (private; max-age=0, max-age=60 private, public;no-store, no-cache; no-store), as NGINX and Varnish still read as private: never stored nor shared (stream 55)"},
+	{Name: "targeted-nostore", On: true, Note: "a third of the private answers left (per-key and bulk) say Cache-Control: max-age=60 and no-store in a Surrogate-Control or CDN-Cache-Control instead (no-store, max-age=60;no-store, no-store;edge1, CDN-Cache-Control: max-age=60 beside Surrogate-Control: no-store): never stored nor shared, in either freshness mode (stream 60)"},
 	{Name: "set-cookie", On: true, Note: "answers with a Set-Cookie minted for the caller's address"},
 	{Name: "set-cookie2", On: true, Note: "half the set-cookie answers mint an obsolete Set-Cookie2 (RFC 2965) instead: it makes an answer private as Set-Cookie does (stream 49)"},
 	{Name: "per-credential", On: true, Note: "answers per Cookie / Authorization with no Cache-Control (the bypass must keep them)"},
