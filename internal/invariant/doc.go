@@ -343,8 +343,12 @@
 // reloaded replica; the write answered under the shadow drops only its
 // URI, so once the whole file is back the summary read through that
 // replica is held to it at once (own-write), and through the other once
-// max_lag (plus margin) has passed (max-lag). Checked counts
-// reload-shadow and reload-shadow-stored.
+// max_lag (plus margin) has passed (max-lag). With cache.tag_headers on
+// (the default) the regained rule may reach any entry, so the whole
+// file's reload drops every cacheable route's, route s's held copies
+// too: both reload rows are drops to its stale-if-error check
+// (check.StartDrop). Checked counts reload-shadow and
+// reload-shadow-stored.
 //
 // # Redis stalls (stall.go, mid.go)
 //
