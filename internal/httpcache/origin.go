@@ -68,7 +68,10 @@ type Storage struct {
 //     cost a full fetch anyway).
 func (o Origin) Storage(status int, upstream, stored http.Header, requested, received time.Time) Storage {
 	f := Evaluate(upstream, received, Options{Targets: o.Targets, Heuristic: o.Heuristic})
-	s := Storage{Shareable: !f.NoStore && !f.Private && !SetsCookie(upstream)}
+	// A targeted no-store the targets do not select (targeted_fields:
+	// [], or another field first present) still forbids storing
+	// (TargetedNoStore).
+	s := Storage{Shareable: !f.NoStore && !f.Private && !SetsCookie(upstream) && !TargetedNoStore(upstream)}
 	life := f.Lifetime
 	switch status {
 	case 200, 203, 204, 300, 301, 308:

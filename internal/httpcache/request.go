@@ -15,8 +15,14 @@ import (
 // words too ("private; max-age=0": directives.go), so the two readings
 // agree on whether an answer may be stored or shared.
 func HasDirective(h http.Header, directive string) bool {
+	return hasFieldDirective(h, "Cache-Control", directive)
+}
+
+// hasFieldDirective is HasDirective on the Cache-Control-like field name
+// (canonical) of h.
+func hasFieldDirective(h http.Header, name, directive string) bool {
 	stray := restrictive(directive)
-	for _, line := range h.Values("Cache-Control") {
+	for _, line := range h.Values(name) {
 		for line != "" {
 			var d string
 			d, line, _ = strings.Cut(line, ",")

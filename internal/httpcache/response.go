@@ -26,11 +26,36 @@ func CacheableStatus(code int, negativeTTL time.Duration) (ttlFromNegative, ok b
 // Private reports whether a response belongs to one client: one that sets a
 // cookie or is marked private or no-store belongs to one client only
 // (RFC 9111 §3, §5.2.2.3, §5.2.2.7), and such a response is never handed to
-// a coalesced waiter either — that is the leak other caches have had.
+// a coalesced waiter either — that is the leak other caches have had. A
+// no-store in a targeted field counts as one in Cache-Control
+// (TargetedNoStore).
 func Private(h http.Header) bool {
 	return SetsCookie(h) ||
 		HasDirective(h, "private") ||
-		HasDirective(h, "no-store")
+		HasDirective(h, "no-store") ||
+		TargetedNoStore(h)
+}
+
+// storeFields are the fields besides Cache-Control by which an origin
+// addresses a cache between it and the client: RFC 9213's
+// CDN-Cache-Control and the Edge Architecture's Surrogate-Control.
+var storeFields = [...]string{"CDN-Cache-Control", "Surrogate-Control"}
+
+// TargetedNoStore reports whether a CDN-Cache-Control or Surrogate-Control
+// field of h names no-store, however it is spelt (a stray word included,
+// as in Cache-Control: directives.go), whether or not this cache obeys the
+// field's other directives (a route's ttl, targeted_fields): strict for
+// storage, a no-store anywhere an origin may address a cache is never
+// stored nor shared, as Varnish's built-in VCL refuses Surrogate-Control:
+// no-store. A Surrogate-Control directive aimed at one device ("no-store;
+// edge1") counts as well: the sidecar has no device token to tell.
+func TargetedNoStore(h http.Header) bool {
+	for _, f := range storeFields {
+		if hasFieldDirective(h, f, "no-store") {
+			return true
+		}
+	}
+	return false
 }
 
 // SetsCookie reports whether h sets a cookie: Set-Cookie (RFC 6265 §4.1)

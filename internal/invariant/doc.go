@@ -218,6 +218,18 @@
 // reaping, a new client waits for an idle connection's idle_timeout
 // (120 s): a conn-cap violation, never a hung run.
 //
+// # One read's calls (mismatch.go)
+//
+// With mismatch-vary (On; stream 59), after about one round in four and
+// twice a run at most, one replica reads a resource of route n of its own
+// twice, with a field of its own set: the origin's 304 to the second
+// read's conditional call names another ETag than the stored one, and the
+// unconditional answer after it varies on that field, which the call did
+// not carry. The origin records the calls by resource, so each read's
+// calls are checked on their own against the read budget of 2
+// (budget-request): the round's budget hides one extra call. The read must
+// answer its own variant, the stored one (stale_if_error) or a 502/504.
+//
 // # Wide purges (purgeall.go)
 //
 // In about three rounds in twenty (purge-all, purge-route; their own
@@ -331,8 +343,12 @@
 // reloaded replica; the write answered under the shadow drops only its
 // URI, so once the whole file is back the summary read through that
 // replica is held to it at once (own-write), and through the other once
-// max_lag (plus margin) has passed (max-lag). Checked counts
-// reload-shadow and reload-shadow-stored.
+// max_lag (plus margin) has passed (max-lag). With cache.tag_headers on
+// (the default) the regained rule may reach any entry, so the whole
+// file's reload drops every cacheable route's, route s's held copies
+// too: both reload rows are drops to its stale-if-error check
+// (check.StartDrop). Checked counts reload-shadow and
+// reload-shadow-stored.
 //
 // # Redis stalls (stall.go, mid.go)
 //
@@ -471,8 +487,11 @@
 //     per-tenant or per-language answer, nor a Set-Cookie minted for
 //     another address (private-stray, PCG stream 55, run.strayPrivate:
 //     half the private answers say so with other separators than commas,
-//     origin.StrayPrivate; and vary-malformed, PCG stream 56: a Vary
-//     joined by a blank or ';', origin.Profile.VarySep);
+//     origin.StrayPrivate; vary-malformed, PCG stream 56: a Vary
+//     joined by a blank or ';', origin.Profile.VarySep; and
+//     targeted-nostore, PCG stream 60, run.targetedNoStore: a third of
+//     the private answers left say max-age=60 with no-store in a
+//     Surrogate-Control or CDN-Cache-Control, origin.TargetedNoStore);
 //   - resource, query, unkeyed: the answer is for the resource and query
 //     this request names as the origin parses them, and never shaped by
 //     another request's unkeyed input (an echoed X-Request-Id);

@@ -167,7 +167,7 @@ func (r *run) drawResources() string {
 	if r.cfg.Mix.Has("bulk-per-address") && r.chance(25) {
 		// Per-address elements, declared as a Vary on the header the
 		// sidecar writes per client, or as private (probe h1 D2).
-		bulk.Dims = []origin.Dim{r.strayPrivate(origin.Dim{Name: "addr", How: []string{"vary", "private"}[r.rng.IntN(2)]})}
+		bulk.Dims = []origin.Dim{r.targetedNoStore(r.strayPrivate(origin.Dim{Name: "addr", How: []string{"vary", "private"}[r.rng.IntN(2)]}))}
 	}
 	r.cfg.Origin.SetProfile(origin.BulkProfile, bulk)
 	for _, n := range tNames {
@@ -348,7 +348,7 @@ func (r *run) drawProfile(idents bool) origin.Profile {
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(dims)) {
-		p.Dims = append(p.Dims, r.strayPrivate(origin.Dim{Name: k, How: dims[k]}))
+		p.Dims = append(p.Dims, r.targetedNoStore(r.strayPrivate(origin.Dim{Name: k, How: dims[k]})))
 	}
 	if m.Has("vary-malformed") && r.varySeps.IntN(4) == 0 {
 		// On a sequence of its own (PCG stream 56): a Vary that is no
@@ -413,5 +413,20 @@ func (r *run) strayPrivate(d origin.Dim) origin.Dim {
 		return d
 	}
 	d.How, d.Spelling = "private-stray", r.strays.IntN(len(origin.StrayPrivate))
+	return d
+}
+
+// targetedNoStore turns a third of the private dimensions left private
+// (after strayPrivate) into targeted-nostore ones, on a sequence of their
+// own (PCG stream 60, so the other rows' draws stay): the per-address
+// answer says Cache-Control: max-age=60 and no-store in a Surrogate-Control
+// or CDN-Cache-Control (origin.TargetedNoStore), which must keep it from
+// being stored or shared in either freshness mode, on every path (RFC
+// 9213; Varnish's built-in VCL).
+func (r *run) targetedNoStore(d origin.Dim) origin.Dim {
+	if d.How != "private" || !r.cfg.Mix.Has("targeted-nostore") || r.targeted.IntN(3) != 0 {
+		return d
+	}
+	d.How, d.Spelling = "targeted-nostore", r.targeted.IntN(len(origin.TargetedNoStore))
 	return d
 }

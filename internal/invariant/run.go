@@ -258,6 +258,8 @@ type run struct {
 	strays *rand.Rand
 	// varySeps draws the vary-malformed row (drawProfile, stream 56).
 	varySeps *rand.Rand
+	// targeted draws the targeted-nostore row (targetedNoStore, stream 60).
+	targeted *rand.Rand
 	gen      *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
@@ -280,6 +282,10 @@ type run struct {
 	tunnelIDs atomic.Int64
 	// caps draws the conn-cap row (conncap.go) on stream 52.
 	caps *rand.Rand
+	// mismatchRng draws the mismatch-vary row (mismatch.go) on stream
+	// 59; mismatchDone counts its stages.
+	mismatchRng  *rand.Rand
+	mismatchDone int
 }
 
 // Run drives cfg.Rounds rounds of concurrent requests and checks every
@@ -289,6 +295,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 20)), unvaried: rand.New(rand.NewPCG(cfg.Seed, 21)), stale: rand.New(rand.NewPCG(cfg.Seed, 22)), trickles: rand.New(rand.NewPCG(cfg.Seed, 23)), conts: rand.New(rand.NewPCG(cfg.Seed, 24)), evicts: rand.New(rand.NewPCG(cfg.Seed, 25)), purges: rand.New(rand.NewPCG(cfg.Seed, 26)), asked: rand.New(rand.NewPCG(cfg.Seed, 30)), wides: rand.New(rand.NewPCG(cfg.Seed, 27)), bigs: rand.New(rand.NewPCG(cfg.Seed, 32))}
 	r.tunnelRng = rand.New(rand.NewPCG(cfg.Seed, 28))
 	r.caps = rand.New(rand.NewPCG(cfg.Seed, 52))
+	r.mismatchRng = rand.New(rand.NewPCG(cfg.Seed, 59))
 	r.bodies = rand.New(rand.NewPCG(cfg.Seed, 33))
 	r.reloads = rand.New(rand.NewPCG(cfg.Seed, 43))
 	r.ghosts, r.restarts = rand.New(rand.NewPCG(cfg.Seed, 37)), rand.New(rand.NewPCG(cfg.Seed, 38))
@@ -299,6 +306,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.listWrites = rand.New(rand.NewPCG(cfg.Seed, 50))
 	r.strays = rand.New(rand.NewPCG(cfg.Seed, 55))
 	r.varySeps = rand.New(rand.NewPCG(cfg.Seed, 56))
+	r.targeted = rand.New(rand.NewPCG(cfg.Seed, 60))
 	r.drawRetag()
 	r.drawStallRound()   // stall.go, stream 44
 	r.drawShadowRound()  // shadow.go, stream 45
@@ -415,7 +423,8 @@ func (r *run) round(ctx context.Context, round int) {
 		r.readAfterWide(ctx, w)
 	}
 	r.wide = nil
-	r.readRecoded(ctx) // recoded.go
-	r.upgrades(ctx)    // beside the round: its draws are its own
-	r.connCap(ctx)     // conncap.go, likewise
+	r.readRecoded(ctx)         // recoded.go
+	r.upgrades(ctx)            // beside the round: its draws are its own
+	r.connCap(ctx)             // conncap.go, likewise
+	r.mismatchVary(ctx, round) // mismatch.go, likewise
 }

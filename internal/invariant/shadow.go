@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/sidecache/sidecache/internal/invariant/check"
 )
 
 // The reload-shadow row (PCG stream 45): once a seed, between rounds, a
@@ -27,7 +29,10 @@ import (
 // once (own-write) and through the other replica once max_lag (plus
 // margin) has passed since the write (max-lag). Both replicas' copies and
 // L2's are the regained rule's to drop: on the writer's reload, on every
-// replica and in L2, as a purge by route.
+// replica and in L2, as a purge by route. With cache.tag_headers on (the
+// replicas' default) that reload drops every cacheable route's entries,
+// route s's held copies too: the row is a drop for the stale-if-error
+// check (check.StartDrop), as reload-torn's is.
 
 // The row's resource: read and written by no round and no other row.
 const (
@@ -87,6 +92,15 @@ func (r *run) reloadShadow(ctx context.Context, round int) {
 	r.patches++
 	st, _ := r.probe(ctx, k, base, http.MethodPatch, shadowWrite, "reload-shadow-write-")
 	wrote := time.Now()
+	// The whole file regains r-write's rule, and with cache.tag_headers
+	// on (the default: any entry may carry a surrogate key the rule's
+	// template expands to) the reload drops the entries of every
+	// cacheable route, on every replica and in L2 (docs/configuration.md,
+	// "Reload"), route s's held copies among them (check.StartDrop). The
+	// drop ends when the row returns, past max_lag after the reload: the
+	// peers have dropped their L1 copies by then.
+	r.chk.StartDrop()
+	defer func() { r.chk.EndDrop(check.Now()) }()
 	for _, i := range shadowed {
 		if err := r.cfg.ReloadShadow(i, false); err != nil {
 			r.violate("reload-shadow", "replica %d: applying the whole file: %v", i, err)

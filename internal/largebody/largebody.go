@@ -77,10 +77,12 @@ type StreamOptions struct {
 
 // Stream writes l, claimed by the caller, as the answer to r, with member
 // as the sidecar's Cache-Status member, and closes it: the part already
-// read, then the rest, flushed as it comes when it is a stream
-// (lean.CopyBody), as on the pass-through paths: an event stream or a long
-// poll that outgrew max_body_bytes must not wait in net/http's write
-// buffer. Its trailers follow, filtered as theirs are (lean.AnnounceTrailers,
+// read, then the rest, with the status line, the header and every read
+// flushed as they come whatever the answer's length (lean.StreamBody): an
+// event stream or a long poll that outgrew max_body_bytes must not wait in
+// net/http's write buffer, nor must the start of a large answer whose
+// upstream stalls (the client would see nothing until the upstream
+// timeout cut the connection). Its trailers follow, filtered as theirs are (lean.AnnounceTrailers,
 // lean.WriteTrailers).
 //
 // The client leaving ends the upstream call at once, as on the other
@@ -114,9 +116,9 @@ func (l *Body) Stream(w http.ResponseWriter, r *http.Request, member string, o *
 	if r.Method == http.MethodHead {
 		return nil
 	}
-	// As the pass-through paths: a stream is flushed as it comes.
+	// Committed to streaming: what is read is flushed as it comes.
 	buf := o.Bufs.Take()
-	err := lean.CopyBody(w, resp, l.Prefix, *buf)
+	err := lean.StreamBody(w, resp, l.Prefix, *buf)
 	o.Bufs.Return(buf)
 	if err == nil {
 		lean.WriteTrailers(w, resp, announced, o.Trailers)

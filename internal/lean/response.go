@@ -102,6 +102,26 @@ func CopyBody(w http.ResponseWriter, resp *http.Response, prefix, buf []byte) er
 	if resp.ContentLength == -1 || isEventStream(resp.Header) {
 		rc = http.NewResponseController(w)
 	}
+	return copyBody(w, rc, resp, prefix, buf)
+}
+
+// StreamBody is CopyBody for an answer the sidecar has decided to stream
+// whatever its length (one over max_body_bytes, internal/largebody): the
+// status line and header are flushed before the first read of the body,
+// and every read after it, so that an upstream that stalls mid-body leaves
+// the client holding what it sent, as NGINX with proxy_buffering off and
+// Varnish's streaming do — not an empty connection until the upstream
+// timeout cuts it. The answer is over max_body_bytes, so the flush per
+// read costs one syscall per buffer of a large body: noise.
+func StreamBody(w http.ResponseWriter, resp *http.Response, prefix, buf []byte) error {
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	return copyBody(w, rc, resp, prefix, buf)
+}
+
+// copyBody writes prefix then the rest of resp.Body to w, flushing after
+// each write when rc is not nil.
+func copyBody(w http.ResponseWriter, rc *http.ResponseController, resp *http.Response, prefix, buf []byte) error {
 	if len(prefix) > 0 {
 		if _, err := w.Write(prefix); err != nil {
 			return err

@@ -55,6 +55,10 @@ type exchange struct {
 	own bool
 	// retried: fetched once more after learning a Vary'd header.
 	retried bool
+	// calls counts the upstream calls fetch made for this request: a
+	// fetch again (a 304 confirming another response, a Vary'd header
+	// learned) is made only within callBudget (revalidate.go).
+	calls uint8
 	// sent is the header of the upstream request whose answer is being
 	// judged (fetch sets it): an answer is judged by what its fetch
 	// carried, not by what the route forwards by the time it arrives.

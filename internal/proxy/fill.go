@@ -348,6 +348,7 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 	out := x.outgoing(fctx, x.r.URL.Path, x.upstreamQuery())
 	x.addConditional(out)
 	t0 := x.h.now()
+	x.calls++
 	resp, err := x.sendFetch(out)
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
 		// A GET that did not ask to upgrade cannot be switched (RFC 9110
@@ -378,6 +379,11 @@ func (x *exchange) fetch(ctx context.Context) (*flight, error) {
 			cancel()
 			x.rs.m.Upstream(resp.StatusCode, x.h.now().Sub(t0))
 			x.retried = true
+			if err := x.overBudget("vary: answer varies on a header not sent"); err != nil {
+				// Another variant than this request's, and no call
+				// left to ask for its own: an error, never that body.
+				return nil, err
+			}
 			return x.fetch(ctx)
 		}
 	}

@@ -52,12 +52,16 @@ func (x *exchange) addConditional(out *http.Request) {
 //
 // A 304 whose strong entity tag is not the stored one confirms another
 // response than the one held (§4.3.4: no stored response is selected); the
-// fetch is then made once more, unconditionally.
+// fetch is then made once more, unconditionally, if the request's call
+// budget allows it (overBudget); otherwise the request is answered 502.
 func (x *exchange) refreshed(ctx context.Context, notModified http.Header, requested time.Time, took time.Duration) (*flight, error) {
 	b := x.base.e
 	stored := b.FullHeader()
 	if !httpcache.Confirms(notModified, stored) {
 		x.base = candidate{}
+		if err := x.overBudget("revalidate: 304 confirms another response"); err != nil {
+			return nil, err
+		}
 		return x.fetch(ctx)
 	}
 	merged, update := httpcache.Freshen(stored, notModified)
@@ -67,6 +71,26 @@ func (x *exchange) refreshed(ctx context.Context, notModified http.Header, reque
 	f := x.keep(ctx, b.Status, merged, b.OwnBody(), requested)
 	f.revalidated, f.upstream = true, took
 	return f, nil
+}
+
+// callBudget is the most upstream calls fetch makes for one client request
+// (README, "Budget"; ARCHITECTURE's bound on upstream calls per client
+// request): its fetch and one more — after a 304 that confirms another
+// response than the one held (refreshed), or to send a header the answer's
+// Vary names that the fetch did not carry (fetch). Both may be wanted by
+// one request (a 304 with a mismatched validator, then an answer that
+// varies on a header not sent): the second wish finds the budget spent.
+const callBudget = 2
+
+// overBudget is the failure of a request that would need a third upstream
+// call, why being the wish: a 502, as NGINX answers when
+// proxy_next_upstream_tries is spent, rather than an answer that is not
+// this request's. It is nil while the request may call once more.
+func (x *exchange) overBudget(why string) error {
+	if x.calls < callBudget {
+		return nil
+	}
+	return &upfail.Error{Code: http.StatusBadGateway, Err: fmt.Errorf("%s: upstream call budget of %d spent", why, callBudget)}
 }
 
 // mustRevalidateError is the error a fill answers with when the upstream

@@ -18,7 +18,7 @@ import (
 
 // Violation is one broken invariant, with the request that showed it.
 type Violation struct {
-	Kind string // identity, coding, resource, query, own-write, max-lag, budget, resend, garbled, bound
+	Kind string // identity, coding, resource, query, own-write, max-lag, budget, budget-request, resend, garbled, bound
 	Msg  string
 }
 

@@ -5,8 +5,11 @@ import "time"
 // Drops of stored copies the run makes itself, and writes a Redis
 // restart may undo.
 //
-// A purge of everything (the purge-all row) and a Redis restart (the
-// redis-restart row) drop copies route s's stale-if-error check
+// A purge of everything (the purge-all row), a Redis restart (the
+// redis-restart row) and a reload that retires routes (the reload-torn
+// and reload-shadow rows: a regained invalidate rule retires every
+// cacheable route while cache.tag_headers is on) drop copies route s's
+// stale-if-error check
 // (stale.go) counts as held: after them a failure may be a 502 with no
 // copy to serve. So no copy is held across one: StartDrop forgets every
 // copy noted, nothing is noted while a drop is under way, and a copy

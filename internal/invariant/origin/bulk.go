@@ -136,6 +136,8 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Cache-Control", "private")
 		case "private-stray":
 			w.Header().Set("Cache-Control", StrayPrivate[d.Spelling%len(StrayPrivate)])
+		case "targeted-nostore":
+			setTargetedNoStore(w.Header(), d.Spelling)
 		}
 	}
 	if p.StaleAtOnce && w.Header().Get("Cache-Control") == "" {

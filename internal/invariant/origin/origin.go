@@ -60,7 +60,9 @@ const StampHeader = "X-Stamp"
 // Dim is one identity dimension an answer depends on, and how the origin
 // declares that dependency (How): "vary" (Vary names the header),
 // "private" (Cache-Control: private), "private-stray" (the same spelt
-// with other separators: StrayPrivate), "set-cookie" (a Set-Cookie minted
+// with other separators: StrayPrivate), "targeted-nostore" (a
+// Surrogate-Control or CDN-Cache-Control naming no-store beside a
+// Cache-Control that would store: TargetedNoStore), "set-cookie" (a Set-Cookie minted
 // for the value), "set-cookie2" (the same as an obsolete Set-Cookie2,
 // RFC 2965), "none" (the sidecar's own rule must keep it: a
 // credentialed request bypasses the cache, a keyed header is in the key)
@@ -75,7 +77,8 @@ type Dim struct {
 	Name string // addr, cookie, auth, tenant, lang, ua
 	How  string
 	// Spelling picks, for How "private-stray", the Cache-Control of
-	// StrayPrivate the answer says private with.
+	// StrayPrivate the answer says private with; for "targeted-nostore",
+	// the fields of TargetedNoStore.
 	Spelling int
 }
 
@@ -84,6 +87,32 @@ type Dim struct {
 // private-stray row): NGINX and Varnish read them as private, and so must
 // the sidecar.
 var StrayPrivate = []string{"private; max-age=0", "max-age=60 private", "public;no-store", "no-cache; no-store", "max-age=60;private"}
+
+// TargetedNoStore are the targeted fields (RFC 9213's CDN-Cache-Control,
+// the Edge Architecture's Surrogate-Control) an answer of How
+// "targeted-nostore" carries, beside a Cache-Control: max-age=60 that
+// alone would let a cache store it (the targeted-nostore row): each names
+// no-store, in a spelling the Cache-Control parser accepts, so the answer
+// must never be stored nor shared, whether or not the cache obeys the
+// field's other directives. The last one's CDN-Cache-Control, first in
+// precedence, would store it on a freshness: origin route.
+var TargetedNoStore = [][]string{
+	{"Surrogate-Control", "no-store"},
+	{"CDN-Cache-Control", "no-store"},
+	{"Surrogate-Control", "max-age=60;no-store"},
+	{"CDN-Cache-Control", "max-age=60 no-store"},
+	{"Surrogate-Control", "no-store;edge1"},
+	{"CDN-Cache-Control", "max-age=60", "Surrogate-Control", "no-store"},
+}
+
+// setTargetedNoStore writes the fields of TargetedNoStore's spelling i.
+func setTargetedNoStore(h http.Header, i int) {
+	h.Set("Cache-Control", "max-age=60")
+	kv := TargetedNoStore[i%len(TargetedNoStore)]
+	for j := 0; j+1 < len(kv); j += 2 {
+		h.Set(kv[j], kv[j+1])
+	}
+}
 
 // dimHeader is the request header the origin reads a dimension from.
 var dimHeader = map[string]string{
@@ -247,6 +276,9 @@ type Origin struct {
 	// tunnels and tunnelFaults: the upgrade row's (upgrade.go).
 	tunnels      map[string]*tunnelState
 	tunnelFaults []string
+	// mismatches: the calls to each of the mismatch-vary row's
+	// resources (mismatch.go).
+	mismatches map[string][]string
 }
 
 // ClientHop is the field a client's Connection names (the harness's
@@ -564,6 +596,9 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		o.bulk(w, r)
 		return
 	}
+	if o.mismatch(w, r) { // the mismatch-vary row (mismatch.go)
+		return
+	}
 	res := Resource(r.URL.EscapedPath())
 	if res == "" {
 		http.Error(w, "no such resource", http.StatusNotFound)
@@ -634,6 +669,8 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 			h.Set("Cache-Control", "private")
 		case "private-stray":
 			h.Set("Cache-Control", StrayPrivate[d.Spelling%len(StrayPrivate)])
+		case "targeted-nostore":
+			setTargetedNoStore(h, d.Spelling)
 		case "set-cookie":
 			h.Add("Set-Cookie", "minted="+v+"; Path=/")
 		case "set-cookie2":
