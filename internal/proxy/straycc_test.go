@@ -36,35 +36,49 @@ func TestStrayPrivateDirectiveIsNotShared(t *testing.T) {
 	for i, cc := range spellings {
 		for _, origin := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%q/origin=%v", cc, origin), func(t *testing.T) {
-				st, err := l2.New(context.Background(), l2.Options{Addrs: []string{srv.Addr()}, Prefix: fmt.Sprintf("stray%d-%v:", i, origin), Timeout: 2 * time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = st.Close() })
-				up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Cache-Control", cc)
-					fmt.Fprint(w, "ip="+r.Header.Get("X-Forwarded-For"))
-				})
-				rt := testRoute{Name: "me", Pattern: "/me/{id}", TTL: time.Minute}
+				var o *route.Origin
 				if origin {
-					rt.Origin = &route.Origin{}
+					o = &route.Origin{}
 				}
-				e := newEnv(t, up, []testRoute{rt}, func(o *proxy.Options, s *l1.Store) {
-					o.Cache = cache.NewTiered(s, st, cache.TieredOptions{})
-				})
-				ips := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.2"}
-				for _, ip := range ips {
-					resp, b := getWith(t, from(t, ip), e.front.URL+"/me/1", nil)
-					e.l1.Wait()
-					if b != "ip="+ip {
-						t.Fatalf("caller %s got %q (%s)", ip, b, resp.Header.Get("Cache-Status"))
-					}
-				}
-				if n := up.calls.Load(); n != int64(len(ips)) {
-					t.Errorf("%d upstream calls for %d requests, want %d (never stored)", n, len(ips), len(ips))
-				}
+				neverShared(t, srv, fmt.Sprintf("stray%d-%v:", i, origin), http.Header{"Cache-Control": {cc}}, o)
 			})
 		}
+	}
+}
+
+// neverShared serves, with the header h, an answer that names the
+// caller's address (X-Forwarded-For) on a route in the freshness mode
+// origin (nil: route mode), through L1 and an L2 on srv under prefix, to
+// callers from three addresses, the first twice: it fails unless each
+// gets its own answer and every request reaches the upstream (nothing
+// stored).
+func neverShared(t *testing.T, srv *redistest.Server, prefix string, h http.Header, origin *route.Origin) {
+	t.Helper()
+	st, err := l2.New(context.Background(), l2.Options{Addrs: []string{srv.Addr()}, Prefix: prefix, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range h {
+			w.Header()[k] = v
+		}
+		fmt.Fprint(w, "ip="+r.Header.Get("X-Forwarded-For"))
+	})
+	rt := testRoute{Name: "me", Pattern: "/me/{id}", TTL: time.Minute, Origin: origin}
+	e := newEnv(t, up, []testRoute{rt}, func(o *proxy.Options, s *l1.Store) {
+		o.Cache = cache.NewTiered(s, st, cache.TieredOptions{})
+	})
+	ips := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.2"}
+	for _, ip := range ips {
+		resp, b := getWith(t, from(t, ip), e.front.URL+"/me/1", nil)
+		e.l1.Wait()
+		if b != "ip="+ip {
+			t.Fatalf("caller %s got %q (%s)", ip, b, resp.Header.Get("Cache-Status"))
+		}
+	}
+	if n := up.calls.Load(); n != int64(len(ips)) {
+		t.Errorf("%d upstream calls for %d requests, want %d (never stored)", n, len(ips), len(ips))
 	}
 }
 

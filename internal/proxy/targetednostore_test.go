@@ -1,17 +1,12 @@
 package proxy_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/sidecache/sidecache/internal/cache"
-	"github.com/sidecache/sidecache/internal/cache/l1"
-	"github.com/sidecache/sidecache/internal/cache/l2"
-	"github.com/sidecache/sidecache/internal/proxy"
 	"github.com/sidecache/sidecache/internal/redistest"
 	"github.com/sidecache/sidecache/internal/route"
 )
@@ -50,32 +45,7 @@ func TestTargetedNoStoreIsNotStored(t *testing.T) {
 	for i, h := range targetedNoStores {
 		for j, m := range modes {
 			t.Run(fmt.Sprintf("%v/%s", h, m.name), func(t *testing.T) {
-				st, err := l2.New(context.Background(), l2.Options{Addrs: []string{srv.Addr()}, Prefix: fmt.Sprintf("tns%d-%d:", i, j), Timeout: 2 * time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = st.Close() })
-				up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-					for k, v := range h {
-						w.Header()[k] = v
-					}
-					fmt.Fprint(w, "ip="+r.Header.Get("X-Forwarded-For"))
-				})
-				rt := testRoute{Name: "me", Pattern: "/me/{id}", TTL: time.Minute, Origin: m.origin}
-				e := newEnv(t, up, []testRoute{rt}, func(o *proxy.Options, s *l1.Store) {
-					o.Cache = cache.NewTiered(s, st, cache.TieredOptions{})
-				})
-				ips := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.2"}
-				for _, ip := range ips {
-					resp, b := getWith(t, from(t, ip), e.front.URL+"/me/1", nil)
-					e.l1.Wait()
-					if b != "ip="+ip {
-						t.Fatalf("caller %s got %q (%s)", ip, b, resp.Header.Get("Cache-Status"))
-					}
-				}
-				if n := up.calls.Load(); n != int64(len(ips)) {
-					t.Errorf("%d upstream calls for %d requests, want %d (never stored)", n, len(ips), len(ips))
-				}
+				neverShared(t, srv, fmt.Sprintf("tns%d-%d:", i, j), h, m.origin)
 			})
 		}
 	}
