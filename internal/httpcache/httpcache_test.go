@@ -175,3 +175,12 @@ func FuzzParse(f *testing.F) {
 		_ = Evaluate(http.Header{"Cache-Control": {s}, "Expires": {s}, "Date": {s}, "Last-Modified": {s}}, time.Now(), Options{})
 	})
 }
+
+// TestTargetedNoStoreAllocs: the check runs on every answer and every
+// bulk element; it must not copy a field name to look the field up.
+func TestTargetedNoStoreAllocs(t *testing.T) {
+	h := http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"max-age=60"}}
+	if n := testing.AllocsPerRun(100, func() { _ = TargetedNoStore(h) }); n != 0 {
+		t.Errorf("TargetedNoStore: %.1f allocations per call, want 0", n)
+	}
+}

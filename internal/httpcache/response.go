@@ -38,8 +38,11 @@ func Private(h http.Header) bool {
 
 // storeFields are the fields besides Cache-Control by which an origin
 // addresses a cache between it and the client: RFC 9213's
-// CDN-Cache-Control and the Edge Architecture's Surrogate-Control.
-var storeFields = [...]string{"CDN-Cache-Control", "Surrogate-Control"}
+// CDN-Cache-Control and the Edge Architecture's Surrogate-Control. Spelt
+// as net/http keys them (CanonicalMIMEHeaderKey): a lookup then copies
+// nothing, where "CDN-Cache-Control" cost an allocation per answer and
+// per bulk element.
+var storeFields = [...]string{"Cdn-Cache-Control", "Surrogate-Control"}
 
 // TargetedNoStore reports whether a CDN-Cache-Control or Surrogate-Control
 // field of h names no-store, however it is spelt (a stray word included,
