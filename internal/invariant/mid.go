@@ -25,9 +25,14 @@ type midRound interface {
 
 // midSplit is where among a round's requests a fault falls.
 type midSplit struct {
-	first   int // reqs[:first] go at once
-	before  int // answers of those before the fault begins
-	held    map[*traffic.Request]bool
+	first  int // reqs[:first] go at once
+	before int // answers of those before the fault begins
+	held   map[*traffic.Request]bool
+	// early are reqs[:first]: a request the round adds after the split
+	// (drawAgents, drawListWrites) is neither, and its answer is not
+	// counted (answers has room for len(reqs) at the split alone: one
+	// more send blocked the round's request for good, and the round).
+	early   map[*traffic.Request]bool
 	answers chan struct{} // one per answer of reqs[:first]
 	during  chan struct{} // one per answer of reqs[first:]
 	down    chan struct{} // closed once the fault has begun
@@ -37,9 +42,12 @@ type midSplit struct {
 // newMidSplit draws the split of reqs from rng (two draws) and holds
 // reqs[first:] until goDown.
 func newMidSplit(rng *rand.Rand, reqs []*traffic.Request) *midSplit {
-	s := &midSplit{held: map[*traffic.Request]bool{}, down: make(chan struct{})}
+	s := &midSplit{held: map[*traffic.Request]bool{}, early: map[*traffic.Request]bool{}, down: make(chan struct{})}
 	s.first = rng.IntN(len(reqs) + 1)
 	s.before = rng.IntN(s.first + 1)
+	for _, q := range reqs[:s.first] {
+		s.early[q] = true
+	}
 	s.answers, s.during = make(chan struct{}, len(reqs)), make(chan struct{}, len(reqs))
 	for _, q := range reqs[s.first:] {
 		q.After, s.held[q] = s.down, true
@@ -49,9 +57,10 @@ func newMidSplit(rng *rand.Rand, reqs []*traffic.Request) *midSplit {
 
 // answered tells s that q's client has its answer (or gave up).
 func (s *midSplit) answered(q *traffic.Request) {
-	if s.held[q] {
+	switch {
+	case s.held[q]:
 		s.during <- struct{}{}
-	} else {
+	case s.early[q]:
 		s.answers <- struct{}{}
 	}
 }
