@@ -20,13 +20,23 @@ import (
 // returns the answer's status, Cache-Status and body.
 func rawMethod(t *testing.T, e *env, method, target, hdr string) (int, string, string) {
 	t.Helper()
+	return rawRequest(t, e, fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: 0\r\nConnection: close\r\n\r\n", method, target, hdr))
+}
+
+// rawRequest writes head (a request line and header block, as sent) on a
+// connection of its own and returns the answer's status, Cache-Status and
+// body, after L1's pending writes have landed.
+func rawRequest(t *testing.T, e *env, head string) (int, string, string) {
+	t.Helper()
 	c, err := net.Dial("tcp", e.front.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-	fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: 0\r\nConnection: close\r\n\r\n", method, target, hdr)
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +47,7 @@ func rawMethod(t *testing.T, e *env, method, target, hdr string) (int, string, s
 		t.Fatal(err)
 	}
 	e.l1.Wait()
-	return resp.StatusCode, resp.Header.Get("Cache-Status"), string(b)
+	return resp.StatusCode, cacheStatus(resp), string(b)
 }
 
 // TestMethodCaseRefused: a method spelled with a lower-case letter whose

@@ -1,10 +1,7 @@
 package proxy_test
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -91,22 +88,6 @@ func TestVaryUserAgentIsWhatWasSent(t *testing.T) {
 // of its own, and returns the answer's Cache-Status and body.
 func rawGet(t *testing.T, e *env, path, hdr string) (string, string) {
 	t.Helper()
-	c, err := net.Dial("tcp", e.front.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n%sConnection: close\r\n\r\n", path, hdr)
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.l1.Wait()
-	return cacheStatus(resp), string(b)
+	_, cs, body := rawRequest(t, e, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: x\r\n%sConnection: close\r\n\r\n", path, hdr))
+	return cs, body
 }
