@@ -14,8 +14,18 @@ import (
 // carries its folded URI tag (internal/spelling) — but a purge by tag
 // (POST /purge?tag=item:abc) finds only the spelling it names. Anchoring
 // the param ({id:[1-9][0-9]*}) leaves one spelling to cache and purge.
+//
+// Upgraded connections are never reaped at server.max_connections (a
+// tunnel has no idle moment to close): with upstream.max_tunnels at or
+// above the cap, tunnels alone can hold every slot, and every new client
+// then waits in the accept backlog until one closes.
 func (c *Config) Warnings() []string {
 	var out []string
+	if c.Upstream.MaxTunnels >= c.Server.MaxConnections {
+		out = append(out, fmt.Sprintf(
+			"upstream.max_tunnels: %d is not below server.max_connections (%d): upgraded connections are never closed to let a client in, so tunnels alone can hold every connection and new clients wait until one ends; keep it below",
+			c.Upstream.MaxTunnels, c.Server.MaxConnections))
+	}
 	for i, r := range c.Routes {
 		if len(r.Tags) == 0 && len(r.Invalidate) == 0 {
 			continue

@@ -54,6 +54,43 @@ routes:
 	}
 }
 
+// upstream.max_tunnels at or above server.max_connections is warned about,
+// naming both fields; below it is not (the defaults: 1024 and 4096).
+func TestWarningsTunnelsNotBelowConnections(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		warn bool
+	}{
+		{"", false},
+		{"server: {max_connections: 1024}\n", true},
+		{"server: {max_connections: 100}\nupstream: {url: http://up:3000, max_tunnels: 99}\n", false},
+		{"server: {max_connections: 100}\nupstream: {url: http://up:3000, max_tunnels: 200}\n", true},
+	} {
+		y := tc.yaml
+		if !strings.Contains(y, "upstream:") {
+			y = minimal + y
+		}
+		c, err := Parse([]byte(y), "w.yaml")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		var got []string
+		for _, w := range c.Warnings() {
+			if strings.HasPrefix(w, "upstream.max_tunnels:") {
+				got = append(got, w)
+			}
+		}
+		if tc.warn != (len(got) == 1) || len(got) > 1 {
+			t.Errorf("%q: max_tunnels warnings %q, want one: %v", tc.yaml, got, tc.warn)
+		}
+		for _, w := range got {
+			if !strings.Contains(w, "server.max_connections") {
+				t.Errorf("warning does not name server.max_connections: %s", w)
+			}
+		}
+	}
+}
+
 // Every config the project ships anchors its IDs, so none warns.
 func TestShippedConfigsHaveNoWarnings(t *testing.T) {
 	files, _ := filepath.Glob("../../config/*.yaml")
