@@ -362,6 +362,18 @@
 // (check.StartDrop). Checked counts reload-shadow and
 // reload-shadow-stored.
 //
+// Once a seed the batch-reload row (stream 67, batchreload.go) reloads a
+// replica's unchanged file while a bulk call of route q (batch max_size
+// 2, max_in_flight 1) is held at the origin (origin.HoldQueue), then
+// reads another fresh id of q through it, with the same headers (one
+// batch group): the replica keeps the route's batcher across the reload
+// (internal/proxy's keptBatching), so the second id waits behind the
+// held call. A second /q call at the origin before the first is
+// released (looked for for batchReloadLook) is a batch-reload violation:
+// two calls of one group at once under max_in_flight 1, as when each
+// reload made every batcher anew (and forgot each group's quarantine).
+// Checked counts batch-reload and the reads' batch-reload-<status>.
+//
 // # Redis stalls (stall.go, mid.go)
 //
 // Once a seed (stream 44; runs of 40 rounds or more), in the middle of

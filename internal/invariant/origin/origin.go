@@ -260,6 +260,11 @@ type Origin struct {
 	// max_in_flight 1), resends included: the queue rounds start their
 	// second wave once each replica's first call came (list-crowd-queue).
 	QueueCalls atomic.Int64
+	// QueueBusy counts the /q calls being served, and QueueHigh the most
+	// at once since the last HoldQueue; queueGate, while set, holds every
+	// /q call until it is closed (the batch-reload row, batchreload.go).
+	QueueBusy, QueueHigh atomic.Int64
+	queueGate            chan struct{}
 	// trailCalls numbers the answers sent with trailers (X-Trail-Call).
 	trailCalls int64
 	// hops lists the calls that carried ClientHop, this round.
