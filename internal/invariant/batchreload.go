@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"time"
 
+	"github.com/sidecache/sidecache/internal/invariant/check"
 	"github.com/sidecache/sidecache/internal/invariant/origin"
 	"github.com/sidecache/sidecache/internal/invariant/traffic"
 )
@@ -28,6 +30,86 @@ import (
 // The row looks for that second call for batchReloadLook before it
 // releases the first: the bound only ends the look, no count depends on
 // it. Both reads are checked as any answer.
+
+// Its write stage (write-reload): then, through a replica drawn on the
+// same stream, a write of writeReloadPath is held at the origin before it
+// is applied (origin.HoldWrite) across a reload that regains the write's
+// invalidate rule: the replica applies its file torn (r-write without
+// its rule, reload-torn's), the write goes (r-write takes it: no rule,
+// its URI only), the whole file comes back while the write is held (the
+// regained rule drops what it may reach: retire.go), the summary is read
+// and stored at the version before the write, and the write is let
+// through. It was acknowledged, so the summary read back through the
+// replica is held to it (own-write): the write's invalidation must add
+// what the table in force at its answer invalidates (internal/proxy's
+// writeInv.reloaded). Planned under the torn table alone it dropped its
+// URI only, and the summary read after it was the version it replaced.
+// The torn file retires the routes it lacks, route s's held copies among
+// them: the stage is a drop to its stale-if-error check
+// (check.StartDrop), as reload-torn is. Checked counts write-reload and
+// write-reload-stored.
+
+// writeReloadPath is the write stage's resource: read and written by no
+// round and no other row (reload-shadow's is /r/95).
+const writeReloadPath = "/r/97"
+
+// writeReload plays the write stage through replica k (see above).
+func (r *run) writeReload(ctx context.Context, k int) {
+	if !r.cfg.Mix.Has("write-reload") {
+		return
+	}
+	write, summary := writeReloadPath, writeReloadPath+"/summary"
+	res := origin.Resource(write)
+	o, base := r.cfg.Origin, r.cfg.Replicas[k]
+	o.SetProfile(res, origin.Profile{})
+	r.chk.StartDrop()
+	defer func() { r.chk.EndDrop(check.Now()) }()
+	if err := r.cfg.ReloadTorn(k, true); err != nil {
+		r.violate("write-reload", "replica %d: applying the torn file: %v", k, err)
+		return
+	}
+	gate := make(chan struct{})
+	arrived := o.HoldWrite(res, gate)
+	defer o.HoldWrite(res, nil)
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			close(gate)
+		}
+	}
+	defer open()
+	r.patches++ // the write reaches the origin (the runner's count of PATCHes)
+	wrote := make(chan int, 1)
+	go func() {
+		st, _ := r.probe(ctx, k, base, http.MethodPatch, write, "write-reload-write-")
+		wrote <- st
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(5 * time.Second):
+		r.violate("harness", "replica %d: the write-reload stage's write never reached the origin", k)
+		open()
+		<-wrote
+		return
+	}
+	if err := r.cfg.ReloadTorn(k, false); err != nil {
+		r.violate("write-reload", "replica %d: applying the whole file: %v", k, err)
+		open()
+		<-wrote
+		return
+	}
+	if r.fillStored(ctx, k, summary, "write-reload", "write-reload-fill-") {
+		r.chk.Count("write-reload-stored", 1)
+	}
+	open()
+	if st := <-wrote; st != http.StatusOK {
+		r.violate("harness", "the write-reload stage's write answered %d", st)
+		return
+	}
+	r.chk.Count("write-reload", 1)
+	r.read(ctx, k, summary, "write-reload", "write-reload-read-")
+}
 
 // batchReloadLook is how long the row looks for a second /q call while
 // the first is held.
@@ -55,6 +137,8 @@ func (r *run) batchReloadPlay(ctx context.Context, round int) {
 	}
 	rng := r.batchReload.rng
 	k := rng.IntN(len(r.cfg.Replicas))
+	w := rng.IntN(len(r.cfg.Replicas)) // the write stage's replica
+	defer r.writeReload(ctx, w)
 	// Ids no round reads (crowd and queue rounds' are 100000 and up),
 	// new in each seed of a run; purged first, as the soak plays seeds
 	// on one environment.

@@ -373,6 +373,15 @@
 // two calls of one group at once under max_in_flight 1, as when each
 // reload made every batcher anew (and forgot each group's quarantine).
 // Checked counts batch-reload and the reads' batch-reload-<status>.
+// Its write stage (write-reload, on the same stream) then holds a write
+// of /r/97 at the origin before it is applied (origin.HoldWrite) while
+// the replica applies its file torn and then whole, so the reload
+// regains r-write's rule with the write in flight; the summary is read
+// and stored at the version before the write, the write let through, and
+// the summary read back is held to it (own-write): a write answered
+// after a reload drops what the table in force invalidates for it too
+// (internal/proxy's writeInv.reloaded). Checked counts write-reload and
+// write-reload-stored.
 //
 // # Redis stalls (stall.go, mid.go)
 //
