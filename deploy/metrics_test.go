@@ -69,6 +69,7 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_l2_up":                                {"gauge", nil},
 	"sidecache_l2_clock_offset_seconds":              {"gauge", nil},
 	"sidecache_l2_epoch_refusals_total":              {"counter", nil},
+	"sidecache_l2_writes_refused":                    {"gauge", nil},
 	"sidecache_client_connections":                   {"gauge", nil},
 	"sidecache_client_connections_max":               {"gauge", nil},
 	"sidecache_client_connections_reaped_total":      {"counter", nil},

@@ -24,6 +24,20 @@ type Config struct {
 	// ShutdownDelay is how long /readyz reports not-ready before the
 	// listeners close, so Kubernetes stops sending traffic first.
 	ShutdownDelay Duration `yaml:"shutdown_delay"`
+
+	// defaulted are the fields of defaultFrom the file left out, whose
+	// value is thus another field's (Follows). Not a field of the file.
+	defaulted map[string]bool
+}
+
+// Follows reports whether the file left path out and its value is the
+// default copied from another field, source (coherence.write_hold from
+// coherence.max_lag, cache.l2.lease_ttl from upstream.timeout): a change
+// of source alone changes it too. A Config not made by Parse follows
+// nothing.
+func (c *Config) Follows(path string) (source string, ok bool) {
+	source, derived := defaultFrom[path]
+	return source, derived && c.defaulted[path]
 }
 
 // Server bounds what one client may hold of a listener: a slow or endless

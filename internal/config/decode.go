@@ -43,6 +43,14 @@ func ParseWithEnv(data []byte, filename string, lookup func(string) (string, boo
 			d.value(root, reflect.ValueOf(cfg).Elem(), "")
 		}
 		setDefaults(cfg, func(path string) bool { return d.set[path] })
+		for path := range defaultFrom {
+			if !d.set[path] {
+				if cfg.defaulted == nil {
+					cfg.defaulted = map[string]bool{}
+				}
+				cfg.defaulted[path] = true
+			}
+		}
 		for _, e := range cfg.validate() {
 			from, derived := defaultFrom[e.Path]
 			if derived && !d.set[e.Path] && d.isBad(from) {
@@ -316,6 +324,9 @@ func (d *decoder) merge(n *yaml.Node, v reflect.Value, path string) {
 
 func fieldByTag(t reflect.Type, name string) (int, bool) {
 	for i := range t.NumField() {
+		if !t.Field(i).IsExported() {
+			continue // not a field of the file (Config.defaulted)
+		}
 		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag == name {
 			return i, true
 		}
@@ -327,6 +338,9 @@ func fieldByTag(t reflect.Type, name string) (int, bool) {
 func suggest(t reflect.Type, name string) string {
 	best, bestDist := "", 3
 	for i := 0; i < t.NumField() && len(name) <= 64; i++ {
+		if !t.Field(i).IsExported() {
+			continue
+		}
 		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
 		if dist := editDistance(name, tag); dist < bestDist {
 			best, bestDist = tag, dist

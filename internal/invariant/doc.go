@@ -292,7 +292,10 @@
 // max_lag (plus margin) has passed since that write, a replica started
 // then, and the two, read /r/7: the pre-write version is a max-lag
 // violation (on f93bcf7 the epoch raise was refused, the replay gave it
-// up and L2 served it until its TTL). Then the memory comes back and every
+// up and L2 served it until its TTL); the replica started then reads once
+// its /readyz says coherence proven, with l2 up or degraded for "writes
+// refused" (OOM refuses its probe's write too: oom-started-l2-<state>).
+// Then the memory comes back and every
 // replica's /readyz must say l2 up and coherence proven within 20 s, and
 // its read of /r/7 answer 200 (redis-recover). The stretch ends early
 // before a crowd or queue round.
@@ -312,6 +315,15 @@
 // (redis-recover): the pre-write version is a max-lag violation (the
 // replay gave the tag up as one Redis refused, nothing raised it later,
 // and the new replica adopted the note's old floor).
+//
+// With readyz-refused-idle (stream 68, refuse.go), once Redis refuses
+// writes and before replica 0's write, a replica drawn among the others,
+// which has sent Redis no write since, must say so within recoverWithin:
+// /readyz 200, l2 degraded, reason "writes refused", then
+// sidecache_l2_writes_refused 1 beside sidecache_l2_up 1 on its
+// /metrics (readyz-refused-idle). It said "up": only a refused write of
+// its own told a replica (its probe now tries a write when it took none
+// within its interval). Checked counts readyz-refused-idle.
 //
 // # Config reloads (reload.go, shadow.go)
 //
@@ -349,6 +361,27 @@
 // too: both reload rows are drops to its stale-if-error check
 // (check.StartDrop). Checked counts reload-shadow and
 // reload-shadow-stored.
+//
+// Once a seed the batch-reload row (stream 67, batchreload.go) reloads a
+// replica's unchanged file while a bulk call of route q (batch max_size
+// 2, max_in_flight 1) is held at the origin (origin.HoldQueue), then
+// reads another fresh id of q through it, with the same headers (one
+// batch group): the replica keeps the route's batcher across the reload
+// (internal/proxy's keptBatching), so the second id waits behind the
+// held call. A second /q call at the origin before the first is
+// released (looked for for batchReloadLook) is a batch-reload violation:
+// two calls of one group at once under max_in_flight 1, as when each
+// reload made every batcher anew (and forgot each group's quarantine).
+// Checked counts batch-reload and the reads' batch-reload-<status>.
+// Its write stage (write-reload, on the same stream) then holds a write
+// of /r/97 at the origin before it is applied (origin.HoldWrite) while
+// the replica applies its file torn and then whole, so the reload
+// regains r-write's rule with the write in flight; the summary is read
+// and stored at the version before the write, the write let through, and
+// the summary read back is held to it (own-write): a write answered
+// after a reload drops what the table in force invalidates for it too
+// (internal/proxy's writeInv.reloaded). Checked counts write-reload and
+// write-reload-stored.
 //
 // # Redis stalls (stall.go, mid.go)
 //

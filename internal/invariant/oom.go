@@ -25,6 +25,10 @@ import (
 //     pre-write version is a max-lag violation. On f93bcf7 the epoch
 //     raise was refused, the replay gave it up, and L2 served the
 //     pre-write entry until its TTL (the prober's h13b_oom).
+//   - The replica started then must prove its channel before it reads:
+//     its /readyz says coherence proven, and l2 up or, as its probe's
+//     write is refused too (OOM), degraded with the reason "writes
+//     refused" (Checked counts oom-started-l2-<state>).
 //   - Redis gets its memory back; every replica's /readyz must say l2 up
 //     and coherence proven again within recoverWithin (redis-recover),
 //     and a read of the probe answer 200.
@@ -102,7 +106,7 @@ func (r *run) oomEnd(ctx context.Context) {
 		// replica): max-lag only.
 		proxy, admin := r.cfg.StartReplica()
 		i := len(r.cfg.Replicas) + 2
-		r.proven(ctx, i, admin)
+		r.provenRefusing(ctx, i, admin) // Redis refuses its writes: OOM
 		targets = append(targets, target{proxy, admin, i})
 	}
 	for i, base := range r.cfg.Replicas {

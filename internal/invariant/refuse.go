@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/invariant/check"
@@ -72,13 +73,14 @@ func (r *run) redisRefuse(ctx context.Context, round int) {
 		return
 	}
 	r.chk.Count("redis-refuses-writes", 1)
+	r.refusedIdle(ctx)
 	r.patches++ // the probe's write reaches the origin (the runner's count of PATCHes)
 	if st, _ := r.probe(ctx, 0, r.cfg.Replicas[0], http.MethodPatch, refuseProbe, "refuse-write-"); st != http.StatusOK {
 		r.violate("harness", "the refusal probe's write answered %d", st)
 	}
 	wrote := check.Now()
 	if len(r.cfg.Admins) > 0 {
-		r.writesRefusedNamed(ctx, r.cfg.Admins[0])
+		r.writesRefusedNamed(ctx, 0, "readyz-refused", "of Redis refusing its write")
 	}
 	// Past the replay's last try had it counted these refusals (maxTries
 	// replays, max_lag/2 apart while Redis takes no write).
@@ -112,18 +114,52 @@ func (r *run) redisRefuse(ctx context.Context, round int) {
 	}
 }
 
-// writesRefusedNamed waits until the /readyz of admin, a replica that met
+// The readyz-refused-idle row (PCG stream 68): in the
+// redis-refuses-writes row, once Redis refuses writes and before replica
+// 0's write, a replica drawn among the others, which has sent Redis no
+// write since (the probe's reads before the refusal were L2 hits or
+// stored before it), must say so too: /readyz 200, l2 degraded, reason
+// "writes refused", within recoverWithin, and then
+// sidecache_l2_writes_refused 1 beside sidecache_l2_up 1 on its
+// /metrics (readyz-refused-idle). It said "up": only a refused write of
+// its own told a replica, and PING and the heartbeats (TIME, PUBLISH)
+// pass.
+func (r *run) refusedIdle(ctx context.Context) {
+	if !r.cfg.Mix.Has("readyz-refused-idle") || len(r.cfg.Replicas) < 2 || len(r.cfg.Admins) != len(r.cfg.Replicas) {
+		return
+	}
+	i := 1 + rand.New(rand.NewPCG(r.cfg.Seed, 68)).IntN(len(r.cfg.Replicas)-1)
+	if !r.writesRefusedNamed(ctx, i, "readyz-refused-idle", "of Redis refusing writes, with no write of its own") {
+		return
+	}
+	gauge := func(name string) (float64, error) {
+		return readCounter(ctx, r.cfg.Admins[i], func(line string) bool { return strings.HasPrefix(line, name+" ") })
+	}
+	refused, err := gauge("sidecache_l2_writes_refused")
+	up, err2 := gauge("sidecache_l2_up")
+	if err != nil || err2 != nil {
+		r.violate("harness", "replica %d: /metrics: %v %v", i, err, err2)
+		return
+	}
+	if refused != 1 || up != 1 {
+		r.violate("readyz-refused-idle", "replica %d: /readyz names writes refused, /metrics says sidecache_l2_writes_refused %v, sidecache_l2_up %v (want 1 and 1: Redis answers)", i, refused, up)
+	}
+}
+
+// writesRefusedNamed waits until the /readyz of replica i, which met
 // Redis's refusal of writes, answers 200 naming L2 degraded with the
-// reason "writes refused", for at most recoverWithin: past it, a
-// readyz-refused violation.
-func (r *run) writesRefusedNamed(ctx context.Context, admin string) {
+// reason "writes refused", for at most recoverWithin (since what names
+// when the wait began), and reports whether it did: past it, a kind
+// violation.
+func (r *run) writesRefusedNamed(ctx context.Context, i int, kind, since string) bool {
+	admin := r.cfg.Admins[i]
 	var last string
 	for deadline := time.Now().Add(recoverWithin); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
 		var ready struct{ L2, Reason string }
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/readyz", nil)
 		if err != nil {
-			r.violate("harness", "replica 0: /readyz: %v", err)
-			return
+			r.violate("harness", "replica %d: /readyz: %v", i, err)
+			return false
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -133,10 +169,11 @@ func (r *run) writesRefusedNamed(ctx context.Context, admin string) {
 		err = json.NewDecoder(resp.Body).Decode(&ready)
 		resp.Body.Close()
 		if err == nil && resp.StatusCode == http.StatusOK && ready.L2 == "degraded" && ready.Reason == "writes refused" {
-			r.chk.Count("readyz-refused", 1)
-			return
+			r.chk.Count(kind, 1)
+			return true
 		}
 		last = fmt.Sprintf("%d, l2 %q, reason %q", resp.StatusCode, ready.L2, ready.Reason)
 	}
-	r.violate("readyz-refused", "replica 0's /readyz did not name L2 degraded, writes refused, within %v of Redis refusing its write (%s)", recoverWithin, last)
+	r.violate(kind, "replica %d's /readyz did not name L2 degraded, writes refused, within %v %s (%s)", i, recoverWithin, since, last)
+	return false
 }

@@ -292,11 +292,26 @@ func (r *run) readAfterRestart(ctx context.Context, d *restartDraw) {
 // restart would still show the state from before it. A zero since asks
 // for no floor (proven).
 func (r *run) recovered(ctx context.Context, i int, admin string, since time.Time) {
+	r.recoveredAs(ctx, i, admin, since, false)
+}
+
+// provenRefusing is proven for a replica started while Redis refuses
+// writes (the redis-oom row's): its /readyz may name L2 degraded for
+// that reason alone ("writes refused": Redis answers, so it reads L2),
+// as it must once its probe's write was refused (refuse.go's
+// readyz-refused-idle); counted oom-started-<l2 state>.
+func (r *run) provenRefusing(ctx context.Context, i int, admin string) {
+	r.recoveredAs(ctx, i, admin, time.Time{}, true)
+}
+
+// recoveredAs is recovered; refusing also takes L2 degraded with the
+// reason "writes refused".
+func (r *run) recoveredAs(ctx context.Context, i int, admin string, since time.Time, refusing bool) {
 	var last string
 	for deadline := time.Now().Add(recoverWithin); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
 		var ready struct {
-			L2, Coherence string
-			Floor         time.Time `json:"coherence_floor"`
+			L2, Coherence, Reason string
+			Floor                 time.Time `json:"coherence_floor"`
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/readyz", nil)
 		if err != nil {
@@ -310,10 +325,14 @@ func (r *run) recovered(ctx context.Context, i int, admin string, since time.Tim
 		}
 		err = json.NewDecoder(resp.Body).Decode(&ready)
 		resp.Body.Close()
-		if err == nil && ready.L2 == "up" && ready.Coherence == "proven" && (since.IsZero() || !ready.Floor.Before(since.Add(-time.Second))) {
+		reads := ready.L2 == "up" || refusing && ready.L2 == "degraded" && ready.Reason == "writes refused"
+		if err == nil && reads && ready.Coherence == "proven" && (since.IsZero() || !ready.Floor.Before(since.Add(-time.Second))) {
+			if refusing {
+				r.chk.Count("oom-started-l2-"+strings.ReplaceAll(ready.L2, " ", "-"), 1)
+			}
 			return
 		}
-		last = fmt.Sprintf("l2 %s, coherence %s, floor %v", ready.L2, ready.Coherence, ready.Floor)
+		last = fmt.Sprintf("l2 %s %s, coherence %s, floor %v", ready.L2, ready.Reason, ready.Coherence, ready.Floor)
 	}
 	if since.IsZero() {
 		r.violate("redis-recover", "replica %d not serving from Redis within %v (/readyz: %s)", i, recoverWithin, last)

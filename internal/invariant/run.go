@@ -235,6 +235,9 @@ type run struct {
 	reloads *rand.Rand
 	// shadow is the reload-shadow row's state (shadow.go, stream 45).
 	shadow shadowRow
+	// batchReload is the batch-reload row's state (batchreload.go,
+	// stream 67).
+	batchReload batchReloadRow
 	// stall is the redis-stall row's state (stall.go, stream 44).
 	stall stallRow
 	// promote is the promote-race row's state (promote.go, stream 57).
@@ -312,6 +315,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.drawShadowRound()  // shadow.go, stream 45
 	r.drawPromoteRound() // promote.go, stream 57
 	r.drawOpenerRound()  // openerbudget.go, stream 58
+	r.drawBatchReload()  // batchreload.go, stream 67
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
@@ -330,14 +334,15 @@ func Run(ctx context.Context, cfg Config) Report {
 			r.queueRound(ctx, round) // beside the round: its draws are its own
 		}
 		r.evict(ctx)
-		r.restartRedis(ctx, round) // restart.go
-		r.redisOOM(ctx, round)     // oom.go
-		r.redisRefuse(ctx, round)  // refuse.go
-		r.reloadTorn(ctx)          // reload.go
-		r.reloadShadow(ctx, round) // shadow.go
-		r.restartRetag(ctx, round) // retag.go
-		r.promoteRace(ctx, round)  // promote.go
-		r.openerBudget(ctx, round) // openerbudget.go
+		r.restartRedis(ctx, round)    // restart.go
+		r.redisOOM(ctx, round)        // oom.go
+		r.redisRefuse(ctx, round)     // refuse.go
+		r.reloadTorn(ctx)             // reload.go
+		r.reloadShadow(ctx, round)    // shadow.go
+		r.batchReloadPlay(ctx, round) // batchreload.go
+		r.restartRetag(ctx, round)    // retag.go
+		r.promoteRace(ctx, round)     // promote.go
+		r.openerBudget(ctx, round)    // openerbudget.go
 	}
 	r.checkCrowds()
 	if n := cfg.Origin.Partials.Load() - partials; n > 0 {

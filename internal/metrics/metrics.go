@@ -397,21 +397,23 @@ func indexOf(list []string, v string) int {
 
 type l1Source struct{ bytes, items func() int64 }
 
-// L2Source makes sidecache_l2_clock_offset_seconds and
-// sidecache_l2_epoch_refusals_total report offset (Redis's clock less this
-// replica's, at the last heartbeat) and refusals (epoch raises Redis
-// answered with an error) at scrape time. Absent until the first call, as
-// L2 may be disabled.
-func (m *Metrics) L2Source(offset func() time.Duration, refusals func() uint64) {
-	if m == nil || offset == nil || refusals == nil {
+// L2Source makes sidecache_l2_clock_offset_seconds,
+// sidecache_l2_epoch_refusals_total and sidecache_l2_writes_refused report
+// offset (Redis's clock less this replica's, at the last heartbeat),
+// refusals (epoch raises Redis answered with an error) and writesRefused
+// (Redis answers but refuses every write) at scrape time. Absent until
+// the first call, as L2 may be disabled.
+func (m *Metrics) L2Source(offset func() time.Duration, refusals func() uint64, writesRefused func() bool) {
+	if m == nil || offset == nil || refusals == nil || writesRefused == nil {
 		return
 	}
-	m.state.l2src.Store(&l2Source{offset: offset, refusals: refusals})
+	m.state.l2src.Store(&l2Source{offset: offset, refusals: refusals, writesRefused: writesRefused})
 }
 
 type l2Source struct {
-	offset   func() time.Duration
-	refusals func() uint64
+	offset        func() time.Duration
+	refusals      func() uint64
+	writesRefused func() bool
 }
 
 // stateCollector reports gauges whose value lives elsewhere (the L1 store's
@@ -419,6 +421,7 @@ type l2Source struct {
 type stateCollector struct {
 	l1Bytes, l1Items, l2Up *prometheus.Desc
 	l2Offset, l2Refusals   *prometheus.Desc
+	l2WritesRefused        *prometheus.Desc
 
 	l1    atomic.Pointer[l1Source]
 	l2    atomic.Int32 // -1 unset, 0 down, 1 up
@@ -437,6 +440,8 @@ func newStateCollector() *stateCollector {
 			"Redis's clock less this replica's, measured on the last heartbeat; past max_lag/4 either way L2 is not used.", nil, nil),
 		l2Refusals: prometheus.NewDesc(namespace+"_l2_epoch_refusals_total",
 			"Epoch raises of writes that Redis answered with an error; each makes every replica refetch entries older than max_lag.", nil, nil),
+		l2WritesRefused: prometheus.NewDesc(namespace+"_l2_writes_refused",
+			"1 while Redis answers but refuses every write (MISCONF, NOREPLICAS, READONLY, OOM): L2 is read, nothing is stored in it, no epoch is raised.", nil, nil),
 	}
 	s.l2.Store(-1)
 	return s
@@ -448,6 +453,7 @@ func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.l2Up
 	ch <- s.l2Offset
 	ch <- s.l2Refusals
+	ch <- s.l2WritesRefused
 }
 
 func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -461,5 +467,10 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if src := s.l2src.Load(); src != nil {
 		ch <- prometheus.MustNewConstMetric(s.l2Offset, prometheus.GaugeValue, src.offset().Seconds())
 		ch <- prometheus.MustNewConstMetric(s.l2Refusals, prometheus.CounterValue, float64(src.refusals()))
+		refused := 0.0
+		if src.writesRefused() {
+			refused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(s.l2WritesRefused, prometheus.GaugeValue, refused)
 	}
 }

@@ -297,10 +297,18 @@ func TestState(t *testing.T) {
 	}
 
 	var refusals uint64
-	m.L2Source(func() time.Duration { return -1500 * time.Millisecond }, func() uint64 { return refusals })
+	writesRefused := false
+	m.L2Source(func() time.Duration { return -1500 * time.Millisecond }, func() uint64 { return refusals }, func() bool { return writesRefused })
 	refusals = 3 // read at scrape time
 	if got := gauge(t, reg, "sidecache_l2_clock_offset_seconds"); got != -1.5 {
 		t.Errorf("l2_clock_offset_seconds %v, want -1.5", got)
+	}
+	if got := gauge(t, reg, "sidecache_l2_writes_refused"); got != 0 {
+		t.Errorf("l2_writes_refused %v while Redis takes writes, want 0", got)
+	}
+	writesRefused = true
+	if got := gauge(t, reg, "sidecache_l2_writes_refused"); got != 1 {
+		t.Errorf("l2_writes_refused %v while Redis refuses writes, want 1", got)
 	}
 	mfs, err := reg.Gather()
 	if err != nil {

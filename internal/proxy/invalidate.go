@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 
 	"github.com/sidecache/sidecache/internal/redisbudget"
 	"github.com/sidecache/sidecache/internal/spelling"
@@ -106,6 +107,7 @@ func (x *exchange) badRequest(detail, msg string) {
 // It is not called for a request that never reached the upstream whole.
 func (w *writeInv) after(code int, answer http.Header) {
 	kept, skipped := w.p.Tags(code, answer)
+	kept, skipped = w.reloaded(code, answer, kept, skipped)
 	if skipped > 0 {
 		w.h.m.InvalidationSkipped(skipped)
 	}
@@ -124,4 +126,29 @@ func (w *writeInv) after(code int, answer http.Header) {
 		w.h.log.Warn("invalidate after write", "method", w.r.Method, "routes", w.p.Routes(), "tags", len(kept), "err", err)
 	}
 	w.h.m.Invalidation("write", len(kept))
+}
+
+// reloaded adds to tags (and to skipped) what the route table in force
+// now invalidates for the write, when a reload swapped the table while
+// the write was at the upstream. The plan was made under the table the
+// write arrived under; a reload that regains an invalidate rule drops
+// what the rule covers when it lands (internal/server's retire.go), but a
+// read after it may fetch the version this write replaces before the
+// upstream applies the write, and only the regained rule drops that
+// copy. Planned under the old table alone, the write dropped its URI
+// only, and the read's copy outlived the write's acknowledgement until
+// its TTL. Lenient for invalidation: both tables' tags go.
+func (w *writeInv) reloaded(code int, answer http.Header, tags []string, skipped int) ([]string, int) {
+	cur := w.h.state.Load()
+	if cur.table == w.st.table {
+		return tags, skipped
+	}
+	p, ok := writeinv.New(writeinv.Options{Table: cur.table, MaxKey: w.h.maxKey, Upstream: w.st.up.Host, NoURIs: w.h.cache == nil}, w.r)
+	if !ok || p.TooManySpellings() {
+		return tags, skipped
+	}
+	more, n := p.Tags(code, answer)
+	tags = append(tags, more...)
+	slices.Sort(tags)
+	return slices.Compact(tags), max(skipped, n)
 }

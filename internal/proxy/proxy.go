@@ -312,8 +312,10 @@ func New(opts Options) (*Handler, error) {
 // (the upstream timeout) plus the time a peer's L2 write may lag.
 func tombWindow(timeout time.Duration) time.Duration { return timeout + 10*time.Second }
 
-// SetRoutes swaps the route table. Batchers of the old table finish the
-// batches they hold; new requests use the new ones.
+// SetRoutes swaps the route table. A batch route whose batch settings
+// are unchanged keeps its batcher (keptBatching); the other batchers of
+// the old table finish the batches they hold, and new requests use the
+// new ones.
 func (h *Handler) SetRoutes(t *route.Table) {
 	h.state.Store(h.withRoutes(h.state.Load(), t))
 }
@@ -393,13 +395,42 @@ func (h *Handler) withRoutes(old *state, t *route.Table) *state {
 		rs := &routeState{rt: rt, m: h.m.RouteShaped(rt.Name, routeshape.Of(rt, h.leaser != nil)), fwd: fwd, routeTag: RouteTag(rt.Name)}
 		if rt.Batch != nil {
 			rs.bm = rs.m.Batch(bulkelem.Reasons()...)
-			rs.batcher = h.newBatcher(rs)
-			rs.takeovers = newTakeovers()
+			if kept := keptBatching(old, rt); kept != nil {
+				rs.batcher, rs.takeovers = kept.batcher, kept.takeovers
+			} else {
+				rs.batcher = h.newBatcher(rs)
+				rs.takeovers = newTakeovers()
+			}
 		}
 		st.routes[rt] = rs
 	}
 	st.noRoute = &routeState{m: h.m.RouteShaped(metrics.PassRoute, metrics.Shape{Results: []metrics.Result{metrics.Pass}})}
 	return &st
+}
+
+// keptBatching is the state of old's route that rt keeps the batcher (and
+// lease takeovers) of across a reload: the route of rt's name whose batch
+// and negative_ttl (its quarantine's length) are rt's, as NGINX keeps a
+// shared memory zone of the same name and size across a reload. The
+// batcher holds each group's calls in flight, queued ids and quarantine:
+// made anew at each reload, the bulk calls of the old table's batcher and
+// the new one's went together, past max_in_flight and
+// max_route_in_flight, and the ids a quarantine kept apart (internal/batch)
+// joined shared calls again at once, each failing them anew. A route whose
+// batch settings changed gets a new batcher, and the old one's calls in
+// flight end under the old bounds (nil: none kept).
+func keptBatching(old *state, rt *route.Route) *routeState {
+	if old.table == nil {
+		return nil
+	}
+	o := old.table.Route(rt.Name)
+	if o == nil || o.Batch == nil || *o.Batch != *rt.Batch || o.NegativeTTL != rt.NegativeTTL {
+		return nil
+	}
+	if rs := old.routes[o]; rs != nil && rs.batcher != nil {
+		return rs
+	}
+	return nil
 }
 
 // ServeHTTP is the classify stage: it decides which path the request takes

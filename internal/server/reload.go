@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -123,7 +124,7 @@ func (s *Server) applyLocked(data []byte) error {
 	}
 	s.cfg.Store(&applied)
 
-	restart := changedFields(reflect.ValueOf(applied), reflect.ValueOf(*cfg), "")
+	restart := withoutFollowers(changedFields(reflect.ValueOf(applied), reflect.ValueOf(*cfg), ""), old, cfg)
 	if len(restart) > 0 {
 		s.m.ConfigReloadNeedsRestart()
 		s.log.Warn("config reloaded in part: the other changes need a restart, keeping their running values",
@@ -139,6 +140,27 @@ func (s *Server) reloadFailed(err error) error {
 	s.m.ConfigReload(false)
 	s.log.Error("config reload failed: keeping the running config", "file", s.opts.ConfigPath, "err", err)
 	return fmt.Errorf("reload: %w", err)
+}
+
+// withoutFollowers is restart less each field that follows another
+// (config.Follows: coherence.write_hold is coherence.max_lag when left
+// out) in the running file and in the new one, when that other field is
+// listed: the operator changed the source alone, and the restart that
+// applies it moves the follower with it. Listed too, a reload of max_lag
+// named write_hold under restart_required, a field the file never set.
+// A follower the new file sets, or the running one set, stays listed
+// when it changes.
+func withoutFollowers(restart []string, running, cur *config.Config) []string {
+	var out []string
+	for _, path := range restart {
+		src, follows := cur.Follows(path)
+		_, followed := running.Follows(path)
+		if follows && followed && slices.Contains(restart, src) {
+			continue
+		}
+		out = append(out, path)
+	}
+	return out
 }
 
 // changedFields lists, by their YAML paths, the fields where a and b (two
@@ -164,6 +186,9 @@ func changedFields(a, b reflect.Value, prefix string) []string {
 	var out []string
 	for i := range a.NumField() {
 		f := a.Type().Field(i)
+		if !f.IsExported() {
+			continue // not a field of the file (config.Config's defaulted)
+		}
 		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if name == "" {
 			name = strings.ToLower(f.Name)

@@ -138,7 +138,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 			return nil, fmt.Errorf("server: l2: %w", err)
 		}
 		s.l2, l2s = st, st
-		s.m.L2Source(st.ClockOffset, st.Refusals)
+		// sidecache_l2_writes_refused says what /readyz's "writes
+		// refused" says (Ready): sidecache_l2_up keeps its meaning, Redis
+		// answers, which it does.
+		s.m.L2Source(st.ClockOffset, st.Refusals, func() bool {
+			_, refused := st.WritesRefusedSince()
+			return refused && st.Up()
+		})
 	}
 	// Without L2, sidecache_l2_up stays absent: 0 would fire
 	// SidecacheL2Down on every pod that has no Redis by design.

@@ -20,6 +20,14 @@ import (
 // it lasts the probe tries one write every ProbeInterval (checkWrites), so
 // a replica whose traffic writes nothing still sees Redis take writes
 // again.
+//
+// Nor need a replica have written to see the refusal begin: the probe
+// tries the same write whenever no write was taken within ProbeInterval
+// (writesUnproven), so an idle replica, or one whose every read is a hit,
+// stops saying "up" within one interval of Redis refusing writes. It said
+// "up" for as long as it wrote nothing, PING and its heartbeats (TIME,
+// PUBLISH: no write) passing. A replica that stores fills sends no probe
+// write: its own writes tell.
 
 // refusing records a refusal of writes (doneAt).
 func (s *Store) refusing(err error) {
@@ -30,9 +38,16 @@ func (s *Store) refusing(err error) {
 
 // tookWrite records a write Redis took.
 func (s *Store) tookWrite() {
+	s.tookAt.Store(time.Now().UnixNano())
 	if s.refusedAt.Load() != 0 && s.refusedAt.Swap(0) != 0 {
 		s.log.Info("redis takes writes again")
 	}
+}
+
+// writesUnproven reports whether the probe should try a write
+// (checkWrites): Redis refuses writes, or took none within ProbeInterval.
+func (s *Store) writesUnproven() bool {
+	return s.refusedAt.Load() != 0 || time.Since(time.Unix(0, s.tookAt.Load())) >= s.opts.ProbeInterval
 }
 
 // WritesRefusedSince reports since when Redis has refused this store's
@@ -57,9 +72,10 @@ func (s *Store) checkWrites() {
 	err := s.rdb.SetXX(ctx, s.key("probe", ""), "", time.Millisecond).Err()
 	switch {
 	case err == nil || errors.Is(err, redis.Nil):
+		s.done(context.Background(), nil) // an answer: no PING needed after it
 		s.tookWrite()
 	case WritesRefused(err):
-		// still refused
+		s.refusing(err) // begun now, or still
 	default:
 		s.done(context.Background(), err)
 	}

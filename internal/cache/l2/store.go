@@ -135,6 +135,7 @@ type Store struct {
 
 	up        atomic.Bool
 	refusedAt atomic.Int64 // unix ns since when Redis has refused writes; 0: it takes them (refusing.go)
+	tookAt    atomic.Int64 // unix ns of the last write Redis took (refusing.go)
 	fails     atomic.Int32
 	okAt      atomic.Int64 // unix ns of the last call Redis answered
 	state     sync.Mutex   // orders transitions and their callbacks
@@ -453,7 +454,7 @@ func (s *Store) probe() {
 		case <-t.C:
 		}
 		up := s.up.Load()
-		if up && s.refusedAt.Load() != 0 {
+		if up && s.writesUnproven() {
 			s.checkWrites() // refusing.go
 		}
 		if up && time.Since(time.Unix(0, s.okAt.Load())) < s.opts.ProbeInterval {

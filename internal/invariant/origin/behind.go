@@ -1,6 +1,10 @@
 package origin
 
-import "time"
+import (
+	"net/http"
+	"sync"
+	"time"
+)
 
 // Bump raises res's version behind the cache: no write reaches a replica,
 // as when an app changes its data out of band and an operator then purges
@@ -45,4 +49,47 @@ func (o *Origin) Version(res string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.ver[res]
+}
+
+// writeHold is a HoldWrite: the writes of its resource wait for gate,
+// and arrived is closed when the first one comes.
+type writeHold struct {
+	gate, arrived chan struct{}
+	once          sync.Once
+}
+
+// HoldWrite holds every write of res, before it is applied, until gate
+// is closed (nil: none held), and returns a channel closed once one
+// arrives.
+func (o *Origin) HoldWrite(res string, gate chan struct{}) <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if gate == nil {
+		delete(o.writeHolds, res)
+		return nil
+	}
+	if o.writeHolds == nil {
+		o.writeHolds = map[string]*writeHold{}
+	}
+	h := &writeHold{gate: gate, arrived: make(chan struct{})}
+	o.writeHolds[res] = h
+	return h.arrived
+}
+
+// heldWrite waits while res's writes are held (HoldWrite), and reports
+// whether the write goes on (false: its client left meanwhile).
+func (o *Origin) heldWrite(r *http.Request, res string) bool {
+	o.mu.Lock()
+	h := o.writeHolds[res]
+	o.mu.Unlock()
+	if h == nil {
+		return true
+	}
+	h.once.Do(func() { close(h.arrived) })
+	select {
+	case <-h.gate:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
 }

@@ -87,11 +87,35 @@ func (o *Origin) countCrowd(ids string) {
 	}
 }
 
+// HoldQueue holds every /q bulk call until gate is closed (nil: none
+// held), and starts QueueHigh again from the calls being served.
+func (o *Origin) HoldQueue(gate chan struct{}) {
+	o.mu.Lock()
+	o.queueGate = gate
+	o.mu.Unlock()
+	o.QueueHigh.Store(o.QueueBusy.Load())
+}
+
 func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/u" {
 		n := o.UserBulk.Add(1)
 		defer o.UserBulk.Add(-1)
 		for h := o.UserBulkHigh.Load(); n > h && !o.UserBulkHigh.CompareAndSwap(h, n); h = o.UserBulkHigh.Load() {
+		}
+	}
+	if r.URL.Path == "/q" {
+		n := o.QueueBusy.Add(1)
+		defer o.QueueBusy.Add(-1)
+		for h := o.QueueHigh.Load(); n > h && !o.QueueHigh.CompareAndSwap(h, n); h = o.QueueHigh.Load() {
+		}
+		o.mu.Lock()
+		gate := o.queueGate
+		o.mu.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+			}
 		}
 	}
 	var out []Stamp

@@ -260,6 +260,14 @@ type Origin struct {
 	// max_in_flight 1), resends included: the queue rounds start their
 	// second wave once each replica's first call came (list-crowd-queue).
 	QueueCalls atomic.Int64
+	// QueueBusy counts the /q calls being served, and QueueHigh the most
+	// at once since the last HoldQueue; queueGate, while set, holds every
+	// /q call until it is closed (the batch-reload row, batchreload.go).
+	QueueBusy, QueueHigh atomic.Int64
+	queueGate            chan struct{}
+	// writeHolds: the writes held before they are applied, by resource
+	// (HoldWrite; the batch-reload row's write stage).
+	writeHolds map[string]*writeHold
 	// trailCalls numbers the answers sent with trailers (X-Trail-Call).
 	trailCalls int64
 	// hops lists the calls that carried ClientHop, this round.
@@ -802,6 +810,9 @@ func notModifiedCoding(h http.Header, r *http.Request, p Profile) {
 func (o *Origin) write(w http.ResponseWriter, r *http.Request, res string) {
 	if id := r.Header.Get(TrickleHeader); id != "" {
 		o.trickle(w, r, res, id)
+		return
+	}
+	if !o.heldWrite(r, res) {
 		return
 	}
 	if kind := r.Header.Get(DeafHeader); kind != "" {
