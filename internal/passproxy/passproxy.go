@@ -74,6 +74,14 @@ type Options struct {
 	Bufs   httputil.BufferPool
 }
 
+// StalledFlush is how long an answer of known length may hold written
+// bytes (its header first) in the client's write buffer while ReverseProxy
+// waits on the upstream for more (httputil.ReverseProxy.FlushInterval).
+// The lean loop flushes before any read that waits (lean.CopyBody); the
+// Transport's reads do not tell, so a timer does, armed per answer and
+// stopped when its copy ends.
+const StalledFlush = 10 * time.Millisecond
+
 // Info is what one request tells the proxy (Request).
 type Info struct {
 	Rec    *accesslog.Record // nil unless the access log is on
@@ -137,10 +145,17 @@ func New(o Options) *httputil.ReverseProxy {
 			}))
 		},
 		Transport: o.Transport,
-		// 0: ReverseProxy already flushes at once for streams (unknown
-		// length, text/event-stream); flushing every write of an ordinary
-		// response costs a syscall each and halved pass-through throughput.
-		FlushInterval: 0,
+		// ReverseProxy flushes streams (unknown length, text/event-stream)
+		// after every write already. An answer of known length is flushed
+		// once it has waited StalledFlush with something written and not
+		// sent (its header first): an upstream that sends its header and
+		// then stalls leaves the client holding the status and what came,
+		// as the lean loop does (lean.CopyBody), not nothing until the
+		// upstream timeout cuts the connection. An answer that comes whole
+		// is copied before the timer fires, in one write as before:
+		// flushing every write of an ordinary response costs a syscall
+		// each and halved pass-through throughput.
+		FlushInterval: StalledFlush,
 		ModifyResponse: func(resp *http.Response) error {
 			if resp.StatusCode < 100 {
 				// Three digits but no status (RFC 9110 §15): a 502 and
