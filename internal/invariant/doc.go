@@ -230,6 +230,21 @@
 // (budget-request): the round's budget hides one extra call. The read must
 // answer its own variant, the stored one (stale_if_error) or a 502/504.
 //
+// # Answers that stall after their header (stalled.go)
+//
+// With stalled-length (On; stream 61), after about one round in four and
+// three times a run at most, an identity sends one replica a pass-through
+// request for a resource of the row's own (origin.StalledPath, on no
+// route), on a connection of its own: a GET (the lean loop), then a PATCH
+// (ReverseProxy), then either. The origin answers 200 with a
+// Content-Length, sends its header and 0, 8 or 1000 bytes of the body,
+// and holds the rest until the runner releases it. While it holds, the
+// client must read the status line and those bytes (an order: the origin
+// is released only once the client has them); then the origin closes
+// short, and the client must see the body broken, never whole. Counts
+// stalled-length-<method>-<sent>, and stalled-length-late when the bytes
+// reached the client only after the sidecar had cut the call.
+//
 // # Wide purges (purgeall.go)
 //
 // In about three rounds in twenty (purge-all, purge-route; their own
@@ -630,6 +645,9 @@
 //     has memory again, every replica serves from it again (/readyz l2
 //     up, coherence proven), publishes what it replays, and answers a
 //     plain read; after a Redis stall, serves from it and publishes;
+//   - stalled-length: the status line and the bytes an answer of known
+//     length brought reach the client while its upstream holds the rest
+//     (stalled.go), on the lean loop and ReverseProxy alike;
 //   - redis-stall: a read, batched read or write sent while Redis stalls
 //     is answered before Redis answers again (stall.go);
 //   - ghost-lease, held: a read whose key's lease a crashed holder left

@@ -289,6 +289,10 @@ type run struct {
 	// 59; mismatchDone counts its stages.
 	mismatchRng  *rand.Rand
 	mismatchDone int
+	// stalledRng draws the stalled-length row (stalled.go) on stream
+	// 61; stalledDone counts its stages.
+	stalledRng  *rand.Rand
+	stalledDone int
 }
 
 // Run drives cfg.Rounds rounds of concurrent requests and checks every
@@ -299,6 +303,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.tunnelRng = rand.New(rand.NewPCG(cfg.Seed, 28))
 	r.caps = rand.New(rand.NewPCG(cfg.Seed, 52))
 	r.mismatchRng = rand.New(rand.NewPCG(cfg.Seed, 59))
+	r.stalledRng = rand.New(rand.NewPCG(cfg.Seed, 61))
 	r.bodies = rand.New(rand.NewPCG(cfg.Seed, 33))
 	r.reloads = rand.New(rand.NewPCG(cfg.Seed, 43))
 	r.ghosts, r.restarts = rand.New(rand.NewPCG(cfg.Seed, 37)), rand.New(rand.NewPCG(cfg.Seed, 38))
@@ -428,8 +433,9 @@ func (r *run) round(ctx context.Context, round int) {
 		r.readAfterWide(ctx, w)
 	}
 	r.wide = nil
-	r.readRecoded(ctx)         // recoded.go
-	r.upgrades(ctx)            // beside the round: its draws are its own
-	r.connCap(ctx)             // conncap.go, likewise
-	r.mismatchVary(ctx, round) // mismatch.go, likewise
+	r.readRecoded(ctx)          // recoded.go
+	r.upgrades(ctx)             // beside the round: its draws are its own
+	r.connCap(ctx)              // conncap.go, likewise
+	r.mismatchVary(ctx, round)  // mismatch.go, likewise
+	r.stalledLength(ctx, round) // stalled.go, likewise
 }

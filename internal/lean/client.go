@@ -16,7 +16,8 @@
 // trailers kept, Forwarded and X-Forwarded-For/Host/Proto replaced from the
 // client's connection, the upstream's Host (request.go); 1xx answers handed
 // to the caller as they come (RFC 9110 §15.2), trailers announced and
-// relayed (RFC 9110 §6.5), streams of unknown length flushed as they come
+// relayed (RFC 9110 §6.5), streams of unknown length flushed as they come,
+// and an answer of known length before a read that waits on the upstream
 // (response.go). Everything else (bodies, upgrades, https) is for
 // ReverseProxy.
 //

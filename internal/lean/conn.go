@@ -64,6 +64,11 @@ func (c *Conn) Close() {
 	c.c.Close()
 }
 
+// Buffered is the count of the answer's bytes read from the upstream and
+// not yet handed out (Pending): 0 when its body's next read waits on the
+// upstream.
+func (c *Conn) Buffered() int { return c.br.Buffered() }
+
 // unwatch stops the watch on the client's request; false when it has
 // fired (or is firing): the read deadline may be in the past.
 func (c *Conn) unwatch() bool {

@@ -15,7 +15,8 @@ import (
 
 // WriteResponse relays an answer as ReverseProxy does, through a real
 // server to a real client: trailers, announced or not (RFC 9110 §6.5),
-// streams flushed as they come, and a body broken upstream seen broken by
+// streams flushed as they come, an answer of known length flushed before
+// a read that waits on the upstream, and a body broken upstream seen broken by
 // the client, never as a short answer that looks whole.
 func TestWriteResponse(t *testing.T) {
 	tests := []struct {
@@ -57,6 +58,14 @@ func TestWriteResponse(t *testing.T) {
 			first: "first;", body: "first;second",
 		},
 		{
+			// What came is the client's while the upstream holds the
+			// rest: flushed before the read that waits for it.
+			name:  "known length, rest held upstream",
+			head:  "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\nfirst;",
+			rest:  "second",
+			first: "first;", body: "first;second",
+		},
+		{
 			name:   "body broken upstream",
 			head:   "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
 			broken: true,
@@ -84,7 +93,7 @@ func TestWriteResponse(t *testing.T) {
 					w.WriteHeader(http.StatusBadGateway)
 					return
 				}
-				if err := lean.WriteResponse(w, resp, make([]byte, 32<<10), httpcache.RemoveForbiddenTrailers); err != nil {
+				if err := lean.WriteResponse(w, resp, c, make([]byte, 32<<10), httpcache.RemoveForbiddenTrailers); err != nil {
 					c.Close()
 					panic(http.ErrAbortHandler)
 				}

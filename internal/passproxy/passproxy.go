@@ -74,6 +74,37 @@ type Options struct {
 	Bufs   httputil.BufferPool
 }
 
+// StalledFlush is how long an answer of known length to a request without
+// a body may hold written bytes (its header first) in the client's write
+// buffer while ReverseProxy waits on the upstream for more
+// (httputil.ReverseProxy.FlushInterval). The lean loop flushes before any
+// read that waits (lean.CopyBody); the Transport's reads do not tell, so a
+// timer does, armed per answer and stopped when its copy ends.
+//
+// A request with a body is not flushed early (Proxy): net/http writing the
+// header reads and discards what is left of the client's body (up to
+// 256 KiB, its answer-before-body rule), and ReverseProxy may still be
+// copying that body to the upstream — one that answers its header before
+// it has read the body would get it cut short. Such an answer is held as
+// before: sent once its body fills net/http's buffer or ends.
+const StalledFlush = 10 * time.Millisecond
+
+// Proxy is the pass-through ReverseProxy of one upstream, in two forms
+// alike but for their FlushInterval: StalledFlush for a request without a
+// body, 0 (streams alone flushed) for one with a body.
+type Proxy struct {
+	bodiless, bodied *httputil.ReverseProxy
+}
+
+// ServeHTTP passes r through the form its body calls for.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody {
+		p.bodiless.ServeHTTP(w, r)
+		return
+	}
+	p.bodied.ServeHTTP(w, r)
+}
+
 // Info is what one request tells the proxy (Request).
 type Info struct {
 	Rec    *accesslog.Record // nil unless the access log is on
@@ -111,7 +142,15 @@ func infoOf(ctx context.Context) *Info {
 }
 
 // New is the proxy of one upstream.
-func New(o Options) *httputil.ReverseProxy {
+func New(o Options) *Proxy {
+	rp := newReverseProxy(o)
+	bodied := *rp
+	bodied.FlushInterval = 0
+	return &Proxy{bodiless: rp, bodied: &bodied}
+}
+
+// newReverseProxy is New's ReverseProxy for a request without a body.
+func newReverseProxy(o Options) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(o.Upstream)
@@ -137,10 +176,18 @@ func New(o Options) *httputil.ReverseProxy {
 			}))
 		},
 		Transport: o.Transport,
-		// 0: ReverseProxy already flushes at once for streams (unknown
-		// length, text/event-stream); flushing every write of an ordinary
-		// response costs a syscall each and halved pass-through throughput.
-		FlushInterval: 0,
+		// ReverseProxy flushes streams (unknown length, text/event-stream)
+		// after every write already. An answer of known length is flushed
+		// once it has waited StalledFlush with something written and not
+		// sent (its header first): an upstream that sends its header and
+		// then stalls leaves the client holding the status and what came,
+		// as the lean loop does (lean.CopyBody), not nothing until the
+		// upstream timeout cuts the connection. An answer that comes whole
+		// is copied before the timer fires, in one write as before:
+		// flushing every write of an ordinary response costs a syscall
+		// each and halved pass-through throughput. New's bodied form
+		// has 0 (StalledFlush).
+		FlushInterval: StalledFlush,
 		ModifyResponse: func(resp *http.Response) error {
 			if resp.StatusCode < 100 {
 				// Three digits but no status (RFC 9110 §15): a 502 and

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"time"
@@ -60,7 +59,7 @@ func (x *exchange) passWith(o outcome, detail string, after func(code int, answe
 
 // newPassProxy is the pass-through ReverseProxy of upstream up
 // (internal/passproxy).
-func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout time.Duration) *httputil.ReverseProxy {
+func (h *Handler) newPassProxy(up *url.URL, transport http.RoundTripper, timeout time.Duration) *passproxy.Proxy {
 	return passproxy.New(passproxy.Options{
 		Upstream: up, Transport: transport, Timeout: timeout,
 		CurrentTimeout: func() time.Duration { return h.state.Load().timeout },

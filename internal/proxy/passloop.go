@@ -38,7 +38,7 @@ func (x *exchange) leanPass(st status) {
 	resp.Header["Cache-Status"] = []string{httpcache.AppendCacheStatus(resp.Header.Get("Cache-Status"), st.String())}
 	httpcache.AddVia(resp.Header, x.h.via)
 	buf := x.h.bufs.Take()
-	err = lean.WriteResponse(w, resp, *buf, x.h.trailers)
+	err = lean.WriteResponse(w, resp, c, *buf, x.h.trailers)
 	x.h.bufs.Return(buf)
 	if err != nil {
 		c.Close()

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -48,6 +47,7 @@ import (
 	"github.com/sidecache/sidecache/internal/largebody"
 	"github.com/sidecache/sidecache/internal/lean"
 	"github.com/sidecache/sidecache/internal/metrics"
+	"github.com/sidecache/sidecache/internal/passproxy"
 	"github.com/sidecache/sidecache/internal/route"
 	"github.com/sidecache/sidecache/internal/routeshape"
 	"github.com/sidecache/sidecache/internal/spelling"
@@ -203,7 +203,7 @@ type state struct {
 	up        *url.URL
 	timeout   time.Duration
 	transport http.RoundTripper
-	pass      *httputil.ReverseProxy
+	pass      *passproxy.Proxy
 	lean      *lean.Client // nil: every pass-through takes pass (see passloop.go)
 	table     *route.Table
 	routes    map[*route.Route]*routeState

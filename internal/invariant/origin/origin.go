@@ -287,6 +287,9 @@ type Origin struct {
 	// mismatches: the calls to each of the mismatch-vary row's
 	// resources (mismatch.go).
 	mismatches map[string][]string
+	// stalled: the stalled-length row's answers being held, by path
+	// (stalled.go).
+	stalled map[string]*stalledCall
 }
 
 // ClientHop is the field a client's Connection names (the harness's
@@ -602,6 +605,9 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/u" || r.URL.Path == "/e" || r.URL.Path == "/s" || r.URL.Path == "/q" {
 		o.bulk(w, r)
+		return
+	}
+	if o.stall(w, r) { // the stalled-length row (stalled.go)
 		return
 	}
 	if o.mismatch(w, r) { // the mismatch-vary row (mismatch.go)
