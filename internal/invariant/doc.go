@@ -492,6 +492,12 @@
 //     targeted-nostore, PCG stream 60, run.targetedNoStore: a third of
 //     the private answers left say max-age=60 with no-store in a
 //     Surrogate-Control or CDN-Cache-Control, origin.TargetedNoStore);
+//   - bulk-set-cookie: an element of a bulk answer that set a cookie
+//     (PCG stream 63, run.bulkCookie: a third of the bulk-per-address
+//     answers mint one for the caller's address, origin.Stamp.Cookie)
+//     comes with that cookie, to a one-id read and in a split list alike:
+//     the answer is private to the request whose call it was, which would
+//     have had the cookie from the upstream directly;
 //   - resource, query, unkeyed: the answer is for the resource and query
 //     this request names as the origin parses them, and never shaped by
 //     another request's unkeyed input (an echoed X-Request-Id);

@@ -260,7 +260,9 @@ type run struct {
 	varySeps *rand.Rand
 	// targeted draws the targeted-nostore row (targetedNoStore, stream 60).
 	targeted *rand.Rand
-	gen      *traffic.Gen
+	// bulkCookies draws the bulk-set-cookie row (bulkCookie, stream 63).
+	bulkCookies *rand.Rand
+	gen         *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -307,6 +309,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.strays = rand.New(rand.NewPCG(cfg.Seed, 55))
 	r.varySeps = rand.New(rand.NewPCG(cfg.Seed, 56))
 	r.targeted = rand.New(rand.NewPCG(cfg.Seed, 60))
+	r.bulkCookies = rand.New(rand.NewPCG(cfg.Seed, 63))
 	r.drawRetag()
 	r.drawStallRound()   // stall.go, stream 44
 	r.drawShadowRound()  // shadow.go, stream 45

@@ -24,8 +24,10 @@ const MaxID = 1<<31 - 1
 // gzip when the request accepts it, its Delay holds every bulk call
 // (crowd rounds), and its Dims make every element for the caller's
 // address and say so as Dim.How does ("vary": Vary: X-Forwarded-For,
-// "private": Cache-Control: private), the bulk-per-address feature; its
-// other fields are not read.
+// "private": Cache-Control: private; "set-cookie": a Set-Cookie minted
+// for the address, each element marked Stamp.Cookie), the
+// bulk-per-address and bulk-set-cookie features; its other fields are
+// not read.
 const BulkProfile = "u/*"
 
 // StaleBulkProfile is the profile of the bulk endpoint /s (route s:
@@ -124,6 +126,7 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	// whom for (Stamp.By), the answer how (Vary or private).
 	var by map[string]string
 	var vary []string
+	cookie := false
 	for _, d := range dims {
 		if by == nil {
 			by = map[string]string{}
@@ -138,6 +141,11 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Cache-Control", StrayPrivate[d.Spelling%len(StrayPrivate)])
 		case "targeted-nostore":
 			setTargetedNoStore(w.Header(), d.Spelling)
+		case "set-cookie":
+			// Minted for the caller (bulk-set-cookie): private, and
+			// its caller's to keep.
+			w.Header().Add("Set-Cookie", "minted="+by[d.Name]+"; Path=/")
+			cookie = true
 		}
 	}
 	if p.StaleAtOnce && w.Header().Get("Cache-Control") == "" {
@@ -177,7 +185,7 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		} else if big := o.profiles[BulkProfile].Big; big > 0 && prof == BulkProfile {
 			st.Pad = strings.Repeat("b", big)
 		}
-		st.Part = partial
+		st.Part, st.Cookie = partial, cookie
 		out = append(out, st)
 	}
 	gz := o.profiles[BulkProfile].Gzip && prof == BulkProfile && AcceptsGzip(r.Header.Values("Accept-Encoding"))

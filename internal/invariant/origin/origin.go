@@ -51,6 +51,10 @@ type Stamp struct {
 	// Part: an element of a 206 bulk answer (bulk-206), which no client
 	// may ever receive as an element.
 	Part bool `json:"part,omitempty"`
+	// Cookie: an element of a bulk answer that set a cookie minted for
+	// By["addr"] (bulk-set-cookie): whoever receives it must receive
+	// that cookie too.
+	Cookie bool `json:"ck,omitempty"`
 }
 
 // StampHeader carries the stamp of a read's answer (without the padding)
