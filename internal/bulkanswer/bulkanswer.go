@@ -222,6 +222,58 @@ func Own(resp *http.Response, body []byte, requested time.Time) *cache.Entry {
 	return &cache.Entry{Status: resp.StatusCode, Header: httpcache.StoredHeader(resp.Header), Body: body, StoredAt: requested}
 }
 
+// Refusal is a bulk call of several ids that the upstream refused in a
+// way one of them may cause (a 4xx other than 408 and 429:
+// bulk.Isolable): it fails the call as Err says (ErrBulk, and
+// batch.ErrIsolate, so the loader isolates its ids), and keeps the
+// upstream's own answer, with the call's ids and the header of the client
+// request whose headers the call carried, for ListRefusal.
+type Refusal struct {
+	Err  error
+	e    *cache.Entry
+	ids  []string
+	from http.Header
+}
+
+// NewRefusal is the refusal of the call of ids made with the headers from
+// of a client request, err its failure; resp and body are the upstream's
+// answer to it, which left at requested.
+func NewRefusal(err error, resp *http.Response, body []byte, requested time.Time, ids []string, from http.Header) *Refusal {
+	return &Refusal{Err: err, e: Own(resp, body, requested), ids: slices.Clone(ids), from: from}
+}
+
+func (r *Refusal) Error() string { return r.Err.Error() }
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// ListRefusal is the upstream's own answer that refuses a split list
+// request whose header is h, when err, the failure of one of its ids, is
+// a call's Refusal (however it reached the id: an isolation whose calls
+// the list's budget could not pay, batch.ErrBudget, or its own call for
+// ids answered for another request) and that call was the list's alone:
+// made with the list's headers, of ids it lists (listed) only. That
+// answer refuses a query of the list's ids with its headers; the app's
+// list endpoint refuses the whole list with such an answer too (an id it
+// refuses is refused in any list: splitpart's Join), so the list is
+// answered with it, never stored, as it is with an id's refusal alone —
+// rather than 502, which it answered when its budget ran out before the
+// isolation got down to one id (a list of one good id and 39 bad ones, or
+// of 1 and 999: the upstream called directly answers 400). Nil otherwise:
+// a call another request's ids or headers shared refused for what may be
+// that request's fault, which fails none of this list's ids but its own
+// (isolation).
+func ListRefusal(err error, h http.Header, listed func(id string) bool) *cache.Entry {
+	var r *Refusal
+	if err == nil || !errors.As(err, &r) || !SameHeader(r.from, h) {
+		return nil
+	}
+	for _, id := range r.ids {
+		if !listed(id) {
+			return nil
+		}
+	}
+	return r.e
+}
+
 // notFoundBody is the body of an id absent from the bulk answer: a
 // constant, so nothing can write to it.
 const notFoundBody = `{"error":"not found"}`

@@ -412,6 +412,17 @@
 // 3 s), which /w/y, read with a whole budget, joins: y's element must
 // reach L2 (batch-opener-budget).
 //
+// # A list the upstream refuses (listrefused.go)
+//
+// Once a seed, between rounds, the list-refused row (stream 64) sends one
+// split list of route u alone: a fresh good id among 39 ids the bulk
+// endpoint always refuses with 400 (origin.RefusedID). Its budget (13
+// bulk calls) runs out long before isolation halves its way to one id
+// alone, and each call refused was the upstream's answer to a part of
+// this list's own ids with its headers: the list must be answered as the
+// origin answers it directly, 400 "bad id …", never 502 (list-refused),
+// within traffic.BudgetList calls (budget).
+//
 // # A deploy that changes a route's tags (retag.go)
 //
 // Keys do not name the route, and an entry's tags are fixed when it is

@@ -263,7 +263,10 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkanswer.A
 		e := bulkanswer.Own(resp, body, t0)
 		return []*bulkanswer.Answer{{E: e, Call: bulkanswer.NewCall(x.r.Header, resp.Header, out.Header, took, x.rs.fwd.rules, neverForwarded), Refused: true, Private: httpcache.Private(e.Header)}}, nil
 	case !ok:
-		return nil, fmt.Errorf("%w: %w: status %d", bulkanswer.ErrBulk, batch.ErrIsolate, resp.StatusCode)
+		// Kept with its failure: a split list whose own call it was is
+		// refused with it (bulkanswer.ListRefusal).
+		err := fmt.Errorf("%w: %w: status %d", bulkanswer.ErrBulk, batch.ErrIsolate, resp.StatusCode)
+		return nil, bulkanswer.NewRefusal(err, resp, body, t0, ids, x.r.Header)
 	}
 	// Room past each element for its ETag (keepElement), and for the
 	// strings its entry keeps (setID).

@@ -243,6 +243,9 @@ func entryBytes(e *cache.Entry) int64 {
 	return int64(len(e.Body)) + 1
 }
 
+// Has reports whether id is one of the list's ids.
+func (ps Parts[X]) Has(id string) bool { return ps[id] != nil }
+
 // Bytes is the size of the list's answer from the elements its parts
 // hold, and of the stale copies they hold for stale-if-error: what the
 // list holds of max_body_bytes.

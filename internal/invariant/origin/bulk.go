@@ -52,6 +52,23 @@ const (
 	crowdSpan = 1000
 )
 
+// RefusedID is an id of the list-refused row: 21 digits, "7" and 20 drawn
+// from rnd, over MaxID (and 2⁶⁴) so the bulk endpoint cannot parse it, as
+// the other bad ids, but always refused with 400 when it is the first
+// such id of a call (IsRefusedID), never 500: the answer a validating
+// framework gives, the same for the list whole and for any part of it.
+// No other draw makes an id of 21 digits.
+func RefusedID(rnd uint64) string { return fmt.Sprintf("7%020d", rnd%1e19) }
+
+// IsRefusedID reports whether id is a RefusedID.
+func IsRefusedID(id string) bool { return len(id) == 21 && id[0] == '7' }
+
+// EchoesPadded reports whether the bulk endpoint names id n's element
+// with a leading zero while Profile.EchoPadded is on (bulk-echo-spelling):
+// one in five of the ids the rounds draw (5 of the one-id reads' 1-8,
+// 5 to 60 of the lists' 1-64).
+func EchoesPadded(n uint64) bool { return n <= 64 && n%5 == 0 }
+
 // CrowdID is the i-th good id of crowd round round.
 func CrowdID(round, i int) string { return fmt.Sprint(crowdBase + round*crowdSpan + i + 1) }
 
@@ -163,9 +180,10 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		if err != nil || n > MaxID {
 			o.mu.Unlock()
 			// One id list, one answer: 400 or 500 by its hash, so
-			// both ways a bulk call fails are in the mix.
+			// both ways a bulk call fails are in the mix; always 400
+			// at a refused id (the list-refused row).
 			code, msg := http.StatusBadRequest, "bad id "
-			if fnv([]byte(r.URL.RawQuery))%2 != 0 {
+			if fnv([]byte(r.URL.RawQuery))%2 != 0 && !IsRefusedID(id) {
 				code, msg = http.StatusInternalServerError, "cannot parse "
 			}
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
