@@ -72,6 +72,26 @@ var ErrElementTooLarge = errors.New("element over max_body_bytes")
 // does, and is never answered 502 for it.
 var ErrAnswerTooLarge = fmt.Errorf("bulk answer over max_body_bytes: %w", ErrElementTooLarge)
 
+// ErrUnattributed is an id a bulk answer holds no element for, while it
+// holds elements whose ids are none the call asked for (strays): the
+// upstream echoes ids in a spelling of its own (the slug 5-acme answered
+// as 5, as Rails' find reads it; the UUID AB12… as ab12…, as PostgreSQL
+// prints it), so the id is not known to be absent, and which stray is its
+// element is the upstream's reading, not the sidecar's to guess. Its
+// requests pass through to the upstream as the client sent them (a split
+// list holding it, to the upstream's list), its own answer, nothing
+// stored; a 404 was stored for a record the upstream has.
+var ErrUnattributed = errors.New("bulk answer names no element for the id but elements for ids not asked")
+
+// Passes reports whether err, an id's load's, sends its requests to the
+// upstream as the clients sent them rather than failing them: a record
+// too large to keep (ErrElementTooLarge), or an id its bulk answer could
+// not be attributed to (ErrUnattributed). Either is the upstream's answer,
+// no failure of it: no stale copy stands in for it.
+func Passes(err error) bool {
+	return errors.Is(err, ErrElementTooLarge) || errors.Is(err, ErrUnattributed)
+}
+
 // Failed is the answer to a batched miss whose load failed: 503 when the
 // batcher refused it (its group's queue full, Retry-After set by the
 // writer), 504 when its batch was not sent in time or its bulk call ran
@@ -94,7 +114,10 @@ type Answer struct {
 	Call *Call // what every id of the call shares; nil: nothing
 	// Refused: the upstream's own failing answer to a one-id call.
 	Refused bool
-	Stored  bool
+	// Unattributed: the call's answer holds no element for the id, and
+	// elements for ids not asked (ErrUnattributed); E is nil.
+	Unattributed bool
+	Stored       bool
 	// Private: for the request whose headers made the call only (the
 	// others fetch their own: MadeFor), judged once per id where the
 	// answer is made: by the element's keeping (its reason, or admit's

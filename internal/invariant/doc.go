@@ -509,6 +509,12 @@
 //     comes with that cookie, to a one-id read and in a split list alike:
 //     the answer is private to the request whose call it was, which would
 //     have had the cookie from the upstream directly;
+//   - bulk-echo-spelling (reported as collateral or list-as-asked): one
+//     round in four (PCG stream 63, after bulk-set-cookie's draw), the
+//     bulk endpoint names the elements of ids 5, 10, … 60 with a leading
+//     zero (origin.Profile.EchoPadded): such an id is no absent one, so a
+//     one-id read of it is the origin's answer, never a 404, and a list
+//     holding it lists it (the origin's own list), never leaves it out;
 //   - resource, query, unkeyed: the answer is for the resource and query
 //     this request names as the origin parses them, and never shaped by
 //     another request's unkeyed input (an echoed X-Request-Id);

@@ -169,6 +169,9 @@ func (r *run) drawResources() string {
 		// sidecar writes per client, or as private (probe h1 D2).
 		bulk.Dims = []origin.Dim{r.bulkCookie(r.targetedNoStore(r.strayPrivate(origin.Dim{Name: "addr", How: []string{"vary", "private"}[r.rng.IntN(2)]})))}
 	}
+	// On stream 63 after bulkCookie's draw (both rows are this stream's):
+	// one round in four, the bulk endpoint names a few ids padded.
+	bulk.EchoPadded = r.cfg.Mix.Has("bulk-echo-spelling") && r.bulkCookies.IntN(4) == 0
 	r.cfg.Origin.SetProfile(origin.BulkProfile, bulk)
 	for _, n := range tNames {
 		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawContinue(r.drawProfile(false)))

@@ -101,6 +101,10 @@ func (x *exchange) fetchForeign(ctx context.Context, parts listParts) {
 			continue
 		}
 		for i, id := range chunk {
+			if res[i].Unattributed {
+				parts[id].Settle(nil, bulkanswer.ErrUnattributed)
+				continue
+			}
 			parts[id].Settle(res[i].E, nil)
 		}
 	}

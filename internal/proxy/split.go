@@ -263,6 +263,12 @@ func (x *exchange) joinParts(ids []string, parts listParts, hits int) {
 	l, stale, bad := parts.Join(ids, x.rs.rt.Split.Route.Key.Headers...)
 	switch {
 	case bad == nil:
+	case errors.Is(bad.Err, bulkanswer.ErrUnattributed):
+		// The upstream names an id of the list otherwise: its own
+		// list answers, as for a list spelled otherwise than the
+		// cache stores it (splitpart.AsAsked).
+		x.pass(outBypass, "split-spelling")
+		return
 	case errors.Is(bad.Err, bulkanswer.ErrElementTooLarge):
 		// The list cannot be assembled within max_body_bytes, so the
 		// upstream's own list answers, streamed through.

@@ -173,6 +173,14 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 			ch.Count("split-stale-s", 1) // stale ids reached the checks below
 		}
 		asked := canonIDs(q.Ids)
+		for i, st := range sts {
+			// The origin's own list names some ids padded
+			// (bulk-echo-spelling): the element of the id asked.
+			if id := canonIDs([]string{st.ID})[0]; id != st.ID {
+				sts[i].ID = id
+				ch.Count("bulk-echo-spelling", 1)
+			}
+		}
 		ch.checkAsAsked(q, resp, sts, asked)
 		for _, st := range sts {
 			if !slices.Contains(asked, st.ID) || st.Res != q.Route+"/"+st.ID {

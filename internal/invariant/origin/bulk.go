@@ -195,6 +195,9 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		}
 		res := r.URL.Path[1:] + "/" + strconv.FormatUint(n, 10)
 		st := Stamp{ID: strconv.FormatUint(n, 10), Res: res, Ver: o.ver[res], By: by}
+		if EchoesPadded(n) && o.profiles[BulkProfile].EchoPadded && prof == BulkProfile {
+			st.ID = "0" + st.ID // bulk-echo-spelling
+		}
 		if r.URL.Path == "/e" {
 			st.Tag = elementTag(n, st.Ver, bySalt(by))
 		}

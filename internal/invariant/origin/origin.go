@@ -173,6 +173,11 @@ type Profile struct {
 	// bytes (under max_body_bytes: records that fit alone, a few of them
 	// together over it).
 	Big int
+	// EchoPadded: on BulkProfile, the elements of ids up to 64 that
+	// are multiples of 5 name their id with a leading zero ("05" for 5:
+	// bulk-echo-spelling, EchoesPadded), as an app that prints its ids
+	// padded does; the id asked is never absent for it.
+	EchoPadded bool
 	// StaleAtOnce: answers say Cache-Control: max-age=0, so on a
 	// freshness: origin route with stale_if_error every stored copy is
 	// stale at once and answers only when a refetch fails.
