@@ -209,6 +209,13 @@ func elements(body []byte, idField string, hint int, start func(n int), each fun
 	// are then sliced out of it with no second walk of their fields: no
 	// decode of the answer into values, and one copy of each element's
 	// raw bytes.
+	// A UTF-8 byte order mark before the array (a .NET or PowerShell
+	// app's Encoding.UTF8 writer sends one) is no part of it: RFC 8259
+	// §8.1 lets a parser ignore it, and taken for broken JSON it failed
+	// every call of such an upstream. Nothing else of the body is.
+	if len(body) >= len(utf8BOM) && string(body[:len(utf8BOM)]) == utf8BOM {
+		body = body[len(utf8BOM):]
+	}
 	b := body
 	v := validator{b: b, record: true, idField: idField, elems: make([]span, 0, max(hint, 1))}
 	if ok, spaced := v.check(); !ok || spaced {
@@ -247,6 +254,9 @@ func elements(body []byte, idField string, hint int, start func(n int), each fun
 	}
 	return nil
 }
+
+// utf8BOM is U+FEFF, the byte order mark, in UTF-8.
+const utf8BOM = "\xef\xbb\xbf"
 
 // idOf returns the id of an element whose id field holds v (nil: none):
 // plain, its own bytes in v (a plain ASCII string's inside, a number's

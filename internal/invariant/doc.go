@@ -515,6 +515,10 @@
 //     zero (origin.Profile.EchoPadded): such an id is no absent one, so a
 //     one-id read of it is the origin's answer, never a 404, and a list
 //     holding it lists it (the origin's own list), never leaves it out;
+//   - bulk-bom (reported as collateral): one round in five (PCG stream
+//     63, after bulk-echo-spelling's draw), the bulk endpoint starts its
+//     arrays with a UTF-8 byte order mark (origin.Profile.BOM): the same
+//     array (RFC 8259 §8.1), so a good id is never answered 502;
 //   - resource, query, unkeyed: the answer is for the resource and query
 //     this request names as the origin parses them, and never shaped by
 //     another request's unkeyed input (an echoed X-Request-Id);

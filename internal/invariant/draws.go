@@ -172,6 +172,8 @@ func (r *run) drawResources() string {
 	// On stream 63 after bulkCookie's draw (both rows are this stream's):
 	// one round in four, the bulk endpoint names a few ids padded.
 	bulk.EchoPadded = r.cfg.Mix.Has("bulk-echo-spelling") && r.bulkCookies.IntN(4) == 0
+	// And, one round in five, starts its arrays with a byte order mark.
+	bulk.BOM = r.cfg.Mix.Has("bulk-bom") && r.bulkCookies.IntN(5) == 0
 	r.cfg.Origin.SetProfile(origin.BulkProfile, bulk)
 	for _, n := range tNames {
 		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawContinue(r.drawProfile(false)))

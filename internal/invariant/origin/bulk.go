@@ -63,6 +63,10 @@ func RefusedID(rnd uint64) string { return fmt.Sprintf("7%020d", rnd%1e19) }
 // IsRefusedID reports whether id is a RefusedID.
 func IsRefusedID(id string) bool { return len(id) == 21 && id[0] == '7' }
 
+// BOM is the UTF-8 byte order mark the bulk endpoint starts its arrays
+// with while Profile.BOM is on (bulk-bom).
+const BOM = "\xef\xbb\xbf"
+
 // EchoesPadded reports whether the bulk endpoint names id n's element
 // with a leading zero while Profile.EchoPadded is on (bulk-echo-spelling):
 // one in five of the ids the rounds draw (5 of the one-id reads' 1-8,
@@ -223,12 +227,17 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Range", fmt.Sprintf("items 0-%d/%d", len(out)-1, n))
 		w.WriteHeader(http.StatusPartialContent)
 	}
+	var bom []byte
+	if o.profiles[BulkProfile].BOM && prof == BulkProfile {
+		bom = []byte(BOM) // bulk-bom
+	}
 	if gz {
 		b, _ := json.Marshal(out)
 		w.Header().Set("Content-Encoding", "gzip")
-		_, _ = w.Write(gzipBytes(b))
+		_, _ = w.Write(gzipBytes(append(bom, b...)))
 		return
 	}
+	_, _ = w.Write(bom)
 	json.NewEncoder(w).Encode(out)
 }
 

@@ -173,6 +173,10 @@ type Profile struct {
 	// bytes (under max_body_bytes: records that fit alone, a few of them
 	// together over it).
 	Big int
+	// BOM: on BulkProfile, every array answered starts with a UTF-8
+	// byte order mark (bulk-bom), as a .NET app's Encoding.UTF8 writer
+	// sends it: the same array (RFC 8259 §8.1).
+	BOM bool
 	// EchoPadded: on BulkProfile, the elements of ids up to 64 that
 	// are multiples of 5 name their id with a leading zero ("05" for 5:
 	// bulk-echo-spelling, EchoesPadded), as an app that prints its ids
