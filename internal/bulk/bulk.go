@@ -114,12 +114,23 @@ func SplitFor(body []byte, idField string, ids []string) ([][]byte, error) {
 // the first element out of order. With distinct ids the id found so is
 // the one the map would find.
 func SplitForRoom(body []byte, idField string, ids []string, room int) ([][]byte, error) {
+	out, _, err := SplitForRoomStrays(body, idField, ids, room)
+	return out, err
+}
+
+// SplitForRoomStrays is SplitForRoom that also counts the answer's
+// strays: its elements whose id is none of ids. An upstream that echoes
+// an id in a spelling of its own (5 for the slug 5-acme, as Rails' find
+// reads it; ab12… for the UUID AB12…, as PostgreSQL prints it) answers
+// the id asked with a stray, and the id asked has no element: it is not
+// known to be absent, so the caller must not take it for one.
+func SplitForRoomStrays(body []byte, idField string, ids []string, room int) (out [][]byte, strays int, err error) {
 	var index map[string]int  // built at the first element out of order, past maxScan ids
 	var tails [maxScan]uint64 // read at the first element out of order
 	tailed := false
 	next := 0 // the place after the last id found
-	out := make([][]byte, len(ids))
-	err := elements(body, idField, len(ids), func(int) {}, func(id []byte, decoded string, plain bool, e []byte) {
+	out = make([][]byte, len(ids))
+	err = elements(body, idField, len(ids), func(int) {}, func(id []byte, decoded string, plain bool, e []byte) {
 		// The id as the ids spell it: id's own bytes, no copy (it is
 		// only compared and looked up, never kept).
 		k := decoded
@@ -154,18 +165,20 @@ func SplitForRoom(body []byte, idField string, ids []string, room int) ([][]byte
 			}
 			i, ok = index[k]
 		}
-		if ok {
-			next = i + 1
+		if !ok {
+			strays++
+			return
 		}
-		if ok && out[i] == nil {
+		next = i + 1
+		if out[i] == nil {
 			// Not nil: an element is at least {}.
 			out[i] = append(make([]byte, 0, len(e)+room), e...)
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return out, nil
+	return out, strays, nil
 }
 
 // tail8 is the last 8 bytes of s (all of a shorter s) as a word, with s's
@@ -196,6 +209,13 @@ func elements(body []byte, idField string, hint int, start func(n int), each fun
 	// are then sliced out of it with no second walk of their fields: no
 	// decode of the answer into values, and one copy of each element's
 	// raw bytes.
+	// A UTF-8 byte order mark before the array (a .NET or PowerShell
+	// app's Encoding.UTF8 writer sends one) is no part of it: RFC 8259
+	// §8.1 lets a parser ignore it, and taken for broken JSON it failed
+	// every call of such an upstream. Nothing else of the body is.
+	if len(body) >= len(utf8BOM) && string(body[:len(utf8BOM)]) == utf8BOM {
+		body = body[len(utf8BOM):]
+	}
 	b := body
 	v := validator{b: b, record: true, idField: idField, elems: make([]span, 0, max(hint, 1))}
 	if ok, spaced := v.check(); !ok || spaced {
@@ -234,6 +254,9 @@ func elements(body []byte, idField string, hint int, start func(n int), each fun
 	}
 	return nil
 }
+
+// utf8BOM is U+FEFF, the byte order mark, in UTF-8.
+const utf8BOM = "\xef\xbb\xbf"
 
 // idOf returns the id of an element whose id field holds v (nil: none):
 // plain, its own bytes in v (a plain ASCII string's inside, a number's

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -18,6 +19,28 @@ import (
 var representation = [...]string{
 	"Content-Length", "Content-Encoding", "Content-Range", "Content-Location",
 	"Etag", "Digest", "Content-Digest", "Repr-Digest", "Content-Md5", "Vary", "Set-Cookie", "Set-Cookie2",
+}
+
+// cookieFields are the fields by which an answer sets a cookie
+// (RFC 6265 §4.1, and the obsolete Set-Cookie2 of RFC 2965).
+var cookieFields = [...]string{"Set-Cookie", "Set-Cookie2"}
+
+// OpenerCookies copies the cookies the bulk answer whose header is
+// upstream sets into h, the header of one of its elements that answers
+// the request whose headers the call carried alone (private to it: the
+// answer sets a cookie, RFC 9111 §7.3, or is otherwise no other
+// request's). That request caused the call: had its client called the
+// upstream itself for its id, the cookie was its own, and NGINX or
+// Varnish in front of the per-id URL hands the client whose request
+// fetched an answer its Set-Cookie while caching nothing of it. An
+// element that may be shared never carries one (ElementHeader drops
+// them). h is modified; the values are copies.
+func OpenerCookies(h, upstream http.Header) {
+	for _, k := range cookieFields {
+		if v := upstream[k]; len(v) > 0 {
+			h[k] = slices.Clone(v)
+		}
+	}
 }
 
 // ElementHeader is the header of one element of a bulk answer whose stored

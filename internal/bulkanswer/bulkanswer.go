@@ -72,6 +72,26 @@ var ErrElementTooLarge = errors.New("element over max_body_bytes")
 // does, and is never answered 502 for it.
 var ErrAnswerTooLarge = fmt.Errorf("bulk answer over max_body_bytes: %w", ErrElementTooLarge)
 
+// ErrUnattributed is an id a bulk answer holds no element for, while it
+// holds elements whose ids are none the call asked for (strays): the
+// upstream echoes ids in a spelling of its own (the slug 5-acme answered
+// as 5, as Rails' find reads it; the UUID AB12… as ab12…, as PostgreSQL
+// prints it), so the id is not known to be absent, and which stray is its
+// element is the upstream's reading, not the sidecar's to guess. Its
+// requests pass through to the upstream as the client sent them (a split
+// list holding it, to the upstream's list), its own answer, nothing
+// stored; a 404 was stored for a record the upstream has.
+var ErrUnattributed = errors.New("bulk answer names no element for the id but elements for ids not asked")
+
+// Passes reports whether err, an id's load's, sends its requests to the
+// upstream as the clients sent them rather than failing them: a record
+// too large to keep (ErrElementTooLarge), or an id its bulk answer could
+// not be attributed to (ErrUnattributed). Either is the upstream's answer,
+// no failure of it: no stale copy stands in for it.
+func Passes(err error) bool {
+	return errors.Is(err, ErrElementTooLarge) || errors.Is(err, ErrUnattributed)
+}
+
 // Failed is the answer to a batched miss whose load failed: 503 when the
 // batcher refused it (its group's queue full, Retry-After set by the
 // writer), 504 when its batch was not sent in time or its bulk call ran
@@ -94,7 +114,10 @@ type Answer struct {
 	Call *Call // what every id of the call shares; nil: nothing
 	// Refused: the upstream's own failing answer to a one-id call.
 	Refused bool
-	Stored  bool
+	// Unattributed: the call's answer holds no element for the id, and
+	// elements for ids not asked (ErrUnattributed); E is nil.
+	Unattributed bool
+	Stored       bool
 	// Private: for the request whose headers made the call only (the
 	// others fetch their own: MadeFor), judged once per id where the
 	// answer is made: by the element's keeping (its reason, or admit's
@@ -220,6 +243,58 @@ func SameHeader(a, b http.Header) bool {
 // that id's waiters as the upstream gave it and never stored (TTL 0).
 func Own(resp *http.Response, body []byte, requested time.Time) *cache.Entry {
 	return &cache.Entry{Status: resp.StatusCode, Header: httpcache.StoredHeader(resp.Header), Body: body, StoredAt: requested}
+}
+
+// Refusal is a bulk call of several ids that the upstream refused in a
+// way one of them may cause (a 4xx other than 408 and 429:
+// bulk.Isolable): it fails the call as Err says (ErrBulk, and
+// batch.ErrIsolate, so the loader isolates its ids), and keeps the
+// upstream's own answer, with the call's ids and the header of the client
+// request whose headers the call carried, for ListRefusal.
+type Refusal struct {
+	Err  error
+	e    *cache.Entry
+	ids  []string
+	from http.Header
+}
+
+// NewRefusal is the refusal of the call of ids made with the headers from
+// of a client request, err its failure; resp and body are the upstream's
+// answer to it, which left at requested.
+func NewRefusal(err error, resp *http.Response, body []byte, requested time.Time, ids []string, from http.Header) *Refusal {
+	return &Refusal{Err: err, e: Own(resp, body, requested), ids: slices.Clone(ids), from: from}
+}
+
+func (r *Refusal) Error() string { return r.Err.Error() }
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// ListRefusal is the upstream's own answer that refuses a split list
+// request whose header is h, when err, the failure of one of its ids, is
+// a call's Refusal (however it reached the id: an isolation whose calls
+// the list's budget could not pay, batch.ErrBudget, or its own call for
+// ids answered for another request) and that call was the list's alone:
+// made with the list's headers, of ids it lists (listed) only. That
+// answer refuses a query of the list's ids with its headers; the app's
+// list endpoint refuses the whole list with such an answer too (an id it
+// refuses is refused in any list: splitpart's Join), so the list is
+// answered with it, never stored, as it is with an id's refusal alone —
+// rather than 502, which it answered when its budget ran out before the
+// isolation got down to one id (a list of one good id and 39 bad ones, or
+// of 1 and 999: the upstream called directly answers 400). Nil otherwise:
+// a call another request's ids or headers shared refused for what may be
+// that request's fault, which fails none of this list's ids but its own
+// (isolation).
+func ListRefusal(err error, h http.Header, listed func(id string) bool) *cache.Entry {
+	var r *Refusal
+	if err == nil || !errors.As(err, &r) || !SameHeader(r.from, h) {
+		return nil
+	}
+	for _, id := range r.ids {
+		if !listed(id) {
+			return nil
+		}
+	}
+	return r.e
 }
 
 // notFoundBody is the body of an id absent from the bulk answer: a

@@ -460,6 +460,17 @@
 // 3 s), which /w/y, read with a whole budget, joins: y's element must
 // reach L2 (batch-opener-budget).
 //
+// # A list the upstream refuses (listrefused.go)
+//
+// Once a seed, between rounds, the list-refused row (stream 64) sends one
+// split list of route u alone: a fresh good id among 39 ids the bulk
+// endpoint always refuses with 400 (origin.RefusedID). Its budget (13
+// bulk calls) runs out long before isolation halves its way to one id
+// alone, and each call refused was the upstream's answer to a part of
+// this list's own ids with its headers: the list must be answered as the
+// origin answers it directly, 400 "bad id …", never 502 (list-refused),
+// within traffic.BudgetList calls (budget).
+//
 // # A deploy that changes a route's tags (retag.go)
 //
 // Keys do not name the route, and an entry's tags are fixed when it is
@@ -540,6 +551,22 @@
 //     targeted-nostore, PCG stream 60, run.targetedNoStore: a third of
 //     the private answers left say max-age=60 with no-store in a
 //     Surrogate-Control or CDN-Cache-Control, origin.TargetedNoStore);
+//   - bulk-set-cookie: an element of a bulk answer that set a cookie
+//     (PCG stream 63, run.bulkCookie: a third of the bulk-per-address
+//     answers mint one for the caller's address, origin.Stamp.Cookie)
+//     comes with that cookie, to a one-id read and in a split list alike:
+//     the answer is private to the request whose call it was, which would
+//     have had the cookie from the upstream directly;
+//   - bulk-echo-spelling (reported as collateral or list-as-asked): one
+//     round in four (PCG stream 63, after bulk-set-cookie's draw), the
+//     bulk endpoint names the elements of ids 5, 10, … 60 with a leading
+//     zero (origin.Profile.EchoPadded): such an id is no absent one, so a
+//     one-id read of it is the origin's answer, never a 404, and a list
+//     holding it lists it (the origin's own list), never leaves it out;
+//   - bulk-bom (reported as collateral): one round in five (PCG stream
+//     63, after bulk-echo-spelling's draw), the bulk endpoint starts its
+//     arrays with a UTF-8 byte order mark (origin.Profile.BOM): the same
+//     array (RFC 8259 §8.1), so a good id is never answered 502;
 //   - resource, query, unkeyed: the answer is for the resource and query
 //     this request names as the origin parses them, and never shaped by
 //     another request's unkeyed input (an echoed X-Request-Id);

@@ -167,8 +167,13 @@ func (r *run) drawResources() string {
 	if r.cfg.Mix.Has("bulk-per-address") && r.chance(25) {
 		// Per-address elements, declared as a Vary on the header the
 		// sidecar writes per client, or as private (probe h1 D2).
-		bulk.Dims = []origin.Dim{r.targetedNoStore(r.strayPrivate(origin.Dim{Name: "addr", How: []string{"vary", "private"}[r.rng.IntN(2)]}))}
+		bulk.Dims = []origin.Dim{r.bulkCookie(r.targetedNoStore(r.strayPrivate(origin.Dim{Name: "addr", How: []string{"vary", "private"}[r.rng.IntN(2)]})))}
 	}
+	// On stream 63 after bulkCookie's draw (both rows are this stream's):
+	// one round in four, the bulk endpoint names a few ids padded.
+	bulk.EchoPadded = r.cfg.Mix.Has("bulk-echo-spelling") && r.bulkCookies.IntN(4) == 0
+	// And, one round in five, starts its arrays with a byte order mark.
+	bulk.BOM = r.cfg.Mix.Has("bulk-bom") && r.bulkCookies.IntN(5) == 0
 	r.cfg.Origin.SetProfile(origin.BulkProfile, bulk)
 	for _, n := range tNames {
 		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawContinue(r.drawProfile(false)))
@@ -428,5 +433,20 @@ func (r *run) targetedNoStore(d origin.Dim) origin.Dim {
 		return d
 	}
 	d.How, d.Spelling = "targeted-nostore", r.targeted.IntN(len(origin.TargetedNoStore))
+	return d
+}
+
+// bulkCookie turns a third of the bulk answers' per-address dimensions
+// into set-cookie ones, on a sequence of its own (PCG stream 63, so the
+// other rows' draws stay): the bulk answer sets a cookie minted for the
+// caller's address, which makes it private (RFC 9111 §7.3), and marks
+// its elements (origin.Stamp.Cookie). Each must reach only a client of
+// that address, and with its cookie: the request whose call it was would
+// have had it from the upstream directly (the bulk-set-cookie check).
+func (r *run) bulkCookie(d origin.Dim) origin.Dim {
+	if !r.cfg.Mix.Has("bulk-set-cookie") || r.bulkCookies.IntN(3) != 0 {
+		return d
+	}
+	d.How, d.Spelling = "set-cookie", 0
 	return d
 }

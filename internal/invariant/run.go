@@ -245,6 +245,8 @@ type run struct {
 	// opener is the batch-opener-budget row's state (openerbudget.go,
 	// stream 58).
 	opener openerRow
+	// refused is the list-refused row's state (listrefused.go, stream 64).
+	refused refusedRow
 	// retags draws the restart-retag row (retag.go, stream 46), and
 	// retagAt is the round after which it plays (-1: none).
 	retags  *rand.Rand
@@ -263,7 +265,9 @@ type run struct {
 	varySeps *rand.Rand
 	// targeted draws the targeted-nostore row (targetedNoStore, stream 60).
 	targeted *rand.Rand
-	gen      *traffic.Gen
+	// bulkCookies draws the bulk-set-cookie row (bulkCookie, stream 63).
+	bulkCookies *rand.Rand
+	gen         *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -315,12 +319,14 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.strays = rand.New(rand.NewPCG(cfg.Seed, 55))
 	r.varySeps = rand.New(rand.NewPCG(cfg.Seed, 56))
 	r.targeted = rand.New(rand.NewPCG(cfg.Seed, 60))
+	r.bulkCookies = rand.New(rand.NewPCG(cfg.Seed, 63))
 	r.drawRetag()
 	r.drawStallRound()   // stall.go, stream 44
 	r.drawShadowRound()  // shadow.go, stream 45
 	r.drawPromoteRound() // promote.go, stream 57
 	r.drawOpenerRound()  // openerbudget.go, stream 58
 	r.drawBatchReload()  // batchreload.go, stream 67
+	r.drawRefusedRound() // listrefused.go, stream 64
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
@@ -348,6 +354,7 @@ func Run(ctx context.Context, cfg Config) Report {
 		r.restartRetag(ctx, round)    // retag.go
 		r.promoteRace(ctx, round)     // promote.go
 		r.openerBudget(ctx, round)    // openerbudget.go
+		r.listRefused(ctx, round)     // listrefused.go
 	}
 	r.checkCrowds()
 	if n := cfg.Origin.Partials.Load() - partials; n > 0 {

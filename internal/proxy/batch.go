@@ -103,7 +103,7 @@ func (m *lead) Loaded(ans *bulkanswer.Answer, found bool, err error) {
 			f.foreign = ans.NotFor(f.c.private, m.req.Header)
 		}
 		if err != nil {
-			if !errors.Is(err, bulkanswer.ErrElementTooLarge) {
+			if !bulkanswer.Passes(err) {
 				err = mustRevalidateError(m.base, err)
 			}
 			f = &m.f // keeps the stale copy reachable for the waiters
@@ -121,11 +121,13 @@ func (m *lead) Loaded(ans *bulkanswer.Answer, found bool, err error) {
 // waiters: it is only read. An error is the batch's (a waiter whose ctx
 // ended has its own: loadBatched).
 func batchedFlight(now func() time.Time, f *flight, ans *bulkanswer.Answer, found bool, err error) (*flight, error) {
-	if errors.Is(err, bulkanswer.ErrElementTooLarge) {
+	switch {
+	case errors.Is(err, bulkanswer.ErrElementTooLarge):
 		return nil, bulkanswer.ErrElementTooLarge
-	}
-	if err != nil {
+	case err != nil:
 		return nil, bulkanswer.Failed(err)
+	case found && ans.Unattributed:
+		return nil, bulkanswer.ErrUnattributed
 	}
 	if !found {
 		*f = flight{c: candidate{e: bulkanswer.NotFound(now())}, batched: true}
@@ -263,7 +265,10 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkanswer.A
 		e := bulkanswer.Own(resp, body, t0)
 		return []*bulkanswer.Answer{{E: e, Call: bulkanswer.NewCall(x.r.Header, resp.Header, out.Header, took, x.rs.fwd.rules, neverForwarded), Refused: true, Private: httpcache.Private(e.Header)}}, nil
 	case !ok:
-		return nil, fmt.Errorf("%w: %w: status %d", bulkanswer.ErrBulk, batch.ErrIsolate, resp.StatusCode)
+		// Kept with its failure: a split list whose own call it was is
+		// refused with it (bulkanswer.ListRefusal).
+		err := fmt.Errorf("%w: %w: status %d", bulkanswer.ErrBulk, batch.ErrIsolate, resp.StatusCode)
+		return nil, bulkanswer.NewRefusal(err, resp, body, t0, ids, x.r.Header)
 	}
 	// Room past each element for its ETag (keepElement), and for the
 	// strings its entry keeps (setID).
@@ -275,7 +280,7 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkanswer.A
 	ex.sent = out.Header.Clone()
 	delete(ex.sent, "Accept")
 	frame := cachekey.NewFrame(ex.r, &rt.Key)
-	parts, err := bulk.SplitForRoom(body, rt.Batch.IDField, ids, bulk.ETagLen+elemkey.Room(rt, ids, &frame))
+	parts, strays, err := bulk.SplitForRoomStrays(body, rt.Batch.IDField, ids, bulk.ETagLen+elemkey.Room(rt, ids, &frame))
 	// Nothing holds body past the split: the elements are copies, an
 	// error's text too.
 	x.rs.mem.Reuse(buf, body)
@@ -293,6 +298,16 @@ func (x *exchange) fetchBulk(ctx context.Context, ids []string) ([]*bulkanswer.A
 	ex.sets = bulkelem.NewSets()
 	for i, id := range ids {
 		elem, room := parts[i], []byte(nil)
+		if elem == nil && strays > 0 {
+			// Not known absent: the answer names its elements
+			// otherwise (bulkanswer.ErrUnattributed). The id's requests
+			// pass through, and so do its next ones for a while
+			// (hit-for-pass), as a record too large to keep does.
+			x.h.hfp.Add(x.forID(id).key, x.h.now().Add(x.passFor()))
+			answers[i] = bulkanswer.Answer{Unattributed: true, Call: call}
+			res[i] = &answers[i]
+			continue
+		}
 		if n := len(elem); elem != nil {
 			// The element, its ETag's room (bulk.ETagAfter) and past
 			// them the room of its strings.

@@ -51,6 +51,11 @@ func (x *exchange) keepElement(ctx context.Context, elem []byte, upstream http.H
 		if httpcache.HasDirective(upstream, "private") || httpcache.HasDirective(upstream, "no-store") {
 			h["Cache-Control"] = slices.Clone(upstream.Values("Cache-Control"))
 		}
+		// The opener's alone (bulkanswer.Answer.NotFor sends every other
+		// request to a call of its own): the cookie its call was sent
+		// with its answer is its own, as a per-key fill's is its
+		// leader's.
+		bulk.OpenerCookies(h, upstream)
 		x.notStored(reason, upstream)
 		// What the answer is makes it unstorable but for a Vary on a
 		// header the route learns now (withheld, unnamed): its next

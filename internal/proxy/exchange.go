@@ -248,6 +248,10 @@ func (x *exchange) join(ctx context.Context, flightKey string, held candidate) {
 		x.pass(outTooLarge, "") // batch.go
 		return
 	}
+	if errors.Is(err, bulkanswer.ErrUnattributed) {
+		x.pass(outBypass, "bulk-spelling") // batch.go
+		return
+	}
 	if err == nil && f.large != nil {
 		// An answer too large to keep is never judged by answers: it
 		// goes only to the client whose request fetched it (it may be

@@ -74,6 +74,12 @@ func (x *exchange) fetchForeign(ctx context.Context, parts listParts) {
 		return
 	}
 	fail := func(ids []string, err error) {
+		if ref := bulkanswer.ListRefusal(err, px.r.Header, parts.Has); ref != nil {
+			for _, id := range ids {
+				parts[id].Settle(ref, nil) // the list's own call refused: so is the list
+			}
+			return
+		}
 		ue := bulkanswer.Failed(err) // a timeout's 504, as a batched id's
 		for _, id := range ids {
 			parts[id].Settle(nil, ue)
@@ -95,6 +101,10 @@ func (x *exchange) fetchForeign(ctx context.Context, parts listParts) {
 			continue
 		}
 		for i, id := range chunk {
+			if res[i].Unattributed {
+				parts[id].Settle(nil, bulkanswer.ErrUnattributed)
+				continue
+			}
 			parts[id].Settle(res[i].E, nil)
 		}
 	}

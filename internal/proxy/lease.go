@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/sidecache/sidecache/internal/bulkanswer"
@@ -78,7 +77,7 @@ func (x *exchange) fetchReleasing(ctx context.Context, release func(pass time.Du
 // (passFor), and cleared by the first answer stored under it.
 func (x *exchange) leasePass(f *flight, err error) time.Duration {
 	switch {
-	case errors.Is(err, bulkanswer.ErrElementTooLarge):
+	case bulkanswer.Passes(err):
 	case err != nil || f == nil:
 		return 0
 	case f.large != nil:

@@ -180,7 +180,14 @@ func (x *exchange) fetchMissing(parts listParts) {
 	// Each on a goroutine of its own, within max_body_bytes for the
 	// list's elements together (splitpart.Parts.Fetch). Not x in the
 	// goroutines: x stays on its caller's stack.
-	parts.Fetch(ctx, x.h.maxBody, fetchPart, panickedPart)
+	h := x.r.Header
+	parts.Fetch(ctx, x.h.maxBody, func(ctx context.Context, px *exchange) (*cache.Entry, bool, error) {
+		e, foreign, err := fetchPart(ctx, px)
+		if ref := bulkanswer.ListRefusal(err, h, parts.Has); ref != nil {
+			return ref, false, nil // the list's own call refused: so is the list
+		}
+		return e, foreign, err
+	}, panickedPart)
 	x.fetchForeign(ctx, parts) // foreign.go
 }
 
@@ -256,6 +263,12 @@ func (x *exchange) joinParts(ids []string, parts listParts, hits int) {
 	l, stale, bad := parts.Join(ids, x.rs.rt.Split.Route.Key.Headers...)
 	switch {
 	case bad == nil:
+	case errors.Is(bad.Err, bulkanswer.ErrUnattributed):
+		// The upstream names an id of the list otherwise: its own
+		// list answers, as for a list spelled otherwise than the
+		// cache stores it (splitpart.AsAsked).
+		x.pass(outBypass, "split-spelling")
+		return
 	case errors.Is(bad.Err, bulkanswer.ErrElementTooLarge):
 		// The list cannot be assembled within max_body_bytes, so the
 		// upstream's own list answers, streamed through.

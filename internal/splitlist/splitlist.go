@@ -37,6 +37,9 @@ type List struct {
 	// Make, Add); star: an element said Vary: *.
 	vary []string
 	star bool
+	// cookies are the Set-Cookie and Set-Cookie2 values of the answers
+	// added, each once (Add).
+	cookies [2][]string
 }
 
 // Make is a List with room for n elements, for a target route whose key
@@ -51,15 +54,31 @@ func Make(n int, keyed ...string) List {
 	return l
 }
 
+// cookieFields are the fields by which an answer sets a cookie.
+var cookieFields = [2]string{"Set-Cookie", "Set-Cookie2"}
+
 // Add appends the answer for the next id: its status, stored header and
 // body. Only a 200 is an element; any other (a 404 of an unknown id) is
 // left out, as an upstream answering with a SQL `IN (…)` would.
+//
+// A cookie an answer sets, an element or not, is the list's: such an
+// answer is private to the request whose headers its call carried
+// (internal/bulkanswer), which only this list's own calls did, so the
+// list relays it as the app's list endpoint, called by this client,
+// would have set it; the same cookie set by several of its calls once.
 //
 // Every answer, an element or not, adds its Vary to the list's: which ids
 // the list holds depends on the headers that chose each answer too.
 func (l *List) Add(status int, h http.Header, body []byte) {
 	names, star := cachekey.ParseVary(h)
 	l.vary, l.star = append(l.vary, names...), l.star || star
+	for i, k := range cookieFields {
+		for _, v := range h[k] {
+			if !slices.Contains(l.cookies[i], v) {
+				l.cookies[i] = append(l.cookies[i], v)
+			}
+		}
+	}
 	if status != http.StatusOK {
 		return
 	}
@@ -91,6 +110,9 @@ type Answer struct {
 	// Accept-Encoding.
 	Vary     []string
 	VaryStar bool
+	// Cookies are the Set-Cookie and Set-Cookie2 values the answers
+	// set (Add), relayed as they came.
+	Cookies [2][]string
 }
 
 // Answer joins the elements added so far.
@@ -101,7 +123,7 @@ func (l *List) Answer() Answer {
 	}
 	slices.Sort(l.vary)
 	l.vary = slices.Compact(l.vary)
-	return Answer{Body: bulk.Join(l.elems), ContentType: ct, CacheControl: l.cc, Private: l.private, Vary: l.vary, VaryStar: l.star}
+	return Answer{Body: bulk.Join(l.elems), ContentType: ct, CacheControl: l.cc, Private: l.private, Vary: l.vary, VaryStar: l.star, Cookies: l.cookies}
 }
 
 // SetHeader sets a's representation fields in hd for a client whose
@@ -111,7 +133,8 @@ func (l *List) Answer() Answer {
 // that said Accept-Encoding alone told a shared cache in front that one
 // language's list answers every language), and a strong ETag per coding over the bytes sent (RFC 9110
 // §8.8.3: a strong tag names one representation), so the caller can
-// answer a matching If-None-Match with a 304 (RFC 9110 §13.1.2).
+// answer a matching If-None-Match with a 304 (RFC 9110 §13.1.2); and the
+// cookies its answers set (Add).
 func (a Answer) SetHeader(hd http.Header, accept []string) (gz bool) {
 	hd.Set("Content-Type", a.ContentType)
 	if a.VaryStar {
@@ -120,6 +143,11 @@ func (a Answer) SetHeader(hd http.Header, accept []string) (gz bool) {
 		vary := append(slices.Clone(a.Vary), "Accept-Encoding")
 		slices.Sort(vary)
 		hd.Set("Vary", strings.Join(slices.Compact(vary), ", "))
+	}
+	for i, k := range cookieFields {
+		if len(a.Cookies[i]) > 0 {
+			hd[k] = a.Cookies[i]
+		}
 	}
 	switch {
 	case a.Private:

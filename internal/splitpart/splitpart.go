@@ -19,7 +19,6 @@ package splitpart
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"runtime/debug"
@@ -84,7 +83,8 @@ type Parts[X any] map[string]*Part[X]
 // Settle gives p the outcome of its id's fetch, e or err: the batched
 // fetch's (Fetch) or, for an id answered for another request, the list's
 // own call's. One rule for both, as a request for the id alone has:
-//   - a record too large to keep (bulkanswer.ErrElementTooLarge) is no
+//   - a record too large to keep (bulkanswer.ErrElementTooLarge), or an
+//     id its bulk answer named otherwise (bulkanswer.ErrUnattributed), is no
 //     upstream failure, so no stale copy answers for it: the list passes
 //     through to the upstream's (Join), as GET of the id alone does;
 //   - a failure (err, or a 5xx: idFailed) serves the copy held for
@@ -97,7 +97,7 @@ func (p *Part[X]) Settle(e *cache.Entry, err error) {
 	switch {
 	case err == nil:
 		p.E, p.Err = e, nil
-	case p.Held != nil && !errors.Is(err, bulkanswer.ErrElementTooLarge):
+	case p.Held != nil && !bulkanswer.Passes(err):
 		p.E, p.Stale, p.Err = p.Held, true, nil
 	default:
 		p.E, p.Err = nil, err
@@ -242,6 +242,9 @@ func entryBytes(e *cache.Entry) int64 {
 	}
 	return int64(len(e.Body)) + 1
 }
+
+// Has reports whether id is one of the list's ids.
+func (ps Parts[X]) Has(id string) bool { return ps[id] != nil }
 
 // Bytes is the size of the list's answer from the elements its parts
 // hold, and of the stale copies they hold for stale-if-error: what the

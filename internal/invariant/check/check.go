@@ -165,7 +165,9 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 			ch.Count("list-bound", 1)
 		}
 		var sts []origin.Stamp
-		if err := json.Unmarshal(body, &sts); err != nil {
+		// The origin's own list (passed through) may start with a
+		// byte order mark (bulk-bom), which a client's parser may skip.
+		if err := json.Unmarshal(bytes.TrimPrefix(body, []byte(origin.BOM)), &sts); err != nil {
 			ch.Violate("garbled", "%s: list answer: %v", q, err)
 			return
 		}
@@ -173,6 +175,14 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 			ch.Count("split-stale-s", 1) // stale ids reached the checks below
 		}
 		asked := canonIDs(q.Ids)
+		for i, st := range sts {
+			// The origin's own list names some ids padded
+			// (bulk-echo-spelling): the element of the id asked.
+			if id := canonIDs([]string{st.ID})[0]; id != st.ID {
+				sts[i].ID = id
+				ch.Count("bulk-echo-spelling", 1)
+			}
+		}
 		ch.checkAsAsked(q, resp, sts, asked)
 		for _, st := range sts {
 			if !slices.Contains(asked, st.ID) || st.Res != q.Route+"/"+st.ID {
@@ -185,6 +195,7 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 			if len(st.By) > 0 {
 				ch.Count("bulk-per-address", 1) // the identity check reached them
 			}
+			ch.checkCookie(q, resp, st, "list element "+st.ID)
 			for _, k := range sortedDims(st.By) {
 				if v := st.By[k]; v != q.Sent[k] {
 					ch.Violate("identity", "%s: list element %s made for %s=%.40q, this request sent %.40q (%s)", q, st.ID, k, v, q.Sent[k], resp.Header.Get("Cache-Status"))
@@ -209,6 +220,9 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 		if q.Route == "u" && len(st.By) > 0 {
 			ch.Count("bulk-per-address", 1)
 		}
+		if resp.StatusCode == http.StatusOK {
+			ch.checkCookie(q, resp, st, "element")
+		}
 		ch.checkPart(q, resp, st)
 		if resp.StatusCode == http.StatusOK {
 			ch.noteHeld(q, []origin.Stamp{st}, start, end)
@@ -217,6 +231,24 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 		ch.remember(q, resp, &st, nil)
 	case resp.StatusCode == http.StatusOK && q.Kind != "list":
 		ch.Violate("garbled", "%s: 200 without a stamp: %.80q", q, body)
+	}
+}
+
+// checkCookie holds st, an element q's answer resp holds (what names it),
+// to the cookie its bulk answer set (origin.Stamp.Cookie,
+// bulk-set-cookie): such an answer is private to the request whose call
+// it was, which must get the cookie with it, as from the upstream
+// directly (NGINX and Varnish relay a fetched answer's Set-Cookie to the
+// client whose request fetched it). Whose address it was made for is the
+// identity check's.
+func (ch *Checker) checkCookie(q *traffic.Request, resp *http.Response, st origin.Stamp, what string) {
+	if !st.Cookie {
+		return
+	}
+	ch.Count("bulk-set-cookie", 1)
+	want := "minted=" + st.By["addr"] + "; Path=/"
+	if !slices.Contains(resp.Header.Values("Set-Cookie"), want) {
+		ch.Violate("bulk-set-cookie", "%s: %s from a bulk answer that set %q, answered without it: Set-Cookie %q (%s)", q, what, want, resp.Header.Values("Set-Cookie"), resp.Header.Get("Cache-Status"))
 	}
 }
 

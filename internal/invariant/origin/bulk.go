@@ -24,8 +24,10 @@ const MaxID = 1<<31 - 1
 // gzip when the request accepts it, its Delay holds every bulk call
 // (crowd rounds), and its Dims make every element for the caller's
 // address and say so as Dim.How does ("vary": Vary: X-Forwarded-For,
-// "private": Cache-Control: private), the bulk-per-address feature; its
-// other fields are not read.
+// "private": Cache-Control: private; "set-cookie": a Set-Cookie minted
+// for the address, each element marked Stamp.Cookie), the
+// bulk-per-address and bulk-set-cookie features; its other fields are
+// not read.
 const BulkProfile = "u/*"
 
 // StaleBulkProfile is the profile of the bulk endpoint /s (route s:
@@ -49,6 +51,27 @@ const (
 	crowdBase = 100000
 	crowdSpan = 1000
 )
+
+// RefusedID is an id of the list-refused row: 21 digits, "7" and 20 drawn
+// from rnd, over MaxID (and 2⁶⁴) so the bulk endpoint cannot parse it, as
+// the other bad ids, but always refused with 400 when it is the first
+// such id of a call (IsRefusedID), never 500: the answer a validating
+// framework gives, the same for the list whole and for any part of it.
+// No other draw makes an id of 21 digits.
+func RefusedID(rnd uint64) string { return fmt.Sprintf("7%020d", rnd%1e19) }
+
+// IsRefusedID reports whether id is a RefusedID.
+func IsRefusedID(id string) bool { return len(id) == 21 && id[0] == '7' }
+
+// BOM is the UTF-8 byte order mark the bulk endpoint starts its arrays
+// with while Profile.BOM is on (bulk-bom).
+const BOM = "\xef\xbb\xbf"
+
+// EchoesPadded reports whether the bulk endpoint names id n's element
+// with a leading zero while Profile.EchoPadded is on (bulk-echo-spelling):
+// one in five of the ids the rounds draw (5 of the one-id reads' 1-8,
+// 5 to 60 of the lists' 1-64).
+func EchoesPadded(n uint64) bool { return n <= 64 && n%5 == 0 }
 
 // CrowdID is the i-th good id of crowd round round.
 func CrowdID(round, i int) string { return fmt.Sprint(crowdBase + round*crowdSpan + i + 1) }
@@ -148,6 +171,7 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	// whom for (Stamp.By), the answer how (Vary or private).
 	var by map[string]string
 	var vary []string
+	cookie := false
 	for _, d := range dims {
 		if by == nil {
 			by = map[string]string{}
@@ -162,6 +186,11 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Cache-Control", StrayPrivate[d.Spelling%len(StrayPrivate)])
 		case "targeted-nostore":
 			setTargetedNoStore(w.Header(), d.Spelling)
+		case "set-cookie":
+			// Minted for the caller (bulk-set-cookie): private, and
+			// its caller's to keep.
+			w.Header().Add("Set-Cookie", "minted="+by[d.Name]+"; Path=/")
+			cookie = true
 		}
 	}
 	if p.StaleAtOnce && w.Header().Get("Cache-Control") == "" {
@@ -179,9 +208,10 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		if err != nil || n > MaxID {
 			o.mu.Unlock()
 			// One id list, one answer: 400 or 500 by its hash, so
-			// both ways a bulk call fails are in the mix.
+			// both ways a bulk call fails are in the mix; always 400
+			// at a refused id (the list-refused row).
 			code, msg := http.StatusBadRequest, "bad id "
-			if fnv([]byte(r.URL.RawQuery))%2 != 0 {
+			if fnv([]byte(r.URL.RawQuery))%2 != 0 && !IsRefusedID(id) {
 				code, msg = http.StatusInternalServerError, "cannot parse "
 			}
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -193,6 +223,9 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		}
 		res := r.URL.Path[1:] + "/" + strconv.FormatUint(n, 10)
 		st := Stamp{ID: strconv.FormatUint(n, 10), Res: res, Ver: o.ver[res], By: by}
+		if EchoesPadded(n) && o.profiles[BulkProfile].EchoPadded && prof == BulkProfile {
+			st.ID = "0" + st.ID // bulk-echo-spelling
+		}
 		if r.URL.Path == "/e" {
 			st.Tag = elementTag(n, st.Ver, bySalt(by))
 		}
@@ -201,7 +234,7 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		} else if big := o.profiles[BulkProfile].Big; big > 0 && prof == BulkProfile {
 			st.Pad = strings.Repeat("b", big)
 		}
-		st.Part = partial
+		st.Part, st.Cookie = partial, cookie
 		out = append(out, st)
 	}
 	gz := o.profiles[BulkProfile].Gzip && prof == BulkProfile && AcceptsGzip(r.Header.Values("Accept-Encoding"))
@@ -218,12 +251,17 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Range", fmt.Sprintf("items 0-%d/%d", len(out)-1, n))
 		w.WriteHeader(http.StatusPartialContent)
 	}
+	var bom []byte
+	if o.profiles[BulkProfile].BOM && prof == BulkProfile {
+		bom = []byte(BOM) // bulk-bom
+	}
 	if gz {
 		b, _ := json.Marshal(out)
 		w.Header().Set("Content-Encoding", "gzip")
-		_, _ = w.Write(gzipBytes(b))
+		_, _ = w.Write(gzipBytes(append(bom, b...)))
 		return
 	}
+	_, _ = w.Write(bom)
 	json.NewEncoder(w).Encode(out)
 }
 

@@ -51,6 +51,10 @@ type Stamp struct {
 	// Part: an element of a 206 bulk answer (bulk-206), which no client
 	// may ever receive as an element.
 	Part bool `json:"part,omitempty"`
+	// Cookie: an element of a bulk answer that set a cookie minted for
+	// By["addr"] (bulk-set-cookie): whoever receives it must receive
+	// that cookie too.
+	Cookie bool `json:"ck,omitempty"`
 }
 
 // StampHeader carries the stamp of a read's answer (without the padding)
@@ -169,6 +173,15 @@ type Profile struct {
 	// bytes (under max_body_bytes: records that fit alone, a few of them
 	// together over it).
 	Big int
+	// BOM: on BulkProfile, every array answered starts with a UTF-8
+	// byte order mark (bulk-bom), as a .NET app's Encoding.UTF8 writer
+	// sends it: the same array (RFC 8259 §8.1).
+	BOM bool
+	// EchoPadded: on BulkProfile, the elements of ids up to 64 that
+	// are multiples of 5 name their id with a leading zero ("05" for 5:
+	// bulk-echo-spelling, EchoesPadded), as an app that prints its ids
+	// padded does; the id asked is never absent for it.
+	EchoPadded bool
 	// StaleAtOnce: answers say Cache-Control: max-age=0, so on a
 	// freshness: origin route with stale_if_error every stored copy is
 	// stale at once and answers only when a refetch fails.
