@@ -24,8 +24,10 @@
 // is dropped unsent, so a slow or hung upstream makes no waiter wait
 // behind an unbounded queue, nor holds the memory of clients long gone.
 // One client's lists cannot starve one-id loads either: lists may hold
-// only ¾ of the queue, and a batch of a one-id load goes ahead of the
-// queued ones every other call (jumpLocked).
+// only ¾ of the queue, the lists' ids past it (their isolation retries
+// among them) never count against a one-id load, and a batch of a
+// one-id load goes ahead of the queued ones every other call
+// (jumpLocked).
 package batch
 
 import (
@@ -168,7 +170,12 @@ type Options struct {
 	// whole or not at all), or would take the ids lists hold past ¾ of
 	// it (listShare: the rest is one-id loads' own); a group with nothing
 	// queued admits any one request, whose own ids its caller bounds
-	// (split.max_ids). 0: no bound.
+	// (split.max_ids). Isolation retries are queued whatever the bound
+	// (their ids were admitted); a list's retries count as the list's
+	// ids, so the lists' ids past their share (retries, a list an idle
+	// group admitted) never count against a one-id load, and count
+	// against a new list in the bound only, not in the share. 0: no
+	// bound.
 	MaxQueued int
 	// Deadline, if set, is how long a batch may wait to be sent, from its
 	// opening (an isolation retry: from its queueing); it is read at each
@@ -190,11 +197,12 @@ type Options struct {
 	// not by its queue. 0: no bound.
 	MaxInFlightAll int
 	// MaxQueuedAll bounds the ids of all groups in batches not yet sent,
-	// as MaxQueued bounds one group's: a load or a list that would take
-	// the loader past it is refused with ErrQueueFull, whatever its
-	// group holds, so that the memory a client can make the loader hold
-	// does not grow with the groups it makes. A loader with nothing
-	// queued admits any one request. 0: no bound.
+	// as MaxQueued bounds one group's, lists' share and all: a load or a
+	// list that would take the loader past it is refused with
+	// ErrQueueFull, whatever its group holds, so that the memory a client
+	// can make the loader hold does not grow with the groups it makes,
+	// nor can lists across groups take the one-id loads' quarter. A
+	// loader with nothing queued admits any one request. 0: no bound.
 	MaxQueuedAll int
 	// OnDrop, if set, is told of ids that never went upstream, and why:
 	// ErrQueueFull (refused), ErrDeadline (failed unsent) or ErrAbandoned
@@ -235,10 +243,12 @@ type Loader[A, V any] struct {
 	q      *quarantine
 	// inFlight and queued are the calls in flight and the ids queued of
 	// all groups (Options.MaxInFlightAll, MaxQueuedAll), own calls
-	// (Own) among the calls; waiting is the line of groups with a batch
-	// to send and own calls with no slot (grantLocked).
-	inFlight, queued int
-	waiting          []inLine[A, V]
+	// (Own) among the calls, listed and retried the lists' ids of
+	// queued and those of them in isolation retries (as group's);
+	// waiting is the line of groups with a batch to send and own calls
+	// with no slot (grantLocked).
+	inFlight, queued, listed, retried int
+	waiting                           []inLine[A, V]
 	// down: the last round of ErrSuspect isolation failed throughout,
 	// and no call has been answered since; ErrSuspect is not isolated.
 	down bool

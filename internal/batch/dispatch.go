@@ -116,8 +116,7 @@ func (l *Loader[A, V]) dispatchLocked(g *group[A, V]) *batch[A, V] {
 		if b == nil {
 			return nil
 		}
-		l.queueLocked(g, -len(b.ids))
-		g.listed -= b.listed
+		l.unqueueLocked(g, b)
 		if !l.unsettledLocked(b) {
 			continue
 		}
@@ -354,8 +353,7 @@ func (l *Loader[A, V]) removeLocked(g *group[A, V], drop func(*batch[A, V]) bool
 // (settleLocked: a result another call holds waits for that call), as a
 // failed call's would be. l.mu must be held.
 func (l *Loader[A, V]) dropLocked(g *group[A, V], b *batch[A, V], err error) {
-	l.queueLocked(g, -len(b.ids))
-	g.listed -= b.listed
+	l.unqueueLocked(g, b)
 	for i, id := range b.ids {
 		if g.pending[id] == b.res[i] {
 			delete(g.pending, id)

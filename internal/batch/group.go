@@ -65,9 +65,11 @@ type group[A, V any] struct {
 	// group is allocated per busy period, and 8 bytes more took it to
 	// the next size class.
 	inFlight, queued int32
-	// listed counts the ids of queued that a list's Enlist admitted
-	// (batch.listed), against its share of MaxQueued (listShare).
-	listed int32
+	// listed counts the ids of queued that are lists': admitted by a
+	// list's Enlist, or held by a list's isolation retry (batch.listed),
+	// against their share of MaxQueued (listShare); retried those of
+	// them held by retries (over).
+	listed, retried int32
 	// last is the size of the group's last batch closed to ids (or, in
 	// a group made from the loader's spare, of the spare's): the next
 	// batch's room for ids, so that a batch of n ids costs its ids and
@@ -104,7 +106,8 @@ type batch[A, V any] struct {
 	// solo: a one-id request's id is in it (joinLocked; a retry of
 	// such an id), which may go ahead of the queue (jumpLocked).
 	solo bool
-	// listed counts its ids a list's Enlist admitted (group.listed).
+	// listed counts its ids a list's Enlist admitted, or all of them in
+	// a list's isolation retry (group.listed, queueRetriesLocked).
 	listed int32
 	// retry: an isolation call, of owner's ids only (nil: one-id requests').
 	retry bool

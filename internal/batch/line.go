@@ -113,16 +113,32 @@ func (l *Loader[A, V]) lateLineLocked() (tell []*result[V]) {
 	return tell
 }
 
-// queueLocked counts n ids queued in g (n < 0: leaving its queue), for
-// both g's bound and the loader's. l.mu must be held.
-func (l *Loader[A, V]) queueLocked(g *group[A, V], n int) {
+// queueLocked counts n ids queued in g (n < 0: leaving its queue), listed
+// of them lists' (batch.listed), retried of those in lists' isolation
+// retries, for both g's bound and the loader's. l.mu must be held.
+func (l *Loader[A, V]) queueLocked(g *group[A, V], n, listed, retried int) {
 	g.queued += int32(n)
+	g.listed += int32(listed)
+	g.retried += int32(retried)
 	l.queued += n
+	l.listed += listed
+	l.retried += retried
 }
 
-// fullAllLocked reports whether n more ids would take the loader past
-// MaxQueuedAll. A loader with nothing queued takes any one request.
-// l.mu must be held.
-func (l *Loader[A, V]) fullAllLocked(n int) bool {
-	return l.opts.MaxQueuedAll > 0 && l.queued > 0 && l.queued+n > l.opts.MaxQueuedAll
+// unqueueLocked counts b, queued in g, leaving g's queue. l.mu must be
+// held.
+func (l *Loader[A, V]) unqueueLocked(g *group[A, V], b *batch[A, V]) {
+	retried := 0
+	if b.retry {
+		retried = int(b.listed)
+	}
+	l.queueLocked(g, -len(b.ids), -int(b.listed), -retried)
+}
+
+// fullAllLocked reports whether n more ids, a list's or a one-id miss's,
+// would take the loader past MaxQueuedAll (over: lists' ids within their
+// share of it, as in a group). A loader with nothing queued takes any
+// one request. l.mu must be held.
+func (l *Loader[A, V]) fullAllLocked(n int, list bool) bool {
+	return l.opts.MaxQueuedAll > 0 && l.queued > 0 && over(l.queued, l.listed, l.retried, l.opts.MaxQueuedAll, n, list)
 }

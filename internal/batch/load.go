@@ -262,14 +262,15 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 	b.ids = append(b.ids, id)
 	b.res = append(b.res, r)
 	g.pending[id] = r
-	l.queueLocked(g, 1)
+	listed := 0
 	switch {
 	case admitted:
 		b.listed++
-		g.listed++
+		listed = 1
 	case req == nil:
 		b.solo = true
 	}
+	l.queueLocked(g, 1, listed, 0)
 	if lone || len(b.ids) >= l.opts.MaxSize {
 		l.closeOpenLocked(g)
 	}
@@ -281,7 +282,7 @@ func (l *Loader[A, V]) joinLocked(ctx context.Context, req *Requester, key group
 // group of its own that is never registered, or fails it with ErrBudget
 // when req (a list request) has no call left. l.mu must be held.
 func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, open func() A, id string, s *Slot[V]) *result[V] {
-	if l.fullAllLocked(1) {
+	if l.fullAllLocked(1, false) {
 		return l.refuseLocked(1)
 	}
 	if req != nil && !req.afford(1) {
@@ -293,7 +294,7 @@ func (l *Loader[A, V]) joinAloneLocked(ctx context.Context, req *Requester, open
 	b := &batch[A, V]{g: g, arg: arg, ctx: context.WithoutCancel(ctx), ids: []string{id}, res: []*result[V]{r}, alone: true}
 	l.wg.Add(1)
 	g.ready = append(g.ready, b)
-	l.queueLocked(g, 1)
+	l.queueLocked(g, 1, 0, 0)
 	l.pumpLocked(g)
 	return r
 }
@@ -310,7 +311,7 @@ func (l *Loader[A, V]) newGroupLocked(key groupKey) *group[A, V] {
 	// (each id leaves it as its batch is dispatched: nextLocked), cleared
 	// all the same, as a new map would be.
 	g.key = key
-	g.queued, g.listed, g.jumped = 0, 0, false
+	g.queued, g.listed, g.retried, g.jumped = 0, 0, 0, false
 	clear(g.pending)
 	return g
 }
@@ -337,33 +338,50 @@ func (s *Slot[V]) result() *result[V] {
 	return &s.r
 }
 
-// fullLocked reports whether n more ids would take the loader past
-// MaxQueuedAll (fullAllLocked), or g past MaxQueued: a
-// list's (Enlist) also past its share of it (listShare), so that one-id
-// misses always find a quarter of the queue for themselves; a one-id
-// miss's ids past the share a list took in an idle group do not count
-// against it. A group with nothing queued (or none yet: nil) takes any
-// one request the loader takes (MaxQueued). l.mu must be held.
+// fullLocked reports whether n more ids, a list's (Enlist) or a one-id
+// miss's, would take the loader past MaxQueuedAll (fullAllLocked) or g
+// past MaxQueued (over). A group with nothing queued (or none yet: nil)
+// takes any one request the loader takes (MaxQueued). l.mu must be held.
 func (l *Loader[A, V]) fullLocked(g *group[A, V], n int, list bool) bool {
-	if l.fullAllLocked(n) {
+	if l.fullAllLocked(n, list) {
 		return true
 	}
 	if l.opts.MaxQueued <= 0 || g == nil || g.queued == 0 {
 		return false
 	}
-	share, listed := l.listShare(), int(g.listed)
-	if list {
-		return int(g.queued)+n > l.opts.MaxQueued || listed+n > share
-	}
-	return int(g.queued)-max(listed-share, 0)+n > l.opts.MaxQueued
+	return over(int(g.queued), int(g.listed), int(g.retried), l.opts.MaxQueued, n, list)
 }
 
-// listShare is the most ids lists may hold queued in one group: ¾ of
-// MaxQueued (at least 1). The rest is the one-id misses' own: a client
-// sending long lists as fast as they are admitted kept the queue full,
-// and every other client's one-id miss was refused 503.
-func (l *Loader[A, V]) listShare() int {
-	return max(l.opts.MaxQueued-l.opts.MaxQueued/4, 1)
+// over reports whether n more ids, a list's or (list false) a one-id
+// miss's, would take a queue of queued ids past bound, for a group's
+// queue and the loader's alike; listed of them are lists', retried of
+// those in lists' isolation retries (queueRetriesLocked), which hold
+// each list's ids of a failed call again, once per list.
+//
+// A list may not take the enlisted ids past the lists' share
+// (listShare), so that one-id misses always find a quarter of the queue
+// for themselves; retries need no room of the share (they are no new
+// list), and hold up a new list only through the bound, as they would
+// its calls. A one-id miss does not count against the bound the lists'
+// ids past their share, retries included: those of a list an idle
+// queue admitted whole, and the thousands of ids a failed call shared
+// by many lists is retried as. Counted, they refused a one-id read of a
+// good id 503 for another client's bad id, though its batch goes ahead
+// of theirs every other call (jumpLocked).
+func over(queued, listed, retried, bound, n int, list bool) bool {
+	share := listShare(bound)
+	if list {
+		return queued+n > bound || listed-retried+n > share
+	}
+	return queued-max(listed-share, 0)+n > bound
+}
+
+// listShare is the most ids lists may hold queued of bound: ¾ of it (at
+// least 1). The rest is the one-id misses' own: a client sending long
+// lists as fast as they are admitted kept the queue full, and every
+// other client's one-id miss was refused 503.
+func listShare(bound int) int {
+	return max(bound-bound/4, 1)
 }
 
 // refuseLocked is the result of a Load refused as its group's queue (or

@@ -179,6 +179,16 @@ func (l *Loader[A, V]) failBudgetLocked(res []*result[V], err error) {
 // queueRetriesLocked queues retries of g ahead of its newer batches, behind
 // the retries already queued: a victim's retry never waits behind the
 // halves of a list that failed after it was queued.
+//
+// They are queued whatever the bounds (MaxQueued): their ids were
+// admitted, and refusing a retry would fail a good id for a bad one. A
+// list's retry counts as the list's ids (listed, retried: see over): a
+// failed call shared by n lists is retried once per list, each retry
+// holding that list's ids again, so 200 lists over 96 ids queued 932
+// ids in a group bounded at 896. Counted as one-id misses', they took
+// the misses' own quarter of the queue, and a one-id read of a good id
+// was refused 503 (ErrQueueFull) for another client's bad id (the
+// invariant soak's crowd round with list-crowd-bad).
 func (l *Loader[A, V]) queueRetriesLocked(g *group[A, V], next []*batch[A, V]) {
 	var now time.Time
 	if l.opts.Deadline != nil {
@@ -186,7 +196,10 @@ func (l *Loader[A, V]) queueRetriesLocked(g *group[A, V], next []*batch[A, V]) {
 	}
 	for _, b := range next {
 		b.opened = now // its Deadline's start; never an open batch
-		l.queueLocked(g, len(b.ids))
+		if b.owner != nil {
+			b.listed = int32(len(b.ids))
+		}
+		l.queueLocked(g, len(b.ids), int(b.listed), int(b.listed))
 	}
 	i := 0
 	for i < len(g.ready) && g.ready[i].retry {

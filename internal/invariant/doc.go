@@ -540,6 +540,20 @@
 // and after, must grow by the ids of the 503s its clients saw, and its
 // deadline count only with 504s (queue-metric).
 //
+// # Retry rounds (retry.go)
+//
+// Beside round 40 and every 80th after (list-crowd-retry, PCG stream 69),
+// a retry round drives route q with its bulk endpoint held: per replica,
+// one list of two fresh ids takes the group's one call, then 24 lists of
+// the same two ids, a bad one and a good one, join one batch; let go, that
+// batch's call fails and is retried once per list (48 ids queued, past
+// the bound of 28). Once each replica's first retry came, four one-id
+// reads of fresh good ids go per replica: each must answer 200 (or 504,
+// its deadline), never 503 (queue-retry): lists' retries are the lists'
+// ids, and may not take the quarter of the queue kept for one-id misses.
+// Counted as the misses', they had a read of a good id refused 503 "upstream
+// busy" in the all-features soak's crowd round (seed 1000).
+//
 // # Invariants (package check)
 //
 //   - identity: never another identity's per-address, per-credential,

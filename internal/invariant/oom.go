@@ -59,7 +59,7 @@ func (r *run) redisOOM(ctx context.Context, round int) {
 		o.start = r.cfg.Rounds/2 + o.rng.IntN(4)
 		o.length = 3 + o.rng.IntN(4)
 	}
-	special := r.crowdDue(round+1) || r.queueDue(round+1) || round+1 >= r.cfg.Rounds
+	special := r.crowdDue(round+1) || r.queueDue(round+1) || r.retryDue(round+1) || round+1 >= r.cfg.Rounds
 	switch {
 	case o.done:
 	case !o.on && round >= o.start && !special:

@@ -16,8 +16,9 @@ import (
 )
 
 // Queue rounds (list-crowd-queue): the batch queue's refusals and fair
-// order. Crowd rounds never reach a group's queue bound (route u's is
-// 14 × 32 × 2 ids over a pool of 48); route q's batch (max_size 2,
+// order. Crowd rounds reach a group's queue bound (route u's is
+// 14 × 32 × 2 ids over a pool of 48 or 96) only through lists' isolation
+// retries (list-crowd-bad; retry.go); route q's batch (max_size 2,
 // max_in_flight 1) bounds it at 28 ids, of which lists may hold 21
 // (internal/batch listShare) and one-id misses the rest. Each queue round
 // sends, first, one list of queueHold fresh ids per replica: an idle

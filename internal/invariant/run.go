@@ -344,6 +344,9 @@ func Run(ctx context.Context, cfg Config) Report {
 		if r.queueDue(round) {
 			r.queueRound(ctx, round) // beside the round: its draws are its own
 		}
+		if r.retryDue(round) {
+			r.retryRound(ctx, round) // retry.go, stream 69
+		}
 		r.evict(ctx)
 		r.restartRedis(ctx, round)    // restart.go
 		r.redisOOM(ctx, round)        // oom.go

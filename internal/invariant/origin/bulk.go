@@ -151,7 +151,7 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 	}
 	o.mu.Lock()
 	p := o.profiles[prof]
-	delay, pct, dims := p.Delay, p.Trailers, p.Dims
+	delay, pct, dims, hold := p.Delay, p.Trailers, p.Dims, p.Hold
 	roll := 100
 	if p.Hang+p.Fail+p.Partial > 0 {
 		roll = o.rng.IntN(100)
@@ -166,6 +166,9 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 		// A slow bulk endpoint (crowd rounds): batches stay pending
 		// while other requests' ids join them.
 		time.Sleep(delay)
+	}
+	if hold != nil {
+		<-hold
 	}
 	// An answer made for the caller (its address): each element says
 	// whom for (Stamp.By), the answer how (Vary or private).

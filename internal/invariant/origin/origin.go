@@ -139,9 +139,12 @@ type Profile struct {
 	Gzip    bool // gzip when accepted, Vary: Accept-Encoding
 	Size    int  // body bytes before coding (at least the stamp)
 	Delay   time.Duration
-	Fail    int // percent of reads answered 500/503
-	Hang    int // percent of reads hung up on
-	Trunc   int // percent of reads whose chunked body is broken off halfway
+	// Hold: on QueueBulkProfile, each bulk call waits for it to close
+	// (nil: none), after Delay (list-crowd-retry, retry.go).
+	Hold  <-chan struct{}
+	Fail  int // percent of reads answered 500/503
+	Hang  int // percent of reads hung up on
+	Trunc int // percent of reads whose chunked body is broken off halfway
 	// Stall: percent of pass-through reads whose chunked body stops
 	// halfway, the connection kept open until the sidecar closes it (at
 	// most a minute).
