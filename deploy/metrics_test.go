@@ -50,7 +50,7 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_lease_takeovers_total":            {"counter", map[string][]string{"route": nil}},
 	"sidecache_coherence_refused_total":          {"counter", map[string][]string{"tier": {"l1", "l2"}}},
 	"sidecache_edge_refused_total": {"counter", map[string][]string{
-		"reason": {"framing", "asterisk-form", "read-timeout", "loop", "trace", "write-timeout", "tunnel-idle", "malformed", "header-too-large"}}},
+		"reason": {"framing", "asterisk-form", "read-timeout", "loop", "trace", "write-timeout", "send-budget", "tunnel-idle", "malformed", "header-too-large"}}},
 	"sidecache_batch_dropped_total": {"counter", map[string][]string{
 		"route": nil, "reason": {"queue-full", "deadline", "abandoned"}}},
 	"sidecache_batch_too_large_total": {"counter", map[string][]string{
@@ -74,6 +74,9 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_client_connections_max":               {"gauge", nil},
 	"sidecache_client_connections_reaped_total":      {"counter", nil},
 	"sidecache_client_connection_waits_total":        {"counter", nil},
+	"sidecache_client_pending_send_bytes":            {"gauge", nil},
+	"sidecache_client_pending_sends":                 {"gauge", nil},
+	"sidecache_client_pending_send_bytes_max":        {"gauge", nil},
 	"sidecache_config_reloads_total": {"counter", map[string][]string{
 		"result": {"success", "error", "restart_required"}}},
 	"sidecache_build_info": {"gauge", map[string][]string{"version": nil, "goversion": nil}},

@@ -65,6 +65,13 @@ type Server struct {
 	// new connections wait in the kernel's accept backlog. The admin
 	// listener is not bounded by it, so it stays reachable at the cap.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxPendingSendBytes bounds, for the whole process, the bytes held
+	// by the proxy listener's writes that wait on a full socket (a
+	// client that does not read its answer holds the cached body until
+	// write_timeout): past it the writes held longest without progress
+	// are cut (internal/sendbudget). A body written to several clients
+	// at once counts once. The admin listener is not bounded by it.
+	MaxPendingSendBytes Size `yaml:"max_pending_send_bytes"`
 }
 
 type Admin struct {

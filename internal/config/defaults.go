@@ -32,6 +32,9 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 	if !isSet("server.max_connections") {
 		c.Server.MaxConnections = 4096 // connlimit.DefaultMax
 	}
+	if !isSet("server.max_pending_send_bytes") {
+		c.Server.MaxPendingSendBytes = 64 << 20 // sendbudget.DefaultMax
+	}
 	if !isSet("server.via") {
 		c.Server.Via = "sidecache"
 	}

@@ -52,6 +52,9 @@ func (c *Config) validate() Errors {
 	if c.Server.MaxConnections <= 0 {
 		v.add("server.max_connections", "must be > 0")
 	}
+	if c.Server.MaxPendingSendBytes <= 0 {
+		v.add("server.max_pending_send_bytes", "must be > 0")
+	}
 	if c.Server.Via != "" && !isToken(c.Server.Via) {
 		v.add("server.via", "must be a token (letters, digits, !#$%%&'*+-.^_`|~), got %q", c.Server.Via)
 	}

@@ -25,6 +25,10 @@
 //     200;
 //   - bodytimeout.go: a request whose body was still arriving at the read
 //     deadline is answered 408 and its connection closed;
+//   - sendbudget.go: the proxy listener's bound on the bytes held by
+//     writes waiting on a full socket (server.max_pending_send_bytes,
+//     internal/sendbudget): past it, the writes held longest without
+//     progress are cut;
 //   - limit.go: the proxy listener's bound on open connections
 //     (server.max_connections, internal/connlimit): at it, the oldest
 //     idle keep-alive connection is closed for a new one, or, none idle,
@@ -52,6 +56,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/connlimit"
 	"github.com/sidecache/sidecache/internal/rawio"
+	"github.com/sidecache/sidecache/internal/sendbudget"
 )
 
 // Listener wraps ln so that every connection it accepts bounds its writes
@@ -71,6 +76,9 @@ type listener struct {
 	lim       *connlimit.Limiter
 	done      chan struct{}
 	closeOnce sync.Once
+	// sends, when set, bounds what the connections' waiting writes hold
+	// (sendbudget.go).
+	sends *sendbudget.Budget
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -81,7 +89,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ec := &Conn{Conn: c, wt: l.wt, count: l.count, io: rawio.New(c)}
+	ec := &Conn{Conn: c, wt: l.wt, count: l.count, io: rawio.New(c), sends: l.sends}
 	return ec, nil
 }
 
@@ -143,6 +151,11 @@ type Conn struct {
 	// stored by Read; more than reqs when the next request came behind
 	// the last (pipelined), which makes the connection no idle one.
 	begun atomic.Int64
+	// sends: the process's bound on the bytes of writes waiting on a
+	// full socket (nil: none); hold, this connection's waiting write's
+	// place in it, under wmu (sendbudget.go).
+	sends *sendbudget.Budget
+	hold  sendbudget.Hold
 }
 
 type connKey struct{}
@@ -254,7 +267,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 
 // write is Write once net/http's own answers are told apart.
 func (c *Conn) write(p []byte) (int, error) {
-	if c.wt <= 0 {
+	if c.wt <= 0 && c.sends == nil {
 		return c.io.Write(p)
 	}
 	// Held for the whole write, the wait included, as net.Conn holds its
@@ -263,14 +276,26 @@ func (c *Conn) write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	written := 0
+	var failed error
 	if len(p) > 0 {
 		// A deadline already passed (left by an earlier write's wait), a
 		// closed connection or a failure writes nothing or less: the
 		// deadline's path below meets the same and returns it.
-		written, _ = c.io.WriteNow(p)
+		written, failed = c.io.WriteNow(p)
 		if written == len(p) {
 			return written, nil
 		}
+	}
+	// The socket is full: p waits, and is held while it does
+	// (server.max_pending_send_bytes, sendbudget.go). A write that
+	// failed (a connection cut or closed) will not wait: not counted.
+	if c.sends != nil && len(p) > 0 && failed == nil {
+		c.sends.Begin(&c.hold, c, p)
+		defer c.sends.End(&c.hold)
+	}
+	if c.wt <= 0 {
+		n, err := c.io.Write(p[written:])
+		return written + n, err
 	}
 	for {
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.wt))

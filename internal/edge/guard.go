@@ -47,6 +47,10 @@ const (
 	ReasonAsteriskForm = "asterisk-form" // 400: "*" as the target of a method other than OPTIONS (RFC 9112 §3.2.4)
 	ReasonReadTimeout  = "read-timeout"  // 408: the request body was still arriving at the read deadline (bodytimeout.go)
 	ReasonWriteTimeout = "write-timeout" // a connection cut: the client stopped reading (Listener)
+	// ReasonSendBudget: a connection cut because the writes waiting on
+	// full sockets held more than server.max_pending_send_bytes, and its
+	// write had gone longest without progress (sendbudget.go).
+	ReasonSendBudget = "send-budget"
 	// An upgraded connection (a tunnel) cut after
 	// upstream.tunnel_idle_timeout without a byte either way; the proxy
 	// counts it, since the tunnel is its.
@@ -62,11 +66,12 @@ const (
 
 // Reasons are the reasons a Guard with o, behind a Listener with
 // writeTimeout, can count: the series worth creating at zero. The
-// server's read_timeout is always set, so ReasonReadTimeout always can;
+// server's read_timeout is always set, so ReasonReadTimeout always can,
+// and so is its proxy listener's send budget (ReasonSendBudget);
 // ReasonTunnelIdle and ReasonTunnelLimit (counted by the proxy) only
 // where upgrades are allowed.
 func Reasons(o Options, writeTimeout time.Duration) []string {
-	r := []string{ReasonFraming, ReasonAsteriskForm, ReasonReadTimeout, ReasonMalformed, ReasonHeaderTooLarge}
+	r := []string{ReasonFraming, ReasonAsteriskForm, ReasonReadTimeout, ReasonMalformed, ReasonHeaderTooLarge, ReasonSendBudget}
 	if o.Via != "" {
 		r = append(r, ReasonLoop)
 	}

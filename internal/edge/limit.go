@@ -7,6 +7,7 @@ import (
 
 	"github.com/sidecache/sidecache/internal/connlimit"
 	"github.com/sidecache/sidecache/internal/rawio"
+	"github.com/sidecache/sidecache/internal/sendbudget"
 )
 
 // The connection bound (server.max_connections; internal/connlimit).
@@ -28,9 +29,11 @@ import (
 // pipelined behind the last is never marked idle (begun).
 
 // CappedListener is Listener whose connections are bounded by lim (nil:
-// none). Pair it with Wire, which tells lim which connections are idle.
-func CappedListener(ln net.Listener, writeTimeout time.Duration, count Counter, lim *connlimit.Limiter) net.Listener {
-	return &listener{Listener: ln, wt: writeTimeout, count: count, lim: lim, done: make(chan struct{})}
+// none), and the bytes their waiting writes hold by sends (nil: none;
+// sendbudget.go). Pair it with Wire, which tells lim which connections
+// are idle.
+func CappedListener(ln net.Listener, writeTimeout time.Duration, count Counter, lim *connlimit.Limiter, sends *sendbudget.Budget) net.Listener {
+	return &listener{Listener: ln, wt: writeTimeout, count: count, lim: lim, sends: sends, done: make(chan struct{})}
 }
 
 // acceptLimited is Accept under lim: it waits for room before it
@@ -45,7 +48,7 @@ func (l *listener) acceptLimited() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ec := &Conn{Conn: c, wt: l.wt, count: l.count, io: rawio.New(c)}
+	ec := &Conn{Conn: c, wt: l.wt, count: l.count, io: rawio.New(c), sends: l.sends}
 	for {
 		if s, ok := l.lim.Take(ec.reap); ok {
 			ec.slot = s

@@ -218,6 +218,23 @@
 // reaping, a new client waits for an idle connection's idle_timeout
 // (120 s): a conn-cap violation, never a hung run.
 //
+// # The send budget (sendbudget.go)
+//
+// With send-budget (On; stream 65, its draws on 66) the environment
+// starts one more replica, a peer of the others, with
+// server.max_pending_send_bytes 1: no two writes of different answers may
+// wait on full client sockets at once. After about one round in ten a
+// stage opens 3 or 4 clients that never read (4 KiB receive buffers, each
+// from an identity's address), one after the other, each pipelining reads
+// of two /r resources of its own (ids from 70000, answered just under
+// max_body_bytes) until the replica's write to it waits. Then k-1 of them
+// must have been cut (sidecache_edge_refused_total{reason="send-budget"})
+// and one write be waiting (sidecache_client_pending_sends); the cut ones'
+// answers end short, the last one's all come whole; every answer read
+// whole is checked as any, and a client that reads then gets each of the
+// stage's resources whole and right (send-budget). Without the budget all
+// k writes wait until write_timeout, none cut: a send-budget violation.
+//
 // # One read's calls (mismatch.go)
 //
 // With mismatch-vary (On; stream 59), after about one round in four and

@@ -206,6 +206,8 @@ type env struct {
 	tadmin   string   // its admin base URL
 	capped   string   // a replica with max_connections maxConns (conn-cap row)
 	cadmin   string   // its admin base URL
+	budgeted string   // a replica with max_pending_send_bytes 1 (send-budget row)
+	badmin   string   // its admin base URL
 	// gate, promote and padmin are the promote-race row's: a replica
 	// whose Redis replies pass through gate (startPromote).
 	gate            *redistest.Gate
@@ -243,6 +245,9 @@ func startEnv(t testing.TB, seed uint64) *env {
 	e.trickle, e.tadmin = startReplica(t, yaml+"server:\n  read_timeout: "+trickleTimeout+"\n")
 	if envMix(t).Has("conn-cap") {
 		e.capped, e.cadmin = startReplica(t, yaml+fmt.Sprintf("server:\n  max_connections: %d\n", maxConns))
+	}
+	if envMix(t).Has("send-budget") {
+		e.budgeted, e.badmin = startReplica(t, yaml+"server:\n  max_pending_send_bytes: 1\n")
 	}
 	if m := envMix(t); m.Has("promote-race") || m.Has("batch-opener-budget") {
 		e.startPromote(t, yaml)
@@ -373,6 +378,7 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 		LeaseHold: leaseHold, LeaseTTL: upstreamTimeout, BatchLeaseTTL: max(upstreamTimeout, batchMaxWait+2*upstreamTimeout),
 		MaxTunnels: maxTunnels, TunnelIdle: tunnelIdle,
 		Capped: e.capped, CappedAdmin: e.cadmin, MaxConns: maxConns,
+		Budgeted: e.budgeted, BudgetedAdmin: e.badmin,
 		SaveRedis: e.saveRedis, RestartRedis: e.restartRedis(m.Has("evict-epochs")), StartReplica: e.lateReplica(t),
 		RedisOOM: e.redisOOM, RefuseWrites: e.refuseWrites,
 		ReloadTorn: e.reloadTorn, ReloadShadow: e.reloadShadow, StartRetagged: e.retagged(t),

@@ -65,6 +65,12 @@ type Config struct {
 	// traffic, so it is not one of Replicas.
 	Capped, CappedAdmin string
 	MaxConns            int
+	// Budgeted and BudgetedAdmin are the base URLs of a replica like the
+	// others but with server.max_pending_send_bytes 1, a peer of theirs
+	// the send-budget row (sendbudget.go) sends clients that never read
+	// (none when empty). Its budget would cut the other rows' slow
+	// clients, so it is not one of Replicas.
+	Budgeted, BudgetedAdmin string
 	// SaveRedis, RestartRedis and StartReplica, when set, are the
 	// redis-restart row's (restart.go): SaveRedis snapshots the
 	// replicas' Redis (SAVE); RestartRedis kills it and starts it again
@@ -297,6 +303,11 @@ type run struct {
 	// 61; stalledDone counts its stages.
 	stalledRng  *rand.Rand
 	stalledDone int
+	// sends draws whether and how the send-budget row (sendbudget.go)
+	// plays on stream 65, sendDraws its clients' identities and sizes on
+	// stream 66; sendStages counts its stages (their fresh ids).
+	sends, sendDraws *rand.Rand
+	sendStages       int
 }
 
 // Run drives cfg.Rounds rounds of concurrent requests and checks every
@@ -308,6 +319,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.caps = rand.New(rand.NewPCG(cfg.Seed, 52))
 	r.mismatchRng = rand.New(rand.NewPCG(cfg.Seed, 59))
 	r.stalledRng = rand.New(rand.NewPCG(cfg.Seed, 61))
+	r.sends, r.sendDraws = rand.New(rand.NewPCG(cfg.Seed, 65)), rand.New(rand.NewPCG(cfg.Seed, 66))
 	r.bodies = rand.New(rand.NewPCG(cfg.Seed, 33))
 	r.reloads = rand.New(rand.NewPCG(cfg.Seed, 43))
 	r.ghosts, r.restarts = rand.New(rand.NewPCG(cfg.Seed, 37)), rand.New(rand.NewPCG(cfg.Seed, 38))
@@ -446,6 +458,7 @@ func (r *run) round(ctx context.Context, round int) {
 	r.readRecoded(ctx)          // recoded.go
 	r.upgrades(ctx)             // beside the round: its draws are its own
 	r.connCap(ctx)              // conncap.go, likewise
+	r.sendBudget(ctx)           // sendbudget.go, likewise
 	r.mismatchVary(ctx, round)  // mismatch.go, likewise
 	r.stalledLength(ctx, round) // stalled.go, likewise
 }

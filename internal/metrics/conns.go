@@ -12,10 +12,16 @@ import (
 // an idle keep-alive connection closed to make room, or the listener
 // paused with none to close (new connections then wait in the kernel's
 // accept backlog, which only the pause shows).
+//
+// It also reports the bound on the bytes that the proxy listener's writes
+// waiting on a full socket hold (server.max_pending_send_bytes,
+// internal/sendbudget); the writes it cuts are counted in
+// sidecache_edge_refused_total{reason="send-budget"}.
 type conns struct {
 	reaped prometheus.Counter
 	waits  prometheus.Counter
 	gauges *connGauges
+	sends  *sendGauges
 }
 
 func newConns() conns {
@@ -36,11 +42,51 @@ func newConns() conns {
 			max: prometheus.NewDesc(namespace+"_client_connections_max",
 				"server.max_connections in force.", nil, nil),
 		},
+		sends: &sendGauges{
+			bytes: prometheus.NewDesc(namespace+"_client_pending_send_bytes",
+				"Bytes held by proxy-listener writes waiting for room in a client's socket (a client not reading its answer), a body written to several clients counted once; bounded by server.max_pending_send_bytes.", nil, nil),
+			writes: prometheus.NewDesc(namespace+"_client_pending_sends",
+				"Proxy-listener writes waiting for room in a client's socket.", nil, nil),
+			max: prometheus.NewDesc(namespace+"_client_pending_send_bytes_max",
+				"server.max_pending_send_bytes in force.", nil, nil),
+		},
 	}
 }
 
 func (c conns) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.reaped, c.waits, c.gauges}
+	return []prometheus.Collector{c.reaped, c.waits, c.gauges, c.sends}
+}
+
+// sendGauges reports the send budget's state at scrape time, absent until
+// SendSource is called.
+type sendGauges struct {
+	bytes, writes, max *prometheus.Desc
+	src                atomic.Pointer[sendSource]
+}
+
+type sendSource struct{ bytes, writes, max func() int64 }
+
+func (g *sendGauges) Describe(ch chan<- *prometheus.Desc) { ch <- g.bytes; ch <- g.writes; ch <- g.max }
+
+func (g *sendGauges) Collect(ch chan<- prometheus.Metric) {
+	s := g.src.Load()
+	if s == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(g.bytes, prometheus.GaugeValue, float64(s.bytes()))
+	ch <- prometheus.MustNewConstMetric(g.writes, prometheus.GaugeValue, float64(s.writes()))
+	ch <- prometheus.MustNewConstMetric(g.max, prometheus.GaugeValue, float64(s.max()))
+}
+
+// SendSource makes sidecache_client_pending_send_bytes,
+// sidecache_client_pending_sends and
+// sidecache_client_pending_send_bytes_max report bytes, writes and max at
+// scrape time.
+func (m *Metrics) SendSource(bytes, writes, max func() int64) {
+	if m == nil || bytes == nil || writes == nil || max == nil {
+		return
+	}
+	m.conns.sends.src.Store(&sendSource{bytes: bytes, writes: writes, max: max})
 }
 
 // connGauges reports the bound's state at scrape time, absent until

@@ -48,7 +48,15 @@ func (c *Conn) writeFD(fd uintptr) bool {
 			c.wn += n
 		case syscall.EINTR:
 		case syscall.EAGAIN:
-			return !c.wwait
+			if !c.wwait {
+				return true
+			}
+			// About to wait for room: what the socket took since the
+			// last wait is progress (Taken). Only a write that waits
+			// gets here, so WriteNow pays nothing.
+			c.taken.Add(int64(c.wn - c.wlast))
+			c.wlast = c.wn
+			return false
 		default:
 			c.werr = os.NewSyscallError("write", e)
 			return true

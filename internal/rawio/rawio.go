@@ -79,8 +79,10 @@ type Conn struct {
 	wn     int        // bytes written
 	werr   error      // the system call's failure
 	wwait  bool       // wait for the socket to take all of wp
+	wlast  int        // wn when the write last waited (writeFD)
 	wfn    func(fd uintptr) bool
 	writes atomic.Int64 // write system calls made raw (Calls)
+	taken  atomic.Int64 // Taken
 }
 
 // New returns c's reads and writes. Raw when the system supports it and c
@@ -193,7 +195,7 @@ func (c *Conn) WriteNow(p []byte) (int, error) {
 
 func (c *Conn) write(p []byte, wait bool) (int, error) {
 	c.wmu.Lock()
-	c.wp, c.wn, c.werr, c.wwait = p, 0, nil, wait
+	c.wp, c.wn, c.werr, c.wwait, c.wlast = p, 0, nil, wait, 0
 	err := c.rc.Write(c.wfn)
 	n, serr := c.wn, c.werr
 	c.wp, c.werr = nil, nil
@@ -206,6 +208,13 @@ func (c *Conn) write(p []byte, wait bool) (int, error) {
 	}
 	return n, nil
 }
+
+// Taken reports how many bytes the socket took of c's writes that had
+// waited for room, counted each time one waits again: it does not change
+// while the peer reads nothing, and grows while it reads. A write the
+// socket takes whole at once, and the last part of one that waited, are
+// not counted. Always 0 on a Conn that is not raw (Raw).
+func (c *Conn) Taken() int64 { return c.taken.Load() }
 
 // opError is err as net.Conn's Read or Write returns it: RawConn's own
 // (Op "raw-read", "raw-write") renamed, a system call's wrapped.

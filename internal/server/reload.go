@@ -20,7 +20,8 @@ import (
 // atomically: connections stay open and L1 keeps the entries of the routes
 // that store and tag as before), the admin
 // token, log.level, log.access, the shutdown timings, upstream.url and
-// upstream.timeout, cache.l2.lease_ttl and server.max_connections. Every
+// upstream.timeout, cache.l2.lease_ttl, server.max_connections and
+// server.max_pending_send_bytes. Every
 // other change
 // (listen addresses, server timeouts, upstream, Redis and the cache sizes,
 // log.format, ...) needs new sockets, clients or stores: it is logged, the
@@ -121,6 +122,10 @@ func (s *Server) applyLocked(data []byte) error {
 	if n := cfg.Server.MaxConnections; n != old.Server.MaxConnections {
 		s.conns.SetMax(n) // a slot count: no socket to replace
 		applied.Server.MaxConnections = n
+	}
+	if n := cfg.Server.MaxPendingSendBytes; n != old.Server.MaxPendingSendBytes {
+		s.sends.SetMax(n.Bytes()) // a count: lowered, what is over it is cut now
+		applied.Server.MaxPendingSendBytes = n
 	}
 	s.cfg.Store(&applied)
 

@@ -29,6 +29,7 @@ import (
 	"github.com/sidecache/sidecache/internal/lograte"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/proxy"
+	"github.com/sidecache/sidecache/internal/sendbudget"
 	"github.com/sidecache/sidecache/internal/tracing"
 )
 
@@ -77,6 +78,9 @@ type Server struct {
 	// (server.max_connections; reloaded in place). The admin listener
 	// has no such bound: it stays reachable while the proxy's is full.
 	conns *connlimit.Limiter
+	// sends bounds the bytes the proxy listener's waiting writes hold
+	// (server.max_pending_send_bytes; reloaded in place).
+	sends *sendbudget.Budget
 
 	draining atomic.Bool
 	reloadMu sync.Mutex
@@ -106,6 +110,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	s.m.SetBuildInfo(opts.Version)
 	s.conns = connlimit.New(cfg.Server.MaxConnections, s.m)
 	s.m.ConnSource(s.conns.Open, func() int64 { return int64(s.conns.Max()) })
+	s.sends = sendbudget.New(cfg.Server.MaxPendingSendBytes.Bytes())
+	s.m.SendSource(s.sends.Held, s.sends.Writes, s.sends.Max)
 
 	var l1s, l2s cache.Store
 	if n := cfg.Cache.L1.MaxBytes.Bytes(); n > 0 {
@@ -295,7 +301,7 @@ func (s *Server) Listen() error {
 		}
 	}
 	wt := cfg.Server.WriteTimeout.D()
-	s.proxyLn, s.adminLn = edge.CappedListener(s.proxyLn, wt, s.m, s.conns), edge.Listener(s.adminLn, wt, s.m)
+	s.proxyLn, s.adminLn = edge.CappedListener(s.proxyLn, wt, s.m, s.conns, s.sends), edge.Listener(s.adminLn, wt, s.m)
 	return nil
 }
 

@@ -8,6 +8,7 @@
 //
 //	go run ./cmd/nonreaders -sidecache ../bin/sidecache -clients 400 -size 900KiB -path /big/1
 //	go run ./cmd/nonreaders -sidecache ../bin/sidecache -clients 400 -max-connections 100
+//	go run ./cmd/nonreaders -sidecache ../bin/sidecache -clients 400 -path '/big/{n}' -max-pending-send-bytes 16777216
 //
 // -path /big/1 asks every client for one cached answer (L1 hit after the
 // first); /pass/{n} (n: the client's number) passes each through.
@@ -35,6 +36,7 @@ func main() {
 	size := flag.Int("size", 900<<10, "answer bytes")
 	path := flag.String("path", "/big/1", "path each client asks for ({n}: its number)")
 	maxConns := flag.Int("max-connections", 0, "server.max_connections (0: the binary's default, or none)")
+	maxPending := flag.Int64("max-pending-send-bytes", 0, "server.max_pending_send_bytes (0: the binary's default, or none)")
 	settle := flag.Duration("settle", 3*time.Second, "wait after the last client before measuring")
 	idle := flag.Int("idle", 0, "idle keep-alive clients instead (one small answer read each)")
 	flag.Parse()
@@ -69,8 +71,14 @@ routes:
     path: /big/{id}
     ttl: 5m
 `, proxy, admin, upLn.Addr())
+	if *maxConns > 0 || *maxPending > 0 {
+		cfg += "server:\n"
+	}
 	if *maxConns > 0 {
-		cfg += fmt.Sprintf("server:\n  max_connections: %d\n", *maxConns)
+		cfg += fmt.Sprintf("  max_connections: %d\n", *maxConns)
+	}
+	if *maxPending > 0 {
+		cfg += fmt.Sprintf("  max_pending_send_bytes: %d\n", *maxPending)
 	}
 	file := filepath.Join(dir, "sidecache.yaml")
 	check(os.WriteFile(file, []byte(cfg), 0o644))
@@ -106,13 +114,13 @@ routes:
 	}
 	time.Sleep(*settle)
 	now := rss(cmd.Process.Pid)
-	fmt.Printf("clients=%d idle=%d size=%d path=%s max_connections=%d\n", *clients, *idle, *size, *path, *maxConns)
+	fmt.Printf("clients=%d idle=%d size=%d path=%s max_connections=%d max_pending_send_bytes=%d\n", *clients, *idle, *size, *path, *maxConns, *maxPending)
 	fmt.Printf("RSS before %s, with the clients %s (%s per client over before)\n", base, now, perClient(base, now, max(*clients, *idle)))
 	resp, err := http.Get("http://" + admin + "/metrics")
 	check(err)
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if l := sc.Text(); strings.HasPrefix(l, "sidecache_client_connection") || strings.HasPrefix(l, "go_memstats_heap_inuse_bytes") || strings.HasPrefix(l, "go_goroutines") {
+		if l := sc.Text(); strings.HasPrefix(l, "sidecache_client_connection") || strings.HasPrefix(l, "sidecache_client_pending_send") || strings.HasPrefix(l, `sidecache_edge_refused_total{reason="send-budget"}`) || strings.HasPrefix(l, `sidecache_edge_refused_total{reason="write-timeout"}`) || strings.HasPrefix(l, "go_memstats_heap_inuse_bytes") || strings.HasPrefix(l, "go_goroutines") {
 			fmt.Println(l)
 		}
 	}
