@@ -50,7 +50,7 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_lease_takeovers_total":            {"counter", map[string][]string{"route": nil}},
 	"sidecache_coherence_refused_total":          {"counter", map[string][]string{"tier": {"l1", "l2"}}},
 	"sidecache_edge_refused_total": {"counter", map[string][]string{
-		"reason": {"framing", "asterisk-form", "read-timeout", "loop", "trace", "write-timeout", "send-budget", "tunnel-idle", "malformed", "header-too-large"}}},
+		"reason": {"framing", "asterisk-form", "read-timeout", "loop", "trace", "write-timeout", "send-budget", "tunnel-idle", "tunnel-limit", "malformed", "header-too-large"}}},
 	"sidecache_batch_dropped_total": {"counter", map[string][]string{
 		"route": nil, "reason": {"queue-full", "deadline", "abandoned"}}},
 	"sidecache_batch_too_large_total": {"counter", map[string][]string{
