@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/sidecache/sidecache/internal/config"
 	"github.com/sidecache/sidecache/internal/server"
@@ -52,5 +53,39 @@ routes:
 	// A wrong token is still refused.
 	if code, _, _ := r.do(t, http.MethodPost, "admin:/purge?tag=client:1", "Authorization", "Bearer s3cre"); code != http.StatusUnauthorized {
 		t.Errorf("POST /purge with a wrong token: %d, want 401", code)
+	}
+}
+
+// A refused admin call is logged (admin: unauthorized), and a guesser
+// cannot flood the process log with them: the line kind is bounded like
+// every other (internal/lograte). The clock is frozen, so all the calls
+// fall in one window whatever the machine's speed.
+func TestRefusedAdminCallsLogBounded(t *testing.T) {
+	o := newOrigin(t)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(baseConfig, o.URL, "")), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	frozen := time.Now()
+	r := runServer(t, cfg, server.Options{
+		Logger:        slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		WatchInterval: -1,
+		Now:           func() time.Time { return frozen },
+	})
+	const calls = 60
+	start := time.Now()
+	for i := range calls {
+		if code, _, _ := r.do(t, http.MethodPost, "admin:/purge?tag=client:1", "Authorization", fmt.Sprintf("Bearer guess-%d", i)); code != http.StatusUnauthorized {
+			t.Fatalf("a guessed token: %d, want 401", code)
+		}
+	}
+	const line = `msg="admin: unauthorized"`
+	tails := int(time.Since(start)/time.Second) + 1
+	if n := logs.count(line); n == 0 || n > 10+tails {
+		t.Fatalf("%d %s lines for %d refused calls in one window, want 1..%d", n, line, calls, 10+tails)
+	}
+	if logs.count("guess-") != 0 {
+		t.Fatal("the log holds a presented token")
 	}
 }
