@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/url"
@@ -164,6 +165,12 @@ func (h *handler) refuse(w http.ResponseWriter, r *http.Request, what string) bo
 		return true
 	}
 	if code := h.authorize(r); code != "" {
+		// Logged as NGINX's auth_basic logs a mismatch: a token being
+		// guessed, or a rotated one a script still sends, shows (this
+		// listener has no access log). Never what was presented. The
+		// server's process log bounds the line's rate (internal/lograte).
+		h.opts.Logger.WarnContext(r.Context(), "admin: unauthorized",
+			"peer", peerHost(r.RemoteAddr), "method", r.Method, "path", r.URL.Path, "why", code)
 		// RFC 6750 §3: challenge, with error="invalid_token" when a token
 		// was presented but is wrong.
 		challenge := `Bearer realm="sidecache"`
@@ -380,6 +387,14 @@ func (h *handler) writeJSON(w http.ResponseWriter, code int, v any) {
 func (h *handler) writeError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Cache-Control", "no-store")
 	http.Error(w, msg, code)
+}
+
+// peerHost is the caller's address without its port.
+func peerHost(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
 }
 
 // promLogger adapts slog to promhttp's Println-style error log.

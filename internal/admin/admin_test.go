@@ -408,3 +408,28 @@ func TestNotOnDefaultMux(t *testing.T) {
 		}
 	}
 }
+
+// A refused call to a token-gated endpoint is logged, as NGINX's
+// auth_basic logs a mismatch to its error log: a token being guessed, or
+// a rotated token some script still sends, is otherwise invisible (the
+// admin listener has no access log). The line names the peer, the call
+// and why; never what was presented.
+func TestRefusedCallsLogged(t *testing.T) {
+	var logs bytes.Buffer
+	srv := newServer(t, Options{Token: token, Purger: &recorder{}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	do(t, "POST", srv.URL+"/purge?tag=client:1", "Bearer guess-1")
+	do(t, "GET", srv.URL+"/cache?url=http://a/b", "")
+	do(t, "POST", srv.URL+"/purge?tag=client:1", "Bearer "+token)
+	out := logs.String()
+	if n := strings.Count(out, `msg="admin: unauthorized"`); n != 2 {
+		t.Fatalf("%d refused calls logged, want 2:\n%s", n, out)
+	}
+	for _, want := range []string{"peer=127.0.0.1", "path=/purge", "path=/cache", "why=invalid", "why=missing"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "guess-1") {
+		t.Errorf("log holds the presented token:\n%s", out)
+	}
+}

@@ -110,6 +110,11 @@ routes: [{name: "$x", path: /a, ttl: 1s}]
 		{"set but empty var without default is empty", minimal + "admin: {token: ${E}}\n", map[string]string{"E": ""}, func(t *testing.T, c *Config) {
 			eq(t, c.Admin.Token, "")
 		}},
+		// A Secret made from a file keeps its final newline; quoted, YAML
+		// folds it into a trailing space, which no client can send.
+		{"token from a Secret with a final newline", minimal + "admin: {token: \"${T}\"}\n", map[string]string{"T": "s3cret\n"}, func(t *testing.T, c *Config) {
+			eq(t, c.Admin.Token, "s3cret")
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,6 +177,7 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:3: routes[0].targeted_fields[0]: "a b" is not a header field name`},
 		{"request_no_cache unknown", route("{name: a, path: /a, ttl: 1s, request_no_cache: honor}"),
 			`t.yaml:3: routes[0].request_no_cache: must be one of ignore, refresh, got "honor"`},
+		{"token with a control character", minimal + `admin: {token: "s3\x01cret"}`, "t.yaml:2: admin.token: must not contain control characters: no Authorization header can carry them"},
 		{"empty redact_query name", minimal + "log: {redact_query: [token, ' ']}", "t.yaml:2: log.redact_query[1]: must not be empty"},
 		// Issue 21, item 11: an upstream that is the sidecar itself loops.
 		{"upstream is the listener", "listen: 127.0.0.1:8080\nupstream: {url: 'http://localhost:8080'}",

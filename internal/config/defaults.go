@@ -22,6 +22,13 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 	if c.Admin.Listen == "" {
 		c.Admin.Listen = "127.0.0.1:9090"
 	}
+	// The token is read as a client can present it: an Authorization
+	// value carries no surrounding blanks (RFC 9110 §5.5; the admin
+	// handler trims what it is sent). A Kubernetes Secret made from a
+	// file keeps the file's final newline, which a quoted
+	// "${SIDECACHE_ADMIN_TOKEN:-}" folds into a trailing space (YAML 1.2
+	// §7.3.1): kept, no presented token could ever match it.
+	c.Admin.Token = strings.TrimSpace(c.Admin.Token)
 	dur(&c.Server.ReadHeaderTimeout, "server.read_header_timeout", 10*time.Second)
 	dur(&c.Server.ReadTimeout, "server.read_timeout", 60*time.Second)
 	dur(&c.Server.IdleTimeout, "server.idle_timeout", 120*time.Second)

@@ -40,6 +40,10 @@ func (c *Config) validate() Errors {
 	v := &checker{}
 	v.hostPort("listen", c.Listen, false)
 	v.hostPort("admin.listen", c.Admin.Listen, false)
+	if strings.ContainsFunc(c.Admin.Token, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+		// RFC 9110 §5.5: a field value carries no CTL but HTAB.
+		v.add("admin.token", "must not contain control characters: no Authorization header can carry them")
+	}
 	v.positive("server.read_header_timeout", c.Server.ReadHeaderTimeout)
 	v.positive("server.read_timeout", c.Server.ReadTimeout)
 	v.positive("server.idle_timeout", c.Server.IdleTimeout)

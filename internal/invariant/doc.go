@@ -394,6 +394,17 @@
 // (check.StartDrop). Checked counts reload-shadow and
 // reload-shadow-stored.
 //
+// Once a seed the secret-token row (stream 70, secrettoken.go) reloads a
+// replica with admin.token written as the documented
+// token: "${SIDECACHE_ADMIN_TOKEN:-}" expands a Kubernetes Secret made
+// from a file: its final newline inside the quotes, which YAML folds into
+// a trailing space. Through that replica a purge of the row's own tag and
+// an inspect of /r/96/summary, with the token as the operator holds it,
+// must answer 200 (a purge's 500, Redis slow to confirm it, is counted
+// as secret-token-500): the configured token is read without surrounding
+// blanks, as the presented one is. Then the whole file comes back; no
+// route changes, so nothing is dropped. Checked counts secret-token.
+//
 // Once a seed the batch-reload row (stream 67, batchreload.go) reloads a
 // replica's unchanged file while a bulk call of route q (batch max_size
 // 2, max_in_flight 1) is held at the origin (origin.HoldQueue), then

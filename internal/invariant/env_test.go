@@ -357,6 +357,24 @@ func (e *env) reloadShadow(i int, shadow bool) error {
 	return e.servers[i].Reload()
 }
 
+// reloadToken writes replica i's config file with admin.token as the
+// documented token: "${SIDECACHE_ADMIN_TOKEN:-}" expands from a Secret
+// made from a file, its final newline inside the quotes (secret), or
+// whole, and reloads it (invariant.Config.ReloadToken).
+func (e *env) reloadToken(i int, secret bool) error {
+	content := e.yaml
+	if secret {
+		if !strings.Contains(content, "  token: secret\n") {
+			return fmt.Errorf("the replicas' config lost admin.token: secret")
+		}
+		content = strings.Replace(content, "  token: secret\n", "  token: \"secret\n\"\n", 1)
+	}
+	if err := os.WriteFile(e.files[i], []byte(content), 0o644); err != nil {
+		return err
+	}
+	return e.servers[i].Reload()
+}
+
 // envMix is the default mix, changed by INVARIANT_FEATURES (see the package
 // doc).
 func envMix(t testing.TB) mix.Mix {
@@ -381,7 +399,7 @@ func (e *env) run(t testing.TB, seed uint64, rounds int, m mix.Mix) invariant.Re
 		Budgeted: e.budgeted, BudgetedAdmin: e.badmin,
 		SaveRedis: e.saveRedis, RestartRedis: e.restartRedis(m.Has("evict-epochs")), StartReplica: e.lateReplica(t),
 		RedisOOM: e.redisOOM, RefuseWrites: e.refuseWrites,
-		ReloadTorn: e.reloadTorn, ReloadShadow: e.reloadShadow, StartRetagged: e.retagged(t),
+		ReloadTorn: e.reloadTorn, ReloadShadow: e.reloadShadow, ReloadToken: e.reloadToken, StartRetagged: e.retagged(t),
 		StallRedis:     e.stallRedis,
 		PromoteReplica: e.promote, PromoteAdmin: e.padmin, L2Holds: e.l2Holds,
 	}

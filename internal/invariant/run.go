@@ -100,6 +100,11 @@ type Config struct {
 	// a route before r-write that takes its PATCHes and invalidates
 	// nothing (shadow), or whole again: the reload-shadow row (shadow.go).
 	ReloadShadow func(i int, shadow bool) error
+	// ReloadToken, when set, makes replica i apply its config file with
+	// admin.token as a Secret made from a file gives it (secret: the
+	// final newline inside the quotes), or whole again: the secret-token
+	// row (secrettoken.go).
+	ReloadToken func(i int, secret bool) error
 	// StallRedis, when set, stalls the replicas' Redis for d without
 	// stopping it: CLIENT PAUSE d ALL, or (freeze) its process stopped
 	// and continued d later. It returns once the stall has begun; back
@@ -241,6 +246,8 @@ type run struct {
 	reloads *rand.Rand
 	// shadow is the reload-shadow row's state (shadow.go, stream 45).
 	shadow shadowRow
+	// token is the secret-token row's state (secrettoken.go, stream 70).
+	token tokenRow
 	// batchReload is the batch-reload row's state (batchreload.go,
 	// stream 67).
 	batchReload batchReloadRow
@@ -339,6 +346,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.drawOpenerRound()  // openerbudget.go, stream 58
 	r.drawBatchReload()  // batchreload.go, stream 67
 	r.drawRefusedRound() // listrefused.go, stream 64
+	r.drawTokenRound()   // secrettoken.go, stream 70
 	r.gen = traffic.NewGen(r.rng, cfg.Mix, cfg.Seed, len(cfg.Replicas), cfg.Host)
 	r.withheld = cfg.Mix.Has("bulk-vary-withheld") && cfg.Seed%2 == 1
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
@@ -370,6 +378,7 @@ func Run(ctx context.Context, cfg Config) Report {
 		r.promoteRace(ctx, round)     // promote.go
 		r.openerBudget(ctx, round)    // openerbudget.go
 		r.listRefused(ctx, round)     // listrefused.go
+		r.secretToken(ctx, round)     // secrettoken.go
 	}
 	r.checkCrowds()
 	if n := cfg.Origin.Partials.Load() - partials; n > 0 {
