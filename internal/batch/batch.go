@@ -171,11 +171,14 @@ type Options struct {
 	// it (listShare: the rest is one-id loads' own); a group with nothing
 	// queued admits any one request, whose own ids its caller bounds
 	// (split.max_ids). Isolation retries are queued whatever the bound
-	// (their ids were admitted); a list's retries count as the list's
-	// ids, so the lists' ids past their share (retries, a list an idle
-	// group admitted) never count against a one-id load, and count
-	// against a new list in the bound only, not in the share. 0: no
-	// bound.
+	// (their ids were admitted), but hold a failed call's ids once each
+	// when one retry per list would take the queue past it
+	// (classesLocked), so retries exceed the bound by at most the ids
+	// of the calls in flight, however many lists shared a call; a
+	// list's retries count as the list's ids, so the lists' ids past
+	// their share (retries, a list an idle group admitted) never count
+	// against a one-id load, and count against a new list in the bound
+	// only, not in the share. 0: no bound.
 	MaxQueued int
 	// Deadline, if set, is how long a batch may wait to be sent, from its
 	// opening (an isolation retry: from its queueing); it is read at each

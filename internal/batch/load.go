@@ -356,7 +356,8 @@ func (l *Loader[A, V]) fullLocked(g *group[A, V], n int, list bool) bool {
 // miss's, would take a queue of queued ids past bound, for a group's
 // queue and the loader's alike; listed of them are lists', retried of
 // those in lists' isolation retries (queueRetriesLocked), which hold
-// each list's ids of a failed call again, once per list.
+// each list's ids of a failed call again, once per list, while those
+// retries fit the bound (else its ids once each: classesLocked).
 //
 // A list may not take the enlisted ids past the lists' share
 // (listShare), so that one-id misses always find a quarter of the queue
@@ -364,8 +365,8 @@ func (l *Loader[A, V]) fullLocked(g *group[A, V], n int, list bool) bool {
 // list), and hold up a new list only through the bound, as they would
 // its calls. A one-id miss does not count against the bound the lists'
 // ids past their share, retries included: those of a list an idle
-// queue admitted whole, and the thousands of ids a failed call shared
-// by many lists is retried as. Counted, they refused a one-id read of a
+// queue admitted whole, and the retries of a failed call shared by
+// many lists. Counted, they refused a one-id read of a
 // good id 503 for another client's bad id, though its batch goes ahead
 // of theirs every other call (jumpLocked).
 func over(queued, listed, retried, bound, n int, list bool) bool {

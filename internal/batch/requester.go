@@ -51,6 +51,12 @@ func (r *Requester) afford(cost int) bool {
 	return true
 }
 
+// left is how many more calls r may cause past what its ids' first calls
+// still need (afford).
+func (r *Requester) left() int {
+	return r.budget - r.calls - max(r.firsts-r.first, 0)
+}
+
 // open counts a batch one of r's ids is opening, and reports whether r
 // may open it: always for the first calls its ids need, then within its
 // budget. Joining a batch already open costs r nothing, whoever opened it:

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -181,11 +182,14 @@ func (l *Loader[A, V]) failBudgetLocked(res []*result[V], err error) {
 // halves of a list that failed after it was queued.
 //
 // They are queued whatever the bounds (MaxQueued): their ids were
-// admitted, and refusing a retry would fail a good id for a bad one. A
-// list's retry counts as the list's ids (listed, retried: see over): a
-// failed call shared by n lists is retried once per list, each retry
-// holding that list's ids again, so 200 lists over 96 ids queued 932
-// ids in a group bounded at 896. Counted as one-id misses', they took
+// admitted, and refusing a retry would fail a good id for a bad one
+// (a list refused 503 for another's bad id). What keeps them within
+// the bounds is that a failed call shared by lists is retried once per
+// list only while those retries fit; past that, its ids once each
+// (partitionLocked, classesLocked): one retry per list, each holding
+// that list's ids again, had 200 lists over 96 ids queue 932 ids in a
+// group bounded at 896. A list's retry counts as the list's ids
+// (listed, retried: see over): counted as one-id misses', they took
 // the misses' own quarter of the queue, and a one-id read of a good id
 // was refused 503 (ErrQueueFull) for another client's bad id (the
 // invariant soak's crowd round with list-crowd-bad).
@@ -221,15 +225,15 @@ func (l *Loader[A, V]) queueRetriesLocked(g *group[A, V], next []*batch[A, V]) {
 // request's ids only, they are halved instead (with halve; else they
 // fail). The retries of a suspect failure form a round: if none is
 // answered, the upstream is judged down.
+//
+// When the lists' retries would take the group's queue past MaxQueued
+// (or the loader's past MaxQueuedAll), the lists' ids are retried by
+// class instead (classesLocked): each id once, so that the retries of a
+// call never hold more ids than it did, however many lists share it.
 func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve bool) {
-	type part struct {
-		owner *Requester
-		arg   A
-		ids   []string
-		res   []*result[V]
-	}
-	var parts []*part
-	byOwner := make(map[*Requester]*part)
+	var parts []*retryPart[A, V]
+	byOwner := make(map[*Requester]*retryPart[A, V])
+	n := 0 // the ids of one retry per request
 	for i, r := range b.res {
 		if r.solo || len(r.reqs) == 0 {
 			// A one-id request's own call: with its own arg, when its
@@ -238,13 +242,14 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve
 			if ra, ok := r.then.(RetryArger[A]); ok {
 				arg = ra.RetryArg(arg)
 			}
-			parts = append(parts, &part{arg: arg, ids: b.ids[i : i+1 : i+1], res: b.res[i : i+1 : i+1]})
+			parts = append(parts, &retryPart[A, V]{arg: arg, ids: b.ids[i : i+1 : i+1], res: b.res[i : i+1 : i+1]})
+			n++
 			continue
 		}
 		for _, o := range r.reqs {
 			p := byOwner[o]
 			if p == nil {
-				p = &part{owner: o, arg: ownArg(o, b.arg)}
+				p = &retryPart[A, V]{owner: o, arg: ownArg(o, b.arg)}
 				byOwner[o] = p
 				parts = append(parts, p)
 			}
@@ -252,7 +257,12 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve
 				continue // o joined the id twice
 			}
 			p.ids, p.res = append(p.ids, b.ids[i]), append(p.res, r)
+			n++
 		}
+	}
+	classes := !l.retriesFitLocked(b.g, n)
+	if classes {
+		parts = l.classesLocked(b, parts)
 	}
 	if len(parts) == 1 {
 		if !halve {
@@ -260,6 +270,9 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve
 			return
 		}
 		b.owner = parts[0].owner
+		if classes {
+			b.owner = richest(parts[0].owners, 2)
+		}
 		l.halveLocked(b, err)
 		return
 	}
@@ -268,9 +281,16 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve
 		rd = &round{}
 	}
 	next := make([]*batch[A, V], 0, len(parts))
-	var broke []*part
+	var broke []*retryPart[A, V]
 	for _, p := range parts {
-		if p.owner != nil && !p.owner.afford(1) {
+		if classes && p.owners != nil {
+			// Paid by the owner with the most calls left: a list in
+			// several classes pays for one each while the others can.
+			if p.owner = richest(p.owners, 1); p.owner != nil {
+				p.arg = ownArg(p.owner, b.arg)
+			}
+		}
+		if (p.owner != nil || p.owners != nil) && (p.owner == nil || !p.owner.afford(1)) {
 			broke = append(broke, p)
 			continue
 		}
@@ -296,6 +316,90 @@ func (l *Loader[A, V]) partitionLocked(b *batch[A, V], err error, suspect, halve
 	}
 	l.wg.Add(len(next))
 	l.queueRetriesLocked(b.g, next)
+}
+
+// retryPart is one retry partitionLocked makes of a failed shared call:
+// a one-id request's id (owner nil), a list request's ids (owner), or a
+// class of ids the same lists wait on (owners; owner: who pays).
+type retryPart[A, V any] struct {
+	owner  *Requester
+	owners []*Requester
+	arg    A
+	ids    []string
+	res    []*result[V]
+}
+
+// retriesFitLocked reports whether n more ids of retries keep g within
+// MaxQueued and the loader within MaxQueuedAll. l.mu must be held.
+func (l *Loader[A, V]) retriesFitLocked(g *group[A, V], n int) bool {
+	return (l.opts.MaxQueued <= 0 || int(g.queued)+n <= l.opts.MaxQueued) &&
+		(l.opts.MaxQueuedAll <= 0 || l.queued+n <= l.opts.MaxQueuedAll)
+}
+
+// classesLocked replaces the lists' parts of parts (one per list, each
+// holding all its ids of the failed call b) by one part per class of
+// b's ids: the ids the same set of lists waits on. Each id is then held
+// once, however many lists share it; and a class's ids are asked by
+// every list of its set, so its call holds only ids each of them asked
+// for: a good list's ids ride in calls that hold no other list's bad
+// id, and answer in one call, as in a retry of its own. A class whose
+// call fails holds a bad id of each of its lists; its halves are paid by
+// one of them (partitionLocked, halveLocked). The calls are at most one
+// per id of b, what its ids would have cost unbatched. l.mu must be held.
+func (l *Loader[A, V]) classesLocked(b *batch[A, V], parts []*retryPart[A, V]) []*retryPart[A, V] {
+	kept := parts[:0]
+	for _, p := range parts {
+		if p.owner == nil {
+			kept = append(kept, p)
+		}
+	}
+	index := make(map[*Requester]int)
+	byKey := make(map[string]*retryPart[A, V])
+	var key []byte
+	var set []int
+	for i, r := range b.res {
+		if r.solo || len(r.reqs) == 0 {
+			continue // a one-id request's part, kept
+		}
+		set = set[:0]
+		for _, o := range r.reqs {
+			k, ok := index[o]
+			if !ok {
+				k = len(index)
+				index[o] = k
+			}
+			set = append(set, k)
+		}
+		slices.Sort(set)
+		set = slices.Compact(set)
+		key = key[:0]
+		for _, k := range set {
+			key = binary.AppendUvarint(key, uint64(k))
+		}
+		p := byKey[string(key)]
+		if p == nil {
+			p = &retryPart[A, V]{owners: slices.Compact(slices.Clone(r.reqs)), arg: b.arg}
+			byKey[string(key)] = p
+			kept = append(kept, p)
+		}
+		p.ids, p.res = append(p.ids, b.ids[i]), append(p.res, r)
+	}
+	return kept
+}
+
+// richest is the request of reqs with the most calls left, if it can
+// afford cost of them (not counted here); nil: none can.
+func richest(reqs []*Requester, cost int) *Requester {
+	var best *Requester
+	for _, r := range reqs {
+		if best == nil || r.left() > best.left() {
+			best = r
+		}
+	}
+	if best == nil || best.left() < cost {
+		return nil
+	}
+	return best
 }
 
 // halveLocked queues (see queueRetriesLocked) the two halves of b, a

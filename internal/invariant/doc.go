@@ -574,13 +574,19 @@
 // a retry round drives route q with its bulk endpoint held: per replica,
 // one list of two fresh ids takes the group's one call, then 24 lists of
 // the same two ids, a bad one and a good one, join one batch; let go, that
-// batch's call fails and is retried once per list (48 ids queued, past
-// the bound of 28). Once each replica's first retry came, four one-id
-// reads of fresh good ids go per replica: each must answer 200 (or 504,
-// its deadline), never 503 (queue-retry): lists' retries are the lists'
-// ids, and may not take the quarter of the queue kept for one-id misses.
-// Counted as the misses', they had a read of a good id refused 503 "upstream
-// busy" in the all-features soak's crowd round (seed 1000).
+// batch's call fails and is retried for the lists. Once each replica's
+// first retry came, four one-id reads of fresh good ids go per replica:
+// each must answer 200 (or 504, its deadline), never 503 (queue-retry):
+// lists' retries are the lists' ids, and may not take the quarter of the
+// queue kept for one-id misses. Counted as the misses', they had a read
+// of a good id refused 503 "upstream busy" in the all-features soak's
+// crowd round (seed 1000). And the retries must keep the queue's bound
+// (queue-retry-bound): one retry per list would queue 48 ids in a group
+// bounded at 28, so the failed call's ids are retried once each
+// (internal/batch classesLocked); the origin counts the /q calls that
+// held each replica's bad id, at most 4 (the shared call and its
+// halving, twice over for lists late enough to open a batch of their
+// own). One retry per list sent it 26 and 49 times (seed 1).
 //
 // # Invariants (package check)
 //

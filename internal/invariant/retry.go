@@ -34,6 +34,15 @@ import (
 // reads of fresh good ids go per replica. Each must answer 200 (a 504
 // only if its batch missed its deadline), never 503.
 //
+// And the retries must keep the queue's bound (queue-retry-bound): 24
+// retries of the same two ids would queue 48 ids in a group bounded at
+// 28, so the failed call's ids are retried once (internal/batch
+// classesLocked), not once per list. The origin counts the /q calls
+// that held each replica's bad id: at most retryBadCalls (its lists'
+// shared call and the halving of its retry, as many again for lists late
+// enough to open a batch of their own); one retry per list sent it in
+// one call per list, 24 and more.
+//
 // A retry round goes beside an ordinary round (after it), on a sequence
 // of draws of its own, with the crowd ids of its round number (no crowd
 // or queue round plays them), so its bulk calls count as that round's.
@@ -45,6 +54,9 @@ const (
 	retryReads  = 4  // one-id reads per replica, within the misses' own 7 ids
 	retryEnlist = 300 * time.Millisecond
 	retryDelay  = 10 * time.Millisecond
+	// retryBadCalls is the most /q calls that may hold one replica's
+	// bad id: 2 for the lists' shared call and its halving, twice over.
+	retryBadCalls = 4
 )
 
 // retryDue reports whether a retry round goes beside round (0-based).
@@ -74,11 +86,13 @@ func (r *run) retryRound(ctx context.Context, round int) {
 	}
 	listed, retried := make(chan struct{}), make(chan struct{})
 	var reqs, reads []*traffic.Request
+	var bads []string
 	for i := range r.cfg.Replicas {
 		reqs = append(reqs, list([]string{fresh(), fresh()}, i, nil))
 	}
 	for i := range r.cfg.Replicas {
 		ids := []string{origin.CrowdBadID(round, rng.Uint64()), fresh()}
+		bads = append(bads, ids[0])
 		for range retryLists {
 			reqs = append(reqs, list(ids, i, listed))
 		}
@@ -126,4 +140,14 @@ func (r *run) retryRound(ctx context.Context, round int) {
 		}
 	}
 	r.chk.Count("queue-retry", len(reads))
+	// Every list answered, so every call that held its bad id came: the
+	// id's result settles only when the last call holding it failed.
+	for i, bad := range bads {
+		n := o.QueueCallsWith(bad)
+		r.chk.Count("queue-retry-bad-calls", n)
+		if n > retryBadCalls {
+			r.violate("queue-retry-bound", "replica %d: %d /q calls held the bad id %s that %d lists shared, want at most %d: a failed call's retries hold its ids once, not once per list (%d lists' retries of 2 ids each in route q's queue of 28)", i, n, bad, retryLists, retryBadCalls, retryLists)
+		}
+	}
+	r.chk.Count("queue-retry-bound", len(bads))
 }

@@ -257,6 +257,10 @@ type Origin struct {
 	// resends apart, whenever they arrive: a crowd round's last calls may
 	// reach the origin after its last answer, during the next round.
 	crowd map[int]int64
+	// queueBad counts the /q calls (resends included) holding each
+	// crowd bad id (CrowdBadID): a failed call's retries must hold its
+	// ids once, not once per list (list-crowd-retry, retry.go).
+	queueBad map[string]int
 	// CrowdCalls counts them all, so a round's own calls are what it
 	// received less the crowd rounds' (see the runner's play).
 	CrowdCalls atomic.Int64
@@ -382,7 +386,7 @@ const MaxSends = 2
 
 // NewOrigin starts the origin; the caller closes it.
 func NewOrigin(seed uint64) *Origin {
-	o := &Origin{ver: map[string]int{}, lm: map[string]time.Time{}, born: time.Now().Truncate(time.Second).Add(-time.Hour), profiles: map[string]Profile{}, sent: map[string]int{}, trickled: map[string]Trickled{}, crowd: map[int]int64{}, rng: rand.New(rand.NewPCG(seed, 7)), crng: rand.New(rand.NewPCG(seed, 9))}
+	o := &Origin{ver: map[string]int{}, lm: map[string]time.Time{}, born: time.Now().Truncate(time.Second).Add(-time.Hour), profiles: map[string]Profile{}, sent: map[string]int{}, trickled: map[string]Trickled{}, crowd: map[int]int64{}, queueBad: map[string]int{}, rng: rand.New(rand.NewPCG(seed, 7)), crng: rand.New(rand.NewPCG(seed, 9))}
 	o.Server = httptest.NewServer(http.HandlerFunc(o.serve))
 	return o
 }
@@ -540,6 +544,26 @@ func (o *Origin) CrowdCallsOf(round int) int64 {
 	return o.crowd[round]
 }
 
+// countQueueBad counts a /q call of ids (comma-separated) against each
+// crowd bad id among them.
+func (o *Origin) countQueueBad(ids string) {
+	for id := range strings.SplitSeq(ids, ",") {
+		if len(id) == 20 && id[0] == '8' {
+			o.mu.Lock()
+			o.queueBad[id]++
+			o.mu.Unlock()
+		}
+	}
+}
+
+// QueueCallsWith is the number of /q calls that held the crowd bad id
+// id so far.
+func (o *Origin) QueueCallsWith(id string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.queueBad[id]
+}
+
 // Settle waits until no call is being served and none began or ended for
 // quiet (counted from the call of Settle at the earliest), or for at most
 // limit. It returns the calls received meanwhile.
@@ -607,6 +631,7 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/q" {
 		o.QueueCalls.Add(1)
+		o.countQueueBad(r.URL.Query().Get("ids"))
 	}
 	patch := AppliedMethod(r) == http.MethodPatch // override.go
 	if patch {
