@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -47,9 +49,29 @@ import (
 const (
 	sendBase       = 70000
 	sendMaxClients = 4
-	sendBatch      = 16   // pipelined reads sent at a time
+	sendBatch      = 16   // pipelined reads sent at a time, after the first batch
 	sendMaxReads   = 4096 // per non-reader: far more than two sockets' buffers take
+	// sendHang bounds a stage's wait for one non-reader's write to wait:
+	// a hang guard, far past what filling the buffers takes.
+	sendHang = 6 * capGuard
 )
+
+// sendFirst is how many reads of size-byte answers the first batch of a
+// non-reader asks for: enough to fill the kernel's largest send buffer
+// (tcp_wmem's max, read from /proc; 4 MiB where it cannot be read), the
+// client's 4 KiB receive buffer and two MiB more, so that the replica's
+// write must wait whatever the buffers grew to.
+func sendFirst(size int) int {
+	wmem := 4 << 20
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 3 {
+			if n, err := strconv.Atoi(f[2]); err == nil && n > 0 {
+				wmem = n
+			}
+		}
+	}
+	return min(sendMaxReads, (wmem+2<<20)/max(size, 1)+1)
+}
 
 // budgetIndex is the budget replica's index as the checks name it: one
 // no write goes through, so its reads are held to max-lag only.
@@ -94,9 +116,39 @@ func (r *run) sendBudget(ctx context.Context) {
 		}
 		nr := &nonReader{c: c, br: bufio.NewReader(c)}
 		nrs = append(nrs, nr)
-		_ = c.SetDeadline(time.Now().Add(capGuard))
-		deadline := time.Now().Add(capGuard)
-		for {
+		// Counts, not the clock, decide: the first batch alone asks for
+		// more than the socket buffers between the replica and this
+		// client can take (sendFirst), so its write must wait once it has
+		// answered what fits; the row scrapes /metrics only after it. A
+		// violation is a write never seen waiting once sendMaxReads were
+		// asked or the socket took no more (full, then capGuard), or a
+		// stage that made no end in sendHang: on a loaded machine under
+		// -race a scrape takes tens of milliseconds, and a guard of
+		// capGuard from the first read cut the stage at 48-192 reads,
+		// before the kernel's send buffer (tcp_wmem's max, 4 MiB) was full.
+		hang := time.Now().Add(sendHang)
+		var full time.Time
+		for batch := sendFirst(size); ; batch = sendBatch {
+			if len(nr.sent) < sendMaxReads && full.IsZero() {
+				_ = c.SetWriteDeadline(time.Now().Add(capGuard / 10))
+				for range min(batch, sendMaxReads-len(nr.sent)) {
+					q := tunnelRead(who, r.budgetIndex(), paths[len(nr.sent)%2])
+					req, err := r.gen.HTTPRequest(ctx, q, r.cfg.Budgeted)
+					if err != nil {
+						r.violate("harness", "%s: %v", q, err)
+						return
+					}
+					start := check.Now()
+					if err := req.Write(c); err != nil {
+						full = time.Now() // its socket is full too: the sidecar stopped reading it
+						break
+					}
+					nr.sent, nr.start = append(nr.sent, q), append(nr.start, start)
+				}
+				if len(nr.sent) >= sendMaxReads && full.IsZero() {
+					full = time.Now()
+				}
+			}
 			w, cut, ok := r.sendCounts(ctx)
 			if !ok {
 				return
@@ -104,29 +156,13 @@ func (r *run) sendBudget(ctx context.Context) {
 			if w+cut-waiting0-cut0 >= float64(j+1) {
 				break
 			}
-			if time.Now().After(deadline) {
+			if now := time.Now(); now.After(hang) || !full.IsZero() && now.After(full.Add(capGuard)) {
 				r.violate("send-budget", "budget replica: non-reader %d of %d: no write to it seen waiting (sidecache_client_pending_sends) after %d pipelined reads of %d-byte answers", j+1, k, len(nr.sent), size)
 				return
 			}
-			if len(nr.sent) >= sendMaxReads {
-				time.Sleep(5 * time.Millisecond)
-				continue
-			}
-			for range sendBatch {
-				q := tunnelRead(who, r.budgetIndex(), paths[len(nr.sent)%2])
-				req, err := r.gen.HTTPRequest(ctx, q, r.cfg.Budgeted)
-				if err != nil {
-					r.violate("harness", "%s: %v", q, err)
-					return
-				}
-				start := check.Now()
-				if err := req.Write(c); err != nil {
-					break // its socket is full too: the sidecar stopped reading it
-				}
-				nr.sent, nr.start = append(nr.sent, q), append(nr.start, start)
-			}
 			time.Sleep(time.Millisecond)
 		}
+		_ = c.SetDeadline(time.Now().Add(capGuard))
 	}
 	waiting, cut, ok := r.sendCounts(ctx)
 	if !ok {
