@@ -3,8 +3,9 @@
 // joining per-id bodies back into an array for split routes.
 //
 // Splitting is strict on purpose: an answer that is not an array of objects
-// each carrying its id is rejected as a whole, so the proxy answers 502 to
-// every waiter rather than caching a wrong body under some id.
+// each carrying its id (or null, no element: Split) is rejected as a whole,
+// so the proxy answers 502 to every waiter rather than caching a wrong
+// body under some id.
 package bulk
 
 import (
@@ -49,6 +50,12 @@ var (
 
 // Split parses a bulk answer, a JSON array of objects, into its elements
 // keyed by the value of idField.
+//
+// A null in the array is no element (a DataLoader batch function answers
+// an unknown id with null in its place): it names no id, so the ids it
+// stands for are those the answer leaves out, absent as any omitted id
+// is. A null answer, an element that is a string, number, boolean or
+// array, or an object without a string or number id is malformed.
 //
 // Each element is returned compacted (json.Compact: insignificant whitespace
 // removed, nothing else changed, string escapes kept as sent) in its own
@@ -198,9 +205,11 @@ func tail8(s string) uint64 {
 const maxScan = 64
 
 // elements is Split's scan: it validates body, calls start with how
-// many elements it holds, then each with every element (compact) and its
-// id — id, the id's own bytes in e, when plain, else decoded. It stops at
-// the first malformed element. hint is about how many elements to expect.
+// many elements it holds at most (null ones counted), then each with
+// every element (compact) and its id — id, the id's own bytes in e, when
+// plain, else decoded. A null in the array is no element: each is not
+// called for it. It stops at the first malformed element. hint is about
+// how many elements to expect.
 func elements(body []byte, idField string, hint int, start func(n int), each func(id []byte, decoded string, plain bool, e []byte)) error {
 	// The body is validated once (validator, which also finds
 	// whitespace between tokens), and compacted only if it has some
@@ -239,6 +248,16 @@ func elements(body []byte, idField string, hint int, start func(n int), each fun
 	start(len(v.elems))
 	for n, sp := range v.elems {
 		e := b[sp.start:sp.end]
+		if e[0] == 'n' {
+			// null (the only value starting with n): no element. A
+			// DataLoader batch function or a GraphQL batch resolver
+			// answers an id it does not know with null in its place
+			// (ids.map(id => rows.find(…) || null)): it names no id,
+			// so the id it stands for is one the answer leaves out,
+			// read as every omitted id is (absent), not a malformed
+			// answer that failed the call and every id in it.
+			continue
+		}
 		if e[0] != '{' {
 			return fmt.Errorf("%w: element %d: not an object", ErrShape, n)
 		}

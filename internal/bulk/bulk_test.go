@@ -47,6 +47,14 @@ func TestSplit(t *testing.T) {
 		{"repeated field: last counts", `[{"id":1,"id":2}]`, map[string]string{"2": `{"id":1,"id":2}`}},
 		{"escaped field name matches", `[{"\u0069d":5}]`, map[string]string{"5": `{"\u0069d":5}`}},
 		{"empty string id", `[{"id":""}]`, map[string]string{"": `{"id":""}`}},
+		// A DataLoader batch function's null for an id it does not
+		// know is no element: that id is absent, as an omitted one.
+		{"null element is none", `[null]`, map[string]string{}},
+		{"null elements are none", `[null,null]`, map[string]string{}},
+		{"null beside an element", `[{"id":1},null]`, map[string]string{"1": `{"id":1}`}},
+		{"null between elements", `[{"id":1},null,{"id":3}]`,
+			map[string]string{"1": `{"id":1}`, "3": `{"id":3}`}},
+		{"spaced null", " [ null ,\n {\"id\" : 2} ] ", map[string]string{"2": `{"id":2}`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,11 +104,16 @@ func TestSplitMalformed(t *testing.T) {
 		{"trailing garbage", `[{"id":1}] x`, false},
 		{"two values", `[] []`, false},
 		{"element is a number", `[{"id":1},2]`, true},
-		{"element is null", `[null]`, true},
+		{"element is a string", `[{"id":1},"2"]`, true},
+		{"element is false", `[false]`, true},
+		{"null then a number", `[null,2]`, true},
 		{"element is an array", `[[{"id":1}]]`, true},
 		{"missing id", `[{"id":1},{"name":"x"}]`, true},
 		{"id in other case", `[{"ID":1}]`, true},
 		{"id null", `[{"id":null}]`, true},
+		{"id null beside a null element", `[null,{"id":null}]`, true},
+		{"empty object beside a null element", `[null,{}]`, true},
+		{"null nested in an array element", `[[null]]`, true},
 		{"id bool", `[{"id":true}]`, true},
 		{"id object", `[{"id":{"v":1}}]`, true},
 		{"id array", `[{"id":[1]}]`, true},
@@ -325,6 +338,11 @@ func FuzzSplit(f *testing.F) {
 		`[{"id":null}]`,
 		`{"id":1}`,
 		`[{"id":1}`,
+		`[null]`,
+		`[{"id":1},null,{"id":"3"}]`,
+		` [ null , { "id" : 2 } ] `,
+		`[null,{}]`,
+		`null`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -371,8 +389,15 @@ func referenceIDs(body []byte, idField string) ([]string, bool) {
 	if err := json.Unmarshal(body, &elems); err != nil || elems == nil {
 		return nil, false
 	}
+	var raws []json.RawMessage
+	if json.Unmarshal(body, &raws) != nil {
+		return nil, false
+	}
 	seen := map[string]bool{}
-	for _, obj := range elems {
+	for i, obj := range elems {
+		if string(raws[i]) == "null" {
+			continue // no element (a DataLoader's unknown id)
+		}
 		v, ok := obj[idField]
 		if obj == nil || !ok {
 			return nil, false
@@ -406,6 +431,9 @@ func referenceElements(body []byte, idField string) map[string]string {
 	}
 	out := map[string]string{}
 	for _, raw := range raws {
+		if string(raw) == "null" {
+			continue // no element
+		}
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &obj); err != nil {
 			return nil

@@ -88,6 +88,9 @@ func answerOrder(body []byte) []string {
 	}
 	var ids []string
 	for _, raw := range raws {
+		if string(raw) == "null" {
+			continue // no element
+		}
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(raw, &obj) != nil {
 			return nil
@@ -133,6 +136,8 @@ func TestSplitForAgreesWithSplit(t *testing.T) {
 		``, `null`, `{"id":1}`, `"[]"`, `[{"id":1}`, `[{"id":1}] x`, `[] []`, `[{"id":1},2]`, `[null]`, `[[{"id":1}]]`,
 		`[{"id":1},{"name":"x"}]`, `[{"ID":1}]`, `[{"id":null}]`, `[{"id":true}]`, `[{"id":{"v":1}}]`, `[{"id":[1]}]`,
 		`[{"a":{"id":1}}]`, `[{"id":1,"v":tru}]`,
+		`[null,null]`, `[{"id":1},null]`, `[{"id":1},null,{"id":3}]`, " [ null ,\n {\"id\" : 2} ] ",
+		`[{"id":1},"2"]`, `[false]`, `[null,2]`, `[null,{"id":null}]`, `[null,{}]`, `[[null]]`,
 	} {
 		checkSplitFor(t, []byte(body))
 	}
@@ -274,6 +279,33 @@ func benchSplitForRoom(b *testing.B, body []byte, ids []string) {
 	for b.Loop() {
 		if out, err := SplitForRoom(body, "id", ids, ETagLen); err != nil || out[24] == nil {
 			b.Fatalf("SplitFor: %v", err)
+		}
+	}
+}
+
+// A null in the answer (a DataLoader's unknown id) is no element and no
+// stray: the id it stands for is absent, as an omitted one is, not one
+// the answer names otherwise (bulk-echo-spelling's strays), whether the
+// null is in its place, first, or the answer's only value.
+func TestSplitForNullIsNoStray(t *testing.T) {
+	for _, tt := range []struct {
+		body string
+		ids  []string
+		want []string // "" for nil
+	}{
+		{`[{"id":1},null,{"id":3}]`, []string{"1", "2", "3"}, []string{`{"id":1}`, "", `{"id":3}`}},
+		{`[null]`, []string{"2"}, []string{""}},
+		{`[null,null]`, []string{"1", "2"}, []string{"", ""}},
+		{`[null,{"id":"b"}]`, []string{"a", "b"}, []string{"", `{"id":"b"}`}},
+	} {
+		out, strays, err := SplitForRoomStrays([]byte(tt.body), "id", tt.ids, ETagLen)
+		if err != nil || strays != 0 || len(out) != len(tt.ids) {
+			t.Fatalf("SplitForRoomStrays(%s, %q) = %q, %d strays, %v; want %q, 0 strays", tt.body, tt.ids, out, strays, err, tt.want)
+		}
+		for i, w := range tt.want {
+			if string(out[i]) != w || w == "" && out[i] != nil {
+				t.Errorf("SplitForRoomStrays(%s): id %q got %q, want %q", tt.body, tt.ids[i], out[i], w)
+			}
 		}
 	}
 }

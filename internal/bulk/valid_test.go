@@ -18,7 +18,7 @@ var validSeeds = []string{
 	`"\u00e9\"\\\/\b\f\n\r\t"`, `"\u00g9"`, `"\u12"`, `"\x"`, "\"a\x01\"", "\"a\x7f\xff\"", `"abc`, `"\`,
 	`0`, `-0`, `-`, `01`, `1.`, `1.5`, `.5`, `1e`, `1e+`, `1E-7`, `1e5.1`, `-1.0e+10`, `- 1`,
 	`true`, `tru`, `truex`, `false`, `null`, `nul`, `NaN`,
-	`[{"id":1,"a":{"b":[1,2,{"id":4}]}}]`, `[1] x`, `[1]]`, "[1]\n", "\t{\"a\" :\r\n[ true ,null]}",
+	`[{"id":1,"a":{"b":[1,2,{"id":4}]}}]`, `[null,{"id":1},null]`, " [ null ,\n{\"id\":null} ] ", `[nul]`, `[null`, `[1] x`, `[1]]`, "[1]\n", "\t{\"a\" :\r\n[ true ,null]}",
 	// Strings past shortWords words (strLong): an escape, a control
 	// byte, an escaped quote or the end at each side of a word, an
 	// escape as the last byte, no closing quote.

@@ -615,6 +615,16 @@
 //     63, after bulk-echo-spelling's draw), the bulk endpoint starts its
 //     arrays with a UTF-8 byte order mark (origin.Profile.BOM): the same
 //     array (RFC 8259 §8.1), so a good id is never answered 502;
+//   - bulk-null (reported as bulk-null, collateral or list-as-asked):
+//     two rounds in six (PCG stream 72, nulls.go), the bulk endpoint of
+//     route u writes null in the place of an id it does not have
+//     (origin.AbsentID, 70-77: 404 called directly; Profile.NullAbsent),
+//     as a DataLoader batch function does (it leaves them out in every
+//     other round). Those rounds and one more in six read absent and
+//     good ids on one replica (so they share its batches) and list both:
+//     an absent id's read is 404 (a null is no element, read as an
+//     omitted id is), never 502; a good id's 200 and the list its good
+//     ids as asked, within the round's budget;
 //   - resource, query, unkeyed: the answer is for the resource and query
 //     this request names as the origin parses them, and never shaped by
 //     another request's unkeyed input (an echoed X-Request-Id);

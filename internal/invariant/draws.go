@@ -174,6 +174,10 @@ func (r *run) drawResources() string {
 	bulk.EchoPadded = r.cfg.Mix.Has("bulk-echo-spelling") && r.bulkCookies.IntN(4) == 0
 	// And, one round in five, starts its arrays with a byte order mark.
 	bulk.BOM = r.cfg.Mix.Has("bulk-bom") && r.bulkCookies.IntN(5) == 0
+	// On stream 72 (nulls.go): whether the round's answers write null
+	// for the absent ids, and whether the round asks for them.
+	r.nullsMode = r.drawNullsMode()
+	bulk.NullAbsent = r.nullsMode == 1
 	r.cfg.Origin.SetProfile(origin.BulkProfile, bulk)
 	for _, n := range tNames {
 		r.cfg.Origin.SetProfile("t/"+strings.ToLower(n), r.drawContinue(r.drawProfile(false)))

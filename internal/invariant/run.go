@@ -280,7 +280,11 @@ type run struct {
 	targeted *rand.Rand
 	// bulkCookies draws the bulk-set-cookie row (bulkCookie, stream 63).
 	bulkCookies *rand.Rand
-	gen         *traffic.Gen
+	// nulls draws the bulk-null row (nulls.go, stream 72), and nullsMode
+	// is its draw for the round being played.
+	nulls     *rand.Rand
+	nullsMode int
+	gen       *traffic.Gen
 	// crowds are the crowd rounds played, checked at the end (checkCrowds).
 	crowds []roundCost
 
@@ -339,6 +343,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.varySeps = rand.New(rand.NewPCG(cfg.Seed, 56))
 	r.targeted = rand.New(rand.NewPCG(cfg.Seed, 60))
 	r.bulkCookies = rand.New(rand.NewPCG(cfg.Seed, 63))
+	r.nulls = rand.New(rand.NewPCG(cfg.Seed, 72))
 	r.drawRetag()
 	r.drawStallRound()   // stall.go, stream 44
 	r.drawShadowRound()  // shadow.go, stream 45
@@ -352,6 +357,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.chk = check.New(check.Config{Host: cfg.Host, MaxLag: cfg.MaxLag, LagMargin: cfg.LagMargin, NoHeld: r.withheld, HeldLocal: cfg.Mix.Has("evict-epochs"), UpstreamTimeout: cfg.UpstreamTimeout, MaxBodyBytes: cfg.MaxBodyBytes}, r.gen)
 	cfg.Origin.ResetCrowd()
 	partials := cfg.Origin.Partials.Load()
+	nulls := cfg.Origin.Nulls.Load()
 	stalls := cfg.Origin.Stalls.Load()
 	continues := cfg.Origin.Continues.Load()
 	defer r.gen.CloseIdle()
@@ -385,6 +391,7 @@ func Run(ctx context.Context, cfg Config) Report {
 		r.chk.Count("bulk-206-sent", int(n)) // the row reached the replicas
 	}
 	r.chk.Count("stalled", int(cfg.Origin.Stalls.Load()-stalls))
+	r.chk.Count("bulk-null-sent", int(cfg.Origin.Nulls.Load()-nulls)) // null elements the bulk endpoint wrote
 	r.chk.Count("continue-sent", int(cfg.Origin.Continues.Load()-continues))
 	r.rep.Checked, r.rep.Violations = r.chk.Result()
 	r.rep.Calls = cfg.Origin.Calls.Load()
@@ -455,6 +462,7 @@ func (r *run) round(ctx context.Context, round int) {
 	r.restarted = rs
 	reqs = append(reqs, r.drawAgents()...) // last: the rows above drew over the others
 	reqs = append(reqs, r.drawListWrites()...)
+	reqs = append(reqs, r.drawNulls()...) // nulls.go, stream 72
 	r.playAll(ctx, reqs, -1, p, mid)
 	r.endGhosts(ctx, g)
 	if p != nil && p.acked {

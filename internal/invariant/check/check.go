@@ -107,6 +107,16 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 	if resp.Header.Get(origin.LieHeader) != "" {
 		ch.Violate("upstream-lie", "%s: answered %d with an origin answer made against HTTP (a 304 to no condition, or Content-Length beside chunked) (%s)", q, resp.StatusCode, resp.Header.Get("Cache-Status"))
 	}
+	if q.Route == "u" && q.Kind == "read" && origin.AbsentPath(q.Path) {
+		// An id the origin does not have (bulk-null): its 404 called
+		// directly, whether its bulk answer left it out or wrote null
+		// in its place (no element either way).
+		if resp.StatusCode != http.StatusNotFound {
+			ch.Violate("bulk-null", "%s: an id the origin does not have (404 called directly, null or left out in its bulk answers) answered %d after %v (%s): %.120q", q, resp.StatusCode, end.Sub(start).Round(time.Millisecond), resp.Header.Get("Cache-Status"), body)
+		}
+		ch.Count("bulk-null-absent-read", 1)
+		return
+	}
 	if ok := resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotModified || resp.StatusCode == http.StatusPartialContent; !ok {
 		// The origin never fails a good ID: only a bad one can make
 		// its bulk call fail, and that must not cost the others — a
@@ -127,7 +137,11 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 		case q.Route == "u" && q.Kind == "read" && origin.Resource(q.Path) != "" && origin.GoodID(q.Path):
 			ch.Violate("collateral", "%s: a good ID answered %d%s after %v (%s): %.120q", q, resp.StatusCode, crowd, took, resp.Header.Get("Cache-Status"), body)
 		case q.Kind == "list" && q.Route == "u" && goodIDs(q.Ids):
-			ch.Violate("collateral", "%s: a list of %d good IDs answered %d%s after %v (%s): %.120q", q, len(q.Ids), resp.StatusCode, crowd, took, resp.Header.Get("Cache-Status"), body)
+			absent := ""
+			if n := len(slices.DeleteFunc(slices.Clone(q.Ids), func(id string) bool { return !origin.AbsentPath("/" + id) })); n > 0 {
+				absent = fmt.Sprintf(" (%d of them ids the origin does not have: bulk-null)", n)
+			}
+			ch.Violate("collateral", "%s: a list of %d good IDs%s answered %d%s after %v (%s): %.120q", q, len(q.Ids), absent, resp.StatusCode, crowd, took, resp.Header.Get("Cache-Status"), body)
 		}
 	}
 	ch.checkHeld(q, resp, start) // stale.go
@@ -164,17 +178,33 @@ func (ch *Checker) Answer(q *traffic.Request, resp *http.Response, body []byte, 
 			}
 			ch.Count("list-bound", 1)
 		}
-		var sts []origin.Stamp
+		var all []*origin.Stamp
 		// The origin's own list (passed through) may start with a
 		// byte order mark (bulk-bom), which a client's parser may skip.
-		if err := json.Unmarshal(bytes.TrimPrefix(body, []byte(origin.BOM)), &sts); err != nil {
+		if err := json.Unmarshal(bytes.TrimPrefix(body, []byte(origin.BOM)), &all); err != nil {
 			ch.Violate("garbled", "%s: list answer: %v", q, err)
 			return
+		}
+		var sts []origin.Stamp
+		for _, st := range all {
+			if st == nil {
+				// The origin's own list (passed through) writes null
+				// for an id it does not have (bulk-null): no element.
+				ch.Count("bulk-null-passed", 1)
+				continue
+			}
+			sts = append(sts, *st)
 		}
 		if q.Route == "s" && strings.Contains(resp.Header.Get("Cache-Status"), " stale=") {
 			ch.Count("split-stale-s", 1) // stale ids reached the checks below
 		}
 		asked := canonIDs(q.Ids)
+		if present := slices.DeleteFunc(slices.Clone(asked), func(id string) bool { return origin.AbsentPath("/" + id) }); len(present) < len(asked) {
+			// Ids the origin does not have are left out (bulk-null),
+			// as from the upstream directly.
+			asked = present
+			ch.Count("bulk-null-list", 1)
+		}
 		for i, st := range sts {
 			// The origin's own list names some ids padded
 			// (bulk-echo-spelling): the element of the id asked.

@@ -67,6 +67,30 @@ func IsRefusedID(id string) bool { return len(id) == 21 && id[0] == '7' }
 // with while Profile.BOM is on (bulk-bom).
 const BOM = "\xef\xbb\xbf"
 
+// The absent ids (bulk-null): ids of route u the origin does not have,
+// whatever the round, above every id an ordinary round draws (1-64) and
+// below the crowd rounds' (crowdBase). Called directly (GET /u/70) it
+// answers 404; its bulk endpoint leaves them out of its answer, or, while
+// Profile.NullAbsent is on, writes null in their place, as a DataLoader
+// batch function does (ids.map(id => rows.find(…) || null)).
+const (
+	absentBase = 70
+	absentSpan = 8
+)
+
+// AbsentID is the i-th absent id (i modulo absentSpan).
+func AbsentID(i int) string { return strconv.Itoa(absentBase + i%absentSpan) }
+
+// Absent reports whether n is an absent id (AbsentID).
+func Absent(n uint64) bool { return n >= absentBase && n < absentBase+absentSpan }
+
+// AbsentPath reports whether the id of a /u/{id} path, as the origin
+// parses it, is an absent one.
+func AbsentPath(path string) bool {
+	n, err := strconv.ParseUint(path[strings.LastIndexByte(path, '/')+1:], 10, 64)
+	return err == nil && Absent(n)
+}
+
 // EchoesPadded reports whether the bulk endpoint names id n's element
 // with a leading zero while Profile.EchoPadded is on (bulk-echo-spelling):
 // one in five of the ids the rounds draw (5 of the one-id reads' 1-8,
@@ -141,7 +165,7 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	var out []Stamp
+	out := []*Stamp{} // never null, though every id is absent; nil: a null element (bulk-null)
 	prof := BulkProfile
 	switch r.URL.Path {
 	case "/s":
@@ -224,8 +248,17 @@ func (o *Origin) bulk(w http.ResponseWriter, r *http.Request) {
 			tr.send(w)
 			return
 		}
+		if Absent(n) && r.URL.Path == "/u" {
+			// No such record (bulk-null): left out, or null in its
+			// place as a DataLoader batch function answers it.
+			if o.profiles[BulkProfile].NullAbsent {
+				out = append(out, nil)
+				o.Nulls.Add(1)
+			}
+			continue
+		}
 		res := r.URL.Path[1:] + "/" + strconv.FormatUint(n, 10)
-		st := Stamp{ID: strconv.FormatUint(n, 10), Res: res, Ver: o.ver[res], By: by}
+		st := &Stamp{ID: strconv.FormatUint(n, 10), Res: res, Ver: o.ver[res], By: by}
 		if EchoesPadded(n) && o.profiles[BulkProfile].EchoPadded && prof == BulkProfile {
 			st.ID = "0" + st.ID // bulk-echo-spelling
 		}

@@ -180,6 +180,11 @@ type Profile struct {
 	// byte order mark (bulk-bom), as a .NET app's Encoding.UTF8 writer
 	// sends it: the same array (RFC 8259 §8.1).
 	BOM bool
+	// NullAbsent: on BulkProfile, the bulk endpoint of route u writes
+	// null in the place of an absent id (AbsentID) rather than leave it
+	// out (bulk-null), as a DataLoader batch function answers an id it
+	// does not know.
+	NullAbsent bool
 	// EchoPadded: on BulkProfile, the elements of ids up to 64 that
 	// are multiples of 5 name their id with a leading zero ("05" for 5:
 	// bulk-echo-spelling, EchoesPadded), as an app that prints its ids
@@ -266,6 +271,8 @@ type Origin struct {
 	CrowdCalls atomic.Int64
 	// Partials counts the bulk calls answered 206 (bulk-206).
 	Partials atomic.Int64
+	// Nulls counts the null elements bulk answers held (bulk-null).
+	Nulls atomic.Int64
 	// UserBulk counts the calls of the /u bulk endpoint being served,
 	// and UserBulkHigh the most at once since the runner last set it
 	// (batch-hosts).
@@ -655,7 +662,8 @@ func (o *Origin) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := Resource(r.URL.EscapedPath())
-	if res == "" {
+	if res == "" || strings.HasPrefix(res, "u/") && AbsentPath(res) {
+		// An absent id (bulk-null) has no record either.
 		http.Error(w, "no such resource", http.StatusNotFound)
 		return
 	}
