@@ -327,6 +327,10 @@ func (x *exchange) revalidate(c candidate) {
 	if _, running := x.h.refreshing.LoadOrStore(flightKey, struct{}{}); running {
 		return // one background refresh per key is enough
 	}
+	if x.replacedLocally(c) {
+		x.h.refreshing.Delete(flightKey)
+		return
+	}
 	bg := x.detach()
 	bg.r = x.r.Clone(context.WithoutCancel(x.r.Context()))
 	bg.refresh = true
@@ -335,6 +339,25 @@ func (x *exchange) revalidate(c candidate) {
 		defer bg.h.refreshing.Delete(flightKey)
 		_, _, _ = bg.h.flights.Do(bg.r.Context(), flightKey, bg.fillTraced)
 	}()
+}
+
+// replacedLocally reports whether c, a stale copy this request read from
+// L1, has been replaced there by a newer one since: a refresh that ended
+// between this request's read and its revalidate stored it and dropped its
+// marker from h.refreshing, so the marker alone let a second refresh start
+// and cost the upstream a call for an entry already fresh (one in a few
+// hundred bursts of stale hits under -race). One more L1 read, counted as
+// any lookup, on the path that starts a refresh only.
+func (x *exchange) replacedLocally(c candidate) bool {
+	if c.tier != cache.TierL1 || c.e == nil {
+		return false
+	}
+	key := x.key
+	if c.vkey != "" {
+		key = c.vkey
+	}
+	e, _, err := x.h.cache.LookupLocal(x.r.Context(), key)
+	return err == nil && e != nil && e.StoredAt.After(c.e.StoredAt)
 }
 
 // variantKey is the key of the variant this request selects among the
