@@ -93,6 +93,9 @@ func TestBulkAnswerNullElement(t *testing.T) {
 			t.Errorf("/users/2: %d %q (%s), want 404", r.StatusCode, b, r.Header.Get("Cache-Status"))
 		}
 		got := o.snapshot()
+		if len(got) > 0 {
+			slices.Sort(got[0].ids) // a list's ids go in the order its batch took them
+		}
 		if n := calls.Load(); n != 2 || len(got) != 2 || !slices.Equal(got[0].ids, []string{"1", "2", "3"}) || !slices.Equal(got[1].ids, []string{"2"}) {
 			t.Errorf("%d bulk calls %v, want 2: ids 1,2,3 then 2", n, got)
 		}
