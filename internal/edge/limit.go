@@ -48,7 +48,7 @@ func (l *listener) acceptLimited() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ec := &Conn{Conn: c, wt: l.wt, count: l.count, io: rawio.New(c), sends: l.sends}
+	ec := &Conn{Conn: c, wt: l.wt, count: l.count, io: rawio.New(c), sends: l.sends, heads: l.heads}
 	for {
 		if s, ok := l.lim.Take(ec.reap); ok {
 			ec.slot = s
