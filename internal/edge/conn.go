@@ -165,11 +165,12 @@ type Conn struct {
 	hold  sendbudget.Hold
 	// heads: the process's bound on the bytes of header sections still
 	// being read (nil: none); hhold, this connection's place in it, and
-	// hcounted, whether it is counted, on the reading goroutine;
-	// hrefused, under hmu: answered 431 at the bound (headerbudget.go).
+	// hcounted, whether it is counted (set by the reading goroutine,
+	// cleared by it or as the socket closes); hrefused, under hmu:
+	// answered 431 at the bound (headerbudget.go).
 	heads    *headerbudget.Budget
 	hhold    headerbudget.Hold
-	hcounted bool
+	hcounted atomic.Bool
 	hmu      sync.Mutex
 	hrefused bool
 }

@@ -59,9 +59,8 @@ func (c *Conn) countHeaders(n int, err error) error {
 	switch {
 	case n > 0 && err == nil && c.scan.end == 0 && c.scan.since > 0:
 		cut = c.heads.Grow(&c.hhold, (*headerCutter)(c), c.scan.since)
-		c.hcounted = !cut
-	case c.hcounted:
-		c.hcounted = false
+		c.hcounted.Store(!cut)
+	case c.hcounted.Swap(false):
 		cut = c.heads.End(&c.hhold)
 	}
 	if !cut {
@@ -94,6 +93,16 @@ func (c *Conn) refuseHeaders() error {
 	_, _ = c.write([]byte(header431))
 	c.lingerAfter()
 	return &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errHeaderBudget}
+}
+
+// endHeaders takes c's section out of the count as its socket closes:
+// net/http refuses a section over MaxHeaderBytes itself, once it has read
+// that much, and reads no more of the connection, so no failed read
+// ends the count.
+func (c *Conn) endHeaders() {
+	if c.heads != nil && c.hcounted.Swap(false) {
+		c.heads.End(&c.hhold)
+	}
 }
 
 // headerCutter is c as a headerbudget.Reader (Conn's Cut is the send

@@ -85,6 +85,7 @@ func (c *Conn) reap() bool {
 // closeSocket closes c's socket and gives its slot back.
 func (c *Conn) closeSocket() error {
 	err := c.Conn.Close()
+	c.endHeaders()
 	if c.slot != nil {
 		c.slot.Release()
 	}

@@ -103,6 +103,13 @@ func TestHeaderBudgetAnswers431ToTheLargestStalled(t *testing.T) {
 		}
 	}
 	waitHeaderBudget(t, rep, 0, 3, "the held sections ended")
+	// A section over max_header_bytes, which net/http refuses itself
+	// once it has read its bound (it reads no more of the connection):
+	// counted while it arrives, taken out when the connection closes.
+	if status, err := sendThenRead(rep.proxy, headerSection("/other", 70<<10, 0)); err != nil || !strings.HasPrefix(status, "431") {
+		t.Errorf("a section over max_header_bytes: answered %q, err %v; want 431", status, err)
+	}
+	waitHeaderBudget(t, rep, 0, 3, "a section over max_header_bytes refused by net/http")
 	if max := metric(t, rep, "sidecache_client_pending_header_bytes_max"); max != 2*size+size/2 {
 		t.Errorf("sidecache_client_pending_header_bytes_max %v, want %d", max, 2*size+size/2)
 	}
