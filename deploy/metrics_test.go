@@ -50,7 +50,7 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_lease_takeovers_total":            {"counter", map[string][]string{"route": nil}},
 	"sidecache_coherence_refused_total":          {"counter", map[string][]string{"tier": {"l1", "l2"}}},
 	"sidecache_edge_refused_total": {"counter", map[string][]string{
-		"reason": {"framing", "asterisk-form", "read-timeout", "loop", "trace", "write-timeout", "send-budget", "tunnel-idle", "tunnel-limit", "malformed", "header-too-large"}}},
+		"reason": {"framing", "asterisk-form", "read-timeout", "loop", "trace", "write-timeout", "send-budget", "header-budget", "tunnel-idle", "tunnel-limit", "malformed", "header-too-large"}}},
 	"sidecache_batch_dropped_total": {"counter", map[string][]string{
 		"route": nil, "reason": {"queue-full", "deadline", "abandoned"}}},
 	"sidecache_batch_too_large_total": {"counter", map[string][]string{
@@ -77,6 +77,9 @@ var specMetrics = map[string]metricSpec{
 	"sidecache_client_pending_send_bytes":            {"gauge", nil},
 	"sidecache_client_pending_sends":                 {"gauge", nil},
 	"sidecache_client_pending_send_bytes_max":        {"gauge", nil},
+	"sidecache_client_pending_header_bytes":          {"gauge", nil},
+	"sidecache_client_pending_headers":               {"gauge", nil},
+	"sidecache_client_pending_header_bytes_max":      {"gauge", nil},
 	"sidecache_config_reloads_total": {"counter", map[string][]string{
 		"result": {"success", "error", "restart_required"}}},
 	"sidecache_build_info": {"gauge", map[string][]string{"version": nil, "goversion": nil}},

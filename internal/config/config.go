@@ -72,6 +72,14 @@ type Server struct {
 	// are cut (internal/sendbudget). A body written to several clients
 	// at once counts once. The admin listener is not bounded by it.
 	MaxPendingSendBytes Size `yaml:"max_pending_send_bytes"`
+	// MaxPendingHeaderBytes bounds, for the whole process and both
+	// listeners, the bytes of request header sections still being read
+	// (a client that sends a large header slowly, or stalls in it, holds
+	// what net/http read of it until read_header_timeout): past it the
+	// connections holding the most are answered 431 and closed
+	// (internal/headerbudget). A section that arrives whole is never
+	// counted.
+	MaxPendingHeaderBytes Size `yaml:"max_pending_header_bytes"`
 }
 
 type Admin struct {

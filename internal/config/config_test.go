@@ -30,6 +30,7 @@ func TestParseGood(t *testing.T) {
 			eq(t, c.Upstream.TunnelIdleTimeout.D(), 5*time.Minute)
 			eq(t, c.Server.MaxConnections, 4096)
 			eq(t, c.Server.MaxPendingSendBytes.Bytes(), int64(64<<20))
+			eq(t, c.Server.MaxPendingHeaderBytes.Bytes(), int64(32<<20))
 			eq(t, c.Cache.MaxBodyBytes.Bytes(), int64(8<<20))
 			eq(t, c.Cache.L1.MaxBytes.Bytes(), int64(256<<20))
 			eq(t, c.Cache.L2 == nil, true)
@@ -192,6 +193,7 @@ func TestParseErrors(t *testing.T) {
 		{"max_connections 0", minimal + "server: {max_connections: 0}", "t.yaml:2: server.max_connections: must be > 0"},
 		{"negative max_connections", minimal + "server: {max_connections: -5}", "t.yaml:2: server.max_connections: must be > 0"},
 		{"max_pending_send_bytes 0", minimal + "server: {max_pending_send_bytes: 0}", "t.yaml:2: server.max_pending_send_bytes: must be > 0"},
+		{"max_pending_header_bytes 0", minimal + "server: {max_pending_header_bytes: 0}", "t.yaml:2: server.max_pending_header_bytes: must be > 0"},
 		{"negative write_timeout", minimal + "server: {write_timeout: -1s}", `t.yaml:2: server.write_timeout: invalid duration "-1s": must not be negative`},
 		{"key.host not a host", route("{name: a, path: /a, ttl: 1s, key: {host: 'a/b'}}"), `t.yaml:3: routes[0].key.host: "a/b" is neither request, none nor a host[:port]`},
 		{"route self-merge", minimal + "routes: [&r {<<: *r, name: x, path: /x, ttl: 1s}]", "t.yaml:2: routes[0]: merge key refers to itself"},

@@ -42,6 +42,9 @@ func setDefaults(c *Config, isSet func(path string) bool) {
 	if !isSet("server.max_pending_send_bytes") {
 		c.Server.MaxPendingSendBytes = 64 << 20 // sendbudget.DefaultMax
 	}
+	if !isSet("server.max_pending_header_bytes") {
+		c.Server.MaxPendingHeaderBytes = 32 << 20 // headerbudget.DefaultMax
+	}
 	if !isSet("server.via") {
 		c.Server.Via = "sidecache"
 	}

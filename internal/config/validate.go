@@ -59,6 +59,9 @@ func (c *Config) validate() Errors {
 	if c.Server.MaxPendingSendBytes <= 0 {
 		v.add("server.max_pending_send_bytes", "must be > 0")
 	}
+	if c.Server.MaxPendingHeaderBytes <= 0 {
+		v.add("server.max_pending_header_bytes", "must be > 0")
+	}
 	if c.Server.Via != "" && !isToken(c.Server.Via) {
 		v.add("server.via", "must be a token (letters, digits, !#$%%&'*+-.^_`|~), got %q", c.Server.Via)
 	}

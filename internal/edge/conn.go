@@ -29,6 +29,10 @@
 //     writes waiting on a full socket (server.max_pending_send_bytes,
 //     internal/sendbudget): past it, the writes held longest without
 //     progress are cut;
+//   - headerbudget.go: both listeners' bound on the bytes of header
+//     sections still being read (server.max_pending_header_bytes,
+//     internal/headerbudget): past it, the connections holding the most
+//     are answered 431 and closed;
 //   - limit.go: the proxy listener's bound on open connections
 //     (server.max_connections, internal/connlimit): at it, the oldest
 //     idle keep-alive connection is closed for a new one, or, none idle,
@@ -55,6 +59,7 @@ import (
 	"time"
 
 	"github.com/sidecache/sidecache/internal/connlimit"
+	"github.com/sidecache/sidecache/internal/headerbudget"
 	"github.com/sidecache/sidecache/internal/rawio"
 	"github.com/sidecache/sidecache/internal/sendbudget"
 )
@@ -77,8 +82,10 @@ type listener struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	// sends, when set, bounds what the connections' waiting writes hold
-	// (sendbudget.go).
+	// (sendbudget.go); heads, what their unfinished header sections hold
+	// (headerbudget.go).
 	sends *sendbudget.Budget
+	heads *headerbudget.Budget
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -89,7 +96,7 @@ func (l *listener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ec := &Conn{Conn: c, wt: l.wt, count: l.count, io: rawio.New(c), sends: l.sends}
+	ec := &Conn{Conn: c, wt: l.wt, count: l.count, io: rawio.New(c), sends: l.sends, heads: l.heads}
 	return ec, nil
 }
 
@@ -156,6 +163,16 @@ type Conn struct {
 	// place in it, under wmu (sendbudget.go).
 	sends *sendbudget.Budget
 	hold  sendbudget.Hold
+	// heads: the process's bound on the bytes of header sections still
+	// being read (nil: none); hhold, this connection's place in it, and
+	// hcounted, whether it is counted (set by the reading goroutine,
+	// cleared by it or as the socket closes); hrefused, under hmu:
+	// answered 431 at the bound (headerbudget.go).
+	heads    *headerbudget.Budget
+	hhold    headerbudget.Hold
+	hcounted atomic.Bool
+	hmu      sync.Mutex
+	hrefused bool
 }
 
 type connKey struct{}
@@ -239,6 +256,11 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if c.scan.end > 0 && !c.scan.told {
 			c.scan.told = true
 			c.section.Store(c.scan.end)
+		}
+	}
+	if c.heads != nil {
+		if cut := c.countHeaders(n, err); cut != nil {
+			return 0, cut
 		}
 	}
 	return n, err

@@ -51,6 +51,11 @@ const (
 	// full sockets held more than server.max_pending_send_bytes, and its
 	// write had gone longest without progress (sendbudget.go).
 	ReasonSendBudget = "send-budget"
+	// ReasonHeaderBudget: a connection answered 431 and closed because
+	// the header sections still being read held more than
+	// server.max_pending_header_bytes, and its section was the largest
+	// (headerbudget.go).
+	ReasonHeaderBudget = "header-budget"
 	// An upgraded connection (a tunnel) cut after
 	// upstream.tunnel_idle_timeout without a byte either way; the proxy
 	// counts it, since the tunnel is its.
@@ -71,7 +76,7 @@ const (
 // ReasonTunnelIdle and ReasonTunnelLimit (counted by the proxy) only
 // where upgrades are allowed.
 func Reasons(o Options, writeTimeout time.Duration) []string {
-	r := []string{ReasonFraming, ReasonAsteriskForm, ReasonReadTimeout, ReasonMalformed, ReasonHeaderTooLarge, ReasonSendBudget}
+	r := []string{ReasonFraming, ReasonAsteriskForm, ReasonReadTimeout, ReasonMalformed, ReasonHeaderTooLarge, ReasonSendBudget, ReasonHeaderBudget}
 	if o.Via != "" {
 		r = append(r, ReasonLoop)
 	}

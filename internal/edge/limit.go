@@ -48,7 +48,7 @@ func (l *listener) acceptLimited() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ec := &Conn{Conn: c, wt: l.wt, count: l.count, io: rawio.New(c), sends: l.sends}
+	ec := &Conn{Conn: c, wt: l.wt, count: l.count, io: rawio.New(c), sends: l.sends, heads: l.heads}
 	for {
 		if s, ok := l.lim.Take(ec.reap); ok {
 			ec.slot = s
@@ -85,6 +85,7 @@ func (c *Conn) reap() bool {
 // closeSocket closes c's socket and gives its slot back.
 func (c *Conn) closeSocket() error {
 	err := c.Conn.Close()
+	c.endHeaders()
 	if c.slot != nil {
 		c.slot.Release()
 	}

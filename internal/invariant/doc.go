@@ -235,6 +235,22 @@
 // stage's resources whole and right (send-budget). Without the budget all
 // k writes wait until write_timeout, none cut: a send-budget violation.
 //
+// # The header budget (headerbudget.go)
+//
+// With header-budget (On; stream 73) the same replica has
+// server.max_pending_header_bytes 16 KiB. After about one round in ten a
+// stage opens 3 or 4 clients, one after the other, each from an
+// identity's address, each sending 6-7 KiB of a GET /r header section
+// (ids from 76000) and stalling in it. After each, the replica must hold
+// exactly the sections the model keeps (sidecache_client_pending_header_bytes)
+// and have cut the others (sidecache_edge_refused_total{reason=
+// "header-budget"}): over the budget the largest other section is cut,
+// among equals the earlier, the growing one never; an ordinary read sent
+// at once beside them is answered and checked as any. Each cut client
+// must then read a 431 and the end of its stream, and each kept one,
+// once it ends its section, a 200 (header-budget). Without the budget
+// nothing is held or cut: a header-budget violation.
+//
 // # One read's calls (mismatch.go)
 //
 // With mismatch-vary (On; stream 59), after about one round in four and

@@ -206,7 +206,7 @@ type env struct {
 	tadmin   string   // its admin base URL
 	capped   string   // a replica with max_connections maxConns (conn-cap row)
 	cadmin   string   // its admin base URL
-	budgeted string   // a replica with max_pending_send_bytes 1 (send-budget row)
+	budgeted string   // a replica with max_pending_send_bytes 1 and max_pending_header_bytes 16 KiB (send-budget, header-budget rows)
 	badmin   string   // its admin base URL
 	// gate, promote and padmin are the promote-race row's: a replica
 	// whose Redis replies pass through gate (startPromote).
@@ -246,8 +246,8 @@ func startEnv(t testing.TB, seed uint64) *env {
 	if envMix(t).Has("conn-cap") {
 		e.capped, e.cadmin = startReplica(t, yaml+fmt.Sprintf("server:\n  max_connections: %d\n", maxConns))
 	}
-	if envMix(t).Has("send-budget") {
-		e.budgeted, e.badmin = startReplica(t, yaml+"server:\n  max_pending_send_bytes: 1\n")
+	if m := envMix(t); m.Has("send-budget") || m.Has("header-budget") {
+		e.budgeted, e.badmin = startReplica(t, yaml+"server:\n  max_pending_send_bytes: 1\n  max_pending_header_bytes: 16384\n")
 	}
 	if m := envMix(t); m.Has("promote-race") || m.Has("batch-opener-budget") {
 		e.startPromote(t, yaml)

@@ -66,9 +66,11 @@ type Config struct {
 	Capped, CappedAdmin string
 	MaxConns            int
 	// Budgeted and BudgetedAdmin are the base URLs of a replica like the
-	// others but with server.max_pending_send_bytes 1, a peer of theirs
-	// the send-budget row (sendbudget.go) sends clients that never read
-	// (none when empty). Its budget would cut the other rows' slow
+	// others but with server.max_pending_send_bytes 1 and
+	// max_pending_header_bytes 16 KiB, a peer of theirs the send-budget
+	// row (sendbudget.go) sends clients that never read, and the
+	// header-budget row (headerbudget.go) clients stalled in their header
+	// sections (none when empty). Its budget would cut the other rows' slow
 	// clients, so it is not one of Replicas.
 	Budgeted, BudgetedAdmin string
 	// SaveRedis, RestartRedis and StartReplica, when set, are the
@@ -319,6 +321,10 @@ type run struct {
 	// stream 66; sendStages counts its stages (their fresh ids).
 	sends, sendDraws *rand.Rand
 	sendStages       int
+	// heads draws whether and how the header-budget row (headerbudget.go)
+	// plays, on stream 73; headStages counts its stages (their fresh ids).
+	heads      *rand.Rand
+	headStages int
 }
 
 // Run drives cfg.Rounds rounds of concurrent requests and checks every
@@ -331,6 +337,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	r.mismatchRng = rand.New(rand.NewPCG(cfg.Seed, 59))
 	r.stalledRng = rand.New(rand.NewPCG(cfg.Seed, 61))
 	r.sends, r.sendDraws = rand.New(rand.NewPCG(cfg.Seed, 65)), rand.New(rand.NewPCG(cfg.Seed, 66))
+	r.heads = rand.New(rand.NewPCG(cfg.Seed, 73))
 	r.bodies = rand.New(rand.NewPCG(cfg.Seed, 33))
 	r.reloads = rand.New(rand.NewPCG(cfg.Seed, 43))
 	r.ghosts, r.restarts = rand.New(rand.NewPCG(cfg.Seed, 37)), rand.New(rand.NewPCG(cfg.Seed, 38))
@@ -476,6 +483,7 @@ func (r *run) round(ctx context.Context, round int) {
 	r.upgrades(ctx)             // beside the round: its draws are its own
 	r.connCap(ctx)              // conncap.go, likewise
 	r.sendBudget(ctx)           // sendbudget.go, likewise
+	r.headerBudgetRow(ctx)      // headerbudget.go, likewise
 	r.mismatchVary(ctx, round)  // mismatch.go, likewise
 	r.stalledLength(ctx, round) // stalled.go, likewise
 }

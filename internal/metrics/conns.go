@@ -16,12 +16,16 @@ import (
 // It also reports the bound on the bytes that the proxy listener's writes
 // waiting on a full socket hold (server.max_pending_send_bytes,
 // internal/sendbudget); the writes it cuts are counted in
-// sidecache_edge_refused_total{reason="send-budget"}.
+// sidecache_edge_refused_total{reason="send-budget"}; and, with the same
+// gauges, the bound on the bytes of header sections still being read, on
+// both listeners (server.max_pending_header_bytes, internal/headerbudget),
+// whose refusals are counted under reason="header-budget".
 type conns struct {
 	reaped prometheus.Counter
 	waits  prometheus.Counter
 	gauges *connGauges
 	sends  *sendGauges
+	heads  *sendGauges
 }
 
 func newConns() conns {
@@ -50,11 +54,19 @@ func newConns() conns {
 			max: prometheus.NewDesc(namespace+"_client_pending_send_bytes_max",
 				"server.max_pending_send_bytes in force.", nil, nil),
 		},
+		heads: &sendGauges{
+			bytes: prometheus.NewDesc(namespace+"_client_pending_header_bytes",
+				"Bytes of request header sections still being read, on both listeners (a client sending a large header slowly, or stalled in it); a section that arrives whole is never counted. Bounded by server.max_pending_header_bytes.", nil, nil),
+			writes: prometheus.NewDesc(namespace+"_client_pending_headers",
+				"Connections, on both listeners, whose header section is still being read and is counted in sidecache_client_pending_header_bytes.", nil, nil),
+			max: prometheus.NewDesc(namespace+"_client_pending_header_bytes_max",
+				"server.max_pending_header_bytes in force.", nil, nil),
+		},
 	}
 }
 
 func (c conns) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.reaped, c.waits, c.gauges, c.sends}
+	return []prometheus.Collector{c.reaped, c.waits, c.gauges, c.sends, c.heads}
 }
 
 // sendGauges reports the send budget's state at scrape time, absent until
@@ -87,6 +99,17 @@ func (m *Metrics) SendSource(bytes, writes, max func() int64) {
 		return
 	}
 	m.conns.sends.src.Store(&sendSource{bytes: bytes, writes: writes, max: max})
+}
+
+// HeaderSource makes sidecache_client_pending_header_bytes,
+// sidecache_client_pending_headers and
+// sidecache_client_pending_header_bytes_max report bytes, conns and max
+// at scrape time.
+func (m *Metrics) HeaderSource(bytes, conns, max func() int64) {
+	if m == nil || bytes == nil || conns == nil || max == nil {
+		return
+	}
+	m.conns.heads.src.Store(&sendSource{bytes: bytes, writes: conns, max: max})
 }
 
 // connGauges reports the bound's state at scrape time, absent until

@@ -26,7 +26,7 @@ func TestOversizedHeaderSectionAnswered431(t *testing.T) {
 	up := newSeen(t)
 	rep := startReplicaYAML(t, fmt.Sprintf(edgeConfig, "  read_header_timeout: 10s", up.URL, ""))
 	const limit = 64 << 10
-	want := map[string]float64{"framing": 0, "asterisk-form": 0, "read-timeout": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0, "send-budget": 0}
+	want := map[string]float64{"framing": 0, "asterisk-form": 0, "read-timeout": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0, "send-budget": 0, "header-budget": 0}
 	cases := []struct {
 		name  string
 		size  int // bytes of the header section, request line to empty line
@@ -87,7 +87,7 @@ func TestOversizedHeaderSectionAnswered431(t *testing.T) {
 	// A bound of 4 KiB or less, under net/http's least (4097 bytes):
 	// the handler refuses what net/http let through.
 	small := startReplicaYAML(t, fmt.Sprintf(edgeConfig, "  max_header_bytes: 1KiB", up.URL, ""))
-	smallWant := map[string]float64{"framing": 0, "asterisk-form": 0, "read-timeout": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0, "send-budget": 0}
+	smallWant := map[string]float64{"framing": 0, "asterisk-form": 0, "read-timeout": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0, "send-budget": 0, "header-budget": 0}
 	for _, addr := range []string{small.proxy, small.admin} {
 		path := "/other"
 		if addr == small.admin {

@@ -18,7 +18,7 @@ import (
 func TestNetHTTPRefusalsCounted(t *testing.T) {
 	up := newSeen(t)
 	rep := startReplicaYAML(t, fmt.Sprintf(edgeConfig, "  max_header_bytes: 1KiB", up.URL, ""))
-	want := map[string]float64{"framing": 0, "asterisk-form": 0, "read-timeout": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0, "send-budget": 0}
+	want := map[string]float64{"framing": 0, "asterisk-form": 0, "read-timeout": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0, "send-budget": 0, "header-budget": 0}
 	check := func(after string) {
 		t.Helper()
 		checkRefused(t, rep, want, after)

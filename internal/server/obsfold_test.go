@@ -18,7 +18,7 @@ import (
 func TestObsFoldRefused(t *testing.T) {
 	up := newSeen(t)
 	rep := startReplicaYAML(t, fmt.Sprintf(edgeConfig, "  read_timeout: 60s", up.URL, ""))
-	want := map[string]float64{"framing": 0, "asterisk-form": 0, "read-timeout": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0, "send-budget": 0}
+	want := map[string]float64{"framing": 0, "asterisk-form": 0, "read-timeout": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0, "send-budget": 0, "header-budget": 0}
 	json := "{\n  \"a\": 1,\n\t\"b\": [\n    2\n  ]\n}\n"
 	for _, tc := range []struct{ name, req string }{
 		{"folded Transfer-Encoding beside Content-Length", "POST /other HTTP/1.1\r\nHost: a\r\nX-A: b\r\n Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\nGET /other HTTP/1.1\r\nHost: a\r\n\r\n"},

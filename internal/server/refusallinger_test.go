@@ -19,7 +19,7 @@ import (
 func TestNetHTTPRefusalsReachAClientStillSending(t *testing.T) {
 	up := newSeen(t)
 	rep := startReplicaYAML(t, fmt.Sprintf(edgeConfig, "  read_header_timeout: 10s", up.URL, ""))
-	want := map[string]float64{"framing": 0, "asterisk-form": 0, "read-timeout": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0, "send-budget": 0}
+	want := map[string]float64{"framing": 0, "asterisk-form": 0, "read-timeout": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0, "send-budget": 0, "header-budget": 0}
 	const size = 16 << 20 // far over what the sockets' buffers hold
 	body := strings.Repeat("b", size)
 	cl := fmt.Sprintf("Content-Length: %d\r\n", size)

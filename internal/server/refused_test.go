@@ -30,7 +30,7 @@ func TestEdgeRefusalsCounted(t *testing.T) {
 	t.Cleanup(up.Close)
 	rep := startReplicaYAML(t, fmt.Sprintf(edgeConfig, "  write_timeout: 300ms", up.URL, ""))
 
-	want := map[string]float64{"framing": 0, "asterisk-form": 0, "read-timeout": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0, "send-budget": 0}
+	want := map[string]float64{"framing": 0, "asterisk-form": 0, "read-timeout": 0, "loop": 0, "trace": 0, "write-timeout": 0, "malformed": 0, "header-too-large": 0, "send-budget": 0, "header-budget": 0}
 	check := func(after string) {
 		t.Helper()
 		checkRefused(t, rep, want, after)
@@ -90,8 +90,8 @@ func TestEdgeRefusalsCounted(t *testing.T) {
 func TestEdgeRefusalReasonsFollowConfig(t *testing.T) {
 	up := newSeen(t)
 	rep := startReplicaYAML(t, fmt.Sprintf(edgeConfig, "  allow_trace: true\n  via: \"\"\n  write_timeout: 0s", up.URL, ""))
-	if got := edgeRefused(t, rep); fmt.Sprint(got) != "map[asterisk-form:0 framing:0 header-too-large:0 malformed:0 read-timeout:0 send-budget:0]" {
-		t.Errorf("reasons at start %v, want asterisk-form, framing, header-too-large, malformed, read-timeout and send-budget alone", got)
+	if got := edgeRefused(t, rep); fmt.Sprint(got) != "map[asterisk-form:0 framing:0 header-budget:0 header-too-large:0 malformed:0 read-timeout:0 send-budget:0]" {
+		t.Errorf("reasons at start %v, want asterisk-form, framing, header-budget, header-too-large, malformed, read-timeout and send-budget alone", got)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // that store and tag as before), the admin
 // token, log.level, log.access, the shutdown timings, upstream.url and
 // upstream.timeout, cache.l2.lease_ttl, server.max_connections and
-// server.max_pending_send_bytes. Every
+// server.max_pending_send_bytes and server.max_pending_header_bytes. Every
 // other change
 // (listen addresses, server timeouts, upstream, Redis and the cache sizes,
 // log.format, ...) needs new sockets, clients or stores: it is logged, the
@@ -126,6 +126,10 @@ func (s *Server) applyLocked(data []byte) error {
 	if n := cfg.Server.MaxPendingSendBytes; n != old.Server.MaxPendingSendBytes {
 		s.sends.SetMax(n.Bytes()) // a count: lowered, what is over it is cut now
 		applied.Server.MaxPendingSendBytes = n
+	}
+	if n := cfg.Server.MaxPendingHeaderBytes; n != old.Server.MaxPendingHeaderBytes {
+		s.heads.SetMax(n.Bytes()) // a count: lowered, what is over it is cut now
+		applied.Server.MaxPendingHeaderBytes = n
 	}
 	s.cfg.Store(&applied)
 

@@ -26,6 +26,7 @@ import (
 	"github.com/sidecache/sidecache/internal/config"
 	"github.com/sidecache/sidecache/internal/connlimit"
 	"github.com/sidecache/sidecache/internal/edge"
+	"github.com/sidecache/sidecache/internal/headerbudget"
 	"github.com/sidecache/sidecache/internal/lograte"
 	"github.com/sidecache/sidecache/internal/metrics"
 	"github.com/sidecache/sidecache/internal/proxy"
@@ -81,6 +82,10 @@ type Server struct {
 	// sends bounds the bytes the proxy listener's waiting writes hold
 	// (server.max_pending_send_bytes; reloaded in place).
 	sends *sendbudget.Budget
+	// heads bounds what both listeners' unfinished header sections hold
+	// (server.max_pending_header_bytes): one budget, as the memory is
+	// the process's.
+	heads *headerbudget.Budget
 
 	draining atomic.Bool
 	reloadMu sync.Mutex
@@ -112,6 +117,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	s.m.ConnSource(s.conns.Open, func() int64 { return int64(s.conns.Max()) })
 	s.sends = sendbudget.New(cfg.Server.MaxPendingSendBytes.Bytes())
 	s.m.SendSource(s.sends.Held, s.sends.Writes, s.sends.Max)
+	s.heads = headerbudget.New(cfg.Server.MaxPendingHeaderBytes.Bytes())
+	s.m.HeaderSource(s.heads.Held, s.heads.Conns, s.heads.Max)
 
 	var l1s, l2s cache.Store
 	if n := cfg.Cache.L1.MaxBytes.Bytes(); n > 0 {
@@ -302,6 +309,7 @@ func (s *Server) Listen() error {
 	}
 	wt := cfg.Server.WriteTimeout.D()
 	s.proxyLn, s.adminLn = edge.CappedListener(s.proxyLn, wt, s.m, s.conns, s.sends), edge.Listener(s.adminLn, wt, s.m)
+	s.proxyLn, s.adminLn = edge.WithHeaderBudget(s.proxyLn, s.heads), edge.WithHeaderBudget(s.adminLn, s.heads)
 	return nil
 }
 

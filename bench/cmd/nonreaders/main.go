@@ -9,6 +9,13 @@
 //	go run ./cmd/nonreaders -sidecache ../bin/sidecache -clients 400 -size 900KiB -path /big/1
 //	go run ./cmd/nonreaders -sidecache ../bin/sidecache -clients 400 -max-connections 100
 //	go run ./cmd/nonreaders -sidecache ../bin/sidecache -clients 400 -path '/big/{n}' -max-pending-send-bytes 16777216
+//	go run ./cmd/nonreaders -sidecache ../bin/sidecache -clients 4096 -stall-header 61440
+//	go run ./cmd/nonreaders -sidecache ../bin/sidecache -clients 2000 -stall-header 61440 -admin
+//
+// -stall-header n makes each client send the first n bytes of a header
+// section (one long field line) and stall in it, instead of a whole GET
+// (-admin: to the admin listener); -max-pending-header-bytes sets
+// server.max_pending_header_bytes.
 //
 // -path /big/1 asks every client for one cached answer (L1 hit after the
 // first); /pass/{n} (n: the client's number) passes each through.
@@ -39,6 +46,9 @@ func main() {
 	maxPending := flag.Int64("max-pending-send-bytes", 0, "server.max_pending_send_bytes (0: the binary's default, or none)")
 	settle := flag.Duration("settle", 3*time.Second, "wait after the last client before measuring")
 	idle := flag.Int("idle", 0, "idle keep-alive clients instead (one small answer read each)")
+	stallHeader := flag.Int("stall-header", 0, "clients send this many bytes of a header section and stall instead")
+	toAdmin := flag.Bool("admin", false, "with -stall-header: to the admin listener")
+	maxHeader := flag.Int64("max-pending-header-bytes", 0, "server.max_pending_header_bytes (0: the binary's default, or none)")
 	flag.Parse()
 
 	body := strings.Repeat("x", *size)
@@ -71,7 +81,7 @@ routes:
     path: /big/{id}
     ttl: 5m
 `, proxy, admin, upLn.Addr())
-	if *maxConns > 0 || *maxPending > 0 {
+	if *maxConns > 0 || *maxPending > 0 || *maxHeader > 0 {
 		cfg += "server:\n"
 	}
 	if *maxConns > 0 {
@@ -79,6 +89,9 @@ routes:
 	}
 	if *maxPending > 0 {
 		cfg += fmt.Sprintf("  max_pending_send_bytes: %d\n", *maxPending)
+	}
+	if *maxHeader > 0 {
+		cfg += fmt.Sprintf("  max_pending_header_bytes: %d\n", *maxHeader)
 	}
 	file := filepath.Join(dir, "sidecache.yaml")
 	check(os.WriteFile(file, []byte(cfg), 0o644))
@@ -99,9 +112,18 @@ routes:
 	base := rss(cmd.Process.Pid)
 	var conns []net.Conn
 	for i := range max(*clients, *idle) {
-		c, err := net.Dial("tcp", proxy)
+		target := proxy
+		if *toAdmin {
+			target = admin
+		}
+		c, err := net.Dial("tcp", target)
 		check(err)
 		conns = append(conns, c)
+		if *stallHeader > 0 {
+			head := "GET /pass/1 HTTP/1.1\r\nHost: svc\r\nX-Pad: "
+			io.WriteString(c, head+strings.Repeat("p", *stallHeader-len(head)))
+			continue
+		}
 		if *idle > 0 {
 			fmt.Fprintf(c, "GET /small/%d HTTP/1.1\r\nHost: svc\r\n\r\n", i)
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -114,13 +136,13 @@ routes:
 	}
 	time.Sleep(*settle)
 	now := rss(cmd.Process.Pid)
-	fmt.Printf("clients=%d idle=%d size=%d path=%s max_connections=%d max_pending_send_bytes=%d\n", *clients, *idle, *size, *path, *maxConns, *maxPending)
+	fmt.Printf("clients=%d idle=%d size=%d path=%s max_connections=%d max_pending_send_bytes=%d stall_header=%d admin=%v max_pending_header_bytes=%d\n", *clients, *idle, *size, *path, *maxConns, *maxPending, *stallHeader, *toAdmin, *maxHeader)
 	fmt.Printf("RSS before %s, with the clients %s (%s per client over before)\n", base, now, perClient(base, now, max(*clients, *idle)))
 	resp, err := http.Get("http://" + admin + "/metrics")
 	check(err)
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if l := sc.Text(); strings.HasPrefix(l, "sidecache_client_connection") || strings.HasPrefix(l, "sidecache_client_pending_send") || strings.HasPrefix(l, `sidecache_edge_refused_total{reason="send-budget"}`) || strings.HasPrefix(l, `sidecache_edge_refused_total{reason="write-timeout"}`) || strings.HasPrefix(l, "go_memstats_heap_inuse_bytes") || strings.HasPrefix(l, "go_goroutines") {
+		if l := sc.Text(); strings.HasPrefix(l, "sidecache_client_connection") || strings.HasPrefix(l, "sidecache_client_pending_send") || strings.HasPrefix(l, `sidecache_edge_refused_total{reason="send-budget"}`) || strings.HasPrefix(l, "sidecache_client_pending_header") || strings.HasPrefix(l, `sidecache_edge_refused_total{reason="header-budget"}`) || strings.HasPrefix(l, `sidecache_edge_refused_total{reason="write-timeout"}`) || strings.HasPrefix(l, "go_memstats_heap_inuse_bytes") || strings.HasPrefix(l, "go_goroutines") {
 			fmt.Println(l)
 		}
 	}
